@@ -1,0 +1,98 @@
+"""Credentials and connection manager of the ``spark_mv`` profile type.
+
+Every dbt-spark connection method works unchanged (session, thrift, http, odbc). For
+``method: session`` the plugin first starts the embedded Spark session with Iceberg
+(see :mod:`dbt_incremental_mv.embedded`), then dbt-spark's session wrapper uses it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+
+from dbt.adapters.contracts.connection import Connection, ConnectionState
+from dbt.adapters.events.logging import AdapterLogger
+from dbt.adapters.exceptions import FailedToConnectError
+from dbt.adapters.spark.connections import SparkConnectionManager, SparkConnectionMethod, SparkCredentials
+from dbt_common.exceptions import DbtRuntimeError
+
+from dbt_incremental_mv.embedded import ICEBERG_JARS_MODES, start_session
+from dbt_incremental_mv.iceberg_runtime import IcebergRuntimeError
+
+logger = AdapterLogger("spark_mv")
+_session_lock = threading.Lock()
+
+
+@dataclass
+class SparkMVCredentials(SparkCredentials):
+    # Embedded session only (method: session): the local Iceberg warehouse directory
+    # (relative paths are relative to the directory dbt runs in) and how Spark gets Iceberg.
+    warehouse: str | None = None
+    iceberg_jars: str = "auto"
+
+    @property
+    def type(self) -> str:
+        return "spark_mv"
+
+    def __post_init__(self) -> None:
+        if self.method == SparkConnectionMethod.SESSION and self.host is None:
+            self.host = "localhost"  # dbt-spark requires a host even for an in-process session
+        if self.iceberg_jars not in ICEBERG_JARS_MODES:
+            allowed = ", ".join(f"'{m}'" for m in ICEBERG_JARS_MODES)
+            raise DbtRuntimeError(f"Profile: iceberg_jars={self.iceberg_jars!r} is not supported. Allowed: {allowed}.")
+        super().__post_init__()
+
+    def _connection_keys(self) -> tuple[str, ...]:
+        keys = super()._connection_keys()
+        if self.method == SparkConnectionMethod.SESSION:
+            keys += ("warehouse", "iceberg_jars")
+        return keys
+
+
+def summarize_spark_error(exc: BaseException | None) -> str | None:
+    """One readable line for a JVM error instead of its stack trace (None: keep the message)."""
+    java_exception = getattr(exc, "java_exception", None)
+    if java_exception is not None:  # py4j.protocol.Py4JJavaError: not converted by PySpark
+        try:
+            return str(java_exception.toString())
+        except Exception:  # the JVM may be gone
+            return None
+    text = str(exc) if exc is not None else ""
+    if "\nJVM stacktrace:" in text:
+        return text.split("\nJVM stacktrace:", 1)[0]
+    return None
+
+
+class SparkMVConnectionManager(SparkConnectionManager):
+    TYPE = "spark_mv"
+
+    @classmethod
+    def open(cls, connection: Connection) -> Connection:
+        creds = connection.credentials
+        if connection.state != ConnectionState.OPEN and creds.method == SparkConnectionMethod.SESSION:
+            with _session_lock:  # dbt threads open connections concurrently; one JVM per process
+                try:
+                    start_session(
+                        warehouse=creds.warehouse,
+                        iceberg_jars=creds.iceberg_jars,
+                        user_params=creds.server_side_parameters,
+                    )
+                except IcebergRuntimeError as exc:
+                    raise FailedToConnectError(f"Cannot start the embedded Spark session: {exc}") from exc
+        return super().open(connection)
+
+    @contextmanager
+    def exception_handler(self, sql: str) -> Iterator[None]:
+        try:
+            with super().exception_handler(sql):
+                yield
+        except DbtRuntimeError as exc:
+            short = summarize_spark_error(exc.__context__)
+            if short is None:
+                raise
+            raise DbtRuntimeError(short) from exc.__context__
+
+

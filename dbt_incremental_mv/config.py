@@ -1,0 +1,46 @@
+"""Validation of a ``fast_refresh`` model's configuration.
+
+Runs before the materialization touches anything: a bad value fails the model with a
+message that names the config, the value given and the values allowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+REFRESH_METHODS = ("force", "fast", "complete")
+"""``force``: fast when possible, else complete (default); ``fast``: fail when a fast
+refresh is impossible; ``complete``: always recompute the whole view."""
+
+FILE_FORMAT = "iceberg"
+
+
+class ConfigError(ValueError):
+    """A model's fast_refresh configuration is invalid."""
+
+
+@dataclass(frozen=True)
+class FastRefreshConfig:
+    refresh_method: str = "force"
+
+    @classmethod
+    def from_model_config(cls, model_name: str, config: Mapping[str, Any]) -> FastRefreshConfig:
+        refresh_method = config.get("refresh_method")
+        if refresh_method is None:
+            refresh_method = "force"
+        if not isinstance(refresh_method, str) or refresh_method.strip().lower() not in REFRESH_METHODS:
+            allowed = ", ".join(f"'{m}'" for m in REFRESH_METHODS)
+            raise ConfigError(
+                f"Model '{model_name}': refresh_method={refresh_method!r} is not supported. "
+                f"Allowed values: {allowed} (default 'force': fast when possible, else complete)."
+            )
+        file_format = config.get("file_format")
+        if file_format is not None and str(file_format).lower() != FILE_FORMAT:
+            raise ConfigError(
+                f"Model '{model_name}': file_format={file_format!r} is not supported by the fast_refresh "
+                "materialization: a fast-refreshed view is always an Iceberg table. Remove the file_format "
+                "config or set it to 'iceberg'."
+            )
+        return cls(refresh_method=refresh_method.strip().lower())

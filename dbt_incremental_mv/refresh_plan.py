@@ -1,0 +1,53 @@
+"""Which kind of refresh a ``fast_refresh`` model gets on this run, and why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from dbt_incremental_mv.config import FastRefreshConfig
+
+Action = Literal["build", "complete", "fast"]
+
+
+class FastRefreshUnavailable(RuntimeError):
+    """refresh_method='fast' was asked for, but the view cannot be fast refreshed."""
+
+
+@dataclass(frozen=True)
+class RefreshDecision:
+    action: Action
+    reason: str
+
+
+def decide_refresh(
+    model_name: str,
+    config: FastRefreshConfig,
+    *,
+    existing_type: str | None,
+    full_refresh: bool,
+    fast_refresh_blocker: str | None,
+) -> RefreshDecision:
+    """Decide between building the view, recomputing it (complete) and a fast refresh.
+
+    ``existing_type`` is the type of the relation already in the warehouse (None when there
+    is none); ``fast_refresh_blocker`` says why a fast refresh is impossible (None when it is
+    possible).
+    """
+    if existing_type is None:
+        return RefreshDecision("build", "first run: building the view in full")
+    if full_refresh:
+        return RefreshDecision("build", "--full-refresh: rebuilding the view in full")
+    if existing_type != "table":
+        return RefreshDecision("build", f"the existing relation is a {existing_type}: replacing it with the view")
+    if config.refresh_method == "complete":
+        return RefreshDecision("complete", "refresh_method='complete'")
+    if fast_refresh_blocker is None:
+        return RefreshDecision("fast", "fast refresh")
+    if config.refresh_method == "fast":
+        raise FastRefreshUnavailable(
+            f"Model '{model_name}' cannot be fast refreshed: {fast_refresh_blocker}. "
+            "Set refresh_method='force' to fall back to a complete refresh, or 'complete' to always "
+            "recompute the view."
+        )
+    return RefreshDecision("complete", f"fast refresh impossible: {fast_refresh_blocker}")
