@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Creates (or updates) the project's virtual environment and installs the plugin into it.
+# Idempotent. Needs Python 3.11 and Java 17 (for Spark); nothing else is preinstalled.
+# Usage: source scripts/setup.sh   (or run it; it prints the venv's path)
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${DBT_MV_VENV:-$repo/.venv}"
+python="${PYTHON:-python3.11}"
+command -v "$python" >/dev/null 2>&1 || python=python3
+
+"$python" - <<'PY' || { echo "dbt-incremental-mv needs Python 3.11 (set PYTHON=/path/to/python3.11)" >&2; exit 1; }
+import sys
+sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)
+PY
+if ! java -version >/dev/null 2>&1; then
+  echo "dbt-incremental-mv runs Spark in-process and needs Java 17 on PATH (e.g. apt-get install openjdk-17-jre-headless)" >&2
+  exit 1
+fi
+
+if [ ! -x "$venv/bin/python" ]; then
+  "$python" -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$repo[dev]"
+# pip keeps an installed copy of the same version: always install the checkout's code.
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --force-reinstall "$repo"
+# Prepare the offline Iceberg runtime once (cached), so the first dbt command starts quickly.
+"$venv/bin/dbt-incremental-mv" prepare-jars >/dev/null
+echo "$venv"

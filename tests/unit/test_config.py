@@ -1,0 +1,39 @@
+import pytest
+
+from dbt_incremental_mv.config import REFRESH_METHODS, ConfigError, FastRefreshConfig
+
+
+def test_default_refresh_method_is_force():
+    assert FastRefreshConfig.from_model_config("m", {}).refresh_method == "force"
+    assert FastRefreshConfig.from_model_config("m", {"refresh_method": None}).refresh_method == "force"
+
+
+@pytest.mark.parametrize("value", REFRESH_METHODS)
+def test_allowed_refresh_methods(value):
+    assert FastRefreshConfig.from_model_config("m", {"refresh_method": value}).refresh_method == value
+
+
+def test_refresh_method_is_case_and_space_insensitive():
+    assert FastRefreshConfig.from_model_config("m", {"refresh_method": " FAST "}).refresh_method == "fast"
+
+
+@pytest.mark.parametrize("value", ["sometimes", "", "incremental", 1, ["fast"]])
+def test_bad_refresh_method_names_value_and_allowed_ones(value):
+    with pytest.raises(ConfigError) as err:
+        FastRefreshConfig.from_model_config("my_view", {"refresh_method": value})
+    message = str(err.value)
+    assert "my_view" in message
+    assert repr(value) in message
+    for allowed in REFRESH_METHODS:
+        assert f"'{allowed}'" in message
+
+
+@pytest.mark.parametrize("value", ["iceberg", "ICEBERG", None])
+def test_iceberg_file_format_accepted(value):
+    FastRefreshConfig.from_model_config("m", {"file_format": value})
+
+
+@pytest.mark.parametrize("value", ["delta", "parquet", "hudi"])
+def test_other_file_formats_refused(value):
+    with pytest.raises(ConfigError, match=f"file_format='{value}'.*Iceberg"):
+        FastRefreshConfig.from_model_config("m", {"file_format": value})

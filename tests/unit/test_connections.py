@@ -1,0 +1,61 @@
+import pytest
+from dbt_common.exceptions import DbtRuntimeError
+
+from dbt_incremental_mv.adapter import Plugin
+from dbt_incremental_mv.adapter.connections import SparkMVCredentials, summarize_spark_error
+
+
+def credentials(**overrides):
+    fields = {"method": "session", "schema": "shop", **overrides}
+    return SparkMVCredentials.from_dict(fields)
+
+
+def test_session_profile_needs_no_host():
+    creds = credentials()
+    assert creds.host == "localhost"
+    assert creds.type == "spark_mv"
+    assert creds.iceberg_jars == "auto"
+
+
+def test_bad_iceberg_jars_mode_is_refused():
+    with pytest.raises(DbtRuntimeError, match="iceberg_jars='maven'.*'auto'"):
+        credentials(iceberg_jars="maven")
+
+
+def test_thrift_profile_keeps_dbt_spark_rules():
+    creds = credentials(method="thrift", host="127.0.0.1", port=10000)
+    assert creds.host == "127.0.0.1"
+    with pytest.raises(DbtRuntimeError, match="host"):
+        credentials(method="thrift")
+
+
+def test_plugin_is_a_spark_subclass():
+    assert Plugin.dependencies == ["spark"]
+    assert Plugin.adapter.type() == "spark_mv"
+    assert Plugin.project_name == "dbt_spark_mv"
+
+
+class FakeJavaException:
+    def toString(self):
+        return "org.apache.iceberg.exceptions.CommitFailedException: Cannot commit: stale metadata"
+
+
+class FakePy4JError(Exception):
+    java_exception = FakeJavaException()
+
+    def __str__(self):
+        return "An error occurred while calling o1.sql.\n: org.apache...\n\tat org.apache.iceberg.X(X.java:1)"
+
+
+def test_java_errors_are_summarized_on_one_line():
+    assert summarize_spark_error(FakePy4JError()) == FakeJavaException().toString()
+
+
+def test_pyspark_errors_lose_their_jvm_stacktrace():
+    error = Exception("[DIVIDE_BY_ZERO] Division by zero.\nJVM stacktrace:\norg.apache.spark...\n\tat x")
+    assert summarize_spark_error(error) == "[DIVIDE_BY_ZERO] Division by zero."
+
+
+def test_other_errors_are_left_alone():
+    assert summarize_spark_error(ValueError("plain")) is None
+    assert summarize_spark_error(None) is None

@@ -1,0 +1,65 @@
+from pathlib import Path
+
+import pytest
+
+from dbt_incremental_mv.embedded import LOG4J_CONFIG, resolve_warehouse, session_settings
+from dbt_incremental_mv.iceberg_runtime import ICEBERG_PACKAGE, IcebergJars
+
+JARS = IcebergJars(runtime=Path("/j/runtime.jar"), relocated_jackson=Path("/j/jackson.jar"))
+WAREHOUSE = Path("/data/wh")
+
+
+def settings(user_params=None, iceberg_jars="auto", jars=JARS):
+    return session_settings(warehouse=WAREHOUSE, user_params=user_params or {}, iceberg_jars=iceberg_jars, jars=jars)
+
+
+def test_defaults_make_an_iceberg_hadoop_catalog_in_the_warehouse():
+    s = settings()
+    assert s["spark.sql.catalog.spark_catalog"] == "org.apache.iceberg.spark.SparkCatalog"
+    assert s["spark.sql.catalog.spark_catalog.type"] == "hadoop"
+    assert s["spark.sql.catalog.spark_catalog.warehouse"] == str(WAREHOUSE)
+    assert s["spark.sql.extensions"].endswith("IcebergSparkSessionExtensions")
+    assert s["spark.jars"] == "/j/runtime.jar,/j/jackson.jar"
+    assert "spark.jars.packages" not in s
+
+
+def test_no_litter_in_the_working_directory():
+    s = settings()
+    assert s["spark.sql.catalogImplementation"] == "in-memory"  # no metastore_db, no derby.log
+    assert s["spark.sql.warehouse.dir"] == str(WAREHOUSE)  # no ./spark-warehouse
+    assert s["spark.ui.showConsoleProgress"] == "false"
+    assert f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}" in s["spark.driver.extraJavaOptions"]
+    assert LOG4J_CONFIG.is_file()
+
+
+def test_user_parameters_win():
+    s = settings({"spark.master": "local[1]", "spark.sql.shuffle.partitions": "2"})
+    assert s["spark.master"] == "local[1]"
+    assert s["spark.sql.shuffle.partitions"] == "2"
+
+
+def test_user_java_options_keep_quiet_logging():
+    s = settings({"spark.driver.extraJavaOptions": "-Xss4m"})
+    assert s["spark.driver.extraJavaOptions"].endswith(" -Xss4m")
+    assert "log4j2.configurationFile" in s["spark.driver.extraJavaOptions"]
+    own = settings({"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=file:/mine"})
+    assert own["spark.driver.extraJavaOptions"] == "-Dlog4j2.configurationFile=file:/mine"
+
+
+def test_packages_mode_downloads_from_maven():
+    s = settings(iceberg_jars="packages", jars=None)
+    assert s["spark.jars.packages"] == ICEBERG_PACKAGE
+    assert "spark.jars" not in s
+
+
+@pytest.mark.parametrize("key", ["spark.jars", "spark.jars.packages"])
+def test_user_supplied_jars_are_left_alone(key):
+    s = settings({key: "x"}, jars=None)
+    assert s[key] == "x"
+    assert ("spark.jars.packages" if key == "spark.jars" else "spark.jars") not in s
+
+
+def test_warehouse_is_resolved_against_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert resolve_warehouse(None) == tmp_path / "warehouse"
+    assert resolve_warehouse("data/wh") == tmp_path / "data" / "wh"

@@ -1,0 +1,92 @@
+import struct
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from dbt_incremental_mv import iceberg_runtime
+from dbt_incremental_mv.iceberg_runtime import IcebergRuntimeError, prepare_offline_jars, relocate_class
+
+
+def constant_pool_utf8(data: bytes) -> list[str]:
+    """The CONSTANT_Utf8 strings of a class file (an independent, minimal parser)."""
+    count = struct.unpack_from(">H", data, 8)[0]
+    sizes = {3: 4, 4: 4, 5: 8, 6: 8, 7: 2, 8: 2, 9: 4, 10: 4, 11: 4, 12: 4, 15: 3, 16: 2, 17: 4, 18: 4, 19: 2, 20: 2}
+    pos, index, strings = 10, 1, []
+    while index < count:
+        tag = data[pos]
+        if tag == 1:
+            length = struct.unpack_from(">H", data, pos + 1)[0]
+            strings.append(data[pos + 3 : pos + 3 + length].decode("utf-8", "replace"))
+            pos += 3 + length
+        else:
+            pos += 1 + sizes[tag]
+            index += tag in (5, 6)
+        index += 1
+    return strings
+
+
+def make_class(strings: list[bytes], tail: bytes = b"\x00\x21\x00\x01") -> bytes:
+    pool = b"".join(b"\x01" + struct.pack(">H", len(s)) + s for s in strings)
+    pool += b"\x05" + struct.pack(">q", 42)  # a long: takes two slots
+    count = len(strings) + 2 + 1
+    return b"\xca\xfe\xba\xbe\x00\x00\x00\x34" + struct.pack(">H", count) + pool + tail
+
+
+def test_relocates_slashed_and_dotted_names_and_keeps_the_rest():
+    data = make_class(
+        [b"com/fasterxml/jackson/core/JsonFactory", b"(Lcom/fasterxml/jackson/core/JsonParser;)V",
+         b"com.fasterxml.jackson.databind.Module", b"java/lang/Object", "caf\u00e9".encode()]
+    )
+    out = relocate_class(data)
+    assert constant_pool_utf8(out) == [
+        "org/apache/iceberg/shaded/com/fasterxml/jackson/core/JsonFactory",
+        "(Lorg/apache/iceberg/shaded/com/fasterxml/jackson/core/JsonParser;)V",
+        "org.apache.iceberg.shaded.com.fasterxml.jackson.databind.Module",
+        "java/lang/Object",
+        "caf\u00e9",
+    ]
+    assert out.endswith(b"\x00\x21\x00\x01")
+
+
+def test_rejects_what_is_not_a_class_file():
+    with pytest.raises(IcebergRuntimeError):
+        relocate_class(b"PK\x03\x04 not a class")
+
+
+def test_prepared_jar_holds_relocated_jackson_and_is_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("DBT_INCREMENTAL_MV_CACHE", str(tmp_path))
+    jars = prepare_offline_jars()
+    assert jars.runtime.name == iceberg_runtime.RUNTIME_JAR_NAME
+    with zipfile.ZipFile(jars.relocated_jackson) as jar:
+        names = jar.namelist()
+        factory = jar.read("org/apache/iceberg/shaded/com/fasterxml/jackson/core/JsonFactoryBuilder.class")
+    assert not any(name.startswith(("com/", "META-INF")) for name in names)
+    assert "org/apache/iceberg/shaded/com/fasterxml/jackson/databind/ObjectMapper.class" in names
+    assert not any("com/fasterxml" in s and "shaded" not in s for s in constant_pool_utf8(factory))
+    mtime = jars.relocated_jackson.stat().st_mtime_ns
+    assert prepare_offline_jars().relocated_jackson.stat().st_mtime_ns == mtime  # reused, not rebuilt
+
+
+def test_missing_bundle_fails_with_what_to_do(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_bundle(name, *args, **kwargs):
+        if name == "snowpark_connect_deps_iceberg":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_bundle)
+    with pytest.raises(IcebergRuntimeError, match="iceberg_jars: packages"):
+        prepare_offline_jars()
+
+
+def test_unwritable_cache_fails_clearly(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("DBT_INCREMENTAL_MV_CACHE", str(blocker / "cache"))
+    with pytest.raises(IcebergRuntimeError, match="DBT_INCREMENTAL_MV_CACHE"):
+        prepare_offline_jars()
+    assert not Path(blocker / "cache").exists()
