@@ -72,17 +72,24 @@ class SparkMVConnectionManager(SparkConnectionManager):
     @classmethod
     def open(cls, connection: Connection) -> Connection:
         creds = connection.credentials
-        if connection.state != ConnectionState.OPEN and creds.method == SparkConnectionMethod.SESSION:
-            with _session_lock:  # dbt threads open connections concurrently; one JVM per process
-                try:
-                    start_session(
-                        warehouse=creds.warehouse,
-                        iceberg_jars=creds.iceberg_jars,
-                        user_params=creds.server_side_parameters,
-                    )
-                except IcebergRuntimeError as exc:
-                    raise FailedToConnectError(f"Cannot start the embedded Spark session: {exc}") from exc
-        return super().open(connection)
+        if connection.state == ConnectionState.OPEN or creds.method != SparkConnectionMethod.SESSION:
+            return super().open(connection)
+        with _session_lock:  # dbt threads open connections concurrently; one JVM per process
+            try:
+                root = start_session(
+                    warehouse=creds.warehouse,
+                    iceberg_jars=creds.iceberg_jars,
+                    user_params=creds.server_side_parameters,
+                )
+            except IcebergRuntimeError as exc:
+                raise FailedToConnectError(f"Cannot start the embedded Spark session: {exc}") from exc
+        from dbt.adapters.spark.session import SessionConnectionWrapper  # imports pyspark: session method only
+
+        from dbt_incremental_mv.adapter.session import IsolatedSessionConnection
+
+        connection.handle = SessionConnectionWrapper(IsolatedSessionConnection(root.newSession()))
+        connection.state = ConnectionState.OPEN
+        return connection
 
     @contextmanager
     def exception_handler(self, sql: str) -> Iterator[None]:
