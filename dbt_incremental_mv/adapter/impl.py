@@ -1,11 +1,13 @@
 """The ``spark_mv`` adapter: dbt-spark's adapter plus the bridge from Jinja to the Python core.
 
-The materialization calls the ``@available`` methods here; they decide (validate configs,
-plan the refresh) and the macros render and run the SQL they are given.
+The materialization and the operations call the ``@available`` methods here; they decide
+(validate, analyse, mark) and hand back SQL for the macros to run, or run the bookkeeping
+reads and log maintenance themselves.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dbt.adapters.base import AdapterTrackingRelationInfo, available
@@ -15,11 +17,10 @@ from dbt_common.exceptions import DbtRuntimeError
 
 from dbt_incremental_mv import __version__
 from dbt_incremental_mv.adapter.connections import SparkMVConnectionManager
-from dbt_incremental_mv.config import ConfigError, FastRefreshConfig
-from dbt_incremental_mv.refresh_plan import FastRefreshUnavailable, RefreshDecision, decide_refresh
 
-# Until the view-class modules land, no view can be fast refreshed.
-_FAST_REFRESH_BLOCKER = f"incremental refresh is not available yet in dbt-incremental-mv {__version__}"
+
+def _relation_name(relation: BaseRelation) -> str:
+    return f"{relation.schema}.{relation.identifier}".lower()
 
 
 class SparkMVAdapter(SparkAdapter):
@@ -43,22 +44,126 @@ class SparkMVAdapter(SparkAdapter):
             self.drop_relation(existing)
         super().drop_schema(relation)
 
-    @available
-    def fast_refresh_plan(self, model: dict, existing_type: str | None, full_refresh: bool) -> RefreshDecision:
-        """Validate the model's config and decide how this run refreshes it.
+    # ------------------------------------------------------------ the Python core's I/O
+    def _query(self, sql: str) -> list[tuple]:
+        """Rows as plain Python values (no agate conversion: snapshot ids stay ints)."""
+        _, cursor = self.connections.add_query(sql, auto_begin=False)
+        return [tuple(row) for row in (cursor.fetchall() or [])]
 
-        Raises a dbt error, before anything is changed, for a bad config or for
-        refresh_method='fast' on a view that cannot be fast refreshed.
+    def _run(self, sql: str) -> None:
+        self.connections.add_query(sql, auto_begin=False)
+
+    def _engine(self):
+        from dbt_incremental_mv.refresh.engine import FastRefreshEngine
+
+        return FastRefreshEngine(self._query, self._run)
+
+    @staticmethod
+    def _people_error(exc: Exception) -> DbtRuntimeError:
+        return DbtRuntimeError(str(exc))
+
+    # ------------------------------------------------------------ materialization
+    @available
+    def fast_refresh_plan(
+        self,
+        model: Mapping[str, Any],
+        compiled_code: str,
+        target: BaseRelation,
+        existing: BaseRelation | None,
+        full_refresh: bool,
+        graph: Mapping[str, Any],
+    ):
+        """Validate the model, its logs and its view definition, and decide how to refresh.
+
+        Reads only. A bad config, a broken log or refresh_method='fast' on a view that
+        cannot be fast refreshed fails here, before anything is changed.
         """
-        name = model.get("name", "?")
+        from dbt_incremental_mv.config import ConfigError
+        from dbt_incremental_mv.logs.contract import LogContractError
+        from dbt_incremental_mv.refresh_plan import FastRefreshUnavailable
+
+        existing_type = str(existing.type) if existing is not None and existing.type is not None else None
         try:
-            config = FastRefreshConfig.from_model_config(name, model.get("config") or {})
-            return decide_refresh(
-                name,
-                config,
-                existing_type=existing_type,
-                full_refresh=full_refresh,
-                fast_refresh_blocker=_FAST_REFRESH_BLOCKER,
+            return self._engine().plan(
+                model, compiled_code, _relation_name(target), existing_type, bool(full_refresh), graph
             )
-        except (ConfigError, FastRefreshUnavailable) as exc:
-            raise DbtRuntimeError(str(exc)) from exc
+        except (ConfigError, LogContractError, FastRefreshUnavailable) as exc:
+            raise self._people_error(exc) from exc
+
+    @available
+    def fast_refresh_mark(self, plan):
+        """Capture and mark; returns the statements of the propagate step."""
+        from dbt_incremental_mv.refresh_plan import FastRefreshUnavailable
+
+        try:
+            return self._engine().mark(plan)
+        except FastRefreshUnavailable as exc:
+            raise self._people_error(exc) from exc
+
+    @available
+    def fast_refresh_finish(self, plan, propagation, graph: Mapping[str, Any]) -> str:
+        """Purge what every view has consumed; returns the line to log."""
+
+        def exists(name: str) -> bool:
+            schema, _, identifier = name.partition(".")
+            return self.get_relation(None, schema, identifier) is not None  # type: ignore[arg-type]
+
+        purged = self._engine().purge(plan, propagation, graph, exists)
+        line = propagation.summary
+        if purged:
+            line += f"; purged {', '.join(purged)}"
+        return line
+
+    # ------------------------------------------------------------ operations
+    def _log_specs(self, graph: Mapping[str, Any], masters: Sequence[str] | None):
+        from dbt_incremental_mv.logs.contract import LogContractError, log_specs_from_graph
+
+        try:
+            specs = log_specs_from_graph(graph)
+        except LogContractError as exc:
+            raise self._people_error(exc) from exc
+        if masters:
+            wanted = {m.lower() for m in masters}
+            unknown = wanted - {s.master_ref.lower() for s in specs}
+            if unknown:
+                raise DbtRuntimeError(
+                    f"No change log is declared for master(s) {', '.join(sorted(unknown))}: declare a dbt source "
+                    "table with meta.mv_log.master naming it."
+                )
+            specs = [s for s in specs if s.master_ref.lower() in wanted]
+        return specs
+
+    @available
+    def mv_log_create(self, graph: Mapping[str, Any], masters: Sequence[str] | None = None) -> list[str]:
+        """Create the declared logs that do not exist yet (``create materialized view log``)."""
+        from dbt_incremental_mv import catalog
+        from dbt_incremental_mv.logs import sql as log_sql
+
+        done = []
+        for spec in self._log_specs(graph, masters):
+            if catalog.table_columns(self._query, spec.log_relation):
+                done.append(f"{spec.log_relation}: exists")
+                continue
+            master_columns = catalog.table_columns(self._query, spec.master_relation)
+            if not master_columns:
+                raise DbtRuntimeError(f"Cannot create the {spec.describe()}: the master does not exist.")
+            if spec.capture:
+                done.append(self._engine().capture(spec, None))
+            else:
+                self._run(log_sql.create_log(spec, master_columns))
+                done.append(f"created {spec.log_relation}")
+        return done
+
+    @available
+    def mv_log_capture(self, graph: Mapping[str, Any], masters: Sequence[str] | None = None) -> list[str]:
+        """Append the masters' committed changes to their capture-managed logs."""
+        from dbt_incremental_mv import catalog
+
+        done = []
+        for spec in self._log_specs(graph, masters):
+            if not spec.capture:
+                continue
+            if not catalog.table_columns(self._query, spec.master_relation):
+                raise DbtRuntimeError(f"Cannot capture into the {spec.describe()}: the master does not exist.")
+            done.append(self._engine().capture(spec, None))
+        return done

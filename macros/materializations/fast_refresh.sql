@@ -1,27 +1,42 @@
 {#
   A materialized view kept up to date by fast refresh.
 
-  Python decides (validation and the refresh plan: adapter.fast_refresh_plan), Jinja renders:
-  the plan is made before anything is run, so a bad config changes nothing.
+  Python decides, Jinja renders and runs:
+    plan     validate config, change logs and view definition; decide build / complete / fast (reads only)
+    mark     capture the masters' new commits into their logs; fix which log rows and master snapshots
+             this refresh uses; return the propagate statements
+    run      the statements: one staged Iceberg commit on the view, published atomically with the
+             record of what it consumed
+    finish   purge log rows that every dependent view has consumed
 #}
 {% materialization fast_refresh, adapter='spark_mv' %}
   {%- set existing_relation = load_cached_relation(this) -%}
-  {%- set existing_type = existing_relation.type if existing_relation is not none else none -%}
-  {%- set plan = adapter.fast_refresh_plan(model, existing_type, should_full_refresh()) -%}
   {%- set target_relation = this.incorporate(type='table') -%}
+  {%- set plan = adapter.fast_refresh_plan(model, compiled_code, target_relation, existing_relation, should_full_refresh(), graph) -%}
   {%- set grant_config = config.get('grants') -%}
-
   {{ log(model.name ~ ': ' ~ plan.action ~ ' (' ~ plan.reason ~ ')', info=True) }}
 
   {{ run_hooks(pre_hooks) }}
 
-  {%- if existing_relation is not none and existing_type != 'table' -%}
+  {%- if existing_relation is not none and existing_relation.type != 'table' -%}
     {% do adapter.drop_relation(existing_relation) %}
   {%- endif -%}
 
-  {%- call statement('main') -%}
-    {{ fast_refresh_create_sql(target_relation, compiled_code) }}
-  {%- endcall -%}
+  {%- set propagation = adapter.fast_refresh_mark(plan) -%}
+  {%- for step in propagation.steps -%}
+    {%- call statement(step.name) -%}
+      {%- if step.kind == 'create' -%}
+        {{ fast_refresh_create_sql(target_relation, step.sql, plan.tblproperties) }}
+      {%- else -%}
+        {{ step.sql }}
+      {%- endif -%}
+    {%- endcall -%}
+  {%- endfor -%}
+  {%- if not propagation.steps -%}
+    {% call noop_statement('main', 'NO CHANGES') %}{% endcall %}
+  {%- endif -%}
+
+  {{ log(model.name ~ ': ' ~ adapter.fast_refresh_finish(plan, propagation, graph), info=True) }}
 
   {% set should_revoke = should_revoke(existing_relation, full_refresh_mode=(plan.action != 'fast')) %}
   {% do apply_grants(target_relation, grant_config, should_revoke) %}

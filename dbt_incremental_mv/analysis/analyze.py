@@ -1,0 +1,166 @@
+"""``analyze_view``: from a model's compiled SQL to a ViewDefinition, or a refusal that says why.
+
+The flow reads top to bottom: parse one query, refuse constructs that can never be maintained,
+resolve every FROM item to a master occurrence and every column to ``alias.column``, normalize
+the joins, classify the outputs, add the hidden columns, and check that the result renders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from dbt_incremental_mv.analysis import functions, render
+from dbt_incremental_mv.analysis.constructs import refuse_unsupported_constructs
+from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
+from dbt_incremental_mv.analysis.hidden import aggregate_hidden_columns, key_hidden_columns
+from dbt_incremental_mv.analysis.joins import JoinTree, normalize_joins
+from dbt_incremental_mv.analysis.model import MasterOccurrence, MasterTable, ViewClass, ViewDefinition
+from dbt_incremental_mv.analysis.outputs import classify_outputs, refuse_bad_output_names
+from dbt_incremental_mv.analysis.parse import parse_statement
+from dbt_incremental_mv.analysis.scope import OccurrenceSource, ResolvedQuery, Resolver
+
+
+def analyze_view(sql: str, masters: Mapping[str, MasterTable]) -> ViewDefinition:
+    """Analyse a fast_refresh model's compiled Spark SQL.
+
+    ``masters`` maps each table the SQL may read, by normalized ``schema.table``, to its
+    metadata. Raises UnsupportedViewError naming the first construct that prevents an
+    incremental refresh.
+    """
+    statement = parse_statement(sql)
+    refuse_unsupported_constructs(statement)
+    query = Resolver(masters).query(statement)
+    _refuse_aggregates_outside_select(query)
+    occurrences = tuple(MasterOccurrence(o.alias, o.master) for o in query.occurrences)
+    _refuse_keyless_masters(query.occurrences)
+    tree = normalize_joins(query)
+    is_aggregate = query.is_aggregate
+    if is_aggregate and tree.null_supplying:
+        _refuse_aggregate_over_outer_join(tree)
+    refuse_bad_output_names(query.projections)
+    group_by = query.group_by or ()
+    classified = classify_outputs(query.projections, group_by, is_aggregate)
+    hidden = aggregate_hidden_columns(classified.outputs) if is_aggregate else key_hidden_columns(occurrences)
+    read = _referenced_columns(
+        occurrences,
+        [o.expression for o in classified.outputs],
+        [h.expression for h in hidden],
+        tree.where_conjuncts,
+        [s.condition for s in tree.joins if s.condition is not None],
+        group_by,
+    )
+    definition = ViewDefinition(
+        occurrences=occurrences,
+        joins=tree.joins,
+        where_conjuncts=tree.where_conjuncts,
+        outputs=classified.outputs,
+        group_by=group_by,
+        is_aggregate=is_aggregate,
+        view_class=_view_class(is_aggregate, tree),
+        hidden_columns=hidden,
+        null_supplying=tree.null_supplying,
+        group_key_columns=classified.group_key_columns,
+        referenced_columns=read,
+    )
+    _refuse_unrenderable(definition)
+    return definition
+
+
+def _view_class(is_aggregate: bool, tree: JoinTree) -> ViewClass:
+    if is_aggregate:
+        return ViewClass.AGGREGATE
+    if any(step.is_outer for step in tree.joins):
+        return ViewClass.OUTER_JOIN
+    return ViewClass.JOIN
+
+
+def _refuse_aggregates_outside_select(query: ResolvedQuery) -> None:
+    places: list[tuple[str, exp.Expression]] = [("WHERE", c) for c in query.where]
+    places += [("ON", c) for join in query.joins for c in join.conjuncts]
+    places += [("GROUP BY", e) for e in query.group_by or ()]
+    places += [("WHERE", f) for o in query.occurrences for f in o.filters]
+    for clause, expression in places:
+        aggregate = next((n for n in expression.walk() if functions.is_aggregate(n)), None)
+        if aggregate is not None:
+            raise UnsupportedViewError(
+                describe(aggregate), f"aggregates are not allowed in {clause}",
+                "Aggregate in the SELECT list; filter on aggregates in a downstream model",
+            )
+
+
+def _refuse_keyless_masters(occurrences: Iterable[OccurrenceSource]) -> None:
+    for occurrence in occurrences:
+        master = occurrence.master
+        if not master.key:
+            raise UnsupportedViewError(
+                master.name, "the master table needs a declared unique key: changed rows are matched to "
+                "view rows by it",
+                f"Declare the key of {master.name} (e.g. a unique/primary key in its model or source "
+                "config); the refresh engine reads it with the table's change-log metadata",
+            )
+        for column in master.key:
+            if master.find_column(column) is None:
+                raise UnsupportedViewError(
+                    master.name, f"the declared key column {column} is not a column of the table",
+                    f"Fix the key declared for {master.name}",
+                )
+
+
+def _refuse_aggregate_over_outer_join(tree: JoinTree) -> None:
+    outer = next(step for step in tree.joins if step.is_outer)
+    raise UnsupportedViewError(
+        f"{outer.kind.upper()} JOIN {outer.alias}", "aggregates over outer joins are not supported yet",
+        "Use inner joins in the aggregate, or build the outer join as its own fast_refresh model and "
+        "aggregate it in a downstream model",
+    )
+
+
+def _referenced_columns(
+    occurrences: tuple[MasterOccurrence, ...], *expression_groups: Iterable[exp.Expression]
+) -> Mapping[str, frozenset[str]]:
+    """The master columns each occurrence's read by the rendered query (outputs, hidden columns,
+    filters, join conditions, grouping): what a schema change must not take away."""
+    read: dict[str, set[str]] = {o.alias: set() for o in occurrences}
+    for expressions in expression_groups:
+        for expression in expressions:
+            for column in expression.find_all(exp.Column):
+                read[column.table].add(column.name)
+    return MappingProxyType({alias: frozenset(columns) for alias, columns in read.items()})
+
+
+def _rendered_parts(definition: ViewDefinition) -> Iterable[exp.Expression]:
+    yield from (o.expression for o in definition.outputs)
+    yield from (h.expression for h in definition.hidden_columns)
+    yield from definition.where_conjuncts
+    yield from (s.condition for s in definition.joins if s.condition is not None)
+    yield from definition.group_by
+
+
+def _refuse_unrenderable(definition: ViewDefinition) -> None:
+    """sqlglot must be able to write every expression back as Spark SQL without losing meaning
+    (it raises instead of approximating, e.g. for a format argument it cannot express)."""
+    for expression in _rendered_parts(definition):
+        try:
+            render.render_expression(expression)
+        except SqlglotError as error:
+            culprit = _smallest_unrenderable(expression)
+            name = culprit.sql_name() if isinstance(culprit, exp.Func) and not isinstance(culprit, exp.Anonymous) else culprit.key
+            raise UnsupportedViewError(
+                f"{name.lower()}(...)", f"sqlglot cannot write it back as Spark SQL without changing its meaning ({error})",
+                "Rewrite the expression with other functions",
+            ) from error
+
+
+def _smallest_unrenderable(expression: exp.Expression) -> exp.Expression:
+    """The deepest node of ``expression`` that cannot be rendered (the function to name)."""
+    culprit = expression
+    for node in expression.walk(bfs=True):
+        try:
+            render.render_expression(node)
+        except SqlglotError:
+            culprit = node
+    return culprit

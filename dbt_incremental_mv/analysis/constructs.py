@@ -1,0 +1,324 @@
+"""Refusal of SQL constructs that can never be maintained incrementally, wherever they appear.
+
+Each check walks the whole statement (CTE bodies and derived tables included) and raises on the
+first offending node, so the user gets the construct itself named rather than a knock-on error
+from a later stage. Checks run in a fixed order, most structural first, so a query with several
+problems always reports the same one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from sqlglot import exp
+
+from dbt_incremental_mv.analysis import functions
+from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
+
+_SEPARATE_MODEL = "Compute it in a separate (table or view) model and ref() that model, or compute it downstream"
+
+
+def refuse_unsupported_constructs(statement: exp.Expression) -> None:
+    """Raise UnsupportedViewError for the first construct no fast refresh can maintain."""
+    for check in _CHECKS:
+        check(statement)
+
+
+def _nodes(statement: exp.Expression, *types: type[exp.Expression]) -> Iterator[exp.Expression]:
+    """Nodes of the given types in a stable depth-first, left-to-right order."""
+    return (node for node in statement.dfs() if isinstance(node, types))
+
+
+def _refuse_set_operations(statement: exp.Expression) -> None:
+    for node in _nodes(statement, exp.SetOperation):
+        name = {exp.Union: "UNION", exp.Intersect: "INTERSECT", exp.Except: "EXCEPT"}.get(type(node), "set operation")
+        if isinstance(node, exp.Union) and not node.args.get("distinct"):
+            name += " ALL"
+        raise UnsupportedViewError(
+            name,
+            "set operations are not supported: a change to one branch cannot be propagated on its own",
+            "Make each branch its own fast_refresh model and combine them downstream",
+        )
+
+
+def _is_relation_position(subquery: exp.Subquery) -> bool:
+    """Whether a parenthesised query stands where a table would (FROM/JOIN), not in an expression."""
+    parent = subquery.parent
+    while isinstance(parent, exp.Subquery):
+        parent = parent.parent
+    return parent is None or isinstance(parent, (exp.From, exp.Join, exp.With, exp.CTE, exp.Lateral))
+
+
+def _refuse_expression_subqueries(statement: exp.Expression) -> None:
+    for node in statement.dfs():
+        offending = None
+        if isinstance(node, exp.Exists) and isinstance(node.this, exp.Query):
+            offending = node
+        elif isinstance(node, exp.In) and node.args.get("query"):
+            offending = node
+        elif isinstance(node, (exp.Any, exp.All)) and isinstance(node.this, exp.Query):
+            offending = node.parent if isinstance(node.parent, exp.Predicate) else node
+        elif isinstance(node, exp.Subquery) and not _is_relation_position(node):
+            offending = node
+        if offending is not None:
+            raise UnsupportedViewError(
+                describe(offending),
+                "subqueries in SELECT, WHERE or ON (IN/EXISTS/scalar subqueries) are not supported: "
+                "a change to the subquery's table could change every row of the view",
+                "Rewrite it as a join (for IN/EXISTS, a join to a model with one row per key), "
+                "or filter in a downstream model",
+            )
+
+
+_CLAUSE_REFUSALS: tuple[tuple[str, str, str, str], ...] = (
+    # (arg key, construct prefix, reason, hint)
+    ("distinct", "SELECT DISTINCT", "DISTINCT is not supported",
+     "Use GROUP BY over the selected columns instead; grouped views are maintained incrementally"),
+    ("having", "", "HAVING is not supported: a group can enter or leave the view on any change",
+     "Select the aggregates and filter in a downstream model"),
+    ("qualify", "", "QUALIFY is not supported (it filters on window functions)", _SEPARATE_MODEL),
+    ("windows", "WINDOW clause", "window functions are not supported", _SEPARATE_MODEL),
+    ("laterals", "", "LATERAL VIEW generates rows from a column and is not supported",
+     "Explode the column in a separate model and ref() that model"),
+    ("pivots", "", "PIVOT/UNPIVOT is not supported", "Pivot in a downstream model"),
+    ("order", "", "ORDER BY has no meaning for a stored view and is not supported",
+     "Remove it and sort when reading the view"),
+    ("sort", "", "SORT BY is not supported", "Remove it; order or cluster the stored table with table properties"),
+    ("cluster", "", "CLUSTER BY is not supported", "Remove it; order or cluster the stored table with table properties"),
+    ("distribute", "", "DISTRIBUTE BY is not supported", "Remove it"),
+    ("limit", "", "LIMIT keeps an arbitrary subset of rows that no change can be propagated to",
+     "Remove it, or apply it in a downstream model"),
+    ("offset", "", "OFFSET keeps an arbitrary subset of rows that no change can be propagated to",
+     "Remove it, or apply it in a downstream model"),
+    ("sample", "", "TABLESAMPLE reads a random subset of rows", "Remove it"),
+)
+
+_ALLOWED_SELECT_ARGS = frozenset({"expressions", "from_", "joins", "where", "group", "with_", "hint", "kind"})
+_ALLOWED_SUBQUERY_ARGS = frozenset({"this", "alias"})
+
+
+def _clause_construct(prefix: str, value: object) -> str:
+    if prefix:
+        return prefix
+    if isinstance(value, list):
+        return ", ".join(describe(v) for v in value)
+    return describe(value)  # type: ignore[arg-type]
+
+
+def _refuse_clauses(node: exp.Expression, allowed: frozenset[str]) -> None:
+    for key, prefix, reason, hint in _CLAUSE_REFUSALS:
+        value = node.args.get(key)
+        if value:
+            raise UnsupportedViewError(_clause_construct(prefix, value), reason, hint)
+    for key, value in node.args.items():
+        if value and key not in allowed:
+            raise UnsupportedViewError(key.rstrip("_").upper(), "this clause is not supported in a fast_refresh model", "Remove it")
+    if node.args.get("kind"):
+        raise UnsupportedViewError(f"SELECT {node.args['kind']}", "this SELECT form is not supported", "Use a plain SELECT")
+
+
+def _refuse_select_clauses(statement: exp.Expression) -> None:
+    for node in statement.dfs():
+        if isinstance(node, exp.Select):
+            _refuse_clauses(node, _ALLOWED_SELECT_ARGS)
+            with_ = node.args.get("with_")
+            if with_ is not None and with_.args.get("recursive"):
+                raise UnsupportedViewError("WITH RECURSIVE", "recursive CTEs are not supported", _SEPARATE_MODEL)
+        elif isinstance(node, exp.Subquery):
+            _refuse_clauses(node, _ALLOWED_SUBQUERY_ARGS)
+
+
+def _refuse_grouping_extensions(statement: exp.Expression) -> None:
+    for node in _nodes(statement, exp.Group):
+        for key in ("grouping_sets", "cube", "rollup", "totals"):
+            if node.args.get(key):
+                raise UnsupportedViewError(
+                    describe(node), "GROUPING SETS, ROLLUP and CUBE are not supported",
+                    "Make one fast_refresh model per grouping and combine them downstream",
+                )
+    for node in _nodes(statement, exp.GroupingSets, exp.Rollup, exp.Cube):
+        raise UnsupportedViewError(
+            describe(node), "GROUPING SETS, ROLLUP and CUBE are not supported",
+            "Make one fast_refresh model per grouping and combine them downstream",
+        )
+
+
+_TIME_TRAVEL_ARGS = ("version", "when", "system_time", "changes")
+
+
+def _refuse_unsupported_relations(statement: exp.Expression) -> None:
+    for node in statement.dfs():
+        if isinstance(node, exp.Table):
+            _refuse_table_modifiers(node)
+        elif isinstance(node, exp.Values):
+            raise UnsupportedViewError(
+                "VALUES", "inline VALUES lists are not supported as a source",
+                "Load the rows into a table (e.g. a dbt seed) and ref() it",
+            )
+        elif isinstance(node, exp.Lateral):
+            raise UnsupportedViewError(
+                describe(node), "LATERAL views and lateral subqueries are not supported",
+                "Compute it in a separate model and ref() that model",
+            )
+        elif isinstance(node, exp.TableSample):
+            raise UnsupportedViewError(describe(node), "TABLESAMPLE reads a random subset of rows", "Remove it")
+
+
+def _refuse_table_modifiers(table: exp.Table) -> None:
+    if not isinstance(table.this, exp.Identifier):
+        raise UnsupportedViewError(
+            describe(table), "table-valued functions are not supported as a source",
+            "Materialize the function's rows in a separate model and ref() it",
+        )
+    for key in _TIME_TRAVEL_ARGS:
+        if table.args.get(key):
+            raise UnsupportedViewError(
+                describe(table),
+                "time travel in the definition is not supported: the view must follow the current table",
+                "Remove VERSION/TIMESTAMP AS OF; the refresh itself reads consistent snapshots",
+            )
+    if table.args.get("sample"):
+        raise UnsupportedViewError(describe(table), "TABLESAMPLE reads a random subset of rows", "Remove it")
+    if table.args.get("pivots"):
+        raise UnsupportedViewError(describe(table), "PIVOT/UNPIVOT is not supported", "Pivot in a downstream model")
+    if table.args.get("joins"):
+        raise UnsupportedViewError(describe(table), "parenthesised joins are not supported",
+                                   "Write the joins as one left-to-right chain")
+    for key, value in table.args.items():
+        if value and key not in ("this", "db", "catalog", "alias"):
+            raise UnsupportedViewError(describe(table), f"table {key.rstrip('_')} modifiers are not supported", "Remove them")
+
+
+def _refuse_unsupported_joins(statement: exp.Expression) -> None:
+    for join in _nodes(statement, exp.Join):
+        side = (join.args.get("side") or "").upper()
+        kind = (join.args.get("kind") or "").upper()
+        method = (join.args.get("method") or "").upper()
+        if method:
+            raise UnsupportedViewError(
+                f"{method} JOIN", f"{method} joins are not supported",
+                "Write the join condition explicitly with ON a.col = b.col",
+            )
+        if side == "FULL":
+            raise UnsupportedViewError(
+                "FULL OUTER JOIN", "full outer joins are not supported yet (only inner, LEFT and RIGHT joins)",
+                "Use a LEFT JOIN, or build the full join from two fast_refresh models downstream",
+            )
+        if kind in ("SEMI", "ANTI"):
+            raise UnsupportedViewError(
+                f"{side or 'LEFT'} {kind} JOIN", f"{kind.lower()} joins are not supported (they are EXISTS/NOT EXISTS)",
+                "Use an inner join to a model with one row per key, or filter downstream",
+            )
+        if kind not in ("", "INNER", "CROSS", "OUTER"):
+            raise UnsupportedViewError(f"{kind} JOIN", "this join type is not supported", "Use an inner, LEFT or RIGHT join")
+        if join.args.get("using"):
+            names = ", ".join(describe(u) for u in join.args["using"])
+            raise UnsupportedViewError(
+                f"JOIN ... USING ({names})", "JOIN ... USING is not supported",
+                f"Write the condition with ON, e.g. ON a.{describe(join.args['using'][0])} = b.{describe(join.args['using'][0])}",
+            )
+        for key, value in join.args.items():
+            if value and key not in ("this", "on", "side", "kind"):
+                raise UnsupportedViewError(describe(join), f"join {key.rstrip('_')} modifiers are not supported", "Remove them")
+
+
+def _refuse_window_functions(statement: exp.Expression) -> None:
+    for node in statement.dfs():
+        if isinstance(node, exp.Window) or isinstance(node, functions.WINDOW_ONLY_TYPES):
+            raise UnsupportedViewError(
+                describe(node),
+                "window functions are not supported: a change to one row can change every row of its partition",
+                _SEPARATE_MODEL,
+            )
+
+
+def _refuse_nondeterministic_functions(statement: exp.Expression) -> None:
+    for node in statement.dfs():
+        if functions.is_nondeterministic(node):
+            shown = node.parent if isinstance(node.parent, exp.StrToUnix) else node  # unix_timestamp()
+            raise UnsupportedViewError(
+                describe(shown),
+                "non-deterministic functions are not supported: the stored rows could not be recomputed "
+                "to the same values on refresh",
+                "Compute the value in a separate model, or store it in the master table",
+            )
+
+
+def _refuse_generators(statement: exp.Expression) -> None:
+    for node in statement.dfs():
+        if functions.is_generator(node):
+            raise UnsupportedViewError(
+                describe(node),
+                "generator functions (explode, posexplode, inline, stack, ...) are not supported",
+                "Explode the column in a separate model and ref() that model",
+            )
+
+
+def _refuse_unsupported_aggregates(statement: exp.Expression) -> None:
+    for node in statement.dfs():
+        if isinstance(node, exp.Filter):
+            raise UnsupportedViewError(
+                describe(node), "aggregate FILTER clauses are not supported",
+                "Move the condition inside the aggregate, e.g. SUM(CASE WHEN cond THEN x END)",
+            )
+        if not functions.is_aggregate(node):
+            continue
+        if not functions.is_maintainable_aggregate(node):
+            name = node.name.lower() if isinstance(node, exp.Anonymous) else ""
+            raise UnsupportedViewError(
+                describe(node),
+                "only COUNT, SUM, AVG, MIN and MAX can be maintained incrementally",
+                functions.AGGREGATE_ALTERNATIVES.get(name, "Compute this aggregate in a separate model or downstream"),
+            )
+        if isinstance(node.this, exp.Distinct):
+            raise UnsupportedViewError(
+                describe(node), "DISTINCT aggregates cannot be maintained from changes",
+                "Group by the distinct column in one fast_refresh model and count its rows in another model",
+            )
+        if node.expressions:
+            raise UnsupportedViewError(
+                describe(node), "aggregates over several arguments are not supported",
+                "Aggregate a single expression, e.g. COUNT(CASE WHEN a IS NOT NULL AND b IS NOT NULL THEN 1 END)",
+            )
+        for inner in node.this.walk() if node.this is not None else ():
+            if functions.is_aggregate(inner):
+                raise UnsupportedViewError(
+                    describe(node), "nested aggregates are not supported",
+                    "Aggregate in one model and aggregate again in a downstream model",
+                )
+
+
+def _refuse_unknown_functions(statement: exp.Expression) -> None:
+    for node in statement.dfs():
+        if isinstance(node, (exp.Anonymous, exp.AnonymousAggFunc)):
+            if node.name.lower() not in functions.DETERMINISTIC_BUILTIN_NAMES:
+                raise UnsupportedViewError(
+                    f"{node.name}()",
+                    "unknown or user-defined functions are not supported: the refresh cannot tell "
+                    "whether they are deterministic",
+                    "Use Spark built-in functions, or compute the value in a separate model",
+                )
+
+
+def _refuse_parameters(statement: exp.Expression) -> None:
+    for node in _nodes(statement, exp.Placeholder, exp.Parameter, exp.SessionParameter):
+        raise UnsupportedViewError(
+            describe(node), "query parameters and variables are not supported",
+            "Render the value into the SQL with Jinja (e.g. a var())",
+        )
+
+
+_CHECKS: tuple[Callable[[exp.Expression], None], ...] = (
+    _refuse_set_operations,
+    _refuse_expression_subqueries,
+    _refuse_select_clauses,
+    _refuse_grouping_extensions,
+    _refuse_unsupported_relations,
+    _refuse_unsupported_joins,
+    _refuse_window_functions,
+    _refuse_nondeterministic_functions,
+    _refuse_generators,
+    _refuse_unsupported_aggregates,
+    _refuse_unknown_functions,
+    _refuse_parameters,
+)

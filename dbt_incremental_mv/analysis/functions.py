@@ -1,0 +1,220 @@
+"""What the analysis knows about Spark functions, by sqlglot node type or, for functions sqlglot
+parses as ``exp.Anonymous``, by lowercase name.
+
+The lists answer three questions: may a function appear in a maintained view at all (it must
+give the same answer for the same row on every refresh), is it an aggregate the refresh can
+maintain from deltas, and is it a generator that changes the number of rows.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+
+def _types(*names: str) -> tuple[type[exp.Expression], ...]:
+    """sqlglot node classes by name, skipping names this sqlglot version does not define."""
+    return tuple(getattr(exp, name) for name in names if hasattr(exp, name))
+
+
+MAINTAINABLE_AGGREGATES: tuple[type[exp.Expression], ...] = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
+"""COUNT/SUM/AVG combine from deltas (with the hidden counts); MIN/MAX are recomputed per group
+when a deletion removes the current extreme."""
+
+NONDETERMINISTIC_TYPES: tuple[type[exp.Expression], ...] = _types(
+    "Rand",
+    "Randn",
+    "Randstr",
+    "Uniform",
+    "Uuid",
+    "Shuffle",
+    "Localtime",
+    "Localtimestamp",
+    "SessionUser",
+)
+"""Random or clock/session dependent. Every ``exp.Current*`` node (CURRENT_DATE,
+CURRENT_TIMESTAMP, CURRENT_USER, CURRENT_DATABASE, ...) is refused as well."""
+
+NONDETERMINISTIC_NAMES: frozenset[str] = frozenset(
+    {
+        "now",
+        "rand",
+        "random",
+        "randn",
+        "uuid",
+        "shuffle",
+        "monotonically_increasing_id",
+        "spark_partition_id",
+        "input_file_name",
+        "input_file_block_start",
+        "input_file_block_length",
+        "current_timezone",
+        "user",
+        "version",
+        "aes_encrypt",
+    }
+)
+
+NONDETERMINISTIC_BARE_WORDS: frozenset[str] = frozenset(
+    {
+        "current_date",
+        "current_timestamp",
+        "localtimestamp",
+        "current_user",
+        "user",
+        "session_user",
+        "current_catalog",
+        "current_database",
+        "current_schema",
+        "current_timezone",
+    }
+)
+"""Spark accepts these without parentheses; sqlglot may read some of them as a column name."""
+
+GENERATOR_TYPES: tuple[type[exp.Expression], ...] = _types(
+    "Explode",
+    "ExplodeOuter",
+    "_ExplodeOuter",
+    "Posexplode",
+    "PosexplodeOuter",
+    "Inline",
+    "Stack",
+    "Unnest",
+    "ExplodingGenerateSeries",
+)
+
+GENERATOR_NAMES: frozenset[str] = frozenset({"json_tuple", "inline_outer", "explode", "posexplode", "stack"})
+
+WINDOW_ONLY_TYPES: tuple[type[exp.Expression], ...] = _types(
+    "RowNumber",
+    "Rank",
+    "DenseRank",
+    "Ntile",
+    "Lag",
+    "Lead",
+    "CumeDist",
+    "PercentRank",
+    "NthValue",
+    "FirstValue",
+    "LastValue",
+)
+"""Functions that only exist over a window; a window is refused wherever it appears."""
+
+UNSUPPORTED_AGGREGATE_NAMES: frozenset[str] = frozenset(
+    {
+        "mean",
+        "std",
+        "try_sum",
+        "try_avg",
+        "some",
+        "every",
+        "product",
+        "histogram_numeric",
+        "count_min_sketch",
+        "bloom_filter_agg",
+        "hll_sketch_agg",
+        "hll_union_agg",
+        "approx_top_k",
+    }
+)
+"""Spark aggregates sqlglot does not model: refused as aggregates rather than as unknown."""
+
+AGGREGATE_ALTERNATIVES: dict[str, str] = {
+    "mean": "use avg(), which is maintained incrementally",
+    "try_sum": "use sum(), which is maintained incrementally",
+    "try_avg": "use avg(), which is maintained incrementally",
+}
+
+DETERMINISTIC_BUILTIN_NAMES: frozenset[str] = frozenset(
+    {
+        "array_repeat",
+        "array_union",
+        "arrays_overlap",
+        "bigint",
+        "bin",
+        "binary",
+        "bround",
+        "btrim",
+        "cardinality",
+        "conv",
+        "crc32",
+        "date_part",
+        "datepart",
+        "decimal",
+        "e",
+        "find_in_set",
+        "format_number",
+        "forall",
+        "from_csv",
+        "hash",
+        "hypot",
+        "isnotnull",
+        "isnull",
+        "json_array_length",
+        "make_date",
+        "make_dt_interval",
+        "make_timestamp_ntz",
+        "make_ym_interval",
+        "map_concat",
+        "map_entries",
+        "map_filter",
+        "map_values",
+        "map_zip_with",
+        "mask",
+        "nullifzero",
+        "octet_length",
+        "pmod",
+        "positive",
+        "smallint",
+        "timestamp_micros",
+        "timestamp_millis",
+        "timestamp_seconds",
+        "tinyint",
+        "to_csv",
+        "to_timestamp_ltz",
+        "to_timestamp_ntz",
+        "transform_keys",
+        "transform_values",
+        "try_to_number",
+        "try_to_timestamp",
+        "unix_micros",
+        "unix_millis",
+        "unix_seconds",
+        "url_decode",
+        "url_encode",
+        "weekday",
+        "xxhash64",
+        "zeroifnull",
+        "zip_with",
+    }
+)
+"""Deterministic Spark built-ins that sqlglot parses as ``exp.Anonymous``. Any other anonymous
+function is refused: it may be a user-defined function, whose determinism is unknown."""
+
+
+def is_nondeterministic(node: exp.Expression) -> bool:
+    if isinstance(node, NONDETERMINISTIC_TYPES) or type(node).__name__.startswith("Current"):
+        return True
+    return isinstance(node, exp.Anonymous) and node.name.lower() in NONDETERMINISTIC_NAMES
+
+
+def is_generator(node: exp.Expression) -> bool:
+    if isinstance(node, GENERATOR_TYPES):
+        return True
+    return isinstance(node, exp.Anonymous) and node.name.lower() in GENERATOR_NAMES
+
+
+def is_aggregate(node: exp.Expression) -> bool:
+    """An aggregate call of any kind (maintainable or not)."""
+    if isinstance(node, exp.AggFunc):
+        return True
+    if isinstance(node, (exp.Any, exp.All)) and not isinstance(node.this, exp.Query):
+        return True  # Spark's any(x)/every(x) aggregates, not ANY (subquery)
+    return isinstance(node, exp.Anonymous) and node.name.lower() in UNSUPPORTED_AGGREGATE_NAMES
+
+
+def is_maintainable_aggregate(node: exp.Expression) -> bool:
+    return isinstance(node, MAINTAINABLE_AGGREGATES)
+
+
+def contains_aggregate(node: exp.Expression) -> bool:
+    return any(is_aggregate(n) for n in node.walk())

@@ -1,0 +1,75 @@
+"""The hidden columns the plugin stores next to the view's own columns, and their names.
+
+Join views (inner or outer) store every occurrence's key, named ``_mv_{alias}_{column}``: the
+DEL step of a refresh finds the view rows a changed master row produced by these columns (for a
+null-supplying occurrence they are NULL on null-extended rows). Should two of those names
+collide (alias ``a_b`` with column ``c`` and alias ``a`` with column ``b_c`` both give
+``_mv_a_b_c``, also compared case-insensitively), every key column is named
+``_mv_{len(alias)}_{alias}_{column}`` instead, which cannot collide: the length says where the
+alias ends.
+
+Aggregate views store ``_mv_count`` = COUNT(*) (a group disappears at zero); for each SUM(x)
+and AVG(x) output ``_mv_cnt_{output}`` = COUNT(x) (a sum over only NULLs is NULL, not 0); and for
+each AVG(x) output ``_mv_sum_{output}`` = SUM(x) (the average is recomputed exactly as sum /
+count). Two outputs needing the same helper share one column, named after the first of them.
+Output names cannot start with ``_mv_`` and are unique, so none of these names can collide.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dbt_incremental_mv.analysis.model import HiddenColumn, HiddenPurpose, MasterOccurrence, OutputColumn, OutputKind
+from dbt_incremental_mv.analysis.scope import column_node
+
+ROW_COUNT_COLUMN = "_mv_count"
+
+
+def key_column_name(alias: str, column: str, *, length_prefixed: bool = False) -> str:
+    if length_prefixed:
+        return f"_mv_{len(alias)}_{alias}_{column}"
+    return f"_mv_{alias}_{column}"
+
+
+def key_hidden_columns(occurrences: tuple[MasterOccurrence, ...]) -> tuple[HiddenColumn, ...]:
+    """Each occurrence's key columns, in occurrence then key order."""
+    keys = [(o.alias, o.master.find_column(k) or k) for o in occurrences for k in o.master.key]
+    simple_names = [key_column_name(alias, column).casefold() for alias, column in keys]
+    length_prefixed = len(set(simple_names)) < len(simple_names)
+    return tuple(
+        HiddenColumn(
+            name=key_column_name(alias, column, length_prefixed=length_prefixed),
+            expression=column_node(alias, column),
+            purpose=HiddenPurpose.ROW_KEY,
+            occurrence=alias,
+            source_column=column,
+        )
+        for alias, column in keys
+    )
+
+
+def aggregate_hidden_columns(outputs: tuple[OutputColumn, ...]) -> tuple[HiddenColumn, ...]:
+    """``_mv_count``, then per SUM/AVG output (in output order) its COUNT(x) and, for AVG, SUM(x)."""
+    columns: list[HiddenColumn] = [
+        HiddenColumn(ROW_COUNT_COLUMN, exp.Count(this=exp.Star(), big_int=True), HiddenPurpose.ROW_COUNT)
+    ]
+    for output in outputs:
+        if output.kind not in (OutputKind.SUM, OutputKind.AVG):
+            continue
+        assert output.argument is not None
+        needed = [(HiddenPurpose.NONNULL_COUNT, exp.Count(this=output.argument.copy(), big_int=True), "cnt")]
+        if output.kind is OutputKind.AVG:
+            needed.append((HiddenPurpose.SUM, exp.Sum(this=output.argument.copy()), "sum"))
+        for purpose, expression, tag in needed:
+            _add_or_share(columns, HiddenColumn(f"_mv_{tag}_{output.name}", expression, purpose, outputs=(output.name,)))
+    return tuple(columns)
+
+
+def _add_or_share(columns: list[HiddenColumn], candidate: HiddenColumn) -> None:
+    for index, existing in enumerate(columns):
+        if existing.purpose is candidate.purpose and existing.expression == candidate.expression:
+            columns[index] = HiddenColumn(
+                existing.name, existing.expression, existing.purpose, outputs=existing.outputs + candidate.outputs
+            )
+            return
+    columns.append(candidate)

@@ -1,0 +1,244 @@
+"""What view analysis produces: frozen descriptions of a maintainable view.
+
+Expressions are sqlglot nodes whose columns are all qualified as ``<alias>.<column>`` (``alias``
+an occurrence alias, ``column`` the master column as the caller spelled it). They belong to the
+definition: treat them as read-only and ``.copy()`` one before changing it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum, StrEnum
+
+from sqlglot import exp
+
+from dbt_incremental_mv.analysis import render
+
+
+@dataclass(frozen=True)
+class MasterTable:
+    """A table the view may read, as the caller knows it from the catalog.
+
+    ``name`` is the normalized ``schema.table`` (lowercase); ``columns`` are (name, Spark type)
+    in table order, which is the order ``select *`` expands to; ``key`` is the declared unique
+    key (empty when unknown: such a table cannot feed a fast-refreshed view).
+    """
+
+    name: str
+    columns: tuple[tuple[str, str], ...]
+    key: tuple[str, ...] = ()
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.columns)
+
+    def find_column(self, name: str) -> str | None:
+        """The column as the table spells it, matched case-insensitively as Spark does."""
+        wanted = name.casefold()
+        for column, _ in self.columns:
+            if column.casefold() == wanted:
+                return column
+        return None
+
+
+@dataclass(frozen=True)
+class MasterOccurrence:
+    """One reference to a master table in the view's FROM clause, under a unique alias."""
+
+    alias: str
+    master: MasterTable
+
+
+class JoinKind(StrEnum):
+    INNER = "inner"
+    LEFT = "left"
+    RIGHT = "right"
+
+
+@dataclass(frozen=True)
+class EquiPair:
+    """An equality linking a join step's occurrence to the occurrences joined before it.
+
+    ``left`` reads only earlier occurrences, ``right`` only the step's own occurrence, whatever
+    order the user wrote them in. ``null_safe`` is True for ``<=>`` (IS NOT DISTINCT FROM).
+    """
+
+    left: exp.Expression
+    right: exp.Expression
+    null_safe: bool = False
+
+    @property
+    def condition(self) -> exp.Expression:
+        operator = exp.NullSafeEQ if self.null_safe else exp.EQ
+        return operator(this=self.left.copy(), expression=self.right.copy())
+
+
+@dataclass(frozen=True)
+class JoinStep:
+    """``<previous steps> <kind> JOIN <alias> ON <condition>`` in a left-deep join.
+
+    ``condition`` is the AND of every conjunct evaluated at this step (None: a cross join);
+    ``equi_pairs`` are the equalities among them that link ``alias`` to earlier occurrences and
+    ``residual`` the other conjuncts. For an outer join the residual conjuncts only filter the
+    null-supplying side (the step's occurrence for LEFT, everything before it for RIGHT); for
+    an inner join they are whatever else must hold at this point of the join.
+    """
+
+    alias: str
+    kind: JoinKind
+    equi_pairs: tuple[EquiPair, ...]
+    condition: exp.Expression | None
+    residual: tuple[exp.Expression, ...] = ()
+
+    @property
+    def is_outer(self) -> bool:
+        return self.kind is not JoinKind.INNER
+
+
+class ViewClass(Enum):
+    """How a view is maintained: by occurrence keys (JOIN, OUTER_JOIN) or by groups (AGGREGATE)."""
+
+    JOIN = "join"
+    OUTER_JOIN = "outer_join"
+    AGGREGATE = "aggregate"
+
+
+class OutputKind(StrEnum):
+    PLAIN = "plain"
+    COUNT_STAR = "count_star"
+    COUNT = "count"
+    SUM = "sum"
+    AVG = "avg"
+    MIN = "min"
+    MAX = "max"
+
+
+@dataclass(frozen=True)
+class OutputColumn:
+    """A visible column of the view: ``expression AS name``.
+
+    For an aggregate, ``expression`` is the whole call (``SUM(o.amount)``) and ``argument`` what
+    it aggregates (``o.amount``; None for COUNT(*)).
+    """
+
+    name: str
+    expression: exp.Expression
+    kind: OutputKind = OutputKind.PLAIN
+    argument: exp.Expression | None = None
+
+    @property
+    def is_aggregate(self) -> bool:
+        return self.kind is not OutputKind.PLAIN
+
+
+class HiddenPurpose(StrEnum):
+    ROW_KEY = "row_key"
+    """A key column of one occurrence: identifies the master row a view row came from."""
+    ROW_COUNT = "row_count"
+    """COUNT(*) of a group: the group disappears when it reaches zero."""
+    NONNULL_COUNT = "nonnull_count"
+    """COUNT(x) for SUM(x)/AVG(x): tells an all-NULL group (NULL result) from a zero sum."""
+    SUM = "sum"
+    """SUM(x) for AVG(x): the average is recomputed exactly as sum / count."""
+
+
+@dataclass(frozen=True)
+class HiddenColumn:
+    """A column the plugin adds to the stored table so the view can be maintained.
+
+    ``occurrence`` and ``source_column`` say which key column a ROW_KEY column copies;
+    ``outputs`` lists the aggregate outputs an aggregate helper column serves.
+    """
+
+    name: str
+    expression: exp.Expression
+    purpose: HiddenPurpose
+    occurrence: str | None = None
+    source_column: str | None = None
+    outputs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ViewDefinition:
+    """A view that can be fast refreshed, normalized.
+
+    The defining query is ``occurrences[0]`` then ``joins`` (a left-deep chain, one step per
+    further occurrence), filtered by ``where_conjuncts``, grouped by ``group_by`` when
+    ``is_aggregate``, selecting ``outputs`` then ``hidden_columns``. ``null_supplying`` holds the
+    aliases an outer join can null-extend; ``group_key_columns`` the output names holding the
+    GROUP BY expressions (in GROUP BY order), by which groups are matched null-safely;
+    ``referenced_columns`` the master columns each occurrence's reads (schema-change checks).
+    """
+
+    occurrences: tuple[MasterOccurrence, ...]
+    joins: tuple[JoinStep, ...]
+    where_conjuncts: tuple[exp.Expression, ...]
+    outputs: tuple[OutputColumn, ...]
+    group_by: tuple[exp.Expression, ...]
+    is_aggregate: bool
+    view_class: ViewClass
+    hidden_columns: tuple[HiddenColumn, ...]
+    null_supplying: frozenset[str]
+    group_key_columns: tuple[str, ...]
+    referenced_columns: Mapping[str, frozenset[str]] = field(hash=False)
+
+    @property
+    def stored_columns(self) -> tuple[str, ...]:
+        """Every column of the stored table, in stored order: visible outputs, then hidden."""
+        return tuple(o.name for o in self.outputs) + tuple(h.name for h in self.hidden_columns)
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        return tuple(o.alias for o in self.occurrences)
+
+    def occurrence(self, alias: str) -> MasterOccurrence:
+        for occurrence in self.occurrences:
+            if occurrence.alias == alias:
+                return occurrence
+        raise KeyError(alias)
+
+    def output(self, name: str) -> OutputColumn:
+        for output in self.outputs:
+            if output.name == name:
+                return output
+        raise KeyError(name)
+
+    def key_columns(self, alias: str) -> tuple[HiddenColumn, ...]:
+        """The hidden columns that store ``alias``'s key (empty for aggregate views)."""
+        return tuple(
+            h for h in self.hidden_columns if h.purpose is HiddenPurpose.ROW_KEY and h.occurrence == alias
+        )
+
+    def support_columns(self, output_name: str) -> tuple[HiddenColumn, ...]:
+        """The hidden aggregate columns that ``output_name`` (a SUM or AVG output) relies on."""
+        return tuple(h for h in self.hidden_columns if output_name in h.outputs)
+
+    def render_select(
+        self,
+        sources: Mapping[str, str | exp.Expression] | None = None,
+        include_hidden: bool = True,
+        *,
+        pretty: bool = False,
+    ) -> str:
+        """The defining query as Spark SQL, every identifier quoted, deterministic.
+
+        ``sources`` replaces occurrences' table references, keyed by alias: SQL text such as
+        ``"`shop`.`orders` VERSION AS OF 123"`` or ``"(select ... from log where ...)"`` (or a
+        sqlglot Table/Subquery/Select), which keeps the occurrence's alias and must provide the
+        master's columns. ``include_hidden=False`` selects the visible outputs only.
+        """
+        return render.render_select(self, sources, include_hidden=include_hidden, pretty=pretty)
+
+    def select_expression(
+        self,
+        sources: Mapping[str, str | exp.Expression] | None = None,
+        include_hidden: bool = True,
+    ) -> exp.Select:
+        """The defining query as a fresh sqlglot Select (for callers that compose trees)."""
+        return render.build_select(self, sources, include_hidden=include_hidden)
+
+    @staticmethod
+    def render_expression(expression: exp.Expression, *, pretty: bool = False) -> str:
+        """One of the definition's expressions as Spark SQL, identifiers quoted."""
+        return render.render_expression(expression, pretty=pretty)

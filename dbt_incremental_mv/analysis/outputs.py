@@ -1,0 +1,113 @@
+"""The view's visible columns: names checked, aggregates classified, group keys found."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from dbt_incremental_mv.analysis import functions
+from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
+from dbt_incremental_mv.analysis.model import OutputColumn, OutputKind
+from dbt_incremental_mv.analysis.scope import Projection
+
+RESERVED_PREFIX = "_mv_"
+
+_KINDS: dict[type[exp.Expression], OutputKind] = {
+    exp.Sum: OutputKind.SUM,
+    exp.Avg: OutputKind.AVG,
+    exp.Min: OutputKind.MIN,
+    exp.Max: OutputKind.MAX,
+}
+
+
+@dataclass(frozen=True)
+class ClassifiedOutputs:
+    outputs: tuple[OutputColumn, ...]
+    group_key_columns: tuple[str, ...]
+
+
+def refuse_bad_output_names(projections: tuple[Projection, ...]) -> None:
+    """Stored column names must be distinct (case-insensitively, as in Spark) and leave the
+    ``_mv_`` prefix to the plugin's hidden columns."""
+    seen: set[str] = set()
+    for projection in projections:
+        name = projection.name
+        if name.casefold().startswith(RESERVED_PREFIX):
+            raise UnsupportedViewError(
+                name, f"column names starting with {RESERVED_PREFIX} are reserved for the plugin's hidden columns",
+                "Rename the column with AS",
+            )
+        if name.casefold() in seen:
+            raise UnsupportedViewError(
+                name, "more than one output column has this name", "Give each output column a distinct name with AS"
+            )
+        seen.add(name.casefold())
+
+
+def classify_outputs(
+    projections: tuple[Projection, ...], group_by: tuple[exp.Expression, ...], is_aggregate: bool
+) -> ClassifiedOutputs:
+    if not is_aggregate:
+        return ClassifiedOutputs(tuple(OutputColumn(p.name, p.expression) for p in projections), ())
+    outputs = tuple(_aggregate_view_output(p, group_by) for p in projections)
+    return ClassifiedOutputs(outputs, _group_key_columns(outputs, group_by))
+
+
+def _aggregate_view_output(projection: Projection, group_by: tuple[exp.Expression, ...]) -> OutputColumn:
+    expression = _strip_parentheses(projection.expression)
+    if functions.is_maintainable_aggregate(expression):
+        return _aggregate_output(projection.name, expression)
+    if functions.contains_aggregate(expression):
+        raise UnsupportedViewError(
+            _shown(projection), "an expression over aggregates cannot be maintained column by column",
+            "Select the aggregates themselves (e.g. SUM(a) AS total, COUNT(*) AS n) and compute the "
+            "expression in a downstream model",
+        )
+    if expression in group_by:
+        return OutputColumn(projection.name, expression)
+    raise UnsupportedViewError(
+        _shown(projection), "a column that is neither aggregated nor in GROUP BY",
+        "Add the expression to GROUP BY, or aggregate it",
+    )
+
+
+def _aggregate_output(name: str, call: exp.Expression) -> OutputColumn:
+    if isinstance(call, exp.Count):
+        argument = call.this
+        if isinstance(argument, exp.Star) or _is_non_null_constant(argument):
+            return OutputColumn(name, exp.Count(this=exp.Star(), big_int=True), OutputKind.COUNT_STAR)
+        return OutputColumn(name, call, OutputKind.COUNT, argument)
+    return OutputColumn(name, call, _KINDS[type(call)], call.this)
+
+
+def _is_non_null_constant(node: exp.Expression | None) -> bool:
+    """COUNT(1), COUNT('x'): counts every row, exactly like COUNT(*)."""
+    return isinstance(node, (exp.Literal, exp.Boolean))
+
+
+def _group_key_columns(outputs: tuple[OutputColumn, ...], group_by: tuple[exp.Expression, ...]) -> tuple[str, ...]:
+    names = []
+    for expression in group_by:
+        holder = next((o for o in outputs if not o.is_aggregate and o.expression == expression), None)
+        if holder is None:
+            raise UnsupportedViewError(
+                describe(expression), "every GROUP BY expression must also be selected: groups are matched "
+                "by the stored group-by values",
+                f"Add it to the SELECT list, e.g. {describe(expression)} AS <name>",
+            )
+        names.append(holder.name)
+    return tuple(names)
+
+
+def _strip_parentheses(expression: exp.Expression) -> exp.Expression:
+    while isinstance(expression, exp.Paren):
+        expression = expression.this
+    return expression
+
+
+def _shown(projection: Projection) -> str:
+    written = projection.written
+    if isinstance(written, exp.Alias):
+        written = written.this
+    return describe(written if not isinstance(written, (exp.Column, exp.Star)) else projection.expression)

@@ -1,0 +1,135 @@
+"""Spark SQL for an analysed view: the defining query rebuilt from the definition's parts.
+
+The query is always rebuilt as a sqlglot tree and generated with every identifier quoted, so the
+text is deterministic and a substituted source (a time-travel read, a subquery over a change log)
+goes in as a parsed node under the occurrence's alias, never as pasted text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+from sqlglot.errors import ErrorLevel, ParseError
+
+if TYPE_CHECKING:
+    from dbt_incremental_mv.analysis.model import JoinStep, MasterOccurrence, ViewDefinition
+
+DIALECT = "spark"
+
+Source = str | exp.Expression
+
+
+def render_expression(expression: exp.Expression, *, pretty: bool = False) -> str:
+    """Spark SQL for a node: identifiers quoted, comments dropped, and an error (not a silent
+    approximation) when sqlglot cannot express the node in Spark SQL."""
+    return expression.sql(
+        dialect=DIALECT,
+        identify=True,
+        comments=False,
+        pretty=pretty,
+        unsupported_level=ErrorLevel.RAISE,
+    )
+
+
+def render_select(
+    definition: ViewDefinition,
+    sources: Mapping[str, Source] | None = None,
+    *,
+    include_hidden: bool = True,
+    pretty: bool = False,
+) -> str:
+    return render_expression(build_select(definition, sources, include_hidden=include_hidden), pretty=pretty)
+
+
+def build_select(
+    definition: ViewDefinition,
+    sources: Mapping[str, Source] | None = None,
+    *,
+    include_hidden: bool = True,
+) -> exp.Select:
+    """The defining query as a new tree (nothing in it is shared with ``definition``)."""
+    sources = dict(sources or {})
+    unknown = sorted(set(sources) - set(definition.aliases))
+    if unknown:
+        raise KeyError(f"no occurrence with alias {', '.join(unknown)} (aliases: {', '.join(definition.aliases)})")
+
+    projections = [_aliased(o.expression, o.name) for o in definition.outputs]
+    if include_hidden:
+        projections += [_aliased(h.expression, h.name) for h in definition.hidden_columns]
+
+    first, *others = definition.occurrences
+    select = exp.Select(expressions=projections)
+    select.set("from_", exp.From(this=_relation(first, sources.get(first.alias))))
+    joins = [_join(step, definition.occurrence(step.alias), sources.get(step.alias)) for step in definition.joins]
+    if joins:
+        select.set("joins", joins)
+    if definition.where_conjuncts:
+        select.set("where", exp.Where(this=conjunction(definition.where_conjuncts)))
+    if definition.group_by:
+        select.set("group", exp.Group(expressions=[e.copy() for e in definition.group_by]))
+    return select
+
+
+def conjunction(conjuncts: tuple[exp.Expression, ...] | list[exp.Expression]) -> exp.Expression:
+    """``c1 AND c2 AND ...`` over copies, each wrapped in parentheses when it is itself an OR."""
+    parts = [_parenthesize_connector(c.copy()) for c in conjuncts]
+    result = parts[0]
+    for part in parts[1:]:
+        result = exp.And(this=result, expression=part)
+    return result
+
+
+def _parenthesize_connector(node: exp.Expression) -> exp.Expression:
+    return exp.Paren(this=node) if isinstance(node, exp.Or) else node
+
+
+def _aliased(expression: exp.Expression, name: str) -> exp.Alias:
+    return exp.Alias(this=expression.copy(), alias=exp.to_identifier(name, quoted=True))
+
+
+def _table_alias(alias: str) -> exp.TableAlias:
+    return exp.TableAlias(this=exp.to_identifier(alias, quoted=True))
+
+
+def _relation(occurrence: MasterOccurrence, source: Source | None) -> exp.Expression:
+    relation = master_table(occurrence.master.name) if source is None else parse_source(source)
+    relation.set("alias", _table_alias(occurrence.alias))
+    return relation
+
+
+def _join(step: JoinStep, occurrence: MasterOccurrence, source: Source | None) -> exp.Join:
+    join = exp.Join(this=_relation(occurrence, source))
+    if step.kind == "inner" and step.condition is None:
+        join.set("kind", "CROSS")
+        return join
+    if step.kind != "inner":
+        join.set("side", str(step.kind).upper())
+    if step.condition is not None:
+        join.set("on", step.condition.copy())
+    return join
+
+
+def master_table(name: str) -> exp.Table:
+    """``schema.table`` (as the caller names a master) as a Table node."""
+    return exp.to_table(name, dialect=DIALECT)
+
+
+def parse_source(source: Source) -> exp.Expression:
+    """A substituted source as a relation node: a Table (possibly with VERSION AS OF ...) or a
+    parenthesised Subquery. Any alias it carries is replaced by the occurrence's."""
+    if isinstance(source, exp.Expression):
+        node = source.copy()
+    else:
+        try:
+            node = exp.maybe_parse(source, into=exp.From, prefix="FROM", dialect=DIALECT).this
+        except ParseError as error:
+            raise ValueError(f"substituted source does not parse as a table or subquery: {source!r}: {error}") from error
+    while isinstance(node, exp.From):
+        node = node.this
+    if isinstance(node, exp.Query) and not isinstance(node, exp.Subquery):
+        node = exp.Subquery(this=node)
+    if not isinstance(node, (exp.Table, exp.Subquery)):
+        raise ValueError(f"substituted source must be a table or a subquery, not {node.key}: {source!r}")
+    return node

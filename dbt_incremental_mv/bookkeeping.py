@@ -1,0 +1,56 @@
+"""What a view has consumed, recorded in the Iceberg commit that changes the view.
+
+Every write to a view is staged with ``spark.wap.id`` set to an encoded :class:`ViewState`
+and then published with ``publish_changes`` (a fast-forward: the staged snapshot becomes the
+view's current snapshot). The view's data and what it consumed thus change in one atomic
+commit: a crash between any two statements of a refresh never loses nor double-applies a
+change, and two refreshes of one view racing each other cannot both publish.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+
+PREFIX = "dbt-incremental-mv:1:"
+
+
+@dataclass(frozen=True)
+class LogPosition:
+    """How far a view has consumed one change log."""
+
+    sequence: int  # log rows with _last_updated_sequence_number <= sequence are consumed
+    master_snapshot: int | None  # the master snapshot the view reflects
+
+
+@dataclass(frozen=True)
+class ViewState:
+    logs: dict[str, LogPosition] = field(default_factory=dict)  # by log relation
+    method: str = "complete"  # how the commit was made: build, complete or fast
+
+    def encode(self) -> str:
+        payload = {
+            "method": self.method,
+            "logs": {
+                name: [pos.sequence, pos.master_snapshot] for name, pos in sorted(self.logs.items())
+            },
+        }
+        raw = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
+        return PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, wap_id: str | None) -> ViewState | None:
+        """The state in a snapshot's ``wap.id``; None when it holds none (not made by us)."""
+        if not wap_id or not wap_id.startswith(PREFIX):
+            return None
+        encoded = wap_id[len(PREFIX) :]
+        try:
+            payload = json.loads(base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)))
+            logs = {
+                name: LogPosition(sequence=int(seq), master_snapshot=None if snap is None else int(snap))
+                for name, (seq, snap) in payload["logs"].items()
+            }
+            return cls(logs=logs, method=str(payload["method"]))
+        except (ValueError, KeyError, TypeError):
+            return None

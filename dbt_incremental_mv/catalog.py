@@ -1,0 +1,71 @@
+"""Reading table metadata through SQL (works the same in session, thrift, http and odbc mode)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from dbt_incremental_mv.bookkeeping import ViewState
+from dbt_incremental_mv.sql_text import relation, string
+
+Query = Callable[[str], Sequence[Sequence]]
+
+
+def table_columns(query: Query, name: str) -> list[tuple[str, str]]:
+    """(lowercase column name, Spark type) in table order; [] when the table does not exist."""
+    try:
+        rows = query(f"describe table {relation(name)}")
+    except Exception as exc:  # noqa: BLE001 - the table is missing or unreadable
+        if "TABLE_OR_VIEW_NOT_FOUND" in str(exc) or "not found" in str(exc).lower():
+            return []
+        raise
+    columns = []
+    for col_name, data_type, *_ in rows:
+        if not col_name or col_name.startswith("#"):
+            break
+        columns.append((col_name.lower(), data_type))
+    return columns
+
+
+def format_version(query: Query, name: str) -> int | None:
+    rows = query(f"show tblproperties {relation(name)} ({string('format-version')})")
+    for row in rows:
+        try:
+            return int(row[-1])
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+@dataclass(frozen=True)
+class SnapshotRow:
+    snapshot_id: int
+    parent_id: int | None
+    operation: str
+    wap_id: str | None
+
+
+def view_state(query: Query, name: str) -> ViewState | None:
+    """What the view consumed, from the newest snapshot that changed its data.
+
+    Compaction (``replace`` snapshots) does not change data, so it is looked through.
+    """
+    table = relation(name)
+    current = query(f"select snapshot_id from {table}.`refs` where name = 'main'")
+    if not current:
+        return None
+    rows = query(f"select snapshot_id, parent_id, operation, summary['wap.id'] from {table}.`snapshots`")
+    by_id = {r[0]: SnapshotRow(r[0], r[1], r[2], r[3]) for r in rows}
+    cursor = by_id.get(current[0][0])
+    while cursor is not None and cursor.operation == "replace":
+        cursor = by_id.get(cursor.parent_id) if cursor.parent_id is not None else None
+    return ViewState.decode(cursor.wap_id) if cursor is not None else None
+
+
+def snapshot_summary(query: Query, name: str) -> dict[str, str]:
+    table = relation(name)
+    rows = query(
+        f"select summary from {table}.`snapshots` where snapshot_id = "
+        f"(select snapshot_id from {table}.`refs` where name = 'main')"
+    )
+    return dict(rows[0][0]) if rows and rows[0][0] else {}

@@ -1,0 +1,68 @@
+"""Capture: append a master's committed changes from its Iceberg history into its log.
+
+The log's newest watermark row (``_mv_op`` W or R) says up to which master snapshot the log
+is complete. A capture walks the master's snapshot ancestry from its current snapshot back
+to that one and appends the changes in between, plus a new watermark, in one commit:
+
+- copy-on-write history: Iceberg's changelog scan, one log row per changed row image, each
+  attributed to the snapshot (commit) that made it;
+- history with delete files (merge-on-read), which the changelog scan refuses: the
+  difference between the two snapshots (a scan of both; every change attributed to the
+  end snapshot);
+- broken history (the watermark snapshot is no longer an ancestor: the master was replaced,
+  rolled back, or its snapshots expired before capture): a reset watermark (R). Views that
+  consumed less than it cannot be fast refreshed and get a complete refresh.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+Method = Literal["none", "changelog", "diff", "reset"]
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    snapshot_id: int
+    parent_id: int | None
+    added_delete_files: int
+    total_delete_files: int
+
+
+@dataclass(frozen=True)
+class CapturePlan:
+    method: Method
+    start: int | None  # exclusive; None: from the master's first snapshot
+    end: int | None
+    reason: str
+
+
+def plan_capture(captured_through: int | None, has_watermark: bool, current: int | None,
+                 lineage: Sequence[SnapshotInfo]) -> CapturePlan:
+    """Decide how to bring a log up to the master's ``current`` snapshot."""
+    if current is None:
+        return CapturePlan("none", captured_through, None, "the master has no snapshot yet")
+    if has_watermark and captured_through == current:
+        return CapturePlan("none", current, current, "the log is up to date")
+    by_id = {s.snapshot_id: s for s in lineage}
+    start = captured_through if has_watermark else None
+    in_range: list[SnapshotInfo] = []
+    cursor: int | None = current
+    while cursor is not None and cursor != start:
+        snapshot = by_id.get(cursor)
+        if snapshot is None:  # expired, or not an ancestor
+            return CapturePlan("reset", start, current, f"snapshot {cursor} of the master's history is gone")
+        in_range.append(snapshot)
+        cursor = snapshot.parent_id
+    if cursor != start:
+        return CapturePlan(
+            "reset", start, current,
+            f"the last captured snapshot {start} is not an ancestor of the master's current snapshot {current}",
+        )
+    if any(s.added_delete_files for s in in_range) or by_id[current].total_delete_files:
+        if start is not None and start not in by_id:
+            return CapturePlan("reset", start, current, f"the last captured snapshot {start} has expired")
+        return CapturePlan("diff", start, current, "the master has delete files (merge-on-read)")
+    return CapturePlan("changelog", start, current, f"{len(in_range)} new master commit(s)")

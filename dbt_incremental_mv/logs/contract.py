@@ -1,0 +1,201 @@
+"""The change-log contract, and the log declarations read from dbt sources.
+
+A change log is an Iceberg table (format-version 3) declared as a dbt source whose table
+``meta`` carries an ``mv_log`` block::
+
+    sources:
+      - name: change_logs
+        schema: shop
+        tables:
+          - name: mlog_orders
+            meta:
+              mv_log:
+                master: orders          # a model/seed name (ref), or "source_name.table_name"
+                key: [order_id]         # the master's unique key
+                capture: true           # filled by the plugin from the master's Iceberg history
+
+Each log row is an *image* of one master row:
+
+=====================  ==========  ======================================================
+column                 type        meaning
+=====================  ==========  ======================================================
+the key columns        as master   the changed row's unique key
+any master columns     as master   the row's values in this image ("including new values")
+``_mv_op``             string      ``I``: after image (an insert, or the new values of an
+                                   update); ``D``: before image (a delete, or the old values
+                                   of an update); ``W``/``R``: capture watermark / reset
+                                   (internal, written by capture)
+``_mv_commit``         bigint      the master commit the change belongs to: its Iceberg
+                                   snapshot id when captured, the source transaction id for
+                                   CDC-written logs (Oracle's ``xid$$``)
+``_mv_time``           timestamp   when the row was logged (optional, informational)
+=====================  ==========  ======================================================
+
+Which rows a refresh consumes is decided by Iceberg v3 row lineage: every row carries the
+sequence number of the commit that wrote it (``_last_updated_sequence_number``), which grows
+with commit order whatever process wrote it. That is why logs must be format-version 3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+OP_COLUMN = "_mv_op"
+COMMIT_COLUMN = "_mv_commit"
+TIME_COLUMN = "_mv_time"
+CONTRACT_COLUMNS = (OP_COLUMN, COMMIT_COLUMN, TIME_COLUMN)
+SEQUENCE_COLUMN = "_last_updated_sequence_number"  # Iceberg v3 row lineage
+META_KEY = "mv_log"
+MIN_FORMAT_VERSION = 3
+
+INSERT, DELETE, WATERMARK, RESET = "I", "D", "W", "R"
+
+
+class LogContractError(ValueError):
+    """A change log, its declaration or its master breaks the contract."""
+
+
+@dataclass(frozen=True)
+class LogSpec:
+    """One declared change log."""
+
+    source_name: str  # "source_name.table_name", as the user refers to it
+    log_relation: str  # "schema.table" of the log
+    master_ref: str  # as declared: a ref name or "source_name.table_name"
+    master_relation: str  # "schema.table" of the master
+    key: tuple[str, ...]
+    capture: bool
+
+    def describe(self) -> str:
+        return f"change log {self.log_relation} (source '{self.source_name}') of master {self.master_relation}"
+
+
+def _relation_name(node: Mapping[str, Any]) -> str:
+    name = node.get("identifier") or node.get("alias") or node["name"]
+    return f"{node['schema']}.{name}".lower()
+
+
+def _master_candidates(graph: Mapping[str, Any], master: str) -> list[Mapping[str, Any]]:
+    if "." in master:
+        source_name, _, table = master.partition(".")
+        return [
+            s for s in graph.get("sources", {}).values() if s["source_name"] == source_name and s["name"] == table
+        ]
+    return [
+        n
+        for n in graph.get("nodes", {}).values()
+        if n.get("resource_type") in ("model", "seed", "snapshot") and n["name"] == master
+    ]
+
+
+def log_specs_from_graph(graph: Mapping[str, Any]) -> list[LogSpec]:
+    """Every source table declared as a change log, validated; sorted by log relation."""
+    specs = []
+    for source in graph.get("sources", {}).values():
+        block = (source.get("meta") or {}).get(META_KEY) or (source.get("config", {}).get("meta") or {}).get(META_KEY)
+        if block is None:
+            continue
+        specs.append(_spec_from_source(graph, source, block))
+    return sorted(specs, key=lambda s: s.log_relation)
+
+
+def _spec_from_source(graph: Mapping[str, Any], source: Mapping[str, Any], block: Any) -> LogSpec:
+    where = f"source '{source['source_name']}.{source['name']}'"
+    if not isinstance(block, Mapping):
+        raise LogContractError(f"{where}: meta.{META_KEY} must be a mapping with 'master' and 'key'.")
+    unknown = sorted(set(block) - {"master", "key", "capture"})
+    if unknown:
+        raise LogContractError(f"{where}: meta.{META_KEY} has unknown entries {unknown}; allowed: master, key, capture.")
+    master = block.get("master")
+    if not isinstance(master, str) or not master.strip():
+        raise LogContractError(
+            f"{where}: meta.{META_KEY}.master is missing. Name the master table: a model or seed name, "
+            "or 'source_name.table_name'."
+        )
+    candidates = _master_candidates(graph, master.strip())
+    if len(candidates) != 1:
+        problem = "matches no model, seed or source" if not candidates else "is ambiguous"
+        raise LogContractError(f"{where}: master '{master}' {problem} in this project.")
+    key = block.get("key")
+    if isinstance(key, str):
+        key = [key]
+    if not key or not isinstance(key, Sequence) or not all(isinstance(k, str) and k.strip() for k in key):
+        raise LogContractError(
+            f"{where}: the master '{master}' has no declared unique key. Add meta.{META_KEY}.key: "
+            "the list of columns that identify a master row (its primary key)."
+        )
+    capture = block.get("capture", False)
+    if not isinstance(capture, bool):
+        raise LogContractError(f"{where}: meta.{META_KEY}.capture must be true or false, not {capture!r}.")
+    return LogSpec(
+        source_name=f"{source['source_name']}.{source['name']}",
+        log_relation=_relation_name(source),
+        master_ref=master.strip(),
+        master_relation=_relation_name(candidates[0]),
+        key=tuple(k.strip().lower() for k in key),
+        capture=capture,
+    )
+
+
+def logs_by_master(specs: Sequence[LogSpec]) -> dict[str, LogSpec]:
+    """Map master relation -> its log; a master with two logs is an error."""
+    result: dict[str, LogSpec] = {}
+    for spec in specs:
+        if spec.master_relation in result:
+            other = result[spec.master_relation]
+            raise LogContractError(
+                f"Master {spec.master_relation} has two change logs: sources '{other.source_name}' and "
+                f"'{spec.source_name}'. Declare one."
+            )
+        result[spec.master_relation] = spec
+    return result
+
+
+def normalize_type(spark_type: str) -> str:
+    return "".join(spark_type.lower().split())
+
+
+def validate_log_columns(
+    spec: LogSpec,
+    log_columns: Mapping[str, str],
+    master_columns: Mapping[str, str],
+    format_version: int | None,
+) -> list[str]:
+    """Check a log's schema against its master's; return the master columns it logs.
+
+    ``*_columns`` map lowercase column names to Spark type strings.
+    """
+    problems = []
+    for column in spec.key:
+        if column not in master_columns:
+            problems.append(f"key column '{column}' is not a column of the master")
+        elif column not in log_columns:
+            problems.append(f"key column '{column}' is missing")
+    for column, expected in ((OP_COLUMN, "string"), (COMMIT_COLUMN, "bigint")):
+        actual = log_columns.get(column)
+        if actual is None:
+            problems.append(f"column '{column}' ({expected}) is missing")
+        elif normalize_type(actual) != expected:
+            problems.append(f"column '{column}' is {actual}, the contract says {expected}")
+    logged = []
+    for column, log_type in log_columns.items():
+        if column in CONTRACT_COLUMNS:
+            continue
+        master_type = master_columns.get(column)
+        if master_type is None:
+            problems.append(f"column '{column}' is not a column of the master")
+        elif normalize_type(master_type) != normalize_type(log_type):
+            problems.append(f"column '{column}' is {log_type} but {master_type} in the master")
+        else:
+            logged.append(column)
+    if format_version is None or format_version < MIN_FORMAT_VERSION:
+        problems.append(
+            f"the log is an Iceberg format-version {format_version or '?'} table; the contract needs "
+            f"format-version {MIN_FORMAT_VERSION} (row lineage): ALTER TABLE {spec.log_relation} "
+            "SET TBLPROPERTIES ('format-version'='3')"
+        )
+    if problems:
+        raise LogContractError(f"The {spec.describe()} breaks the log contract: " + "; ".join(problems) + ".")
+    return logged

@@ -1,0 +1,169 @@
+"""SQL for change logs: create, capture from Iceberg history, read marked changes, purge."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dbt_incremental_mv.logs.contract import (
+    COMMIT_COLUMN,
+    DELETE,
+    INSERT,
+    OP_COLUMN,
+    SEQUENCE_COLUMN,
+    TIME_COLUMN,
+    WATERMARK,
+    RESET,
+    LogSpec,
+)
+from dbt_incremental_mv.sql_text import ident, idents, integer, relation, string
+
+
+def create_log(spec: LogSpec, master_columns: Sequence[tuple[str, str]]) -> str:
+    """``create materialized view log on <master> with primary key including new values``."""
+    columns = [f"{ident(name)} {spark_type}" for name, spark_type in master_columns]
+    columns += [f"{ident(OP_COLUMN)} string", f"{ident(COMMIT_COLUMN)} bigint", f"{ident(TIME_COLUMN)} timestamp"]
+    body = ",\n  ".join(columns)
+    return (
+        f"create table if not exists {relation(spec.log_relation)} (\n  {body}\n)\nusing iceberg\n"
+        "tblproperties ('format-version'='3', 'write.delete.mode'='copy-on-write')"
+    )
+
+
+def watermark_row(spec: LogSpec, logged: Sequence[str], master_snapshot: int | None, reset: bool = False) -> str:
+    """A capture watermark: the log holds every change of the master up to this snapshot.
+
+    A reset watermark (``reset=True``) also says that changes before it are incomplete.
+    """
+    return (
+        f"insert into {relation(spec.log_relation)} ({idents([*logged, OP_COLUMN, COMMIT_COLUMN, TIME_COLUMN])})\n"
+        + _watermark_select(logged, master_snapshot, RESET if reset else WATERMARK)
+    )
+
+
+def current_snapshots(relations: Sequence[str]) -> str:
+    """One row per relation: its name and the snapshot its main branch points at."""
+    parts = [
+        f"select {string(name)} as relation_name, snapshot_id from {relation(name)}.`refs` where name = 'main'"
+        for name in relations
+    ]
+    return "\nunion all\n".join(parts)
+
+
+def snapshot_lineage(master: str) -> str:
+    """The master's snapshots, to walk the ancestry between two snapshots."""
+    return (
+        "select snapshot_id, parent_id, "
+        "coalesce(cast(summary['added-delete-files'] as bigint), 0) as added_delete_files, "
+        "coalesce(cast(summary['total-delete-files'] as bigint), 0) as total_delete_files\n"
+        f"from {relation(master)}.`snapshots`"
+    )
+
+
+def changelog_view(spec: LogSpec, view_name: str, start: int | None, end: int) -> str:
+    """Iceberg's changelog scan of the master between two snapshots (copy-on-write masters)."""
+    options = [string("end-snapshot-id"), string(str(end))]
+    if start is not None:
+        options = [string("start-snapshot-id"), string(str(start)), *options]
+    return (
+        "call spark_catalog.system.create_changelog_view(\n"
+        f"  table => {string(spec.master_relation)},\n"
+        f"  options => map({', '.join(options)}),\n"
+        f"  changelog_view => {string(view_name)}\n)"
+    )
+
+
+def capture_from_changelog(spec: LogSpec, logged: Sequence[str], view_name: str, end: int) -> str:
+    """Append the changelog's rows (and the new watermark) to the log, in one commit."""
+    op = (
+        f"case when _change_type in ('INSERT', 'UPDATE_AFTER') then {string(INSERT)} else {string(DELETE)} end"
+    )
+    return (
+        f"insert into {relation(spec.log_relation)} ({idents([*logged, OP_COLUMN, COMMIT_COLUMN, TIME_COLUMN])})\n"
+        f"select {idents(logged)}, {op}, _commit_snapshot_id, current_timestamp()\nfrom {ident(view_name)}\n"
+        f"union all\n{_watermark_select(logged, end)}"
+    )
+
+
+def capture_by_diff(spec: LogSpec, logged: Sequence[str], start: int | None, end: int) -> str:
+    """Append the difference between two master snapshots (any master, merge-on-read too).
+
+    Costs a scan of the master at both snapshots, and every change is attributed to the end
+    snapshot (per-commit detail is lost): the price of masters with delete files, which
+    Iceberg's changelog scan refuses.
+    """
+    columns = idents(logged)
+    master = relation(spec.master_relation)
+    new = f"select {columns} from {master} version as of {integer(end)}"
+    old = f"select {columns} from {master} version as of {integer(start)}" if start is not None else None
+    if old is None:
+        inserted = new
+        deleted = None
+    else:
+        inserted = f"{new}\nexcept all\n{old}"
+        deleted = f"{old}\nexcept all\n{new}"
+    parts = [f"select {columns}, {string(INSERT)}, {integer(end)}, current_timestamp() from (\n{inserted}\n)"]
+    if deleted is not None:
+        parts.append(f"select {columns}, {string(DELETE)}, {integer(end)}, current_timestamp() from (\n{deleted}\n)")
+    parts.append(_watermark_select(logged, end))
+    return (
+        f"insert into {relation(spec.log_relation)} ({idents([*logged, OP_COLUMN, COMMIT_COLUMN, TIME_COLUMN])})\n"
+        + "\nunion all\n".join(parts)
+    )
+
+
+def _watermark_select(logged: Sequence[str], end: int | None, op: str = WATERMARK) -> str:
+    values = [f"null as {ident(c)}" for c in logged]
+    snapshot = "cast(null as bigint)" if end is None else integer(end)
+    values += [string(op), snapshot, "current_timestamp()"]
+    return f"select {', '.join(values)}"
+
+
+def log_stats(spec: LogSpec, log_snapshot: int, consumed: int | None) -> str:
+    """What a refresh would consume from a log pinned at ``log_snapshot``, counted by kind."""
+    seq = ident(SEQUENCE_COLUMN)
+    op = ident(OP_COLUMN)
+    after = "true" if consumed is None else f"{seq} > {integer(consumed)}"
+    watermark = f"{op} in ({string(WATERMARK)}, {string(RESET)})"
+    return (
+        f"select {string(spec.log_relation)} as log_relation,\n"
+        f"  max({seq}) as max_sequence,\n"
+        f"  count_if({op} = {string(INSERT)} and {after}) as inserts,\n"
+        f"  count_if({op} = {string(DELETE)} and {after}) as deletes,\n"
+        f"  max_by({ident(COMMIT_COLUMN)}, {seq}) filter (where {watermark}) as captured_through,\n"
+        f"  count_if({watermark}) as watermarks,\n"
+        f"  max({seq}) filter (where {watermark}) as watermark_sequence,\n"
+        f"  max({seq}) filter (where {op} = {string(RESET)}) as reset_sequence,\n"
+        f"  min({seq}) filter (where not {watermark}) as oldest_change\n"
+        f"from {relation(spec.log_relation)} version as of {integer(log_snapshot)}"
+    )
+
+
+def marked_changes(spec: LogSpec, log_snapshot: int, consumed: int | None, upto: int, columns: Sequence[str]) -> str:
+    """The log rows a refresh consumes: images after ``consumed``, up to ``upto``."""
+    seq = ident(SEQUENCE_COLUMN)
+    lower = "" if consumed is None else f" and {seq} > {integer(consumed)}"
+    return (
+        f"select {idents([*columns, OP_COLUMN])} from {relation(spec.log_relation)} version as of {integer(log_snapshot)}\n"
+        f"where {ident(OP_COLUMN)} in ({string(INSERT)}, {string(DELETE)}) and {seq} <= {integer(upto)}{lower}"
+    )
+
+
+def purge(spec: LogSpec, consumed_by_all: int, watermark_sequence: int | None) -> str:
+    """Delete the rows every dependent view has consumed, and all but the newest watermark.
+
+    A MERGE on the row id: Spark 3.5 cannot plan a DELETE whose condition reads Iceberg
+    metadata columns (``_last_updated_sequence_number``), a MERGE's source can. Rows
+    appended meanwhile are not matched, so nothing unconsumed is ever deleted.
+    """
+    seq = ident(SEQUENCE_COLUMN)
+    op = ident(OP_COLUMN)
+    watermark = f"{op} in ({string(WATERMARK)}, {string(RESET)})"
+    condition = f"(not {watermark} and {seq} <= {integer(consumed_by_all)})"
+    if watermark_sequence is not None:
+        condition += f"\n   or ({watermark} and {seq} < {integer(watermark_sequence)})"
+    log = relation(spec.log_relation)
+    return (
+        f"merge into {log} as log\n"
+        f"using (select `_row_id` as consumed_row from {log} where {condition}) as consumed\n"
+        "on log.`_row_id` = consumed.consumed_row\nwhen matched then delete"
+    )

@@ -1,0 +1,353 @@
+"""The refresh of one fast_refresh model: plan (validate, analyse), mark, propagate, purge.
+
+The adapter runs this with two callables (``query`` returns rows, ``execute`` runs a
+statement) so that every decision here is testable without Spark. The materialization
+runs the statements of the propagate step itself, so dbt logs and times them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dbt_incremental_mv import catalog
+from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewClass, ViewDefinition, analyze_view
+from dbt_incremental_mv.bookkeeping import LogPosition, ViewState
+from dbt_incremental_mv.config import FastRefreshConfig
+from dbt_incremental_mv.logs import sql as log_sql
+from dbt_incremental_mv.logs.capture import SnapshotInfo, plan_capture
+from dbt_incremental_mv.logs.contract import LogContractError, LogSpec, log_specs_from_graph, logs_by_master, validate_log_columns
+from dbt_incremental_mv.refresh import join_view
+from dbt_incremental_mv.refresh.marked import MarkedLog
+from dbt_incremental_mv.refresh_plan import RefreshDecision, decide_refresh
+from dbt_incremental_mv.sql_text import idents, relation, string
+
+Query = Callable[[str], Sequence[Sequence[Any]]]
+Execute = Callable[[str], None]
+
+VIEW_PROPERTIES = {"write.wap.enabled": "true", "format-version": "2"}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One statement of the propagate step. ``create`` steps carry the query only: the
+    materialization wraps it in the view's DDL (partitioning, location, properties)."""
+
+    name: str
+    sql: str
+    kind: str = "sql"  # "sql" or "create"
+
+
+@dataclass
+class RefreshPlan:
+    """Everything decided before anything is changed."""
+
+    model_name: str
+    view_relation: str
+    decision: RefreshDecision
+    definition: ViewDefinition | None
+    logs: dict[str, LogSpec]  # by master relation, for the view's masters
+    logged_columns: dict[str, list[str]]  # by log relation
+    existing_columns: tuple[str, ...] | None
+    compiled_sql: str
+    config: FastRefreshConfig = field(default_factory=FastRefreshConfig)
+    tblproperties: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def action(self) -> str:
+        return self.decision.action
+
+    @property
+    def reason(self) -> str:
+        return self.decision.reason
+
+
+@dataclass
+class Propagation:
+    """The propagate step, ready to run: statements and what they record."""
+
+    steps: list[Step]
+    state: ViewState | None
+    marked: dict[str, MarkedLog]
+    summary: str
+
+
+def _relation_name(node: Mapping[str, Any]) -> str:
+    name = node.get("identifier") or node.get("alias") or node["name"]
+    return f"{node['schema']}.{name}".lower()
+
+
+def dependency_relations(model: Mapping[str, Any], graph: Mapping[str, Any]) -> list[str]:
+    """The relations a model reads through ref() and source(), sorted."""
+    nodes = {**graph.get("nodes", {}), **graph.get("sources", {})}
+    found = set()
+    for unique_id in (model.get("depends_on") or {}).get("nodes", []):
+        node = nodes.get(unique_id)
+        if node is not None and node.get("resource_type") in ("model", "seed", "snapshot", "source"):
+            found.add(_relation_name(node))
+    return sorted(found)
+
+
+def view_consumers(graph: Mapping[str, Any], master_relation: str) -> list[str]:
+    """Relations of every fast_refresh model that reads ``master_relation``."""
+    consumers = []
+    for node in graph.get("nodes", {}).values():
+        if node.get("resource_type") != "model" or (node.get("config") or {}).get("materialized") != "fast_refresh":
+            continue
+        if master_relation in dependency_relations(node, graph):
+            consumers.append(_relation_name(node))
+    return sorted(consumers)
+
+
+class FastRefreshEngine:
+    def __init__(self, query: Query, execute: Execute) -> None:
+        self.query = query
+        self.execute = execute
+
+    # ---------------------------------------------------------------- plan
+    def plan(
+        self,
+        model: Mapping[str, Any],
+        compiled_sql: str,
+        view_relation: str,
+        existing_type: str | None,
+        full_refresh: bool,
+        graph: Mapping[str, Any],
+    ) -> RefreshPlan:
+        """Validate and decide. Reads only; raises (ConfigError, LogContractError,
+        FastRefreshUnavailable) before anything is changed."""
+        name = model.get("name", "?")
+        config = FastRefreshConfig.from_model_config(name, model.get("config") or {})
+        user_properties = (model.get("config") or {}).get("tblproperties") or {}
+        masters = dependency_relations(model, graph)
+        all_logs = logs_by_master(log_specs_from_graph(graph))
+        logs = {m: all_logs[m] for m in masters if m in all_logs}
+        blocker = None
+        definition = None
+        logged_columns: dict[str, list[str]] = {}
+        missing = [m for m in masters if m not in logs]
+        master_columns = {m: self._columns(m) for m in masters}
+        for master, spec in logs.items():
+            if not master_columns[master]:
+                raise LogContractError(f"The master {master} of the {spec.describe()} does not exist.")
+            log_columns = dict(self._columns(spec.log_relation))
+            if not log_columns:
+                if spec.capture:
+                    logged_columns[spec.log_relation] = [c for c, _ in master_columns[master]]
+                    continue  # created by the first build
+                raise LogContractError(
+                    f"The {spec.describe()} does not exist. Create it (dbt run-operation create_mv_log "
+                    f"--args '{{master: {spec.master_ref}}}') or let your ingestion create it."
+                )
+            logged_columns[spec.log_relation] = validate_log_columns(
+                spec, log_columns, dict(master_columns[master]), catalog.format_version(self.query, spec.log_relation)
+            )
+        if missing:
+            blocker = (
+                f"no change log is declared for master {', '.join(missing)} "
+                "(declare one as a dbt source with meta.mv_log)"
+            )
+        else:
+            tables = {
+                m: MasterTable(name=m, columns=tuple(master_columns[m]), key=logs[m].key) for m in masters
+            }
+            try:
+                definition = analyze_view(compiled_sql, tables)
+            except UnsupportedViewError as exc:
+                blocker = str(exc)
+            else:
+                if definition.view_class is not ViewClass.JOIN:
+                    blocker = f"fast refresh of {definition.view_class.value} views is not available yet"
+        existing_columns = None
+        if existing_type == "table":
+            existing_columns = tuple(c for c, _ in self._columns(view_relation))
+        decision = decide_refresh(
+            name, config, existing_type=existing_type, full_refresh=full_refresh, fast_refresh_blocker=blocker
+        )
+        if decision.action == "fast" and not self._state_usable(view_relation, logs):
+            decision = self._fallback(name, config, "the view has no record of what it consumed from its logs")
+        return RefreshPlan(
+            model_name=name,
+            view_relation=view_relation,
+            decision=decision,
+            definition=definition,
+            logs=logs,
+            logged_columns=logged_columns,
+            existing_columns=existing_columns,
+            compiled_sql=compiled_sql,
+            config=config,
+            tblproperties={**{str(k): str(v) for k, v in user_properties.items()}, **VIEW_PROPERTIES},
+        )
+
+    def _fallback(self, name: str, config: FastRefreshConfig, reason: str) -> RefreshDecision:
+        return decide_refresh(name, config, existing_type="table", full_refresh=False, fast_refresh_blocker=reason)
+
+    def _columns(self, name: str) -> list[tuple[str, str]]:
+        return catalog.table_columns(self.query, name)
+
+    def _state_usable(self, view_relation: str, logs: Mapping[str, LogSpec]) -> bool:
+        state = catalog.view_state(self.query, view_relation)
+        return state is not None and all(spec.log_relation in state.logs for spec in logs.values())
+
+    # ---------------------------------------------------------------- mark
+    def mark(self, plan: RefreshPlan) -> Propagation:
+        """Capture, then fix what this refresh consumes and which snapshots it reads."""
+        self.execute("reset spark.wap.id")  # a failed earlier refresh on this connection may have left it set
+        for spec in plan.logs.values():
+            if spec.capture:
+                self.capture(spec, plan.logged_columns.get(spec.log_relation))
+        state = catalog.view_state(self.query, plan.view_relation) if plan.action == "fast" else None
+        marked = self._mark_logs(plan, state)
+        if plan.action == "fast":
+            return self._fast(plan, marked)
+        return self._complete(plan, marked)
+
+    def capture(self, spec: LogSpec, logged: Sequence[str] | None) -> str:
+        """Bring a capture-managed log up to its master's current snapshot; returns what it did."""
+        if logged is None:
+            logged = [c for c, _ in self._columns(spec.log_relation) if not c.startswith("_mv_")]
+        if not self._columns(spec.log_relation):
+            master_columns = self._columns(spec.master_relation)
+            self.execute(log_sql.create_log(spec, master_columns))
+            logged = [c for c, _ in master_columns]
+            current = self._current_snapshots([spec.master_relation]).get(spec.master_relation)
+            self.execute(log_sql.watermark_row(spec, logged, current))
+            return f"created {spec.log_relation}, capturing from master snapshot {current}"
+        snapshots = self._current_snapshots([spec.log_relation, spec.master_relation])
+        stats = self._stats(spec, snapshots.get(spec.log_relation), 0)
+        lineage = [SnapshotInfo(int(r[0]), r[1], int(r[2]), int(r[3])) for r in self.query(log_sql.snapshot_lineage(spec.master_relation))]
+        capture = plan_capture(
+            stats["captured_through"], stats["watermarks"] > 0, snapshots.get(spec.master_relation), lineage
+        )
+        if capture.method == "changelog":
+            digest = hashlib.sha256(f"{spec.log_relation}:{capture.end}".encode()).hexdigest()[:16]
+            view = f"mv_changes_{digest}"
+            self.execute(log_sql.changelog_view(spec, view, capture.start, capture.end))
+            self.execute(log_sql.capture_from_changelog(spec, logged, view, capture.end))
+            self.execute(f"drop view if exists `{view}`")
+        elif capture.method == "diff":
+            self.execute(log_sql.capture_by_diff(spec, logged, capture.start, capture.end))
+        elif capture.method == "reset":
+            self.execute(log_sql.watermark_row(spec, logged, capture.end, reset=True))
+        return f"{spec.log_relation}: {capture.method} ({capture.reason})"
+
+    def _current_snapshots(self, relations: Sequence[str]) -> dict[str, int]:
+        return {r[0]: int(r[1]) for r in self.query(log_sql.current_snapshots(relations))}
+
+    def _stats(self, spec: LogSpec, log_snapshot: int | None, consumed: int) -> dict[str, Any]:
+        empty = {"max_sequence": 0, "inserts": 0, "deletes": 0, "captured_through": None, "watermarks": 0,
+                 "watermark_sequence": None, "reset_sequence": None, "oldest_change": None}
+        if log_snapshot is None:
+            return empty
+        row = self.query(log_sql.log_stats(spec, log_snapshot, consumed))[0]
+        names = ["log_relation", *empty]
+        stats = dict(zip(names, row))
+        stats["max_sequence"] = stats["max_sequence"] or 0
+        return stats
+
+    def _mark_logs(self, plan: RefreshPlan, state: ViewState | None) -> dict[str, MarkedLog]:
+        specs = list(plan.logs.values())
+        log_snapshots = self._current_snapshots([s.log_relation for s in specs]) if specs else {}
+        external = [s.master_relation for s in specs if not s.capture]
+        master_snapshots = self._current_snapshots(external) if external else {}
+        marked = {}
+        for spec in specs:
+            position = state.logs.get(spec.log_relation) if state else None
+            consumed = position.sequence if position else 0
+            stats = self._stats(spec, log_snapshots.get(spec.log_relation), consumed)
+            if plan.action == "fast" and stats["reset_sequence"] is not None and stats["reset_sequence"] > consumed:
+                plan.decision = self._fallback(
+                    plan.model_name, plan.config,
+                    f"the history of {spec.master_relation} was rewritten or expired before it was captured",
+                )
+            master_snapshot = stats["captured_through"] if spec.capture else master_snapshots.get(spec.master_relation)
+            marked[spec.master_relation] = MarkedLog(
+                spec=spec,
+                log_snapshot=log_snapshots.get(spec.log_relation, 0),
+                consumed=consumed,
+                upto=max(stats["max_sequence"], consumed),
+                inserts=int(stats["inserts"]),
+                deletes=int(stats["deletes"]),
+                master_snapshot=master_snapshot if master_snapshot is not None else -1,
+            )
+        return marked
+
+    def _state(self, marked: Mapping[str, MarkedLog], method: str) -> ViewState:
+        return ViewState(
+            logs={m.spec.log_relation: LogPosition(m.upto, m.master_snapshot) for m in marked.values()},
+            method=method,
+        )
+
+    def _publish(self, plan: RefreshPlan, state: ViewState, name: str, write: str) -> list[Step]:
+        wap_id = state.encode()
+        return [
+            Step("stage", f"set spark.wap.id={wap_id}"),
+            Step(name, write),
+            Step("unstage", "reset spark.wap.id"),
+            Step(
+                "publish",
+                f"call spark_catalog.system.publish_changes({string(plan.view_relation)}, {string(wap_id)})",
+            ),
+        ]
+
+    def _fast(self, plan: RefreshPlan, marked: dict[str, MarkedLog]) -> Propagation:
+        assert plan.definition is not None
+        if plan.action != "fast":  # a log was reset while marking
+            return self._complete(plan, marked)
+        statement = join_view.refresh_statement(plan.definition, plan.view_relation, marked)
+        kinds = ", ".join(f"{m.spec.master_relation}: {m.kind} (+{m.inserts}/-{m.deletes})" for m in marked.values())
+        if statement is None:
+            return Propagation([], None, marked, f"fast refresh: nothing marked ({kinds}); no write")
+        state = self._state(marked, "fast")
+        steps = self._publish(plan, state, "main", statement.sql)
+        summary = (
+            f"fast refresh: {kinds}; steps run: {', '.join(statement.steps_run)}"
+            + (f"; skipped: {', '.join(statement.steps_skipped)}" if statement.steps_skipped else "")
+        )
+        return Propagation(steps, state, marked, summary)
+
+    def _complete(self, plan: RefreshPlan, marked: dict[str, MarkedLog]) -> Propagation:
+        definition = plan.definition
+        pinned = definition is not None and all(
+            o.master.name in marked and marked[o.master.name].master_snapshot >= 0 for o in definition.occurrences
+        )
+        if pinned:
+            query = definition.render_select({o.alias: marked[o.master.name].master_as_of() for o in definition.occurrences})
+            columns = definition.stored_columns
+            state = self._state(marked, plan.action)
+        else:
+            query, columns, state = plan.compiled_sql, None, None
+        target = relation(plan.view_relation)
+        what = "build" if plan.action == "build" else "complete refresh"
+        if state is not None and plan.action == "complete" and plan.existing_columns == tuple(columns or ()):
+            steps = self._publish(plan, state, "main", f"insert overwrite {target} ({idents(columns)})\n{query}")
+            return Propagation(steps, state, marked, f"{what}: recomputed in one commit")
+        steps = [Step("main", query, kind="create")]
+        if state is not None:
+            steps += self._publish(plan, state, "record", f"insert into {target} select * from {target} where false")
+        return Propagation(steps, state, marked, f"{what}: table replaced")
+
+    # ---------------------------------------------------------------- purge
+    def purge(self, plan: RefreshPlan, propagation: Propagation, graph: Mapping[str, Any], existing: Callable[[str], bool]) -> list[str]:
+        """Delete log rows that every dependent view has consumed. Returns what was purged."""
+        done = []
+        if propagation.state is None:
+            return done
+        for master, spec in plan.logs.items():
+            positions = [propagation.state.logs[spec.log_relation].sequence]
+            for consumer in view_consumers(graph, master):
+                if consumer == plan.view_relation or not existing(consumer):
+                    continue
+                state = catalog.view_state(self.query, consumer)
+                position = state.logs.get(spec.log_relation) if state else None
+                if position is not None:
+                    positions.append(position.sequence)
+            floor = min(positions)
+            stats = self._stats(spec, self._current_snapshots([spec.log_relation]).get(spec.log_relation), floor)
+            consumed_rows = stats["oldest_change"] is not None and stats["oldest_change"] <= floor
+            if consumed_rows or stats["watermarks"] > 1:
+                self.execute(log_sql.purge(spec, floor, stats["watermark_sequence"]))
+                done.append(f"{spec.log_relation} through sequence {floor}")
+        return done

@@ -1,0 +1,47 @@
+"""What one refresh consumes from the change log of each master (the result of the mark step)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dbt_incremental_mv.logs import sql as log_sql
+from dbt_incremental_mv.logs.contract import LogSpec
+from dbt_incremental_mv.sql_text import integer, relation
+
+
+@dataclass(frozen=True)
+class MarkedLog:
+    """The marked rows of one log: images with sequence in (consumed, upto], read at log_snapshot."""
+
+    spec: LogSpec
+    log_snapshot: int
+    consumed: int | None  # the view's previous position (None: from the start of the log)
+    upto: int  # the sequence this refresh consumes through
+    inserts: int  # marked after images
+    deletes: int  # marked before images
+    master_snapshot: int  # the master snapshot the refreshed view reflects
+
+    @property
+    def has_changes(self) -> bool:
+        return bool(self.inserts or self.deletes)
+
+    @property
+    def kind(self) -> str:
+        if not self.has_changes:
+            return "none"
+        if not self.deletes:
+            return "insert-only"
+        if not self.inserts:
+            return "delete-only"
+        return "mixed"
+
+    def master_as_of(self) -> str:
+        """The master, read at the snapshot this refresh reflects."""
+        return f"{relation(self.spec.master_relation)} version as of {integer(self.master_snapshot)}"
+
+    def changed_keys(self, images: str = "all") -> str:
+        """Distinct keys of the marked images: ``all``, or only after images (``inserts``)."""
+        rows = log_sql.marked_changes(self.spec, self.log_snapshot, self.consumed, self.upto, self.spec.key)
+        if images == "inserts":
+            rows += " and `_mv_op` = 'I'"
+        return f"select distinct {', '.join(f'`{k}`' for k in self.spec.key)} from (\n{rows}\n)"

@@ -1,0 +1,31 @@
+"""Quoting for generated Spark SQL: identifiers always quoted, values always literals."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+def ident(name: str) -> str:
+    """A backtick-quoted Spark identifier (a backtick inside is doubled)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def relation(qualified: str) -> str:
+    """``schema.table`` (unquoted, as dbt and the graph name it) as a quoted two-part name."""
+    schema, _, table = qualified.rpartition(".")
+    return f"{ident(schema)}.{ident(table)}" if schema else ident(table)
+
+
+def string(value: str) -> str:
+    """A Spark string literal (single quotes; backslashes and quotes escaped)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def integer(value: int) -> str:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"not an integer: {value!r}")
+    return str(value)
+
+
+def idents(names: Iterable[str]) -> str:
+    return ", ".join(ident(n) for n in names)

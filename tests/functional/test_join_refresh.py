@@ -1,0 +1,102 @@
+"""Join-only fast refresh: single-table views, inner joins of 2 and 3 masters, a self-join."""
+
+import pytest
+from dbt.tests.util import run_dbt, run_dbt_and_capture
+
+from tests.functional.differential import Column, Master, Workload
+from tests.functional.util import rows
+
+REGIONS = ["north", "south", None]
+MASTERS = [
+    Master("customers", "customer_id", [
+        Column("name", "string", ["ada", "alan", "grace", None]),
+        Column("region_id", "bigint", [1, 2, 3, None]),
+        Column("referrer_id", "bigint", [1001, 1002, 1003, 1004, None]),
+    ]),
+    Master("orders", "order_id", [
+        Column("customer_id", "bigint", [1001, 1002, 1003, 1004, 1005, 1006, None]),
+        Column("amount", "decimal(10,2)", [1.5, 2.25, 10.0, None]),
+        Column("status", "string", ["open", "shipped", "cancelled"]),
+    ]),
+    Master("regions", "region_id", [Column("region", "string", REGIONS)]),
+]
+
+VIEWS = {
+    "open_orders": (
+        "select o.order_id, o.customer_id, o.amount * 2 as double_amount, upper(o.status) as status "
+        "from {{ source('shop', 'orders') }} o where o.status <> 'cancelled'",
+        ["order_id", "customer_id", "double_amount", "status"],
+    ),
+    "order_customers": (
+        "select o.order_id, o.amount, c.customer_id, c.name from {{ source('shop', 'orders') }} o "
+        "join {{ source('shop', 'customers') }} c on o.customer_id = c.customer_id",
+        ["order_id", "amount", "customer_id", "name"],
+    ),
+    "order_regions": (
+        "select o.order_id, c.name, r.region from {{ source('shop', 'orders') }} o, "
+        "{{ source('shop', 'customers') }} c, {{ source('shop', 'regions') }} r "
+        "where o.customer_id = c.customer_id and c.region_id = r.region_id and o.status = 'shipped'",
+        ["order_id", "name", "region"],
+    ),
+    "referrals": (
+        "select c.customer_id, c.name, r.customer_id as referrer_id, r.name as referrer_name "
+        "from {{ source('shop', 'customers') }} c join {{ source('shop', 'customers') }} r "
+        "on c.referrer_id = r.customer_id",
+        ["customer_id", "name", "referrer_id", "referrer_name"],
+    ),
+}
+
+
+def defining_query(project, sql):
+    schema = project.test_schema
+    for name in ("orders", "customers", "regions"):
+        sql = sql.replace(f"{{{{ source('shop', '{name}') }}}}", f"{schema}.{name}")
+    return sql
+
+
+class TestJoinRefresh:
+    @pytest.fixture(scope="class")
+    def models(self):
+        files = {f"{name}.sql": "{{ config(materialized='fast_refresh', refresh_method='fast') }}\n" + sql
+                 for name, (sql, _) in VIEWS.items()}
+        files["sources.yml"] = Workload.sources_yml(MASTERS)
+        return files
+
+    def check_all(self, workload):
+        for name, (sql, columns) in VIEWS.items():
+            workload.check(name, defining_query(workload.project, sql), columns)
+
+    @pytest.mark.parametrize("seed", [11])
+    def test_randomized_workload(self, project, seed):
+        masters = [Master(m.name, m.key, m.columns) for m in MASTERS]
+        workload = Workload(project, masters, seed)
+        workload.create(initial_rows=10)
+        results = run_dbt(["run"])
+        assert all(r.status == "success" for r in results)
+        self.check_all(workload)
+
+        results, log = run_dbt_and_capture(["run"])  # nothing changed: no write at all
+        assert "nothing marked" in log and "no write" in log
+        self.check_all(workload)
+
+        for round_number in range(6):
+            workload.round(6)
+            results, log = run_dbt_and_capture(["run"])
+            assert all(r.status == "success" for r in results), log
+            assert "fast refresh:" in log
+            self.check_all(workload)
+
+        workload.round(4, kinds=("insert",))
+        results, log = run_dbt_and_capture(["run"])
+        assert "insert-only" in log and "skipped: DEL" in log
+        self.check_all(workload)
+
+        workload.round(3, masters=["orders"], kinds=("delete",))
+        results, log = run_dbt_and_capture(["run"])
+        assert "delete-only" in log
+        self.check_all(workload)
+
+        # every consumed change is purged: only the newest capture watermark stays in each log
+        for master in ("orders", "customers", "regions"):
+            ops = rows(project, f"select _mv_op from {project.test_schema}.mlog_{master}")
+            assert ops == [("W",)], (master, ops)

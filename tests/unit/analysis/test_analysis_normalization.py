@@ -1,0 +1,302 @@
+"""Normalizations users write constantly: stars, unqualified columns, dbt-style CTEs, derived
+tables, and a ``select * from final`` over a joining or aggregating CTE."""
+
+from __future__ import annotations
+
+import pytest
+
+from dbt_incremental_mv.analysis import JoinKind, MasterTable, OutputKind, ViewClass, analyze_view, render_expression
+
+
+def sql_of(expression) -> str:
+    return render_expression(expression)
+
+
+def outputs_of(definition) -> list[tuple[str, str]]:
+    return [(o.name, sql_of(o.expression)) for o in definition.outputs]
+
+
+# -- stars -----------------------------------------------------------------------------------
+
+
+def test_select_star_expands_in_table_order(view, rendered):
+    definition = view("select * from shop.customers")
+    assert [o.name for o in definition.outputs] == ["customer_id", "name", "country", "segment"]
+    assert rendered(definition).startswith("SELECT `customers`.`customer_id` AS `customer_id`, `customers`.`name`")
+
+
+def test_qualified_stars_expand_per_occurrence(view):
+    definition = view(
+        "select o.*, c.name as customer_name from shop.orders o join shop.customers c on o.customer_id = c.customer_id"
+    )
+    assert [o.name for o in definition.outputs] == [
+        "order_id", "customer_id", "order_date", "status", "amount", "customer_name",
+    ]
+
+
+def test_star_over_a_join_expands_every_occurrence_in_from_order(view):
+    definition = view("select * from shop.products p join shop.countries n on n.country = p.category")
+    assert [o.name for o in definition.outputs] == ["product_id", "name", "category", "country", "region"]
+
+
+def test_star_except_drops_columns(view):
+    definition = view("select * except (segment, country) from shop.customers")
+    assert [o.name for o in definition.outputs] == ["customer_id", "name"]
+
+
+def test_star_of_a_cte_expands_its_columns(view):
+    definition = view("with c as (select customer_id, upper(name) as uname from shop.customers) select * from c")
+    assert outputs_of(definition) == [("customer_id", "`c`.`customer_id`"), ("uname", "UPPER(`c`.`name`)")]
+
+
+# -- unqualified and nested columns ----------------------------------------------------------
+
+
+def test_unqualified_columns_resolve_to_their_only_occurrence(view):
+    definition = view(
+        "select order_id, name, region from shop.orders o join shop.customers c on o.customer_id = c.customer_id "
+        "join shop.countries n on c.country = n.country where amount > 5"
+    )
+    assert outputs_of(definition) == [
+        ("order_id", "`o`.`order_id`"), ("name", "`c`.`name`"), ("region", "`n`.`region`"),
+    ]
+    assert [sql_of(c) for c in definition.where_conjuncts] == ["`o`.`amount` > 5"]
+
+
+def test_struct_field_access(view):
+    definition = view("select e.address.city, address.zip as zip, e.name from shop.employees e")
+    assert outputs_of(definition) == [
+        ("city", "`e`.`address`.`city`"), ("zip", "`e`.`address`.`zip`"), ("name", "`e`.`name`"),
+    ]
+    assert definition.referenced_columns["e"] == frozenset({"address", "name", "emp_id"})
+
+
+def test_higher_order_function_lambda_variables_are_not_columns(view):
+    definition = view("select order_id, transform(array(amount, amount), x -> x * 2) as doubled from shop.orders")
+    assert sql_of(definition.output("doubled").expression) == (
+        "TRANSFORM(ARRAY(`orders`.`amount`, `orders`.`amount`), `x` -> `x` * 2)"
+    )
+
+
+# -- CTEs and derived tables merged into the query -------------------------------------------
+
+
+def test_dbt_style_import_ctes_merge_into_one_join(view, rendered):
+    definition = view(
+        """
+        with orders as (
+            select order_id, customer_id, amount * 100 as amount_cents
+            from shop.orders
+            where status <> 'cancelled'
+        ),
+        customers as (
+            select customer_id, upper(name) as customer_name from shop.customers
+        )
+        select orders.order_id, orders.amount_cents, customers.customer_name
+        from orders
+        join customers on orders.customer_id = customers.customer_id
+        where orders.amount_cents > 1000
+        """
+    )
+    assert definition.view_class is ViewClass.JOIN
+    assert [(o.alias, o.master.name) for o in definition.occurrences] == [
+        ("orders", "shop.orders"), ("customers", "shop.customers"),
+    ]
+    assert outputs_of(definition) == [
+        ("order_id", "`orders`.`order_id`"),
+        ("amount_cents", "`orders`.`amount` * 100"),
+        ("customer_name", "UPPER(`customers`.`name`)"),
+    ]
+    assert [sql_of(c) for c in definition.where_conjuncts] == [
+        "`orders`.`status` <> 'cancelled'",
+        "(`orders`.`amount` * 100) > 1000",
+    ]
+    assert "FROM `shop`.`orders` AS `orders` JOIN `shop`.`customers` AS `customers`" in rendered(definition)
+
+
+def test_cte_referenced_twice_becomes_two_occurrences(view):
+    definition = view(
+        """
+        with staff as (select emp_id, manager_id, name from shop.employees where name is not null)
+        select e.name, m.name as manager_name from staff e join staff m on e.manager_id = m.emp_id
+        """
+    )
+    assert definition.aliases == ("e", "m")
+    assert [sql_of(c) for c in definition.where_conjuncts] == [
+        "NOT `e`.`name` IS NULL", "NOT `m`.`name` IS NULL",
+    ]
+
+
+def test_nested_ctes_merge_through_every_level(view):
+    definition = view(
+        """
+        with base as (select order_id, amount, status from shop.orders where amount > 0),
+             paid as (select order_id, amount * 2 as doubled from base where status = 'paid')
+        select p.order_id, p.doubled + 1 as bumped from paid p
+        """
+    )
+    assert definition.aliases == ("p",)
+    assert outputs_of(definition) == [("order_id", "`p`.`order_id`"), ("bumped", "(`p`.`amount` * 2) + 1")]
+    assert [sql_of(c) for c in definition.where_conjuncts] == ["`p`.`amount` > 0", "`p`.`status` = 'paid'"]
+
+
+def test_derived_table_in_join_merges(view):
+    definition = view(
+        "select o.order_id, nl.name from shop.orders o "
+        "join (select customer_id, name from shop.customers where country = 'NL') nl on nl.customer_id = o.customer_id"
+    )
+    assert [(o.alias, o.master.name) for o in definition.occurrences] == [("o", "shop.orders"), ("nl", "shop.customers")]
+    assert [sql_of(c) for c in definition.where_conjuncts] == ["`nl`.`country` = 'NL'"]
+    assert [sql_of(c) for c in definition.joins[0].residual] == []
+
+
+def test_cte_filter_of_a_null_supplying_occurrence_goes_into_the_on_clause(view, rendered):
+    definition = view(
+        """
+        with dutch as (select * from shop.customers where country = 'NL')
+        select o.order_id, d.name from shop.orders o left join dutch d on o.customer_id = d.customer_id
+        where o.status = 'open'
+        """
+    )
+    (step,) = definition.joins
+    assert step.kind is JoinKind.LEFT
+    assert [sql_of(c) for c in step.residual] == ["`d`.`country` = 'NL'"]
+    assert [sql_of(c) for c in definition.where_conjuncts] == ["`o`.`status` = 'open'"]
+    assert (
+        "LEFT JOIN `shop`.`customers` AS `d` ON `o`.`customer_id` = `d`.`customer_id` AND `d`.`country` = 'NL' "
+        "WHERE `o`.`status` = 'open'"
+    ) in rendered(definition)
+
+
+def test_cte_filter_of_the_preserved_side_stays_in_where(view):
+    definition = view(
+        """
+        with open_orders as (select * from shop.orders where status = 'open')
+        select o.order_id, c.name from open_orders o left join shop.customers c on o.customer_id = c.customer_id
+        """
+    )
+    assert [sql_of(c) for c in definition.where_conjuncts] == ["`o`.`status` = 'open'"]
+    assert definition.joins[0].residual == ()
+
+
+def test_cte_filter_of_an_occurrence_null_extended_by_a_right_join(view):
+    definition = view(
+        """
+        with open_orders as (select * from shop.orders where status = 'open')
+        select o.order_id, c.customer_id as cid from open_orders o
+        right join shop.customers c on o.customer_id = c.customer_id
+        """
+    )
+    assert definition.where_conjuncts == ()
+    assert [sql_of(c) for c in definition.joins[0].residual] == ["`o`.`status` = 'open'"]
+
+
+def test_cte_and_alias_column_lists_rename(view):
+    definition = view(
+        "with c(id, label) as (select customer_id, name from shop.customers) "
+        "select x.ident, x.lbl from c as x(ident, lbl)"
+    )
+    assert outputs_of(definition) == [("ident", "`x`.`customer_id`"), ("lbl", "`x`.`name`")]
+
+
+def test_table_alias_column_list_renames_master_columns(view):
+    definition = view("select p.pid from shop.products as p(pid, pname, pcat)")
+    assert outputs_of(definition) == [("pid", "`p`.`product_id`")]
+
+
+# -- a query over a single joining or aggregating CTE (dbt's "final" CTE) --------------------
+
+
+def test_select_star_from_final_cte_is_the_final_query(view):
+    definition = view(
+        """
+        with orders as (select * from shop.orders),
+             customers as (select * from shop.customers),
+             final as (
+                 select orders.order_id, customers.name as customer_name
+                 from orders left join customers on orders.customer_id = customers.customer_id
+             )
+        select * from final
+        """
+    )
+    assert definition.view_class is ViewClass.OUTER_JOIN
+    assert definition.aliases == ("orders", "customers")
+    assert outputs_of(definition) == [("order_id", "`orders`.`order_id`"), ("customer_name", "`customers`.`name`")]
+
+
+def test_aggregation_over_a_joining_cte(view):
+    definition = view(
+        """
+        with joined as (
+            select c.country, o.amount from shop.orders o join shop.customers c on o.customer_id = c.customer_id
+        )
+        select country, sum(amount) as total, count(*) as n from joined where amount > 0 group by country
+        """
+    )
+    assert definition.view_class is ViewClass.AGGREGATE
+    assert outputs_of(definition) == [
+        ("country", "`c`.`country`"), ("total", "SUM(`o`.`amount`)"), ("n", "COUNT(*)"),
+    ]
+    assert [sql_of(c) for c in definition.where_conjuncts] == ["`o`.`amount` > 0"]
+    assert definition.group_key_columns == ("country",)
+
+
+def test_projection_and_group_key_filter_over_an_aggregating_cte(view):
+    definition = view(
+        """
+        with by_country as (select country, count(*) as n from shop.customers group by country)
+        select country as ctry, n from by_country where country <> 'XX'
+        """
+    )
+    assert definition.view_class is ViewClass.AGGREGATE
+    assert [(o.name, o.kind) for o in definition.outputs] == [("ctry", OutputKind.PLAIN), ("n", OutputKind.COUNT_STAR)]
+    # a filter on group-by values is the same filter before grouping
+    assert [sql_of(c) for c in definition.where_conjuncts] == ["`customers`.`country` <> 'XX'"]
+    assert definition.group_key_columns == ("ctry",)
+
+
+def test_unaliased_derived_table_as_the_only_from_item(view):
+    definition = view(
+        "select country, count(*) as n from "
+        "(select c.country from shop.orders o join shop.customers c on o.customer_id = c.customer_id) "
+        "group by country"
+    )
+    assert definition.view_class is ViewClass.AGGREGATE
+    assert definition.aliases == ("o", "c")
+
+
+def test_parenthesised_statement_and_trailing_semicolon(view):
+    definition = view("(select order_id from shop.orders);")
+    assert [o.name for o in definition.outputs] == ["order_id"]
+
+
+def test_spark_hints_are_accepted_and_dropped(view):
+    definition = view(
+        "select /*+ BROADCAST(c) */ o.order_id from shop.orders o join shop.customers c on o.customer_id = c.customer_id"
+    )
+    assert "BROADCAST" not in definition.render_select()
+
+
+def test_masters_keyed_in_mixed_case_are_found():
+    master = MasterTable("shop.orders", (("order_id", "bigint"),), ("order_id",))
+    definition = analyze_view("select order_id from shop.orders", {"Shop.Orders": master})
+    assert definition.occurrences[0].master is master
+
+
+@pytest.mark.parametrize(
+    "written, expected",
+    [
+        ("a.x = 1 and (b.y = 2 or b.z = 3)", ["`a`.`x` = 1", "(`b`.`y` = 2 OR `b`.`z` = 3)"]),
+        ("(a.x = 1 and b.y = 2)", ["`a`.`x` = 1", "`b`.`y` = 2"]),
+        ("a.x = 1 and true", ["`a`.`x` = 1"]),
+    ],
+)
+def test_where_is_split_into_conjuncts(written, expected):
+    masters = {
+        "s.a": MasterTable("s.a", (("k", "int"), ("x", "int")), ("k",)),
+        "s.b": MasterTable("s.b", (("k", "int"), ("y", "int"), ("z", "int")), ("k",)),
+    }
+    definition = analyze_view(f"select a.k, b.k as bk from s.a a join s.b b on a.k = b.k where {written}", masters)
+    rendered_where = definition.render_select().split(" WHERE ", 1)[1]
+    assert rendered_where == " AND ".join(expected)
+    assert len(definition.where_conjuncts) == len(expected)

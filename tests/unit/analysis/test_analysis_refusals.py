@@ -1,0 +1,243 @@
+"""Every construct that cannot be fast refreshed is refused, and the error names it."""
+
+from __future__ import annotations
+
+import pytest
+
+from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, analyze_view
+
+O = "shop.orders o"
+OC = "shop.orders o join shop.customers c on o.customer_id = c.customer_id"
+OLC = "shop.orders o left join shop.customers c on o.customer_id = c.customer_id"
+
+# (id, sql, a string the error's construct must contain, case-insensitively)
+REFUSALS = [
+    # non-deterministic functions
+    ("rand", f"select rand() as r, o.order_id from {O}", "rand("),
+    ("random", f"select random() as r, o.order_id from {O}", "rand("),
+    ("randn", f"select randn(1) as r, o.order_id from {O}", "randn("),
+    ("uuid", f"select uuid() as u, o.order_id from {O}", "uuid("),
+    ("shuffle", f"select shuffle(array(o.order_id)) as s from {O}", "shuffle("),
+    ("current_timestamp()", f"select current_timestamp() as t, o.order_id from {O}", "current_timestamp"),
+    ("current_timestamp bare", f"select o.order_id from {O} where o.order_date < current_timestamp", "current_timestamp"),
+    ("now", f"select now() as t, o.order_id from {O}", "now("),
+    ("current_date", f"select o.order_id from {O} where o.order_date = current_date", "current_date"),
+    ("localtimestamp", f"select localtimestamp as t, o.order_id from {O}", "localtimestamp"),
+    ("unix_timestamp()", f"select unix_timestamp() as t, o.order_id from {O}", "unix_timestamp("),
+    ("monotonically_increasing_id", f"select monotonically_increasing_id() as i from {O}", "monotonically_increasing_id("),
+    ("spark_partition_id", f"select spark_partition_id() as p, o.order_id from {O}", "spark_partition_id("),
+    ("input_file_name", f"select input_file_name() as f, o.order_id from {O}", "input_file_name("),
+    ("current_user", f"select current_user() as u, o.order_id from {O}", "current_user"),
+    # windows
+    ("row_number over", f"select row_number() over (partition by o.customer_id order by o.order_date) as rn from {O}", "over ("),
+    ("sum over", f"select o.order_id, sum(o.amount) over () as total from {O}", "over ("),
+    ("row_number without over", f"select row_number() as rn from {O}", "row_number("),
+    ("window clause", f"select o.order_id from {O} window w as (partition by o.customer_id)", "window"),
+    ("qualify", f"select o.order_id from {O} qualify row_number() over (order by o.order_id) = 1", "qualify"),
+    # row-subset and ordering clauses
+    ("limit", f"select o.order_id from {O} limit 10", "limit 10"),
+    ("offset", f"select o.order_id from {O} offset 5", "offset 5"),
+    ("tablesample", f"select o.order_id from shop.orders o tablesample (10 percent)", "tablesample"),
+    ("order by", f"select o.order_id from {O} order by o.order_id", "order by"),
+    ("sort by", f"select o.order_id from {O} sort by o.order_id", "sort by"),
+    ("cluster by", f"select o.order_id from {O} cluster by o.order_id", "cluster by"),
+    ("distribute by", f"select o.order_id from {O} distribute by o.order_id", "distribute by"),
+    ("distinct", f"select distinct o.status from {O}", "select distinct"),
+    # set operations
+    ("union all", f"select o.order_id from {O} union all select o.order_id from {O}", "union all"),
+    ("union", f"select o.order_id from {O} union select o.order_id from {O}", "union"),
+    ("intersect", f"select o.order_id from {O} intersect select o.order_id from {O}", "intersect"),
+    ("except", f"select o.order_id from {O} except select o.order_id from {O}", "except"),
+    ("union in cte", f"with u as (select order_id from shop.orders union all select order_id from shop.orders) "
+                     "select order_id from u", "union all"),
+    # subqueries in expressions
+    ("in subquery", f"select o.order_id from {O} where o.customer_id in (select customer_id from shop.customers)",
+     "in (select"),
+    ("exists", f"select o.order_id from {O} where exists (select 1 from shop.customers c where c.customer_id = 1)",
+     "exists"),
+    ("scalar subquery in select", f"select (select max(amount) from shop.orders) as m, o.order_id from {O}",
+     "(select max(amount)"),
+    ("scalar subquery in where", f"select o.order_id from {O} where o.amount > (select avg(amount) from shop.orders)",
+     "(select avg(amount)"),
+    ("subquery in on", f"select o.order_id from {O} join shop.customers c "
+                       "on c.customer_id = (select max(customer_id) from shop.customers)", "(select max(customer_id)"),
+    ("any subquery", f"select o.order_id from {O} where o.amount = any (select amount from shop.orders)", "any"),
+    # grouping
+    ("having", f"select o.status, count(*) as n from {O} group by o.status having count(*) > 1", "count(*) > 1"),
+    ("grouping sets", f"select o.status, count(*) as n from {O} group by grouping sets ((o.status), ())",
+     "grouping sets"),
+    ("rollup", f"select o.status, count(*) as n from {O} group by rollup (o.status)", "rollup"),
+    ("cube", f"select o.status, count(*) as n from {O} group by cube (o.status)", "cube"),
+    ("with rollup", f"select o.status, count(*) as n from {O} group by o.status with rollup", "rollup"),
+    # aggregates
+    ("count distinct", f"select count(distinct o.customer_id) as n from {O}", "count(distinct"),
+    ("sum distinct", f"select sum(distinct o.amount) as s from {O}", "sum(distinct"),
+    ("stddev", f"select o.status, stddev(o.amount) as sd from {O} group by o.status", "stddev("),
+    ("collect_list", f"select o.status, collect_list(o.order_id) as ids from {O} group by o.status", "collect_list("),
+    ("percentile", f"select percentile(o.amount, 0.5) as median from {O}", "percentile("),
+    ("first", f"select o.status, first(o.amount) as f from {O} group by o.status", "first("),
+    ("any_value", f"select o.status, any_value(o.amount) as v from {O} group by o.status", "any_value("),
+    ("approx_count_distinct", f"select approx_count_distinct(o.customer_id) as n from {O}", "approx_count_distinct("),
+    ("mean", f"select mean(o.amount) as m from {O}", "mean("),
+    ("count_if", f"select count_if(o.amount > 1) as n from {O}", "count_if("),
+    ("bool any", f"select any(o.amount > 1) as b from {O}", "any("),
+    ("nested aggregate", f"select max(sum(o.amount)) as m from {O}", "max(sum("),
+    ("expression over aggregates", f"select sum(o.amount) / count(*) as avg_amount from {O}", "sum(o.amount) / count(*)"),
+    ("aggregate plus constant", f"select o.status, count(*) + 1 as n from {O} group by o.status", "count(*) + 1"),
+    ("non-aggregated column", f"select o.status, o.amount, count(*) as n from {O} group by o.status", "amount"),
+    ("constant in aggregate view", f"select 'x' as tag, count(*) as n from {O}", "'x'"),
+    ("group by not selected", f"select count(*) as n from {O} group by o.status", "status"),
+    ("aggregate filter clause", f"select count(*) filter (where o.amount > 1) as n from {O}", "filter"),
+    ("multi-argument count", f"select count(o.amount, o.status) as n from {O}", "count("),
+    ("aggregate in where", f"select o.order_id from {O} where sum(o.amount) > 1", "sum("),
+    ("group by aggregate ordinal", f"select count(*) as n, o.status from {O} group by 1", "group by 1"),
+    ("group by ordinal out of range", f"select o.status, count(*) as n from {O} group by 3", "group by 3"),
+    ("outer join in aggregate", f"select c.country, count(*) as n from {OLC} group by c.country", "left join c"),
+    ("aggregate over aggregating cte", "with a as (select status, count(*) as n from shop.orders group by status) "
+                                       "select sum(n) as total from a", "a"),
+    ("having-like filter over aggregating cte", "with a as (select status, count(*) as n from shop.orders "
+                                                "group by status) select status, n from a where n > 1", "count(*) > 1"),
+    ("filter over a global aggregate cte", "with a as (select count(*) as n, 1 as one from shop.orders) "
+                                           "select n from a where one = 2", "1 = 2"),
+    # functions
+    ("unrenderable function", f"select to_char(o.amount, '999') as s from {O}", "to_char("),
+    ("udf", f"select my_udf(o.order_id) as x from {O}", "my_udf("),
+    ("udf in where", f"select o.order_id from {O} where is_valid(o.status)", "is_valid("),
+    ("reflect", f"select reflect('java.util.UUID', 'randomUUID') as u from {O}", "reflect("),
+    ("explode", f"select explode(array(o.order_id)) as x from {O}", "explode("),
+    ("posexplode", f"select posexplode(array(o.order_id)) from {O}", "posexplode("),
+    ("inline", f"select inline(array(struct(o.order_id))) from {O}", "inline("),
+    ("stack", f"select stack(1, o.order_id) from {O}", "stack("),
+    ("json_tuple", f"select json_tuple(o.status, 'a') from {O}", "json_tuple("),
+    ("lateral view", f"select o.order_id, x from {O} lateral view explode(array(1, 2)) t as x", "lateral view"),
+    ("lateral subquery", f"select o.order_id from {O}, lateral (select o.amount as a)", "lateral"),
+    ("parameter", f"select o.order_id from {O} where o.status = :status", ":status"),
+    # relations
+    ("version as of", "select o.order_id from shop.orders version as of 12 o", "version as of 12"),
+    ("timestamp as of", "select order_id from shop.orders timestamp as of '2024-01-01'", "timestamp as of"),
+    ("table-valued function", "select id from range(10)", "range("),
+    ("values", "select a from values (1), (2) as v(a)", "values"),
+    ("pivot", f"select * from {O} pivot (sum(amount) for status in ('a', 'b'))", "pivot"),
+    ("parenthesised join", "select o.order_id from (shop.orders o join shop.customers c on o.customer_id = c.customer_id)",
+     "join"),
+    ("unknown table", "select x from shop.unknown", "shop.unknown"),
+    ("unknown table in cte", "with a as (select * from other.things) select * from a", "other.things"),
+    ("keyless master", "select event_id from shop.events", "shop.events"),
+    # joins
+    ("full outer join", "select o.order_id from shop.orders o full outer join shop.customers c "
+                        "on o.customer_id = c.customer_id", "full outer join"),
+    ("full join", "select o.order_id from shop.orders o full join shop.customers c on o.customer_id = c.customer_id",
+     "full outer join"),
+    ("natural join", "select o.order_id from shop.orders o natural join shop.customers c", "natural join"),
+    ("using", "select o.order_id from shop.orders o join shop.customers c using (customer_id)", "using (customer_id)"),
+    ("left semi join", "select o.order_id from shop.orders o left semi join shop.customers c "
+                       "on o.customer_id = c.customer_id", "semi join"),
+    ("left anti join", "select o.order_id from shop.orders o left anti join shop.customers c "
+                       "on o.customer_id = c.customer_id", "anti join"),
+    ("non-equi outer join", "select o.order_id from shop.orders o left join shop.customers c "
+                            "on o.customer_id > c.customer_id", "o.customer_id > c.customer_id"),
+    ("or in outer join", "select o.order_id from shop.orders o left join shop.customers c "
+                         "on o.customer_id = c.customer_id or c.name = o.status", " or "),
+    ("preserved-side filter in outer join", "select o.order_id from shop.orders o left join shop.customers c "
+                                            "on o.customer_id = c.customer_id and o.status = 'open'", "o.status = 'open'"),
+    ("outer join without equality", "select o.order_id from shop.orders o left join shop.customers c "
+                                    "on c.country = 'NL'", "left join c"),
+    ("outer join without on", "select o.order_id from shop.orders o left join shop.customers c", "left join c"),
+    ("where on null-supplying side", f"select o.order_id from {OLC} where c.country = 'NL'", "c.country = 'nl'"),
+    ("is null on null-supplying side", f"select o.order_id from {OLC} where c.customer_id is null", "c.customer_id"),
+    ("inner join on null-extended table", f"select o.order_id from {OLC} join shop.countries n on n.country = c.country",
+     "n.country = c.country"),
+    ("joined cte aggregates", "with n as (select country, count(*) as k from shop.customers group by country) "
+                              "select o.order_id from shop.orders o join n on n.k = o.customer_id", "n"),
+    ("joined cte joins", "with j as (select c.customer_id from shop.customers c join shop.countries n "
+                         "on c.country = n.country) select o.order_id from shop.orders o join j "
+                         "on j.customer_id = o.customer_id", "j"),
+    ("derived table without alias in a join", "select o.order_id from shop.orders o join "
+                                              "(select customer_id from shop.customers) on 1 = 1", "(select customer_id"),
+    ("self-join without aliases", "select 1 as x from shop.orders join shop.orders on 1 = 1", "orders"),
+    ("duplicate aliases", "select 1 as x from shop.orders a join shop.customers a on 1 = 1", "a"),
+    # names and columns
+    ("unknown column", f"select o.order_id, nope from {O}", "nope"),
+    ("unknown qualified column", f"select o.nope from {O}", "o.nope"),
+    ("unknown qualifier", f"select x.order_id from {O}", "x.order_id"),
+    ("ambiguous column", f"select customer_id from {OC}", "customer_id"),
+    ("duplicate output names", f"select o.order_id, o.customer_id as order_id from {O}", "order_id"),
+    ("duplicate names from star", f"select * from {OC}", "customer_id"),
+    ("reserved prefix", f"select o.order_id as _mv_order from {O}", "_mv_order"),
+    ("reserved prefix any case", f"select o.order_id as _MV_order from {O}", "_mv_order"),
+    ("expression without alias", f"select o.amount * 2 from {O}", "amount * 2"),
+    ("function without alias", f"select upper(o.status) from {O}", "upper(o.status)"),
+    ("cte column list mismatch", "with c(a) as (select customer_id, name from shop.customers) select a from c", "c(a)"),
+    ("no from", "select 1 as x", "select 1"),
+    # statements
+    ("multiple statements", f"select o.order_id from {O}; select 1", "multiple statements"),
+    ("insert", f"insert into shop.orders select * from {O}", "insert"),
+    ("create table as", f"create table t as select o.order_id from {O}", "create"),
+    ("recursive cte", "with recursive r as (select order_id from shop.orders) select order_id from r", "with recursive"),
+    ("parse error", "select (order_id from shop.orders", "sql near 'from'"),
+    ("empty", "   ", "empty sql"),
+]
+
+
+@pytest.mark.parametrize("sql, construct", [pytest.param(s, c, id=i) for i, s, c in REFUSALS])
+def test_refused_with_the_construct_named(view, sql, construct):
+    with pytest.raises(UnsupportedViewError) as caught:
+        view(sql)
+    error = caught.value
+    assert construct.lower() in error.construct.lower()
+    assert error.reason and error.hint
+    assert str(error).startswith(f"cannot fast refresh: {error.construct}: {error.reason}.")
+
+
+def test_there_are_plenty_of_refusal_cases():
+    assert len(REFUSALS) >= 60
+
+
+def test_parse_error_carries_sqlglot_message(view):
+    with pytest.raises(UnsupportedViewError) as caught:
+        view("select (order_id from shop.orders")
+    assert "does not parse" in caught.value.reason
+    assert "line 1" in caught.value.reason
+
+
+def test_keyless_master_message_says_to_declare_a_key(view):
+    with pytest.raises(UnsupportedViewError) as caught:
+        view("select e.event_id from shop.events e")
+    assert "unique key" in caught.value.reason
+    assert "Declare the key of shop.events" in caught.value.hint
+
+
+def test_declared_key_must_be_a_column():
+    masters = {"s.t": MasterTable("s.t", (("a", "int"),), ("b",))}
+    with pytest.raises(UnsupportedViewError) as caught:
+        analyze_view("select a from s.t", masters)
+    assert caught.value.construct == "s.t" and "b" in caught.value.reason
+
+
+def test_unnamed_expression_hint_suggests_an_alias(view):
+    with pytest.raises(UnsupportedViewError) as caught:
+        view("select amount * 2 from shop.orders")
+    assert "as <name>" in caught.value.hint
+
+
+def test_non_equi_and_or_outer_conditions_have_their_own_reasons(view):
+    with pytest.raises(UnsupportedViewError) as non_equi:
+        view("select o.order_id from shop.orders o left join shop.customers c on o.customer_id < c.customer_id")
+    with pytest.raises(UnsupportedViewError) as ored:
+        view("select o.order_id from shop.orders o left join shop.customers c "
+             "on o.customer_id = c.customer_id or o.order_id = c.customer_id")
+    assert "non-equi" in non_equi.value.reason
+    assert "OR" in ored.value.reason
+
+
+def test_where_on_null_supplying_side_hints_at_the_on_clause(view):
+    with pytest.raises(UnsupportedViewError) as caught:
+        view(f"select o.order_id from {OLC} where c.country = 'NL'")
+    assert "ON clause" in caught.value.hint
+
+
+def test_first_problem_in_a_fixed_order_is_reported(view):
+    # a window and a LIMIT: clauses are checked before expressions
+    with pytest.raises(UnsupportedViewError) as caught:
+        view(f"select row_number() over (order by o.order_id) as rn from {O} limit 1")
+    assert caught.value.construct == "LIMIT 1"

@@ -1,0 +1,432 @@
+"""Accepted views of every class: classification, occurrences, join structure, hidden columns."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+import sqlglot
+from sqlglot import exp
+
+from dbt_incremental_mv.analysis import (
+    HiddenPurpose,
+    JoinKind,
+    OutputKind,
+    UnsupportedViewError,
+    ViewClass,
+    render_expression,
+)
+
+
+def sql_of(expression: exp.Expression) -> str:
+    return render_expression(expression)
+
+
+def pairs_of(step) -> list[tuple[str, str, bool]]:
+    return [(sql_of(p.left), sql_of(p.right), p.null_safe) for p in step.equi_pairs]
+
+
+# -- JOIN class ------------------------------------------------------------------------------
+
+
+def test_single_table_with_filter_and_expressions(view, rendered):
+    definition = view(
+        """
+        -- one master, expressions and a filter
+        select order_id,
+               amount * 1.2 as gross,
+               case when status = 'shipped' then 1 else 0 end as is_shipped,
+               cast(order_date as string) as day,
+               coalesce(status, 'unknown') as status_or_unknown,
+               upper(substring(status, 1, 3)) as code,
+               date_add(order_date, 7) as due
+        from shop.orders
+        where amount > 0 and status <> 'cancelled'
+        """
+    )
+    assert definition.view_class is ViewClass.JOIN
+    assert not definition.is_aggregate
+    assert [(o.alias, o.master.name) for o in definition.occurrences] == [("orders", "shop.orders")]
+    assert definition.joins == ()
+    assert [o.name for o in definition.outputs] == [
+        "order_id", "gross", "is_shipped", "day", "status_or_unknown", "code", "due",
+    ]
+    assert all(o.kind is OutputKind.PLAIN for o in definition.outputs)
+    assert [sql_of(c) for c in definition.where_conjuncts] == [
+        "`orders`.`amount` > 0",
+        "`orders`.`status` <> 'cancelled'",
+    ]
+    assert [(h.name, h.purpose, h.occurrence, h.source_column) for h in definition.hidden_columns] == [
+        ("_mv_orders_order_id", HiddenPurpose.ROW_KEY, "orders", "order_id")
+    ]
+    assert definition.stored_columns[-1] == "_mv_orders_order_id"
+    assert definition.referenced_columns["orders"] == frozenset({"order_id", "amount", "status", "order_date"})
+    text = rendered(definition)
+    assert text.startswith("SELECT `orders`.`order_id` AS `order_id`, `orders`.`amount` * 1.2 AS `gross`")
+    assert "FROM `shop`.`orders` AS `orders` WHERE `orders`.`amount` > 0 AND `orders`.`status` <> 'cancelled'" in text
+
+
+def test_two_master_inner_join_on(view, rendered):
+    definition = view(
+        "select o.order_id, o.status, c.name as customer_name "
+        "from shop.orders o join shop.customers c on o.customer_id = c.customer_id"
+    )
+    assert definition.view_class is ViewClass.JOIN
+    assert definition.aliases == ("o", "c")
+    (step,) = definition.joins
+    assert step.alias == "c" and step.kind is JoinKind.INNER and step.kind == "inner"
+    assert pairs_of(step) == [("`o`.`customer_id`", "`c`.`customer_id`", False)]
+    assert step.residual == ()
+    assert definition.null_supplying == frozenset()
+    assert [h.name for h in definition.hidden_columns] == ["_mv_o_order_id", "_mv_c_customer_id"]
+    assert rendered(definition) == (
+        "SELECT `o`.`order_id` AS `order_id`, `o`.`status` AS `status`, `c`.`name` AS `customer_name`, "
+        "`o`.`order_id` AS `_mv_o_order_id`, `c`.`customer_id` AS `_mv_c_customer_id` "
+        "FROM `shop`.`orders` AS `o` JOIN `shop`.`customers` AS `c` ON `o`.`customer_id` = `c`.`customer_id`"
+    )
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "select o.order_id, c.name from shop.orders o join shop.customers c on o.customer_id = c.customer_id "
+        "join shop.countries n on c.country = n.country where o.status = 'open'",
+        "select o.order_id, c.name from shop.orders o inner join shop.customers c on c.customer_id = o.customer_id "
+        "inner join shop.countries n on n.country = c.country where o.status = 'open'",
+        "select o.order_id, c.name from shop.orders o, shop.customers c, shop.countries n "
+        "where o.customer_id = c.customer_id and c.country = n.country and o.status = 'open'",
+        "select o.order_id, c.name from shop.orders o cross join shop.customers c cross join shop.countries n "
+        "where o.status = 'open' and n.country = c.country and c.customer_id = o.customer_id",
+        "select o.order_id, c.name from shop.orders o join shop.customers c "
+        "join shop.countries n on c.country = n.country and o.customer_id = c.customer_id where o.status = 'open'",
+    ],
+    ids=["join-on", "inner-join-reversed", "comma-where", "cross-join-where", "condition-on-later-join"],
+)
+def test_three_master_inner_join_styles_normalize_alike(view, rendered, sql):
+    definition = view(sql)
+    assert definition.view_class is ViewClass.JOIN
+    assert definition.aliases == ("o", "c", "n")
+    first, second = definition.joins
+    assert (first.alias, second.alias) == ("c", "n")
+    assert pairs_of(first) == [("`o`.`customer_id`", "`c`.`customer_id`", False)]
+    assert pairs_of(second) == [("`c`.`country`", "`n`.`country`", False)]
+    assert [sql_of(c) for c in definition.where_conjuncts] == ["`o`.`status` = 'open'"]
+    assert [h.name for h in definition.hidden_columns] == ["_mv_o_order_id", "_mv_c_customer_id", "_mv_n_country"]
+    assert rendered(definition).endswith(
+        "FROM `shop`.`orders` AS `o` JOIN `shop`.`customers` AS `c` ON `o`.`customer_id` = `c`.`customer_id` "
+        "JOIN `shop`.`countries` AS `n` ON `c`.`country` = `n`.`country` WHERE `o`.`status` = 'open'"
+    )
+
+
+def test_self_join_with_two_aliases(view, rendered):
+    definition = view(
+        "select e.name, m.name as manager_name from shop.employees e "
+        "join shop.employees m on e.manager_id = m.emp_id"
+    )
+    assert [(o.alias, o.master.name) for o in definition.occurrences] == [
+        ("e", "shop.employees"), ("m", "shop.employees"),
+    ]
+    assert [h.name for h in definition.hidden_columns] == ["_mv_e_emp_id", "_mv_m_emp_id"]
+    assert pairs_of(definition.joins[0]) == [("`e`.`manager_id`", "`m`.`emp_id`", False)]
+    assert definition.referenced_columns == {"e": {"name", "manager_id", "emp_id"}, "m": {"name", "emp_id"}}
+    rendered(definition)
+
+
+def test_null_safe_join_keys(view, rendered):
+    definition = view(
+        "select o.order_id, c.name from shop.orders o join shop.customers c on o.customer_id <=> c.customer_id"
+    )
+    assert pairs_of(definition.joins[0]) == [("`o`.`customer_id`", "`c`.`customer_id`", True)]
+    assert isinstance(definition.joins[0].equi_pairs[0].condition, exp.NullSafeEQ)
+    # sqlglot writes <=> as IS NOT DISTINCT FROM, which Spark accepts with the same meaning
+    assert "ON `o`.`customer_id` IS NOT DISTINCT FROM `c`.`customer_id`" in rendered(definition)
+
+
+def test_expression_join_keys_and_residual_inner_condition(view):
+    definition = view(
+        "select o.order_id from shop.orders o join shop.customers c "
+        "on cast(o.customer_id as string) = cast(c.customer_id as string) and o.amount > length(c.name)"
+    )
+    (step,) = definition.joins
+    assert pairs_of(step) == [
+        ("CAST(`o`.`customer_id` AS STRING)", "CAST(`c`.`customer_id` AS STRING)", False)
+    ]
+    assert [sql_of(c) for c in step.residual] == ["`o`.`amount` > LENGTH(`c`.`name`)"]
+    assert sql_of(step.condition) == (
+        "CAST(`o`.`customer_id` AS STRING) = CAST(`c`.`customer_id` AS STRING) "
+        "AND `o`.`amount` > LENGTH(`c`.`name`)"
+    )
+
+
+def test_cross_join_without_condition(view, rendered):
+    definition = view("select o.order_id, n.region from shop.orders o cross join shop.countries n")
+    (step,) = definition.joins
+    assert step.kind is JoinKind.INNER and step.condition is None and step.equi_pairs == ()
+    assert "CROSS JOIN `shop`.`countries` AS `n`" in rendered(definition)
+
+
+def test_three_part_names_and_quoted_identifiers(view):
+    definition = view(
+        "select `o`.`order_id`, c.name from spark_catalog.shop.orders as o "
+        "join `shop`.`customers` c on o.customer_id = c.customer_id"
+    )
+    assert [o.master.name for o in definition.occurrences] == ["shop.orders", "shop.customers"]
+
+
+def test_unaliased_tables_are_named_by_table_name_and_schema_qualified_columns_resolve(view):
+    definition = view(
+        "select shop.orders.order_id, customers.name from shop.orders "
+        "join shop.customers on orders.customer_id = customers.customer_id"
+    )
+    assert definition.aliases == ("orders", "customers")
+    assert [sql_of(o.expression) for o in definition.outputs] == ["`orders`.`order_id`", "`customers`.`name`"]
+
+
+def test_names_match_case_insensitively_and_outputs_keep_the_written_name(view):
+    # Spark names the output of `select O.ORDER_ID` ORDER_ID; the column read is the master's order_id.
+    definition = view("select O.ORDER_ID, Amount as AMT from SHOP.Orders o")
+    assert definition.aliases == ("o",)
+    assert [(o.name, sql_of(o.expression)) for o in definition.outputs] == [
+        ("ORDER_ID", "`o`.`order_id`"), ("AMT", "`o`.`amount`"),
+    ]
+
+
+# -- OUTER_JOIN class ------------------------------------------------------------------------
+
+
+def test_left_join(view, rendered):
+    definition = view(
+        "select l.order_id, l.line_no, p.name as product_name "
+        "from shop.order_lines l left outer join shop.products p on l.product_id = p.product_id"
+    )
+    assert definition.view_class is ViewClass.OUTER_JOIN
+    (step,) = definition.joins
+    assert step.kind is JoinKind.LEFT and step.is_outer
+    assert pairs_of(step) == [("`l`.`product_id`", "`p`.`product_id`", False)]
+    assert definition.null_supplying == frozenset({"p"})
+    assert [h.name for h in definition.hidden_columns] == ["_mv_l_order_id", "_mv_l_line_no", "_mv_p_product_id"]
+    assert definition.key_columns("p")[0].name == "_mv_p_product_id"
+    assert "LEFT JOIN `shop`.`products` AS `p` ON `l`.`product_id` = `p`.`product_id`" in rendered(definition)
+
+
+def test_right_join_null_extends_everything_before_it(view, rendered):
+    definition = view(
+        "select o.order_id, l.line_no, c.name from shop.orders o "
+        "join shop.order_lines l on l.order_id = o.order_id "
+        "right join shop.customers c on o.customer_id = c.customer_id"
+    )
+    assert definition.view_class is ViewClass.OUTER_JOIN
+    assert [s.kind for s in definition.joins] == [JoinKind.INNER, JoinKind.RIGHT]
+    assert definition.null_supplying == frozenset({"o", "l"})
+    # the inner condition stays on its step: the RIGHT JOIN null-extends what it reads
+    assert pairs_of(definition.joins[0]) == [("`o`.`order_id`", "`l`.`order_id`", False)]
+    assert pairs_of(definition.joins[1]) == [("`o`.`customer_id`", "`c`.`customer_id`", False)]
+    assert "RIGHT JOIN `shop`.`customers` AS `c`" in rendered(definition)
+
+
+def test_left_join_chain(view):
+    definition = view(
+        "select o.order_id, c.name, n.region from shop.orders o "
+        "left join shop.customers c on o.customer_id = c.customer_id "
+        "left join shop.countries n on n.country = c.country"
+    )
+    assert [s.kind for s in definition.joins] == [JoinKind.LEFT, JoinKind.LEFT]
+    assert pairs_of(definition.joins[1]) == [("`c`.`country`", "`n`.`country`", False)]
+    assert definition.null_supplying == frozenset({"c", "n"})
+
+
+def test_mixed_inner_and_left_joins_pool_inner_conditions(view):
+    definition = view(
+        "select o.order_id, l.line_no, p.name from shop.orders o "
+        "left join shop.customers c on o.customer_id = c.customer_id "
+        "join shop.order_lines l on l.order_id = o.order_id and o.status = 'open' "
+        "left join shop.products p on p.product_id = l.product_id and p.category = 'toys'"
+    )
+    assert [(s.alias, s.kind) for s in definition.joins] == [
+        ("c", JoinKind.LEFT), ("l", JoinKind.INNER), ("p", JoinKind.LEFT),
+    ]
+    assert pairs_of(definition.joins[1]) == [("`o`.`order_id`", "`l`.`order_id`", False)]
+    # a single-table filter from an inner ON is a WHERE conjunct; the outer ON keeps its own filter
+    assert [sql_of(c) for c in definition.where_conjuncts] == ["`o`.`status` = 'open'"]
+    assert [sql_of(c) for c in definition.joins[2].residual] == ["`p`.`category` = 'toys'"]
+    assert definition.null_supplying == frozenset({"c", "p"})
+
+
+def test_outer_join_filter_on_null_supplying_side_stays_in_on(view, rendered):
+    definition = view(
+        "select o.order_id, c.name from shop.orders o left join shop.customers c "
+        "on o.customer_id = c.customer_id and c.country in ('NL', 'BE') where o.amount > 10"
+    )
+    (step,) = definition.joins
+    assert [sql_of(c) for c in step.residual] == ["`c`.`country` IN ('NL', 'BE')"]
+    assert [sql_of(c) for c in definition.where_conjuncts] == ["`o`.`amount` > 10"]
+    assert "AND `c`.`country` IN ('NL', 'BE') WHERE `o`.`amount` > 10" in rendered(definition)
+
+
+def test_outer_join_with_null_safe_key(view):
+    definition = view(
+        "select o.order_id, c.name from shop.orders o left join shop.customers c on c.customer_id <=> o.customer_id"
+    )
+    assert pairs_of(definition.joins[0]) == [("`o`.`customer_id`", "`c`.`customer_id`", True)]
+
+
+# -- AGGREGATE class -------------------------------------------------------------------------
+
+
+def test_aggregate_with_group_by_over_one_table(view, rendered):
+    definition = view(
+        """
+        select product_id,
+               count(*) as line_count,
+               count(quantity) as lines_with_quantity,
+               sum(quantity) as units,
+               sum(quantity * unit_price) as revenue,
+               avg(unit_price) as avg_unit_price,
+               min(unit_price) as min_unit_price,
+               max(unit_price) as max_unit_price
+        from shop.order_lines
+        group by product_id
+        """
+    )
+    assert definition.view_class is ViewClass.AGGREGATE and definition.is_aggregate
+    assert [(o.name, o.kind) for o in definition.outputs] == [
+        ("product_id", OutputKind.PLAIN),
+        ("line_count", OutputKind.COUNT_STAR),
+        ("lines_with_quantity", OutputKind.COUNT),
+        ("units", OutputKind.SUM),
+        ("revenue", OutputKind.SUM),
+        ("avg_unit_price", OutputKind.AVG),
+        ("min_unit_price", OutputKind.MIN),
+        ("max_unit_price", OutputKind.MAX),
+    ]
+    assert sql_of(definition.output("revenue").argument) == "`order_lines`.`quantity` * `order_lines`.`unit_price`"
+    assert definition.output("line_count").argument is None
+    assert [sql_of(g) for g in definition.group_by] == ["`order_lines`.`product_id`"]
+    assert definition.group_key_columns == ("product_id",)
+    assert [(h.name, sql_of(h.expression), h.purpose, h.outputs) for h in definition.hidden_columns] == [
+        ("_mv_count", "COUNT(*)", HiddenPurpose.ROW_COUNT, ()),
+        ("_mv_cnt_units", "COUNT(`order_lines`.`quantity`)", HiddenPurpose.NONNULL_COUNT, ("units",)),
+        ("_mv_cnt_revenue", "COUNT(`order_lines`.`quantity` * `order_lines`.`unit_price`)",
+         HiddenPurpose.NONNULL_COUNT, ("revenue",)),
+        ("_mv_cnt_avg_unit_price", "COUNT(`order_lines`.`unit_price`)", HiddenPurpose.NONNULL_COUNT, ("avg_unit_price",)),
+        ("_mv_sum_avg_unit_price", "SUM(`order_lines`.`unit_price`)", HiddenPurpose.SUM, ("avg_unit_price",)),
+    ]
+    assert [h.name for h in definition.support_columns("avg_unit_price")] == [
+        "_mv_cnt_avg_unit_price", "_mv_sum_avg_unit_price",
+    ]
+    text = rendered(definition)
+    assert text.endswith("FROM `shop`.`order_lines` AS `order_lines` GROUP BY `order_lines`.`product_id`")
+
+
+def test_global_aggregate_without_group_by(view, rendered):
+    definition = view("select count(*) as n, sum(amount) as total from shop.orders where status = 'shipped'")
+    assert definition.view_class is ViewClass.AGGREGATE
+    assert definition.is_aggregate and definition.group_by == () and definition.group_key_columns == ()
+    assert [h.name for h in definition.hidden_columns] == ["_mv_count", "_mv_cnt_total"]
+    assert "GROUP BY" not in rendered(definition)
+
+
+def test_aggregate_over_inner_joins(view, rendered):
+    definition = view(
+        """
+        select c.country,
+               count(*) as line_count,
+               sum(l.quantity * l.unit_price) as revenue,
+               max(o.order_date) as last_order_date
+        from shop.orders o
+        join shop.customers c on o.customer_id = c.customer_id
+        join shop.order_lines l on l.order_id = o.order_id
+        where o.status = 'shipped'
+        group by c.country
+        """
+    )
+    assert definition.view_class is ViewClass.AGGREGATE
+    assert definition.aliases == ("o", "c", "l")
+    assert definition.group_key_columns == ("country",)
+    assert [h.name for h in definition.hidden_columns] == ["_mv_count", "_mv_cnt_revenue"]
+    assert definition.referenced_columns["l"] == frozenset({"order_id", "quantity", "unit_price"})
+    rendered(definition)
+
+
+def test_group_by_without_aggregates_is_an_aggregate_view(view):
+    definition = view("select status from shop.orders group by status")
+    assert definition.view_class is ViewClass.AGGREGATE
+    assert [h.name for h in definition.hidden_columns] == ["_mv_count"]
+
+
+def test_group_by_expression_ordinal_alias_and_all(view):
+    by_expression = view("select upper(status) as s, count(*) as n from shop.orders group by upper(status)")
+    by_ordinal = view("select upper(status) as s, count(*) as n from shop.orders group by 1")
+    by_alias = view("select upper(status) as s, count(*) as n from shop.orders group by s")
+    by_all = view("select upper(status) as s, count(*) as n from shop.orders group by all")
+    for definition in (by_ordinal, by_alias, by_all):
+        assert definition.group_by == by_expression.group_by
+        assert definition.group_key_columns == ("s",)
+
+
+def test_parentheses_around_select_and_group_by_items_do_not_matter(view):
+    definition = view("select (amount + 1) as a1, count(*) as n from shop.orders group by amount + 1")
+    assert definition.group_key_columns == ("a1",)
+    definition = view("select amount + 1 as a1, (count(*)) as n from shop.orders group by (amount + 1)")
+    assert definition.group_key_columns == ("a1",)
+    assert definition.output("n").kind is OutputKind.COUNT_STAR
+
+
+def test_group_keys_follow_group_by_order(view):
+    definition = view(
+        "select status, customer_id as cust, count(*) as n from shop.orders group by customer_id, status"
+    )
+    assert definition.group_key_columns == ("cust", "status")
+
+
+def test_count_of_a_constant_is_count_star(view):
+    definition = view("select status, count(1) as n from shop.orders group by status")
+    output = definition.output("n")
+    assert output.kind is OutputKind.COUNT_STAR and sql_of(output.expression) == "COUNT(*)"
+
+
+def test_hidden_aggregate_columns_are_shared(view):
+    definition = view(
+        "select status, sum(amount) as s1, avg(amount) as a1, sum(amount) as s2 from shop.orders group by status"
+    )
+    assert [(h.name, h.outputs) for h in definition.hidden_columns] == [
+        ("_mv_count", ()),
+        ("_mv_cnt_s1", ("s1", "a1", "s2")),
+        ("_mv_sum_a1", ("a1",)),
+    ]
+
+
+# -- the definition as a value ---------------------------------------------------------------
+
+
+def test_definition_is_hashable_and_analysis_is_deterministic(view):
+    sql = "select o.order_id, c.name from shop.orders o join shop.customers c on o.customer_id = c.customer_id"
+    first, second = view(sql), view(sql)
+    assert first == second
+    assert hash(first) == hash(second)
+    assert first.render_select() == second.render_select()
+
+
+def test_occurrence_and_output_lookups_raise_key_error(view):
+    definition = view("select order_id from shop.orders")
+    with pytest.raises(KeyError):
+        definition.occurrence("nope")
+    with pytest.raises(KeyError):
+        definition.output("nope")
+
+
+def test_error_message_format_and_pickling():
+    error = UnsupportedViewError("rand()", "non-deterministic functions are not supported", "Remove it")
+    assert str(error) == "cannot fast refresh: rand(): non-deterministic functions are not supported. Remove it."
+    assert isinstance(error, ValueError)
+    copy = pickle.loads(pickle.dumps(error))
+    assert (copy.construct, copy.reason, copy.hint) == (error.construct, error.reason, error.hint)
+    assert str(copy) == str(error)
+
+
+def test_rendered_output_round_trips_through_sqlglot(view):
+    definition = view(
+        "select o.order_id, c.name from shop.orders o left join shop.customers c on o.customer_id = c.customer_id"
+    )
+    text = definition.render_select()
+    assert sqlglot.parse_one(text, read="spark").sql("spark", identify=True) == text

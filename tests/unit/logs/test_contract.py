@@ -1,0 +1,94 @@
+import pytest
+
+from dbt_incremental_mv.logs.contract import LogContractError, log_specs_from_graph, logs_by_master, validate_log_columns
+
+
+def graph(log_meta, extra_sources=()):
+    nodes = {
+        "seed.shop.orders": {"resource_type": "seed", "name": "orders", "schema": "shop", "alias": "orders"},
+        "model.shop.customers": {"resource_type": "model", "name": "customers", "schema": "Shop", "alias": "customers"},
+    }
+    sources = {
+        "source.shop.raw.events": {"source_name": "raw", "name": "events", "schema": "raw", "identifier": "events_v2", "meta": {}},
+        "source.shop.logs.mlog_orders": {
+            "source_name": "logs", "name": "mlog_orders", "schema": "shop", "identifier": "mlog_orders", "meta": {"mv_log": log_meta},
+        },
+    }
+    for i, (name, meta) in enumerate(extra_sources):
+        sources[f"source.shop.logs.x{i}"] = {"source_name": "logs", "name": name, "schema": "shop", "identifier": name, "meta": {"mv_log": meta}}
+    return {"nodes": nodes, "sources": sources}
+
+
+def test_a_log_names_its_master_and_key():
+    (spec,) = log_specs_from_graph(graph({"master": "orders", "key": ["Order_Id"], "capture": True}))
+    assert spec.log_relation == "shop.mlog_orders"
+    assert spec.master_relation == "shop.orders"
+    assert spec.key == ("order_id",)
+    assert spec.capture is True
+    assert spec.source_name == "logs.mlog_orders"
+
+
+def test_master_may_be_a_source_and_key_a_string():
+    (spec,) = log_specs_from_graph(graph({"master": "raw.events", "key": "event_id"}))
+    assert spec.master_relation == "raw.events_v2"
+    assert spec.key == ("event_id",)
+    assert spec.capture is False
+
+
+def test_meta_in_config_is_read_too():
+    g = graph({"master": "orders", "key": ["order_id"]})
+    source = g["sources"]["source.shop.logs.mlog_orders"]
+    source["config"] = {"meta": source.pop("meta")}
+    assert log_specs_from_graph(g)[0].master_relation == "shop.orders"
+
+
+@pytest.mark.parametrize(
+    "meta, message",
+    [
+        ({"key": ["id"]}, "master is missing"),
+        ({"master": "nope", "key": ["id"]}, "matches no model, seed or source"),
+        ({"master": "orders"}, "has no declared unique key"),
+        ({"master": "orders", "key": []}, "has no declared unique key"),
+        ({"master": "orders", "key": ["id"], "capture": "yes"}, "capture must be true or false"),
+        ({"master": "orders", "key": ["id"], "keys": ["id"]}, "unknown entries"),
+        ("orders", "must be a mapping"),
+    ],
+)
+def test_bad_declarations_are_explained(meta, message):
+    with pytest.raises(LogContractError, match=message):
+        log_specs_from_graph(graph(meta))
+
+
+def test_two_logs_for_one_master_are_refused():
+    specs = log_specs_from_graph(graph({"master": "orders", "key": ["id"]}, [("mlog_again", {"master": "orders", "key": ["id"]})]))
+    with pytest.raises(LogContractError, match="has two change logs"):
+        logs_by_master(specs)
+
+
+MASTER = {"order_id": "bigint", "customer_id": "bigint", "amount": "decimal(10,2)"}
+LOG = {"order_id": "bigint", "amount": "decimal(10, 2)", "_mv_op": "string", "_mv_commit": "bigint", "_mv_time": "timestamp"}
+
+
+def spec():
+    return log_specs_from_graph(graph({"master": "orders", "key": ["order_id"]}))[0]
+
+
+def test_valid_log_returns_logged_columns():
+    assert validate_log_columns(spec(), LOG, MASTER, 3) == ["order_id", "amount"]
+
+
+@pytest.mark.parametrize(
+    "log, version, message",
+    [
+        ({k: v for k, v in LOG.items() if k != "order_id"}, 3, "key column 'order_id' is missing"),
+        ({k: v for k, v in LOG.items() if k != "_mv_op"}, 3, "column '_mv_op' \\(string\\) is missing"),
+        ({**LOG, "_mv_commit": "string"}, 3, "'_mv_commit' is string, the contract says bigint"),
+        ({**LOG, "amount": "double"}, 3, "'amount' is double but decimal\\(10,2\\) in the master"),
+        ({**LOG, "surprise": "int"}, 3, "'surprise' is not a column of the master"),
+        (LOG, 2, "format-version 2 table.*SET TBLPROPERTIES"),
+        (LOG, None, "format-version \\? table"),
+    ],
+)
+def test_schema_problems_are_named(log, version, message):
+    with pytest.raises(LogContractError, match=message):
+        validate_log_columns(spec(), log, MASTER, version)

@@ -1,0 +1,65 @@
+"""The change-log SQL parses as Spark SQL, quotes identifiers and never pastes values raw."""
+
+import pytest
+import sqlglot
+
+from dbt_incremental_mv.logs import sql
+from dbt_incremental_mv.logs.contract import LogSpec
+
+SPEC = LogSpec("logs.mlog", "shop.mlog_orders", "orders", "shop.orders", ("order_id",), True)
+LOGGED = ["order_id", "amount"]
+
+
+def parses(statement):
+    sqlglot.parse_one(statement, read="spark")
+    return statement
+
+
+def test_create_log_is_a_v3_iceberg_table_with_the_contract_columns():
+    ddl = sql.create_log(SPEC, [("order_id", "bigint"), ("amount", "decimal(10,2)")])
+    assert "create table if not exists `shop`.`mlog_orders`" in ddl
+    assert "`_mv_op` string" in ddl and "`_mv_commit` bigint" in ddl
+    assert "'format-version'='3'" in ddl
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        sql.watermark_row(SPEC, LOGGED, 42),
+        sql.watermark_row(SPEC, LOGGED, None, reset=True),
+        sql.current_snapshots(["shop.orders", "shop.mlog_orders"]),
+        sql.snapshot_lineage("shop.orders"),
+        sql.capture_from_changelog(SPEC, LOGGED, "mv_changes_1", 42),
+        sql.capture_by_diff(SPEC, LOGGED, 41, 42),
+        sql.capture_by_diff(SPEC, LOGGED, None, 42),
+        sql.log_stats(SPEC, 7, 3),
+        sql.marked_changes(SPEC, 7, 3, 9, ["order_id"]),
+        sql.purge(SPEC, 9, 12),
+    ],
+)
+def test_statements_parse(statement):
+    parses(statement)
+
+
+def test_reset_watermark_is_flagged():
+    assert "'R'" in sql.watermark_row(SPEC, LOGGED, 5, reset=True)
+    assert "'W'" in sql.watermark_row(SPEC, LOGGED, 5)
+
+
+def test_purge_keeps_unconsumed_rows_and_the_newest_watermark():
+    purge = sql.purge(SPEC, 9, 12)
+    assert "`_last_updated_sequence_number` <= 9" in purge
+    assert "`_last_updated_sequence_number` < 12" in purge
+    assert "merge into `shop`.`mlog_orders`" in purge
+
+
+def test_identifiers_with_backticks_are_escaped():
+    odd = LogSpec("l.x", "sh`op.lo`g", "m", "sh`op.ma`ster", ("k`ey",), True)
+    statement = sql.marked_changes(odd, 1, None, 2, ["k`ey"])
+    assert "`sh``op`.`lo``g`" in statement and "`k``ey`" in statement
+    parses(statement)
+
+
+def test_values_must_be_integers():
+    with pytest.raises(TypeError):
+        sql.log_stats(SPEC, "7; drop table x", 1)

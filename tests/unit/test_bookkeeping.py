@@ -1,0 +1,16 @@
+from dbt_incremental_mv.bookkeeping import PREFIX, LogPosition, ViewState
+
+
+def test_round_trip_and_deterministic():
+    state = ViewState(logs={"shop.mlog_b": LogPosition(7, 123), "shop.mlog_a": LogPosition(3, None)}, method="fast")
+    encoded = state.encode()
+    assert encoded.startswith(PREFIX)
+    assert encoded == ViewState(logs=dict(reversed(list(state.logs.items()))), method="fast").encode()
+    assert ViewState.decode(encoded) == state
+    assert set(encoded[len(PREFIX):]) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def test_foreign_or_broken_ids_decode_to_none():
+    assert ViewState.decode(None) is None
+    assert ViewState.decode("someone-elses-wap-id") is None
+    assert ViewState.decode(PREFIX + "not base64 json!") is None
