@@ -28,9 +28,11 @@ class LogPosition:
 class ViewState:
     logs: dict[str, LogPosition] = field(default_factory=dict)  # by log relation
     method: str = "complete"  # how the commit was made: build, complete or fast
+    base: int | None = None  # the view snapshot the commit was made on: makes every wap.id unique
 
     def encode(self) -> str:
         payload = {
+            "base": self.base,
             "method": self.method,
             "logs": {
                 name: [pos.sequence, pos.master_snapshot] for name, pos in sorted(self.logs.items())
@@ -51,6 +53,7 @@ class ViewState:
                 name: LogPosition(sequence=int(seq), master_snapshot=None if snap is None else int(snap))
                 for name, (seq, snap) in payload["logs"].items()
             }
-            return cls(logs=logs, method=str(payload["method"]))
+            base = payload.get("base")
+            return cls(logs=logs, method=str(payload["method"]), base=None if base is None else int(base))
         except (ValueError, KeyError, TypeError):
             return None

@@ -62,10 +62,15 @@ def view_state(query: Query, name: str) -> ViewState | None:
     return ViewState.decode(cursor.wap_id) if cursor is not None else None
 
 
+SUMMARY_KEYS = ("added-records", "deleted-records", "added-position-deletes", "added-equality-deletes")
+
+
 def snapshot_summary(query: Query, name: str) -> dict[str, str]:
+    """Row counts of the current snapshot's summary (selected key by key: thrift returns maps as text)."""
     table = relation(name)
+    columns = ", ".join(f"summary[{string(k)}]" for k in SUMMARY_KEYS)
     rows = query(
-        f"select summary from {table}.`snapshots` where snapshot_id = "
+        f"select {columns} from {table}.`snapshots` where snapshot_id = "
         f"(select snapshot_id from {table}.`refs` where name = 'main')"
     )
-    return dict(rows[0][0]) if rows and rows[0][0] else {}
+    return {k: v for k, v in zip(SUMMARY_KEYS, rows[0]) if v is not None} if rows else {}

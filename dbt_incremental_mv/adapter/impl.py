@@ -108,8 +108,10 @@ class SparkMVAdapter(SparkAdapter):
             schema, _, identifier = name.partition(".")
             return self.get_relation(None, schema, identifier) is not None  # type: ignore[arg-type]
 
-        purged = self._engine().purge(plan, propagation, graph, exists)
-        line = propagation.summary
+        engine = self._engine()
+        touched = engine.touched_rows(plan, propagation)
+        purged = engine.purge(plan, propagation, graph, exists)
+        line = propagation.summary + (f"; {touched}" if touched else "")
         if purged:
             line += f"; purged {', '.join(purged)}"
         return line

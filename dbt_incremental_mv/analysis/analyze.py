@@ -122,7 +122,7 @@ def _refuse_aggregate_over_outer_join(tree: JoinTree) -> None:
 def _referenced_columns(
     occurrences: tuple[MasterOccurrence, ...], *expression_groups: Iterable[exp.Expression]
 ) -> Mapping[str, frozenset[str]]:
-    """The master columns each occurrence's read by the rendered query (outputs, hidden columns,
+    """The master columns each occurrence reads in the rendered query (outputs, hidden columns,
     filters, join conditions, grouping): what a schema change must not take away."""
     read: dict[str, set[str]] = {o.alias: set() for o in occurrences}
     for expressions in expression_groups:
@@ -148,9 +148,11 @@ def _refuse_unrenderable(definition: ViewDefinition) -> None:
             render.render_expression(expression)
         except SqlglotError as error:
             culprit = _smallest_unrenderable(expression)
-            name = culprit.sql_name() if isinstance(culprit, exp.Func) and not isinstance(culprit, exp.Anonymous) else culprit.key
+            named = isinstance(culprit, exp.Func) and not isinstance(culprit, exp.Anonymous)
+            name = culprit.sql_name() if named else culprit.key
             raise UnsupportedViewError(
-                f"{name.lower()}(...)", f"sqlglot cannot write it back as Spark SQL without changing its meaning ({error})",
+                f"{name.lower()}(...)",
+                f"sqlglot cannot write it back as Spark SQL without changing its meaning ({error})",
                 "Rewrite the expression with other functions",
             ) from error
 

@@ -16,6 +16,7 @@ from dbt_incremental_mv.analysis import functions
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 
 _SEPARATE_MODEL = "Compute it in a separate (table or view) model and ref() that model, or compute it downstream"
+_STORAGE_ORDER_HINT = "Remove it; order or cluster the stored table with table properties"
 
 
 def refuse_unsupported_constructs(statement: exp.Expression) -> None:
@@ -83,8 +84,8 @@ _CLAUSE_REFUSALS: tuple[tuple[str, str, str, str], ...] = (
     ("pivots", "", "PIVOT/UNPIVOT is not supported", "Pivot in a downstream model"),
     ("order", "", "ORDER BY has no meaning for a stored view and is not supported",
      "Remove it and sort when reading the view"),
-    ("sort", "", "SORT BY is not supported", "Remove it; order or cluster the stored table with table properties"),
-    ("cluster", "", "CLUSTER BY is not supported", "Remove it; order or cluster the stored table with table properties"),
+    ("sort", "", "SORT BY is not supported", _STORAGE_ORDER_HINT),
+    ("cluster", "", "CLUSTER BY is not supported", _STORAGE_ORDER_HINT),
     ("distribute", "", "DISTRIBUTE BY is not supported", "Remove it"),
     ("limit", "", "LIMIT keeps an arbitrary subset of rows that no change can be propagated to",
      "Remove it, or apply it in a downstream model"),
@@ -112,9 +113,13 @@ def _refuse_clauses(node: exp.Expression, allowed: frozenset[str]) -> None:
             raise UnsupportedViewError(_clause_construct(prefix, value), reason, hint)
     for key, value in node.args.items():
         if value and key not in allowed:
-            raise UnsupportedViewError(key.rstrip("_").upper(), "this clause is not supported in a fast_refresh model", "Remove it")
+            raise UnsupportedViewError(
+                key.rstrip("_").upper(), "this clause is not supported in a fast_refresh model", "Remove it"
+            )
     if node.args.get("kind"):
-        raise UnsupportedViewError(f"SELECT {node.args['kind']}", "this SELECT form is not supported", "Use a plain SELECT")
+        raise UnsupportedViewError(
+            f"SELECT {node.args['kind']}", "this SELECT form is not supported", "Use a plain SELECT"
+        )
 
 
 def _refuse_select_clauses(statement: exp.Expression) -> None:
@@ -186,7 +191,9 @@ def _refuse_table_modifiers(table: exp.Table) -> None:
                                    "Write the joins as one left-to-right chain")
     for key, value in table.args.items():
         if value and key not in ("this", "db", "catalog", "alias"):
-            raise UnsupportedViewError(describe(table), f"table {key.rstrip('_')} modifiers are not supported", "Remove them")
+            raise UnsupportedViewError(
+                describe(table), f"table {key.rstrip('_')} modifiers are not supported", "Remove them"
+            )
 
 
 def _refuse_unsupported_joins(statement: exp.Expression) -> None:
@@ -210,16 +217,20 @@ def _refuse_unsupported_joins(statement: exp.Expression) -> None:
                 "Use an inner join to a model with one row per key, or filter downstream",
             )
         if kind not in ("", "INNER", "CROSS", "OUTER"):
-            raise UnsupportedViewError(f"{kind} JOIN", "this join type is not supported", "Use an inner, LEFT or RIGHT join")
-        if join.args.get("using"):
-            names = ", ".join(describe(u) for u in join.args["using"])
             raise UnsupportedViewError(
-                f"JOIN ... USING ({names})", "JOIN ... USING is not supported",
-                f"Write the condition with ON, e.g. ON a.{describe(join.args['using'][0])} = b.{describe(join.args['using'][0])}",
+                f"{kind} JOIN", "this join type is not supported", "Use an inner, LEFT or RIGHT join"
+            )
+        if join.args.get("using"):
+            names = [describe(u) for u in join.args["using"]]
+            raise UnsupportedViewError(
+                f"JOIN ... USING ({', '.join(names)})", "JOIN ... USING is not supported",
+                f"Write the condition with ON, e.g. ON a.{names[0]} = b.{names[0]}",
             )
         for key, value in join.args.items():
             if value and key not in ("this", "on", "side", "kind"):
-                raise UnsupportedViewError(describe(join), f"join {key.rstrip('_')} modifiers are not supported", "Remove them")
+                raise UnsupportedViewError(
+                    describe(join), f"join {key.rstrip('_')} modifiers are not supported", "Remove them"
+                )
 
 
 def _refuse_window_functions(statement: exp.Expression) -> None:

@@ -61,7 +61,8 @@ def aggregate_hidden_columns(outputs: tuple[OutputColumn, ...]) -> tuple[HiddenC
         if output.kind is OutputKind.AVG:
             needed.append((HiddenPurpose.SUM, exp.Sum(this=output.argument.copy()), "sum"))
         for purpose, expression, tag in needed:
-            _add_or_share(columns, HiddenColumn(f"_mv_{tag}_{output.name}", expression, purpose, outputs=(output.name,)))
+            candidate = HiddenColumn(f"_mv_{tag}_{output.name}", expression, purpose, outputs=(output.name,))
+            _add_or_share(columns, candidate)
     return tuple(columns)
 
 

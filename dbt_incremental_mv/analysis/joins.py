@@ -80,7 +80,8 @@ class _Chain:
         """The first step that null-extends occurrence ``index`` (its LEFT JOIN, or the first
         RIGHT JOIN after it)."""
         for step in range(max(index, 1), len(self.aliases)):
-            if (step == index and self.kinds[step] is JoinKind.LEFT) or (step > index and self.kinds[step] is JoinKind.RIGHT):
+            kind = self.kinds[step]
+            if (step == index and kind is JoinKind.LEFT) or (step > index and kind is JoinKind.RIGHT):
                 return step
         raise AssertionError(f"occurrence {self.aliases[index]} is not null-supplying")
 

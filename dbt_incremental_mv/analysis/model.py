@@ -8,12 +8,34 @@ definition: treat them as read-only and ``.copy()`` one before changing it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum, StrEnum
 
 from sqlglot import exp
 
 from dbt_incremental_mv.analysis import render
+
+
+def _shown(value: object) -> str:
+    """A field value for repr: expressions as their SQL (sqlglot's own repr is a whole tree)."""
+    if isinstance(value, exp.Expression):
+        return repr(value.sql(dialect=render.DIALECT))
+    if isinstance(value, tuple):
+        inner = ", ".join(_shown(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k!r}: {_shown(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, frozenset):
+        return "{" + ", ".join(repr(v) for v in sorted(value, key=str)) + "}" if value else "frozenset()"
+    return repr(value)
+
+
+class _ReadableRepr:
+    """``Name(field=value, ...)`` with expressions shown as SQL text."""
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{f.name}={_shown(getattr(self, f.name))}" for f in fields(self))  # type: ignore[arg-type]
+        return f"{type(self).__name__}({shown})"
 
 
 @dataclass(frozen=True)
@@ -56,8 +78,8 @@ class JoinKind(StrEnum):
     RIGHT = "right"
 
 
-@dataclass(frozen=True)
-class EquiPair:
+@dataclass(frozen=True, repr=False)
+class EquiPair(_ReadableRepr):
     """An equality linking a join step's occurrence to the occurrences joined before it.
 
     ``left`` reads only earlier occurrences, ``right`` only the step's own occurrence, whatever
@@ -74,8 +96,8 @@ class EquiPair:
         return operator(this=self.left.copy(), expression=self.right.copy())
 
 
-@dataclass(frozen=True)
-class JoinStep:
+@dataclass(frozen=True, repr=False)
+class JoinStep(_ReadableRepr):
     """``<previous steps> <kind> JOIN <alias> ON <condition>`` in a left-deep join.
 
     ``condition`` is the AND of every conjunct evaluated at this step (None: a cross join);
@@ -114,8 +136,8 @@ class OutputKind(StrEnum):
     MAX = "max"
 
 
-@dataclass(frozen=True)
-class OutputColumn:
+@dataclass(frozen=True, repr=False)
+class OutputColumn(_ReadableRepr):
     """A visible column of the view: ``expression AS name``.
 
     For an aggregate, ``expression`` is the whole call (``SUM(o.amount)``) and ``argument`` what
@@ -143,8 +165,8 @@ class HiddenPurpose(StrEnum):
     """SUM(x) for AVG(x): the average is recomputed exactly as sum / count."""
 
 
-@dataclass(frozen=True)
-class HiddenColumn:
+@dataclass(frozen=True, repr=False)
+class HiddenColumn(_ReadableRepr):
     """A column the plugin adds to the stored table so the view can be maintained.
 
     ``occurrence`` and ``source_column`` say which key column a ROW_KEY column copies;
@@ -159,8 +181,8 @@ class HiddenColumn:
     outputs: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class ViewDefinition:
+@dataclass(frozen=True, repr=False)
+class ViewDefinition(_ReadableRepr):
     """A view that can be fast refreshed, normalized.
 
     The defining query is ``occurrences[0]`` then ``joins`` (a left-deep chain, one step per
@@ -168,7 +190,7 @@ class ViewDefinition:
     ``is_aggregate``, selecting ``outputs`` then ``hidden_columns``. ``null_supplying`` holds the
     aliases an outer join can null-extend; ``group_key_columns`` the output names holding the
     GROUP BY expressions (in GROUP BY order), by which groups are matched null-safely;
-    ``referenced_columns`` the master columns each occurrence's reads (schema-change checks).
+    ``referenced_columns`` the master columns each occurrence reads (schema-change checks).
     """
 
     occurrences: tuple[MasterOccurrence, ...]

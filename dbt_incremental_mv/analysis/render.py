@@ -125,7 +125,8 @@ def parse_source(source: Source) -> exp.Expression:
         try:
             node = exp.maybe_parse(source, into=exp.From, prefix="FROM", dialect=DIALECT).this
         except ParseError as error:
-            raise ValueError(f"substituted source does not parse as a table or subquery: {source!r}: {error}") from error
+            message = f"substituted source does not parse as a table or subquery: {source!r}: {error}"
+            raise ValueError(message) from error
     while isinstance(node, exp.From):
         node = node.this
     if isinstance(node, exp.Query) and not isinstance(node, exp.Subquery):

@@ -13,6 +13,10 @@ Every FROM item is reduced to one occurrence of a master table, and every column
   applied on top of it.
 
 Anything else nested is refused: its result could not be maintained as part of one join.
+
+An occurrence's alias is the alias written in SQL, else the table (or CTE) name, lowercased as
+Spark compares them. Two FROM items with the same name (a self-join without aliases) are
+refused rather than renamed: every qualifier the user wrote must keep meaning one table.
 """
 
 from __future__ import annotations
@@ -236,7 +240,9 @@ class _Scope:
                 describe(column), f"no table or alias named {'.'.join(qualifier)} in FROM",
                 f"Use one of: {', '.join(e.label for e in self.entries)}",
             )
-        raise UnsupportedViewError(describe(column), "unknown column", "Check the column name against the tables in FROM")
+        raise UnsupportedViewError(
+            describe(column), "unknown column", "Check the column name against the tables in FROM"
+        )
 
     def resolve(self, expression: exp.Expression) -> exp.Expression:
         """A copy of ``expression`` with every column reference replaced by its resolution."""
@@ -307,7 +313,8 @@ def _refuse_duplicate_names(columns: Iterable[str], label: str) -> None:
     for name in columns:
         if name.casefold() in seen:
             raise UnsupportedViewError(
-                name, f"{label} has more than one column named {name}", "Give each selected column a distinct name with AS"
+                name, f"{label} has more than one column named {name}",
+                "Give each selected column a distinct name with AS",
             )
         seen.add(name.casefold())
 
@@ -495,7 +502,7 @@ class Resolver:
                                            f"Use one of: {', '.join(e.label for e in scope.entries)}")
             return _star(item.this, [entry], written=item)
         if isinstance(item, exp.Alias):
-            if isinstance(item.this, exp.Star) or (isinstance(item.this, exp.Column) and isinstance(item.this.this, exp.Star)):
+            if item.this.is_star:
                 raise UnsupportedViewError(describe(item), "a star cannot be aliased", "Remove the alias")
             return [Projection(item.alias, unparenthesized(scope.resolve(item.this)), item)]
         if isinstance(item, exp.Column):
@@ -506,7 +513,9 @@ class Resolver:
             f"Add `as <name>`, e.g. {describe(item)} AS my_column",
         )
 
-    def _group_by(self, select: exp.Select, scope: _Scope, projections: tuple[Projection, ...]) -> tuple[exp.Expression, ...] | None:
+    def _group_by(
+        self, select: exp.Select, scope: _Scope, projections: tuple[Projection, ...]
+    ) -> tuple[exp.Expression, ...] | None:
         group = select.args.get("group")
         if group is None:
             return None
@@ -519,12 +528,16 @@ class Resolver:
         if isinstance(item, exp.Literal) and item.is_int:
             position = int(item.name)
             if not 1 <= position <= len(projections):
-                raise UnsupportedViewError(f"GROUP BY {position}", f"GROUP BY position {position} is not in the SELECT list",
-                                           "Use a position between 1 and the number of selected columns")
+                raise UnsupportedViewError(
+                    f"GROUP BY {position}", f"GROUP BY position {position} is not in the SELECT list",
+                    "Use a position between 1 and the number of selected columns",
+                )
             chosen = projections[position - 1]
             if functions.contains_aggregate(chosen.expression):
-                raise UnsupportedViewError(f"GROUP BY {position}", f"GROUP BY position {position} refers to an aggregate",
-                                           "Group by the non-aggregated columns")
+                raise UnsupportedViewError(
+                    f"GROUP BY {position}", f"GROUP BY position {position} refers to an aggregate",
+                    "Group by the non-aggregated columns",
+                )
             return chosen.expression.copy()
         if isinstance(item, exp.Column) and len(item.parts) == 1 and scope.reference(item) is None:
             for projection in projections:
@@ -536,7 +549,9 @@ class Resolver:
 def _star(star: exp.Star, entries: Iterable[_Entry], written: exp.Expression | None = None) -> list[Projection]:
     for key in ("replace", "rename", "ilike"):
         if star.args.get(key):
-            raise UnsupportedViewError(describe(written or star), f"SELECT * {key.upper()} is not supported", "List the columns")
+            raise UnsupportedViewError(
+                describe(written or star), f"SELECT * {key.upper()} is not supported", "List the columns"
+            )
     excluded = {c.name.casefold() for c in star.args.get("except_") or []}
     projections = [
         Projection(name, expression.copy(), written or star)

@@ -8,6 +8,7 @@ runs the statements of the propagate step itself, so dbt logs and times them.
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +28,32 @@ from dbt_incremental_mv.sql_text import idents, relation, string
 Query = Callable[[str], Sequence[Sequence[Any]]]
 Execute = Callable[[str], None]
 
-VIEW_PROPERTIES = {"write.wap.enabled": "true", "format-version": "2"}
+# Needed by the plugin: staged commits (write-audit-publish) for the atomic refresh.
+REQUIRED_VIEW_PROPERTIES = {"write.wap.enabled": "true"}
+# Defaults the user's tblproperties may override: merge-on-read makes a refresh write only
+# what changed (delete files + new rows) instead of rewriting every file it touches; compact
+# the view now and then with CALL system.rewrite_data_files (the refresh looks through it).
+DEFAULT_VIEW_PROPERTIES = {
+    "format-version": "2",
+    "write.delete.mode": "merge-on-read",
+    "write.update.mode": "merge-on-read",
+    "write.merge.mode": "merge-on-read",
+}
+
+
+# Captures of one log are serialized within the process: dbt threads refreshing two views of
+# the same master would otherwise append the same changes twice. (Concurrent captures from
+# separate processes are not serialized yet.)
+_capture_locks: dict[str, threading.Lock] = {}
+_capture_locks_guard = threading.Lock()
+
+# Superseded capture watermarks are purged with consumed changes, or once this many pile up.
+WATERMARKS_BEFORE_PURGE = 16
+
+
+def _capture_lock(log_relation: str) -> threading.Lock:
+    with _capture_locks_guard:
+        return _capture_locks.setdefault(log_relation, threading.Lock())
 
 
 @dataclass(frozen=True)
@@ -178,7 +204,11 @@ class FastRefreshEngine:
             existing_columns=existing_columns,
             compiled_sql=compiled_sql,
             config=config,
-            tblproperties={**{str(k): str(v) for k, v in user_properties.items()}, **VIEW_PROPERTIES},
+            tblproperties={
+                **DEFAULT_VIEW_PROPERTIES,
+                **{str(k): str(v) for k, v in user_properties.items()},
+                **REQUIRED_VIEW_PROPERTIES,
+            },
         )
 
     def _fallback(self, name: str, config: FastRefreshConfig, reason: str) -> RefreshDecision:
@@ -206,6 +236,10 @@ class FastRefreshEngine:
 
     def capture(self, spec: LogSpec, logged: Sequence[str] | None) -> str:
         """Bring a capture-managed log up to its master's current snapshot; returns what it did."""
+        with _capture_lock(spec.log_relation):
+            return self._capture(spec, logged)
+
+    def _capture(self, spec: LogSpec, logged: Sequence[str] | None) -> str:
         if logged is None:
             logged = [c for c, _ in self._columns(spec.log_relation) if not c.startswith("_mv_")]
         if not self._columns(spec.log_relation):
@@ -274,10 +308,12 @@ class FastRefreshEngine:
             )
         return marked
 
-    def _state(self, marked: Mapping[str, MarkedLog], method: str) -> ViewState:
+    def _state(self, plan: RefreshPlan, marked: Mapping[str, MarkedLog], method: str) -> ViewState:
+        base = self._current_snapshots([plan.view_relation]).get(plan.view_relation) if plan.existing_columns else None
         return ViewState(
             logs={m.spec.log_relation: LogPosition(m.upto, m.master_snapshot) for m in marked.values()},
             method=method,
+            base=base,
         )
 
     def _publish(self, plan: RefreshPlan, state: ViewState, name: str, write: str) -> list[Step]:
@@ -300,7 +336,7 @@ class FastRefreshEngine:
         kinds = ", ".join(f"{m.spec.master_relation}: {m.kind} (+{m.inserts}/-{m.deletes})" for m in marked.values())
         if statement is None:
             return Propagation([], None, marked, f"fast refresh: nothing marked ({kinds}); no write")
-        state = self._state(marked, "fast")
+        state = self._state(plan, marked, "fast")
         steps = self._publish(plan, state, "main", statement.sql)
         summary = (
             f"fast refresh: {kinds}; steps run: {', '.join(statement.steps_run)}"
@@ -316,7 +352,7 @@ class FastRefreshEngine:
         if pinned:
             query = definition.render_select({o.alias: marked[o.master.name].master_as_of() for o in definition.occurrences})
             columns = definition.stored_columns
-            state = self._state(marked, plan.action)
+            state = self._state(plan, marked, plan.action)
         else:
             query, columns, state = plan.compiled_sql, None, None
         target = relation(plan.view_relation)
@@ -328,6 +364,18 @@ class FastRefreshEngine:
         if state is not None:
             steps += self._publish(plan, state, "record", f"insert into {target} select * from {target} where false")
         return Propagation(steps, state, marked, f"{what}: table replaced")
+
+    # ---------------------------------------------------------------- report
+    def touched_rows(self, plan: RefreshPlan, propagation: Propagation) -> str:
+        """Rows the published commit inserted into and deleted from the view."""
+        if not propagation.steps:
+            return ""
+        summary = catalog.snapshot_summary(self.query, plan.view_relation)
+        inserted = int(summary.get("added-records") or 0)
+        deleted = int(summary.get("added-position-deletes") or 0) + int(summary.get("added-equality-deletes") or 0)
+        if summary.get("deleted-records") and not deleted:  # copy-on-write: rewritten rows count as deleted
+            deleted = int(summary["deleted-records"])
+        return f"view rows: +{inserted} -{deleted}"
 
     # ---------------------------------------------------------------- purge
     def purge(self, plan: RefreshPlan, propagation: Propagation, graph: Mapping[str, Any], existing: Callable[[str], bool]) -> list[str]:
@@ -347,7 +395,12 @@ class FastRefreshEngine:
             floor = min(positions)
             stats = self._stats(spec, self._current_snapshots([spec.log_relation]).get(spec.log_relation), floor)
             consumed_rows = stats["oldest_change"] is not None and stats["oldest_change"] <= floor
-            if consumed_rows or stats["watermarks"] > 1:
-                self.execute(log_sql.purge(spec, floor, stats["watermark_sequence"]))
-                done.append(f"{spec.log_relation} through sequence {floor}")
+            if consumed_rows or stats["watermarks"] > WATERMARKS_BEFORE_PURGE:
+                try:
+                    self.execute(log_sql.purge(spec, floor, stats["watermark_sequence"]))
+                except Exception as exc:  # noqa: BLE001 - a concurrent write won; the next refresh purges
+                    reason = str(getattr(exc, "msg", exc)).strip().splitlines()[0][:160]
+                    done.append(f"{spec.log_relation} left for the next refresh (concurrent commit: {reason})")
+                else:
+                    done.append(f"{spec.log_relation} through sequence {floor}")
         return done

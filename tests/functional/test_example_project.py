@@ -1,4 +1,4 @@
-"""The example project as a newcomer runs it: the dbt CLI in a fresh process."""
+"""The example project as a newcomer runs it (scripts/demo.sh): the dbt CLI in fresh processes."""
 
 import os
 import re
@@ -22,16 +22,28 @@ def dbt(project_dir, *args):
     return output
 
 
-def test_build_run_and_full_refresh_are_clean(tmp_path):
+def test_demo_builds_refreshes_incrementally_and_rebuilds_cleanly(tmp_path):
     project = tmp_path / "shop"
     shutil.copytree(REPO / "integration_tests", project, ignore=shutil.ignore_patterns("target", "logs", "warehouse"))
 
-    assert "Done. PASS=11 WARN=0 ERROR=0" in dbt(project, "build")
+    first = dbt(project, "build", "--full-refresh")
+    assert "Done. PASS=11 WARN=0 ERROR=0" in first
+    assert "customer_orders: build (first run" in first
+
+    dbt(project, "run-operation", "shop_changes")
     second = dbt(project, "run")
     assert "Done. PASS=4 WARN=0 ERROR=0" in second
-    assert "customer_orders: complete" in second
+    line = next(l for l in second.splitlines() if "customer_orders: fast refresh:" in l)
+    assert "shop.orders: mixed" in line and "shop.customers: mixed" in line
+    assert "steps run: DEL o, DEL c, INS o, INS c" in line
+    assert re.search(r"view rows: \+\d+ -\d+", line)
+    assert "Done. PASS=3 WARN=0 ERROR=0" in dbt(project, "test")
+
+    third = dbt(project, "run")
+    assert "customer_orders: fast refresh: nothing marked" in third and "no write" in third
     assert "Done. PASS=4 WARN=0 ERROR=0" in dbt(project, "run", "--full-refresh")
 
     litter = {"metastore_db", "derby.log", "spark-warehouse"} & {p.name for p in project.iterdir()}
     assert not litter
     assert (project / "warehouse" / "shop" / "customer_orders" / "metadata").is_dir()
+    assert (project / "warehouse" / "shop" / "mlog_orders" / "metadata").is_dir()

@@ -14,3 +14,10 @@ def test_foreign_or_broken_ids_decode_to_none():
     assert ViewState.decode(None) is None
     assert ViewState.decode("someone-elses-wap-id") is None
     assert ViewState.decode(PREFIX + "not base64 json!") is None
+
+
+def test_the_base_snapshot_makes_ids_of_identical_refreshes_differ():
+    first = ViewState(logs={"l": LogPosition(1, 2)}, method="complete", base=10)
+    second = ViewState(logs={"l": LogPosition(1, 2)}, method="complete", base=11)
+    assert first.encode() != second.encode()
+    assert ViewState.decode(second.encode()).base == 11

@@ -73,7 +73,9 @@ def test_aggregate_views_store_no_keys_and_always_a_row_count(view):
 
 
 def test_avg_stores_sum_and_count_and_sum_stores_count(view):
-    definition = view("select status, avg(amount) as mean_amount, sum(amount) as total from shop.orders group by status")
+    definition = view(
+        "select status, avg(amount) as mean_amount, sum(amount) as total from shop.orders group by status"
+    )
     assert [(h.name, h.purpose, h.outputs) for h in definition.hidden_columns] == [
         ("_mv_count", HiddenPurpose.ROW_COUNT, ()),
         ("_mv_cnt_mean_amount", HiddenPurpose.NONNULL_COUNT, ("mean_amount", "total")),

@@ -145,7 +145,9 @@ def test_derived_table_in_join_merges(view):
         "select o.order_id, nl.name from shop.orders o "
         "join (select customer_id, name from shop.customers where country = 'NL') nl on nl.customer_id = o.customer_id"
     )
-    assert [(o.alias, o.master.name) for o in definition.occurrences] == [("o", "shop.orders"), ("nl", "shop.customers")]
+    assert [(o.alias, o.master.name) for o in definition.occurrences] == [
+        ("o", "shop.orders"), ("nl", "shop.customers"),
+    ]
     assert [sql_of(c) for c in definition.where_conjuncts] == ["`nl`.`country` = 'NL'"]
     assert [sql_of(c) for c in definition.joins[0].residual] == []
 
@@ -272,7 +274,8 @@ def test_parenthesised_statement_and_trailing_semicolon(view):
 
 def test_spark_hints_are_accepted_and_dropped(view):
     definition = view(
-        "select /*+ BROADCAST(c) */ o.order_id from shop.orders o join shop.customers c on o.customer_id = c.customer_id"
+        "select /*+ BROADCAST(c) */ o.order_id from shop.orders o "
+        "join shop.customers c on o.customer_id = c.customer_id"
     )
     assert "BROADCAST" not in definition.render_select()
 

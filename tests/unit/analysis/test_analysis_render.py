@@ -123,7 +123,8 @@ def test_rendering_does_not_share_nodes_with_the_definition(view):
 def test_identifiers_needing_quotes_round_trip(rendered):
     from dbt_incremental_mv.analysis import MasterTable, analyze_view
 
-    masters = {"my schema.order lines": MasterTable("my schema.order lines", (("line id", "int"), ("qty", "int")), ("line id",))}
+    master = MasterTable("my schema.order lines", (("line id", "int"), ("qty", "int")), ("line id",))
+    masters = {master.name: master}
     definition = analyze_view("select `line id`, qty as `the qty` from `my schema`.`order lines` as `l`", masters)
     text = rendered(definition)
     assert text == (

@@ -308,7 +308,8 @@ def test_aggregate_with_group_by_over_one_table(view, rendered):
         ("_mv_cnt_units", "COUNT(`order_lines`.`quantity`)", HiddenPurpose.NONNULL_COUNT, ("units",)),
         ("_mv_cnt_revenue", "COUNT(`order_lines`.`quantity` * `order_lines`.`unit_price`)",
          HiddenPurpose.NONNULL_COUNT, ("revenue",)),
-        ("_mv_cnt_avg_unit_price", "COUNT(`order_lines`.`unit_price`)", HiddenPurpose.NONNULL_COUNT, ("avg_unit_price",)),
+        ("_mv_cnt_avg_unit_price", "COUNT(`order_lines`.`unit_price`)", HiddenPurpose.NONNULL_COUNT,
+         ("avg_unit_price",)),
         ("_mv_sum_avg_unit_price", "SUM(`order_lines`.`unit_price`)", HiddenPurpose.SUM, ("avg_unit_price",)),
     ]
     assert [h.name for h in definition.support_columns("avg_unit_price")] == [
@@ -430,3 +431,28 @@ def test_rendered_output_round_trips_through_sqlglot(view):
     )
     text = definition.render_select()
     assert sqlglot.parse_one(text, read="spark").sql("spark", identify=True) == text
+
+
+def test_repeated_conditions_are_kept_once(view):
+    definition = view(
+        "select o.order_id from shop.orders o join shop.customers c on o.customer_id = c.customer_id "
+        "where c.customer_id = o.customer_id and o.status = 'x' and o.status = 'x'"
+    )
+    assert len(definition.joins[0].equi_pairs) == 1
+    assert [sql_of(c) for c in definition.where_conjuncts] == ["`o`.`status` = 'x'"]
+
+
+def test_referenced_columns_include_filters_from_ctes(view):
+    definition = view(
+        "with nl as (select customer_id from shop.customers where country = 'NL') "
+        "select o.order_id from shop.orders o join nl on nl.customer_id = o.customer_id"
+    )
+    assert definition.referenced_columns == {
+        "o": frozenset({"order_id", "customer_id"}),
+        "nl": frozenset({"customer_id", "country"}),
+    }
+
+
+def test_readable_repr_shows_sql(view):
+    definition = view("select o.order_id from shop.orders o join shop.customers c on o.customer_id = c.customer_id")
+    assert "condition='`o`.`customer_id` = `c`.`customer_id`'" in repr(definition.joins[0])

@@ -1,0 +1,20 @@
+{#
+  Some business on the shop's masters, for the demo: new orders, a status change, a customer
+  moving country (the join key of the join view does not change, its columns do), a cancelled
+  order removed.
+
+    dbt run-operation shop_changes
+#}
+{% macro shop_changes() %}
+  {% set statements = [
+    "insert into " ~ ref('orders') ~ " values (112, 2, date'2026-03-20', 'open'), (113, 6, date'2026-03-21', 'shipped')",
+    "insert into " ~ ref('order_lines') ~ " values (112, 1, 11, 3, 19.90), (113, 1, 12, 1, 199.00)",
+    "update " ~ ref('orders') ~ " set status = 'shipped' where order_id = 104",
+    "update " ~ ref('customers') ~ " set country = 'DE' where customer_id = 4",
+    "delete from " ~ ref('orders') ~ " where order_id = 102",
+  ] %}
+  {% for statement in statements %}
+    {% do run_query(statement) %}
+  {% endfor %}
+  {{ log("shop_changes: 2 orders and 2 order lines added, 1 order shipped, 1 customer moved, 1 order deleted", info=True) }}
+{% endmacro %}
