@@ -7,10 +7,12 @@ Every dbt-spark connection method works unchanged (session, thrift, http, odbc).
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 
 from dbt.adapters.contracts.connection import Connection, ConnectionState
@@ -66,8 +68,57 @@ def summarize_spark_error(exc: BaseException | None) -> str | None:
     return None
 
 
+class FaultInjection:
+    """Test hook: fail a run right after its n-th state-changing statement.
+
+    Set ``DBT_INCREMENTAL_MV_FAULT_AFTER=<n>`` (and a fresh ``DBT_INCREMENTAL_MV_FAULT_RUN``
+    token per run) to raise after the n-th statement that is not a plain read (SELECT,
+    DESCRIBE, SHOW), or ``DBT_INCREMENTAL_MV_FAULT_AT=<prefix>`` to raise after the first
+    statement starting with ``prefix``. ``on_fault`` may be set to a callable run at that point instead of
+    raising (e.g. a concurrent writer). Off unless the variable is set.
+    """
+
+    on_fault: Any = None
+    _count = 0
+    _done = False
+    _token: str | None = None
+    _lock = threading.Lock()
+
+    @classmethod
+    def after(cls, sql: str) -> None:
+        limit = os.environ.get("DBT_INCREMENTAL_MV_FAULT_AFTER")
+        prefix = os.environ.get("DBT_INCREMENTAL_MV_FAULT_AT")
+        if not limit and not prefix:
+            return
+        statement = sql.lstrip()
+        while statement.startswith("/*"):  # dbt's query comment
+            statement = statement.split("*/", 1)[-1].lstrip()
+        if statement[:8].lower().startswith(("select", "describe", "show", "with")):
+            return
+        with cls._lock:
+            token = os.environ.get("DBT_INCREMENTAL_MV_FAULT_RUN")
+            if token != cls._token:
+                cls._token, cls._count, cls._done = token, 0, False
+            cls._count += 1
+            if prefix:
+                hit = not cls._done and statement.lower().startswith(prefix.lower())
+            else:
+                hit = cls._count == int(limit)
+            cls._done = cls._done or hit
+        if hit:
+            if cls.on_fault is not None:
+                cls.on_fault()
+            else:
+                raise DbtRuntimeError(f"injected fault after statement {limit}: {statement[:80]}")
+
+
 class SparkMVConnectionManager(SparkConnectionManager):
     TYPE = "spark_mv"
+
+    def add_query(self, sql: str, *args: Any, **kwargs: Any):
+        result = super().add_query(sql, *args, **kwargs)
+        FaultInjection.after(sql)
+        return result
 
     @classmethod
     def open(cls, connection: Connection) -> Connection:
