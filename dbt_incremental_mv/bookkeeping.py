@@ -22,6 +22,7 @@ class LogPosition:
 
     sequence: int  # log rows with _last_updated_sequence_number <= sequence are consumed
     master_snapshot: int | None  # the master snapshot the view reflects
+    commits: tuple[int, ...] = ()  # also consumed: these commits' rows (on-commit refreshes)
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class ViewState:
             "base": self.base,
             "method": self.method,
             "logs": {
-                name: [pos.sequence, pos.master_snapshot] for name, pos in sorted(self.logs.items())
+                name: [pos.sequence, pos.master_snapshot, sorted(pos.commits)] for name, pos in sorted(self.logs.items())
             },
         }
         raw = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
@@ -50,8 +51,12 @@ class ViewState:
         try:
             payload = json.loads(base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)))
             logs = {
-                name: LogPosition(sequence=int(seq), master_snapshot=None if snap is None else int(snap))
-                for name, (seq, snap) in payload["logs"].items()
+                name: LogPosition(
+                    sequence=int(entry[0]),
+                    master_snapshot=None if entry[1] is None else int(entry[1]),
+                    commits=tuple(int(c) for c in (entry[2] if len(entry) > 2 else ())),
+                )
+                for name, entry in payload["logs"].items()
             }
             base = payload.get("base")
             return cls(logs=logs, method=str(payload["method"]), base=None if base is None else int(base))

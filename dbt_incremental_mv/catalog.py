@@ -27,14 +27,23 @@ def table_columns(query: Query, name: str) -> list[tuple[str, str]]:
     return columns
 
 
-def format_version(query: Query, name: str) -> int | None:
-    rows = query(f"show tblproperties {relation(name)} ({string('format-version')})")
+def table_property(query: Query, name: str, key: str) -> str | None:
+    """A table property's value; None when it is not set."""
+    rows = query(f"show tblproperties {relation(name)} ({string(key)})")
     for row in rows:
-        try:
-            return int(row[-1])
-        except (TypeError, ValueError):
+        value = row[-1]
+        if value is None or (isinstance(value, str) and value.startswith("Table ") and "does not have property" in value):
             return None
+        return str(value)
     return None
+
+
+def format_version(query: Query, name: str) -> int | None:
+    value = table_property(query, name, "format-version")
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)

@@ -157,6 +157,22 @@ class SparkMVAdapter(SparkAdapter):
         return done
 
     @available
+    def mv_refresh_on_commit(
+        self, master: BaseRelation, graph: Mapping[str, Any], commits: Sequence[int] | None = None
+    ) -> list[str]:
+        """Propagate a master's latest commit(s) to the views that read it (on-commit refresh)."""
+        from dbt_incremental_mv.logs.contract import LogContractError
+
+        def exists(name: str) -> bool:
+            schema, _, identifier = name.partition(".")
+            return self.get_relation(None, schema, identifier) is not None  # type: ignore[arg-type]
+
+        try:
+            return self._engine().on_commit(_relation_name(master), graph, exists, commits)
+        except LogContractError as exc:
+            raise self._people_error(exc) from exc
+
+    @available
     def mv_log_capture(self, graph: Mapping[str, Any], masters: Sequence[str] | None = None) -> list[str]:
         """Append the masters' committed changes to their capture-managed logs."""
         from dbt_incremental_mv import catalog

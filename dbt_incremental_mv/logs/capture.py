@@ -37,6 +37,7 @@ class CapturePlan:
     start: int | None  # exclusive; None: from the master's first snapshot
     end: int | None
     reason: str
+    commits: tuple[int, ...] = ()  # the master commits captured, oldest first
 
 
 def plan_capture(captured_through: int | None, has_watermark: bool, current: int | None,
@@ -64,5 +65,6 @@ def plan_capture(captured_through: int | None, has_watermark: bool, current: int
     if any(s.added_delete_files for s in in_range) or by_id[current].total_delete_files:
         if start is not None and start not in by_id:
             return CapturePlan("reset", start, current, f"the last captured snapshot {start} has expired")
-        return CapturePlan("diff", start, current, "the master has delete files (merge-on-read)")
-    return CapturePlan("changelog", start, current, f"{len(in_range)} new master commit(s)")
+        return CapturePlan("diff", start, current, "the master has delete files (merge-on-read)", (current,))
+    commits = tuple(s.snapshot_id for s in reversed(in_range))
+    return CapturePlan("changelog", start, current, f"{len(in_range)} new master commit(s)", commits)

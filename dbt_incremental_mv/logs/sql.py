@@ -118,11 +118,29 @@ def _watermark_select(logged: Sequence[str], end: int | None, op: str = WATERMAR
     return f"select {', '.join(values)}"
 
 
-def log_stats(spec: LogSpec, log_snapshot: int, consumed: int | None) -> str:
+def _commits(commits: Sequence[int]) -> str:
+    return ", ".join(integer(c) for c in commits)
+
+
+def unconsumed(consumed: int | None, excluded: Sequence[int] = (), only: Sequence[int] | None = None) -> str:
+    """Rows a view has not consumed: after its sequence, not of a commit it consumed on commit;
+    ``only`` restricts them to given commits (on-commit refresh)."""
+    seq = ident(SEQUENCE_COLUMN)
+    parts = ["true" if consumed is None else f"{seq} > {integer(consumed)}"]
+    if excluded:
+        parts.append(f"{ident(COMMIT_COLUMN)} not in ({_commits(excluded)})")
+    if only is not None:
+        parts.append(f"{ident(COMMIT_COLUMN)} in ({_commits(only) or 'null'})")
+    return " and ".join(parts)
+
+
+def log_stats(
+    spec: LogSpec, log_snapshot: int, consumed: int | None, excluded: Sequence[int] = (), only: Sequence[int] | None = None
+) -> str:
     """What a refresh would consume from a log pinned at ``log_snapshot``, counted by kind."""
     seq = ident(SEQUENCE_COLUMN)
     op = ident(OP_COLUMN)
-    after = "true" if consumed is None else f"{seq} > {integer(consumed)}"
+    after = unconsumed(consumed, excluded, only)
     watermark = f"{op} in ({string(WATERMARK)}, {string(RESET)})"
     return (
         f"select {string(spec.log_relation)} as log_relation,\n"
@@ -138,18 +156,30 @@ def log_stats(spec: LogSpec, log_snapshot: int, consumed: int | None) -> str:
     )
 
 
-def marked_changes(spec: LogSpec, log_snapshot: int, consumed: int | None, upto: int, columns: Sequence[str]) -> str:
-    """The log rows a refresh consumes: images after ``consumed``, up to ``upto``."""
+def marked_changes(
+    spec: LogSpec,
+    log_snapshot: int,
+    consumed: int | None,
+    upto: int,
+    columns: Sequence[str],
+    excluded: Sequence[int] = (),
+    only: Sequence[int] | None = None,
+) -> str:
+    """The log rows a refresh consumes: images not consumed yet, up to sequence ``upto``."""
     seq = ident(SEQUENCE_COLUMN)
-    lower = "" if consumed is None else f" and {seq} > {integer(consumed)}"
     return (
         f"select {idents([*columns, OP_COLUMN])} from {relation(spec.log_relation)} version as of {integer(log_snapshot)}\n"
-        f"where {ident(OP_COLUMN)} in ({string(INSERT)}, {string(DELETE)}) and {seq} <= {integer(upto)}{lower}"
+        f"where {ident(OP_COLUMN)} in ({string(INSERT)}, {string(DELETE)}) and {seq} <= {integer(upto)}"
+        f" and {unconsumed(consumed, excluded, only)}"
     )
 
 
-def purge(spec: LogSpec, consumed_by_all: int, watermark_sequence: int | None) -> str:
+def purge(spec: LogSpec, positions: Sequence[tuple[int, Sequence[int]]], watermark_sequence: int | None) -> str:
     """Delete the rows every dependent view has consumed, and all but the newest watermark.
+
+    ``positions`` holds, per dependent view, its sequence and the commits it consumed on
+    commit beyond it: a row is consumed by a view when it is at or before the sequence, or of
+    one of those commits.
 
     A MERGE on the row id: Spark 3.5 cannot plan a DELETE whose condition reads Iceberg
     metadata columns (``_last_updated_sequence_number``), a MERGE's source can. Rows
@@ -158,7 +188,13 @@ def purge(spec: LogSpec, consumed_by_all: int, watermark_sequence: int | None) -
     seq = ident(SEQUENCE_COLUMN)
     op = ident(OP_COLUMN)
     watermark = f"{op} in ({string(WATERMARK)}, {string(RESET)})"
-    condition = f"(not {watermark} and {seq} <= {integer(consumed_by_all)})"
+    by_all = []
+    for sequence, commits in positions:
+        consumed = f"{seq} <= {integer(sequence)}"
+        if commits:
+            consumed = f"({consumed} or {ident(COMMIT_COLUMN)} in ({_commits(commits)}))"
+        by_all.append(consumed)
+    condition = f"(not {watermark} and {' and '.join(by_all)})"
     if watermark_sequence is not None:
         condition += f"\n   or ({watermark} and {seq} < {integer(watermark_sequence)})"
     log = relation(spec.log_relation)

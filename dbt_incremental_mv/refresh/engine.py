@@ -18,7 +18,7 @@ from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewC
 from dbt_incremental_mv.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.config import FastRefreshConfig
 from dbt_incremental_mv.logs import sql as log_sql
-from dbt_incremental_mv.logs.capture import SnapshotInfo, plan_capture
+from dbt_incremental_mv.logs.capture import CapturePlan, SnapshotInfo, plan_capture
 from dbt_incremental_mv.logs.contract import LogContractError, LogSpec, log_specs_from_graph, logs_by_master, validate_log_columns
 from dbt_incremental_mv.refresh import join_view
 from dbt_incremental_mv.refresh.marked import MarkedLog
@@ -30,6 +30,9 @@ Execute = Callable[[str], None]
 
 # Needed by the plugin: staged commits (write-audit-publish) for the atomic refresh.
 REQUIRED_VIEW_PROPERTIES = {"write.wap.enabled": "true"}
+# The compiled SQL the view was built from: on-commit refreshes (run outside the view's own
+# model) analyse it, and a complete refresh rebuilds the table when it changed.
+DEFINITION_PROPERTY = "dbt_incremental_mv.definition"
 # Defaults the user's tblproperties may override: merge-on-read makes a refresh write only
 # what changed (delete files + new rows) instead of rewriting every file it touches; compact
 # the view now and then with CALL system.rewrite_data_files (the refresh looks through it).
@@ -80,6 +83,7 @@ class RefreshPlan:
     compiled_sql: str
     config: FastRefreshConfig = field(default_factory=FastRefreshConfig)
     tblproperties: dict[str, str] = field(default_factory=dict)
+    stored_definition: str | None = None
 
     @property
     def action(self) -> str:
@@ -187,8 +191,10 @@ class FastRefreshEngine:
                 if definition.view_class is not ViewClass.JOIN:
                     blocker = f"fast refresh of {definition.view_class.value} views is not available yet"
         existing_columns = None
+        stored_definition = None
         if existing_type == "table":
             existing_columns = tuple(c for c, _ in self._columns(view_relation))
+            stored_definition = catalog.table_property(self.query, view_relation, DEFINITION_PROPERTY)
         decision = decide_refresh(
             name, config, existing_type=existing_type, full_refresh=full_refresh, fast_refresh_blocker=blocker
         )
@@ -208,7 +214,9 @@ class FastRefreshEngine:
                 **DEFAULT_VIEW_PROPERTIES,
                 **{str(k): str(v) for k, v in user_properties.items()},
                 **REQUIRED_VIEW_PROPERTIES,
+                DEFINITION_PROPERTY: compiled_sql.strip(),
             },
+            stored_definition=stored_definition,
         )
 
     def _fallback(self, name: str, config: FastRefreshConfig, reason: str) -> RefreshDecision:
@@ -236,10 +244,14 @@ class FastRefreshEngine:
 
     def capture(self, spec: LogSpec, logged: Sequence[str] | None) -> str:
         """Bring a capture-managed log up to its master's current snapshot; returns what it did."""
+        return self.capture_commits(spec, logged).reason
+
+    def capture_commits(self, spec: LogSpec, logged: Sequence[str] | None) -> CapturePlan:
+        """Capture, and return what was captured (the commits, oldest first)."""
         with _capture_lock(spec.log_relation):
             return self._capture(spec, logged)
 
-    def _capture(self, spec: LogSpec, logged: Sequence[str] | None) -> str:
+    def _capture(self, spec: LogSpec, logged: Sequence[str] | None) -> CapturePlan:
         if logged is None:
             logged = [c for c, _ in self._columns(spec.log_relation) if not c.startswith("_mv_")]
         if not self._columns(spec.log_relation):
@@ -248,7 +260,7 @@ class FastRefreshEngine:
             logged = [c for c, _ in master_columns]
             current = self._current_snapshots([spec.master_relation]).get(spec.master_relation)
             self.execute(log_sql.watermark_row(spec, logged, current))
-            return f"created {spec.log_relation}, capturing from master snapshot {current}"
+            return CapturePlan("none", current, current, f"created {spec.log_relation}, capturing from master snapshot {current}")
         snapshots = self._current_snapshots([spec.log_relation, spec.master_relation])
         stats = self._stats(spec, snapshots.get(spec.log_relation), 0)
         lineage = [SnapshotInfo(int(r[0]), r[1], int(r[2]), int(r[3])) for r in self.query(log_sql.snapshot_lineage(spec.master_relation))]
@@ -265,17 +277,23 @@ class FastRefreshEngine:
             self.execute(log_sql.capture_by_diff(spec, logged, capture.start, capture.end))
         elif capture.method == "reset":
             self.execute(log_sql.watermark_row(spec, logged, capture.end, reset=True))
-        return f"{spec.log_relation}: {capture.method} ({capture.reason})"
+        return CapturePlan(
+            capture.method, capture.start, capture.end, f"{spec.log_relation}: {capture.method} ({capture.reason})",
+            capture.commits,
+        )
 
     def _current_snapshots(self, relations: Sequence[str]) -> dict[str, int]:
         return {r[0]: int(r[1]) for r in self.query(log_sql.current_snapshots(relations))}
 
-    def _stats(self, spec: LogSpec, log_snapshot: int | None, consumed: int) -> dict[str, Any]:
+    def _stats(
+        self, spec: LogSpec, log_snapshot: int | None, consumed: int, excluded: Sequence[int] = (),
+        only: Sequence[int] | None = None,
+    ) -> dict[str, Any]:
         empty = {"max_sequence": 0, "inserts": 0, "deletes": 0, "captured_through": None, "watermarks": 0,
                  "watermark_sequence": None, "reset_sequence": None, "oldest_change": None}
         if log_snapshot is None:
             return empty
-        row = self.query(log_sql.log_stats(spec, log_snapshot, consumed))[0]
+        row = self.query(log_sql.log_stats(spec, log_snapshot, consumed, excluded, only))[0]
         names = ["log_relation", *empty]
         stats = dict(zip(names, row))
         stats["max_sequence"] = stats["max_sequence"] or 0
@@ -290,7 +308,8 @@ class FastRefreshEngine:
         for spec in specs:
             position = state.logs.get(spec.log_relation) if state else None
             consumed = position.sequence if position else 0
-            stats = self._stats(spec, log_snapshots.get(spec.log_relation), consumed)
+            excluded = position.commits if position else ()
+            stats = self._stats(spec, log_snapshots.get(spec.log_relation), consumed, excluded)
             if plan.action == "fast" and stats["reset_sequence"] is not None and stats["reset_sequence"] > consumed:
                 plan.decision = self._fallback(
                     plan.model_name, plan.config,
@@ -305,6 +324,7 @@ class FastRefreshEngine:
                 inserts=int(stats["inserts"]),
                 deletes=int(stats["deletes"]),
                 master_snapshot=master_snapshot if master_snapshot is not None else -1,
+                excluded=tuple(excluded),
             )
         return marked
 
@@ -357,13 +377,120 @@ class FastRefreshEngine:
             query, columns, state = plan.compiled_sql, None, None
         target = relation(plan.view_relation)
         what = "build" if plan.action == "build" else "complete refresh"
-        if state is not None and plan.action == "complete" and plan.existing_columns == tuple(columns or ()):
+        same_table = plan.existing_columns == tuple(columns or ()) and plan.stored_definition == plan.compiled_sql.strip()
+        if state is not None and plan.action == "complete" and same_table:
             steps = self._publish(plan, state, "main", f"insert overwrite {target} ({idents(columns)})\n{query}")
             return Propagation(steps, state, marked, f"{what}: recomputed in one commit")
         steps = [Step("main", query, kind="create")]
         if state is not None:
             steps += self._publish(plan, state, "record", f"insert into {target} select * from {target} where false")
         return Propagation(steps, state, marked, f"{what}: table replaced")
+
+    # ---------------------------------------------------------------- on commit
+    def on_commit(
+        self, master_relation: str, graph: Mapping[str, Any], existing: Callable[[str], bool],
+        commits: Sequence[int] | None = None,
+    ) -> list[str]:
+        """Propagate just the given commits of a master (default: the commits captured now) to
+        every existing fast_refresh view that reads it; Oracle 11gR2's on-commit refresh."""
+        all_logs = logs_by_master(log_specs_from_graph(graph))
+        spec = all_logs.get(master_relation)
+        if spec is None:
+            raise LogContractError(
+                f"refresh_on_commit: no change log is declared for {master_relation} (declare one with meta.mv_log)."
+            )
+        if spec.capture:
+            captured = self.capture_commits(spec, None)
+            if captured.method == "reset":
+                return [f"{captured.reason}: the views reading {master_relation} need a complete refresh (dbt run)"]
+            if commits is None:
+                commits = captured.commits
+        elif commits is None:
+            raise LogContractError(
+                f"refresh_on_commit: the {spec.describe()} is written by your ingestion: name the commits "
+                "to propagate, e.g. refresh_on_commit(commits=[...])."
+            )
+        if not commits:
+            return [f"{master_relation}: no new commit to propagate"]
+        return [
+            self._refresh_on_commit(view, spec, tuple(int(c) for c in commits), graph, all_logs, existing)
+            for view in view_consumers(graph, master_relation)
+            if existing(view)
+        ]
+
+    def _refresh_on_commit(
+        self, view: str, spec: LogSpec, commits: tuple[int, ...], graph: Mapping[str, Any],
+        all_logs: Mapping[str, LogSpec], existing: Callable[[str], bool],
+    ) -> str:
+        state = catalog.view_state(self.query, view)
+        position = state.logs.get(spec.log_relation) if state else None
+        sql = catalog.table_property(self.query, view, DEFINITION_PROPERTY)
+        if state is None or position is None or sql is None:
+            return f"{view}: skipped, it has no record of its logs (the next dbt run refreshes it completely)"
+        node = next(
+            n for n in graph.get("nodes", {}).values()
+            if n.get("resource_type") == "model" and _relation_name(n) == view
+        )
+        masters = dependency_relations(node, graph)
+        if any(m not in all_logs for m in masters):
+            return f"{view}: skipped, not every master has a change log"
+        tables = {m: MasterTable(name=m, columns=tuple(self._columns(m)), key=all_logs[m].key) for m in masters}
+        try:
+            definition = analyze_view(sql, tables)
+        except UnsupportedViewError as exc:
+            return f"{view}: skipped ({exc})"
+        if definition.view_class is not ViewClass.JOIN:
+            return f"{view}: skipped (on-commit refresh of {definition.view_class.value} views is not available yet)"
+        snapshots = self._current_snapshots(sorted({*masters, spec.log_relation}))
+        marked = {}
+        for master in masters:
+            log = all_logs[master]
+            if master != spec.master_relation:
+                marked[master] = MarkedLog(log, 0, 0, 0, 0, 0, snapshots[master])
+                continue
+            stats = self._stats(spec, snapshots.get(spec.log_relation), position.sequence, position.commits, commits)
+            # A captured commit id is the master's snapshot id: read the master as of the newest
+            # named commit, so later commits do not leak in. Ingestion-written logs: as of now.
+            as_of = snapshots[master]
+            if spec.capture:
+                as_of = next((c for c in reversed(self._lineage_order(master)) if c in commits), snapshots[master])
+            marked[master] = MarkedLog(
+                spec=spec, log_snapshot=snapshots.get(spec.log_relation, 0), consumed=position.sequence,
+                upto=max(stats["max_sequence"], position.sequence), inserts=int(stats["inserts"]),
+                deletes=int(stats["deletes"]), master_snapshot=as_of, excluded=position.commits, only=commits,
+            )
+        statement = join_view.refresh_statement(definition, view, marked)
+        if statement is None:
+            return f"{view}: nothing of commit(s) {', '.join(map(str, commits))} to propagate"
+        logs = dict(state.logs)
+        logs[spec.log_relation] = LogPosition(
+            position.sequence, marked[spec.master_relation].master_snapshot, tuple(sorted({*position.commits, *commits}))
+        )
+        new_state = ViewState(logs=logs, method="on-commit", base=self._current_snapshots([view]).get(view))
+        wap_id = new_state.encode()
+        self.execute(f"set spark.wap.id={wap_id}")
+        try:
+            self.execute(statement.sql)
+        finally:
+            self.execute("reset spark.wap.id")
+        self.execute(f"call spark_catalog.system.publish_changes({string(view)}, {string(wap_id)})")
+        purged = self.purge_log(spec, new_state, view, graph, existing)
+        kind = marked[spec.master_relation].kind
+        return (
+            f"{view}: on-commit refresh of {spec.master_relation} commit(s) {', '.join(map(str, commits))}: "
+            f"{kind}; steps run: {', '.join(statement.steps_run)}" + (f"; purged {', '.join(purged)}" if purged else "")
+        )
+
+    def _lineage_order(self, master: str) -> list[int]:
+        """The master's current ancestry, oldest first (snapshot ids are not ordered)."""
+        rows = self.query(log_sql.snapshot_lineage(master))
+        parents = {int(r[0]): r[1] for r in rows}
+        current = self._current_snapshots([master]).get(master)
+        order = []
+        while current is not None and current in parents:
+            order.append(current)
+            current = parents[current]
+        return list(reversed(order))
 
     # ---------------------------------------------------------------- report
     def touched_rows(self, plan: RefreshPlan, propagation: Propagation) -> str:
@@ -380,27 +507,37 @@ class FastRefreshEngine:
     # ---------------------------------------------------------------- purge
     def purge(self, plan: RefreshPlan, propagation: Propagation, graph: Mapping[str, Any], existing: Callable[[str], bool]) -> list[str]:
         """Delete log rows that every dependent view has consumed. Returns what was purged."""
-        done = []
+        done: list[str] = []
         if propagation.state is None:
             return done
-        for master, spec in plan.logs.items():
-            positions = [propagation.state.logs[spec.log_relation].sequence]
-            for consumer in view_consumers(graph, master):
-                if consumer == plan.view_relation or not existing(consumer):
-                    continue
-                state = catalog.view_state(self.query, consumer)
-                position = state.logs.get(spec.log_relation) if state else None
-                if position is not None:
-                    positions.append(position.sequence)
-            floor = min(positions)
-            stats = self._stats(spec, self._current_snapshots([spec.log_relation]).get(spec.log_relation), floor)
-            consumed_rows = stats["oldest_change"] is not None and stats["oldest_change"] <= floor
-            if consumed_rows or stats["watermarks"] > WATERMARKS_BEFORE_PURGE:
-                try:
-                    self.execute(log_sql.purge(spec, floor, stats["watermark_sequence"]))
-                except Exception as exc:  # noqa: BLE001 - a concurrent write won; the next refresh purges
-                    reason = str(getattr(exc, "msg", exc)).strip().splitlines()[0][:160]
-                    done.append(f"{spec.log_relation} left for the next refresh (concurrent commit: {reason})")
-                else:
-                    done.append(f"{spec.log_relation} through sequence {floor}")
+        for spec in plan.logs.values():
+            done += self.purge_log(spec, propagation.state, plan.view_relation, graph, existing)
+        return done
+
+    def purge_log(
+        self, spec: LogSpec, state: ViewState, view_relation: str, graph: Mapping[str, Any], existing: Callable[[str], bool]
+    ) -> list[str]:
+        done: list[str] = []
+        own = state.logs[spec.log_relation]
+        positions = [(own.sequence, own.commits)]
+        for consumer in view_consumers(graph, spec.master_relation):
+            if consumer == view_relation or not existing(consumer):
+                continue
+            other = catalog.view_state(self.query, consumer)
+            position = other.logs.get(spec.log_relation) if other else None
+            if position is not None:
+                positions.append((position.sequence, position.commits))
+        floor = min(sequence for sequence, _ in positions)
+        stats = self._stats(spec, self._current_snapshots([spec.log_relation]).get(spec.log_relation), floor)
+        consumed_rows = stats["oldest_change"] is not None and stats["oldest_change"] <= floor
+        consumed_on_commit = all(commits for _, commits in positions)
+        if not (consumed_rows or consumed_on_commit or stats["watermarks"] > WATERMARKS_BEFORE_PURGE):
+            return done
+        try:
+            self.execute(log_sql.purge(spec, positions, stats["watermark_sequence"]))
+        except Exception as exc:  # noqa: BLE001 - a concurrent write won; the next refresh purges
+            reason = str(getattr(exc, "msg", exc)).strip().splitlines()[0][:160]
+            done.append(f"{spec.log_relation} left for the next refresh (concurrent commit: {reason})")
+        else:
+            done.append(f"{spec.log_relation} through sequence {floor}")
         return done

@@ -20,6 +20,8 @@ class MarkedLog:
     inserts: int  # marked after images
     deletes: int  # marked before images
     master_snapshot: int  # the master snapshot the refreshed view reflects
+    excluded: tuple[int, ...] = ()  # commits the view already consumed on commit
+    only: tuple[int, ...] | None = None  # on-commit refresh: just these commits
 
     @property
     def has_changes(self) -> bool:
@@ -41,7 +43,9 @@ class MarkedLog:
 
     def changed_keys(self, images: str = "all") -> str:
         """Distinct keys of the marked images: ``all``, or only after images (``inserts``)."""
-        rows = log_sql.marked_changes(self.spec, self.log_snapshot, self.consumed, self.upto, self.spec.key)
+        rows = log_sql.marked_changes(
+            self.spec, self.log_snapshot, self.consumed, self.upto, self.spec.key, self.excluded, self.only
+        )
         if images == "inserts":
             rows += " and `_mv_op` = 'I'"
         return f"select distinct {', '.join(f'`{k}`' for k in self.spec.key)} from (\n{rows}\n)"

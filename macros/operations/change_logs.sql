@@ -26,3 +26,20 @@
     {{ return(master) }}
   {%- endif -%}
 {%- endmacro %}
+
+{#
+  On-commit refresh (Oracle's REFRESH FAST ON COMMIT): in a post-hook of a model that writes a
+  master, propagate just the commit(s) it made to every fast_refresh view reading that master.
+
+    {{ config(post_hook="{{ refresh_on_commit() }}") }}                 -- this model is the master
+    {{ refresh_on_commit(master=ref('orders')) }}                       -- from an operation
+    {{ refresh_on_commit(master=source('cdc', 'orders'), commits=[42]) }}  -- an ingestion-written log
+#}
+{% macro refresh_on_commit(master=none, commits=none) -%}
+  {%- if execute -%}
+    {%- for line in adapter.mv_refresh_on_commit(master if master is not none else this, graph, commits) -%}
+      {{ log(line, info=True) }}
+    {%- endfor -%}
+  {%- endif -%}
+  {{ return('') }}
+{%- endmacro %}

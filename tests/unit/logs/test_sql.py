@@ -34,7 +34,7 @@ def test_create_log_is_a_v3_iceberg_table_with_the_contract_columns():
         sql.capture_by_diff(SPEC, LOGGED, None, 42),
         sql.log_stats(SPEC, 7, 3),
         sql.marked_changes(SPEC, 7, 3, 9, ["order_id"]),
-        sql.purge(SPEC, 9, 12),
+        sql.purge(SPEC, [(9, ())], 12),
     ],
 )
 def test_statements_parse(statement):
@@ -47,7 +47,7 @@ def test_reset_watermark_is_flagged():
 
 
 def test_purge_keeps_unconsumed_rows_and_the_newest_watermark():
-    purge = sql.purge(SPEC, 9, 12)
+    purge = sql.purge(SPEC, [(9, ())], 12)
     assert "`_last_updated_sequence_number` <= 9" in purge
     assert "`_last_updated_sequence_number` < 12" in purge
     assert "merge into `shop`.`mlog_orders`" in purge
@@ -63,3 +63,16 @@ def test_identifiers_with_backticks_are_escaped():
 def test_values_must_be_integers():
     with pytest.raises(TypeError):
         sql.log_stats(SPEC, "7; drop table x", 1)
+
+
+def test_purge_honours_commits_consumed_on_commit_by_every_view():
+    purge = sql.purge(SPEC, [(9, (41, 42)), (5, (42,))], None)
+    assert "(`_last_updated_sequence_number` <= 9 or `_mv_commit` in (41, 42))" in purge
+    assert "(`_last_updated_sequence_number` <= 5 or `_mv_commit` in (42))" in purge
+    parses(purge)
+
+
+def test_on_commit_selection_restricts_to_the_commits():
+    statement = sql.marked_changes(SPEC, 7, 3, 9, ["order_id"], excluded=(40,), only=(41,))
+    assert "`_mv_commit` not in (40)" in statement and "`_mv_commit` in (41)" in statement
+    parses(statement)
