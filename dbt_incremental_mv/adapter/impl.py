@@ -173,6 +173,29 @@ class SparkMVAdapter(SparkAdapter):
             raise self._people_error(exc) from exc
 
     @available
+    def mv_layout_advice(self, graph: Mapping[str, Any], models: Sequence[str] | None = None) -> list[str]:
+        """Sort orders that let Iceberg prune files in each view's refresh (advice, not run)."""
+        from dbt_incremental_mv.layout import layout_advice
+
+        lines = []
+        for node in sorted(graph.get("nodes", {}).values(), key=lambda n: n["name"]):
+            if node.get("resource_type") != "model" or (node.get("config") or {}).get("materialized") != "fast_refresh":
+                continue
+            if models and node["name"] not in models:
+                continue
+            name = f"{node['schema']}.{node.get('alias') or node['name']}".lower()
+            if self.get_relation(None, node["schema"], node.get("alias") or node["name"]) is None:  # type: ignore[arg-type]
+                lines.append(f"-- {node['name']}: not built yet")
+                continue
+            definition = self._engine().stored_definition(name, graph)
+            if isinstance(definition, str):
+                lines.append(f"-- {node['name']}: no advice ({definition})")
+                continue
+            lines.append(f"-- {node['name']} ({definition.view_class.value} view)")
+            lines += [f"{statement};" for statement in layout_advice(definition, name)]
+        return lines
+
+    @available
     def mv_log_capture(self, graph: Mapping[str, Any], masters: Sequence[str] | None = None) -> list[str]:
         """Append the masters' committed changes to their capture-managed logs."""
         from dbt_incremental_mv import catalog

@@ -424,23 +424,14 @@ class FastRefreshEngine:
     ) -> str:
         state = catalog.view_state(self.query, view)
         position = state.logs.get(spec.log_relation) if state else None
-        sql = catalog.table_property(self.query, view, DEFINITION_PROPERTY)
-        if state is None or position is None or sql is None:
+        if state is None or position is None:
             return f"{view}: skipped, it has no record of its logs (the next dbt run refreshes it completely)"
-        node = next(
-            n for n in graph.get("nodes", {}).values()
-            if n.get("resource_type") == "model" and _relation_name(n) == view
-        )
-        masters = dependency_relations(node, graph)
-        if any(m not in all_logs for m in masters):
-            return f"{view}: skipped, not every master has a change log"
-        tables = {m: MasterTable(name=m, columns=tuple(self._columns(m)), key=all_logs[m].key) for m in masters}
-        try:
-            definition = analyze_view(sql, tables)
-        except UnsupportedViewError as exc:
-            return f"{view}: skipped ({exc})"
+        definition = self.stored_definition(view, graph, all_logs)
+        if isinstance(definition, str):
+            return f"{view}: skipped ({definition})"
         if definition.view_class is not ViewClass.JOIN:
             return f"{view}: skipped (on-commit refresh of {definition.view_class.value} views is not available yet)"
+        masters = sorted({o.master.name for o in definition.occurrences})
         snapshots = self._current_snapshots(sorted({*masters, spec.log_relation}))
         marked = {}
         for master in masters:
@@ -480,6 +471,31 @@ class FastRefreshEngine:
             f"{view}: on-commit refresh of {spec.master_relation} commit(s) {', '.join(map(str, commits))}: "
             f"{kind}; steps run: {', '.join(statement.steps_run)}" + (f"; purged {', '.join(purged)}" if purged else "")
         )
+
+    def stored_definition(
+        self, view: str, graph: Mapping[str, Any], all_logs: Mapping[str, LogSpec] | None = None
+    ) -> ViewDefinition | str:
+        """The analysed definition a view was built from (its table property), or why not."""
+        if all_logs is None:
+            all_logs = logs_by_master(log_specs_from_graph(graph))
+        sql = catalog.table_property(self.query, view, DEFINITION_PROPERTY)
+        if sql is None:
+            return "it was not built by this plugin version (no stored definition)"
+        node = next(
+            (n for n in graph.get("nodes", {}).values() if n.get("resource_type") == "model" and _relation_name(n) == view),
+            None,
+        )
+        if node is None:
+            return "it is not a model of this project"
+        masters = dependency_relations(node, graph)
+        missing = [m for m in masters if m not in all_logs]
+        if missing:
+            return f"no change log is declared for {', '.join(missing)}"
+        tables = {m: MasterTable(name=m, columns=tuple(self._columns(m)), key=all_logs[m].key) for m in masters}
+        try:
+            return analyze_view(sql, tables)
+        except UnsupportedViewError as exc:
+            return str(exc)
 
     def _lineage_order(self, master: str) -> list[int]:
         """The master's current ancestry, oldest first (snapshot ids are not ordered)."""

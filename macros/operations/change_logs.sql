@@ -43,3 +43,16 @@
   {%- endif -%}
   {{ return('') }}
 {%- endmacro %}
+
+{#
+  Layout advice: the Iceberg sort orders that let each view's refresh prune data files (Oracle's
+  advice to index the view's rowid columns and the masters' join columns). Printed, never run.
+
+    dbt run-operation mv_layout_advice
+    dbt run-operation mv_layout_advice --args '{models: [customer_orders]}'
+#}
+{% macro mv_layout_advice(models=none) -%}
+  {%- for line in adapter.mv_layout_advice(graph, _mv_masters(models)) -%}
+    {{ print(line) }}
+  {%- endfor -%}
+{%- endmacro %}

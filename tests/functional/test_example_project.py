@@ -42,6 +42,8 @@ def test_demo_builds_refreshes_incrementally_and_rebuilds_cleanly(tmp_path):
     third = dbt(project, "run")
     assert "customer_orders: fast refresh: nothing marked" in third and "no write" in third
     assert "Done. PASS=4 WARN=0 ERROR=0" in dbt(project, "run", "--full-refresh")
+    advice = dbt(project, "run-operation", "mv_layout_advice")
+    assert "alter table `shop`.`customer_orders` write ordered by `_mv_o_order_id`, `_mv_c_customer_id`;" in advice
 
     litter = {"metastore_db", "derby.log", "spark-warehouse"} & {p.name for p in project.iterdir()}
     assert not litter

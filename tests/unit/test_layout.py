@@ -1,0 +1,23 @@
+from dbt_incremental_mv.analysis import MasterTable, analyze_view
+from dbt_incremental_mv.layout import layout_advice
+
+MASTERS = {
+    "s.orders": MasterTable("s.orders", (("order_id", "bigint"), ("customer_id", "bigint"), ("amount", "int")), ("order_id",)),
+    "s.customers": MasterTable("s.customers", (("customer_id", "bigint"), ("name", "string")), ("customer_id",)),
+}
+
+
+def test_view_sorted_by_hidden_keys_masters_by_key_and_join_columns():
+    view = analyze_view(
+        "select o.order_id, c.name from s.orders o join s.customers c on o.customer_id = c.customer_id", MASTERS
+    )
+    assert layout_advice(view, "s.order_names") == [
+        "alter table `s`.`order_names` write ordered by `_mv_o_order_id`, `_mv_c_customer_id`",
+        "alter table `s`.`orders` write ordered by `order_id`",
+        "alter table `s`.`customers` write ordered by `customer_id`",
+    ]
+
+
+def test_aggregate_view_sorted_by_group_keys():
+    view = analyze_view("select customer_id, sum(amount) as total from s.orders group by customer_id", MASTERS)
+    assert layout_advice(view, "s.totals")[0] == "alter table `s`.`totals` write ordered by `customer_id`"
