@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from dbt_incremental_mv.iceberg_runtime import ICEBERG_PACKAGE, IcebergRuntimeError, prepare_offline_jars
@@ -15,7 +16,27 @@ def main(argv: list[str] | None = None) -> int:
         "prepare-jars",
         help="prepare the offline Iceberg runtime (cached) and print the jars for spark.jars / --driver-class-path",
     )
+    server = commands.add_parser(
+        "thrift-server",
+        help="run a local Spark Thrift Server with Iceberg (spark_catalog = Iceberg Hadoop catalog) until Ctrl-C",
+    )
+    server.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    server.add_argument("--port", type=int, default=10000, help="port to listen on (default 10000; 0: a free one)")
+    server.add_argument("--warehouse", default="warehouse", help="Iceberg warehouse directory (default ./warehouse)")
+    server.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    server.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="run on a local Spark standalone cluster of a master and N one-core workers on 127.0.0.1 (overrides --master)",
+    )
+    server.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting (repeatable)"
+    )
+    server.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the server to listen")
     args = parser.parse_args(argv)
+    if args.command == "thrift-server":
+        return _thrift_server(args)
     if args.command == "prepare-jars":
         try:
             jars = prepare_offline_jars()
@@ -25,6 +46,56 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(",".join(jars.classpath))
     return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _thrift_server(args: argparse.Namespace) -> int:
+    from dbt_incremental_mv.thrift_server import ThriftServerError, start_thrift_server
+
+    conf = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            print(f"error: --conf {item!r} is not KEY=VALUE", file=sys.stderr)
+            return 2
+        conf[key.strip()] = value
+    signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops the server like Ctrl-C does
+    try:
+        server = start_thrift_server(
+            host=args.host,
+            port=args.port or None,
+            warehouse=args.warehouse,
+            master=args.master,
+            workers=args.workers,
+            conf=conf,
+            timeout=args.timeout,
+        )
+    except (ThriftServerError, IcebergRuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # while starting: start_thrift_server stopped what it started
+        return 130
+    print(
+        f"Spark Thrift Server listening on {server.host}:{server.port} (started in {server.started_in:.0f} s)\n"
+        f"  Spark master: {server.master}\n"
+        f"  Iceberg warehouse: {server.warehouse}\n"
+        f"  log: {server.log_path}\n"
+        f"  profile: type: spark_mv, method: thrift, host: {server.host}, port: {server.port}\n"
+        "Ctrl-C stops it.",
+        flush=True,
+    )
+    try:
+        code = server.process.wait()
+        print(f"error: the server exited with code {code}:\n{server.log_tail()}", file=sys.stderr)
+        server.stop()
+        return 1
+    except KeyboardInterrupt:
+        print("stopping the Spark Thrift Server", file=sys.stderr)
+        server.stop()
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

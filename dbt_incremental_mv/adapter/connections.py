@@ -18,7 +18,12 @@ from typing import Any
 from dbt.adapters.contracts.connection import Connection, ConnectionState
 from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.exceptions import FailedToConnectError
-from dbt.adapters.spark.connections import SparkConnectionManager, SparkConnectionMethod, SparkCredentials
+from dbt.adapters.spark.connections import (
+    PyhiveConnectionWrapper,
+    SparkConnectionManager,
+    SparkConnectionMethod,
+    SparkCredentials,
+)
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt_incremental_mv.embedded import ICEBERG_JARS_MODES, start_session
@@ -46,6 +51,14 @@ class SparkMVCredentials(SparkCredentials):
             allowed = ", ".join(f"'{m}'" for m in ICEBERG_JARS_MODES)
             raise DbtRuntimeError(f"Profile: iceberg_jars={self.iceberg_jars!r} is not supported. Allowed: {allowed}.")
         super().__post_init__()
+        if self.method in (SparkConnectionMethod.THRIFT, SparkConnectionMethod.HTTP):
+            # The Spark Thrift Server applies a session configuration entry only when its key is
+            # prefixed ``set:hiveconf:``; unprefixed keys (dbt-spark's own ``spark.sql.ansi.enabled``
+            # included) would be silently ignored.
+            self.server_side_parameters = {
+                (key if key.startswith("set:") else f"set:hiveconf:{key}"): value
+                for key, value in self.server_side_parameters.items()
+            }
 
     def _connection_keys(self) -> tuple[str, ...]:
         keys = super()._connection_keys()
@@ -112,6 +125,25 @@ class FaultInjection:
                 raise DbtRuntimeError(f"injected fault after statement {limit}: {statement[:80]}")
 
 
+class ThriftConnectionWrapper(PyhiveConnectionWrapper):
+    """dbt-spark's PyHive wrapper, fixed for statements that return no rows.
+
+    Over the Spark Thrift Server a DDL or DML statement reports a one-column result set
+    (``Result``) whose fetch carries no columns at all, and PyHive 0.7 then fails in
+    ``_fetch_more`` with ``'NoneType' object is not iterable`` (apache/kyuubi#7106): dbt's
+    ``run_query`` of any DDL/DML broke. Such a statement has no rows: return none.
+    """
+
+    def fetchall(self) -> list[Any]:
+        assert self._cursor, "Cursor not available"
+        try:
+            return self._cursor.fetchall()
+        except TypeError as exc:
+            if "'NoneType' object is not iterable" not in str(exc) or getattr(self._cursor, "_data", None):
+                raise
+            return []
+
+
 class SparkMVConnectionManager(SparkConnectionManager):
     TYPE = "spark_mv"
 
@@ -123,8 +155,13 @@ class SparkMVConnectionManager(SparkConnectionManager):
     @classmethod
     def open(cls, connection: Connection) -> Connection:
         creds = connection.credentials
-        if connection.state == ConnectionState.OPEN or creds.method != SparkConnectionMethod.SESSION:
-            return super().open(connection)
+        if connection.state == ConnectionState.OPEN:
+            return connection
+        if creds.method != SparkConnectionMethod.SESSION:
+            connection = super().open(connection)
+            if type(connection.handle) is PyhiveConnectionWrapper:
+                connection.handle.__class__ = ThriftConnectionWrapper
+            return connection
         with _session_lock:  # dbt threads open connections concurrently; one JVM per process
             try:
                 root = start_session(

@@ -58,6 +58,10 @@ class SparkMVAdapter(SparkAdapter):
 
         return FastRefreshEngine(self._query, self._run)
 
+    def _relation_exists(self, name: str) -> bool:
+        schema, _, identifier = name.partition(".")
+        return self.get_relation(None, schema, identifier) is not None  # type: ignore[arg-type]
+
     @staticmethod
     def _people_error(exc: Exception) -> DbtRuntimeError:
         return DbtRuntimeError(str(exc))
@@ -104,13 +108,9 @@ class SparkMVAdapter(SparkAdapter):
     def fast_refresh_finish(self, plan, propagation, graph: Mapping[str, Any]) -> str:
         """Purge what every view has consumed; returns the line to log."""
 
-        def exists(name: str) -> bool:
-            schema, _, identifier = name.partition(".")
-            return self.get_relation(None, schema, identifier) is not None  # type: ignore[arg-type]
-
         engine = self._engine()
         touched = engine.touched_rows(plan, propagation)
-        purged = engine.purge(plan, propagation, graph, exists)
+        purged = engine.purge(plan, propagation, graph, self._relation_exists)
         line = propagation.summary + (f"; {touched}" if touched else "")
         if purged:
             line += f"; purged {', '.join(purged)}"
@@ -163,12 +163,8 @@ class SparkMVAdapter(SparkAdapter):
         """Propagate a master's latest commit(s) to the views that read it (on-commit refresh)."""
         from dbt_incremental_mv.logs.contract import LogContractError
 
-        def exists(name: str) -> bool:
-            schema, _, identifier = name.partition(".")
-            return self.get_relation(None, schema, identifier) is not None  # type: ignore[arg-type]
-
         try:
-            return self._engine().on_commit(_relation_name(master), graph, exists, commits)
+            return self._engine().on_commit(_relation_name(master), graph, self._relation_exists, commits)
         except LogContractError as exc:
             raise self._people_error(exc) from exc
 
@@ -184,7 +180,7 @@ class SparkMVAdapter(SparkAdapter):
             if models and node["name"] not in models:
                 continue
             name = f"{node['schema']}.{node.get('alias') or node['name']}".lower()
-            if self.get_relation(None, node["schema"], node.get("alias") or node["name"]) is None:  # type: ignore[arg-type]
+            if not self._relation_exists(name):
                 lines.append(f"-- {node['name']}: not built yet")
                 continue
             definition = self._engine().stored_definition(name, graph)

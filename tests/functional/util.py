@@ -1,6 +1,8 @@
 """Helpers shared by the functional tests."""
 
+import re
 from collections import Counter
+from pathlib import Path
 
 
 def rows(project, sql):
@@ -22,3 +24,39 @@ def assert_view_matches_query(project, view, query, columns="*"):
 def relation_exists(project, identifier):
     tables = rows(project, f"show tables in {project.test_schema}")
     return any(name == identifier for _, name, *_ in tables)
+
+
+# --- the example project (integration_tests/) as dbt test-fixture files, and its views' queries ---
+
+EXAMPLE_PROJECT = Path(__file__).resolve().parents[2] / "integration_tests"
+_REF = re.compile(r"\{\{\s*ref\(\s*['\"](\w+)['\"]\s*\)\s*\}\}")
+_CONFIG = re.compile(r"\{\{\s*config\(.*?\)\s*\}\}", re.DOTALL)
+
+
+def render_refs(sql, schema):
+    """A model's defining query: ``{{ config(...) }}`` dropped, ``{{ ref('x') }}`` -> ``schema.x``."""
+    return _REF.sub(lambda m: f"{schema}.{m.group(1)}", _CONFIG.sub("", sql))
+
+
+def example_project_files(kind):
+    """The example project's files of one kind (``seeds``, ``models``, ``macros``) by file name,
+    as dbt's test fixtures of that name take them."""
+    folder = EXAMPLE_PROJECT / kind
+    if not folder.is_dir():
+        return {}
+    return {p.name: p.read_text() for p in sorted(folder.iterdir()) if p.suffix in (".csv", ".sql", ".yml")}
+
+
+def query_columns(project, query):
+    """The output column names of a query (``describe query``), backquoted for a select list."""
+    return ["`" + name.replace("`", "``") + "`" for name, *_ in rows(project, f"describe query {query}")]
+
+
+def assert_views_match_queries(project, models):
+    """Every ``<name>.sql`` model in ``models`` equals its defining query recomputed now (compared
+    on the query's columns: the view's table may carry hidden bookkeeping columns too)."""
+    for file_name, sql in models.items():
+        if file_name.endswith(".sql"):
+            view = f"{project.test_schema}.{file_name[:-4]}"
+            query = render_refs(sql, project.test_schema)
+            assert_view_matches_query(project, view, query, columns=", ".join(query_columns(project, query)))
