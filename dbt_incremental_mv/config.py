@@ -24,6 +24,7 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class FastRefreshConfig:
     refresh_method: str = "force"
+    refresh_stats: bool = False  # count the groups/rows a fast refresh changes (one extra query)
 
     @classmethod
     def from_model_config(cls, model_name: str, config: Mapping[str, Any]) -> FastRefreshConfig:
@@ -43,4 +44,9 @@ class FastRefreshConfig:
                 "materialization: a fast-refreshed view is always an Iceberg table. Remove the file_format "
                 "config or set it to 'iceberg'."
             )
-        return cls(refresh_method=refresh_method.strip().lower())
+        refresh_stats = config.get("refresh_stats", False)
+        if not isinstance(refresh_stats, bool):
+            raise ConfigError(
+                f"Model '{model_name}': refresh_stats={refresh_stats!r} must be true or false."
+            )
+        return cls(refresh_method=refresh_method.strip().lower(), refresh_stats=refresh_stats)

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dbt_incremental_mv import catalog
-from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewClass, ViewDefinition, analyze_view
+from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewDefinition, analyze_view
 from dbt_incremental_mv.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.config import FastRefreshConfig
 from dbt_incremental_mv.logs import sql as log_sql
 from dbt_incremental_mv.logs.capture import CapturePlan, SnapshotInfo, plan_capture
 from dbt_incremental_mv.logs.contract import LogContractError, LogSpec, log_specs_from_graph, logs_by_master, validate_log_columns
-from dbt_incremental_mv.refresh import join_view
+from dbt_incremental_mv.refresh import view_classes
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh_plan import RefreshDecision, decide_refresh
 from dbt_incremental_mv.sql_text import idents, relation, string
@@ -84,6 +84,7 @@ class RefreshPlan:
     config: FastRefreshConfig = field(default_factory=FastRefreshConfig)
     tblproperties: dict[str, str] = field(default_factory=dict)
     stored_definition: str | None = None
+    view_types: dict[str, str] = field(default_factory=dict)  # the existing table's columns and types
 
     @property
     def action(self) -> str:
@@ -188,12 +189,14 @@ class FastRefreshEngine:
             except UnsupportedViewError as exc:
                 blocker = str(exc)
             else:
-                if definition.view_class is not ViewClass.JOIN:
-                    blocker = f"fast refresh of {definition.view_class.value} views is not available yet"
+                logged = {m: logged_columns[logs[m].log_relation] for m in masters if logs[m].log_relation in logged_columns}
+                blocker = view_classes.blocker(definition, logged)
         existing_columns = None
         stored_definition = None
+        view_types: dict[str, str] = {}
         if existing_type == "table":
-            existing_columns = tuple(c for c, _ in self._columns(view_relation))
+            view_types = dict(self._columns(view_relation))
+            existing_columns = tuple(view_types)
             stored_definition = catalog.table_property(self.query, view_relation, DEFINITION_PROPERTY)
         decision = decide_refresh(
             name, config, existing_type=existing_type, full_refresh=full_refresh, fast_refresh_blocker=blocker
@@ -217,6 +220,7 @@ class FastRefreshEngine:
                 DEFINITION_PROPERTY: compiled_sql.strip(),
             },
             stored_definition=stored_definition,
+            view_types=view_types,
         )
 
     def _fallback(self, name: str, config: FastRefreshConfig, reason: str) -> RefreshDecision:
@@ -352,7 +356,7 @@ class FastRefreshEngine:
         assert plan.definition is not None
         if plan.action != "fast":  # a log was reset while marking
             return self._complete(plan, marked)
-        statement = join_view.refresh_statement(plan.definition, plan.view_relation, marked)
+        statement = view_classes.refresh_statement(plan.definition, plan.view_relation, marked, plan.view_types)
         kinds = ", ".join(f"{m.spec.master_relation}: {m.kind} (+{m.inserts}/-{m.deletes})" for m in marked.values())
         if statement is None:
             return Propagation([], None, marked, f"fast refresh: nothing marked ({kinds}); no write")
@@ -362,6 +366,9 @@ class FastRefreshEngine:
             f"fast refresh: {kinds}; steps run: {', '.join(statement.steps_run)}"
             + (f"; skipped: {', '.join(statement.steps_skipped)}" if statement.steps_skipped else "")
         )
+        if plan.config.refresh_stats and statement.stats_sql:
+            values = self.query(statement.stats_sql)[0]
+            summary += "; " + ", ".join(f"{label}: {int(v or 0)}" for label, v in zip(statement.stats_labels, values))
         return Propagation(steps, state, marked, summary)
 
     def _complete(self, plan: RefreshPlan, marked: dict[str, MarkedLog]) -> Propagation:
@@ -429,7 +436,7 @@ class FastRefreshEngine:
         definition = self.stored_definition(view, graph, all_logs)
         if isinstance(definition, str):
             return f"{view}: skipped ({definition})"
-        if definition.view_class is not ViewClass.JOIN:
+        if view_classes.blocker(definition):
             return f"{view}: skipped (on-commit refresh of {definition.view_class.value} views is not available yet)"
         masters = sorted({o.master.name for o in definition.occurrences})
         snapshots = self._current_snapshots(sorted({*masters, spec.log_relation}))
@@ -450,7 +457,7 @@ class FastRefreshEngine:
                 upto=max(stats["max_sequence"], position.sequence), inserts=int(stats["inserts"]),
                 deletes=int(stats["deletes"]), master_snapshot=as_of, excluded=position.commits, only=commits,
             )
-        statement = join_view.refresh_statement(definition, view, marked)
+        statement = view_classes.refresh_statement(definition, view, marked, dict(self._columns(view)))
         if statement is None:
             return f"{view}: nothing of commit(s) {', '.join(map(str, commits))} to propagate"
         logs = dict(state.logs)
@@ -513,6 +520,10 @@ class FastRefreshEngine:
         """Rows the published commit inserted into and deleted from the view."""
         if not propagation.steps:
             return ""
+        if any(step.kind == "create" for step in propagation.steps):
+            # the table was built anew (its last commit is the empty bookkeeping one): its size
+            count = self.query(f"select count(*) from {relation(plan.view_relation)}")[0][0]
+            return f"view rows: {int(count or 0)}"
         summary = catalog.snapshot_summary(self.query, plan.view_relation)
         inserted = int(summary.get("added-records") or 0)
         deleted = int(summary.get("added-position-deletes") or 0) + int(summary.get("added-equality-deletes") or 0)

@@ -18,20 +18,13 @@ is unique by its hidden key columns, so removing duplicates is exact.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.refresh.marked import MarkedLog
+from dbt_incremental_mv.refresh.statement import RefreshStatement
 from dbt_incremental_mv.sql_text import ident, idents, relation
 
 ACTION = "_mv_action"
-
-
-@dataclass(frozen=True)
-class RefreshStatement:
-    sql: str
-    steps_run: tuple[str, ...]  # e.g. "DEL orders", "INS customers"
-    steps_skipped: tuple[str, ...]
 
 
 def _sources(view: ViewDefinition, marked: Mapping[str, MarkedLog], restricted_alias: str) -> dict[str, str]:
@@ -61,10 +54,16 @@ def _del_condition(view: ViewDefinition, marked: Mapping[str, MarkedLog], aliase
     return "\n   or ".join(parts)
 
 
-def refresh_statement(view: ViewDefinition, view_relation: str, marked: Mapping[str, MarkedLog]) -> RefreshStatement | None:
+def refresh_statement(
+    view: ViewDefinition,
+    view_relation: str,
+    marked: Mapping[str, MarkedLog],
+    view_types: Mapping[str, str] | None = None,
+) -> RefreshStatement | None:
     """The one statement that applies the marked changes, or None when nothing is marked.
 
-    ``marked`` maps every master relation of the view to its marked log.
+    ``marked`` maps every master relation of the view to its marked log; ``view_types`` is
+    unused (join views store what the defining query selects).
     """
     del_aliases = [o.alias for o in view.occurrences if marked[o.master.name].deletes]
     ins_aliases = [o.alias for o in view.occurrences if marked[o.master.name].inserts]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from dbt_incremental_mv.logs import sql as log_sql
 from dbt_incremental_mv.logs.contract import LogSpec
-from dbt_incremental_mv.sql_text import integer, relation
+from dbt_incremental_mv.sql_text import integer, relation, string
 
 
 @dataclass(frozen=True)
@@ -49,3 +49,12 @@ class MarkedLog:
         if images == "inserts":
             rows += " and `_mv_op` = 'I'"
         return f"select distinct {', '.join(f'`{k}`' for k in self.spec.key)} from (\n{rows}\n)"
+
+    def images(self, columns: tuple[str, ...] | list[str], op: str | None = None) -> str:
+        """The marked images' ``columns`` and ``_mv_op`` (only ``op`` images when given)."""
+        rows = log_sql.marked_changes(
+            self.spec, self.log_snapshot, self.consumed, self.upto, columns, self.excluded, self.only
+        )
+        if op is not None:
+            rows += f" and `_mv_op` = {string(op)}"
+        return rows

@@ -1,0 +1,171 @@
+"""Aggregate fast refresh: GROUP BY and global aggregates over one master and over inner joins,
+by signed net deltas in one MERGE; MIN/MAX recomputing only groups whose extreme may be gone."""
+
+import pytest
+from dbt.tests.util import run_dbt, run_dbt_and_capture
+
+from tests.functional.differential import Column, Master, Workload, soak_factor
+from tests.functional.util import rows
+
+MASTERS = [
+    Master("customers", "customer_id", [
+        Column("region_id", "bigint", [1, 2, 3, None]),
+        Column("segment", "string", ["retail", "corporate", None]),
+    ]),
+    Master("orders", "order_id", [
+        Column("customer_id", "bigint", [1001, 1002, 1003, 1004, 1005, None]),
+        Column("amount", "decimal(10,2)", [1.5, 2.25, 10.0, -3.0, None]),
+        Column("weight", "double", [0.1, 0.7, 2.5, None]),
+        Column("quantity", "int", [1, 2, 3, None]),
+        Column("status", "string", ["open", "shipped", "cancelled", None]),
+    ]),
+    Master("regions", "region_id", [Column("region", "string", ["north", "south", None])]),
+]
+
+SRC = {name: f"{{{{ source('shop', '{name}') }}}}" for name in ("customers", "orders", "regions")}
+
+VIEWS = {
+    # every aggregate kind over one master, NULL group keys, an expression, a filter
+    "order_stats": (
+        "select o.status, count(*) as n, count(o.amount) as n_amount, sum(o.amount) as total, "
+        "sum(o.quantity * 2) as double_quantity, avg(o.amount) as avg_amount, avg(o.weight) as avg_weight, "
+        "avg(o.quantity) as avg_quantity, min(o.amount) as min_amount, max(o.amount) as max_amount, "
+        "min(o.weight) as min_weight, max(o.status) as max_status "
+        f"from {SRC['orders']} o where o.customer_id is null or o.customer_id <> 1005 group by o.status"
+    ),
+    # two group keys, one an expression
+    "order_buckets": (
+        "select o.customer_id, coalesce(o.quantity, 0) > 1 as bulk, count(*) as n, sum(o.weight) as weight "
+        f"from {SRC['orders']} o group by o.customer_id, coalesce(o.quantity, 0) > 1"
+    ),
+    # a global aggregate: one row, even when no order is left
+    "order_totals": (
+        "select count(*) as n, sum(o.amount) as total, max(o.amount) as max_amount, avg(o.weight) as avg_weight "
+        f"from {SRC['orders']} o where o.status <> 'cancelled'"
+    ),
+    # over a join: a customer's region update moves its orders to another group
+    "region_sales": (
+        "select c.region_id, count(*) as n, sum(o.amount) as total, min(o.amount) as min_amount, "
+        "max(o.weight) as max_weight, count(c.segment) as n_segment "
+        f"from {SRC['orders']} o join {SRC['customers']} c on o.customer_id = c.customer_id group by c.region_id"
+    ),
+    # three masters, grouped by a column of the last one
+    "sales_by_region_name": (
+        "select r.region, c.segment, count(*) as n, sum(o.quantity) as quantity, max(o.amount) as max_amount "
+        f"from {SRC['orders']} o join {SRC['customers']} c on o.customer_id = c.customer_id "
+        f"join {SRC['regions']} r on c.region_id = r.region_id where o.status <> 'cancelled' "
+        "group by r.region, c.segment"
+    ),
+}
+
+
+def defining_query(project, sql):
+    for name in ("orders", "customers", "regions"):
+        sql = sql.replace(SRC[name], f"{project.test_schema}.{name}")
+    return sql
+
+
+def visible_columns(project, view):
+    return [name for name, *_ in rows(project, f"describe {project.test_schema}.{view}")
+            if name and not name.startswith("_mv_") and not name.startswith("#")]
+
+
+class TestAggregateRefresh:
+    @pytest.fixture(scope="class")
+    def models(self):
+        files = {f"{name}.sql": "{{ config(materialized='fast_refresh', refresh_method='fast') }}\n" + sql
+                 for name, sql in VIEWS.items()}
+        files["sources.yml"] = Workload.sources_yml(MASTERS)
+        return files
+
+    def check_all(self, workload):
+        for name, sql in VIEWS.items():
+            workload.check(name, defining_query(workload.project, sql), visible_columns(workload.project, name))
+
+    @pytest.mark.parametrize("seed", [7])
+    def test_randomized_workload(self, project, seed):
+        workload = Workload(project, [Master(m.name, m.key, m.columns) for m in MASTERS], seed)
+        workload.create(initial_rows=10)
+        results = run_dbt(["run"])
+        assert all(r.status == "success" for r in results)
+        self.check_all(workload)
+
+        for _ in range(6 * soak_factor()):
+            workload.round(8)
+            results, log = run_dbt_and_capture(["run"])
+            assert all(r.status == "success" for r in results), log
+            assert log.count("fast refresh:") == len(VIEWS), log
+            self.check_all(workload)
+
+        # insert-only: MIN/MAX merge with greatest/least, no recompute
+        workload.round(6, kinds=("insert",))
+        results, log = run_dbt_and_capture(["run"])
+        assert "skipped: MIN/MAX recompute (insert-only)" in log
+        self.check_all(workload)
+
+        # dimension updates only: rows move between groups of the join aggregates
+        workload.round(5, masters=["customers", "regions"], kinds=("update", "update_key"))
+        results, log = run_dbt_and_capture(["run"])
+        assert all(r.status == "success" for r in results), log
+        self.check_all(workload)
+
+        # every order goes: groups disappear, the global row stays with count 0
+        for key in sorted(workload.masters["orders"].rows):
+            workload.sql(f"delete from {project.test_schema}.orders where order_id = {key}")
+        workload.masters["orders"].rows.clear()
+        results, log = run_dbt_and_capture(["run"])
+        assert "delete-only" in log
+        self.check_all(workload)
+        assert rows(project, f"select count(*) from {project.test_schema}.order_stats") == [(0,)]
+        assert rows(project, f"select n, total from {project.test_schema}.order_totals") == [(0, None)]
+
+        # and come back
+        workload.round(8, masters=["orders"], kinds=("insert",))
+        run_dbt(["run"])
+        self.check_all(workload)
+
+
+MAX_VIEW = (
+    "{{ config(materialized='fast_refresh', refresh_method='fast', refresh_stats=true) }}\n"
+    "select o.customer_id, count(*) as n, max(o.amount) as max_amount, min(o.amount) as min_amount "
+    "from {{ source('shop', 'orders') }} o group by o.customer_id"
+)
+
+
+class TestMinMaxRecomputesOnlyWhatItMust:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"max_by_customer.sql": MAX_VIEW, "sources.yml": Workload.sources_yml(MASTERS[1:2])}
+
+    def test_recompute_only_groups_whose_extreme_went(self, project):
+        schema = project.test_schema
+        project.run_sql(MASTERS[1].ddl(schema))
+        project.run_sql(
+            f"insert into {schema}.orders values "
+            "(1, 10, 5.00, 0.1, 1, 'open'), (2, 10, 7.00, 0.1, 1, 'open'), (3, 10, 9.00, 0.1, 1, 'open'), "
+            "(4, 20, 1.00, 0.1, 1, 'open'), (5, 20, 3.00, 0.1, 1, 'open'), (6, 30, null, 0.1, 1, 'open')"
+        )
+        run_dbt(["run"])
+        view = f"{schema}.max_by_customer"
+        query = f"select o.customer_id, count(*), max(o.amount), min(o.amount) from {schema}.orders o group by o.customer_id"
+
+        # deleting rows that are neither the max nor the min of their group recomputes no group
+        project.run_sql(f"delete from {schema}.orders where order_id = 2")
+        project.run_sql(f"insert into {schema}.orders values (7, 20, 2.00, 0.1, 1, 'open')")
+        _, log = run_dbt_and_capture(["run"])
+        assert "groups updated: 2" in log and "groups recomputed: 0" in log, log
+        assert sorted(rows(project, f"select customer_id, n, max_amount, min_amount from {view}")) == sorted(rows(project, query))
+
+        # deleting the max of group 10 recomputes that group only
+        project.run_sql(f"delete from {schema}.orders where order_id = 3")
+        project.run_sql(f"update {schema}.orders set amount = 2.50 where order_id = 7")
+        _, log = run_dbt_and_capture(["run"])
+        assert "groups recomputed: 1" in log, log
+        assert sorted(rows(project, f"select customer_id, n, max_amount, min_amount from {view}")) == sorted(rows(project, query))
+
+        # a group's last row goes and a NULL-only group gets a value: delete + update, no recompute
+        project.run_sql(f"delete from {schema}.orders where order_id = 1")
+        project.run_sql(f"insert into {schema}.orders values (8, 30, 4.00, 0.1, 1, 'open')")
+        _, log = run_dbt_and_capture(["run"])
+        assert sorted(rows(project, f"select customer_id, n, max_amount, min_amount from {view}")) == sorted(rows(project, query))
+        assert "groups deleted: 1" in log and "groups recomputed: 0" in log, log
