@@ -37,6 +37,8 @@ def test_demo_builds_refreshes_incrementally_and_rebuilds_cleanly(tmp_path):
     assert "shop.orders: mixed" in line and "shop.customers: mixed" in line
     assert "steps run: DEL o, DEL c, INS o, INS c" in line
     assert re.search(r"view rows: \+\d+ -\d+", line)
+    for aggregate in ("sales_by_product", "revenue_by_country"):  # aggregates refresh incrementally too
+        assert re.search(rf"{aggregate}: fast refresh: .*steps run: DELTA", second), aggregate
     assert "Done. PASS=3 WARN=0 ERROR=0" in dbt(project, "test")
 
     third = dbt(project, "run")
