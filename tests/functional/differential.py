@@ -51,6 +51,9 @@ class Master:
     key: str
     columns: list[Column]  # non-key columns
     rows: dict = field(default_factory=dict)  # key -> tuple of values, mirrors the table
+    # keys to draw new keys from while one is free (so that rows other masters refer to by
+    # these values come and go, and joins keep matching); then fresh keys above 1000
+    key_pool: tuple = ()
 
     def ddl(self, schema):
         columns = ", ".join([f"`{self.key}` bigint"] + [f"`{c.name}` {c.spark_type}" for c in self.columns])
@@ -73,6 +76,7 @@ class Workload:
         self.random = random.Random(seed)
         self.history: list[str] = []
         self.next_key = 1000
+        self._deferred = False  # inside a batched round: DML goes to the mirror only
 
     # -- setup -------------------------------------------------------------
     def create(self, initial_rows: int = 12):
@@ -96,15 +100,26 @@ class Workload:
 
     # -- DML -----------------------------------------------------------------
     def sql(self, statement: str):
+        if self._deferred:
+            return
         self.history.append(statement)
         self.project.run_sql(statement)
+        OPERATIONS["statements"] += 1
 
     def _row(self, master: Master):
         return tuple(self.random.choice(c.values) for c in master.columns)
 
-    def insert(self, master: Master):
+    def _new_key(self, master: Master):
+        free = [k for k in master.key_pool if k not in master.rows]
+        if free:
+            return self.random.choice(free)
         self.next_key += 1
-        key = self.next_key
+        while self.next_key in master.key_pool or self.next_key in master.rows:
+            self.next_key += 1
+        return self.next_key
+
+    def insert(self, master: Master):
+        key = self._new_key(master)
         values = self._row(master)
         master.rows[key] = values
         self.sql(f"insert into {self.project.test_schema}.{master.name} values ({', '.join(map(literal, (key, *values)))})")
@@ -125,9 +140,9 @@ class Workload:
         if not master.rows:
             return self.insert(master)
         old = self.random.choice(sorted(master.rows))
-        self.next_key += 1
-        master.rows[self.next_key] = master.rows.pop(old)
-        self.sql(f"update {self.project.test_schema}.{master.name} set `{master.key}` = {self.next_key} where `{master.key}` = {old}")
+        new = self._new_key(master)
+        master.rows[new] = master.rows.pop(old)
+        self.sql(f"update {self.project.test_schema}.{master.name} set `{master.key}` = {new} where `{master.key}` = {old}")
 
     def delete(self, master: Master):
         if not master.rows:
@@ -136,14 +151,53 @@ class Workload:
         del master.rows[key]
         self.sql(f"delete from {self.project.test_schema}.{master.name} where `{master.key}` = {key}")
 
-    def round(self, operations: int, masters: list[str] | None = None, kinds=("insert", "update", "update_key", "delete")):
-        """Random DML on the given masters (default: all)."""
+    def round(
+        self, operations: int, masters: list[str] | None = None, kinds=("insert", "update", "update_key", "delete"),
+        batched: bool = False,
+    ):
+        """Random DML on the given masters (default: all): one statement per operation, or with
+        ``batched`` the round's net change applied as one MERGE per master (one commit that
+        inserts, updates and deletes many rows, as an ingestion job would)."""
         names = masters or sorted(self.masters)
-        for _ in range(operations):
-            master = self.masters[self.random.choice(names)]
-            kind = self.random.choice(kinds)
-            getattr(self, kind)(master)
-            OPERATIONS[kind] += 1
+        before = {name: dict(m.rows) for name, m in self.masters.items()}
+        self._deferred = batched
+        try:
+            for _ in range(operations):
+                master = self.masters[self.random.choice(names)]
+                kind = self.random.choice(kinds)
+                getattr(self, kind)(master)
+                OPERATIONS[kind] += 1
+        finally:
+            self._deferred = False
+        if batched:
+            for name in sorted(before):
+                self._merge_net_change(self.masters[name], before[name])
+
+    def _merge_net_change(self, master: Master, before: dict):
+        changes = []
+        for key in sorted(set(before) | set(master.rows)):
+            old, new = before.get(key), master.rows.get(key)
+            if new is None:
+                changes.append((key, *[None] * len(master.columns), "D"))
+            elif old is None:
+                changes.append((key, *new, "I"))
+            elif old != new:
+                changes.append((key, *new, "U"))
+        if not changes:
+            return
+        names = [master.key] + [c.name for c in master.columns]
+        types = ["bigint"] + [c.spark_type for c in master.columns]
+        values = ", ".join("(" + ", ".join(map(literal, change)) + ")" for change in changes)
+        casts = ", ".join(f"cast(`c{i}` as {t}) as `{n}`" for i, (n, t) in enumerate(zip(names, types)))
+        aliases = ", ".join(f"c{i}" for i in range(len(names) + 1))
+        self.sql(
+            f"merge into {self.project.test_schema}.{master.name} as m using (select {casts}, `c{len(names)}` as `op` "
+            f"from values {values} as v({aliases})) as s on m.`{master.key}` = s.`{master.key}` "
+            "when matched and s.op = 'D' then delete "
+            f"when matched then update set {', '.join(f'`{n}` = s.`{n}`' for n in names[1:])} "
+            f"when not matched and s.op <> 'D' then insert ({', '.join(f'`{n}`' for n in names)}) "
+            f"values ({', '.join(f's.`{n}`' for n in names)})"
+        )
 
     # -- comparison ----------------------------------------------------------
     def check(self, view: str, defining_query: str, columns: list[str]):
