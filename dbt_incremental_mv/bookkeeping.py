@@ -1,10 +1,11 @@
 """What a view has consumed, recorded in the Iceberg commit that changes the view.
 
 Every write to a view is staged with ``spark.wap.id`` set to an encoded :class:`ViewState`
-and then published with ``publish_changes`` (a fast-forward: the staged snapshot becomes the
-view's current snapshot). The view's data and what it consumed thus change in one atomic
-commit: a crash between any two statements of a refresh never loses nor double-applies a
-change, and two refreshes of one view racing each other cannot both publish.
+and then published by fast-forwarding the view's main branch to the staged snapshot (which
+fails unless main is still the staged snapshot's parent; see FastRefreshEngine.publish). The
+view's data and what it consumed thus change in one atomic commit: a crash between any two
+statements of a refresh never loses nor double-applies a change, and of two refreshes of one
+view racing each other only one can publish.
 """
 
 from __future__ import annotations

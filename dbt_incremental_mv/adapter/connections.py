@@ -86,9 +86,10 @@ class FaultInjection:
 
     Set ``DBT_INCREMENTAL_MV_FAULT_AFTER=<n>`` (and a fresh ``DBT_INCREMENTAL_MV_FAULT_RUN``
     token per run) to raise after the n-th statement that is not a plain read (SELECT,
-    DESCRIBE, SHOW), or ``DBT_INCREMENTAL_MV_FAULT_AT=<prefix>`` to raise after the first
-    statement starting with ``prefix``. ``on_fault`` may be set to a callable run at that point instead of
-    raising (e.g. a concurrent writer). Off unless the variable is set.
+    DESCRIBE, SHOW), or ``DBT_INCREMENTAL_MV_FAULT_AT=<text>`` to raise after the first
+    statement containing ``text``. ``on_fault`` may be set to a callable run at that point instead of
+    raising (e.g. a concurrent writer); with ``DBT_INCREMENTAL_MV_FAULT_KILL=1`` the process exits
+    at once instead (status 137, as if killed). Off unless the variable is set.
     """
 
     on_fault: Any = None
@@ -114,11 +115,13 @@ class FaultInjection:
                 cls._token, cls._count, cls._done = token, 0, False
             cls._count += 1
             if prefix:
-                hit = not cls._done and statement.lower().startswith(prefix.lower())
+                hit = not cls._done and prefix.lower() in statement.lower()
             else:
                 hit = cls._count == int(limit)
             cls._done = cls._done or hit
         if hit:
+            if os.environ.get("DBT_INCREMENTAL_MV_FAULT_KILL"):
+                os._exit(137)  # die like a killed process: no cleanup, no exception handlers
             if cls.on_fault is not None:
                 cls.on_fault()
             else:

@@ -105,6 +105,16 @@ class SparkMVAdapter(SparkAdapter):
             raise self._people_error(exc) from exc
 
     @available
+    def fast_refresh_publish(self, plan, wap_id: str) -> None:
+        """Publish the refresh's staged commit (a compare-and-swap on the view's main branch)."""
+        from dbt_incremental_mv.refresh.engine import ConcurrentRefreshError
+
+        try:
+            self._engine().publish(plan.view_relation, wap_id)
+        except ConcurrentRefreshError as exc:
+            raise self._people_error(exc) from exc
+
+    @available
     def fast_refresh_finish(self, plan, propagation, graph: Mapping[str, Any]) -> str:
         """Purge what every view has consumed; returns the line to log."""
 

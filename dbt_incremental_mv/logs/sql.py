@@ -29,13 +29,21 @@ def create_log(spec: LogSpec, master_columns: Sequence[tuple[str, str]]) -> str:
     )
 
 
-def watermark_row(spec: LogSpec, logged: Sequence[str], master_snapshot: int | None, reset: bool = False) -> str:
+def log_target(spec: LogSpec, branch: str | None = None) -> str:
+    """The log as a write target: its main branch, or ``branch`` (``<log>.branch_<name>``)."""
+    target = relation(spec.log_relation)
+    return f"{target}.{ident('branch_' + branch)}" if branch else target
+
+
+def watermark_row(
+    spec: LogSpec, logged: Sequence[str], master_snapshot: int | None, reset: bool = False, branch: str | None = None
+) -> str:
     """A capture watermark: the log holds every change of the master up to this snapshot.
 
     A reset watermark (``reset=True``) also says that changes before it are incomplete.
     """
     return (
-        f"insert into {relation(spec.log_relation)} ({idents([*logged, OP_COLUMN, COMMIT_COLUMN, TIME_COLUMN])})\n"
+        f"insert into {log_target(spec, branch)} ({idents([*logged, OP_COLUMN, COMMIT_COLUMN, TIME_COLUMN])})\n"
         + _watermark_select(logged, master_snapshot, RESET if reset else WATERMARK)
     )
 
@@ -72,19 +80,23 @@ def changelog_view(spec: LogSpec, view_name: str, start: int | None, end: int) -
     )
 
 
-def capture_from_changelog(spec: LogSpec, logged: Sequence[str], view_name: str, end: int) -> str:
+def capture_from_changelog(
+    spec: LogSpec, logged: Sequence[str], view_name: str, end: int, branch: str | None = None
+) -> str:
     """Append the changelog's rows (and the new watermark) to the log, in one commit."""
     op = (
         f"case when _change_type in ('INSERT', 'UPDATE_AFTER') then {string(INSERT)} else {string(DELETE)} end"
     )
     return (
-        f"insert into {relation(spec.log_relation)} ({idents([*logged, OP_COLUMN, COMMIT_COLUMN, TIME_COLUMN])})\n"
+        f"insert into {log_target(spec, branch)} ({idents([*logged, OP_COLUMN, COMMIT_COLUMN, TIME_COLUMN])})\n"
         f"select {idents(logged)}, {op}, _commit_snapshot_id, current_timestamp()\nfrom {ident(view_name)}\n"
         f"union all\n{_watermark_select(logged, end)}"
     )
 
 
-def capture_by_diff(spec: LogSpec, logged: Sequence[str], start: int | None, end: int) -> str:
+def capture_by_diff(
+    spec: LogSpec, logged: Sequence[str], start: int | None, end: int, branch: str | None = None
+) -> str:
     """Append the difference between two master snapshots (any master, merge-on-read too).
 
     Costs a scan of the master at both snapshots, and every change is attributed to the end
@@ -106,7 +118,7 @@ def capture_by_diff(spec: LogSpec, logged: Sequence[str], start: int | None, end
         parts.append(f"select {columns}, {string(DELETE)}, {integer(end)}, current_timestamp() from (\n{deleted}\n)")
     parts.append(_watermark_select(logged, end))
     return (
-        f"insert into {relation(spec.log_relation)} ({idents([*logged, OP_COLUMN, COMMIT_COLUMN, TIME_COLUMN])})\n"
+        f"insert into {log_target(spec, branch)} ({idents([*logged, OP_COLUMN, COMMIT_COLUMN, TIME_COLUMN])})\n"
         + "\nunion all\n".join(parts)
     )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,7 @@ from dbt_incremental_mv.logs.contract import LogContractError, LogSpec, log_spec
 from dbt_incremental_mv.refresh import view_classes
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh_plan import RefreshDecision, decide_refresh
-from dbt_incremental_mv.sql_text import idents, relation, string
+from dbt_incremental_mv.sql_text import ident, idents, integer, relation, string
 
 Query = Callable[[str], Sequence[Sequence[Any]]]
 Execute = Callable[[str], None]
@@ -44,11 +45,14 @@ DEFAULT_VIEW_PROPERTIES = {
 }
 
 
-# Captures of one log are serialized within the process: dbt threads refreshing two views of
-# the same master would otherwise append the same changes twice. (Concurrent captures from
-# separate processes are not serialized yet.)
+# Captures of one log are serialized within the process (dbt threads refreshing two views of
+# the same master would otherwise race and retry); across processes the capture's
+# compare-and-swap commit (_commit_capture) keeps them from appending a change twice.
 _capture_locks: dict[str, threading.Lock] = {}
 _capture_locks_guard = threading.Lock()
+
+# A capture that loses the race to a concurrent capture or purge decides again, this many times.
+CAPTURE_ATTEMPTS = 5
 
 # Superseded capture watermarks are purged with consumed changes, or once this many pile up.
 WATERMARKS_BEFORE_PURGE = 16
@@ -59,14 +63,19 @@ def _capture_lock(log_relation: str) -> threading.Lock:
         return _capture_locks.setdefault(log_relation, threading.Lock())
 
 
+class ConcurrentRefreshError(RuntimeError):
+    """Another refresh of the same view committed first; this one changed nothing."""
+
+
 @dataclass(frozen=True)
 class Step:
     """One statement of the propagate step. ``create`` steps carry the query only: the
-    materialization wraps it in the view's DDL (partitioning, location, properties)."""
+    materialization wraps it in the view's DDL (partitioning, location, properties);
+    ``publish`` steps carry the staged commit's id, published by ``publish()``."""
 
     name: str
     sql: str
-    kind: str = "sql"  # "sql" or "create"
+    kind: str = "sql"  # "sql", "create" or "publish"
 
 
 @dataclass
@@ -265,26 +274,64 @@ class FastRefreshEngine:
             current = self._current_snapshots([spec.master_relation]).get(spec.master_relation)
             self.execute(log_sql.watermark_row(spec, logged, current))
             return CapturePlan("none", current, current, f"created {spec.log_relation}, capturing from master snapshot {current}")
-        snapshots = self._current_snapshots([spec.log_relation, spec.master_relation])
-        stats = self._stats(spec, snapshots.get(spec.log_relation), 0)
-        lineage = [SnapshotInfo(int(r[0]), r[1], int(r[2]), int(r[3])) for r in self.query(log_sql.snapshot_lineage(spec.master_relation))]
-        capture = plan_capture(
-            stats["captured_through"], stats["watermarks"] > 0, snapshots.get(spec.master_relation), lineage
-        )
-        if capture.method == "changelog":
-            digest = hashlib.sha256(f"{spec.log_relation}:{capture.end}".encode()).hexdigest()[:16]
-            view = f"mv_changes_{digest}"
-            self.execute(log_sql.changelog_view(spec, view, capture.start, capture.end))
-            self.execute(log_sql.capture_from_changelog(spec, logged, view, capture.end))
-            self.execute(f"drop view if exists `{view}`")
-        elif capture.method == "diff":
-            self.execute(log_sql.capture_by_diff(spec, logged, capture.start, capture.end))
-        elif capture.method == "reset":
-            self.execute(log_sql.watermark_row(spec, logged, capture.end, reset=True))
+        for attempt in range(1, CAPTURE_ATTEMPTS + 1):
+            snapshots = self._current_snapshots([spec.log_relation, spec.master_relation])
+            stats = self._stats(spec, snapshots.get(spec.log_relation), 0)
+            lineage = [
+                SnapshotInfo(int(r[0]), r[1], int(r[2]), int(r[3]))
+                for r in self.query(log_sql.snapshot_lineage(spec.master_relation))
+            ]
+            capture = plan_capture(
+                stats["captured_through"], stats["watermarks"] > 0, snapshots.get(spec.master_relation), lineage
+            )
+            if capture.method == "none":
+                break
+            if self._commit_capture(spec, logged, capture, snapshots[spec.log_relation]):
+                break
+            if attempt == CAPTURE_ATTEMPTS:  # lost the race every time: let the next refresh capture
+                raise LogContractError(
+                    f"capture into {spec.log_relation} lost {CAPTURE_ATTEMPTS} races to concurrent commits "
+                    "on the log; rerun the refresh"
+                )
         return CapturePlan(
             capture.method, capture.start, capture.end, f"{spec.log_relation}: {capture.method} ({capture.reason})",
             capture.commits,
         )
+
+    def _commit_capture(self, spec: LogSpec, logged: Sequence[str], capture: CapturePlan, log_snapshot: int) -> bool:
+        """Append the captured changes to the log as a compare-and-swap: written to a branch made
+        from the log snapshot the capture was decided on, then ``main`` is fast-forwarded to it,
+        which fails if anything else (another process's capture, a purge) committed to the log
+        meanwhile (returns False: decide again). So two processes never append a change twice. (A process killed
+        mid-capture leaves its branch behind: ``alter table <log> drop branch mv_capture_...``.)"""
+        # unique per attempt: a branch shared by two racing processes could take both appends
+        digest = uuid.uuid4().hex[:16]
+        branch = f"mv_capture_{digest}"
+        log = relation(spec.log_relation)
+        self.execute(f"alter table {log} create branch {ident(branch)} as of version {integer(log_snapshot)}")
+        try:
+            if capture.method == "changelog":
+                view = f"mv_changes_{digest}"
+                self.execute(log_sql.changelog_view(spec, view, capture.start, capture.end))
+                try:
+                    self.execute(log_sql.capture_from_changelog(spec, logged, view, capture.end, branch))
+                finally:
+                    self.execute(f"drop view if exists {ident(view)}")
+            elif capture.method == "diff":
+                self.execute(log_sql.capture_by_diff(spec, logged, capture.start, capture.end, branch))
+            else:  # reset
+                self.execute(log_sql.watermark_row(spec, logged, capture.end, reset=True, branch=branch))
+            try:
+                self.execute(
+                    f"call spark_catalog.system.fast_forward({string(spec.log_relation)}, 'main', {string(branch)})"
+                )
+            except Exception as exc:
+                if "ancestor" not in str(exc).lower():
+                    raise
+                return False  # the log moved on since the decision: decide again
+            return True
+        finally:
+            self.execute(f"alter table {log} drop branch if exists {ident(branch)}")
 
     def _current_snapshots(self, relations: Sequence[str]) -> dict[str, int]:
         return {r[0]: int(r[1]) for r in self.query(log_sql.current_snapshots(relations))}
@@ -346,11 +393,38 @@ class FastRefreshEngine:
             Step("stage", f"set spark.wap.id={wap_id}"),
             Step(name, write),
             Step("unstage", "reset spark.wap.id"),
-            Step(
-                "publish",
-                f"call spark_catalog.system.publish_changes({string(plan.view_relation)}, {string(wap_id)})",
-            ),
+            Step("publish", wap_id, kind="publish"),  # run by publish(): a compare-and-swap
         ]
+
+    def publish(self, view_relation: str, wap_id: str) -> None:
+        """Publish the staged commit ``wap_id`` on the view as a compare-and-swap.
+
+        Iceberg's publish_changes cherry-picks, and it cherry-picks an append (an insert-only
+        refresh, or a MERGE that only adds rows) onto whatever main is now: two refreshes of one
+        view running at once would both apply their changes. Instead ``main`` is fast-forwarded to
+        the staged snapshot, which fails unless main is still the snapshot the refresh read:
+        of two concurrent refreshes one wins, the other fails cleanly and changes nothing.
+        """
+        target = relation(view_relation)
+        staged = self.query(
+            f"select snapshot_id from {target}.`snapshots` where summary['wap.id'] = {string(wap_id)} "
+            "order by committed_at desc limit 1"
+        )
+        if not staged:
+            raise ConcurrentRefreshError(f"the staged refresh of {view_relation} is gone (expired?); rerun the refresh")
+        branch = f"mv_publish_{uuid.uuid4().hex[:16]}"
+        self.execute(f"alter table {target} create branch {ident(branch)} as of version {integer(int(staged[0][0]))}")
+        try:
+            self.execute(f"call spark_catalog.system.fast_forward({string(view_relation)}, 'main', {string(branch)})")
+        except Exception as exc:
+            if "ancestor" not in str(exc).lower():
+                raise
+            raise ConcurrentRefreshError(
+                f"another refresh of {view_relation} committed while this one ran: this run's changes were not "
+                "applied (the view is correct as the other refresh left it); rerun to pick up anything newer"
+            ) from exc
+        finally:
+            self.execute(f"alter table {target} drop branch if exists {ident(branch)}")
 
     def _fast(self, plan: RefreshPlan, marked: dict[str, MarkedLog]) -> Propagation:
         assert plan.definition is not None
@@ -471,7 +545,7 @@ class FastRefreshEngine:
             self.execute(statement.sql)
         finally:
             self.execute("reset spark.wap.id")
-        self.execute(f"call spark_catalog.system.publish_changes({string(view)}, {string(wap_id)})")
+        self.publish(view, wap_id)
         purged = self.purge_log(spec, new_state, view, graph, existing)
         kind = marked[spec.master_relation].kind
         return (

@@ -24,13 +24,17 @@
 
   {%- set propagation = adapter.fast_refresh_mark(plan) -%}
   {%- for step in propagation.steps -%}
-    {%- call statement(step.name) -%}
-      {%- if step.kind == 'create' -%}
-        {{ fast_refresh_create_sql(target_relation, step.sql, plan.tblproperties) }}
-      {%- else -%}
-        {{ step.sql }}
-      {%- endif -%}
-    {%- endcall -%}
+    {%- if step.kind == 'publish' -%}
+      {% do adapter.fast_refresh_publish(plan, step.sql) %}
+    {%- else -%}
+      {%- call statement(step.name) -%}
+        {%- if step.kind == 'create' -%}
+          {{ fast_refresh_create_sql(target_relation, step.sql, plan.tblproperties) }}
+        {%- else -%}
+          {{ step.sql }}
+        {%- endif -%}
+      {%- endcall -%}
+    {%- endif -%}
   {%- endfor -%}
   {%- if not propagation.steps -%}
     {% call noop_statement('main', 'NO CHANGES') %}{% endcall %}

@@ -127,7 +127,7 @@ class TestWritesDuringRefresh(ChangeLogTests):
         late = f"insert into {project.test_schema}.orders values (99999, 1001, 50.0)"
         FaultInjection.on_fault = lambda: spark.sql(late).collect()
         try:
-            run("--select", "order_countries", fault_at="set spark.wap.id")  # after mark, before the write
+            run("--select", "order_countries", fault_at="set spark.wap.id=")  # after mark, before the write
         finally:
             FaultInjection.on_fault = None
         workload.history.append(late)
