@@ -36,6 +36,13 @@ select o.order_id, o.amount, c.customer_id, c.name
 from {{ ref('orders') }} o join {{ source('shop', 'customers') }} c on o.customer_id = c.customer_id
 """
 
+TOTALS = """
+{{ config(materialized='fast_refresh', refresh_method='fast') }}
+select c.name, count(*) as n, sum(o.amount) as total
+from {{ ref('orders') }} o join {{ source('shop', 'customers') }} c on o.customer_id = c.customer_id
+group by c.name
+"""
+
 PROPAGATE = """
 {% macro propagate_commits(commits) %}
   {{ refresh_on_commit(master=source('shop', 'customers'), commits=commits) }}
@@ -46,7 +53,7 @@ PROPAGATE = """
 class TestOnCommit:
     @pytest.fixture(scope="class")
     def models(self):
-        return {"orders.sql": ORDERS, "order_names.sql": VIEW, "sources.yml": SOURCES}
+        return {"orders.sql": ORDERS, "order_names.sql": VIEW, "name_totals.sql": TOTALS, "sources.yml": SOURCES}
 
     @pytest.fixture(scope="class")
     def macros(self):
@@ -58,6 +65,12 @@ class TestOnCommit:
             customers += f" version as of {customers_as_of}"
         return (f"select o.order_id, o.amount, c.customer_id, c.name from {project.test_schema}.orders o "
                 f"join {customers} c on o.customer_id = c.customer_id")
+
+    def totals(self, project):
+        return sorted(rows(project, f"select name, n, total from {project.test_schema}.name_totals"))
+
+    def expected_totals(self, project, customers_as_of=None):
+        return sorted(rows(project, f"select name, count(*), sum(amount) from ({self.query(project, customers_as_of)}) group by name"))
 
     def view(self, project):
         return sorted(rows(project, f"select order_id, amount, customer_id, name from {project.test_schema}.order_names"))
@@ -85,6 +98,7 @@ class TestOnCommit:
         assert "on-commit refresh of" in log and "orders commit(s)" in log
         # exactly the orders commit: new orders are in, the customer rename is not yet
         assert self.view(project) == self.expected(project, customers_as_of=before_rename)
+        assert self.totals(project) == self.expected_totals(project, customers_as_of=before_rename)  # aggregate too
         assert rows(project, f"select count(*) from {schema}.mlog_orders where _mv_op = 'I'") == [(0,)]  # purged
 
         # Two commits on customers; name only the first one.
@@ -96,8 +110,10 @@ class TestOnCommit:
         assert f"commit(s) {third}" in log
         names = {r[2]: r[3] for r in self.view(project)}
         assert names == {1: "ada", 2: "alan", 3: "Grace H."}  # only that commit, as of that commit
+        assert self.totals(project) == sorted([("ada", 1, 10.0), ("alan", 2, 60.0), ("Grace H.", 1, 30.0)])
 
         # The next regular refresh takes everything else, and nothing twice.
-        run_dbt(["run", "--select", "order_names"])
+        run_dbt(["run", "--select", "order_names", "name_totals"])
         assert self.view(project) == self.expected(project)
+        assert self.totals(project) == self.expected_totals(project)
         assert rows(project, f"select _mv_op from {schema}.mlog_customers") == [("W",)]
