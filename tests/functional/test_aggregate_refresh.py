@@ -96,7 +96,7 @@ class TestAggregateRefresh:
             if round_number % 2:
                 workload.round(8)  # one statement (one commit) per operation
             else:
-                workload.round(100, batched=True)  # one multi-row MERGE per master
+                workload.round(100 * soak_factor(), batched=True)  # one multi-row MERGE per master
             results, log = run_dbt_and_capture(["run"])
             assert all(r.status == "success" for r in results), log
             assert log.count("fast refresh:") == len(VIEWS), log

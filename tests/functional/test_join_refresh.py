@@ -85,7 +85,7 @@ class TestJoinRefresh:
             if round_number % 2:
                 workload.round(6)  # one statement (one commit) per operation
             else:
-                workload.round(100, batched=True)  # one multi-row MERGE per master
+                workload.round(100 * soak_factor(), batched=True)  # one multi-row MERGE per master
             results, log = run_dbt_and_capture(["run"])
             assert all(r.status == "success" for r in results), log
             assert "fast refresh:" in log
