@@ -16,6 +16,9 @@ refresh is impossible; ``complete``: always recompute the whole view."""
 
 FILE_FORMAT = "iceberg"
 
+ON_CONFIGURATION_CHANGE = ("apply", "fail")
+"""dbt's config, for a changed definition: ``apply`` rebuilds the view, ``fail`` fails the model."""
+
 
 class ConfigError(ValueError):
     """A model's fast_refresh configuration is invalid."""
@@ -25,6 +28,7 @@ class ConfigError(ValueError):
 class FastRefreshConfig:
     refresh_method: str = "force"
     refresh_stats: bool = False  # count the groups/rows a fast refresh changes (one extra query)
+    on_configuration_change: str = "apply"  # dbt's config: rebuild on a definition change, or fail
 
     @classmethod
     def from_model_config(cls, model_name: str, config: Mapping[str, Any]) -> FastRefreshConfig:
@@ -49,4 +53,13 @@ class FastRefreshConfig:
             raise ConfigError(
                 f"Model '{model_name}': refresh_stats={refresh_stats!r} must be true or false."
             )
-        return cls(refresh_method=refresh_method.strip().lower(), refresh_stats=refresh_stats)
+        on_change = config.get("on_configuration_change") or "apply"
+        if not isinstance(on_change, str) or on_change.strip().lower() not in ON_CONFIGURATION_CHANGE:
+            raise ConfigError(
+                f"Model '{model_name}': on_configuration_change={on_change!r} is not supported by fast_refresh. "
+                "Allowed values: 'apply' (default: rebuild the view when its definition changed), 'fail'."
+            )
+        return cls(
+            refresh_method=refresh_method.strip().lower(), refresh_stats=refresh_stats,
+            on_configuration_change=on_change.strip().lower(),
+        )

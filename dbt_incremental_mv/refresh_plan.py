@@ -14,6 +14,10 @@ class FastRefreshUnavailable(RuntimeError):
     """refresh_method='fast' was asked for, but the view cannot be fast refreshed."""
 
 
+class DefinitionChanged(RuntimeError):
+    """The view's definition changed and on_configuration_change='fail'."""
+
+
 @dataclass(frozen=True)
 class RefreshDecision:
     action: Action
@@ -27,12 +31,14 @@ def decide_refresh(
     existing_type: str | None,
     full_refresh: bool,
     fast_refresh_blocker: str | None,
+    definition_change: str | None = None,
 ) -> RefreshDecision:
     """Decide between building the view, recomputing it (complete) and a fast refresh.
 
     ``existing_type`` is the type of the relation already in the warehouse (None when there
     is none); ``fast_refresh_blocker`` says why a fast refresh is impossible (None when it is
-    possible).
+    possible); ``definition_change`` why the stored view no longer matches the model (None
+    when it does): the view is rebuilt, or the run fails with ``on_configuration_change='fail'``.
     """
     if existing_type is None:
         return RefreshDecision("build", "first run: building the view in full")
@@ -40,6 +46,14 @@ def decide_refresh(
         return RefreshDecision("build", "--full-refresh: rebuilding the view in full")
     if existing_type != "table":
         return RefreshDecision("build", f"the existing relation is a {existing_type}: replacing it with the view")
+    if definition_change is not None:
+        if config.on_configuration_change == "fail":
+            raise DefinitionChanged(
+                f"Model '{model_name}': {definition_change}, and on_configuration_change='fail'. Run with "
+                "--full-refresh to rebuild the view, or set on_configuration_change='apply' to rebuild it "
+                "automatically."
+            )
+        return RefreshDecision("build", f"{definition_change}: rebuilding the view in full")
     if config.refresh_method == "complete":
         return RefreshDecision("complete", "refresh_method='complete'")
     if fast_refresh_blocker is None:

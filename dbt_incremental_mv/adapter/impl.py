@@ -84,14 +84,14 @@ class SparkMVAdapter(SparkAdapter):
         """
         from dbt_incremental_mv.config import ConfigError
         from dbt_incremental_mv.logs.contract import LogContractError
-        from dbt_incremental_mv.refresh_plan import FastRefreshUnavailable
+        from dbt_incremental_mv.refresh_plan import DefinitionChanged, FastRefreshUnavailable
 
         existing_type = str(existing.type) if existing is not None and existing.type is not None else None
         try:
             return self._engine().plan(
                 model, compiled_code, _relation_name(target), existing_type, bool(full_refresh), graph
             )
-        except (ConfigError, LogContractError, FastRefreshUnavailable) as exc:
+        except (ConfigError, LogContractError, FastRefreshUnavailable, DefinitionChanged) as exc:
             raise self._people_error(exc) from exc
 
     @available

@@ -18,6 +18,7 @@ from dbt_incremental_mv import catalog
 from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewDefinition, analyze_view
 from dbt_incremental_mv.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.config import FastRefreshConfig
+from dbt_incremental_mv.definition import COLUMNS_PROPERTY, DEFINITION_PROPERTY, definition_change, encode_columns
 from dbt_incremental_mv.logs import sql as log_sql
 from dbt_incremental_mv.logs.capture import CapturePlan, SnapshotInfo, plan_capture
 from dbt_incremental_mv.logs.contract import LogContractError, LogSpec, log_specs_from_graph, logs_by_master, validate_log_columns
@@ -31,9 +32,8 @@ Execute = Callable[[str], None]
 
 # Needed by the plugin: staged commits (write-audit-publish) for the atomic refresh.
 REQUIRED_VIEW_PROPERTIES = {"write.wap.enabled": "true"}
-# The compiled SQL the view was built from: on-commit refreshes (run outside the view's own
-# model) analyse it, and a complete refresh rebuilds the table when it changed.
-DEFINITION_PROPERTY = "dbt_incremental_mv.definition"
+# (DEFINITION_PROPERTY, COLUMNS_PROPERTY: what the view was built from, see definition.py;
+# on-commit refreshes, run outside the view's own model, analyse the stored SQL.)
 # Defaults the user's tblproperties may override: merge-on-read makes a refresh write only
 # what changed (delete files + new rows) instead of rewriting every file it touches; compact
 # the view now and then with CALL system.rewrite_data_files (the refresh looks through it).
@@ -112,6 +112,18 @@ class Propagation:
     state: ViewState | None
     marked: dict[str, MarkedLog]
     summary: str
+
+
+def _read_column_types(
+    definition: ViewDefinition, master_columns: Mapping[str, Sequence[tuple[str, str]]]
+) -> dict[str, dict[str, str]]:
+    """The types of the master columns the view reads, by master (schema-change checks)."""
+    read: dict[str, dict[str, str]] = {}
+    for occurrence in definition.occurrences:
+        types = {c.lower(): t for c, t in master_columns.get(occurrence.master.name, [])}
+        for column in definition.referenced_columns[occurrence.alias]:
+            read.setdefault(occurrence.master.name, {})[column.lower()] = types.get(column.lower(), "?")
+    return read
 
 
 def _relation_name(node: Mapping[str, Any]) -> str:
@@ -203,12 +215,17 @@ class FastRefreshEngine:
         existing_columns = None
         stored_definition = None
         view_types: dict[str, str] = {}
+        read_columns = _read_column_types(definition, master_columns) if definition is not None else None
+        change = None
         if existing_type == "table":
             view_types = dict(self._columns(view_relation))
             existing_columns = tuple(view_types)
             stored_definition = catalog.table_property(self.query, view_relation, DEFINITION_PROPERTY)
+            stored_columns = catalog.table_property(self.query, view_relation, COLUMNS_PROPERTY)
+            change = definition_change(stored_definition, compiled_sql, stored_columns, read_columns)
         decision = decide_refresh(
-            name, config, existing_type=existing_type, full_refresh=full_refresh, fast_refresh_blocker=blocker
+            name, config, existing_type=existing_type, full_refresh=full_refresh, fast_refresh_blocker=blocker,
+            definition_change=change,
         )
         if decision.action == "fast" and not self._state_usable(view_relation, logs):
             decision = self._fallback(name, config, "the view has no record of what it consumed from its logs")
@@ -227,6 +244,7 @@ class FastRefreshEngine:
                 **{str(k): str(v) for k, v in user_properties.items()},
                 **REQUIRED_VIEW_PROPERTIES,
                 DEFINITION_PROPERTY: compiled_sql.strip(),
+                **({COLUMNS_PROPERTY: encode_columns(read_columns)} if read_columns is not None else {}),
             },
             stored_definition=stored_definition,
             view_types=view_types,

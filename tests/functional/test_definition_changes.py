@@ -1,0 +1,71 @@
+"""A view whose model or masters changed is rebuilt (or the run fails), never refreshed on top."""
+
+import pytest
+from dbt.tests.util import run_dbt, run_dbt_and_capture, write_file
+
+from tests.functional.util import rows
+
+SOURCES = """
+version: 2
+sources:
+  - name: shop
+    schema: "{{ target.schema }}"
+    tables:
+      - name: orders
+  - name: mv_logs
+    schema: "{{ target.schema }}"
+    tables:
+      - name: mlog_orders
+        meta: {mv_log: {master: shop.orders, key: [order_id], capture: true}}
+"""
+VIEW = "{{ config(materialized='fast_refresh', refresh_method='fast') }}\nselect o.order_id, o.amount from {{ source('shop', 'orders') }} o"
+
+
+class TestDefinitionChanges:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"big.sql": VIEW, "sources.yml": SOURCES}
+
+    def test_edits_and_schema_changes(self, project):
+        schema = project.test_schema
+        project.run_sql(f"create table {schema}.orders (order_id bigint, amount decimal(10,2)) using iceberg")
+        project.run_sql(f"insert into {schema}.orders values (1, 5.00), (2, 50.00)")
+        run_dbt(["run"])
+        model = project.project_root.join("models", "big.sql")
+
+        # a comment and whitespace: still the same view, refreshed fast
+        write_file("-- orders\n" + VIEW.replace(" from ", "\n  from "), model)
+        project.run_sql(f"insert into {schema}.orders values (3, 7.00)")
+        _, log = run_dbt_and_capture(["run"])
+        assert "big: fast (" in log, log
+
+        # an edit of the SQL: rebuilt, and the log says why
+        edited = VIEW + " where o.amount > 6"
+        write_file(edited, model)
+        _, log = run_dbt_and_capture(["run"])
+        assert "big: build (the model's SQL changed since the view was built" in log, log
+        assert sorted(rows(project, f"select order_id, amount from {schema}.big")) == sorted(
+            rows(project, f"select order_id, amount from {schema}.orders where amount > 6"))
+        _, log = run_dbt_and_capture(["run"])
+        assert "big: fast (" in log  # and then refreshed fast again
+
+        # on_configuration_change='fail': a further edit fails the run, the view is untouched
+        failing = edited.replace("refresh_method='fast'", "refresh_method='fast', on_configuration_change='fail'")
+        write_file(failing, model)
+        run_dbt(["run"])  # the config itself is not part of the SQL: no change
+        write_file(failing.replace("> 6", "> 1"), model)
+        _, log = run_dbt_and_capture(["run"], expect_pass=False)
+        assert "the model's SQL changed since the view was built, and on_configuration_change='fail'" in log
+        assert len(rows(project, f"select * from {schema}.big")) == 2
+        write_file(edited, model)
+
+        # a new master column the view does not read: no rebuild
+        project.run_sql(f"alter table {schema}.orders add column note string")
+        _, log = run_dbt_and_capture(["run"])
+        assert "big: fast (" in log, log
+        # a column it reads changes type: its change log no longer matches the master, and the
+        # run fails before anything changes, naming the log and the column
+        project.run_sql(f"alter table {schema}.orders alter column amount type decimal(12,2)")
+        _, log = run_dbt_and_capture(["run"], expect_pass=False)
+        assert "amount" in log and "mlog_orders" in log, log
+        assert sorted(rows(project, f"select order_id, amount from {schema}.big")) == [(2, 50), (3, 7)]
