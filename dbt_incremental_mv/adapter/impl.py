@@ -214,3 +214,20 @@ class SparkMVAdapter(SparkAdapter):
                 raise DbtRuntimeError(f"Cannot capture into the {spec.describe()}: the master does not exist.")
             done.append(self._engine().capture(spec, None))
         return done
+
+    @available
+    def mv_mismatch_sql(self, relation: BaseRelation) -> str:
+        """The generic test ``matches_defining_query``: the rows where the stored view and its
+        defining query (the SQL it was built from) recomputed now differ."""
+        from dbt_incremental_mv import catalog
+        from dbt_incremental_mv.consistency import NotAFastRefreshView, mismatch_sql
+        from dbt_incremental_mv.definition import DEFINITION_PROPERTY
+
+        name = _relation_name(relation)
+        columns = catalog.table_columns(self._query, name)
+        if not columns:
+            raise DbtRuntimeError(f"matches_defining_query: {name} does not exist (run dbt run first).")
+        try:
+            return mismatch_sql(name, columns, catalog.table_property(self._query, name, DEFINITION_PROPERTY))
+        except NotAFastRefreshView as exc:
+            raise self._people_error(exc) from exc

@@ -208,8 +208,11 @@ def _refuse_unsupported_joins(statement: exp.Expression) -> None:
             )
         if side == "FULL":
             raise UnsupportedViewError(
-                "FULL OUTER JOIN", "full outer joins are not supported yet (only inner, LEFT and RIGHT joins)",
-                "Use a LEFT JOIN, or build the full join from two fast_refresh models downstream",
+                "FULL OUTER JOIN",
+                "a full outer join null-extends both sides, so no master is present in every view row to slice "
+                "the refresh by (only inner, LEFT and RIGHT joins are fast refreshed)",
+                "Use a LEFT or RIGHT JOIN, or build the full join downstream from fast_refresh views "
+                "(a LEFT JOIN view plus the unmatched rows of the other side)",
             )
         if kind in ("SEMI", "ANTI"):
             raise UnsupportedViewError(

@@ -153,6 +153,24 @@ def view_consumers(graph: Mapping[str, Any], master_relation: str) -> list[str]:
     return sorted(consumers)
 
 
+def commit_ids(commits: Sequence[Any]) -> tuple[int, ...]:
+    """The commit ids named to refresh_on_commit, as integers (never pasted as text)."""
+    if isinstance(commits, (str, bytes)):
+        commits = [commits]
+    ids = []
+    for commit in commits:
+        try:
+            if isinstance(commit, bool) or (isinstance(commit, float) and not commit.is_integer()):
+                raise ValueError
+            ids.append(int(commit))
+        except (TypeError, ValueError):
+            raise LogContractError(
+                f"refresh_on_commit: commit {commit!r} is not a commit id: name commits by their integer ids "
+                "(an Iceberg snapshot id, or the _mv_commit your ingestion writes)."
+            ) from None
+    return tuple(ids)
+
+
 class FastRefreshEngine:
     def __init__(self, query: Query, execute: Execute) -> None:
         self.query = query
@@ -512,7 +530,7 @@ class FastRefreshEngine:
         if not commits:
             return [f"{master_relation}: no new commit to propagate"]
         return [
-            self._refresh_on_commit(view, spec, tuple(int(c) for c in commits), graph, all_logs, existing)
+            self._refresh_on_commit(view, spec, commit_ids(commits), graph, all_logs, existing)
             for view in view_consumers(graph, master_relation)
             if existing(view)
         ]

@@ -27,7 +27,7 @@ def test_demo_builds_refreshes_incrementally_and_rebuilds_cleanly(tmp_path):
     shutil.copytree(REPO / "integration_tests", project, ignore=shutil.ignore_patterns("target", "logs", "warehouse"))
 
     first = dbt(project, "build", "--full-refresh")
-    assert "Done. PASS=11 WARN=0 ERROR=0" in first
+    assert "Done. PASS=15 WARN=0 ERROR=0" in first  # 4 seeds, 4 views, 7 tests
     assert "customer_orders: build (first run" in first
 
     dbt(project, "run-operation", "shop_changes")
@@ -37,9 +37,13 @@ def test_demo_builds_refreshes_incrementally_and_rebuilds_cleanly(tmp_path):
     assert "shop.orders: mixed" in line and "shop.customers: mixed" in line
     assert "steps run: DEL o, DEL c, INS o, INS c" in line
     assert re.search(r"view rows: \+\d+ -\d+", line)
+    outer = next(l for l in second.splitlines() if "order_lines_with_products: fast refresh:" in l)
+    # new lines (anchor) and changed products (inner side, joined on its key): slices updated in place
+    assert "steps run: SLICES l, SLICES p, UPDATE in place" in outer, outer
     for aggregate in ("sales_by_product", "revenue_by_country"):  # aggregates refresh incrementally too
         assert re.search(rf"{aggregate}: fast refresh: .*steps run: DELTA", second), aggregate
-    assert "Done. PASS=3 WARN=0 ERROR=0" in dbt(project, "test")
+    tested = dbt(project, "test")  # incl. matches_defining_query on every view
+    assert "Done. PASS=7 WARN=0 ERROR=0" in tested and tested.count("matches_defining_query") >= 4, tested
 
     third = dbt(project, "run")
     assert "customer_orders: fast refresh: nothing marked" in third and "no write" in third

@@ -1,0 +1,59 @@
+"""The users' check that a stored view still equals its defining query (the generic test
+``matches_defining_query``): a multiset comparison, as the plugin's own differential tests do.
+
+The query compared with is the compiled SQL the view was built from (kept in its table
+properties), recomputed on the masters as they are now: a view whose masters changed since its
+last refresh differs until it is refreshed again, which is what the test is for (run it right
+after ``dbt run``). Hidden bookkeeping columns (``_mv_*``) are left out; floating-point columns are
+compared to 9 significant digits, since a running sum of doubles may differ from a recomputed one
+in the last digits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dbt_incremental_mv.analysis.outputs import RESERVED_PREFIX
+from dbt_incremental_mv.sql_text import ident, relation
+
+PROBLEM_COLUMN = "mv_problem"
+MISSING = "in the defining query, missing from the view"
+EXTRA = "in the view, not in the defining query"
+_FLOATING = ("float", "double", "real")
+
+
+class NotAFastRefreshView(ValueError):
+    """The relation has no stored definition: it was not built by fast_refresh."""
+
+
+def _compared(column: str, spark_type: str) -> str:
+    if spark_type.strip().lower() in _FLOATING:
+        return f"format_string('%.9g', {ident(column)}) as {ident(column)}"
+    return ident(column)
+
+
+def visible_columns(columns: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The view's columns a user sees: not the plugin's hidden ``_mv_*`` bookkeeping."""
+    return [(name, spark_type) for name, spark_type in columns if not name.lower().startswith(RESERVED_PREFIX)]
+
+
+def mismatch_sql(view_relation: str, columns: Sequence[tuple[str, str]], defining_sql: str | None) -> str:
+    """A query returning one row per row that differs (none when the view is right), each
+    with ``mv_problem`` saying on which side it is; multiplicities count (``EXCEPT ALL``)."""
+    if not defining_sql or not defining_sql.strip():
+        raise NotAFastRefreshView(
+            f"{view_relation} has no stored definition: it was not built by the fast_refresh materialization "
+            "(run dbt run first; matches_defining_query only applies to fast_refresh models)."
+        )
+    shown = visible_columns(columns)
+    if not shown:
+        raise NotAFastRefreshView(f"{view_relation} has no columns to compare (does it exist?)")
+    select_list = ", ".join(_compared(name, spark_type) for name, spark_type in shown)
+    view_rows = f"select {select_list} from {relation(view_relation)}"
+    query_rows = f"select {select_list} from (\n{defining_sql.strip().rstrip(';')}\n) as `_mv_definition`"
+    problem = ident(PROBLEM_COLUMN)
+    return (
+        f"select '{MISSING}' as {problem}, * from (\n{query_rows}\nexcept all\n{view_rows}\n)\n"
+        "union all\n"
+        f"select '{EXTRA}' as {problem}, * from (\n{view_rows}\nexcept all\n{query_rows}\n)"
+    )
