@@ -24,6 +24,7 @@ class LogPosition:
     sequence: int  # log rows with _last_updated_sequence_number <= sequence are consumed
     master_snapshot: int | None  # the master snapshot the view reflects
     commits: tuple[int, ...] = ()  # also consumed: these commits' rows (on-commit refreshes)
+    log_snapshot: int | None = None  # the log snapshot read through ``sequence`` (staleness checks)
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,9 @@ class ViewState:
             "base": self.base,
             "method": self.method,
             "logs": {
-                name: [pos.sequence, pos.master_snapshot, sorted(pos.commits)] for name, pos in sorted(self.logs.items())
+                name: [pos.sequence, pos.master_snapshot, sorted(pos.commits)]
+                + ([pos.log_snapshot] if pos.log_snapshot is not None else [])
+                for name, pos in sorted(self.logs.items())
             },
         }
         raw = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
@@ -56,6 +59,7 @@ class ViewState:
                     sequence=int(entry[0]),
                     master_snapshot=None if entry[1] is None else int(entry[1]),
                     commits=tuple(int(c) for c in (entry[2] if len(entry) > 2 else ())),
+                    log_snapshot=int(entry[3]) if len(entry) > 3 and entry[3] is not None else None,
                 )
                 for name, entry in payload["logs"].items()
             }

@@ -184,12 +184,7 @@ class SparkMVAdapter(SparkAdapter):
         from dbt_incremental_mv.layout import layout_advice
 
         lines = []
-        for node in sorted(graph.get("nodes", {}).values(), key=lambda n: n["name"]):
-            if node.get("resource_type") != "model" or (node.get("config") or {}).get("materialized") != "fast_refresh":
-                continue
-            if models and node["name"] not in models:
-                continue
-            name = f"{node['schema']}.{node.get('alias') or node['name']}".lower()
+        for node, name in self._fast_refresh_models(graph, models):
             if not self._relation_exists(name):
                 lines.append(f"-- {node['name']}: not built yet")
                 continue
@@ -200,6 +195,33 @@ class SparkMVAdapter(SparkAdapter):
             lines.append(f"-- {node['name']} ({definition.view_class.value} view)")
             lines += [f"{statement};" for statement in layout_advice(definition, name)]
         return lines
+
+    @staticmethod
+    def _fast_refresh_models(graph: Mapping[str, Any], models: Sequence[str] | None):
+        """(node, relation name) of the project's fast_refresh models, by name; ``models`` selects."""
+        if models:
+            known = {n["name"] for n in graph.get("nodes", {}).values() if n.get("resource_type") == "model"}
+            unknown = sorted(set(models) - known)
+            if unknown:
+                raise DbtRuntimeError(f"No model named {', '.join(unknown)} in this project: name fast_refresh models.")
+        for node in sorted(graph.get("nodes", {}).values(), key=lambda n: n["name"]):
+            if node.get("resource_type") != "model" or (node.get("config") or {}).get("materialized") != "fast_refresh":
+                continue
+            if models and node["name"] not in models:
+                continue
+            yield node, f"{node['schema']}.{node.get('alias') or node['name']}".lower()
+
+    @available
+    def mv_status(self, graph: Mapping[str, Any], models: Sequence[str] | None = None) -> list[str]:
+        """One line per fast_refresh view: fresh, stale, needs rebuild or unusable, and why.
+        Reads only (Oracle's USER_MVIEWS.STALENESS): nothing is captured, refreshed or purged."""
+        from dbt_incremental_mv.staleness import view_status
+
+        engine = self._engine()
+        return [
+            (engine.status(node, name, graph) if self._relation_exists(name) else view_status(node["name"], built=False)).line()
+            for node, name in self._fast_refresh_models(graph, models)
+        ]
 
     @available
     def mv_log_capture(self, graph: Mapping[str, Any], masters: Sequence[str] | None = None) -> list[str]:

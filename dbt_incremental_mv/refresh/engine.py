@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dbt_incremental_mv import catalog
+from dbt_incremental_mv import catalog, staleness
 from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewDefinition, analyze_view
 from dbt_incremental_mv.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.config import FastRefreshConfig
@@ -94,6 +94,7 @@ class RefreshPlan:
     tblproperties: dict[str, str] = field(default_factory=dict)
     stored_definition: str | None = None
     view_types: dict[str, str] = field(default_factory=dict)  # the existing table's columns and types
+    out_of_step: str | None = None  # why the view's record of its logs cannot be refreshed from
 
     @property
     def action(self) -> str:
@@ -245,8 +246,9 @@ class FastRefreshEngine:
             name, config, existing_type=existing_type, full_refresh=full_refresh, fast_refresh_blocker=blocker,
             definition_change=change,
         )
-        if decision.action == "fast" and not self._state_usable(view_relation, logs):
-            decision = self._fallback(name, config, "the view has no record of what it consumed from its logs")
+        out_of_step = self._staleness(view_relation, logs) if decision.action == "fast" else None
+        if out_of_step is not None:
+            decision = self._fallback(name, config, out_of_step)
         return RefreshPlan(
             model_name=name,
             view_relation=view_relation,
@@ -266,6 +268,7 @@ class FastRefreshEngine:
             },
             stored_definition=stored_definition,
             view_types=view_types,
+            out_of_step=out_of_step,
         )
 
     def _fallback(self, name: str, config: FastRefreshConfig, reason: str) -> RefreshDecision:
@@ -274,9 +277,43 @@ class FastRefreshEngine:
     def _columns(self, name: str) -> list[tuple[str, str]]:
         return catalog.table_columns(self.query, name)
 
-    def _state_usable(self, view_relation: str, logs: Mapping[str, LogSpec]) -> bool:
+    def _staleness(self, view_relation: str, logs: Mapping[str, LogSpec]) -> str | None:
+        """Why the view cannot be fast refreshed from its record of its logs (None: it can)."""
         state = catalog.view_state(self.query, view_relation)
-        return state is not None and all(spec.log_relation in state.logs for spec in logs.values())
+        if state is None or not all(spec.log_relation in state.logs for spec in logs.values()):
+            return "the view has no record of what it consumed from its logs"
+        for spec in logs.values():
+            reason = self.log_out_of_step(spec, state.logs[spec.log_relation])
+            if reason is not None:
+                return reason
+        return None
+
+    def log_out_of_step(self, spec: LogSpec, position: LogPosition | None) -> str | None:
+        """Whether the log still holds every change after the view's position (see staleness.py).
+        Reads only: the log's snapshot list and one count query over a few of its snapshots."""
+        exists = bool(self._columns(spec.log_relation))
+        parents: dict[int, int | None] = {}
+        operations: dict[int, str] = {}
+        counts: dict[int, tuple[int, int]] = {}
+        current = None
+        if exists and position is not None and position.log_snapshot is not None:
+            for snapshot_id, parent_id, operation in self.query(staleness.log_history(spec.log_relation)):
+                parents[int(snapshot_id)] = None if parent_id is None else int(parent_id)
+                operations[int(snapshot_id)] = str(operation)
+            current = self._current_snapshots([spec.log_relation]).get(spec.log_relation)
+            chain = staleness.commits_since(position.log_snapshot, current, parents) or []
+            needed = staleness.snapshots_to_count(chain, operations, parents)
+            if current is not None and current not in needed:
+                needed.append(current)
+            if needed:
+                counts = {
+                    int(r[0]): (int(r[1]), int(r[2]))
+                    for r in self.query(staleness.unconsumed_counts(spec.log_relation, position, needed))
+                }
+        return staleness.out_of_step(
+            spec.log_relation, position, log_exists=exists, current=current, parents=parents,
+            operations=operations, counts=counts, capture=spec.capture,
+        )
 
     # ---------------------------------------------------------------- mark
     def mark(self, plan: RefreshPlan) -> Propagation:
@@ -286,10 +323,14 @@ class FastRefreshEngine:
             if spec.capture:
                 self.capture(spec, plan.logged_columns.get(spec.log_relation))
         state = catalog.view_state(self.query, plan.view_relation) if plan.action == "fast" else None
+        planned = plan.action
         marked = self._mark_logs(plan, state)
         if plan.action == "fast":
             return self._fast(plan, marked)
-        return self._complete(plan, marked)
+        propagation = self._complete(plan, marked)
+        if planned != plan.action:  # a log was reset while marking: say why in the log line
+            propagation.summary += f" ({plan.reason})"
+        return propagation
 
     def capture(self, spec: LogSpec, logged: Sequence[str] | None) -> str:
         """Bring a capture-managed log up to its master's current snapshot; returns what it did."""
@@ -312,14 +353,7 @@ class FastRefreshEngine:
             return CapturePlan("none", current, current, f"created {spec.log_relation}, capturing from master snapshot {current}")
         for attempt in range(1, CAPTURE_ATTEMPTS + 1):
             snapshots = self._current_snapshots([spec.log_relation, spec.master_relation])
-            stats = self._stats(spec, snapshots.get(spec.log_relation), 0)
-            lineage = [
-                SnapshotInfo(int(r[0]), r[1], int(r[2]), int(r[3]))
-                for r in self.query(log_sql.snapshot_lineage(spec.master_relation))
-            ]
-            capture = plan_capture(
-                stats["captured_through"], stats["watermarks"] > 0, snapshots.get(spec.master_relation), lineage
-            )
+            capture = self.capture_plan(spec, snapshots)
             if capture.method == "none":
                 break
             if self._commit_capture(spec, logged, capture, snapshots[spec.log_relation]):
@@ -333,6 +367,15 @@ class FastRefreshEngine:
             capture.method, capture.start, capture.end, f"{spec.log_relation}: {capture.method} ({capture.reason})",
             capture.commits,
         )
+
+    def capture_plan(self, spec: LogSpec, snapshots: Mapping[str, int]) -> CapturePlan:
+        """What a capture of an existing log would do now (reads only)."""
+        stats = self._stats(spec, snapshots.get(spec.log_relation), 0)
+        lineage = [
+            SnapshotInfo(int(r[0]), r[1], int(r[2]), int(r[3]))
+            for r in self.query(log_sql.snapshot_lineage(spec.master_relation))
+        ]
+        return plan_capture(stats["captured_through"], stats["watermarks"] > 0, snapshots.get(spec.master_relation), lineage)
 
     def _commit_capture(self, spec: LogSpec, logged: Sequence[str], capture: CapturePlan, log_snapshot: int) -> bool:
         """Append the captured changes to the log as a compare-and-swap: written to a branch made
@@ -418,7 +461,10 @@ class FastRefreshEngine:
     def _state(self, plan: RefreshPlan, marked: Mapping[str, MarkedLog], method: str) -> ViewState:
         base = self._current_snapshots([plan.view_relation]).get(plan.view_relation) if plan.existing_columns else None
         return ViewState(
-            logs={m.spec.log_relation: LogPosition(m.upto, m.master_snapshot) for m in marked.values()},
+            logs={
+                m.spec.log_relation: LogPosition(m.upto, m.master_snapshot, log_snapshot=m.log_snapshot or None)
+                for m in marked.values()
+            },
             method=method,
             base=base,
         )
@@ -572,7 +618,8 @@ class FastRefreshEngine:
             return f"{view}: nothing of commit(s) {', '.join(map(str, commits))} to propagate"
         logs = dict(state.logs)
         logs[spec.log_relation] = LogPosition(
-            position.sequence, marked[spec.master_relation].master_snapshot, tuple(sorted({*position.commits, *commits}))
+            position.sequence, marked[spec.master_relation].master_snapshot, tuple(sorted({*position.commits, *commits})),
+            position.log_snapshot,
         )
         new_state = ViewState(logs=logs, method="on-commit", base=self._current_snapshots([view]).get(view))
         wap_id = new_state.encode()
@@ -624,6 +671,49 @@ class FastRefreshEngine:
             order.append(current)
             current = parents[current]
         return list(reversed(order))
+
+    # ---------------------------------------------------------------- status
+    def status(self, model: Mapping[str, Any], view_relation: str, graph: Mapping[str, Any]) -> staleness.ViewStatus:
+        """The built view's state (fresh, stale, needs rebuild, unusable) and why. Reads only: the
+        plan's checks, the logs' unconsumed rows and what a capture would do, nothing captured."""
+        from dbt_incremental_mv.config import ConfigError
+
+        name = str(model.get("name", "?"))
+        # run-operation does not compile models: compare with the stored definition then (only
+        # master column changes show; an edited model shows at its next run)
+        sql = model.get("compiled_code") or catalog.table_property(self.query, view_relation, DEFINITION_PROPERTY)
+        if sql is None:
+            return staleness.view_status(name, built=True, unusable="not built by this plugin version: run dbt run --full-refresh")
+        decide_only = {**(model.get("config") or {}), "refresh_method": "force", "on_configuration_change": "apply"}
+        try:
+            plan = self.plan({**model, "config": decide_only}, sql, view_relation, "table", False, graph)
+        except (ConfigError, LogContractError) as exc:
+            return staleness.view_status(name, built=True, unusable=str(exc))
+        if plan.action == "build":
+            return staleness.view_status(name, built=True, rebuild=[plan.reason.removesuffix(": rebuilding the view in full")])
+        if plan.out_of_step is not None:
+            return staleness.view_status(name, built=True, rebuild=[plan.out_of_step])
+        if plan.action != "fast":
+            return staleness.view_status(name, built=True, unusable=plan.reason.removeprefix("fast refresh impossible: "))
+        state = catalog.view_state(self.query, view_relation)
+        assert state is not None  # plan() checked it
+        rebuild, pending = [], []
+        for spec in plan.logs.values():
+            position = state.logs[spec.log_relation]
+            snapshots = self._current_snapshots([spec.log_relation, spec.master_relation])
+            stats = self._stats(spec, snapshots.get(spec.log_relation), position.sequence, position.commits)
+            uncaptured = 0
+            if spec.capture:
+                capture = self.capture_plan(spec, snapshots)
+                uncaptured = len(capture.commits)
+                if capture.method == "reset":
+                    rebuild.append(f"the history of {spec.master_relation} was rewritten or expired before it was captured")
+            if stats["reset_sequence"] is not None and stats["reset_sequence"] > position.sequence:
+                rebuild.append(f"the history of {spec.master_relation} was rewritten or expired before it was captured")
+            pending.append(staleness.PendingChanges(
+                spec.master_relation, int(stats["inserts"] or 0) + int(stats["deletes"] or 0), uncaptured
+            ))
+        return staleness.view_status(name, built=True, rebuild=rebuild, pending=pending)
 
     # ---------------------------------------------------------------- report
     def touched_rows(self, plan: RefreshPlan, propagation: Propagation) -> str:

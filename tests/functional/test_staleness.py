@@ -1,0 +1,132 @@
+"""Staleness (issue 9): a view whose changes are no longer available is refreshed completely
+(or fails under refresh_method='fast'), never partially; mv_status says how each view stands."""
+
+import pytest
+from dbt.tests.util import run_dbt, run_dbt_and_capture
+
+from tests.functional.test_definition_changes import SOURCES  # orders and its captured log
+from tests.functional.util import assert_view_matches_query, rows
+
+SELECT = "select o.order_id, o.amount from {{ source('shop', 'orders') }} o"
+MODELS = {
+    "v.sql": "{{ config(materialized='fast_refresh') }}\n" + SELECT,
+    "v_fast.sql": "{{ config(materialized='fast_refresh', refresh_method='fast') }}\n" + SELECT,
+    "sources.yml": SOURCES,
+}
+
+
+def status(project, *args):
+    _, log = run_dbt_and_capture(["run-operation", "mv_status", *args])
+    return log
+
+
+def snapshots(project, *tables):
+    return {t: rows(project, f"select snapshot_id from {project.test_schema}.{t}.`refs` where name = 'main'") for t in tables}
+
+
+class StalenessProject:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return MODELS
+
+    def setup_masters(self, project):
+        schema = project.test_schema
+        project.run_sql(f"create table {schema}.orders (order_id bigint, amount decimal(10,2)) using iceberg")
+        project.run_sql(f"insert into {schema}.orders values (1, 5.00), (2, 50.00)")
+        run_dbt(["run"])
+        return schema
+
+    def check(self, project, view):
+        schema = project.test_schema
+        assert_view_matches_query(project, f"{schema}.{view}", f"select order_id, amount from {schema}.orders",
+                                  columns="order_id, amount")
+
+
+class TestLogDeletedByHand(StalenessProject):
+    def test_unconsumed_changes_deleted_from_the_log(self, project):
+        schema = self.setup_masters(project)
+        log = status(project)
+        assert "v: fresh" in log and "v_fast: fresh" in log, log
+        assert "v_fast" not in status(project, "--args", "{models: [v]}")
+
+        project.run_sql(f"insert into {schema}.orders values (3, 7.00)")
+        project.run_sql(f"update {schema}.orders set amount = 6.00 where order_id = 1")
+        before = snapshots(project, "v", "v_fast", "mlog_orders", "orders")
+        log = status(project)
+        assert f"v: stale (changes pending: {schema}.orders: 2 uncaptured commit(s))" in log, log
+        assert snapshots(project, "v", "v_fast", "mlog_orders", "orders") == before  # status changed nothing
+
+        run_dbt(["run-operation", "capture_mv_log"])
+        log = status(project, "--args", "{models: [v_fast]}")
+        assert f"v_fast: stale (changes pending: {schema}.orders: 3 logged change(s))" in log, log
+        assert "v: " not in log.replace("v_fast: ", "")
+
+        # someone deletes log rows the views have not consumed yet
+        project.run_sql(f"delete from {schema}.mlog_orders where _mv_op = 'I'")
+        log = status(project)
+        assert "v_fast: needs rebuild (2 change(s) the view had not consumed were deleted from" in log, log
+
+        # refresh_method='fast': fails naming the log and what to do, the view is unchanged
+        _, log = run_dbt_and_capture(["run", "--select", "v_fast"], expect_pass=False)
+        assert "cannot be fast refreshed: 2 change(s) the view had not consumed were deleted from" in log, log
+        assert "mlog_orders" in log and "refresh_method='force'" in log
+        assert sorted(rows(project, f"select order_id, amount from {schema}.v_fast")) == [(1, 5), (2, 50)]
+
+        # the default (force): a complete refresh, the reason in the log line
+        project.run_sql(f"insert into {schema}.orders values (4, 9.00)")
+        _, log = run_dbt_and_capture(["run", "--select", "v"])
+        assert "v: complete (fast refresh impossible: 2 change(s) the view had not consumed were deleted" in log, log
+        self.check(project, "v")
+        project.run_sql(f"delete from {schema}.orders where order_id = 2")
+        _, log = run_dbt_and_capture(["run", "--select", "v"])
+        assert "v: fast (" in log, log  # in step again
+        self.check(project, "v")
+
+        run_dbt(["run", "--select", "v_fast", "--full-refresh"])
+        self.check(project, "v_fast")
+        assert "v: fresh" in status(project) and "v_fast: fresh" in status(project)
+
+
+class TestLogRecreated(StalenessProject):
+    def test_dropped_and_recreated_log(self, project):
+        schema = self.setup_masters(project)
+        project.run_sql(f"insert into {schema}.orders values (3, 7.00)")
+        project.run_sql(f"drop table {schema}.mlog_orders")
+        assert "v: needs rebuild (the change log" in status(project)
+        run_dbt(["run-operation", "create_mv_log"])  # recreated empty, capturing from now on
+        assert "no longer holds the snapshot" in status(project)
+        _, log = run_dbt_and_capture(["run"], expect_pass=False)
+        assert "v: complete (fast refresh impossible: the change log" in log, log
+        assert "Model 'v_fast' cannot be fast refreshed: the change log" in log, log
+        self.check(project, "v")
+        assert sorted(rows(project, f"select order_id, amount from {schema}.v_fast")) == [(1, 5), (2, 50)]
+
+
+class TestMasterHistoryRewritten(StalenessProject):
+    def test_rolled_back_and_expired_master_history(self, project):
+        schema = self.setup_masters(project)
+        first = rows(project, f"select snapshot_id from {schema}.orders.`refs` where name = 'main'")[0][0]
+        project.run_sql(f"insert into {schema}.orders values (3, 7.00)")
+        run_dbt(["run"])  # captured and consumed
+        # the master is rolled back past what was captured
+        project.run_sql(f"call spark_catalog.system.rollback_to_snapshot('{schema}.orders', {first})")
+        assert f"needs rebuild (the history of {schema}.orders was rewritten" in status(project)
+        _, log = run_dbt_and_capture(["run", "--select", "v_fast"], expect_pass=False)
+        assert f"the history of {schema}.orders was rewritten or expired before it was captured" in log, log
+        assert sorted(rows(project, f"select order_id from {schema}.v_fast")) == [(1,), (2,), (3,)]  # unchanged
+        _, log = run_dbt_and_capture(["run", "--select", "v"])
+        assert "complete refresh" in log and "was rewritten or expired before it was captured" in log, log
+        self.check(project, "v")
+
+        # snapshots expired before they were captured
+        project.run_sql(f"insert into {schema}.orders values (5, 1.00)")
+        project.run_sql(f"insert into {schema}.orders values (6, 2.00)")
+        project.run_sql(
+            f"call spark_catalog.system.expire_snapshots(table => '{schema}.orders', "
+            "older_than => timestamp '2999-01-01 00:00:00', retain_last => 1)"
+        )
+        _, log = run_dbt_and_capture(["run", "--select", "v"])
+        assert "was rewritten or expired before it was captured" in log, log
+        self.check(project, "v")
+        _, log = run_dbt_and_capture(["run", "--select", "v"])
+        assert "v: fast (" in log, log
