@@ -40,6 +40,14 @@ def decide_refresh(
     possible); ``definition_change`` why the stored view no longer matches the model (None
     when it does): the view is rebuilt, or the run fails with ``on_configuration_change='fail'``.
     """
+    if config.refresh_method == "fast" and fast_refresh_blocker is not None:
+        # as Oracle refuses CREATE MATERIALIZED VIEW ... REFRESH FAST for such a view: fail before
+        # anything is built, not at the first refresh
+        raise FastRefreshUnavailable(
+            f"Model '{model_name}' cannot be fast refreshed: {fast_refresh_blocker}. "
+            "Set refresh_method='force' to fall back to a complete refresh, or 'complete' to always "
+            "recompute the view."
+        )
     if existing_type is None:
         return RefreshDecision("build", "first run: building the view in full")
     if full_refresh:
@@ -58,10 +66,4 @@ def decide_refresh(
         return RefreshDecision("complete", "refresh_method='complete'")
     if fast_refresh_blocker is None:
         return RefreshDecision("fast", "fast refresh")
-    if config.refresh_method == "fast":
-        raise FastRefreshUnavailable(
-            f"Model '{model_name}' cannot be fast refreshed: {fast_refresh_blocker}. "
-            "Set refresh_method='force' to fall back to a complete refresh, or 'complete' to always "
-            "recompute the view."
-        )
     return RefreshDecision("complete", f"fast refresh impossible: {fast_refresh_blocker}")

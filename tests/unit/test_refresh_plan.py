@@ -10,16 +10,28 @@ def decide(config, existing="table", full_refresh=False, blocker=None):
     return decide_refresh("v", config, existing_type=existing, full_refresh=full_refresh, fast_refresh_blocker=blocker)
 
 
-@pytest.mark.parametrize("config", [FORCE, FAST, COMPLETE])
-def test_first_run_builds_whatever_the_method(config):
+@pytest.mark.parametrize("config", [FORCE, COMPLETE])
+def test_first_run_builds_with_force_and_complete_even_when_fast_refresh_is_impossible(config):
     decision = decide(config, existing=None, blocker="anything")
     assert decision.action == "build"
     assert "first run" in decision.reason
 
 
 @pytest.mark.parametrize("config", [FORCE, FAST, COMPLETE])
+def test_first_run_builds_a_fast_refreshable_view(config):
+    assert decide(config, existing=None).action == "build"
+
+
+@pytest.mark.parametrize("config", [FORCE, COMPLETE])
 def test_full_refresh_rebuilds(config):
     assert decide(config, full_refresh=True, blocker="x").action == "build"
+    assert decide(FAST, full_refresh=True).action == "build"
+
+
+@pytest.mark.parametrize("existing, full_refresh", [(None, False), ("table", True), ("view", False)])
+def test_fast_method_refuses_to_build_a_view_it_could_never_fast_refresh(existing, full_refresh):
+    with pytest.raises(FastRefreshUnavailable, match="cannot be fast refreshed: rand"):
+        decide(FAST, existing=existing, full_refresh=full_refresh, blocker="rand(): non-deterministic")
 
 
 def test_existing_view_is_replaced():
