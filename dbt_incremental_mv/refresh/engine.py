@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dbt_incremental_mv import catalog, staleness
+from dbt_incremental_mv import catalog, staleness, view_table
 from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewDefinition, analyze_view
 from dbt_incremental_mv.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.config import FastRefreshConfig
@@ -95,6 +95,8 @@ class RefreshPlan:
     stored_definition: str | None = None
     view_types: dict[str, str] = field(default_factory=dict)  # the existing table's columns and types
     out_of_step: str | None = None  # why the view's record of its logs cannot be refreshed from
+    partition_spec: list[str] = field(default_factory=list)  # partition_by, clustered_by as bucket()
+    contract: dict[str, str] | None = None  # enforced contract: column -> Spark type
 
     @property
     def action(self) -> str:
@@ -192,6 +194,8 @@ class FastRefreshEngine:
         name = model.get("name", "?")
         config = FastRefreshConfig.from_model_config(name, model.get("config") or {})
         user_properties = (model.get("config") or {}).get("tblproperties") or {}
+        partition_spec = view_table.partition_spec(name, model.get("config") or {})
+        contract = view_table.contract_types(model)
         masters = dependency_relations(model, graph)
         all_logs = logs_by_master(log_specs_from_graph(graph))
         logs = {m: all_logs[m] for m in masters if m in all_logs}
@@ -269,6 +273,8 @@ class FastRefreshEngine:
             stored_definition=stored_definition,
             view_types=view_types,
             out_of_step=out_of_step,
+            partition_spec=partition_spec,
+            contract=contract,
         )
 
     def _fallback(self, name: str, config: FastRefreshConfig, reason: str) -> RefreshDecision:
@@ -544,7 +550,7 @@ class FastRefreshEngine:
         if state is not None and plan.action == "complete" and same_table:
             steps = self._publish(plan, state, "main", f"insert overwrite {target} ({idents(columns)})\n{query}")
             return Propagation(steps, state, marked, f"{what}: recomputed in one commit")
-        steps = [Step("main", query, kind="create")]
+        steps = [Step("main", view_table.enforce_contract(query, columns, plan.contract), kind="create")]
         if state is not None:
             steps += self._publish(plan, state, "record", f"insert into {target} select * from {target} where false")
         return Propagation(steps, state, marked, f"{what}: table replaced")

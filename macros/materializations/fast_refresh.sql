@@ -14,6 +14,9 @@
   {%- set target_relation = this.incorporate(type='table') -%}
   {%- set plan = adapter.fast_refresh_plan(model, compiled_code, target_relation, existing_relation, should_full_refresh(), graph) -%}
   {%- set grant_config = config.get('grants') -%}
+  {%- if plan.contract is not none -%}
+    {{ get_assert_columns_equivalent(compiled_code) }}  {#- names and types, before anything is created -#}
+  {%- endif -%}
   {{ log(model.name ~ ': ' ~ plan.action ~ ' (' ~ plan.reason ~ ')', info=True) }}
 
   {{ run_hooks(pre_hooks) }}
@@ -29,7 +32,7 @@
     {%- else -%}
       {%- call statement(step.name) -%}
         {%- if step.kind == 'create' -%}
-          {{ fast_refresh_create_sql(target_relation, step.sql, plan.tblproperties) }}
+          {{ fast_refresh_create_sql(target_relation, step.sql, plan.tblproperties, plan.partition_spec) }}
         {%- else -%}
           {{ step.sql }}
         {%- endif -%}

@@ -1,0 +1,167 @@
+"""dbt configs on fast_refresh models (issue 9): each takes effect on the first build and
+survives a fast refresh, a complete refresh and --full-refresh."""
+
+import pytest
+from dbt.tests.util import run_dbt, run_dbt_and_capture
+
+from tests.functional.util import assert_view_matches_query, rows
+
+SOURCES = """
+version: 2
+sources:
+  - name: shop
+    schema: "{{ target.schema }}"
+    tables:
+      - name: orders
+      - name: customers
+  - name: mv_logs
+    schema: "{{ target.schema }}"
+    tables:
+      - name: mlog_orders
+        meta: {mv_log: {master: shop.orders, key: [order_id], capture: true}}
+      - name: mlog_customers
+        meta: {mv_log: {master: shop.customers, key: [customer_id], capture: true}}
+"""
+ORDERS = "select o.order_id, o.region, o.amount from {{ source('shop', 'orders') }} o"
+
+
+def create_masters(project):
+    schema = project.test_schema
+    project.run_sql(f"create table {schema}.orders (order_id bigint, region string, amount decimal(10,2), "
+                    "customer_id bigint) using iceberg")
+    project.run_sql(f"insert into {schema}.orders values (1, 'eu', 5.00, 10), (2, 'us', 50.00, 11)")
+    project.run_sql(f"create table {schema}.customers (customer_id bigint, name string) using iceberg")
+    project.run_sql(f"insert into {schema}.customers values (10, 'ada'), (11, 'alan')")
+    return schema
+
+
+def describe(project, table):
+    return {(str(r[0]).strip(), str(r[1]).strip()) for r in rows(project, f"describe table extended {table}")}
+
+
+def comments(project, table):
+    return {r[0]: r[2] for r in rows(project, f"describe table {table}") if r[0] and not r[0].startswith("#")}
+
+
+TABLE_MODEL = """
+{{ config(
+    materialized='fast_refresh',
+    refresh_method=var('method', 'force'),
+    partition_by=['region'],
+    clustered_by=['order_id'],
+    buckets=4,
+    tblproperties={'owner_team': "sales 'emea'"},
+    persist_docs={'relation': true, 'columns': true},
+    pre_hook="insert into {{ this.schema }}.audit select 'pre', '{{ var('method', 'force') }}'",
+    post_hook="insert into {{ this.schema }}.audit select 'post', '{{ var('method', 'force') }}'",
+) }}
+""" + ORDERS
+
+TABLE_DOCS = """
+version: 2
+models:
+  - name: v
+    description: "Orders by region, it's a view"
+    columns:
+      - name: order_id
+        description: "The order's id"
+"""
+
+
+class TestTableConfigs:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"v.sql": TABLE_MODEL, "schema.yml": TABLE_DOCS, "sources.yml": SOURCES}
+
+    def check(self, project, expected_audit):
+        schema = project.test_schema
+        view = f"{schema}.v"
+        info = describe(project, view)
+        assert ("Part 0", "region") in info and ("Part 1", "bucket(4, order_id)") in info, info
+        properties = dict(rows(project, f"show tblproperties {view}"))
+        assert properties["owner_team"] == "sales 'emea'"
+        assert ("Comment", "Orders by region, it's a view") in info, info
+        assert comments(project, view)["order_id"] == "The order's id"
+        assert rows(project, f"select hook, method from {schema}.audit order by 1, 2") == sorted(expected_audit)
+        assert_view_matches_query(project, view, f"select order_id, region, amount from {schema}.orders",
+                                  columns="order_id, region, amount")
+
+    def test_settings_survive_every_kind_of_refresh(self, project):
+        schema = create_masters(project)
+        project.run_sql(f"create table {schema}.audit (hook string, method string) using iceberg")
+        audit = [("pre", "force"), ("post", "force")]
+        _, log = run_dbt_and_capture(["run"])
+        assert "v: build (first run" in log, log
+        self.check(project, audit)
+
+        project.run_sql(f"insert into {schema}.orders values (3, 'eu', 7.00, 10)")
+        _, log = run_dbt_and_capture(["run"])
+        assert "v: fast (" in log, log
+        self.check(project, audit * 2)
+
+        project.run_sql(f"update {schema}.orders set region = 'us' where order_id = 1")
+        _, log = run_dbt_and_capture(["run", "--vars", "{method: complete}"])
+        assert "v: complete (refresh_method='complete')" in log, log
+        self.check(project, audit * 2 + [("pre", "complete"), ("post", "complete")])
+
+        project.run_sql(f"delete from {schema}.orders where order_id = 2")
+        _, log = run_dbt_and_capture(["run", "--full-refresh"])
+        assert "v: build (--full-refresh" in log, log
+        self.check(project, audit * 3 + [("pre", "complete"), ("post", "complete")])
+
+
+CONTRACT = """
+version: 2
+models:
+  - name: {name}
+    config:
+      contract: {{enforced: true}}
+    columns:
+      - name: order_id
+        data_type: bigint
+      - name: amount
+        data_type: {amount_type}
+      - name: name
+        data_type: string
+"""
+JOINED = ("select o.order_id, o.amount, c.name from {{ source('shop', 'orders') }} o "
+          "join {{ source('shop', 'customers') }} c on o.customer_id = c.customer_id")
+
+
+class TestContracts:
+    @pytest.fixture(scope="class")
+    def models(self):
+        config = "{{ config(materialized='fast_refresh', refresh_method=var('method', 'fast')) }}\n"
+        return {
+            "kept.sql": config + JOINED,
+            "kept.yml": CONTRACT.format(name="kept", amount_type="decimal(10,2)"),
+            "broken.sql": config + JOINED,
+            "broken.yml": CONTRACT.format(name="broken", amount_type="int"),
+            "sources.yml": SOURCES,
+        }
+
+    def test_contract_enforced_with_hidden_columns(self, project):
+        schema = create_masters(project)
+        _, log = run_dbt_and_capture(["run"], expect_pass=False)
+        # a mismatch fails before anything is created
+        assert "broken" in log and "int" in log and "decimal(10,2)" in log, log
+        assert not rows(project, f"show tables in {schema} like 'broken'")
+        expected = [("order_id", "bigint"), ("amount", "decimal(10,2)"), ("name", "string")]
+
+        def columns():
+            return [(c, t) for c, t, *_ in rows(project, f"describe table {schema}.kept")
+                    if c and not c.startswith("#") and not c.startswith("_mv_")]
+
+        assert columns() == expected
+        query = (f"select o.order_id, o.amount, c.name from {schema}.orders o "
+                 f"join {schema}.customers c on o.customer_id = c.customer_id")
+        project.run_sql(f"insert into {schema}.orders values (3, 'eu', 7.00, 11)")
+        _, log = run_dbt_and_capture(["run", "--select", "kept"])
+        assert "kept: fast (" in log, log
+        assert columns() == expected
+        assert_view_matches_query(project, f"{schema}.kept", query, columns="order_id, amount, name")
+        project.run_sql(f"update {schema}.customers set name = 'grace' where customer_id = 11")
+        _, log = run_dbt_and_capture(["run", "--select", "kept", "--vars", "{method: complete}"])
+        assert "kept: complete (" in log, log
+        assert columns() == expected
+        assert_view_matches_query(project, f"{schema}.kept", query, columns="order_id, amount, name")
