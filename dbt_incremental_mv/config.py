@@ -63,3 +63,22 @@ class FastRefreshConfig:
             refresh_method=refresh_method.strip().lower(), refresh_stats=refresh_stats,
             on_configuration_change=on_change.strip().lower(),
         )
+
+
+# How a Spark without table access control answers SHOW GRANTS (open-source Spark 3.5 cannot parse
+# it; some builds say the operation is not allowed or not supported).
+_NO_GRANTS = ("parse_syntax_error", "operation not allowed", "not supported", "unsupported")
+
+
+def grants_unsupported_error(model_name: str, probe_error: str) -> ConfigError | None:
+    """The error for a model with ``grants`` on a Spark that has no GRANT statement, judged from
+    the error of a ``show grants`` probe; None when the probe failed for another reason (e.g. the
+    view does not exist yet on a Spark that does support grants)."""
+    text = probe_error.lower()
+    if not any(marker in text for marker in _NO_GRANTS):
+        return None
+    return ConfigError(
+        f"Model '{model_name}': grants are configured, but this Spark has no GRANT statement (open-source "
+        "Spark has no table access control; dbt-spark's grants work on Databricks). Remove the grants "
+        "config for this target (e.g. set it only in the targets that support it)."
+    )

@@ -88,11 +88,27 @@ class SparkMVAdapter(SparkAdapter):
 
         existing_type = str(existing.type) if existing is not None and existing.type is not None else None
         try:
-            return self._engine().plan(
+            plan = self._engine().plan(
                 model, compiled_code, _relation_name(target), existing_type, bool(full_refresh), graph
             )
+            if (model.get("config") or {}).get("grants"):
+                self._check_grants_supported(model["name"], target)
+            return plan
         except (ConfigError, LogContractError, FastRefreshUnavailable, DefinitionChanged) as exc:
             raise self._people_error(exc) from exc
+
+    def _check_grants_supported(self, model_name: str, target: BaseRelation) -> None:
+        """Fail before anything changes when grants are configured on a Spark without GRANT
+        (otherwise the view would be refreshed and the model would fail afterwards)."""
+        from dbt_incremental_mv.config import grants_unsupported_error
+        from dbt_incremental_mv.sql_text import relation
+
+        try:
+            self._query(f"show grants on {relation(_relation_name(target))}")
+        except Exception as exc:  # noqa: BLE001 - judged by its message
+            error = grants_unsupported_error(model_name, str(exc))
+            if error is not None:
+                raise error from exc
 
     @available
     def fast_refresh_mark(self, plan):

@@ -165,3 +165,19 @@ class TestContracts:
         assert "kept: complete (" in log, log
         assert columns() == expected
         assert_view_matches_query(project, f"{schema}.kept", query, columns="order_id, amount, name")
+
+
+class TestGrantsWithoutAccessControl:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "granted.sql": "{{ config(materialized='fast_refresh', grants={'select': ['analyst']}) }}\n" + ORDERS,
+            "sources.yml": SOURCES,
+        }
+
+    def test_refused_before_anything_is_created(self, project):
+        schema = create_masters(project)
+        _, log = run_dbt_and_capture(["run"], expect_pass=False)
+        assert "Model 'granted': grants are configured, but this Spark has no GRANT statement" in log, log
+        assert not rows(project, f"show tables in {schema} like 'granted'")
+        assert not rows(project, f"show tables in {schema} like 'mlog_orders'")

@@ -37,3 +37,13 @@ def test_iceberg_file_format_accepted(value):
 def test_other_file_formats_refused(value):
     with pytest.raises(ConfigError, match=f"file_format='{value}'.*Iceberg"):
         FastRefreshConfig.from_model_config("m", {"file_format": value})
+
+
+def test_grants_on_a_spark_without_grant_are_refused_naming_the_model():
+    from dbt_incremental_mv.config import grants_unsupported_error
+
+    error = grants_unsupported_error("v", "[PARSE_SYNTAX_ERROR] Syntax error at or near 'on': missing 'FUNCTIONS'")
+    assert error is not None and "Model 'v': grants are configured" in str(error)
+    assert grants_unsupported_error("v", "Operation not allowed: grant") is not None
+    # another failure (a Spark with grants, the view not built yet): not judged here
+    assert grants_unsupported_error("v", "[TABLE_OR_VIEW_NOT_FOUND] The table `s`.`v` cannot be found") is None
