@@ -179,3 +179,29 @@ def view_status(
     if changed:
         return ViewStatus(model, STALE, "changes pending: " + ", ".join(p.describe() for p in changed))
     return ViewStatus(model, FRESH)
+
+
+def nothing_to_refresh(
+    positions: Sequence[tuple[bool, str, str, LogPosition | None]], current: Mapping[str, int]
+) -> bool:
+    """Whether a view provably has nothing to consume, from snapshot ids alone (no log scan):
+    the cheap no-op refresh. ``positions`` holds, per log, (capture-managed?, master relation,
+    log relation, the view's position); ``current`` the current snapshot of those relations.
+
+    - a capture-managed log: the master is still at the snapshot the view reflects. Its log can
+      then hold nothing newer for the view (captures only log later master commits; a master
+      whose history was rewritten has another snapshot id);
+    - a log written by ingestion: the log is still at the snapshot the view read.
+
+    A position with commits consumed on commit (beyond its sequence) never qualifies: commits
+    older than the reflected snapshot may still be pending.
+    """
+    if not positions:
+        return False
+    for capture, master, log, position in positions:
+        if position is None or position.commits:
+            return False
+        recorded, now = (position.master_snapshot, current.get(master)) if capture else (position.log_snapshot, current.get(log))
+        if recorded is None or now is None or recorded != now:
+            return False
+    return True

@@ -325,10 +325,12 @@ class FastRefreshEngine:
     def mark(self, plan: RefreshPlan) -> Propagation:
         """Capture, then fix what this refresh consumes and which snapshots it reads."""
         self.execute("reset spark.wap.id")  # a failed earlier refresh on this connection may have left it set
+        state = catalog.view_state(self.query, plan.view_relation) if plan.action == "fast" else None
+        if state is not None and self._idle(plan, state):
+            return Propagation([], None, {}, "fast refresh: nothing marked (no master commit or log change since the last refresh); no write")
         for spec in plan.logs.values():
             if spec.capture:
                 self.capture(spec, plan.logged_columns.get(spec.log_relation))
-        state = catalog.view_state(self.query, plan.view_relation) if plan.action == "fast" else None
         planned = plan.action
         marked = self._mark_logs(plan, state)
         if plan.action == "fast":
@@ -337,6 +339,13 @@ class FastRefreshEngine:
         if planned != plan.action:  # a log was reset while marking: say why in the log line
             propagation.summary += f" ({plan.reason})"
         return propagation
+
+    def _idle(self, plan: RefreshPlan, state: ViewState) -> bool:
+        """Nothing to capture, mark or write (see staleness.nothing_to_refresh): one metadata query."""
+        specs = list(plan.logs.values())
+        positions = [(s.capture, s.master_relation, s.log_relation, state.logs.get(s.log_relation)) for s in specs]
+        relations = sorted({s.master_relation if s.capture else s.log_relation for s in specs})
+        return bool(relations) and staleness.nothing_to_refresh(positions, self._current_snapshots(relations))
 
     def capture(self, spec: LogSpec, logged: Sequence[str] | None) -> str:
         """Bring a capture-managed log up to its master's current snapshot; returns what it did."""

@@ -84,3 +84,22 @@ def test_view_status_precedence():
     assert view_status("v", built=True, pending=pending[1:]).line() == "v: fresh"
     assert view_status("v", built=True).status == FRESH
     assert UNUSABLE and NEEDS_REBUILD
+
+
+def test_nothing_to_refresh_from_snapshot_ids_alone():
+    from dbt_incremental_mv.staleness import nothing_to_refresh
+
+    captured = LogPosition(sequence=7, master_snapshot=100, log_snapshot=50)
+    ingested = LogPosition(sequence=3, master_snapshot=None, log_snapshot=60)
+    positions = [(True, "s.orders", "s.mlog_orders", captured), (False, "s.customers", "s.mlog_customers", ingested)]
+    assert nothing_to_refresh(positions, {"s.orders": 100, "s.mlog_customers": 60})
+    # a master commit since, a new log commit, a log purged meanwhile (still idle for a captured one)
+    assert not nothing_to_refresh(positions, {"s.orders": 101, "s.mlog_customers": 60})
+    assert not nothing_to_refresh(positions, {"s.orders": 100, "s.mlog_customers": 61})
+    assert nothing_to_refresh(positions[:1], {"s.orders": 100, "s.mlog_orders": 99})
+    # no record, commits consumed on commit (older commits may be pending), no logs, unknown snapshot
+    assert not nothing_to_refresh([(True, "s.orders", "s.mlog_orders", None)], {"s.orders": 100})
+    on_commit = LogPosition(sequence=7, master_snapshot=100, commits=(100,), log_snapshot=50)
+    assert not nothing_to_refresh([(True, "s.orders", "s.mlog_orders", on_commit)], {"s.orders": 100})
+    assert not nothing_to_refresh([], {})
+    assert not nothing_to_refresh(positions, {})
