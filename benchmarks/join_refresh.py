@@ -344,14 +344,23 @@ def step_generate(spark, p: dict) -> dict:
 
 
 def change_statements(p: dict) -> list[tuple[str, str]]:
+    """The change, as (kind, SQL). ``scattered``: the changed orders are picked by hash, so every
+    data file of the master holds some (the worst case for copy-on-write masters: each commit
+    rewrites the whole table); ``clustered``: the newest orders change (as when recent orders
+    get paid, shipped or cancelled), so the commits rewrite only the files holding them."""
     n, c, f = p["orders"], p["customers"], p["changed"]
     unmatched = max(c // 50, 1)
+    if p.get("spread", "scattered") == "clustered":
+        bucket, scale = f"({n} - 1 - order_id)", n  # 0 for the newest order
+        customers = f"customer_id < {CUSTOMER_UPDATES}"
+    else:
+        bucket, scale = f"pmod(hash(order_id, 101), {BUCKETS})", BUCKETS
+        customers = f"pmod(hash(customer_id, 7), {c}) < {CUSTOMER_UPDATES}"
     bounds, low = {}, 0
     for kind, share in SHARES.items():
-        width = max(1, round(f * share * BUCKETS))
+        width = max(1, round(f * share * scale))
         bounds[kind] = (low, low + width)
         low += width
-    bucket = f"pmod(hash(order_id, 101), {BUCKETS})"
     inserts = max(1, round(n * f * SHARES["inserts"]))
     a, k, d = bounds["amount_updates"], bounds["key_updates"], bounds["deletes"]
     return [
@@ -362,7 +371,7 @@ def change_statements(p: dict) -> list[tuple[str, str]]:
         ("inserts", f"insert into shop.orders select {n} + id, pmod(hash(id, 29), {c}), cast(9.99 as decimal(12,2)), "
                     f"'new' from range({inserts})"),
         ("customer_updates", "update shop.customers set country = 'XX', name = concat(name, ' (moved)') "
-                             f"where pmod(hash(customer_id, 7), {c}) < {CUSTOMER_UPDATES}"),
+                             f"where {customers}"),
     ]
 
 
@@ -488,9 +497,9 @@ def benchmark(args: argparse.Namespace) -> dict:
     warehouse = root / "warehouse"
     payload = {"warehouse": str(warehouse), "orders": args.orders, "customers": args.customers,
                "changed": args.changed, "master_mode": args.master_mode, "files": args.files,
-               "driver_memory": args.driver_memory}
+               "spread": args.spread, "driver_memory": args.driver_memory}
     print(f"join_refresh: orders={args.orders} customers={args.customers} changed={args.changed} "
-          f"masters={args.master_mode} in {root}", flush=True)
+          f"({args.spread}) masters={args.master_mode} in {root}", flush=True)
     fast = write_project(root, "fast", warehouse, args.driver_memory,
                          ("mv_fast", model_sql("materialized='fast_refresh'")), FAST_SOURCES)
     complete = write_project(root, "complete", warehouse, args.driver_memory,
@@ -543,7 +552,8 @@ def benchmark(args: argparse.Namespace) -> dict:
         result["total_s"] = round(time.perf_counter() - total, 1)
         result["load_average_end"] = os.getloadavg()
         out = Path(args.out) if args.out else HERE / "results" / (
-            f"join_refresh_{args.orders}_{args.customers}_{args.changed}_{args.master_mode}.json")
+            f"join_refresh_{args.orders}_{args.customers}_{args.changed}_{args.master_mode}"
+            + ("_clustered" if args.spread == "clustered" else "") + ".json")
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=2, default=str))
         print(f"results: {out}", flush=True)
@@ -558,7 +568,8 @@ def print_summary(result: dict) -> None:
     p = result["params"]
     print(f"\n== orders {p['orders']:,} x customers {p['customers']:,}, changed {p['changed']:.3%} "
           f"({sum(result['change']['counts'][k] for k in SHARES)} orders, "
-          f"{result['change']['counts']['customer_updates']} customers), masters {p['master_mode']}; "
+          f"{result['change']['counts']['customer_updates']} customers, {p.get('spread', 'scattered')}), "
+          f"masters {p['master_mode']}; "
           f"load avg {result['load_average_start'][0]:.1f}->{result['load_average_end'][0]:.1f}")
     print(f"{'run':<34} {'wall s':>7} {'model s':>8}  phases (s)")
     labels = {"build": "build (fast project)", "complete_build": "build (complete project)",
@@ -586,6 +597,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="masters copy-on-write (Iceberg's default; captured by changelog scan) or "
                              "merge-on-read (captured by snapshot diff)")
     parser.add_argument("--files", type=int, default=8, help="data files of the orders master")
+    parser.add_argument("--spread", choices=("scattered", "clustered"), default="scattered",
+                        help="changed orders picked by hash over every file, or the newest orders (few files)")
     parser.add_argument("--driver-memory", default="6g")
     parser.add_argument("--complete-prebuild", action="store_true",
                         help="also build mv_complete before the change, so its timed run replaces an existing "

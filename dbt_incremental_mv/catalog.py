@@ -59,16 +59,22 @@ def view_state(query: Query, name: str) -> ViewState | None:
 
     Compaction (``replace`` snapshots) does not change data, so it is looked through.
     """
+    return view_state_at(query, name)[0]
+
+
+def view_state_at(query: Query, name: str) -> tuple[ViewState | None, int | None]:
+    """The view's state and the snapshot of its main branch it was read from (None: no table or
+    no snapshot). An incremental refresh applies its changes on exactly that snapshot, or not at all."""
     table = relation(name)
     current = query(f"select snapshot_id from {table}.`refs` where name = 'main'")
     if not current:
-        return None
+        return None, None
     rows = query(f"select snapshot_id, parent_id, operation, summary['wap.id'] from {table}.`snapshots`")
     by_id = {r[0]: SnapshotRow(r[0], r[1], r[2], r[3]) for r in rows}
     cursor = by_id.get(current[0][0])
     while cursor is not None and cursor.operation == "replace":
         cursor = by_id.get(cursor.parent_id) if cursor.parent_id is not None else None
-    return ViewState.decode(cursor.wap_id) if cursor is not None else None
+    return (ViewState.decode(cursor.wap_id) if cursor is not None else None), int(current[0][0])
 
 
 SUMMARY_KEYS = ("added-records", "deleted-records", "added-position-deletes", "added-equality-deletes")

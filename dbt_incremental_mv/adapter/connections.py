@@ -26,6 +26,7 @@ from dbt.adapters.spark.connections import (
 )
 from dbt_common.exceptions import DbtRuntimeError
 
+from dbt_incremental_mv.conflicts import concurrent_commit_error
 from dbt_incremental_mv.embedded import ICEBERG_JARS_MODES, start_session
 from dbt_incremental_mv.iceberg_runtime import IcebergRuntimeError
 
@@ -189,6 +190,9 @@ class SparkMVConnectionManager(SparkConnectionManager):
                 yield
         except DbtRuntimeError as exc:
             short = summarize_spark_error(exc.__context__)
+            conflict = concurrent_commit_error(short or str(exc))
+            if conflict is not None:  # a concurrent commit won: say so in one line, whatever the method
+                raise DbtRuntimeError(conflict) from exc.__context__
             if short is None:
                 raise
             raise DbtRuntimeError(short) from exc.__context__

@@ -17,6 +17,7 @@ from typing import Any
 from dbt_incremental_mv import catalog, staleness, view_table
 from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewDefinition, analyze_view
 from dbt_incremental_mv.bookkeeping import LogPosition, ViewState
+from dbt_incremental_mv.conflicts import lost_race
 from dbt_incremental_mv.config import FastRefreshConfig
 from dbt_incremental_mv.definition import COLUMNS_PROPERTY, DEFINITION_PROPERTY, definition_change, encode_columns
 from dbt_incremental_mv.logs import sql as log_sql
@@ -53,6 +54,8 @@ _capture_locks_guard = threading.Lock()
 
 # A capture that loses the race to a concurrent capture or purge decides again, this many times.
 CAPTURE_ATTEMPTS = 5
+# Refreshes that apply changes to the view as it was (a complete refresh recomputes it instead).
+INCREMENTAL_METHODS = ("fast", "on-commit")
 
 # Superseded capture watermarks are purged with consumed changes, or once this many pile up.
 WATERMARKS_BEFORE_PURGE = 16
@@ -325,7 +328,7 @@ class FastRefreshEngine:
     def mark(self, plan: RefreshPlan) -> Propagation:
         """Capture, then fix what this refresh consumes and which snapshots it reads."""
         self.execute("reset spark.wap.id")  # a failed earlier refresh on this connection may have left it set
-        state = catalog.view_state(self.query, plan.view_relation) if plan.action == "fast" else None
+        state, read_at = catalog.view_state_at(self.query, plan.view_relation) if plan.action == "fast" else (None, None)
         if state is not None and self._idle(plan, state):
             return Propagation([], None, {}, "fast refresh: nothing marked (no master commit or log change since the last refresh); no write")
         for spec in plan.logs.values():
@@ -334,7 +337,7 @@ class FastRefreshEngine:
         planned = plan.action
         marked = self._mark_logs(plan, state)
         if plan.action == "fast":
-            return self._fast(plan, marked)
+            return self._fast(plan, marked, read_at)
         propagation = self._complete(plan, marked)
         if planned != plan.action:  # a log was reset while marking: say why in the log line
             propagation.summary += f" ({plan.reason})"
@@ -402,8 +405,8 @@ class FastRefreshEngine:
         digest = uuid.uuid4().hex[:16]
         branch = f"mv_capture_{digest}"
         log = relation(spec.log_relation)
-        self.execute(f"alter table {log} create branch {ident(branch)} as of version {integer(log_snapshot)}")
         try:
+            self.execute(f"alter table {log} create branch {ident(branch)} as of version {integer(log_snapshot)}")
             if capture.method == "changelog":
                 view = f"mv_changes_{digest}"
                 self.execute(log_sql.changelog_view(spec, view, capture.start, capture.end))
@@ -415,17 +418,14 @@ class FastRefreshEngine:
                 self.execute(log_sql.capture_by_diff(spec, logged, capture.start, capture.end, branch))
             else:  # reset
                 self.execute(log_sql.watermark_row(spec, logged, capture.end, reset=True, branch=branch))
-            try:
-                self.execute(
-                    f"call spark_catalog.system.fast_forward({string(spec.log_relation)}, 'main', {string(branch)})"
-                )
-            except Exception as exc:
-                if "ancestor" not in str(exc).lower():
-                    raise
-                return False  # the log moved on since the decision: decide again
+            self.execute(f"call spark_catalog.system.fast_forward({string(spec.log_relation)}, 'main', {string(branch)})")
             return True
+        except Exception as exc:
+            if not lost_race(exc):
+                raise
+            return False  # another commit on the log won (its capture or purge): decide again
         finally:
-            self.execute(f"alter table {log} drop branch if exists {ident(branch)}")
+            self._drop_branch(log, branch)
 
     def _current_snapshots(self, relations: Sequence[str]) -> dict[str, int]:
         return {r[0]: int(r[1]) for r in self.query(log_sql.current_snapshots(relations))}
@@ -473,8 +473,13 @@ class FastRefreshEngine:
             )
         return marked
 
-    def _state(self, plan: RefreshPlan, marked: Mapping[str, MarkedLog], method: str) -> ViewState:
-        base = self._current_snapshots([plan.view_relation]).get(plan.view_relation) if plan.existing_columns else None
+    def _state(
+        self, plan: RefreshPlan, marked: Mapping[str, MarkedLog], method: str, base: int | None = None
+    ) -> ViewState:
+        """The state the refresh's commit records; ``base``: the view snapshot an incremental
+        refresh read its previous state from (its commit must be made on it, see publish)."""
+        if base is None and plan.existing_columns:
+            base = self._current_snapshots([plan.view_relation]).get(plan.view_relation)
         return ViewState(
             logs={
                 m.spec.log_relation: LogPosition(m.upto, m.master_snapshot, log_snapshot=m.log_snapshot or None)
@@ -504,26 +509,42 @@ class FastRefreshEngine:
         """
         target = relation(view_relation)
         staged = self.query(
-            f"select snapshot_id from {target}.`snapshots` where summary['wap.id'] = {string(wap_id)} "
+            f"select snapshot_id, parent_id from {target}.`snapshots` where summary['wap.id'] = {string(wap_id)} "
             "order by committed_at desc limit 1"
         )
         if not staged:
             raise ConcurrentRefreshError(f"the staged refresh of {view_relation} is gone (expired?); rerun the refresh")
+        lost = ConcurrentRefreshError(
+            f"another refresh of {view_relation} committed while this one ran: this run's changes were not "
+            "applied (the view is correct as the other refresh left it); rerun to pick up anything newer"
+        )
+        # A staged write is made on whatever main is when it commits, not on the snapshot the
+        # refresh read its state from: an incremental refresh whose commit landed on another
+        # refresh's commit would apply changes that one already applied.
+        state = ViewState.decode(wap_id)
+        parent = None if staged[0][1] is None else int(staged[0][1])
+        if state is not None and state.method in INCREMENTAL_METHODS and state.base is not None and parent != state.base:
+            raise lost
         branch = f"mv_publish_{uuid.uuid4().hex[:16]}"
-        self.execute(f"alter table {target} create branch {ident(branch)} as of version {integer(int(staged[0][0]))}")
         try:
+            self.execute(f"alter table {target} create branch {ident(branch)} as of version {integer(int(staged[0][0]))}")
             self.execute(f"call spark_catalog.system.fast_forward({string(view_relation)}, 'main', {string(branch)})")
         except Exception as exc:
-            if "ancestor" not in str(exc).lower():
+            if not lost_race(exc):
                 raise
-            raise ConcurrentRefreshError(
-                f"another refresh of {view_relation} committed while this one ran: this run's changes were not "
-                "applied (the view is correct as the other refresh left it); rerun to pick up anything newer"
-            ) from exc
+            raise lost from exc
         finally:
-            self.execute(f"alter table {target} drop branch if exists {ident(branch)}")
+            self._drop_branch(target, branch)
 
-    def _fast(self, plan: RefreshPlan, marked: dict[str, MarkedLog]) -> Propagation:
+    def _drop_branch(self, table: str, branch: str) -> None:
+        """Drop a capture's or publish's branch; one left behind by a lost race is harmless (nothing reads it)."""
+        try:
+            self.execute(f"alter table {table} drop branch if exists {ident(branch)}")
+        except Exception as exc:
+            if not lost_race(exc):
+                raise
+
+    def _fast(self, plan: RefreshPlan, marked: dict[str, MarkedLog], read_at: int | None) -> Propagation:
         assert plan.definition is not None
         if plan.action != "fast":  # a log was reset while marking
             return self._complete(plan, marked)
@@ -531,7 +552,7 @@ class FastRefreshEngine:
         kinds = ", ".join(f"{m.spec.master_relation}: {m.kind} (+{m.inserts}/-{m.deletes})" for m in marked.values())
         if statement is None:
             return Propagation([], None, marked, f"fast refresh: nothing marked ({kinds}); no write")
-        state = self._state(plan, marked, "fast")
+        state = self._state(plan, marked, "fast", base=read_at)
         steps = self._publish(plan, state, "main", statement.sql)
         summary = (
             f"fast refresh: {kinds}; steps run: {', '.join(statement.steps_run)}"
@@ -600,7 +621,7 @@ class FastRefreshEngine:
         self, view: str, spec: LogSpec, commits: tuple[int, ...], graph: Mapping[str, Any],
         all_logs: Mapping[str, LogSpec], existing: Callable[[str], bool],
     ) -> str:
-        state = catalog.view_state(self.query, view)
+        state, read_at = catalog.view_state_at(self.query, view)
         position = state.logs.get(spec.log_relation) if state else None
         if state is None or position is None:
             return f"{view}: skipped, it has no record of its logs (the next dbt run refreshes it completely)"
@@ -636,7 +657,7 @@ class FastRefreshEngine:
             position.sequence, marked[spec.master_relation].master_snapshot, tuple(sorted({*position.commits, *commits})),
             position.log_snapshot,
         )
-        new_state = ViewState(logs=logs, method="on-commit", base=self._current_snapshots([view]).get(view))
+        new_state = ViewState(logs=logs, method="on-commit", base=read_at)
         wap_id = new_state.encode()
         self.execute(f"set spark.wap.id={wap_id}")
         try:

@@ -28,6 +28,12 @@ def soak_factor() -> int:
     return max(1, int(os.environ.get("DBT_MV_SOAK", "1") or 1))
 
 
+def batch_size() -> int:
+    """Random operations in one batched round (one multi-row MERGE per master): their number
+    costs next to nothing, the refresh after them is what takes time. Grows with the soak factor."""
+    return 220 * soak_factor()
+
+
 def comparable(value):
     """A value as compared: floating point rounded to 9 significant digits (an incrementally
     maintained AVG or SUM of doubles may differ from a recomputation in the last bits)."""

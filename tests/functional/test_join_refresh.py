@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
-from tests.functional.differential import Column, Master, Workload, soak_factor
+from tests.functional.differential import Column, Master, Workload, batch_size, soak_factor
 from tests.functional.util import rows
 
 REGIONS = ["north", "south", None]
@@ -81,11 +81,11 @@ class TestJoinRefresh:
         assert log.count("nothing marked (no master commit or log change since the last refresh); no write") == len(VIEWS), log
         self.check_all(workload)
 
-        for round_number in range(8 * soak_factor()):
+        for round_number in range(6 * soak_factor()):
             if round_number % 2:
                 workload.round(6)  # one statement (one commit) per operation
             else:
-                workload.round(100 * soak_factor(), batched=True)  # one multi-row MERGE per master
+                workload.round(batch_size(), batched=True)  # one multi-row MERGE per master
             results, log = run_dbt_and_capture(["run"])
             assert all(r.status == "success" for r in results), log
             assert "fast refresh:" in log

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
-from tests.functional.differential import Column, Master, Workload, soak_factor
+from tests.functional.differential import Column, Master, Workload, batch_size, soak_factor
 
 MASTERS = [
     Master("customers", "customer_id", key_pool=tuple(range(1001, 1009)), columns=[
@@ -91,11 +91,11 @@ class TestOuterJoinRefresh:
         run_dbt(["run"])
         self.check_all(workload)
 
-        for round_number in range(8 * soak_factor()):
+        for round_number in range(6 * soak_factor()):
             if round_number % 2:
                 workload.round(6)
             else:
-                workload.round(100 * soak_factor(), batched=True)
+                workload.round(batch_size(), batched=True)
             results, log = run_dbt_and_capture(["run"])
             assert all(r.status == "success" for r in results), log
             assert log.count("fast refresh:") == len(VIEWS), log

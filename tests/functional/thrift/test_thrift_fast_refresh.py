@@ -65,7 +65,9 @@ def apply(project, statements):
         project.run_sql(statement.format(s=project.test_schema))
 
 
-class TestExampleProjectOverThrift:
+class ExampleProject:
+    """The example project's seeds, views and macros as dbt test fixtures."""
+
     @pytest.fixture(scope="class")
     def seeds(self):
         return SEEDS
@@ -81,6 +83,9 @@ class TestExampleProjectOverThrift:
     @pytest.fixture(scope="class")
     def project_config_update(self):
         return {"models": {"+materialized": "fast_refresh"}}
+
+
+class TestExampleProjectOverThrift(ExampleProject):
 
     def refresh(self, *args):
         results, log = run_dbt_and_capture(["run", *args])
