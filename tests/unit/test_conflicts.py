@@ -1,8 +1,11 @@
-"""Iceberg refusing a concurrent commit is told apart from other errors, in one line."""
+"""Concurrent commits: Iceberg refusing one is told apart from other errors, in one line; an
+incremental refresh is published only on the view snapshot it read its state from."""
 
 import pytest
 
+from dbt_incremental_mv.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.conflicts import LOST_RACE, concurrent_commit_error, lost_race
+from dbt_incremental_mv.refresh.engine import ConcurrentRefreshError, FastRefreshEngine
 
 THRIFT_MERGE = (
     "Database Error\n  org.apache.hive.service.cli.HiveSQLException: Error running query: "
@@ -34,3 +37,35 @@ def test_lost_race_recognises_reported_refusals_and_failed_fast_forwards():
     assert lost_race(RuntimeError(concurrent_commit_error(SESSION_COMMIT)))
     assert lost_race(RuntimeError(THRIFT_MERGE))
     assert lost_race(RuntimeError("Cannot fast-forward: main is not an ancestor of mv_capture_1"))
+
+
+# --- publishing an incremental refresh: only on the view snapshot its state was read from ---
+
+
+def _publish(state, staged_parent):
+    executed = []
+
+    def query(sql):
+        assert "summary['wap.id']" in sql
+        return [(900, staged_parent)]
+
+    FastRefreshEngine(query, executed.append).publish("shop.v", state.encode())
+    return executed
+
+
+FAST = ViewState(logs={"shop.mlog_o": LogPosition(7, 100)}, method="fast", base=500)
+
+
+def test_a_fast_refresh_staged_on_another_refreshs_commit_is_not_published():
+    with pytest.raises(ConcurrentRefreshError, match="another refresh of shop.v committed while this one ran"):
+        _publish(FAST, staged_parent=600)  # another refresh published 600 on 500 meanwhile
+
+
+def test_a_fast_refresh_staged_on_the_snapshot_it_read_is_fast_forwarded():
+    executed = _publish(FAST, staged_parent=500)
+    assert any("fast_forward('shop.v', 'main'" in sql for sql in executed), executed
+
+
+def test_a_complete_refresh_recomputes_and_is_published_on_any_snapshot():
+    complete = ViewState(logs=FAST.logs, method="complete", base=500)
+    assert any("fast_forward" in sql for sql in _publish(complete, staged_parent=600))
