@@ -157,6 +157,86 @@ def normalize_type(spark_type: str) -> str:
     return "".join(spark_type.lower().split())
 
 
+_DECIMAL = "decimal("
+
+
+def _decimal(spark_type: str) -> tuple[int, int] | None:
+    normalized = normalize_type(spark_type)
+    if not normalized.startswith(_DECIMAL) or not normalized.endswith(")"):
+        return None
+    precision, _, scale = normalized[len(_DECIMAL) : -1].partition(",")
+    try:
+        return int(precision), int(scale or 0)
+    except ValueError:
+        return None
+
+
+def promotable(from_type: str, to_type: str) -> bool:
+    """Whether Iceberg can change a column from ``from_type`` to ``to_type`` in place (its type
+    promotions: int to bigint, float to double, a decimal to a wider one of the same scale)."""
+    old, new = normalize_type(from_type), normalize_type(to_type)
+    if (old, new) in (("int", "bigint"), ("float", "double")):
+        return True
+    old_decimal, new_decimal = _decimal(old), _decimal(new)
+    return (
+        old_decimal is not None
+        and new_decimal is not None
+        and old_decimal[1] == new_decimal[1]
+        and new_decimal[0] >= old_decimal[0]
+    )
+
+
+@dataclass(frozen=True)
+class LogEvolution:
+    """How a capture-managed log must change to match its master's schema again.
+
+    The plugin owns such a log, so it follows the master rather than failing: logged columns the
+    master lost are dropped, widened types are widened in place. A type change Iceberg cannot apply
+    in place (the master was replaced by a table of other types) means the log is recreated.
+    Columns the master gained are not logged (a capture by snapshot difference reads older master
+    snapshots, which do not have them).
+    """
+
+    dropped: tuple[str, ...] = ()
+    widened: tuple[tuple[str, str, str], ...] = ()  # (column, log type, master type)
+    incompatible: tuple[tuple[str, str, str], ...] = ()  # (column, log type, master type)
+
+    @property
+    def recreate(self) -> bool:
+        return bool(self.incompatible)
+
+    def describe(self) -> str:
+        parts = [f"column {c} dropped" for c in self.dropped]
+        parts += [f"column {c} changed type from {old} to {new}" for c, old, new in self.widened + self.incompatible]
+        return "; ".join(parts)
+
+    def evolved(self, log_columns: Mapping[str, str]) -> dict[str, str]:
+        """The log's columns once evolved (name -> type)."""
+        if self.recreate:
+            return {}
+        columns = {c: t for c, t in log_columns.items() if c not in self.dropped}
+        columns.update({c: new for c, _, new in self.widened})
+        return columns
+
+
+def log_evolution(log_columns: Mapping[str, str], master_columns: Mapping[str, str]) -> LogEvolution | None:
+    """How a capture-managed log no longer matches its master (a logged column dropped from the
+    master or changed type since the log was created), or None when it does.
+    ``*_columns`` map lowercase column names to Spark types, in table order."""
+    logged = {c: t for c, t in log_columns.items() if c not in CONTRACT_COLUMNS}
+    dropped = tuple(c for c in logged if c not in master_columns)
+    changed = [
+        (c, t, master_columns[c])
+        for c, t in logged.items()
+        if c in master_columns and normalize_type(t) != normalize_type(master_columns[c])
+    ]
+    widened = tuple(change for change in changed if promotable(change[1], change[2]))
+    incompatible = tuple(change for change in changed if not promotable(change[1], change[2]))
+    if not (dropped or widened or incompatible):
+        return None
+    return LogEvolution(dropped, widened, incompatible)
+
+
 def validate_log_columns(
     spec: LogSpec,
     log_columns: Mapping[str, str],

@@ -13,7 +13,9 @@ from dbt_incremental_mv.logs.contract import (
     TIME_COLUMN,
     WATERMARK,
     RESET,
+    LogEvolution,
     LogSpec,
+    normalize_type,
 )
 from dbt_incremental_mv.sql_text import ident, idents, integer, relation, string
 
@@ -27,6 +29,18 @@ def create_log(spec: LogSpec, master_columns: Sequence[tuple[str, str]]) -> str:
         f"create table if not exists {relation(spec.log_relation)} (\n  {body}\n)\nusing iceberg\n"
         "tblproperties ('format-version'='3', 'write.delete.mode'='copy-on-write')"
     )
+
+
+def evolve_log(spec: LogSpec, evolution: LogEvolution) -> list[str]:
+    """The statements that make a capture-managed log match its master again (Iceberg schema
+    changes, no data rewritten); a log that cannot be evolved in place is dropped, for capture to
+    create it anew."""
+    log = relation(spec.log_relation)
+    if evolution.recreate:
+        return [f"drop table if exists {log}"]
+    statements = [f"alter table {log} alter column {ident(c)} type {normalize_type(new)}" for c, _, new in evolution.widened]
+    statements += [f"alter table {log} drop column {ident(c)}" for c in evolution.dropped]
+    return statements
 
 
 def log_target(spec: LogSpec, branch: str | None = None) -> str:

@@ -22,7 +22,15 @@ from dbt_incremental_mv.config import FastRefreshConfig
 from dbt_incremental_mv.definition import COLUMNS_PROPERTY, DEFINITION_PROPERTY, definition_change, encode_columns
 from dbt_incremental_mv.logs import sql as log_sql
 from dbt_incremental_mv.logs.capture import CapturePlan, SnapshotInfo, plan_capture
-from dbt_incremental_mv.logs.contract import LogContractError, LogSpec, log_specs_from_graph, logs_by_master, validate_log_columns
+from dbt_incremental_mv.logs.contract import (
+    LogContractError,
+    LogEvolution,
+    LogSpec,
+    log_evolution,
+    log_specs_from_graph,
+    logs_by_master,
+    validate_log_columns,
+)
 from dbt_incremental_mv.refresh import view_classes
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh_plan import RefreshDecision, decide_refresh
@@ -100,6 +108,8 @@ class RefreshPlan:
     out_of_step: str | None = None  # why the view's record of its logs cannot be refreshed from
     partition_spec: list[str] = field(default_factory=list)  # partition_by, clustered_by as bucket()
     contract: dict[str, str] | None = None  # enforced contract: column -> Spark type
+    log_evolutions: dict[str, LogEvolution] = field(default_factory=dict)  # capture-managed logs to evolve
+    read_types: dict[str, dict[str, str]] = field(default_factory=dict)  # master -> column read -> current type
 
     @property
     def action(self) -> str:
@@ -130,6 +140,14 @@ def _read_column_types(
         for column in definition.referenced_columns[occurrence.alias]:
             read.setdefault(occurrence.master.name, {})[column.lower()] = types.get(column.lower(), "?")
     return read
+
+
+def _current_types(plan: RefreshPlan, alias: str) -> dict[str, str]:
+    """The master columns an occurrence reads, as the view spells them, with their current types."""
+    assert plan.definition is not None
+    master = plan.definition.occurrence(alias).master.name
+    types = plan.read_types.get(master, {})
+    return {c: types[c.lower()] for c in plan.definition.referenced_columns[alias] if c.lower() in types}
 
 
 def _relation_name(node: Mapping[str, Any]) -> str:
@@ -205,16 +223,21 @@ class FastRefreshEngine:
         blocker = None
         definition = None
         logged_columns: dict[str, list[str]] = {}
+        evolutions: dict[str, LogEvolution] = {}  # capture-managed logs their master's schema changes outgrew
         missing = [m for m in masters if m not in logs]
         master_columns = {m: self._columns(m) for m in masters}
         for master, spec in logs.items():
             if not master_columns[master]:
                 raise LogContractError(f"The master {master} of the {spec.describe()} does not exist.")
             log_columns = dict(self._columns(spec.log_relation))
+            evolution = log_evolution(log_columns, dict(master_columns[master])) if spec.capture and log_columns else None
+            if evolution is not None:
+                evolutions[spec.log_relation] = evolution
+                log_columns = evolution.evolved(log_columns)
             if not log_columns:
                 if spec.capture:
                     logged_columns[spec.log_relation] = [c for c, _ in master_columns[master]]
-                    continue  # created by the first build
+                    continue  # created by the first build (or recreated: see LogEvolution)
                 raise LogContractError(
                     f"The {spec.describe()} does not exist. Create it (dbt run-operation create_mv_log "
                     f"--args '{{master: {spec.master_ref}}}') or let your ingestion create it."
@@ -253,6 +276,12 @@ class FastRefreshEngine:
             name, config, existing_type=existing_type, full_refresh=full_refresh, fast_refresh_blocker=blocker,
             definition_change=change,
         )
+        recreated = sorted(log for log, evolution in evolutions.items() if evolution.recreate)
+        if decision.action == "fast" and recreated:
+            decision = self._fallback(name, config, "; ".join(
+                f"the change log {log} is recreated ({evolutions[log].describe()} in its master), so the "
+                "changes it holds are lost" for log in recreated
+            ))
         out_of_step = self._staleness(view_relation, logs) if decision.action == "fast" else None
         if out_of_step is not None:
             decision = self._fallback(name, config, out_of_step)
@@ -278,6 +307,8 @@ class FastRefreshEngine:
             out_of_step=out_of_step,
             partition_spec=partition_spec,
             contract=contract,
+            log_evolutions=evolutions,
+            read_types=read_columns or {},
         )
 
     def _fallback(self, name: str, config: FastRefreshConfig, reason: str) -> RefreshDecision:
@@ -333,7 +364,7 @@ class FastRefreshEngine:
             return Propagation([], None, {}, "fast refresh: nothing marked (no master commit or log change since the last refresh); no write")
         for spec in plan.logs.values():
             if spec.capture:
-                self.capture(spec, plan.logged_columns.get(spec.log_relation))
+                self.capture(spec, plan.logged_columns.get(spec.log_relation), spec.log_relation in plan.log_evolutions)
         planned = plan.action
         marked = self._mark_logs(plan, state)
         if plan.action == "fast":
@@ -350,19 +381,35 @@ class FastRefreshEngine:
         relations = sorted({s.master_relation if s.capture else s.log_relation for s in specs})
         return bool(relations) and staleness.nothing_to_refresh(positions, self._current_snapshots(relations))
 
-    def capture(self, spec: LogSpec, logged: Sequence[str] | None) -> str:
+    def capture(self, spec: LogSpec, logged: Sequence[str] | None, evolve: bool = False) -> str:
         """Bring a capture-managed log up to its master's current snapshot; returns what it did."""
-        return self.capture_commits(spec, logged).reason
+        return self.capture_commits(spec, logged, evolve).reason
 
-    def capture_commits(self, spec: LogSpec, logged: Sequence[str] | None) -> CapturePlan:
-        """Capture, and return what was captured (the commits, oldest first)."""
+    def capture_commits(self, spec: LogSpec, logged: Sequence[str] | None, evolve: bool = False) -> CapturePlan:
+        """Capture, and return what was captured (the commits, oldest first). ``logged``: the
+        master columns the log holds, as planned (None: read them, and evolve the log if its
+        master's schema changed); ``evolve``: the plan found the log needs evolving."""
         with _capture_lock(spec.log_relation):
+            if logged is None or evolve:
+                logged = self._evolve_log(spec)
             return self._capture(spec, logged)
 
+    def _evolve_log(self, spec: LogSpec) -> list[str] | None:
+        """Make the log match its master's schema again if it no longer does (LogEvolution);
+        returns the master columns it logs (None: it does not exist). Decided again here, under
+        the capture lock, so a change another refresh already made is not made twice."""
+        log_columns = dict(self._columns(spec.log_relation))
+        if not log_columns:
+            return None
+        evolution = log_evolution(log_columns, dict(self._columns(spec.master_relation)))
+        if evolution is not None:
+            for statement in log_sql.evolve_log(spec, evolution):
+                self.execute(statement)
+            log_columns = evolution.evolved(log_columns)
+        return [c for c in log_columns if not c.startswith("_mv_")]
+
     def _capture(self, spec: LogSpec, logged: Sequence[str] | None) -> CapturePlan:
-        if logged is None:
-            logged = [c for c, _ in self._columns(spec.log_relation) if not c.startswith("_mv_")]
-        if not self._columns(spec.log_relation):
+        if logged is None or not self._columns(spec.log_relation):
             master_columns = self._columns(spec.master_relation)
             self.execute(log_sql.create_log(spec, master_columns))
             logged = [c for c, _ in master_columns]
@@ -569,7 +616,10 @@ class FastRefreshEngine:
             o.master.name in marked and marked[o.master.name].master_snapshot >= 0 for o in definition.occurrences
         )
         if pinned:
-            query = definition.render_select({o.alias: marked[o.master.name].master_as_of() for o in definition.occurrences})
+            query = definition.render_select({
+                o.alias: marked[o.master.name].master_as_of_current_types(_current_types(plan, o.alias))
+                for o in definition.occurrences
+            })
             columns = definition.stored_columns
             state = self._state(plan, marked, plan.action)
         else:

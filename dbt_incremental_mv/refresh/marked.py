@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dbt_incremental_mv.logs import sql as log_sql
-from dbt_incremental_mv.logs.contract import LogSpec
-from dbt_incremental_mv.sql_text import integer, relation, string
+from dbt_incremental_mv.logs.contract import LogSpec, normalize_type
+from dbt_incremental_mv.sql_text import ident, integer, relation, string
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,22 @@ class MarkedLog:
         """The master, read at the snapshot this refresh reflects."""
         return f"{relation(self.spec.master_relation)} version as of {integer(self.master_snapshot)}"
 
+    def master_as_of_current_types(self, columns: Mapping[str, str]) -> str:
+        """The master at the snapshot this refresh reflects, its ``columns`` (name -> the master's
+        current Spark type) cast to their current types where a type may have been widened.
+
+        Iceberg reads a snapshot with the schema it was written with, and widening a column
+        (``ALTER COLUMN ... TYPE``: int to bigint, float to double, a wider decimal) makes no
+        snapshot: a view built from the snapshot would keep the narrower type, and the next
+        changes, logged with the wider one, could overflow it."""
+        casts = {c: normalize_type(t) for c, t in columns.items() if _widened_to(t)}
+        if not casts:
+            return self.master_as_of()
+        listed = ", ".join(
+            f"cast({ident(c)} as {casts[c]}) as {ident(c)}" if c in casts else ident(c) for c in sorted(columns)
+        )
+        return f"(select {listed} from {self.master_as_of()})"
+
     def changed_keys(self, images: str = "all") -> str:
         """Distinct keys of the marked images: ``all``, or only after images (``inserts``)."""
         rows = log_sql.marked_changes(
@@ -58,3 +75,9 @@ class MarkedLog:
         if op is not None:
             rows += f" and `_mv_op` = {string(op)}"
         return rows
+
+
+def _widened_to(spark_type: str) -> bool:
+    """Whether a column of this type may have been widened in place (Iceberg type promotions)."""
+    normalized = normalize_type(spark_type)
+    return normalized in ("bigint", "double") or normalized.startswith("decimal(")

@@ -1,6 +1,14 @@
 import pytest
 
-from dbt_incremental_mv.logs.contract import LogContractError, log_specs_from_graph, logs_by_master, validate_log_columns
+from dbt_incremental_mv.logs.contract import (
+    LogContractError,
+    LogEvolution,
+    log_evolution,
+    log_specs_from_graph,
+    logs_by_master,
+    promotable,
+    validate_log_columns,
+)
 
 
 def graph(log_meta, extra_sources=()):
@@ -92,3 +100,46 @@ def test_valid_log_returns_logged_columns():
 def test_schema_problems_are_named(log, version, message):
     with pytest.raises(LogContractError, match=message):
         validate_log_columns(spec(), log, MASTER, version)
+
+
+@pytest.mark.parametrize(
+    "old, new, in_place",
+    [
+        ("int", "bigint", True),
+        ("float", "double", True),
+        ("decimal(10,2)", "decimal(12, 2)", True),
+        ("decimal(10,2)", "decimal(12,3)", False),  # Iceberg keeps the scale
+        ("decimal(10,2)", "decimal(9,2)", False),
+        ("bigint", "int", False),
+        ("string", "int", False),
+        ("int", "string", False),
+    ],
+)
+def test_type_promotions_are_icebergs(old, new, in_place):
+    assert promotable(old, new) is in_place
+
+
+def test_a_log_that_matches_its_master_needs_no_evolution():
+    assert log_evolution(LOG, MASTER) is None
+    # a column the master gained is not logged, and needs nothing either
+    assert log_evolution(LOG, {**MASTER, "note": "string"}) is None
+
+
+def test_a_widened_or_dropped_master_column_evolves_the_log_in_place():
+    master = {"order_id": "bigint", "amount": "decimal(12,2)"}
+    log = {**LOG, "channel": "string"}
+    evolution = log_evolution(log, master)
+    assert evolution == LogEvolution(dropped=("channel",), widened=(("amount", LOG["amount"], "decimal(12,2)"),))
+    assert not evolution.recreate
+    assert evolution.describe() == (
+        f"column channel dropped; column amount changed type from {LOG['amount']} to decimal(12,2)"
+    )
+    evolved = evolution.evolved(log)
+    assert evolved["amount"] == "decimal(12,2)" and "channel" not in evolved
+    assert validate_log_columns(spec(), evolved, master, 3) == ["order_id", "amount"]
+
+
+def test_a_type_iceberg_cannot_widen_recreates_the_log():
+    evolution = log_evolution(LOG, {**MASTER, "amount": "string"})
+    assert evolution.recreate and evolution.evolved(LOG) == {}
+    assert f"column amount changed type from {LOG['amount']} to string" in evolution.describe()

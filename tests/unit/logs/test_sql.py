@@ -4,7 +4,7 @@ import pytest
 import sqlglot
 
 from dbt_incremental_mv.logs import sql
-from dbt_incremental_mv.logs.contract import LogSpec
+from dbt_incremental_mv.logs.contract import LogEvolution, LogSpec
 
 SPEC = LogSpec("logs.mlog", "shop.mlog_orders", "orders", "shop.orders", ("order_id",), True)
 LOGGED = ["order_id", "amount"]
@@ -76,3 +76,13 @@ def test_on_commit_selection_restricts_to_the_commits():
     statement = sql.marked_changes(SPEC, 7, 3, 9, ["order_id"], excluded=(40,), only=(41,))
     assert "`_mv_commit` not in (40)" in statement and "`_mv_commit` in (41)" in statement
     parses(statement)
+
+
+def test_a_log_evolves_by_schema_changes_or_is_recreated():
+    evolution = LogEvolution(dropped=("channel",), widened=(("amount", "decimal(10,2)", "decimal(12, 2)"),))
+    assert [parses(s) for s in sql.evolve_log(SPEC, evolution)] == [
+        "alter table `shop`.`mlog_orders` alter column `amount` type decimal(12,2)",
+        "alter table `shop`.`mlog_orders` drop column `channel`",
+    ]
+    recreate = LogEvolution(incompatible=(("amount", "decimal(10,2)", "string"),))
+    assert sql.evolve_log(SPEC, recreate) == ["drop table if exists `shop`.`mlog_orders`"]

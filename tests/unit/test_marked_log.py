@@ -1,0 +1,34 @@
+"""A pinned build reads each master at its snapshot, cast to the master's current column types."""
+
+from dbt_incremental_mv.analysis import MasterTable, analyze_view
+from dbt_incremental_mv.logs.contract import LogSpec
+from dbt_incremental_mv.refresh.marked import MarkedLog
+
+ORDERS = MasterTable("shop.orders", (("order_id", "bigint"), ("amount", "decimal(12,2)"), ("note", "string")), ("order_id",))
+SPEC = LogSpec("logs.mlog_orders", "logs.mlog_orders", "orders", "shop.orders", ("order_id",), True)
+MARKED = MarkedLog(SPEC, 11, 5, 9, 1, 0, 123)
+
+
+def test_widenable_columns_are_cast_to_their_current_type():
+    source = MARKED.master_as_of_current_types({"amount": "decimal(12, 2)", "order_id": "bigint", "note": "string"})
+    assert source == (
+        "(select cast(`amount` as decimal(12,2)) as `amount`, `note`, cast(`order_id` as bigint) as `order_id` "
+        "from `shop`.`orders` version as of 123)"
+    )
+
+
+def test_no_widenable_column_reads_the_snapshot_as_is():
+    assert MARKED.master_as_of_current_types({"note": "string"}) == "`shop`.`orders` version as of 123"
+    assert MARKED.master_as_of_current_types({}) == "`shop`.`orders` version as of 123"
+
+
+def test_the_cast_source_renders_into_the_defining_query():
+    view = analyze_view("select o.order_id, o.amount from shop.orders o where o.amount > 6", {"shop.orders": ORDERS})
+    types = dict(ORDERS.columns)
+    source = MARKED.master_as_of_current_types({c: types[c] for c in view.referenced_columns["o"]})
+    query = view.render_select({"o": source})
+    assert query == (
+        "SELECT `o`.`order_id` AS `order_id`, `o`.`amount` AS `amount`, `o`.`order_id` AS `_mv_o_order_id` "
+        "FROM (SELECT CAST(`amount` AS DECIMAL(12, 2)) AS `amount`, CAST(`order_id` AS BIGINT) AS `order_id` "
+        "FROM `shop`.`orders` VERSION AS OF 123) AS `o` WHERE `o`.`amount` > 6"
+    )
