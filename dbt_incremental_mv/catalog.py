@@ -27,6 +27,12 @@ def table_columns(query: Query, name: str) -> list[tuple[str, str]]:
     return columns
 
 
+def table_properties(query: Query, name: str, keys: Sequence[str]) -> dict[str, str | None]:
+    """Several table properties in one statement (None: not set)."""
+    found = {str(row[0]): row[-1] for row in query(f"show tblproperties {relation(name)}") if row and row[0] is not None}
+    return {key: None if found.get(key) is None else str(found[key]) for key in keys}
+
+
 def table_property(query: Query, name: str, key: str) -> str | None:
     """A table property's value; None when it is not set."""
     rows = query(f"show tblproperties {relation(name)} ({string(key)})")
@@ -66,15 +72,18 @@ def view_state_at(query: Query, name: str) -> tuple[ViewState | None, int | None
     """The view's state and the snapshot of its main branch it was read from (None: no table or
     no snapshot). An incremental refresh applies its changes on exactly that snapshot, or not at all."""
     table = relation(name)
-    current = query(f"select snapshot_id from {table}.`refs` where name = 'main'")
-    if not current:
+    rows = query(  # one statement: every snapshot, each with the snapshot main is at
+        f"select s.snapshot_id, s.parent_id, s.operation, s.summary['wap.id'], r.snapshot_id\n"
+        f"from {table}.`snapshots` s cross join (select snapshot_id from {table}.`refs` where name = 'main') r"
+    )
+    if not rows:
         return None, None
-    rows = query(f"select snapshot_id, parent_id, operation, summary['wap.id'] from {table}.`snapshots`")
     by_id = {r[0]: SnapshotRow(r[0], r[1], r[2], r[3]) for r in rows}
-    cursor = by_id.get(current[0][0])
+    current = rows[0][4]
+    cursor = by_id.get(current)
     while cursor is not None and cursor.operation == "replace":
         cursor = by_id.get(cursor.parent_id) if cursor.parent_id is not None else None
-    return (ViewState.decode(cursor.wap_id) if cursor is not None else None), int(current[0][0])
+    return (ViewState.decode(cursor.wap_id) if cursor is not None else None), int(current)
 
 
 SUMMARY_KEYS = ("added-records", "deleted-records", "added-position-deletes", "added-equality-deletes")

@@ -38,8 +38,13 @@ APPEND = "append"
 
 
 def log_history(log_relation: str) -> str:
-    """The log's snapshots: id, parent and Iceberg operation (append, overwrite, delete, replace)."""
-    return f"select snapshot_id, parent_id, operation from {relation(log_relation)}.`snapshots`"
+    """The log's snapshots: id, parent and Iceberg operation (append, overwrite, delete, replace),
+    each with the snapshot the log's main branch is at (no row: the log has no snapshot)."""
+    log = relation(log_relation)
+    return (
+        "select s.snapshot_id, s.parent_id, s.operation, r.snapshot_id as current_snapshot_id\n"
+        f"from {log}.`snapshots` s cross join (select snapshot_id from {log}.`refs` where name = 'main') r"
+    )
 
 
 def unconsumed_counts(log_relation: str, position: LogPosition, snapshots: Sequence[int]) -> str:

@@ -110,6 +110,9 @@ class RefreshPlan:
     contract: dict[str, str] | None = None  # enforced contract: column -> Spark type
     log_evolutions: dict[str, LogEvolution] = field(default_factory=dict)  # capture-managed logs to evolve
     read_types: dict[str, dict[str, str]] = field(default_factory=dict)  # master -> column read -> current type
+    existing_logs: frozenset[str] = frozenset()  # the logs that existed when planned
+    view_state: ViewState | None = None  # a fast refresh: the view's state, as the staleness check read it
+    view_read_at: int | None = None  # ... and the view snapshot it was read from (see publish)
 
     @property
     def action(self) -> str:
@@ -199,6 +202,9 @@ class FastRefreshEngine:
     def __init__(self, query: Query, execute: Execute) -> None:
         self.query = query
         self.execute = execute
+        # log stats by (log, log snapshot, consumed, excluded, only): a snapshot never changes, so
+        # a capture that found nothing to capture and the mark after it share one count
+        self._stats_read: dict[tuple, dict[str, Any]] = {}
 
     # ---------------------------------------------------------------- plan
     def plan(
@@ -224,12 +230,15 @@ class FastRefreshEngine:
         definition = None
         logged_columns: dict[str, list[str]] = {}
         evolutions: dict[str, LogEvolution] = {}  # capture-managed logs their master's schema changes outgrew
+        existing_logs: set[str] = set()
         missing = [m for m in masters if m not in logs]
         master_columns = {m: self._columns(m) for m in masters}
         for master, spec in logs.items():
             if not master_columns[master]:
                 raise LogContractError(f"The master {master} of the {spec.describe()} does not exist.")
             log_columns = dict(self._columns(spec.log_relation))
+            if log_columns:
+                existing_logs.add(spec.log_relation)
             evolution = log_evolution(log_columns, dict(master_columns[master])) if spec.capture and log_columns else None
             if evolution is not None:
                 evolutions[spec.log_relation] = evolution
@@ -269,8 +278,8 @@ class FastRefreshEngine:
         if existing_type == "table":
             view_types = dict(self._columns(view_relation))
             existing_columns = tuple(view_types)
-            stored_definition = catalog.table_property(self.query, view_relation, DEFINITION_PROPERTY)
-            stored_columns = catalog.table_property(self.query, view_relation, COLUMNS_PROPERTY)
+            properties = catalog.table_properties(self.query, view_relation, (DEFINITION_PROPERTY, COLUMNS_PROPERTY))
+            stored_definition, stored_columns = properties[DEFINITION_PROPERTY], properties[COLUMNS_PROPERTY]
             change = definition_change(stored_definition, compiled_sql, stored_columns, read_columns)
         decision = decide_refresh(
             name, config, existing_type=existing_type, full_refresh=full_refresh, fast_refresh_blocker=blocker,
@@ -282,7 +291,9 @@ class FastRefreshEngine:
                 f"the change log {log} is recreated ({evolutions[log].describe()} in its master), so the "
                 "changes it holds are lost" for log in recreated
             ))
-        out_of_step = self._staleness(view_relation, logs) if decision.action == "fast" else None
+        out_of_step, view_state, view_read_at = None, None, None
+        if decision.action == "fast":
+            out_of_step, view_state, view_read_at = self._staleness(view_relation, logs, existing_logs)
         if out_of_step is not None:
             decision = self._fallback(name, config, out_of_step)
         return RefreshPlan(
@@ -309,6 +320,9 @@ class FastRefreshEngine:
             contract=contract,
             log_evolutions=evolutions,
             read_types=read_columns or {},
+            existing_logs=frozenset(existing_logs),
+            view_state=view_state,
+            view_read_at=view_read_at,
         )
 
     def _fallback(self, name: str, config: FastRefreshConfig, reason: str) -> RefreshDecision:
@@ -317,30 +331,35 @@ class FastRefreshEngine:
     def _columns(self, name: str) -> list[tuple[str, str]]:
         return catalog.table_columns(self.query, name)
 
-    def _staleness(self, view_relation: str, logs: Mapping[str, LogSpec]) -> str | None:
-        """Why the view cannot be fast refreshed from its record of its logs (None: it can)."""
-        state = catalog.view_state(self.query, view_relation)
+    def _staleness(
+        self, view_relation: str, logs: Mapping[str, LogSpec], existing_logs: set[str]
+    ) -> tuple[str | None, ViewState | None, int | None]:
+        """Why the view cannot be fast refreshed from its record of its logs (None: it can), with
+        the view's state and the view snapshot it was read from."""
+        state, read_at = catalog.view_state_at(self.query, view_relation)
         if state is None or not all(spec.log_relation in state.logs for spec in logs.values()):
-            return "the view has no record of what it consumed from its logs"
+            return "the view has no record of what it consumed from its logs", state, read_at
         for spec in logs.values():
-            reason = self.log_out_of_step(spec, state.logs[spec.log_relation])
+            reason = self.log_out_of_step(spec, state.logs[spec.log_relation], spec.log_relation in existing_logs)
             if reason is not None:
-                return reason
-        return None
+                return reason, state, read_at
+        return None, state, read_at
 
-    def log_out_of_step(self, spec: LogSpec, position: LogPosition | None) -> str | None:
+    def log_out_of_step(self, spec: LogSpec, position: LogPosition | None, exists: bool | None = None) -> str | None:
         """Whether the log still holds every change after the view's position (see staleness.py).
-        Reads only: the log's snapshot list and one count query over a few of its snapshots."""
-        exists = bool(self._columns(spec.log_relation))
+        Reads only: the log's snapshot list and one count query over a few of its snapshots.
+        ``exists``: whether the log exists, when the caller knows (None: look)."""
+        if exists is None:
+            exists = bool(self._columns(spec.log_relation))
         parents: dict[int, int | None] = {}
         operations: dict[int, str] = {}
         counts: dict[int, tuple[int, int]] = {}
         current = None
         if exists and position is not None and position.log_snapshot is not None:
-            for snapshot_id, parent_id, operation in self.query(staleness.log_history(spec.log_relation)):
+            for snapshot_id, parent_id, operation, main in self.query(staleness.log_history(spec.log_relation)):
                 parents[int(snapshot_id)] = None if parent_id is None else int(parent_id)
                 operations[int(snapshot_id)] = str(operation)
-            current = self._current_snapshots([spec.log_relation]).get(spec.log_relation)
+                current = int(main)
             chain = staleness.commits_since(position.log_snapshot, current, parents) or []
             needed = staleness.snapshots_to_count(chain, operations, parents)
             if current is not None and current not in needed:
@@ -359,12 +378,18 @@ class FastRefreshEngine:
     def mark(self, plan: RefreshPlan) -> Propagation:
         """Capture, then fix what this refresh consumes and which snapshots it reads."""
         self.execute("reset spark.wap.id")  # a failed earlier refresh on this connection may have left it set
-        state, read_at = catalog.view_state_at(self.query, plan.view_relation) if plan.action == "fast" else (None, None)
+        # a fast refresh consumes from the state the staleness check accepted; its commit is made
+        # on the view snapshot that state was read from, or not at all (publish)
+        state, read_at = (plan.view_state, plan.view_read_at) if plan.action == "fast" else (None, None)
         if state is not None and self._idle(plan, state):
             return Propagation([], None, {}, "fast refresh: nothing marked (no master commit or log change since the last refresh); no write")
         for spec in plan.logs.values():
             if spec.capture:
-                self.capture(spec, plan.logged_columns.get(spec.log_relation), spec.log_relation in plan.log_evolutions)
+                self.capture(
+                    spec, plan.logged_columns.get(spec.log_relation), spec.log_relation in plan.log_evolutions,
+                    exists=spec.log_relation in plan.existing_logs and spec.log_relation not in plan.log_evolutions,
+                    position=state.logs.get(spec.log_relation) if state is not None else None,
+                )
         planned = plan.action
         marked = self._mark_logs(plan, state)
         if plan.action == "fast":
@@ -381,18 +406,26 @@ class FastRefreshEngine:
         relations = sorted({s.master_relation if s.capture else s.log_relation for s in specs})
         return bool(relations) and staleness.nothing_to_refresh(positions, self._current_snapshots(relations))
 
-    def capture(self, spec: LogSpec, logged: Sequence[str] | None, evolve: bool = False) -> str:
+    def capture(
+        self, spec: LogSpec, logged: Sequence[str] | None, evolve: bool = False, exists: bool = False,
+        position: LogPosition | None = None,
+    ) -> str:
         """Bring a capture-managed log up to its master's current snapshot; returns what it did."""
-        return self.capture_commits(spec, logged, evolve).reason
+        return self.capture_commits(spec, logged, evolve, exists, position).reason
 
-    def capture_commits(self, spec: LogSpec, logged: Sequence[str] | None, evolve: bool = False) -> CapturePlan:
+    def capture_commits(
+        self, spec: LogSpec, logged: Sequence[str] | None, evolve: bool = False, exists: bool = False,
+        position: LogPosition | None = None,
+    ) -> CapturePlan:
         """Capture, and return what was captured (the commits, oldest first). ``logged``: the
         master columns the log holds, as planned (None: read them, and evolve the log if its
-        master's schema changed); ``evolve``: the plan found the log needs evolving."""
+        master's schema changed); ``evolve``: the plan found the log needs evolving; ``exists``:
+        the plan found the log (not looked up again); ``position``: what the refreshing view
+        consumed (its log counts are read with the capture's, for the mark that follows)."""
         with _capture_lock(spec.log_relation):
             if logged is None or evolve:
                 logged = self._evolve_log(spec)
-            return self._capture(spec, logged)
+            return self._capture(spec, logged, exists, position)
 
     def _evolve_log(self, spec: LogSpec) -> list[str] | None:
         """Make the log match its master's schema again if it no longer does (LogEvolution);
@@ -408,8 +441,10 @@ class FastRefreshEngine:
             log_columns = evolution.evolved(log_columns)
         return [c for c in log_columns if not c.startswith("_mv_")]
 
-    def _capture(self, spec: LogSpec, logged: Sequence[str] | None) -> CapturePlan:
-        if logged is None or not self._columns(spec.log_relation):
+    def _capture(
+        self, spec: LogSpec, logged: Sequence[str] | None, exists: bool = False, position: LogPosition | None = None
+    ) -> CapturePlan:
+        if logged is None or not (exists or self._columns(spec.log_relation)):
             master_columns = self._columns(spec.master_relation)
             self.execute(log_sql.create_log(spec, master_columns))
             logged = [c for c, _ in master_columns]
@@ -418,7 +453,7 @@ class FastRefreshEngine:
             return CapturePlan("none", current, current, f"created {spec.log_relation}, capturing from master snapshot {current}")
         for attempt in range(1, CAPTURE_ATTEMPTS + 1):
             snapshots = self._current_snapshots([spec.log_relation, spec.master_relation])
-            capture = self.capture_plan(spec, snapshots)
+            capture = self.capture_plan(spec, snapshots, position)
             if capture.method == "none":
                 break
             if self._commit_capture(spec, logged, capture, snapshots[spec.log_relation]):
@@ -433,9 +468,14 @@ class FastRefreshEngine:
             capture.commits,
         )
 
-    def capture_plan(self, spec: LogSpec, snapshots: Mapping[str, int]) -> CapturePlan:
+    def capture_plan(
+        self, spec: LogSpec, snapshots: Mapping[str, int], position: LogPosition | None = None
+    ) -> CapturePlan:
         """What a capture of an existing log would do now (reads only)."""
-        stats = self._stats(spec, snapshots.get(spec.log_relation), 0)
+        stats = self._stats(
+            spec, snapshots.get(spec.log_relation), position.sequence if position else 0,
+            position.commits if position else (),
+        )
         lineage = [
             SnapshotInfo(int(r[0]), r[1], int(r[2]), int(r[3]))
             for r in self.query(log_sql.snapshot_lineage(spec.master_relation))
@@ -485,11 +525,13 @@ class FastRefreshEngine:
                  "watermark_sequence": None, "reset_sequence": None, "oldest_change": None}
         if log_snapshot is None:
             return empty
-        row = self.query(log_sql.log_stats(spec, log_snapshot, consumed, excluded, only))[0]
-        names = ["log_relation", *empty]
-        stats = dict(zip(names, row))
-        stats["max_sequence"] = stats["max_sequence"] or 0
-        return stats
+        key = (spec.log_relation, log_snapshot, consumed, tuple(excluded), None if only is None else tuple(only))
+        if key not in self._stats_read:
+            row = self.query(log_sql.log_stats(spec, log_snapshot, consumed, excluded, only))[0]
+            stats = dict(zip(["log_relation", *empty], row))
+            stats["max_sequence"] = stats["max_sequence"] or 0
+            self._stats_read[key] = stats
+        return dict(self._stats_read[key])
 
     def _mark_logs(self, plan: RefreshPlan, state: ViewState | None) -> dict[str, MarkedLog]:
         specs = list(plan.logs.values())
@@ -823,20 +865,28 @@ class FastRefreshEngine:
         done: list[str] = []
         if propagation.state is None:
             return done
+        states: dict[str, ViewState | None] = {}  # each other view read once, whatever logs it shares
         for spec in plan.logs.values():
-            done += self.purge_log(spec, propagation.state, plan.view_relation, graph, existing)
+            done += self.purge_log(spec, propagation.state, plan.view_relation, graph, existing, states)
         return done
 
     def purge_log(
-        self, spec: LogSpec, state: ViewState, view_relation: str, graph: Mapping[str, Any], existing: Callable[[str], bool]
+        self, spec: LogSpec, state: ViewState, view_relation: str, graph: Mapping[str, Any], existing: Callable[[str], bool],
+        states: dict[str, ViewState | None] | None = None,
     ) -> list[str]:
+        """Purge what every view on the log consumed. ``states``: other views' states already read
+        in this refresh (a state read a moment ago is safe: a view's position only grows, so an
+        older one purges less, never more)."""
         done: list[str] = []
+        states = {} if states is None else states
         own = state.logs[spec.log_relation]
         positions = [(own.sequence, own.commits)]
         for consumer in view_consumers(graph, spec.master_relation):
             if consumer == view_relation or not existing(consumer):
                 continue
-            other = catalog.view_state(self.query, consumer)
+            if consumer not in states:
+                states[consumer] = catalog.view_state(self.query, consumer)
+            other = states[consumer]
             position = other.logs.get(spec.log_relation) if other else None
             if position is not None:
                 positions.append((position.sequence, position.commits))
