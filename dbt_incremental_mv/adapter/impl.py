@@ -126,7 +126,7 @@ class SparkMVAdapter(SparkAdapter):
         from dbt_incremental_mv.refresh.engine import ConcurrentRefreshError
 
         try:
-            self._engine().publish(plan.view_relation, wap_id)
+            plan.published_summary = self._engine().publish(plan.view_relation, wap_id)
         except ConcurrentRefreshError as exc:
             raise self._people_error(exc) from exc
 

@@ -113,6 +113,7 @@ class RefreshPlan:
     existing_logs: frozenset[str] = frozenset()  # the logs that existed when planned
     view_state: ViewState | None = None  # a fast refresh: the view's state, as the staleness check read it
     view_read_at: int | None = None  # ... and the view snapshot it was read from (see publish)
+    published_summary: dict[str, str] | None = None  # row counts of the commit publish() put on main
 
     @property
     def action(self) -> str:
@@ -476,6 +477,9 @@ class FastRefreshEngine:
             spec, snapshots.get(spec.log_relation), position.sequence if position else 0,
             position.commits if position else (),
         )
+        current = snapshots.get(spec.master_relation)
+        if current is None or (stats["watermarks"] > 0 and stats["captured_through"] == current):
+            return plan_capture(stats["captured_through"], stats["watermarks"] > 0, current, [])  # no history needed
         lineage = [
             SnapshotInfo(int(r[0]), r[1], int(r[2]), int(r[3]))
             for r in self.query(log_sql.snapshot_lineage(spec.master_relation))
@@ -587,7 +591,7 @@ class FastRefreshEngine:
             Step("publish", wap_id, kind="publish"),  # run by publish(): a compare-and-swap
         ]
 
-    def publish(self, view_relation: str, wap_id: str) -> None:
+    def publish(self, view_relation: str, wap_id: str) -> dict[str, str]:
         """Publish the staged commit ``wap_id`` on the view as a compare-and-swap.
 
         Iceberg's publish_changes cherry-picks, and it cherry-picks an append (an insert-only
@@ -595,11 +599,13 @@ class FastRefreshEngine:
         view running at once would both apply their changes. Instead ``main`` is fast-forwarded to
         the staged snapshot, which fails unless main is still the snapshot the refresh read:
         of two concurrent refreshes one wins, the other fails cleanly and changes nothing.
+        Returns the published commit's row counts (its Iceberg summary).
         """
         target = relation(view_relation)
+        counts = ", ".join(f"summary[{string(k)}]" for k in catalog.SUMMARY_KEYS)
         staged = self.query(
-            f"select snapshot_id, parent_id from {target}.`snapshots` where summary['wap.id'] = {string(wap_id)} "
-            "order by committed_at desc limit 1"
+            f"select snapshot_id, parent_id, {counts} from {target}.`snapshots` "
+            f"where summary['wap.id'] = {string(wap_id)} order by committed_at desc limit 1"
         )
         if not staged:
             raise ConcurrentRefreshError(f"the staged refresh of {view_relation} is gone (expired?); rerun the refresh")
@@ -624,6 +630,7 @@ class FastRefreshEngine:
             raise lost from exc
         finally:
             self._drop_branch(target, branch)
+        return {k: str(v) for k, v in zip(catalog.SUMMARY_KEYS, staged[0][2:]) if v is not None}
 
     def _drop_branch(self, table: str, branch: str) -> None:
         """Drop a capture's or publish's branch; one left behind by a lost race is harmless (nothing reads it)."""
@@ -852,7 +859,9 @@ class FastRefreshEngine:
             # the table was built anew (its last commit is the empty bookkeeping one): its size
             count = self.query(f"select count(*) from {relation(plan.view_relation)}")[0][0]
             return f"view rows: {int(count or 0)}"
-        summary = catalog.snapshot_summary(self.query, plan.view_relation)
+        summary = plan.published_summary
+        if summary is None:
+            summary = catalog.snapshot_summary(self.query, plan.view_relation)
         inserted = int(summary.get("added-records") or 0)
         deleted = int(summary.get("added-position-deletes") or 0) + int(summary.get("added-equality-deletes") or 0)
         if summary.get("deleted-records") and not deleted:  # copy-on-write: rewritten rows count as deleted
