@@ -4,24 +4,9 @@ survives a fast refresh, a complete refresh and --full-refresh."""
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
-from tests.functional.util import assert_view_matches_query, rows
+from tests.functional.util import assert_view_matches_query, capture_sources, rows
 
-SOURCES = """
-version: 2
-sources:
-  - name: shop
-    schema: "{{ target.schema }}"
-    tables:
-      - name: orders
-      - name: customers
-  - name: mv_logs
-    schema: "{{ target.schema }}"
-    tables:
-      - name: mlog_orders
-        meta: {mv_log: {master: shop.orders, key: [order_id], capture: true}}
-      - name: mlog_customers
-        meta: {mv_log: {master: shop.customers, key: [customer_id], capture: true}}
-"""
+SOURCES = capture_sources({"orders": "order_id", "customers": "customer_id"})
 ORDERS = "select o.order_id, o.region, o.amount from {{ source('shop', 'orders') }} o"
 
 

@@ -3,21 +3,9 @@
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture, write_file
 
-from tests.functional.util import rows
+from tests.functional.util import capture_sources, rows
 
-SOURCES = """
-version: 2
-sources:
-  - name: shop
-    schema: "{{ target.schema }}"
-    tables:
-      - name: orders
-  - name: mv_logs
-    schema: "{{ target.schema }}"
-    tables:
-      - name: mlog_orders
-        meta: {mv_log: {master: shop.orders, key: [order_id], capture: true}}
-"""
+SOURCES = capture_sources({"orders": "order_id"})
 VIEW = "{{ config(materialized='fast_refresh', refresh_method='fast') }}\nselect o.order_id, o.amount from {{ source('shop', 'orders') }} o"
 
 

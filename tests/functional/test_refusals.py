@@ -7,24 +7,11 @@ import re
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
-from tests.functional.util import rows
+from tests.functional.util import capture_sources, rows
 from tests.unit.analysis.test_analysis_refusals import REFUSALS
 
 MASTERS = ("orders", "customers")
-SOURCES = """
-version: 2
-sources:
-  - name: shop
-    schema: "{{ target.schema }}"
-    tables: [{name: orders}, {name: customers}]
-  - name: mv_logs
-    schema: "{{ target.schema }}"
-    tables:
-      - name: mlog_orders
-        meta: {mv_log: {master: shop.orders, key: [order_id], capture: true}}
-      - name: mlog_customers
-        meta: {mv_log: {master: shop.customers, key: [customer_id], capture: true}}
-"""
+SOURCES = capture_sources({"orders": "order_id", "customers": "customer_id"})
 _SHOP_TABLE = re.compile(r"\bshop\.(\w+)")
 
 

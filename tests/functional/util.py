@@ -60,3 +60,17 @@ def assert_views_match_queries(project, models):
             view = f"{project.test_schema}.{file_name[:-4]}"
             query = render_refs(sql, project.test_schema)
             assert_view_matches_query(project, view, query, columns=", ".join(query_columns(project, query)))
+
+
+def capture_sources(keys: dict[str, str], schema: str = '"{{ target.schema }}"') -> str:
+    """sources.yml declaring masters ``shop.<name>`` (``keys``: name -> key column) and a
+    capture-managed change log ``mlog_<name>`` for each, all in ``schema``."""
+    masters = "".join(f"      - name: {name}\n" for name in keys)
+    logs = "".join(
+        f"      - name: mlog_{name}\n        meta: {{mv_log: {{master: shop.{name}, key: [{key}], capture: true}}}}\n"
+        for name, key in keys.items()
+    )
+    return (
+        f"version: 2\nsources:\n  - name: shop\n    schema: {schema}\n    tables:\n{masters}"
+        f"  - name: mv_logs\n    schema: {schema}\n    tables:\n{logs}"
+    )
