@@ -166,3 +166,85 @@ class TestGrantsWithoutAccessControl:
         assert "Model 'granted': grants are configured, but this Spark has no GRANT statement" in log, log
         assert not rows(project, f"show tables in {schema} like 'granted'")
         assert not rows(project, f"show tables in {schema} like 'mlog_orders'")
+
+
+class EmulatedAccessControl:
+    """Table access control as a Spark with GRANT (Databricks) answers it, emulated in the
+    session cursor: ``show grants on`` lists what was granted, ``grant``/``revoke`` change it.
+    Open-source Spark has no GRANT statement; everything else runs on the real session."""
+
+    COLUMNS = "Principal string, ActionType string, ObjectType string, ObjectKey string"
+
+    def __init__(self):
+        self.granted: dict[str, set[tuple[str, str]]] = {}
+        self.statements: list[str] = []
+
+    @staticmethod
+    def _table(text):
+        return text.replace("`", "").strip().lower()
+
+    def answer(self, spark, sql):
+        """A DataFrame for a grant statement; None for any other statement."""
+        text = " ".join(sql.split())
+        while text.startswith("/*"):
+            text = text.split("*/", 1)[1].strip()
+        words = text.lower().split()
+        if words[:3] == ["show", "grants", "on"]:
+            table = self._table(text.split(None, 3)[3])
+            rows = [(grantee, privilege.upper(), "TABLE", table) for privilege, grantee in sorted(self.granted.get(table, ()))]
+            return spark.createDataFrame(rows, self.COLUMNS)
+        if words and words[0] in ("grant", "revoke"):
+            self.statements.append(text.replace("`", "").lower())
+            privilege, rest = text.split(None, 1)[1].split(" on ", 1)
+            table, grantee = rest.split(" to " if words[0] == "grant" else " from ", 1)
+            change = (privilege.strip().lower(), grantee.replace("`", "").strip())
+            acl = self.granted.setdefault(self._table(table), set())
+            acl.add(change) if words[0] == "grant" else acl.discard(change)
+            return spark.sql("select 1 as done where false")
+        return None
+
+
+@pytest.fixture
+def access_control(monkeypatch):
+    from dbt_incremental_mv.adapter.session import IsolatedCursor
+
+    emulated = EmulatedAccessControl()
+    execute = IsolatedCursor.execute
+
+    def execute_with_grants(cursor, sql, *parameters):
+        answer = emulated.answer(cursor._session, sql)
+        if answer is None:
+            return execute(cursor, sql, *parameters)
+        cursor._df, cursor._rows = answer, None
+
+    monkeypatch.setattr(IsolatedCursor, "execute", execute_with_grants)
+    return emulated
+
+
+GRANTED = "{{ config(materialized='fast_refresh', grants={'select': var('readers', ['analyst'])}) }}\n" + ORDERS
+
+
+class TestGrantsWithAccessControl:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"granted.sql": GRANTED, "sources.yml": SOURCES}
+
+    def test_granted_on_build_kept_on_fast_refresh_changed_with_the_config(self, project, access_control):
+        schema = create_masters(project)
+        view = f"{schema}.granted".lower()
+        run_dbt(["run"])
+        assert access_control.granted[view] == {("select", "analyst")}
+        assert access_control.statements == [f"grant select on {view} to analyst"]
+
+        project.run_sql(f"insert into {schema}.orders values (9, 'north', 90.00, 1)")
+        _, log = run_dbt_and_capture(["run"])
+        assert "granted: fast refresh:" in log, log
+        assert len(access_control.statements) == 1  # already granted: nothing to do
+
+        _, log = run_dbt_and_capture(["run", "--vars", "{readers: [auditor]}"])
+        assert access_control.granted[view] == {("select", "auditor")}
+        assert access_control.statements[1:] == [
+            f"revoke select on {view} from analyst", f"grant select on {view} to auditor",
+        ]
+        run_dbt(["run", "--full-refresh", "--vars", "{readers: [auditor]}"])  # a rebuild keeps them
+        assert access_control.granted[view] == {("select", "auditor")}
