@@ -31,7 +31,7 @@ def soak_factor() -> int:
 def batch_size() -> int:
     """Random operations in one batched round (one multi-row MERGE per master): their number
     costs next to nothing, the refresh after them is what takes time. Grows with the soak factor."""
-    return 220 * soak_factor()
+    return 330 * soak_factor()
 
 
 def comparable(value):

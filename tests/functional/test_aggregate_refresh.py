@@ -92,7 +92,7 @@ class TestAggregateRefresh:
         assert all(r.status == "success" for r in results)
         self.check_all(workload)
 
-        for round_number in range(6 * soak_factor()):
+        for round_number in range(4 * soak_factor()):
             if round_number % 2:
                 workload.round(8)  # one statement (one commit) per operation
             else:

@@ -104,7 +104,7 @@ class TestInterruptedRefresh(ChangeLogTests):
         workload = self.workload(project, seed=7)
         points = 0
         for fault_after in range(1, 40):
-            workload.round(4)
+            workload.round(4, batched=fault_after % 2 == 0)  # one commit per operation, or one MERGE
             results, log = run("--select", "order_countries", fault_after=fault_after, expect_pass=None)
             if results[0].status == "success":
                 break  # fewer state-changing statements than fault_after: every point was covered

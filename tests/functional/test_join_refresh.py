@@ -81,7 +81,7 @@ class TestJoinRefresh:
         assert log.count("nothing marked (no master commit or log change since the last refresh); no write") == len(VIEWS), log
         self.check_all(workload)
 
-        for round_number in range(6 * soak_factor()):
+        for round_number in range(4 * soak_factor()):
             if round_number % 2:
                 workload.round(6)  # one statement (one commit) per operation
             else:

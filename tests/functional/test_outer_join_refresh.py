@@ -91,7 +91,7 @@ class TestOuterJoinRefresh:
         run_dbt(["run"])
         self.check_all(workload)
 
-        for round_number in range(6 * soak_factor()):
+        for round_number in range(4 * soak_factor()):
             if round_number % 2:
                 workload.round(6)
             else:
