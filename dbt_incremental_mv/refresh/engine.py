@@ -426,12 +426,14 @@ class FastRefreshEngine:
         with _capture_lock(spec.log_relation):
             if logged is None or evolve:
                 logged = self._evolve_log(spec)
+                exists = logged is not None
             return self._capture(spec, logged, exists, position)
 
     def _evolve_log(self, spec: LogSpec) -> list[str] | None:
         """Make the log match its master's schema again if it no longer does (LogEvolution);
-        returns the master columns it logs (None: it does not exist). Decided again here, under
-        the capture lock, so a change another refresh already made is not made twice."""
+        returns the master columns it logs (None: it does not exist, or was dropped to be
+        recreated). Decided again here, under the capture lock, so a change another refresh
+        already made is not made twice."""
         log_columns = dict(self._columns(spec.log_relation))
         if not log_columns:
             return None
@@ -439,6 +441,8 @@ class FastRefreshEngine:
         if evolution is not None:
             for statement in log_sql.evolve_log(spec, evolution):
                 self.execute(statement)
+            if evolution.recreate:
+                return None
             log_columns = evolution.evolved(log_columns)
         return [c for c in log_columns if not c.startswith("_mv_")]
 
