@@ -60,6 +60,17 @@ class SnapshotRow:
     wap_id: str | None
 
 
+def snapshots_with_main(name: str, columns: Sequence[str]) -> str:
+    """A table's snapshots (``columns`` of its ``snapshots`` metadata table), each row ending with
+    the snapshot its main branch is at, in one statement (no row: the table has no snapshot)."""
+    table = relation(name)
+    listed = ", ".join(f"s.{column}" for column in columns)
+    return (
+        f"select {listed}, r.snapshot_id as main_snapshot_id\n"
+        f"from {table}.`snapshots` s cross join (select snapshot_id from {table}.`refs` where name = 'main') r"
+    )
+
+
 def view_state(query: Query, name: str) -> ViewState | None:
     """What the view consumed, from the newest snapshot that changed its data.
 
@@ -71,11 +82,7 @@ def view_state(query: Query, name: str) -> ViewState | None:
 def view_state_at(query: Query, name: str) -> tuple[ViewState | None, int | None]:
     """The view's state and the snapshot of its main branch it was read from (None: no table or
     no snapshot). An incremental refresh applies its changes on exactly that snapshot, or not at all."""
-    table = relation(name)
-    rows = query(  # one statement: every snapshot, each with the snapshot main is at
-        f"select s.snapshot_id, s.parent_id, s.operation, s.summary['wap.id'], r.snapshot_id\n"
-        f"from {table}.`snapshots` s cross join (select snapshot_id from {table}.`refs` where name = 'main') r"
-    )
+    rows = query(snapshots_with_main(name, ("snapshot_id", "parent_id", "operation", "summary['wap.id']")))
     if not rows:
         return None, None
     by_id = {r[0]: SnapshotRow(r[0], r[1], r[2], r[3]) for r in rows}

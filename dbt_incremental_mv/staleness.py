@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dbt_incremental_mv.bookkeeping import LogPosition
+from dbt_incremental_mv.catalog import snapshots_with_main
 from dbt_incremental_mv.logs import sql as log_sql
 from dbt_incremental_mv.logs.contract import DELETE, INSERT, OP_COLUMN
 from dbt_incremental_mv.sql_text import ident, integer, relation, string
@@ -40,11 +41,7 @@ APPEND = "append"
 def log_history(log_relation: str) -> str:
     """The log's snapshots: id, parent and Iceberg operation (append, overwrite, delete, replace),
     each with the snapshot the log's main branch is at (no row: the log has no snapshot)."""
-    log = relation(log_relation)
-    return (
-        "select s.snapshot_id, s.parent_id, s.operation, r.snapshot_id as current_snapshot_id\n"
-        f"from {log}.`snapshots` s cross join (select snapshot_id from {log}.`refs` where name = 'main') r"
-    )
+    return snapshots_with_main(log_relation, ("snapshot_id", "parent_id", "operation"))
 
 
 def unconsumed_counts(log_relation: str, position: LogPosition, snapshots: Sequence[int]) -> str:

@@ -171,11 +171,14 @@ def _decimal(spark_type: str) -> tuple[int, int] | None:
         return None
 
 
+_PRIMITIVE_PROMOTIONS = (("int", "bigint"), ("float", "double"))
+
+
 def promotable(from_type: str, to_type: str) -> bool:
     """Whether Iceberg can change a column from ``from_type`` to ``to_type`` in place (its type
     promotions: int to bigint, float to double, a decimal to a wider one of the same scale)."""
     old, new = normalize_type(from_type), normalize_type(to_type)
-    if (old, new) in (("int", "bigint"), ("float", "double")):
+    if (old, new) in _PRIMITIVE_PROMOTIONS:
         return True
     old_decimal, new_decimal = _decimal(old), _decimal(new)
     return (
@@ -184,6 +187,12 @@ def promotable(from_type: str, to_type: str) -> bool:
         and old_decimal[1] == new_decimal[1]
         and new_decimal[0] >= old_decimal[0]
     )
+
+
+def may_have_been_widened(spark_type: str) -> bool:
+    """Whether a column of this type may be the result of a promotion (see ``promotable``)."""
+    normalized = normalize_type(spark_type)
+    return normalized in {new for _, new in _PRIMITIVE_PROMOTIONS} or _decimal(normalized) is not None
 
 
 @dataclass(frozen=True)

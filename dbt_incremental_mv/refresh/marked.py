@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dbt_incremental_mv.logs import sql as log_sql
-from dbt_incremental_mv.logs.contract import LogSpec, normalize_type
+from dbt_incremental_mv.logs.contract import LogSpec, may_have_been_widened, normalize_type
 from dbt_incremental_mv.sql_text import ident, integer, relation, string
 
 
@@ -50,7 +50,7 @@ class MarkedLog:
         (``ALTER COLUMN ... TYPE``: int to bigint, float to double, a wider decimal) makes no
         snapshot: a view built from the snapshot would keep the narrower type, and the next
         changes, logged with the wider one, could overflow it."""
-        casts = {c: normalize_type(t) for c, t in columns.items() if _widened_to(t)}
+        casts = {c: normalize_type(t) for c, t in columns.items() if may_have_been_widened(t)}
         if not casts:
             return self.master_as_of()
         listed = ", ".join(
@@ -76,8 +76,3 @@ class MarkedLog:
             rows += f" and `_mv_op` = {string(op)}"
         return rows
 
-
-def _widened_to(spark_type: str) -> bool:
-    """Whether a column of this type may have been widened in place (Iceberg type promotions)."""
-    normalized = normalize_type(spark_type)
-    return normalized in ("bigint", "double") or normalized.startswith("decimal(")
