@@ -38,5 +38,7 @@ def concurrent_commit_error(text: str) -> str | None:
 def lost_race(exc: BaseException) -> bool:
     """Whether ``exc`` says a commit lost to a concurrent one (as reported by the connection
     manager, or a fast-forward whose target is no longer an ancestor of the branch)."""
+    if getattr(exc, "lost_race", False):
+        return True
     text = str(exc)
     return LOST_RACE in text or "ancestor" in text.lower() or concurrent_commit_error(text) is not None

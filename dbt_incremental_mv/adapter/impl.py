@@ -53,10 +53,27 @@ class SparkMVAdapter(SparkAdapter):
     def _run(self, sql: str) -> None:
         self.connections.add_query(sql, auto_begin=False)
 
+    def _metadata(self):
+        """The metadata seam for this connection: Iceberg's Java API in the embedded session's
+        JVM (no SQL statement, no Spark job), SQL otherwise (thrift, http, odbc).
+        ``DBT_INCREMENTAL_MV_METADATA=sql`` forces SQL (to compare, or to work around a catalog
+        the Java API cannot load)."""
+        import os
+
+        from dbt_incremental_mv.adapter.connections import FaultInjection
+        from dbt_incremental_mv.metadata import JvmCatalog, Metadata, SqlCatalog
+
+        if os.environ.get("DBT_INCREMENTAL_MV_METADATA", "").lower() != "sql":
+            handle = self.connections.get_thread_connection().handle
+            session = getattr(getattr(handle, "handle", None), "session", None)
+            if session is not None:
+                return Metadata(JvmCatalog(session, on_commit=FaultInjection.after))
+        return Metadata(SqlCatalog(self._query, self._run))
+
     def _engine(self):
         from dbt_incremental_mv.refresh.engine import FastRefreshEngine
 
-        return FastRefreshEngine(self._query, self._run)
+        return FastRefreshEngine(self._query, self._run, self._metadata())
 
     def _relation_exists(self, name: str) -> bool:
         schema, _, identifier = name.partition(".")
@@ -126,21 +143,14 @@ class SparkMVAdapter(SparkAdapter):
         from dbt_incremental_mv.refresh.engine import ConcurrentRefreshError
 
         try:
-            plan.published_summary = self._engine().publish(plan.view_relation, wap_id)
+            plan.published_summary = self._engine().publish(plan.view_relation, wap_id, plan)
         except ConcurrentRefreshError as exc:
             raise self._people_error(exc) from exc
 
     @available
     def fast_refresh_finish(self, plan, propagation, graph: Mapping[str, Any]) -> str:
-        """Purge what every view has consumed; returns the line to log."""
-
-        engine = self._engine()
-        touched = engine.touched_rows(plan, propagation)
-        purged = engine.purge(plan, propagation, graph, self._relation_exists)
-        line = propagation.summary + (f"; {touched}" if touched else "")
-        if purged:
-            line += f"; purged {', '.join(purged)}"
-        return line
+        """Purge what every view has consumed; returns the model's one log line."""
+        return self._engine().finish(plan, propagation, graph, self._relation_exists)
 
     # ------------------------------------------------------------ operations
     def _log_specs(self, graph: Mapping[str, Any], masters: Sequence[str] | None):

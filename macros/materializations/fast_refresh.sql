@@ -7,7 +7,7 @@
              this refresh uses; return the propagate statements
     run      the statements: one staged Iceberg commit on the view, published atomically with the
              record of what it consumed
-    finish   purge log rows that every dependent view has consumed
+    finish   purge log rows that every dependent view has consumed; log one line: what was done and why
 #}
 {% materialization fast_refresh, adapter='spark_mv' %}
   {%- set existing_relation = load_cached_relation(this) -%}
@@ -17,8 +17,6 @@
   {%- if plan.contract is not none -%}
     {{ get_assert_columns_equivalent(compiled_code) }}  {#- names and types, before anything is created -#}
   {%- endif -%}
-  {{ log(model.name ~ ': ' ~ plan.action ~ ' (' ~ plan.reason ~ ')', info=True) }}
-
   {{ run_hooks(pre_hooks) }}
 
   {%- if existing_relation is not none and existing_relation.type != 'table' -%}

@@ -25,7 +25,7 @@ class TestDefinitionChanges:
         write_file("-- orders\n" + VIEW.replace(" from ", "\n  from "), model)
         project.run_sql(f"insert into {schema}.orders values (3, 7.00, 'web')")
         _, log = run_dbt_and_capture(["run"])
-        assert "big: fast (" in log, log
+        assert "big: fast refresh:" in log, log
 
         # an edit of the SQL: rebuilt, and the log says why
         edited = VIEW + " where o.amount > 6"
@@ -35,7 +35,7 @@ class TestDefinitionChanges:
         assert sorted(rows(project, f"select order_id, amount from {schema}.big")) == sorted(
             rows(project, f"select order_id, amount from {schema}.orders where amount > 6"))
         _, log = run_dbt_and_capture(["run"])
-        assert "big: fast (" in log  # and then refreshed fast again
+        assert "big: fast refresh:" in log  # and then refreshed fast again
 
         # on_configuration_change='fail': a further edit fails the run, the view is untouched
         failing = edited.replace("refresh_method='fast'", "refresh_method='fast', on_configuration_change='fail'")
@@ -50,7 +50,7 @@ class TestDefinitionChanges:
         # a new master column the view does not read: no rebuild
         project.run_sql(f"alter table {schema}.orders add column note string")
         _, log = run_dbt_and_capture(["run"])
-        assert "big: fast (" in log, log
+        assert "big: fast refresh:" in log, log
         # a column it reads changes type: rebuilt, or under on_configuration_change='fail' the run
         # fails before anything changes; the capture-managed log follows the master's new type
         project.run_sql(f"alter table {schema}.orders alter column amount type decimal(12,2)")
@@ -67,7 +67,7 @@ class TestDefinitionChanges:
         # a value the old type could not hold is refreshed fast
         project.run_sql(f"insert into {schema}.orders values (4, 1234567890.12, 'web', 'too big before')")
         _, log = run_dbt_and_capture(["run"])
-        assert "big: fast (" in log, log
+        assert "big: fast refresh:" in log, log
         assert sorted(rows(project, f"select order_id, amount from {schema}.big")) == sorted(
             rows(project, f"select order_id, amount from {schema}.orders where amount > 6"))
 
@@ -76,7 +76,7 @@ class TestDefinitionChanges:
         project.run_sql(f"insert into {schema}.orders values (5, 9.00, null)")
         project.run_sql(f"update {schema}.orders set amount = 70 where order_id = 2")
         _, log = run_dbt_and_capture(["run"])
-        assert "big: fast (" in log, log
+        assert "big: fast refresh:" in log, log
         assert "channel" not in column_types(project, "mlog_orders")
         assert sorted(rows(project, f"select order_id, amount from {schema}.big")) == sorted(
             rows(project, f"select order_id, amount from {schema}.orders where amount > 6"))

@@ -79,7 +79,7 @@ class TestLogDeletedByHand(StalenessProject):
         self.check(project, "v")
         project.run_sql(f"delete from {schema}.orders where order_id = 2")
         _, log = run_dbt_and_capture(["run", "--select", "v"])
-        assert "v: fast (" in log, log  # in step again
+        assert "v: fast refresh:" in log, log  # in step again
         self.check(project, "v")
 
         run_dbt(["run", "--select", "v_fast", "--full-refresh"])
@@ -129,4 +129,4 @@ class TestMasterHistoryRewritten(StalenessProject):
         assert "was rewritten or expired before it was captured" in log, log
         self.check(project, "v")
         _, log = run_dbt_and_capture(["run", "--select", "v"])
-        assert "v: fast (" in log, log
+        assert "v: fast refresh:" in log, log

@@ -5,7 +5,9 @@ import pytest
 
 from dbt_incremental_mv.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.conflicts import LOST_RACE, concurrent_commit_error, lost_race
+from dbt_incremental_mv.metadata import Snapshot
 from dbt_incremental_mv.refresh.engine import ConcurrentRefreshError, FastRefreshEngine
+from tests.unit.fake_iceberg import FakeIceberg
 
 THRIFT_MERGE = (
     "Database Error\n  org.apache.hive.service.cli.HiveSQLException: Error running query: "
@@ -43,14 +45,17 @@ def test_lost_race_recognises_reported_refusals_and_failed_fast_forwards():
 
 
 def _publish(state, staged_parent):
-    executed = []
-
-    def query(sql):
-        assert "summary['wap.id']" in sql
-        return [(900, staged_parent)]
-
-    FastRefreshEngine(query, executed.append).publish("shop.v", state.encode())
-    return executed
+    fake = FakeIceberg()
+    fake.table("shop.v", [("a", "int")])
+    fake.tables["shop.v"].snapshots.clear()
+    fake.tables["shop.v"].refs["main"] = 600
+    for snapshot_id, parent in ((500, None), (600, 500)):
+        fake.tables["shop.v"].snapshots[snapshot_id] = Snapshot(snapshot_id, parent, "append")
+    fake.tables["shop.v"].snapshots[900] = Snapshot(900, staged_parent, "overwrite", {"wap.id": state.encode()})
+    if staged_parent == 500:
+        fake.tables["shop.v"].refs["main"] = 500
+    FastRefreshEngine(fake.query, fake.execute, fake.metadata()).publish("shop.v", state.encode())
+    return fake.commits
 
 
 FAST = ViewState(logs={"shop.mlog_o": LogPosition(7, 100)}, method="fast", base=500)
@@ -62,10 +67,25 @@ def test_a_fast_refresh_staged_on_another_refreshs_commit_is_not_published():
 
 
 def test_a_fast_refresh_staged_on_the_snapshot_it_read_is_fast_forwarded():
-    executed = _publish(FAST, staged_parent=500)
-    assert any("fast_forward('shop.v', 'main'" in sql for sql in executed), executed
+    commits = _publish(FAST, staged_parent=500)
+    assert commits == ["fast_forward shop.v -> 900"], commits
 
 
 def test_a_complete_refresh_recomputes_and_is_published_on_any_snapshot():
     complete = ViewState(logs=FAST.logs, method="complete", base=500)
-    assert any("fast_forward" in sql for sql in _publish(complete, staged_parent=600))
+    assert _publish(complete, staged_parent=600) == ["fast_forward shop.v -> 900"]
+
+
+def test_a_publish_whose_main_moved_meanwhile_is_refused_and_changes_nothing():
+    complete = ViewState(logs=FAST.logs, method="complete", base=500)
+    with pytest.raises(ConcurrentRefreshError):
+        _publish_moved(complete)
+
+
+def _publish_moved(state):
+    fake = FakeIceberg()
+    fake.table("shop.v", [("a", "int")])
+    staged = fake.commit("shop.v", "overwrite", branch=None, summary={"wap.id": state.encode()})
+    fake.commit("shop.v", "replace")  # main moved after the refresh staged its commit
+    FastRefreshEngine(fake.query, fake.execute, fake.metadata()).publish("shop.v", state.encode())
+    assert staged

@@ -1,0 +1,78 @@
+"""What a change log's own table properties record, so a refresh need not scan the log to know it.
+
+- ``dbt_incremental_mv.capture``: the master snapshot the log is captured through, and the log
+  snapshot that capture committed. Set with the capture's commit (in session mode in the same
+  metadata commit; over SQL right after it). It holds only while no other append came after
+  that log snapshot (a capture by an older plugin version, or one that crashed between its commit
+  and the property): otherwise the log's watermark rows are read, as before.
+- ``dbt_incremental_mv.purges``: the newest log snapshots made by the plugin's purge. A purge
+  deletes only changes every view consumed, so the staleness check need not count a view's
+  unconsumed changes across it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from dbt_incremental_mv.metadata import TableMetadata
+
+CAPTURE_PROPERTY = "dbt_incremental_mv.capture"
+PURGES_PROPERTY = "dbt_incremental_mv.purges"
+PURGES_KEPT = 32
+APPEND = "append"
+# Iceberg operations that never delete a change: appends, and compaction (rewrites rows unchanged).
+KEEPS_EVERY_ROW = ("append", "replace")
+
+
+@dataclass(frozen=True)
+class CapturedThrough:
+    master_snapshot: int
+    log_snapshot: int
+
+
+def capture_property(master_snapshot: int, log_snapshot: int) -> dict[str, str]:
+    return {CAPTURE_PROPERTY: json.dumps({"master": master_snapshot, "log": log_snapshot}, sort_keys=True)}
+
+
+def captured_through(log: TableMetadata) -> CapturedThrough | None:
+    """The master snapshot the log is captured through, from its property, when the property is
+    still true: its log snapshot is on main and no append came after it. None: read the log."""
+    raw = log.properties.get(CAPTURE_PROPERTY)
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+        recorded = CapturedThrough(int(value["master"]), int(value["log"]))
+    except (ValueError, KeyError, TypeError):
+        return None
+    since = log.commits_since(recorded.log_snapshot)
+    if since is None or any(s.operation == APPEND for s in since):
+        return None
+    return recorded
+
+
+def purge_snapshots(properties: Mapping[str, str]) -> set[int]:
+    raw = properties.get(PURGES_PROPERTY) or ""
+    return {int(p) for p in raw.split(",") if p.strip().isdigit()}
+
+
+def purges_property(properties: Mapping[str, str], purge_snapshot: int) -> dict[str, str]:
+    """The purges property with ``purge_snapshot`` added (the newest ones kept)."""
+    known = [p for p in (properties.get(PURGES_PROPERTY) or "").split(",") if p.strip().isdigit()]
+    known = [*known, str(purge_snapshot)][-PURGES_KEPT:]
+    return {PURGES_PROPERTY: ",".join(known)}
+
+
+def no_rows_added_since(log: TableMetadata, log_snapshot: int | None) -> bool:
+    """Whether the log provably holds no row added after ``log_snapshot``: every commit since is
+    a compaction, a delete of whole files, or the plugin's purge (which adds no change). False
+    when unknown (then the log's rows are counted)."""
+    if log_snapshot is None:
+        return False
+    since = log.commits_since(log_snapshot)
+    if since is None:
+        return False
+    purges = purge_snapshots(log.properties)
+    return all(s.operation in ("replace", "delete") or s.snapshot_id in purges for s in since)

@@ -1,0 +1,442 @@
+"""The metadata seam: every read of a table's metadata, and every commit that only moves refs.
+
+A refresh needs much metadata (columns, properties, snapshots with their summaries, where the
+main branch is) and little data. Metadata is not data: it should not cost a Spark job. Two
+catalogs answer the same questions:
+
+- :class:`JvmCatalog` (``method: session``): Iceberg's Java API through py4j, in the session's
+  own JVM. One call returns a table's whole metadata (its ``TableMetadata`` as JSON): no SQL
+  statement, no Spark job, tens of milliseconds. Ref moves (fast-forwarding ``main`` to a staged
+  or branch snapshot) are compare-and-swap commits of the table metadata, atomic with the
+  bookkeeping properties they carry.
+- :class:`SqlCatalog` (thrift, http, odbc): the same answers through SQL (``describe``,
+  ``show tblproperties``, the ``snapshots`` and ``refs`` metadata tables), one table's metadata
+  in three statements; ref moves as branch statements.
+
+:class:`Metadata` caches what a refresh has read, so nothing is read twice; whatever writes a
+table calls :meth:`Metadata.forget` for it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dbt_incremental_mv.sql_text import ident, integer, relation, string
+
+Query = Callable[[str], Sequence[Sequence[Any]]]
+Execute = Callable[[str], None]
+
+logger = logging.getLogger(__name__)
+
+# Snapshot summary keys read in SQL mode (thrift returns maps as text: selected key by key).
+SUMMARY_KEYS = (
+    "wap.id",
+    "added-records",
+    "deleted-records",
+    "added-position-deletes",
+    "removed-position-deletes",
+    "added-equality-deletes",
+    "removed-equality-deletes",
+    "added-delete-files",
+    "total-delete-files",
+    "total-records",
+    "total-data-files",
+)
+
+
+class LostRace(RuntimeError):
+    """A compare-and-swap commit found the table changed since it was read: nothing was applied."""
+
+    lost_race = True  # recognised by conflicts.lost_race
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    snapshot_id: int
+    parent_id: int | None
+    operation: str
+    summary: Mapping[str, str] = field(default_factory=dict)
+    sequence_number: int | None = None  # None when read through SQL (not in the snapshots table)
+
+    def count(self, key: str) -> int:
+        value = self.summary.get(key)
+        return int(value) if value not in (None, "") else 0
+
+
+@dataclass(frozen=True)
+class TableMetadata:
+    """What a refresh reads of one table, all at once."""
+
+    name: str
+    columns: tuple[tuple[str, str], ...]  # (lowercase name, Spark type) in table order
+    properties: Mapping[str, str]
+    snapshots: Mapping[int, Snapshot]
+    main: int | None  # the snapshot the main branch is at (None: no snapshot yet)
+
+    @property
+    def format_version(self) -> int | None:
+        value = self.properties.get("format-version")
+        try:
+            return int(value) if value is not None else None
+        except ValueError:
+            return None
+
+    @property
+    def current(self) -> Snapshot | None:
+        return self.snapshots.get(self.main) if self.main is not None else None
+
+    def ancestry(self, start: int | None = None) -> list[Snapshot]:
+        """The ancestors of ``start`` (default: main), newest first, as far as they are known."""
+        chain = []
+        cursor = self.main if start is None else start
+        while cursor is not None and cursor in self.snapshots:
+            chain.append(self.snapshots[cursor])
+            cursor = self.snapshots[cursor].parent_id
+        return chain
+
+    def commits_since(self, recorded: int | None) -> list[Snapshot] | None:
+        """The commits on main after ``recorded``, oldest first; None when ``recorded`` is not an
+        ancestor of main (the table was recreated, rolled back, or its history expired)."""
+        chain = []
+        cursor = self.main
+        while cursor is not None and cursor != recorded:
+            snapshot = self.snapshots.get(cursor)
+            if snapshot is None:
+                return None
+            chain.append(snapshot)
+            cursor = snapshot.parent_id
+        if cursor != recorded:
+            return None
+        return list(reversed(chain))
+
+
+# ---------------------------------------------------------------- Iceberg types as Spark names
+
+
+_PRIMITIVES = {
+    "boolean": "boolean",
+    "int": "int",
+    "long": "bigint",
+    "float": "float",
+    "double": "double",
+    "date": "date",
+    "timestamp": "timestamp_ntz",
+    "timestamptz": "timestamp",
+    "timestamp_ns": "timestamp_ntz",
+    "timestamptz_ns": "timestamp",
+    "string": "string",
+    "uuid": "string",
+    "binary": "binary",
+    "time": "bigint",
+}
+
+
+def spark_type(iceberg_type: Any) -> str:
+    """An Iceberg schema type (its JSON form) as Spark's ``describe`` names it."""
+    if isinstance(iceberg_type, str):
+        name = iceberg_type.strip().lower()
+        if name.startswith("decimal"):
+            return name.replace(" ", "")
+        if name.startswith("fixed"):
+            return "binary"
+        return _PRIMITIVES.get(name, name)
+    kind = iceberg_type.get("type")
+    if kind == "struct":
+        fields = ",".join(f"{f['name']}:{spark_type(f['type'])}" for f in iceberg_type["fields"])
+        return f"struct<{fields}>"
+    if kind == "list":
+        return f"array<{spark_type(iceberg_type['element'])}>"
+    if kind == "map":
+        return f"map<{spark_type(iceberg_type['key'])},{spark_type(iceberg_type['value'])}>"
+    raise ValueError(f"unknown Iceberg type {iceberg_type!r}")
+
+
+def from_metadata_json(name: str, document: Mapping[str, Any]) -> TableMetadata:
+    """A :class:`TableMetadata` from Iceberg's table metadata JSON (``TableMetadataParser``)."""
+    schema_id = document.get("current-schema-id")
+    schemas = document.get("schemas") or ([document["schema"]] if "schema" in document else [])
+    schema = next((s for s in schemas if s.get("schema-id") == schema_id), schemas[-1] if schemas else {"fields": []})
+    columns = tuple((f["name"].lower(), spark_type(f["type"])) for f in schema.get("fields", []))
+    properties = {str(k): str(v) for k, v in (document.get("properties") or {}).items()}
+    properties["format-version"] = str(document.get("format-version"))
+    snapshots = {}
+    for entry in document.get("snapshots") or []:
+        summary = {str(k): str(v) for k, v in (entry.get("summary") or {}).items()}
+        snapshots[int(entry["snapshot-id"])] = Snapshot(
+            snapshot_id=int(entry["snapshot-id"]),
+            parent_id=None if entry.get("parent-snapshot-id") is None else int(entry["parent-snapshot-id"]),
+            operation=summary.get("operation", ""),
+            summary=summary,
+            sequence_number=entry.get("sequence-number"),
+        )
+    main = (document.get("refs") or {}).get("main", {}).get("snapshot-id")
+    if main is None and document.get("current-snapshot-id") not in (None, -1):
+        main = document["current-snapshot-id"]
+    return TableMetadata(name, columns, properties, snapshots, None if main is None else int(main))
+
+
+# ---------------------------------------------------------------- catalogs
+
+
+class SqlCatalog:
+    """Metadata through SQL statements: works over every connection method."""
+
+    def __init__(self, query: Query, execute: Execute) -> None:
+        self.query = query
+        self.execute = execute
+
+    def load(self, name: str) -> TableMetadata | None:
+        columns = self.columns(name)
+        if not columns:
+            return None
+        properties = {
+            str(row[0]): str(row[-1]) for row in self.query(f"show tblproperties {relation(name)}") if row and row[0] is not None
+        }
+        keys = ", ".join(f"s.summary[{string(k)}]" for k in SUMMARY_KEYS)
+        table = relation(name)
+        rows = self.query(
+            f"select s.snapshot_id, s.parent_id, s.operation, {keys}, r.snapshot_id as main_snapshot_id\n"
+            f"from {table}.`snapshots` s cross join (select snapshot_id from {table}.`refs` where name = 'main') r"
+        )
+        snapshots = {}
+        for row in rows:
+            summary = {k: str(v) for k, v in zip(SUMMARY_KEYS, row[3:-1]) if v is not None}
+            parent = None if row[1] is None else int(row[1])
+            snapshots[int(row[0])] = Snapshot(int(row[0]), parent, str(row[2]), {"operation": str(row[2]), **summary})
+        main = int(rows[0][-1]) if rows else None
+        return TableMetadata(name, tuple(columns), properties, snapshots, main)
+
+    def columns(self, name: str) -> list[tuple[str, str]]:
+        try:
+            rows = self.query(f"describe table {relation(name)}")
+        except Exception as exc:  # noqa: BLE001 - the table is missing or unreadable
+            if "TABLE_OR_VIEW_NOT_FOUND" in str(exc) or "not found" in str(exc).lower():
+                return []
+            raise
+        columns = []
+        for col_name, data_type, *_ in rows:
+            if not col_name or col_name.startswith("#"):
+                break
+            columns.append((col_name.lower(), data_type))
+        return columns
+
+    def fast_forward(
+        self, name: str, expected_main: int | None, *, to_snapshot: int | None = None, branch: str | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> None:
+        """Move main to ``to_snapshot`` (a staged snapshot) or to the head of ``branch`` (then
+        dropped). Iceberg's fast_forward fails unless main is an ancestor of the target, so main
+        must still be at ``expected_main``, the target's parent. ``properties`` are not written
+        over SQL: the readers of these bookkeeping properties then read the log's rows instead."""
+        from dbt_incremental_mv.conflicts import lost_race
+
+        table = relation(name)
+        if branch is None:
+            assert to_snapshot is not None
+            branch = f"mv_publish_{to_snapshot}"
+            self.execute(f"alter table {table} create branch {ident(branch)} as of version {integer(to_snapshot)}")
+        try:
+            self.execute(f"call spark_catalog.system.fast_forward({string(name)}, 'main', {string(branch)})")
+        except Exception as exc:
+            if lost_race(exc):
+                raise LostRace(str(exc)) from exc
+            raise
+        finally:
+            self.drop_branch(name, branch)
+
+    def branch_head(self, name: str, branch: str) -> int | None:
+        rows = self.query(f"select snapshot_id from {relation(name)}.`refs` where name = {string(branch)}")
+        return int(rows[0][0]) if rows else None
+
+    def create_branch(self, name: str, branch: str, snapshot: int) -> None:
+        self.execute(f"alter table {relation(name)} create branch {ident(branch)} as of version {integer(snapshot)}")
+
+    def drop_branch(self, name: str, branch: str) -> None:
+        """Drop a capture's or publish's branch; one left behind by a lost race is harmless."""
+        from dbt_incremental_mv.conflicts import lost_race
+
+        try:
+            self.execute(f"alter table {relation(name)} drop branch if exists {ident(branch)}")
+        except Exception as exc:
+            if not lost_race(exc):
+                raise
+
+    def drop_temp_view(self, view: str) -> None:
+        self.execute(f"drop view if exists {ident(view)}")
+
+    def reset_staging(self) -> None:
+        self.execute("reset spark.wap.id")
+
+
+class JvmCatalog:
+    """Metadata through Iceberg's Java API in the embedded session's JVM (no SQL, no Spark job)."""
+
+    def __init__(self, session: Any, on_commit: Callable[[str], None] | None = None) -> None:
+        self.session = session
+        self.on_commit = on_commit or (lambda description: None)
+
+    def _table(self, name: str) -> Any | None:
+        jvm = self.session._jvm
+        # Iceberg resolves the catalog through the thread's active session: a dbt worker thread
+        # has none, and would look in a catalog that does not know the table
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(self.session._jsparkSession)
+        try:
+            return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.session._jsparkSession, name)
+        except Exception as exc:  # noqa: BLE001 - py4j wraps the Java exception
+            text = str(exc)
+            if "NoSuchTableException" in text or "cannot be found" in text:
+                return None
+            raise
+
+    def load(self, name: str) -> TableMetadata | None:
+        table = self._table(name)
+        if table is None:
+            return None
+        jvm = self.session._jvm
+        document = json.loads(jvm.org.apache.iceberg.TableMetadataParser.toJson(table.operations().current()))
+        return from_metadata_json(name, document)
+
+    def columns(self, name: str) -> list[tuple[str, str]]:
+        metadata = self.load(name)
+        return list(metadata.columns) if metadata is not None else []
+
+    def fast_forward(
+        self, name: str, expected_main: int | None, *, to_snapshot: int | None = None, branch: str | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> None:
+        """Move main to ``to_snapshot`` (a staged snapshot) or to the head of ``branch`` (and drop
+        the branch), and set ``properties``, in ONE compare-and-swap commit of the table metadata:
+        refused (LostRace) unless main is still at ``expected_main``, the target's parent."""
+        target = branch or f"mv_publish_{to_snapshot}"
+        description = f"call spark_catalog.system.fast_forward({string(name)}, 'main', {string(target)}) [metadata commit]"
+        table = self._table(name)
+        if table is None:
+            raise LostRace(f"{name} no longer exists")
+        operations = table.operations()
+        base = operations.current()
+        main = base.ref("main")
+        current = None if main is None else int(main.snapshotId())
+        if current != expected_main:
+            raise LostRace(f"main of {name} is at {current}, not at {expected_main}: another commit {LOST_RACE_TEXT}")
+        builder = self.session._jvm.org.apache.iceberg.TableMetadata.buildFrom(base)
+        if branch is not None:
+            head = base.ref(branch)
+            if head is None:
+                raise LostRace(f"the branch {branch} of {name} is gone: another commit {LOST_RACE_TEXT}")
+            to_snapshot = int(head.snapshotId())
+            builder = builder.removeRef(branch)
+        builder = builder.setBranchSnapshot(to_snapshot, "main")
+        if properties:
+            values = self.session._jvm.java.util.HashMap()
+            for key, value in properties.items():
+                values.put(key, value)
+            builder = builder.setProperties(values)
+        try:
+            operations.commit(base, builder.build())
+        except Exception as exc:  # noqa: BLE001 - py4j wraps the Java exception
+            if "CommitFailedException" in str(exc):
+                raise LostRace(str(exc).strip().splitlines()[0][:300]) from exc
+            raise
+        logger.debug("%s", description)
+        self.on_commit(description)
+
+    def branch_head(self, name: str, branch: str) -> int | None:
+        table = self._table(name)
+        ref = table.refs().get(branch) if table is not None else None
+        return int(ref.snapshotId()) if ref is not None else None
+
+    def create_branch(self, name: str, branch: str, snapshot: int) -> None:
+        table = self._table(name)
+        table.manageSnapshots().createBranch(branch, snapshot).commit()
+        self.on_commit(f"create branch {branch} on {name}")
+
+    def drop_branch(self, name: str, branch: str) -> None:
+        table = self._table(name)
+        if table is None or table.refs().get(branch) is None:
+            return
+        try:
+            table.manageSnapshots().removeBranch(branch).commit()
+        except Exception as exc:  # noqa: BLE001 - a concurrent removal; harmless
+            logger.debug("branch %s of %s left behind: %s", branch, name, exc)
+
+    def drop_temp_view(self, view: str) -> None:
+        self.session.catalog.dropTempView(view)
+
+    def reset_staging(self) -> None:
+        self.session.conf.unset("spark.wap.id")
+
+
+LOST_RACE_TEXT = "committed while this one ran"
+
+
+class Metadata:
+    """The seam: a refresh's metadata reads, cached until the refresh writes the table."""
+
+    def __init__(self, catalog: SqlCatalog | JvmCatalog) -> None:
+        self.catalog = catalog
+        self._tables: dict[str, TableMetadata | None] = {}
+
+    @property
+    def in_jvm(self) -> bool:
+        return isinstance(self.catalog, JvmCatalog)
+
+    def table(self, name: str) -> TableMetadata | None:
+        if name not in self._tables:
+            self._tables[name] = self.catalog.load(name)
+        return self._tables[name]
+
+    def tables(self, names: Iterable[str]) -> dict[str, TableMetadata | None]:
+        return {name: self.table(name) for name in names}
+
+    def columns(self, name: str) -> list[tuple[str, str]]:
+        if name in self._tables:
+            found = self._tables[name]
+            return list(found.columns) if found is not None else []
+        if self.in_jvm:
+            return list(self.table(name).columns) if self.table(name) is not None else []
+        return self.catalog.columns(name)  # describe only: no snapshot read for a column check
+
+    def main(self, name: str) -> int | None:
+        found = self.table(name)
+        return found.main if found is not None else None
+
+    def mains(self, names: Iterable[str]) -> dict[str, int]:
+        """The main snapshot of each table that has one."""
+        found = {name: self.main(name) for name in names}
+        return {name: snapshot for name, snapshot in found.items() if snapshot is not None}
+
+    def forget(self, *names: str) -> None:
+        for name in names:
+            self._tables.pop(name, None)
+
+    def fast_forward(
+        self, name: str, expected_main: int | None, *, to_snapshot: int | None = None, branch: str | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> None:
+        """Move ``name``'s main to a staged snapshot or a branch's head, as a compare-and-swap
+        (LostRace: main is no longer at ``expected_main``, nothing changed)."""
+        try:
+            self.catalog.fast_forward(name, expected_main, to_snapshot=to_snapshot, branch=branch, properties=properties)
+        finally:
+            self.forget(name)
+
+    def branch_head(self, name: str, branch: str) -> int | None:
+        return self.catalog.branch_head(name, branch)
+
+    def create_branch(self, name: str, branch: str, snapshot: int) -> None:
+        self.catalog.create_branch(name, branch, snapshot)
+
+    def drop_branch(self, name: str, branch: str) -> None:
+        self.catalog.drop_branch(name, branch)
+        self.forget(name)
+
+    def drop_temp_view(self, view: str) -> None:
+        self.catalog.drop_temp_view(view)
+
+    def reset_staging(self) -> None:
+        """Unset ``spark.wap.id`` (a failed earlier refresh on this connection may have left it set)."""
+        self.catalog.reset_staging()

@@ -1,0 +1,42 @@
+"""The dbt graph, as a refresh reads it: which relations a model reads, which views read a master."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def relation_name(node: Mapping[str, Any]) -> str:
+    name = node.get("identifier") or node.get("alias") or node["name"]
+    return f"{node['schema']}.{name}".lower()
+
+
+def dependency_relations(model: Mapping[str, Any], graph: Mapping[str, Any]) -> list[str]:
+    """The relations a model reads through ref() and source(), sorted."""
+    nodes = {**graph.get("nodes", {}), **graph.get("sources", {})}
+    found = set()
+    for unique_id in (model.get("depends_on") or {}).get("nodes", []):
+        node = nodes.get(unique_id)
+        if node is not None and node.get("resource_type") in ("model", "seed", "snapshot", "source"):
+            found.add(relation_name(node))
+    return sorted(found)
+
+
+def view_consumers(graph: Mapping[str, Any], master_relation: str) -> list[str]:
+    """Relations of every fast_refresh model that reads ``master_relation``."""
+    consumers = []
+    for node in graph.get("nodes", {}).values():
+        if node.get("resource_type") != "model" or (node.get("config") or {}).get("materialized") != "fast_refresh":
+            continue
+        if master_relation in dependency_relations(node, graph):
+            consumers.append(relation_name(node))
+    return sorted(consumers)
+
+
+def model_node(graph: Mapping[str, Any], view_relation: str) -> Mapping[str, Any] | None:
+    """The model whose relation is ``view_relation``, or None."""
+    return next(
+        (n for n in graph.get("nodes", {}).values()
+         if n.get("resource_type") == "model" and relation_name(n) == view_relation),
+        None,
+    )

@@ -1,0 +1,74 @@
+"""Propagate: the statements that change the view, in one staged commit (see publish.py).
+
+A fast refresh applies the marked changes with the statement of its view class (join_view,
+outer_join_view, aggregate_view); a build or complete refresh recomputes the defining query,
+pinned to the master snapshots the logs were marked at, so the state it records is exact."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from dbt_incremental_mv import view_table
+from dbt_incremental_mv.bookkeeping import ViewState
+from dbt_incremental_mv.refresh import view_classes
+from dbt_incremental_mv.refresh.context import RefreshContext
+from dbt_incremental_mv.refresh.marked import MarkedLog
+from dbt_incremental_mv.refresh.plan import RefreshPlan, current_types
+from dbt_incremental_mv.refresh.publish import Step, commit_state, staged
+from dbt_incremental_mv.sql_text import idents, relation
+
+
+@dataclass
+class Propagation:
+    """The propagate step, ready to run: statements and what they record."""
+
+    steps: list[Step]
+    state: ViewState | None
+    marked: dict[str, MarkedLog]
+    summary: str
+
+
+def fast(ctx: RefreshContext, plan: RefreshPlan, marked: dict[str, MarkedLog], read_at: int | None) -> Propagation:
+    assert plan.definition is not None
+    if plan.action != "fast":  # a log was reset while marking
+        return complete(ctx, plan, marked)
+    statement = view_classes.refresh_statement(plan.definition, plan.view_relation, marked, plan.view_types)
+    kinds = ", ".join(f"{m.spec.master_relation}: {m.kind} (+{m.inserts}/-{m.deletes})" for m in marked.values())
+    if statement is None:
+        return Propagation([], None, marked, f"fast refresh: nothing marked ({kinds}); no write")
+    state = commit_state(marked, "fast", base=read_at)
+    summary = (
+        f"fast refresh: {kinds}; steps run: {', '.join(statement.steps_run)}"
+        + (f"; skipped: {', '.join(statement.steps_skipped)}" if statement.steps_skipped else "")
+    )
+    if plan.config.refresh_stats and statement.stats_sql:
+        values = ctx.query(statement.stats_sql)[0]
+        summary += "; " + ", ".join(f"{label}: {int(v or 0)}" for label, v in zip(statement.stats_labels, values))
+    return Propagation(staged(state, "main", statement.sql), state, marked, summary)
+
+
+def complete(ctx: RefreshContext, plan: RefreshPlan, marked: Mapping[str, MarkedLog]) -> Propagation:
+    definition = plan.definition
+    pinned = definition is not None and all(
+        o.master.name in marked and marked[o.master.name].master_snapshot >= 0 for o in definition.occurrences
+    )
+    if pinned:
+        query = definition.render_select({
+            o.alias: marked[o.master.name].master_as_of_current_types(current_types(plan, o.alias))
+            for o in definition.occurrences
+        })
+        columns = definition.stored_columns
+        base = ctx.metadata.main(plan.view_relation) if plan.existing_columns else None
+        state = commit_state(marked, plan.action, base=base)
+    else:
+        query, columns, state = plan.compiled_sql, None, None
+    target = relation(plan.view_relation)
+    same_table = plan.existing_columns == tuple(columns or ()) and plan.stored_definition == plan.compiled_sql.strip()
+    if state is not None and plan.action == "complete" and same_table:
+        steps = staged(state, "main", f"insert overwrite {target} ({idents(columns)})\n{query}")
+        return Propagation(steps, state, dict(marked), "recomputed in one commit")
+    steps = [Step("main", view_table.enforce_contract(query, columns, plan.contract), kind="create")]
+    if state is not None:
+        steps += staged(state, "record", f"insert into {target} select * from {target} where false")
+    return Propagation(steps, state, dict(marked), "table replaced")

@@ -1,0 +1,196 @@
+"""An in-memory stand-in for the Iceberg catalog behind the metadata seam, and for the SQL a
+refresh runs: enough to drive the engine through plan, capture, mark, publish and purge without
+Spark, and to record every SQL statement and metadata commit it makes.
+
+Tables hold snapshots (id, parent, operation, summary) and refs; a statement that writes a
+table (``insert into``, ``merge into`` ...) adds a snapshot to it: on a branch when it names
+one, staged when ``spark.wap.id`` is set (its summary then carries the id), on main otherwise.
+Log counts (``_mv_op`` / sequence aggregates) are answered from a per-log table of rows.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+
+from dbt_incremental_mv.metadata import LostRace, Metadata, Snapshot, TableMetadata
+
+LOG_COLUMNS = [("_mv_op", "string"), ("_mv_commit", "bigint"), ("_mv_time", "timestamp")]
+
+
+@dataclass
+class FakeTable:
+    name: str
+    columns: list[tuple[str, str]]
+    properties: dict[str, str] = field(default_factory=dict)
+    snapshots: dict[int, Snapshot] = field(default_factory=dict)
+    refs: dict[str, int] = field(default_factory=dict)
+    sequence: int = 0
+    # a log's rows: (op, sequence, commit)
+    rows: list[tuple[str, int, int | None]] = field(default_factory=list)
+
+
+class FakeIceberg:
+    """The catalog (``load``, ``fast_forward``, branches) plus ``query``/``execute`` for SQL."""
+
+    def __init__(self) -> None:
+        self.tables: dict[str, FakeTable] = {}
+        self.ids = itertools.count(1000)
+        self.statements: list[str] = []  # every SQL statement, reads included
+        self.commits: list[str] = []  # metadata commits (fast-forwards, branches)
+        self.wap_id: str | None = None
+
+    # ------------------------------------------------------------ building a warehouse
+    def table(self, name: str, columns: list[tuple[str, str]], properties: dict[str, str] | None = None) -> FakeTable:
+        table = FakeTable(name, columns, {"format-version": "2", **(properties or {})})
+        self.tables[name] = table
+        self.commit(name, "append")
+        return table
+
+    def commit(self, name: str, operation: str, *, branch: str | None = "main", summary: dict | None = None) -> int:
+        table = self.tables[name]
+        snapshot_id = next(self.ids)
+        parent = table.refs.get(branch or "main")
+        table.sequence += 1
+        table.snapshots[snapshot_id] = Snapshot(
+            snapshot_id, parent, operation, {"operation": operation, "total-records": "0", **(summary or {})}, table.sequence
+        )
+        if branch is not None:
+            table.refs[branch] = snapshot_id
+        return snapshot_id
+
+    def log_rows(self, name: str, *ops: str, commit: int | None = None) -> None:
+        table = self.tables[name]
+        table.rows += [(op, table.sequence, commit) for op in ops]
+
+    # ------------------------------------------------------------ the catalog side of the seam
+    def load(self, name: str) -> TableMetadata | None:
+        table = self.tables.get(name)
+        if table is None:
+            return None
+        return TableMetadata(name, tuple(table.columns), dict(table.properties), dict(table.snapshots), table.refs.get("main"))
+
+    def columns(self, name: str) -> list[tuple[str, str]]:
+        table = self.tables.get(name)
+        return list(table.columns) if table else []
+
+    def fast_forward(self, name, expected_main, *, to_snapshot=None, branch=None, properties=None) -> None:
+        table = self.tables[name]
+        if table.refs.get("main") != expected_main:
+            raise LostRace(f"main of {name} moved: another commit committed while this one ran")
+        if branch is not None:
+            to_snapshot = table.refs.pop(branch)
+        table.refs["main"] = to_snapshot
+        table.properties.update(properties or {})
+        self.commits.append(f"fast_forward {name} -> {to_snapshot}")
+
+    def branch_head(self, name: str, branch: str) -> int | None:
+        return self.tables[name].refs.get(branch)
+
+    def create_branch(self, name: str, branch: str, snapshot: int) -> None:
+        self.tables[name].refs[branch] = snapshot
+        self.commits.append(f"create branch {branch} on {name}")
+
+    def drop_branch(self, name: str, branch: str) -> None:
+        self.tables[name].refs.pop(branch, None)
+
+    def drop_temp_view(self, view: str) -> None:
+        pass
+
+    def reset_staging(self) -> None:
+        self.wap_id = None
+
+    def metadata(self) -> Metadata:
+        metadata = Metadata(self)  # type: ignore[arg-type]
+        metadata.__class__ = _JvmLikeMetadata
+        return metadata
+
+    # ------------------------------------------------------------ SQL
+    def query(self, sql: str) -> list[tuple]:
+        self.statements.append(sql)
+        if "as request" in sql:
+            return [self._log_stats(int(m.group(1)), block) for m, block in _stats_blocks(sql)]
+        if "as snapshot_id, count_if(" in sql:  # staleness counts
+            return []
+        raise AssertionError(f"unexpected query: {sql[:200]}")
+
+    def execute(self, sql: str) -> None:
+        self.statements.append(sql)
+        text = sql.strip().lower()
+        if text.startswith("set spark.wap.id="):
+            self.wap_id = sql.strip().split("=", 1)[1]
+            return
+        if text.startswith("reset spark.wap.id"):
+            self.wap_id = None
+            return
+        target = re.match(r"(?:insert into|merge into|delete from|insert overwrite)\s+`([^`]+)`\.`([^`]+)`(?:\.`branch_([^`]+)`)?", text)
+        if target:
+            name, branch = f"{target.group(1)}.{target.group(2)}", target.group(3)
+            operation = "append" if text.startswith("insert into") else "overwrite"
+            if self.wap_id is not None and branch is None:
+                self.commit(name, operation, branch=None, summary={"wap.id": self.wap_id, "added-records": "1"})
+            else:
+                snapshot = self.commit(name, operation, branch=branch or "main")
+                if name.split(".")[1].startswith("mlog_") and operation == "append":
+                    watermark = re.search(r"'w', (\d+), current_timestamp", text)
+                    self.log_rows(name, "I", "D")
+                    self.log_rows(name, "W", commit=int(watermark.group(1)) if watermark else snapshot)
+                if text.startswith("merge into") and "consumed_row" in text:  # purge: consumed rows go
+                    table = self.tables[name]
+                    table.rows = [r for r in table.rows if r[0] == "W"][-1:] + [r for r in table.rows if r[0] != "W" and r[1] >= table.sequence]
+
+    def _log_stats(self, request: int, block: str) -> tuple:
+        name = re.search(r"from `([^`]+)`\.`([^`]+)` version as of", block)
+        table = self.tables[f"{name.group(1)}.{name.group(2)}"]
+        consumed = int(re.search(r"`_last_updated_sequence_number` > (\d+)", block).group(1))
+        changes = [r for r in table.rows if r[0] in ("I", "D")]
+        marks = [r for r in table.rows if r[0] in ("W", "R")]
+        inserts = sum(1 for r in changes if r[0] == "I" and r[1] > consumed)
+        deletes = sum(1 for r in changes if r[0] == "D" and r[1] > consumed)
+        newest_mark = max(marks, key=lambda r: r[1]) if marks else None
+        return (
+            request, table.name, max((r[1] for r in table.rows), default=None), inserts, deletes,
+            newest_mark[2] if newest_mark else None,
+            len(marks), newest_mark[1] if newest_mark else None, None, min((r[1] for r in changes), default=None),
+        )
+
+
+class _JvmLikeMetadata(Metadata):
+    @property
+    def in_jvm(self) -> bool:  # the fake answers like the Java API: metadata without SQL
+        return True
+
+
+def _stats_blocks(sql: str):
+    parts = sql.split("\nunion all\nselect ")
+    for i, part in enumerate(parts):
+        block = part if i == 0 else "select " + part
+        yield re.match(r"select (\d+) as request", block), block
+
+
+KINDS = (
+    ("call spark_catalog.system.create_changelog_view", "capture: changelog of {master}"),
+    ("insert into `shop`.`mlog_", "capture: append to {log}"),
+    ("select 0 as request", "mark: log counts"),
+    ("set spark.wap.id", "stage"),
+    ("merge into `shop`.`v`", "write: merge"),
+    ("insert into `shop`.`v`", "write: insert"),
+    ("delete from `shop`.`v`", "write: delete"),
+    ("insert overwrite `shop`.`v`", "write: overwrite"),
+    ("reset spark.wap.id", "unstage"),
+    ("merge into `shop`.`mlog_", "purge {log}"),
+    ("create or replace table shop.v", "create view"),
+)
+
+
+def statement_kinds(statements: list[str]) -> list[str]:
+    """What each statement is, in a word or two (the pinned tests compare these)."""
+    found = []
+    for sql in statements:
+        text = " ".join(sql.split())
+        kind = next((label for prefix, label in KINDS if text.startswith(prefix)), f"other: {text[:60]}")
+        log = re.search(r"`shop`\.`(mlog_\w+)`", text)
+        master = re.search(r"table => 'shop\.(\w+)'", text)
+        found.append(kind.format(log=log.group(1) if log else "?", master=master.group(1) if master else "?"))
+    return found

@@ -1,0 +1,53 @@
+"""The metadata seam's reading of Iceberg's table metadata JSON, without Spark."""
+
+from dbt_incremental_mv.metadata import from_metadata_json, spark_type
+
+DOCUMENT = {
+    "format-version": 3,
+    "current-schema-id": 1,
+    "schemas": [
+        {"schema-id": 0, "fields": [{"id": 1, "name": "old", "type": "int"}]},
+        {"schema-id": 1, "fields": [
+            {"id": 1, "name": "Order_ID", "type": "long"},
+            {"id": 2, "name": "amount", "type": "decimal(10, 2)"},
+            {"id": 3, "name": "at", "type": "timestamptz"},
+            {"id": 4, "name": "local", "type": "timestamp"},
+            {"id": 5, "name": "tags", "type": {"type": "list", "element-id": 6, "element": "string"}},
+            {"id": 7, "name": "attrs", "type": {"type": "map", "key": "string", "value": "int"}},
+            {"id": 8, "name": "address", "type": {"type": "struct", "fields": [
+                {"id": 9, "name": "city", "type": "string"}, {"id": 10, "name": "zip", "type": "fixed[5]"}]}},
+        ]},
+    ],
+    "properties": {"write.wap.enabled": "true"},
+    "current-snapshot-id": 12,
+    "refs": {"main": {"snapshot-id": 12, "type": "branch"}, "b": {"snapshot-id": 11, "type": "branch"}},
+    "snapshots": [
+        {"snapshot-id": 11, "sequence-number": 1, "summary": {"operation": "append", "added-records": "3"}},
+        {"snapshot-id": 12, "parent-snapshot-id": 11, "sequence-number": 2,
+         "summary": {"operation": "overwrite", "wap.id": "x"}},
+    ],
+}
+
+
+def test_a_tables_metadata_json_reads_as_describe_and_the_snapshots_table_would():
+    table = from_metadata_json("shop.t", DOCUMENT)
+    assert table.columns == (
+        ("order_id", "bigint"), ("amount", "decimal(10,2)"), ("at", "timestamp"), ("local", "timestamp_ntz"),
+        ("tags", "array<string>"), ("attrs", "map<string,int>"), ("address", "struct<city:string,zip:binary>"),
+    )
+    assert table.format_version == 3 and table.properties["write.wap.enabled"] == "true"
+    assert table.main == 12 and table.current.summary["wap.id"] == "x" and table.current.operation == "overwrite"
+    assert [s.snapshot_id for s in table.ancestry()] == [12, 11]
+    assert table.snapshots[11].count("added-records") == 3 and table.snapshots[11].sequence_number == 1
+    assert [s.snapshot_id for s in table.commits_since(11)] == [12]
+    assert table.commits_since(99) is None
+
+
+def test_a_table_without_snapshots_has_no_main():
+    table = from_metadata_json("shop.t", {**DOCUMENT, "snapshots": [], "refs": {}, "current-snapshot-id": -1})
+    assert table.main is None and table.ancestry() == []
+
+
+def test_primitive_types_match_spark():
+    assert [spark_type(t) for t in ("boolean", "int", "long", "float", "double", "date", "string", "uuid", "binary")] == [
+        "boolean", "int", "bigint", "float", "double", "date", "string", "string", "binary"]

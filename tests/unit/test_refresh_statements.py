@@ -1,0 +1,133 @@
+"""What a refresh costs in statements, pinned per view class, without Spark (fake_iceberg.py stands
+in for the catalog and the SQL): a refresh with nothing to do runs no SQL statement and makes no
+commit; a small refresh runs only the statements that move data. A read that creeps back in
+fails here."""
+
+from __future__ import annotations
+
+import pytest
+
+from dbt_incremental_mv.bookkeeping import ViewState
+from dbt_incremental_mv.refresh.engine import IDLE, FastRefreshEngine
+from tests.unit.fake_iceberg import LOG_COLUMNS, FakeIceberg, statement_kinds
+
+ORDERS = [("order_id", "bigint"), ("customer_id", "bigint"), ("amount", "decimal(10,2)")]
+CUSTOMERS = [("customer_id", "bigint"), ("name", "string"), ("country", "string")]
+
+VIEWS = {
+    "join": "select o.order_id, o.amount, c.customer_id, c.country from shop.orders o "
+            "join shop.customers c on o.customer_id = c.customer_id",
+    "outer_join": "select c.customer_id, c.name, o.order_id, o.amount from shop.customers c "
+                  "left join shop.orders o on o.customer_id = c.customer_id",
+    "aggregate": "select customer_id, count(*) as n, sum(amount) as total from shop.orders group by customer_id",
+}
+
+
+def graph(view_sql: str) -> tuple[dict, dict]:
+    sources = {}
+    for name in ("orders", "customers"):
+        sources[f"source.p.shop.{name}"] = {
+            "resource_type": "source", "source_name": "shop", "name": name, "schema": "shop", "identifier": name,
+        }
+        key = "order_id" if name == "orders" else "customer_id"
+        sources[f"source.p.change_logs.mlog_{name}"] = {
+            "resource_type": "source", "source_name": "change_logs", "name": f"mlog_{name}", "schema": "shop",
+            "identifier": f"mlog_{name}", "meta": {"mv_log": {"master": f"shop.{name}", "key": [key], "capture": True}},
+        }
+    masters = [m for m in ("orders", "customers") if f"shop.{m}" in view_sql]
+    model = {
+        "resource_type": "model", "name": "v", "schema": "shop", "alias": "v",
+        "config": {"materialized": "fast_refresh"},
+        "depends_on": {"nodes": [f"source.p.shop.{m}" for m in masters]},
+    }
+    return model, {"nodes": {"model.p.v": model}, "sources": sources}
+
+
+class Warehouse:
+    """Masters, their capture-managed logs and one view, refreshed as the materialization does."""
+
+    def __init__(self, view_class: str) -> None:
+        self.view_class = view_class
+        self.sql = VIEWS[view_class]
+        self.model, self.graph = graph(self.sql)
+        self.fake = FakeIceberg()
+        self.fake.table("shop.orders", ORDERS)
+        self.fake.table("shop.customers", CUSTOMERS)
+        for name, columns in (("orders", ORDERS), ("customers", CUSTOMERS)):
+            log = self.fake.table(f"shop.mlog_{name}", columns + LOG_COLUMNS, {"format-version": "3"})
+            master = self.fake.tables[f"shop.{name}"].refs["main"]
+            self.fake.log_rows(log.name, "W", commit=master)
+            self.fake.tables[log.name].properties["dbt_incremental_mv.capture"] = (
+                f'{{"log": {log.refs["main"]}, "master": {master}}}'
+            )
+
+    def refresh(self) -> str:
+        fake = self.fake
+        engine = FastRefreshEngine(fake.query, fake.execute, fake.metadata())
+        existing = "table" if "shop.v" in fake.tables else None
+        plan = engine.plan(self.model, self.sql, "shop.v", existing, False, self.graph)
+        propagation = engine.mark(plan)
+        for step in propagation.steps:
+            if step.kind == "publish":
+                plan.published_summary = engine.publish("shop.v", step.sql, plan)
+            elif step.kind == "create":
+                fake.statements.append(f"create or replace table shop.v as {step.sql}")
+                columns = [(c, "string") for c in plan.definition.stored_columns]
+                fake.table("shop.v", columns, dict(plan.tblproperties))
+            else:
+                fake.execute(step.sql)
+        return engine.finish(plan, propagation, self.graph, lambda name: name in fake.tables)
+
+    def change(self, master: str) -> None:
+        self.fake.commit(f"shop.{master}", "overwrite")
+
+    def measured(self):
+        self.fake.statements.clear()
+        self.fake.commits.clear()
+        line = self.refresh()
+        return line, statement_kinds(self.fake.statements), list(self.fake.commits)
+
+
+@pytest.fixture(params=sorted(VIEWS))
+def warehouse(request) -> Warehouse:
+    built = Warehouse(request.param)
+    line = built.refresh()
+    assert line.startswith("build (first run: building the view in full): table replaced"), line
+    assert ViewState.decode(built.fake.load("shop.v").current.summary["wap.id"]).method == "build"
+    return built
+
+
+def test_a_refresh_with_nothing_to_do_runs_no_statement_and_commits_nothing(warehouse):
+    line, statements, commits = warehouse.measured()
+    assert line == IDLE
+    assert statements == [] and commits == []
+
+
+def test_a_small_refresh_runs_only_the_statements_that_move_data(warehouse):
+    warehouse.change("orders")
+    line, statements, commits = warehouse.measured()
+    assert line.startswith("fast refresh: "), line
+    write = statements[4]
+    assert statements == [
+        "capture: changelog of orders",  # Iceberg's changelog of the master's new commits
+        "capture: append to mlog_orders",  # ... appended to a branch of the log
+        "mark: log counts",  # the counts of every log that gained rows, in one statement
+        "stage",
+        write,
+        "unstage",
+        "purge mlog_orders",  # the log rows every view of the log consumed
+    ], statements
+    assert write.startswith("write: ")
+    assert len(statements) <= 10
+    # metadata commits: the capture's branch, the capture's and the view's compare-and-swap, the purge's record
+    assert [c.split(" ")[0] for c in commits] == ["create", "fast_forward", "fast_forward", "fast_forward"], commits
+
+
+def test_a_refresh_of_an_unchanged_master_reads_no_log_of_it(warehouse):
+    """A change in one master: the other master's log is neither captured nor counted."""
+    if "customers" not in warehouse.sql:
+        pytest.skip("single-master view")
+    warehouse.change("customers")
+    _, statements, _ = warehouse.measured()
+    assert statements.count("mark: log counts") == 1
+    assert not any("mlog_orders" in sql for sql in warehouse.fake.statements), warehouse.fake.statements
