@@ -189,8 +189,9 @@ class SqlCatalog:
         self.query = query
         self.execute = execute
 
-    def load(self, name: str) -> TableMetadata | None:
-        columns = self.columns(name)
+    def load(self, name: str, columns: Sequence[tuple[str, str]] | None = None) -> TableMetadata | None:
+        if columns is None:
+            columns = self.columns(name)
         if not columns:
             return None
         properties = {
@@ -209,6 +210,14 @@ class SqlCatalog:
             snapshots[int(row[0])] = Snapshot(int(row[0]), parent, str(row[2]), {"operation": str(row[2]), **summary})
         main = int(rows[0][-1]) if rows else None
         return TableMetadata(name, tuple(columns), properties, snapshots, main)
+
+    def mains(self, names: Sequence[str]) -> dict[str, int]:
+        """Where main is, for several tables in one statement (tables without a snapshot are left out)."""
+        parts = [
+            f"select {string(name)} as relation_name, snapshot_id from {relation(name)}.`refs` where name = 'main'"
+            for name in names
+        ]
+        return {str(r[0]): int(r[1]) for r in self.query("\nunion all\n".join(parts))}
 
     def columns(self, name: str) -> list[tuple[str, str]]:
         try:
@@ -292,7 +301,7 @@ class JvmCatalog:
                 return None
             raise
 
-    def load(self, name: str) -> TableMetadata | None:
+    def load(self, name: str, columns: Sequence[tuple[str, str]] | None = None) -> TableMetadata | None:
         table = self._table(name)
         if table is None:
             return None
@@ -379,6 +388,9 @@ class Metadata:
     def __init__(self, catalog: SqlCatalog | JvmCatalog) -> None:
         self.catalog = catalog
         self._tables: dict[str, TableMetadata | None] = {}
+        # over SQL, a column check or a snapshot id need not read a table's whole metadata
+        self._columns: dict[str, list[tuple[str, str]]] = {}
+        self._mains: dict[str, int | None] = {}
 
     @property
     def in_jvm(self) -> bool:
@@ -386,32 +398,41 @@ class Metadata:
 
     def table(self, name: str) -> TableMetadata | None:
         if name not in self._tables:
-            self._tables[name] = self.catalog.load(name)
+            self._tables[name] = self.catalog.load(name, self._columns.get(name))
         return self._tables[name]
 
-    def tables(self, names: Iterable[str]) -> dict[str, TableMetadata | None]:
-        return {name: self.table(name) for name in names}
-
     def columns(self, name: str) -> list[tuple[str, str]]:
-        if name in self._tables:
-            found = self._tables[name]
+        if name in self._tables or self.in_jvm:
+            found = self.table(name)
             return list(found.columns) if found is not None else []
-        if self.in_jvm:
-            return list(self.table(name).columns) if self.table(name) is not None else []
-        return self.catalog.columns(name)  # describe only: no snapshot read for a column check
+        if name not in self._columns:
+            self._columns[name] = self.catalog.columns(name)  # describe only: no snapshot read for a column check
+        return list(self._columns[name])
 
     def main(self, name: str) -> int | None:
-        found = self.table(name)
-        return found.main if found is not None else None
+        return self.mains([name]).get(name)
 
     def mains(self, names: Iterable[str]) -> dict[str, int]:
-        """The main snapshot of each table that has one."""
-        found = {name: self.main(name) for name in names}
+        """The main snapshot of each table that has one (over SQL: one statement for all of them)."""
+        names = list(dict.fromkeys(names))
+        unknown = [n for n in names if n not in self._tables and n not in self._mains]
+        if unknown and not self.in_jvm:
+            self._mains.update({n: None for n in unknown})
+            self._mains.update(self.catalog.mains(unknown))
+        found = {}
+        for name in names:
+            if name in self._tables or self.in_jvm:
+                table = self.table(name)
+                found[name] = table.main if table is not None else None
+            else:
+                found[name] = self._mains.get(name)
         return {name: snapshot for name, snapshot in found.items() if snapshot is not None}
 
     def forget(self, *names: str) -> None:
         for name in names:
             self._tables.pop(name, None)
+            self._columns.pop(name, None)
+            self._mains.pop(name, None)
 
     def fast_forward(
         self, name: str, expected_main: int | None, *, to_snapshot: int | None = None, branch: str | None = None,

@@ -1,13 +1,15 @@
 """What a change log's own table properties record, so a refresh need not scan the log to know it.
 
 - ``dbt_incremental_mv.capture``: the master snapshot the log is captured through, and the log
-  snapshot that capture committed. Set with the capture's commit (in session mode in the same
-  metadata commit; over SQL right after it). It holds only while no other append came after
-  that log snapshot (a capture by an older plugin version, or one that crashed between its commit
-  and the property): otherwise the log's watermark rows are read, as before.
+  snapshot that capture committed, set in the same metadata commit that publishes the capture.
+  It holds only while no other append came after that log snapshot (a capture by another
+  process over SQL, or by an older plugin version): otherwise the log's watermark rows are read.
 - ``dbt_incremental_mv.purges``: the newest log snapshots made by the plugin's purge. A purge
   deletes only changes every view consumed, so the staleness check need not count a view's
   unconsumed changes across it.
+
+Both are written in session mode only (Iceberg's Java API commits the table metadata); over SQL
+(thrift) they are not written, and the log's rows are read instead, as before.
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ class FakeIceberg:
         table.rows += [(op, table.sequence, commit) for op in ops]
 
     # ------------------------------------------------------------ the catalog side of the seam
-    def load(self, name: str) -> TableMetadata | None:
+    def load(self, name: str, columns=None) -> TableMetadata | None:
         table = self.tables.get(name)
         if table is None:
             return None

@@ -51,3 +51,26 @@ def test_a_table_without_snapshots_has_no_main():
 def test_primitive_types_match_spark():
     assert [spark_type(t) for t in ("boolean", "int", "long", "float", "double", "date", "string", "uuid", "binary")] == [
         "boolean", "int", "bigint", "float", "double", "date", "string", "string", "binary"]
+
+
+def test_over_sql_snapshot_ids_of_several_tables_are_one_statement_and_nothing_is_read_twice():
+    from dbt_incremental_mv.metadata import Metadata, SqlCatalog
+
+    asked = []
+
+    def query(sql):
+        asked.append(sql)
+        if sql.startswith("describe table"):
+            return [("a", "int", None)]
+        if "`refs` where name = 'main'" in sql and "union all" in sql:
+            return [("shop.a", 1), ("shop.b", 2)]
+        raise AssertionError(sql)
+
+    metadata = Metadata(SqlCatalog(query, asked.append))
+    assert metadata.mains(["shop.a", "shop.b"]) == {"shop.a": 1, "shop.b": 2}
+    assert metadata.main("shop.a") == 1 and metadata.columns("shop.a") == [("a", "int")]
+    assert metadata.columns("shop.a") == [("a", "int")]
+    assert len(asked) == 2  # one refs statement for both tables, one describe
+    metadata.forget("shop.a")
+    metadata.columns("shop.a")
+    assert len(asked) == 3  # a table the refresh wrote is read again
