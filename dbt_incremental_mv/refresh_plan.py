@@ -24,6 +24,13 @@ class RefreshDecision:
     reason: str
 
 
+def _sentence(text: str) -> str:
+    """``text`` ending in exactly one full stop: blockers often are sentences already (an analysis
+    refusal ends with its hint), and another sentence is appended after them."""
+    text = text.rstrip()
+    return text if text.endswith((".", "!", "?")) else f"{text}."
+
+
 def decide_refresh(
     model_name: str,
     config: FastRefreshConfig,
@@ -44,7 +51,7 @@ def decide_refresh(
         # as Oracle refuses CREATE MATERIALIZED VIEW ... REFRESH FAST for such a view: fail before
         # anything is built, not at the first refresh
         raise FastRefreshUnavailable(
-            f"Model '{model_name}' cannot be fast refreshed: {fast_refresh_blocker}. "
+            f"Model '{model_name}' cannot be fast refreshed: {_sentence(fast_refresh_blocker)} "
             "Set refresh_method='force' to fall back to a complete refresh, or 'complete' to always "
             "recompute the view."
         )

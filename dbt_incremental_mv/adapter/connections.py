@@ -87,7 +87,7 @@ class FaultInjection:
 
     Set ``DBT_INCREMENTAL_MV_FAULT_AFTER=<n>`` (and a fresh ``DBT_INCREMENTAL_MV_FAULT_RUN``
     token per run) to raise after the n-th statement that is not a plain read (SELECT,
-    DESCRIBE, SHOW), or ``DBT_INCREMENTAL_MV_FAULT_AT=<text>`` to raise after the first
+    DESCRIBE, SHOW, ``SET key``), or ``DBT_INCREMENTAL_MV_FAULT_AT=<text>`` to raise after the first
     statement containing ``text``. ``on_fault`` may be set to a callable run at that point instead of
     raising (e.g. a concurrent writer); with ``DBT_INCREMENTAL_MV_FAULT_KILL=1`` the process exits
     at once instead (status 137, as if killed). Off unless the variable is set.
@@ -109,6 +109,8 @@ class FaultInjection:
         while statement.startswith("/*"):  # dbt's query comment
             statement = statement.split("*/", 1)[-1].lstrip()
         if statement[:8].lower().startswith(("select", "describe", "show", "with")):
+            return
+        if statement[:4].lower() == "set " and "=" not in statement:  # reading a setting
             return
         with cls._lock:
             token = os.environ.get("DBT_INCREMENTAL_MV_FAULT_RUN")

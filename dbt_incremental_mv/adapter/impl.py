@@ -38,6 +38,12 @@ class SparkMVAdapter(SparkAdapter):
             model_adapter_details=cls._get_adapter_specific_run_info(config),
         )
 
+    def list_relations_without_caching(self, schema_relation: BaseRelation) -> list[BaseRelation]:
+        # One `show tables` per schema on an Iceberg SparkCatalog instead of one describe per table.
+        from dbt_incremental_mv.adapter.listing import list_relations
+
+        return list_relations(self, schema_relation, super().list_relations_without_caching)
+
     def drop_schema(self, relation: BaseRelation) -> None:
         # Iceberg's Hadoop catalog refuses DROP SCHEMA ... CASCADE while the schema holds tables.
         for existing in self.list_relations_without_caching(relation.without_identifier()):

@@ -59,3 +59,18 @@ def test_pyspark_errors_lose_their_jvm_stacktrace():
 def test_other_errors_are_left_alone():
     assert summarize_spark_error(ValueError("plain")) is None
     assert summarize_spark_error(None) is None
+
+
+def test_fault_injection_counts_state_changes_only(monkeypatch):
+    import pytest
+    from dbt_common.exceptions import DbtRuntimeError
+
+    from dbt_incremental_mv.adapter.connections import FaultInjection
+
+    monkeypatch.setenv("DBT_INCREMENTAL_MV_FAULT_AFTER", "2")
+    monkeypatch.setenv("DBT_INCREMENTAL_MV_FAULT_RUN", "unit-fault-1")
+    for read in ("select 1", "describe table t", "show tables in s", "set spark.sql.catalog.spark_catalog"):
+        FaultInjection.after(read)  # reads: not counted
+    FaultInjection.after("set spark.wap.id=abc")  # the first state change
+    with pytest.raises(DbtRuntimeError, match="injected fault after statement 2"):
+        FaultInjection.after("call spark_catalog.system.fast_forward('s.t', 'main', 'b') [metadata commit]")

@@ -58,3 +58,27 @@ def test_force_falls_back_to_complete_and_says_why():
 def test_fast_method_fails_when_fast_refresh_is_impossible():
     with pytest.raises(FastRefreshUnavailable, match="cannot be fast refreshed: no log.*refresh_method='force'"):
         decide(FAST, blocker="no log")
+
+
+@pytest.mark.parametrize(
+    "blocker, expected",
+    [
+        ("no log", "no log. Set"),
+        ("no log.", "no log. Set"),
+        ("no log. ", "no log. Set"),
+        # an analysis refusal: construct, reason and hint, the hint ending with its full stop
+        (
+            "cannot fast refresh: rand(): non-deterministic. Move it downstream.",
+            "non-deterministic. Move it downstream. Set",
+        ),
+        # a hint ending in an ellipsis keeps it, and gets no fourth dot
+        ("self-join. Alias each occurrence, e.g. t AS a JOIN t AS b ON ...", "ON ... Set"),
+    ],
+)
+def test_refusal_message_joins_the_blocker_and_the_advice_with_one_full_stop(blocker, expected):
+    with pytest.raises(FastRefreshUnavailable) as refused:
+        decide(FAST, blocker=blocker)
+    message = str(refused.value)
+    assert message.startswith("Model 'v' cannot be fast refreshed: ")
+    assert f"{expected} refresh_method='force'" in message, message
+    assert "..." in blocker or ".." not in message, message

@@ -105,8 +105,7 @@ class TestExampleProjectOverThrift(ExampleProject):
         apply(project, FIRST_CHANGES)
         log = self.refresh()
         for view in VIEWS:  # every view class is fast refreshed over thrift too
-            assert re.search(rf"{view}: fast \(fast refresh\)", log), f"{view} was not fast refreshed:\n{log}"
-            assert re.search(rf"{view}: fast refresh: .*steps run: ", log), f"no steps for {view}:\n{log}"
+            assert re.search(rf"{view}: fast refresh: .*steps run: ", log), f"{view} was not fast refreshed:\n{log}"
         assert_views_match_queries(project, MODELS)
         results = run_dbt(["test"])  # the example project's data tests still hold
         assert results and all(r.status == "pass" for r in results)
