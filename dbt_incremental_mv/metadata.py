@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -281,6 +282,12 @@ class SqlCatalog:
         self.execute("reset spark.wap.id")
 
 
+# Parsed table metadata by (table, metadata file): the files are immutable, so this never goes stale.
+_parsed: dict[tuple[str, str], TableMetadata] = {}
+_parsed_lock = threading.Lock()
+PARSED_KEPT = 256
+
+
 class JvmCatalog:
     """Metadata through Iceberg's Java API in the embedded session's JVM (no SQL, no Spark job)."""
 
@@ -305,9 +312,19 @@ class JvmCatalog:
         table = self._table(name)
         if table is None:
             return None
-        jvm = self.session._jvm
-        document = json.loads(jvm.org.apache.iceberg.TableMetadataParser.toJson(table.operations().current()))
-        return from_metadata_json(name, document)
+        current = table.operations().current()
+        location = current.metadataFileLocation()
+        with _parsed_lock:
+            parsed = _parsed.get((name, location))
+        if parsed is None:
+            # An Iceberg metadata file never changes once written: parsed once per process
+            document = json.loads(self.session._jvm.org.apache.iceberg.TableMetadataParser.toJson(current))
+            parsed = from_metadata_json(name, document)
+            with _parsed_lock:
+                if len(_parsed) >= PARSED_KEPT:
+                    _parsed.pop(next(iter(_parsed)))
+                _parsed[(name, location)] = parsed
+        return parsed
 
     def columns(self, name: str) -> list[tuple[str, str]]:
         metadata = self.load(name)
