@@ -30,18 +30,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dbt_incremental_mv.bookkeeping import LogPosition
-from dbt_incremental_mv.catalog import snapshots_with_main
 from dbt_incremental_mv.logs import sql as log_sql
 from dbt_incremental_mv.logs.contract import DELETE, INSERT, OP_COLUMN
 from dbt_incremental_mv.sql_text import ident, integer, relation, string
 
 APPEND = "append"
-
-
-def log_history(log_relation: str) -> str:
-    """The log's snapshots: id, parent and Iceberg operation (append, overwrite, delete, replace),
-    each with the snapshot the log's main branch is at (no row: the log has no snapshot)."""
-    return snapshots_with_main(log_relation, ("snapshot_id", "parent_id", "operation"))
 
 
 def unconsumed_counts(log_relation: str, position: LogPosition, snapshots: Sequence[int]) -> str:

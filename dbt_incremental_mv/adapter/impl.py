@@ -180,15 +180,15 @@ class SparkMVAdapter(SparkAdapter):
     @available
     def mv_log_create(self, graph: Mapping[str, Any], masters: Sequence[str] | None = None) -> list[str]:
         """Create the declared logs that do not exist yet (``create materialized view log``)."""
-        from dbt_incremental_mv import catalog
         from dbt_incremental_mv.logs import sql as log_sql
 
         done = []
+        metadata = self._metadata()
         for spec in self._log_specs(graph, masters):
-            if catalog.table_columns(self._query, spec.log_relation):
+            if metadata.columns(spec.log_relation):
                 done.append(f"{spec.log_relation}: exists")
                 continue
-            master_columns = catalog.table_columns(self._query, spec.master_relation)
+            master_columns = metadata.columns(spec.master_relation)
             if not master_columns:
                 raise DbtRuntimeError(f"Cannot create the {spec.describe()}: the master does not exist.")
             if spec.capture:
@@ -258,13 +258,12 @@ class SparkMVAdapter(SparkAdapter):
     @available
     def mv_log_capture(self, graph: Mapping[str, Any], masters: Sequence[str] | None = None) -> list[str]:
         """Append the masters' committed changes to their capture-managed logs."""
-        from dbt_incremental_mv import catalog
-
         done = []
+        metadata = self._metadata()
         for spec in self._log_specs(graph, masters):
             if not spec.capture:
                 continue
-            if not catalog.table_columns(self._query, spec.master_relation):
+            if not metadata.columns(spec.master_relation):
                 raise DbtRuntimeError(f"Cannot capture into the {spec.describe()}: the master does not exist.")
             done.append(self._engine().capture(spec, None))
         return done
@@ -273,15 +272,14 @@ class SparkMVAdapter(SparkAdapter):
     def mv_mismatch_sql(self, relation: BaseRelation) -> str:
         """The generic test ``matches_defining_query``: the rows where the stored view and its
         defining query (the SQL it was built from) recomputed now differ."""
-        from dbt_incremental_mv import catalog
         from dbt_incremental_mv.consistency import NotAFastRefreshView, mismatch_sql
         from dbt_incremental_mv.definition import DEFINITION_PROPERTY
 
         name = _relation_name(relation)
-        columns = catalog.table_columns(self._query, name)
-        if not columns:
+        table = self._metadata().table(name)
+        if table is None:
             raise DbtRuntimeError(f"matches_defining_query: {name} does not exist (run dbt run first).")
         try:
-            return mismatch_sql(name, columns, catalog.table_property(self._query, name, DEFINITION_PROPERTY))
+            return mismatch_sql(name, list(table.columns), table.properties.get(DEFINITION_PROPERTY))
         except NotAFastRefreshView as exc:
             raise self._people_error(exc) from exc

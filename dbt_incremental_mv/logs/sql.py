@@ -62,25 +62,6 @@ def watermark_row(
     )
 
 
-def current_snapshots(relations: Sequence[str]) -> str:
-    """One row per relation: its name and the snapshot its main branch points at."""
-    parts = [
-        f"select {string(name)} as relation_name, snapshot_id from {relation(name)}.`refs` where name = 'main'"
-        for name in relations
-    ]
-    return "\nunion all\n".join(parts)
-
-
-def snapshot_lineage(master: str) -> str:
-    """The master's snapshots, to walk the ancestry between two snapshots."""
-    return (
-        "select snapshot_id, parent_id, "
-        "coalesce(cast(summary['added-delete-files'] as bigint), 0) as added_delete_files, "
-        "coalesce(cast(summary['total-delete-files'] as bigint), 0) as total_delete_files\n"
-        f"from {relation(master)}.`snapshots`"
-    )
-
-
 def changelog_view(spec: LogSpec, view_name: str, start: int | None, end: int) -> str:
     """Iceberg's changelog scan of the master between two snapshots (copy-on-write masters)."""
     options = [string("end-snapshot-id"), string(str(end))]

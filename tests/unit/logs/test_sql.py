@@ -27,8 +27,6 @@ def test_create_log_is_a_v3_iceberg_table_with_the_contract_columns():
     [
         sql.watermark_row(SPEC, LOGGED, 42),
         sql.watermark_row(SPEC, LOGGED, None, reset=True),
-        sql.current_snapshots(["shop.orders", "shop.mlog_orders"]),
-        sql.snapshot_lineage("shop.orders"),
         sql.capture_from_changelog(SPEC, LOGGED, "mv_changes_1", 42),
         sql.capture_by_diff(SPEC, LOGGED, 41, 42),
         sql.capture_by_diff(SPEC, LOGGED, None, 42),
