@@ -282,8 +282,8 @@ class SqlCatalog:
         self.execute("reset spark.wap.id")
 
 
-# Parsed table metadata by (table, metadata file): the files are immutable, so this never goes stale.
-_parsed: dict[tuple[str, str], TableMetadata] = {}
+# Parsed table metadata by (table, metadata file, table uuid): never stale, metadata files are immutable.
+_parsed: dict[tuple[str, str, str], TableMetadata] = {}
 _parsed_lock = threading.Lock()
 PARSED_KEPT = 256
 
@@ -313,17 +313,18 @@ class JvmCatalog:
         if table is None:
             return None
         current = table.operations().current()
-        location = current.metadataFileLocation()
+        # A metadata file never changes once written, but a Hadoop catalog names them v1, v2, ...
+        # per table: a table dropped and created again reuses the names. Its uuid tells them apart.
+        key = (name, str(current.metadataFileLocation()), str(current.uuid()))
         with _parsed_lock:
-            parsed = _parsed.get((name, location))
+            parsed = _parsed.get(key)
         if parsed is None:
-            # An Iceberg metadata file never changes once written: parsed once per process
             document = json.loads(self.session._jvm.org.apache.iceberg.TableMetadataParser.toJson(current))
             parsed = from_metadata_json(name, document)
             with _parsed_lock:
                 if len(_parsed) >= PARSED_KEPT:
                     _parsed.pop(next(iter(_parsed)))
-                _parsed[(name, location)] = parsed
+                _parsed[key] = parsed
         return parsed
 
     def columns(self, name: str) -> list[tuple[str, str]]:

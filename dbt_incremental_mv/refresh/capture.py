@@ -45,6 +45,9 @@ def capture(
     the plan found the log (not looked up again); ``position``: what the refreshing view
     consumed (its log counts are read with the capture's when the log must be read)."""
     with _capture_lock(spec.log_relation):
+        # what this refresh read of the log may predate the lock: another thread may have
+        # created, evolved or captured into it meanwhile
+        ctx.metadata.forget(spec.log_relation, spec.master_relation)
         if logged is None or evolve:
             logged = _evolve_log(ctx, spec)
             exists = logged is not None

@@ -40,7 +40,9 @@ def purge_log(
         if position is not None:
             positions.append((position.sequence, position.commits))
     floor = min(sequence for sequence, _ in positions)
-    snapshot = log_snapshot if log_snapshot is not None else meta.main(spec.log_relation)
+    snapshot = log_snapshot or meta.main(spec.log_relation)  # 0: the log had no snapshot when marked
+    if snapshot is None:
+        return []  # an empty log (an ingestion-written log before its first commit)
     stats = ctx.stats_at(spec.log_relation, snapshot)
     if stats is None:
         stats = ctx.stats(StatsRequest(spec, snapshot, floor))[0]

@@ -131,3 +131,18 @@ def test_a_refresh_of_an_unchanged_master_reads_no_log_of_it(warehouse):
     _, statements, _ = warehouse.measured()
     assert statements.count("mark: log counts") == 1
     assert not any("mlog_orders" in sql for sql in warehouse.fake.statements), warehouse.fake.statements
+
+
+def test_a_view_over_an_ingestion_log_without_any_commit_builds_and_reads_no_missing_snapshot():
+    """An ingestion-written log created empty (no snapshot yet): nothing is read 'as of' it."""
+    built = Warehouse("aggregate")
+    for source in built.graph["sources"].values():
+        if "meta" in source:
+            source["meta"]["mv_log"]["capture"] = False
+    log = built.fake.tables["shop.mlog_orders"]
+    log.snapshots.clear()
+    log.refs.clear()
+    log.rows.clear()
+    line = built.refresh()
+    assert line.startswith("build (first run"), line
+    assert not any("version as of 0" in sql for sql in built.fake.statements), built.fake.statements
