@@ -23,11 +23,11 @@ What it does, in one temporary directory (removed at the end unless --keep):
 8. rebuild   ``dbt run --full-refresh`` of ``fast``
 
 Every dbt command is timed (wall clock, including JVM start and dbt parsing) and its model's
-``execution_time`` is read from ``run_results.json``; the model's statements and their timings
-come from the JSON file log (``--log-format-file json``): each statement is charged the time
-until the next statement starts (SELECTs are lazy in session mode: their work happens while
-fetching, after dbt's "SQL status" line), grouped into phases (plan, capture, mark, write,
-publish, purge...). Results go to ``benchmarks/results/`` as JSON, and a summary is printed.
+``execution_time`` is read from ``run_results.json``; the model's statements, their timings and
+its phases (plan, capture, mark, write, publish, purge, other) come from ``dbt_runs.py``, shared
+with ``bench.py``: dbt runs through ``dbt_timed.py``, which times the plugin's phases and every
+SQL statement (fetching included). Results go to ``benchmarks/results/`` as JSON, and a summary
+is printed.
 
 The benchmark exits with status 1 (and a message) when the fast-refreshed view differs from
 its defining query, or when the refresh was not a fast refresh.
@@ -43,15 +43,17 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from collections import OrderedDict
 from datetime import datetime
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import dbt_runs  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-VENV_BIN = Path(sys.executable).parent
 
 COLUMNS = ["order_id", "amount", "status", "customer_id", "name", "country"]
 DEFINING_QUERY = (
@@ -72,32 +74,9 @@ class BenchmarkFailure(SystemExit):
 # ---------------------------------------------------------------------- the dbt projects
 def write_project(root: Path, name: str, warehouse: Path, driver_memory: str, model: tuple[str, str],
                   sources_yml: str) -> Path:
-    project = root / name
-    (project / "models").mkdir(parents=True)
-    (project / "dbt_project.yml").write_text(textwrap.dedent(f"""\
-        name: bench_{name}
-        version: "1.0"
-        config-version: 2
-        profile: bench
-        model-paths: ["models"]
-        """))
-    (project / "profiles.yml").write_text(textwrap.dedent(f"""\
-        bench:
-          target: dev
-          outputs:
-            dev:
-              type: spark_mv
-              method: session
-              schema: shop
-              warehouse: {warehouse}
-              threads: 1
-              server_side_parameters:
-                spark.driver.memory: {driver_memory}
-        """))
-    (project / "models" / "sources.yml").write_text(sources_yml)
     model_name, sql = model
-    (project / "models" / f"{model_name}.sql").write_text(sql)
-    return project
+    return dbt_runs.write_project(root, name, warehouse=warehouse, schema="shop", sources_yml=sources_yml,
+                                  models={model_name: sql}, driver_memory=driver_memory, threads=1)
 
 
 FAST_SOURCES = """\
@@ -138,152 +117,17 @@ def model_sql(config: str) -> str:
 
 # ---------------------------------------------------------------------- running dbt
 def run_dbt(project: Path, step: str, *extra: str) -> dict:
-    """Run one dbt command in ``project``; its logs and run_results go to per-step folders."""
-    log_dir = project / "logs" / step
-    target_dir = project / "target" / step
-    cmd = [
-        str(VENV_BIN / "dbt"), "run", "--project-dir", str(project), "--profiles-dir", str(project),
-        "--log-path", str(log_dir), "--target-path", str(target_dir),
-        "--log-format-file", "json", "--log-level-file", "debug", "--no-partial-parse", *extra,
-    ]
-    env = {**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false", "DO_NOT_TRACK": "1"}
+    """Run one dbt command in ``project`` (``dbt_runs.run_dbt``); the result of its one model."""
     print(f"  $ dbt run {' '.join(extra)}  ({project.name}, step {step})", flush=True)
-    started = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - started
-    (project / "logs" / f"{step}.stdout").write_text(proc.stdout + proc.stderr)
-    if proc.returncode != 0:
-        raise BenchmarkFailure(f"dbt run ({project.name}, {step}) exited {proc.returncode}:\n{proc.stdout[-4000:]}{proc.stderr[-2000:]}")
-    results = json.loads((target_dir / "run_results.json").read_text())
-    (result,) = results["results"]
-    events = [json.loads(line) for line in (log_dir / "dbt.log").read_text().splitlines() if line.strip()]
-    model = result["unique_id"]
-    out = {
-        "step": step,
-        "command": "dbt run " + " ".join(extra),
-        "wall_s": round(wall, 2),
-        "execution_time_s": round(result["execution_time"], 2),
-        "timing": {t["name"]: _duration(t) for t in result.get("timing", [])},
-        "status": result["status"],
-        "log_lines": _model_log_lines(events, model.split(".")[-1]),
-        **statement_breakdown(events, model),
-    }
+    try:
+        run = dbt_runs.run_dbt(project, step, *extra)
+    except dbt_runs.DbtFailure as exc:
+        raise BenchmarkFailure(str(exc)) from exc
+    (model,) = run["models"].values()
+    out = {"step": step, "command": run["command"], "wall_s": run["wall_s"], **model}
     print(f"    wall {out['wall_s']:.1f} s, model {out['execution_time_s']:.1f} s; "
           + " | ".join(out["log_lines"]), flush=True)
     return out
-
-
-def _duration(timing: dict) -> float | None:
-    try:
-        start = datetime.fromisoformat(timing["started_at"].replace("Z", "+00:00"))
-        end = datetime.fromisoformat(timing["completed_at"].replace("Z", "+00:00"))
-    except (KeyError, TypeError, ValueError):
-        return None
-    return round((end - start).total_seconds(), 2)
-
-
-def _ts(event: dict) -> float:
-    return datetime.fromisoformat(event["info"]["ts"].replace("Z", "+00:00")).timestamp()
-
-
-def _model_log_lines(events: list[dict], model_name: str) -> list[str]:
-    prefix = f"{model_name}: "
-    return [e["info"]["msg"] for e in events if e["info"]["name"] == "JinjaLogInfo" and e["info"]["msg"].startswith(prefix)]
-
-
-def _node_id(event: dict) -> str | None:
-    return ((event.get("data") or {}).get("node_info") or {}).get("unique_id")
-
-
-_COMMENT = re.compile(r"^\s*/\*.*?\*/\s*", re.S)
-
-
-def _strip(sql: str) -> str:
-    return _COMMENT.sub("", sql).strip()
-
-
-def classify(sqls: list[str]) -> list[str]:
-    """A phase for each statement of one model run, in order (see the module docstring)."""
-    labels: list[str] = []
-    phase = "plan"
-    for sql in sqls:
-        low = " ".join(sql.lower().split())
-        if low.startswith("reset spark.wap.id"):
-            if phase == "plan":
-                phase = "mark"
-                labels.append("mark")
-            else:
-                labels.append("unstage")
-            continue
-        if low.startswith("set spark.wap.id="):
-            phase = "staged"
-            labels.append("stage")
-            continue
-        if "system.publish_changes" in low:
-            phase = "finish"
-            labels.append("publish")
-            continue
-        if "create_changelog_view" in low or "`mv_changes_" in low or (
-            low.startswith(("insert into `shop`.`mlog_", "create table if not exists `shop`.`mlog_"))
-        ):
-            labels.append("capture")
-            continue
-        if low.startswith("merge into `shop`.`mlog_"):
-            labels.append("purge")
-            continue
-        if low.startswith(("create or replace table", "create table", "insert overwrite")) or (
-            phase == "staged" and low.startswith(("merge into", "insert into", "delete from"))
-        ):
-            labels.append("record" if "where false" in low else "write")
-            continue
-        if phase == "mark" and "added_delete_files" in low:
-            labels.append("capture")  # the lineage walk of capture
-            continue
-        if phase == "finish":
-            labels.append("report" if "added-records" in low else "purge")
-            continue
-        labels.append(phase if phase != "staged" else "write")
-    # Reads of the mark phase before the last capture statement belong to capture.
-    first_mark = labels.index("mark") if "mark" in labels else len(labels)
-    last_capture = max((i for i, label in enumerate(labels) if label == "capture"), default=-1)
-    for i in range(first_mark + 1, last_capture):
-        if labels[i] == "mark":
-            labels[i] = "capture"
-    return labels
-
-
-def statement_breakdown(events: list[dict], model: str) -> dict:
-    """Per statement of the model: SQL, phase, dbt's elapsed, and time until the next statement."""
-    mine = [e for e in events if _node_id(e) == model]
-    starts = [e for e in mine if e["info"]["name"] == "NodeStart"]
-    finishes = [e for e in mine if e["info"]["name"] in ("NodeFinished", "LogModelResult")]
-    queries = [e for e in mine if e["info"]["name"] == "SQLQuery"]
-    statuses = [e for e in mine if e["info"]["name"] == "SQLQueryStatus"]
-    end = _ts(finishes[0]) if finishes else (_ts(mine[-1]) if mine else 0.0)
-    sqls = [_strip(e["data"]["sql"]) for e in queries]
-    labels = classify(sqls)
-    statements = []
-    for i, (event, sql, label) in enumerate(zip(queries, sqls, labels)):
-        until = _ts(queries[i + 1]) if i + 1 < len(queries) else end
-        elapsed = None
-        if i < len(statuses):
-            elapsed = statuses[i]["data"].get("elapsed")
-        statements.append({
-            "phase": label,
-            "seconds": round(until - _ts(event), 3),
-            "dbt_elapsed": elapsed,
-            "sql": sql,
-        })
-    phases: dict[str, float] = OrderedDict()
-    if starts and queries:
-        phases["before first statement"] = round(_ts(queries[0]) - _ts(starts[0]), 3)
-    for s in statements:
-        phases[s["phase"]] = round(phases.get(s["phase"], 0.0) + s["seconds"], 3)
-    counts: dict[str, int] = OrderedDict()
-    for s in statements:
-        counts[s["phase"]] = counts.get(s["phase"], 0) + 1
-    return {"statements": statements, "phases": phases, "statement_counts": counts,
-            "n_statements": len(statements)}
 
 
 # ---------------------------------------------------------------------- Spark steps (own process)
@@ -484,7 +328,7 @@ def spark_main(step: str, payload: dict) -> None:
 
 
 # ---------------------------------------------------------------------- the benchmark
-def phase_line(run: dict, keys=("capture", "mark", "write", "publish", "purge")) -> str:
+def phase_line(run: dict, keys=("plan", "capture", "mark", "write", "publish", "purge")) -> str:
     phases = run["phases"]
     shown = [f"{k} {phases[k]:.1f}" for k in keys if k in phases]
     rest = sum(v for k, v in phases.items() if k not in keys)
@@ -528,7 +372,7 @@ def benchmark(args: argparse.Namespace) -> dict:
             raise BenchmarkFailure(f"the refresh was not a fast refresh: {runs['fast']['log_lines']}")
         runs["fast"]["refresh_line"] = line
         print("- verify", flush=True)
-        merge = next((s["sql"] for s in runs["fast"]["statements"] if s["phase"] == "write"), None)
+        merge = next((s["sql"] for s in runs["fast"]["statements"] if s["label"] == "write"), None)
         verify_payload = {**payload, "view": "mv_fast"}
         if not args.no_analyze and merge and merge.lower().startswith("merge into"):
             verify_payload["analyze_sql"] = merge
@@ -585,7 +429,7 @@ def print_summary(result: dict) -> None:
     print("fast refresh statements (s):")
     for s in fast["statements"]:
         first = " ".join(s["sql"].split())[:110]
-        print(f"  {s['seconds']:7.2f}  {s['phase']:<8} {first}")
+        print(f"  {s['seconds']:7.2f}  {s['label']:<8} {first}")
 
 
 def main(argv: list[str] | None = None) -> int:

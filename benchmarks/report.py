@@ -1,0 +1,248 @@
+"""Outputs of ``bench.py``: CSV rows, markdown tables, the JSON of everything, PNG plots.
+
+The results dictionary (what the JSON holds)::
+
+    {"params": {...}, "machine": {...}, "scales": [
+        {"scale": n, "sizes": {...}, "generate": {...}, "build": <dbt run>, "noop": <dbt run>,
+         "points": [{"fraction": f, "change": {...}, "fast": <dbt run>, "verify": {...},
+                     "complete": <dbt run>}, ...]}, ...]}
+
+where a ``<dbt run>`` is ``dbt_runs.run_dbt``'s result: wall time and, per model, execution
+time, log lines, statements (SQL, label, phase, seconds) and phase totals.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from dbt_runs import PHASES
+
+CSV_COLUMNS = (
+    ["scale", "changed_fraction", "changed_orders", "spread", "master_mode", "logs", "view", "class",
+     "fast_s", "complete_s", "speedup", "noop_s", "build_s", "statements_fast", "statements_noop",
+     "statements_complete"]
+    + [f"fast_{p}_s" for p in PHASES]
+    + ["view_rows", "verified"]
+)
+
+
+def _model(run: dict | None, view: str) -> dict | None:
+    return (run or {}).get("models", {}).get(view)
+
+
+def point_rows(results: dict) -> list[dict]:
+    """One row per view per point (a change + fast + verify + complete)."""
+    p = results["params"]
+    rows = []
+    for scale in results["scales"]:
+        for point in scale["points"]:
+            for view in scale["views"]:
+                rows.append(_row(p, scale, point, view["name"], view["class"]))
+    return rows
+
+
+def _row(p: dict, scale: dict, point: dict, view: str, kind: str) -> dict:
+    fast, complete = _model(point.get("fast"), view), _model(point.get("complete"), view)
+    noop, build = _model(scale.get("noop"), view), _model(scale.get("build"), view)
+    verify = (point.get("verify") or {}).get(view, {})
+    change = point.get("change") or {}
+    row = {
+        "scale": scale["scale"],
+        "changed_fraction": point.get("fraction"),
+        "changed_orders": change.get("changed_orders"),
+        "spread": p["spread"], "master_mode": p["master_mode"], "logs": p["logs"],
+        "view": view, "class": kind,
+        "fast_s": fast and fast["execution_time_s"],
+        "complete_s": complete and complete["execution_time_s"],
+        "speedup": (round(complete["execution_time_s"] / fast["execution_time_s"], 2)
+                    if fast and complete and fast["execution_time_s"] else None),
+        "noop_s": noop and noop["execution_time_s"],
+        "build_s": build and build["execution_time_s"],
+        "statements_fast": fast and fast["n_statements"],
+        "statements_noop": noop and noop["n_statements"],
+        "statements_complete": complete and complete["n_statements"],
+        "view_rows": verify.get("view_rows"),
+        "verified": verify.get("ok"),
+    }
+    for phase in PHASES:
+        row[f"fast_{phase}_s"] = fast and round(fast["phases"].get(phase, 0.0), 2)
+    return row
+
+
+# ---------------------------------------------------------------------- files
+def write_csv(rows: list[dict], path: Path) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def write_json(results: dict, path: Path) -> None:
+    path.write_text(json.dumps(results, indent=1, default=str))
+
+
+def _fmt(value, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def markdown(results: dict) -> str:
+    """The summary: parameters, then per point a table of views and the dbt commands' wall times."""
+    p, machine = results["params"], results["machine"]
+    lines = [
+        f"# fast_refresh benchmark: {results['name']}",
+        "",
+        f"- started {results['started']}, {machine['cores']} cores, load average {_fmt(machine['load_start'][0])} "
+        f"-> {_fmt(machine.get('load_end', [None])[0])}, total {_fmt(results.get('total_s'))} s",
+        f"- spread {p['spread']}, masters {p['master_mode']}, logs {p['logs']}, order lines "
+        f"{'no' if p['no_lines'] else 'yes'}, threads {p['threads']}, driver memory {p['driver_memory']}",
+        "- seconds: model `execution_time` from `run_results.json` (fast, complete, no-op); the fast refresh's "
+        "phases from the timed plugin calls (`dbt_timed.py`); statements: SQL statements the model ran "
+        "(Iceberg metadata reads and commits through the Java API are not statements)",
+    ]
+    rows = point_rows(results)
+    for scale in results["scales"]:
+        lines += ["", f"## {scale['scale']:,} orders ({rows_text(scale)})", ""]
+        lines.append(f"dbt wall s: build {_wall(scale.get('build'))}, no-op {_wall(scale.get('noop'))}")
+        for point in scale["points"]:
+            lines += ["", _point_title(point), ""]
+            mine = [r for r in rows if r["scale"] == scale["scale"] and r["changed_fraction"] == point.get("fraction")]
+            lines += point_table(mine)
+            lines += ["", f"dbt wall s: fast {_wall(point.get('fast'))}, complete {_wall(point.get('complete'))}"]
+    return "\n".join(lines) + "\n"
+
+
+def point_table(rows: list[dict]) -> list[str]:
+    header = ["view", "class", "fast s", "complete s", "speed-up", "no-op s", "stmts fast", "stmts no-op",
+              *PHASES, "rows", "verified"]
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in rows:
+        cells = [r["view"], r["class"], _fmt(r["fast_s"]), _fmt(r["complete_s"]), _fmt(r["speedup"], 2) + "x",
+                 _fmt(r["noop_s"]), _fmt(r["statements_fast"]), _fmt(r["statements_noop"]),
+                 *[_fmt(r[f"fast_{p}_s"]) for p in PHASES], _fmt(r["view_rows"]),
+                 {True: "yes", False: "NO"}.get(r["verified"], "-")]
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
+def rows_text(scale: dict) -> str:
+    rows = (scale.get("generate") or {}).get("rows") or {}
+    return ", ".join(f"{name} {count:,}" for name, count in rows.items())
+
+
+def _point_title(point: dict) -> str:
+    change = point.get("change") or {}
+    counts = change.get("counts") or {}
+    text = ", ".join(f"{k} {v:,}" for k, v in counts.items() if v is not None)
+    percent = _fmt((point.get("fraction") or 0) * 100, 4)
+    return f"### changed {percent}% of orders: {change.get('changed_orders')} orders ({text})"
+
+
+def _wall(run: dict | None) -> str:
+    return _fmt(run and run["wall_s"])
+
+
+# ---------------------------------------------------------------------- plots
+def matplotlib_ticker():
+    import matplotlib.ticker
+
+    return matplotlib.ticker
+
+
+def plots(results: dict, rows: list[dict], prefix: Path) -> list[Path]:
+    """PNG files: per point, fast vs complete (and no-op) per view, and the fast refresh's phases;
+    for sweeps, seconds vs changed fraction or vs scale (log scales)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plots (scripts/bench.sh installs it)", flush=True)
+        return []
+    written = []
+    points = sorted({(r["scale"], r["changed_fraction"]) for r in rows})
+    for scale, fraction in points:
+        mine = [r for r in rows if (r["scale"], r["changed_fraction"]) == (scale, fraction)]
+        suffix = "" if len(points) == 1 else f"_{scale}_{fraction:g}"
+        title = f"{scale:,} orders, {fraction:.4%} changed"
+        written.append(_bars(plt, mine, title, prefix.with_name(prefix.name + f"_bars{suffix}.png")))
+        written.append(_phases(plt, mine, title, prefix.with_name(prefix.name + f"_phases{suffix}.png")))
+    sweep = results["params"].get("sweep")
+    if sweep == "fraction":
+        written.append(_sweep(plt, rows, "changed_fraction", "changed fraction of orders",
+                              prefix.with_name(prefix.name + "_vs_fraction.png")))
+    elif sweep == "scale":
+        written.append(_sweep(plt, rows, "scale", "orders (scale)", prefix.with_name(prefix.name + "_vs_scale.png")))
+    return written
+
+
+def _bars(plt, rows: list[dict], title: str, path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(rows)), 4.5))
+    width = 0.27
+    xs = range(len(rows))
+    for i, (key, label) in enumerate((("fast_s", "fast refresh"), ("complete_s", "complete refresh"),
+                                      ("noop_s", "no-op refresh"))):
+        ax.bar([x + (i - 1) * width for x in xs], [r[key] or 0 for r in rows], width, label=label)
+    ax.set_xticks(list(xs), [f"{r['view']}\n({r['class']})" for r in rows], fontsize=7, rotation=25, ha="right")
+    ax.set_ylabel("model execution time (s)")
+    ax.set_title(f"fast vs complete refresh: {title}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _phases(plt, rows: list[dict], title: str, path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(8, 0.5 * len(rows) + 1.5))
+    left = [0.0] * len(rows)
+    for phase in PHASES:
+        values = [r[f"fast_{phase}_s"] or 0 for r in rows]
+        ax.barh([r["view"] for r in rows], values, left=left, label=phase)
+        left = [a + b for a, b in zip(left, values)]
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds")
+    ax.set_title(f"fast refresh by phase: {title}", fontsize=9)
+    ax.legend(fontsize=7, ncol=len(PHASES), loc="lower center", bbox_to_anchor=(0.5, 1.08))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _sweep(plt, rows: list[dict], x_key: str, x_label: str, path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(8, 5))
+    views = list(dict.fromkeys(r["view"] for r in rows))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, view in enumerate(views):
+        mine = sorted((r for r in rows if r["view"] == view), key=lambda r: r[x_key])
+        xs = [r[x_key] for r in mine]
+        color = colors[i % len(colors)]
+        ax.plot(xs, [r["fast_s"] for r in mine], "o-", color=color, label=f"{view} fast")
+        ax.plot(xs, [r["complete_s"] for r in mine], "s--", color=color, alpha=0.6, label=f"{view} complete")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ticker = matplotlib_ticker()
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.yaxis.set_minor_formatter(ticker.FuncFormatter(  # 2 and 5 between the powers of ten
+        lambda value, _: f"{value:g}" if f"{value:e}"[0] in "25" else ""))
+    points = sorted({r[x_key] for r in rows})  # one tick per measured point
+    ax.xaxis.set_major_locator(ticker.FixedLocator(points))
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(
+        (lambda value, _: f"{value:,.0f}") if x_key == "scale" else (lambda value, _: f"{value:.3g}")))
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+    ax.set_xlabel(x_label)
+    ax.set_ylabel("model execution time (s)")
+    ax.set_title("fast (solid) vs complete (dashed) refresh")
+    ax.legend(fontsize=6, ncol=2)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

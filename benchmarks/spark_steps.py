@@ -1,0 +1,181 @@
+"""The benchmark's Spark-side steps, each in its own Python process on the embedded session.
+
+    python benchmarks/spark_steps.py <step> < payload.json
+
+reads its payload (JSON) from stdin and prints ``RESULT <json>`` as its last line. Steps:
+``generate`` (create and fill the masters; with ``cdc_logs`` those change logs too), ``change``
+(one change of the masters, and for the masters in ``cdc_logs`` their change-log rows),
+``verify`` (each view against its defining query; EXPLAIN of each view's refresh statement). A separate
+process, so that no Spark session is open while dbt runs (the embedded Iceberg catalog is a local
+directory: one writer process at a time) and dbt's timings never include this work.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import shop  # noqa: E402
+
+
+def session(payload: dict):
+    from dbt_incremental_mv.embedded import start_session
+
+    spark = start_session(warehouse=payload["warehouse"], iceberg_jars="auto",
+                          user_params={"spark.driver.memory": payload.get("driver_memory", "2g")})
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def timed(spark, sql: str) -> tuple[float, list]:
+    started = time.perf_counter()
+    rows = spark.sql(sql).collect()
+    return round(time.perf_counter() - started, 3), rows
+
+
+def scalar(spark, sql: str):
+    return spark.sql(sql).first()[0]
+
+
+def sizes(payload: dict) -> shop.Sizes:
+    return shop.Sizes(**payload["sizes"])
+
+
+# ---------------------------------------------------------------------- generate
+def step_generate(spark, p: dict) -> dict:
+    s = sizes(p)
+    seconds: dict[str, float] = {}
+    for master, sql in shop.generate_statements(s, p["master_mode"]):
+        t, _ = timed(spark, sql)
+        seconds[master] = round(seconds.get(master, 0.0) + t, 3)
+    for master in p.get("cdc_logs", []):
+        for sql in shop.cdc_log_statements(master):
+            spark.sql(sql)
+    rows = {m: scalar(spark, f"select count(*) from {shop.SCHEMA}.{m}") for m in s.masters}
+    files = {m: scalar(spark, f"select count(*) from {shop.SCHEMA}.{m}.files") for m in s.masters}
+    return {"seconds": seconds, "rows": rows, "files": files}
+
+
+# ---------------------------------------------------------------------- change
+def current_state(spark, s: shop.Sizes) -> shop.Current:
+    orders, max_order = spark.sql(f"select count(*), max(order_id) from {shop.SCHEMA}.orders").first()
+    customers, max_customer = spark.sql(f"select count(*), max(customer_id) from {shop.SCHEMA}.customers").first()
+    lines = scalar(spark, f"select count(*) from {shop.SCHEMA}.order_lines") if s.lines else 0
+    return shop.Current(orders=orders, max_order_id=max_order, customers=customers, max_customer_id=max_customer,
+                        lines=lines)
+
+
+def main_snapshot(spark, table: str) -> int:
+    return scalar(spark, f"select snapshot_id from {table}.refs where name = 'main'")
+
+
+def step_change(spark, p: dict) -> dict:
+    """Apply one change; to the masters in ``cdc_logs``, append what a CDC feed would log after
+    each statement."""
+    s = sizes(p)
+    cur = current_state(spark, s)
+    changed = p.get("changed_rows") or max(1, round(p["fraction"] * cur.orders))
+    changes = shop.change_plan(s, cur, changed, p["spread"], p["salt"])
+    columns = {m: spark.table(f"{shop.SCHEMA}.{m}").columns for m in s.masters}
+    started_ms = scalar(spark, "select cast(unix_millis(current_timestamp()) as bigint)")
+    out: dict = {"orders_before": cur.orders, "changed_orders_planned": changed, "counts": {}, "seconds": {},
+                 "sql": [], "log_seconds": {}}
+    for change in changes:
+        label = f"{change.master}.{change.kind}"
+        table = f"{shop.SCHEMA}.{change.master}"
+        before = main_snapshot(spark, table)
+        if change.images == "I":
+            out["counts"][label] = None  # counted after the insert
+        else:
+            out["counts"][label] = scalar(spark, f"select count(*) from {table} where {change.rows}")
+        out["seconds"][label], _ = timed(spark, change.sql)
+        out["sql"].append(change.sql)
+        if out["counts"][label] is None:
+            out["counts"][label] = scalar(spark, f"select count(*) from {table} where {change.rows}")
+        if change.master in p.get("cdc_logs", []):
+            log_sql = shop.cdc_log_insert(change, columns[change.master], before, main_snapshot(spark, table))
+            out["log_seconds"][label], _ = timed(spark, log_sql)
+            out["sql"].append(log_sql)
+    out["changed_orders"] = sum(v for k, v in out["counts"].items() if k.startswith("orders."))
+    out["commits"] = master_commits(spark, s, started_ms)
+    return out
+
+
+def master_commits(spark, s: shop.Sizes, since_ms: int) -> dict[str, list[dict]]:
+    """What each master commit of the change wrote (copy-on-write rewrites whole data files,
+    which capture's changelog scan then reads)."""
+    keys = ("added-data-files", "deleted-data-files", "added-records", "deleted-records", "added-delete-files",
+            "added-position-deletes")
+    out = {}
+    for m in s.masters:
+        rows = spark.sql(f"select operation, summary from {shop.SCHEMA}.{m}.snapshots "
+                         f"where unix_millis(committed_at) >= {since_ms} order by committed_at").collect()
+        out[m] = [{"operation": r[0], **{k: r[1].get(k) for k in keys if k in r[1]}} for r in rows]
+    return out
+
+
+# ---------------------------------------------------------------------- verify
+def step_verify(spark, p: dict) -> dict:
+    """Each view vs its defining query as multisets (EXCEPT ALL both ways, and row counts),
+    hidden ``_mv_*`` columns left out; then EXPLAIN of the statement that refreshed it."""
+    out = {}
+    for v in p["views"]:
+        result = compare(spark, v["relation"], v["query"])
+        statement = p.get("explain", {}).get(v["name"])
+        if statement:
+            result["explain"] = explain(spark, statement)
+        out[v["name"]] = result
+    return out
+
+
+def compare(spark, relation: str, query: str) -> dict:
+    columns = [c for c in spark.table(relation).columns if not c.startswith("_mv_")]
+    cols = ", ".join(f"`{c}`" for c in columns)
+    view = f"select {cols} from {relation}"
+    defined = f"select {cols} from (\n{query}\n)"
+    t1, missing = timed(spark, f"select count(*) from ({defined}\nexcept all\n{view})")
+    t2, extra = timed(spark, f"select count(*) from ({view}\nexcept all\n{defined})")
+    view_rows = scalar(spark, f"select count(*) from {relation}")
+    query_rows = scalar(spark, f"select count(*) from ({query})")
+    missing, extra = missing[0][0], extra[0][0]
+    return {"missing_rows": missing, "extra_rows": extra, "view_rows": view_rows, "query_rows": query_rows,
+            "ok": missing == 0 and extra == 0 and view_rows == query_rows, "seconds": round(t1 + t2, 2)}
+
+
+def explain(spark, statement: str) -> dict:
+    """The formatted plan of a refresh statement (planned, not run), and its outline."""
+    try:
+        plan = scalar(spark, f"explain formatted {statement}")
+    except Exception as exc:  # noqa: BLE001 - EXPLAIN is best effort (e.g. a statement on a dropped temp view)
+        return {"error": str(exc).splitlines()[0][:500]}
+    return {"outline": plan_outline(plan), "plan": plan[:40000]}
+
+
+def plan_outline(plan: str) -> list[str]:
+    """The tree part of a formatted plan: its scans, joins, exchanges and writes (one line each)."""
+    tree = plan.split("\n\n\n", 1)[0]
+    return [line.rstrip() for line in tree.splitlines()
+            if re.search(r"Scan|Join|Write|Merge|Exchange|Union|Sort|Aggregate|Broadcast", line)]
+
+
+STEPS = {"generate": step_generate, "change": step_change, "verify": step_verify}
+
+
+def main(argv: list[str]) -> int:
+    step, payload = argv[0], json.load(sys.stdin)
+    spark = session(payload)
+    try:
+        result = STEPS[step](spark, payload)
+    finally:
+        spark.stop()
+    print("RESULT " + json.dumps(result, default=str), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
