@@ -4,9 +4,11 @@
   snapshot that capture committed, set in the same metadata commit that publishes the capture.
   It holds only while no other append came after that log snapshot (a capture by another
   process over SQL, or by an older plugin version): otherwise the log's watermark rows are read.
-- ``dbt_incremental_mv.purges``: the newest log snapshots made by the plugin's purge. A purge
-  deletes only changes every view consumed, so the staleness check need not count a view's
-  unconsumed changes across it.
+- ``dbt_incremental_mv.purges``: the newest log snapshots made by the plugin's purge, each with
+  the sequence it purged through. Such a purge deleted only rows at or before that sequence, so
+  the staleness check need not count the unconsumed changes of a view whose position is at or past
+  it (a purge by another dbt project sharing the log, purging further than this view consumed, is
+  still counted and detected).
 
 Both are written in session mode only (Iceberg's Java API commits the table metadata); over SQL
 (thrift) they are not written, and the log's rows are read instead, as before.
@@ -55,15 +57,21 @@ def captured_through(log: TableMetadata) -> CapturedThrough | None:
     return recorded
 
 
-def purge_snapshots(properties: Mapping[str, str]) -> set[int]:
-    raw = properties.get(PURGES_PROPERTY) or ""
-    return {int(p) for p in raw.split(",") if p.strip().isdigit()}
+def purge_snapshots(properties: Mapping[str, str]) -> dict[int, int]:
+    """The plugin's purges of the log: purge snapshot -> the sequence it purged through (it
+    deleted only rows at or before it, every view of its project had consumed them)."""
+    purges = {}
+    for entry in (properties.get(PURGES_PROPERTY) or "").split(","):
+        snapshot, _, floor = entry.strip().partition(":")
+        if snapshot.isdigit() and floor.isdigit():
+            purges[int(snapshot)] = int(floor)
+    return purges
 
 
-def purges_property(properties: Mapping[str, str], purge_snapshot: int) -> dict[str, str]:
-    """The purges property with ``purge_snapshot`` added (the newest ones kept)."""
-    known = [p for p in (properties.get(PURGES_PROPERTY) or "").split(",") if p.strip().isdigit()]
-    known = [*known, str(purge_snapshot)][-PURGES_KEPT:]
+def purges_property(properties: Mapping[str, str], purge_snapshot: int, floor: int) -> dict[str, str]:
+    """The purges property with this purge added (the newest ones kept)."""
+    known = [e for e in (properties.get(PURGES_PROPERTY) or "").split(",") if e.strip()]
+    known = [*known, f"{purge_snapshot}:{floor}"][-PURGES_KEPT:]
     return {PURGES_PROPERTY: ",".join(known)}
 
 

@@ -255,8 +255,12 @@ def log_out_of_step(ctx: RefreshContext, spec: LogSpec, position: LogPosition | 
         purges = log_properties.purge_snapshots(log.properties)
         for snapshot in log.snapshots.values():
             parents[snapshot.snapshot_id] = snapshot.parent_id
-            # neither a compaction nor the plugin's purge deletes a change a view has not consumed
-            keeps = snapshot.operation in log_properties.KEEPS_EVERY_ROW or snapshot.snapshot_id in purges
+            # neither a compaction nor a plugin purge through this view's position deletes a
+            # change the view has not consumed
+            purged_through = purges.get(snapshot.snapshot_id)
+            keeps = snapshot.operation in log_properties.KEEPS_EVERY_ROW or (
+                purged_through is not None and purged_through <= position.sequence
+            )
             operations[snapshot.snapshot_id] = staleness.APPEND if keeps else snapshot.operation
         current = log.main
         chain = staleness.commits_since(position.log_snapshot, current, parents) or []

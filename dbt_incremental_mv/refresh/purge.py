@@ -58,11 +58,12 @@ def purge_log(
         return [f"{spec.log_relation} left for the next refresh (concurrent commit: {reason})"]
     finally:
         meta.forget(spec.log_relation)
-    _record_purge(ctx, spec, before)
+    if not any(commits for _, commits in positions):  # rows consumed on commit may go past the floor: not recorded
+        _record_purge(ctx, spec, before, floor)
     return [f"{spec.log_relation} through sequence {floor}"]
 
 
-def _record_purge(ctx: RefreshContext, spec: LogSpec, before: int | None) -> None:
+def _record_purge(ctx: RefreshContext, spec: LogSpec, before: int | None, floor: int) -> None:
     """Record the purge's commit in the log's properties (session mode: a metadata commit; a
     purge left unrecorded only makes the next staleness check count rows)."""
     meta = ctx.metadata
@@ -74,7 +75,7 @@ def _record_purge(ctx: RefreshContext, spec: LogSpec, before: int | None) -> Non
         return  # another commit came in between: leave it unrecorded
     try:
         meta.fast_forward(spec.log_relation, purge.snapshot_id, to_snapshot=purge.snapshot_id,
-                          properties=log_properties.purges_property(log.properties, purge.snapshot_id))
+                          properties=log_properties.purges_property(log.properties, purge.snapshot_id, floor))
     except Exception as exc:  # noqa: BLE001
         if not lost_race(exc):
             raise

@@ -111,8 +111,8 @@ class FakeIceberg:
         self.statements.append(sql)
         if "as request" in sql:
             return [self._log_stats(int(m.group(1)), block) for m, block in _stats_blocks(sql)]
-        if "as snapshot_id, count_if(" in sql:  # staleness counts
-            return []
+        if "as snapshot_id, count_if(" in sql:  # staleness counts: nothing unconsumed, one watermark
+            return [(int(s), 0, 1) for s in re.findall(r"select (\d+) as snapshot_id", sql)]
         raise AssertionError(f"unexpected query: {sql[:200]}")
 
     def execute(self, sql: str) -> None:

@@ -84,3 +84,23 @@ def test_a_views_state_and_the_snapshot_it_was_read_from_come_from_its_metadata(
     assert (found, read_at) == (state, fake.tables["shop.v"].refs["main"])
     assert fake.statements == []
     assert view_state_at(fake.metadata(), "shop.missing") == (None, None)
+
+
+def test_a_recorded_purge_is_not_counted_across_only_for_views_that_consumed_what_it_purged():
+    from dbt_incremental_mv.refresh.plan import log_out_of_step
+
+    fake, _ = warehouse()
+    log = fake.tables["shop.mlog_orders"]
+    read_at = log.refs["main"]
+    purge = fake.commit("shop.mlog_orders", "overwrite")
+    log.properties.update(log_properties.purges_property(log.properties, purge, 7))
+    assert log_properties.purge_snapshots(log.properties) == {purge: 7}
+
+    def counted(sequence):
+        fake.statements.clear()
+        ctx = RefreshContext(fake.query, fake.execute, fake.metadata())
+        log_out_of_step(ctx, SPEC, LogPosition(sequence, 1, log_snapshot=read_at), True)
+        return [sql for sql in fake.statements if "count_if(" in sql]
+
+    assert counted(7) == [] and counted(9) == []  # the purge deleted only rows this view had consumed
+    assert len(counted(5)) == 1  # it purged further than this view consumed (another project): counted
