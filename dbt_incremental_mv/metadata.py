@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dbt_incremental_mv.conflicts import LOST_RACE, lost_race
 from dbt_incremental_mv.sql_text import ident, integer, relation, string
 
 Query = Callable[[str], Sequence[Sequence[Any]]]
@@ -242,8 +243,6 @@ class SqlCatalog:
         dropped). Iceberg's fast_forward fails unless main is an ancestor of the target, so main
         must still be at ``expected_main``, the target's parent. ``properties`` are not written
         over SQL: the readers of these bookkeeping properties then read the log's rows instead."""
-        from dbt_incremental_mv.conflicts import lost_race
-
         table = relation(name)
         if branch is None:
             assert to_snapshot is not None
@@ -267,8 +266,6 @@ class SqlCatalog:
 
     def drop_branch(self, name: str, branch: str) -> None:
         """Drop a capture's or publish's branch; one left behind by a lost race is harmless."""
-        from dbt_incremental_mv.conflicts import lost_race
-
         try:
             self.execute(f"alter table {relation(name)} drop branch if exists {ident(branch)}")
         except Exception as exc:
@@ -327,10 +324,6 @@ class JvmCatalog:
                 _parsed[key] = parsed
         return parsed
 
-    def columns(self, name: str) -> list[tuple[str, str]]:
-        metadata = self.load(name)
-        return list(metadata.columns) if metadata is not None else []
-
     def fast_forward(
         self, name: str, expected_main: int | None, *, to_snapshot: int | None = None, branch: str | None = None,
         properties: Mapping[str, str] | None = None,
@@ -348,12 +341,12 @@ class JvmCatalog:
         main = base.ref("main")
         current = None if main is None else int(main.snapshotId())
         if current != expected_main:
-            raise LostRace(f"main of {name} is at {current}, not at {expected_main}: another commit {LOST_RACE_TEXT}")
+            raise LostRace(f"main of {name} is at {current}, not at {expected_main}: another commit {LOST_RACE}")
         builder = self.session._jvm.org.apache.iceberg.TableMetadata.buildFrom(base)
         if branch is not None:
             head = base.ref(branch)
             if head is None:
-                raise LostRace(f"the branch {branch} of {name} is gone: another commit {LOST_RACE_TEXT}")
+                raise LostRace(f"the branch {branch} of {name} is gone: another commit {LOST_RACE}")
             to_snapshot = int(head.snapshotId())
             builder = builder.removeRef(branch)
         builder = builder.setBranchSnapshot(to_snapshot, "main")
@@ -395,9 +388,6 @@ class JvmCatalog:
 
     def reset_staging(self) -> None:
         self.session.conf.unset("spark.wap.id")
-
-
-LOST_RACE_TEXT = "committed while this one ran"
 
 
 class Metadata:

@@ -28,6 +28,7 @@ from dbt_incremental_mv.refresh.plan import RefreshPlan, plan_refresh
 from dbt_incremental_mv.refresh.propagate import Propagation
 from dbt_incremental_mv.refresh.publish import ConcurrentRefreshError, Step  # noqa: F401 - part of the engine's API
 from dbt_incremental_mv.refresh.purge import purge_log
+from dbt_incremental_mv.sql_text import relation
 
 IDLE = "fast refresh: nothing marked (no master commit or log change since the last refresh); no write"
 
@@ -107,7 +108,7 @@ class FastRefreshEngine:
             current = view.current if view is not None else None
             if current is not None and "total-records" in current.summary:
                 return f"view rows: {current.count('total-records') - current.count('total-position-deletes')}"
-            count = ctx.query(f"select count(*) from {_quoted(plan.view_relation)}")[0][0]
+            count = ctx.query(f"select count(*) from {relation(plan.view_relation)}")[0][0]
             return f"view rows: {int(count or 0)}"
         return publish_phase.view_rows_line(plan.published_summary or {})
 
@@ -147,8 +148,3 @@ class FastRefreshEngine:
     def capture_plan(self, spec: LogSpec, snapshots: Mapping[str, int], position: LogPosition | None = None) -> CapturePlan:
         return capture_phase.capture_plan(self.ctx, spec, snapshots, position)
 
-
-def _quoted(name: str) -> str:
-    from dbt_incremental_mv.sql_text import relation
-
-    return relation(name)
