@@ -122,13 +122,13 @@ def master_commits(spark, s: shop.Sizes, since_ms: int) -> dict[str, list[dict]]
 # ---------------------------------------------------------------------- verify
 def step_verify(spark, p: dict) -> dict:
     """Each view vs its defining query as multisets (EXCEPT ALL both ways, and row counts),
-    hidden ``_mv_*`` columns left out; then EXPLAIN of the statement that refreshed it."""
+    hidden ``_mv_*`` columns left out; then EXPLAIN of each statement that refreshed it."""
     out = {}
     for v in p["views"]:
         result = compare(spark, v["relation"], v["query"])
-        statement = p.get("explain", {}).get(v["name"])
-        if statement:
-            result["explain"] = explain(spark, statement)
+        statements = p.get("explain", {}).get(v["name"])
+        if statements:
+            result["explain"] = [explain(spark, statement) for statement in statements]
         out[v["name"]] = result
     return out
 

@@ -78,6 +78,8 @@ class TableMetadata:
     properties: Mapping[str, str]
     snapshots: Mapping[int, Snapshot]
     main: int | None  # the snapshot the main branch is at (None: no snapshot yet)
+    # the other branches and where they are (read through the Java API only: empty over SQL)
+    branches: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def format_version(self) -> int | None:
@@ -175,10 +177,15 @@ def from_metadata_json(name: str, document: Mapping[str, Any]) -> TableMetadata:
             summary=summary,
             sequence_number=entry.get("sequence-number"),
         )
-    main = (document.get("refs") or {}).get("main", {}).get("snapshot-id")
+    refs = document.get("refs") or {}
+    main = refs.get("main", {}).get("snapshot-id")
     if main is None and document.get("current-snapshot-id") not in (None, -1):
         main = document["current-snapshot-id"]
-    return TableMetadata(name, columns, properties, snapshots, None if main is None else int(main))
+    branches = {
+        str(ref): int(entry["snapshot-id"]) for ref, entry in refs.items()
+        if ref != "main" and entry.get("type", "branch") == "branch" and entry.get("snapshot-id") is not None
+    }
+    return TableMetadata(name, columns, properties, snapshots, None if main is None else int(main), branches)
 
 
 # ---------------------------------------------------------------- catalogs
@@ -237,12 +244,13 @@ class SqlCatalog:
 
     def fast_forward(
         self, name: str, expected_main: int | None, *, to_snapshot: int | None = None, branch: str | None = None,
-        properties: Mapping[str, str] | None = None,
+        properties: Mapping[str, str] | None = None, drop_branches: Sequence[str] = (),
     ) -> None:
         """Move main to ``to_snapshot`` (a staged snapshot) or to the head of ``branch`` (then
         dropped). Iceberg's fast_forward fails unless main is an ancestor of the target, so main
-        must still be at ``expected_main``, the target's parent. ``properties`` are not written
-        over SQL: the readers of these bookkeeping properties then read the log's rows instead."""
+        must still be at ``expected_main``, an ancestor of the target. ``properties`` are not
+        written over SQL: the readers of these bookkeeping properties then read the log's rows
+        instead. ``drop_branches`` are dropped after the move (over SQL, not in the same commit)."""
         table = relation(name)
         if branch is None:
             assert to_snapshot is not None
@@ -255,7 +263,8 @@ class SqlCatalog:
                 raise LostRace(str(exc)) from exc
             raise
         finally:
-            self.drop_branch(name, branch)
+            for dropped in (branch, *drop_branches):
+                self.drop_branch(name, dropped)
 
     def branch_head(self, name: str, branch: str) -> int | None:
         rows = self.query(f"select snapshot_id from {relation(name)}.`refs` where name = {string(branch)}")
@@ -326,11 +335,11 @@ class JvmCatalog:
 
     def fast_forward(
         self, name: str, expected_main: int | None, *, to_snapshot: int | None = None, branch: str | None = None,
-        properties: Mapping[str, str] | None = None,
+        properties: Mapping[str, str] | None = None, drop_branches: Sequence[str] = (),
     ) -> None:
         """Move main to ``to_snapshot`` (a staged snapshot) or to the head of ``branch`` (and drop
-        the branch), and set ``properties``, in ONE compare-and-swap commit of the table metadata:
-        refused (LostRace) unless main is still at ``expected_main``, the target's parent."""
+        the branch and ``drop_branches``), and set ``properties``, in ONE compare-and-swap commit
+        of the table metadata: refused (LostRace) unless main is still at ``expected_main``."""
         target = branch or f"mv_publish_{to_snapshot}"
         description = f"call spark_catalog.system.fast_forward({string(name)}, 'main', {string(target)}) [metadata commit]"
         table = self._table(name)
@@ -349,6 +358,9 @@ class JvmCatalog:
                 raise LostRace(f"the branch {branch} of {name} is gone: another commit {LOST_RACE}")
             to_snapshot = int(head.snapshotId())
             builder = builder.removeRef(branch)
+        for dropped in drop_branches:
+            if base.ref(dropped) is not None:
+                builder = builder.removeRef(dropped)
         builder = builder.setBranchSnapshot(to_snapshot, "main")
         if properties:
             values = self.session._jvm.java.util.HashMap()
@@ -444,12 +456,16 @@ class Metadata:
 
     def fast_forward(
         self, name: str, expected_main: int | None, *, to_snapshot: int | None = None, branch: str | None = None,
-        properties: Mapping[str, str] | None = None,
+        properties: Mapping[str, str] | None = None, drop_branches: Sequence[str] = (),
     ) -> None:
         """Move ``name``'s main to a staged snapshot or a branch's head, as a compare-and-swap
-        (LostRace: main is no longer at ``expected_main``, nothing changed)."""
+        (LostRace: main is no longer at ``expected_main``, nothing changed), dropping
+        ``drop_branches``."""
         try:
-            self.catalog.fast_forward(name, expected_main, to_snapshot=to_snapshot, branch=branch, properties=properties)
+            self.catalog.fast_forward(
+                name, expected_main, to_snapshot=to_snapshot, branch=branch, properties=properties,
+                drop_branches=drop_branches,
+            )
         finally:
             self.forget(name)
 

@@ -17,14 +17,19 @@ group (SQL Server's indexed-view maintenance, Oracle's aggregate fast refresh):
 2. **Per group** (matched null-safely on the GROUP BY columns): ``d_count = sum(sign)``, for each
    COUNT(x) ``sum(sign where x is not null)``, for each SUM(x) ``sum(sign * x)``; for MIN/MAX the
    extreme of the positive rows (candidates) and of the negative rows (possible removals).
-3. **Apply** in one MERGE: a group whose row count reaches 0 is deleted; an existing group is
-   updated (SUM is NULL when its hidden non-NULL count is 0, AVG = hidden sum / hidden count in
-   the stored type); a new group with rows is inserted. A global aggregate (no GROUP BY) always
-   keeps its one row.
+3. **Apply**, without a shuffle of the view (statement.py): a ``MERGE`` with MATCHED clauses
+   only (an inner join of the view with the delta, which Spark plans with the delta broadcast)
+   updates the existing groups and deletes those whose row count reaches 0 (SUM is NULL when its
+   hidden non-NULL count is 0, AVG = hidden sum / hidden count in the stored type); an
+   ``INSERT`` adds the new groups (delta groups not in the view: found with an inner join too,
+   then an anti join against that small result), staged on the write branch the MERGE went to.
+   Logs without after images cannot make a group: the MERGE alone is the commit. A global
+   aggregate (no GROUP BY) always keeps its one row.
 4. **MIN/MAX.** The new extreme is ``greatest(stored, candidates)`` (``least`` for MIN) unless a
    negative row may have removed the stored extreme: its value reaches the stored one (or the
-   group had none). Only those groups are recomputed from the masters as of the marked snapshot,
-   and only when some log has before images: insert-only refreshes never recompute. Oracle
+   group had none). Only those groups are recomputed, from the masters as of the marked
+   snapshot restricted to the flagged groups' rows (a semi join below the aggregation), and
+   only when some log has before images: insert-only refreshes never recompute. Oracle
    recomputes every group the log mentions; here deleting a non-extreme row recomputes nothing.
    (A positive row that is not really new always comes with an equal negative one, which flags
    the group whenever that positive could have won, so candidates never overstate.)
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import sqlglot
 from sqlglot import exp
 
 from dbt_incremental_mv.analysis import OutputKind, ViewDefinition
@@ -41,12 +47,12 @@ from dbt_incremental_mv.analysis.hidden import ROW_COUNT_COLUMN
 from dbt_incremental_mv.analysis.model import HiddenPurpose
 from dbt_incremental_mv.logs.contract import DELETE, INSERT
 from dbt_incremental_mv.refresh.marked import MarkedLog
-from dbt_incremental_mv.refresh.statement import RefreshStatement
+from dbt_incremental_mv.refresh.statement import WRITE_BRANCH, RefreshStatement, Write, branch_target, refresh_writes
 from dbt_incremental_mv.sql_text import ident, idents, relation, string
 
 SIGN = "_mv_sign"
-ACTION = "_mv_action"
 RECOMPUTED = "_mv_recomputed"
+RECOMPUTED_PREFIX = "_mv_r_"  # the recomputed value of a column, in the rows the writes read
 
 
 def blocker(view: ViewDefinition, logged: Mapping[str, Sequence[str]]) -> str | None:
@@ -207,12 +213,11 @@ def _nonnull_count_of(view: ViewDefinition, column: str) -> str:
     )
 
 
-def _flag(view: ViewDefinition, column: str) -> str:
-    """Whether a negative row may have removed the stored extreme of ``column``."""
-    stored = f"`_mv_v`.{ident(column)}"
-    removed = f"`_mv_d`.{ident(_delta_name(column, 'n'))}"
-    reaches = ">=" if view.output(column).kind is OutputKind.MAX else "<="
-    return f"({removed} is not null and ({stored} is null or {removed} {reaches} {stored}))"
+def _safe(view: ViewDefinition, column: str, delta: str, stored: str) -> str:
+    """The negative rows of ``column`` cannot have removed its stored extreme: none, or all beyond it."""
+    removed = f"{delta}.{ident(_delta_name(column, 'n'))}"
+    beyond = "<" if view.output(column).kind is OutputKind.MAX else ">"
+    return f"({removed} is null or ({stored}.{ident(column)} is not null and {removed} {beyond} {stored}.{ident(column)}))"
 
 
 def _cast(expression: str, column: str, view_types: Mapping[str, str]) -> str:
@@ -220,21 +225,29 @@ def _cast(expression: str, column: str, view_types: Mapping[str, str]) -> str:
     return f"cast({expression} as {spark_type})" if spark_type else expression
 
 
-def _new_values(view: ViewDefinition, view_types: Mapping[str, str], recompute: bool) -> dict[str, str]:
-    """Each stored column's value after the refresh, from the delta ``_mv_d``, the stored row
-    ``_mv_v`` and, for recomputed groups, the recomputed row ``_mv_r``."""
-    d, v = "`_mv_d`", "`_mv_v`"
+def _new_values(
+    view: ViewDefinition, view_types: Mapping[str, str], recompute: bool, stored: str | None, source: str,
+) -> dict[str, str]:
+    """Each stored column's value after the refresh, from the row ``source`` (the group's delta
+    and, for recomputed groups, its recomputed values) and the stored row ``stored`` (None: a
+    new group)."""
+    def old(column: str) -> str:
+        return f"{stored}.{ident(column)}" if stored is not None else "null"
+
+    def delta(column: str, tag: str = "") -> str:
+        return f"{source}.{ident(_delta_name(column, tag))}"
+
     # (a global aggregate's delta is one row even when no changed row passes the filters: NULLs)
-    count = f"(coalesce({v}.{ident(ROW_COUNT_COLUMN)}, 0) + coalesce({d}.{ident(_delta_name(ROW_COUNT_COLUMN, ''))}, 0))"
-    values: dict[str, str] = {name: f"{d}.{ident(name)}" for name in view.group_key_columns}
+    count = f"(coalesce({old(ROW_COUNT_COLUMN)}, 0) + coalesce({delta(ROW_COUNT_COLUMN)}, 0))"
+    values: dict[str, str] = {name: f"{source}.{ident(name)}" for name in view.group_key_columns}
     values[ROW_COUNT_COLUMN] = count
     for column in _counted_columns(view):
-        values[column] = f"(coalesce({v}.{ident(column)}, 0) + coalesce({d}.{ident(_delta_name(column, ''))}, 0))"
+        values[column] = f"(coalesce({old(column)}, 0) + coalesce({delta(column)}, 0))"
     for column in _summed_columns(view):
         counted = _nonnull_count_of(view, column)
         values[column] = (
             f"case when {values[counted]} = 0 then null "
-            f"else coalesce({v}.{ident(column)}, 0) + coalesce({d}.{ident(_delta_name(column, ''))}, 0) end"
+            f"else coalesce({old(column)}, 0) + coalesce({delta(column)}, 0) end"
         )
     for output in view.outputs:
         if output.kind is OutputKind.COUNT_STAR:
@@ -248,12 +261,12 @@ def _new_values(view: ViewDefinition, view_types: Mapping[str, str], recompute: 
             )
         elif output.kind in (OutputKind.MIN, OutputKind.MAX):
             function = "greatest" if output.kind is OutputKind.MAX else "least"
-            values[output.name] = f"{function}({v}.{ident(output.name)}, {d}.{ident(_delta_name(output.name, 'p'))})"
+            values[output.name] = f"{function}({old(output.name)}, {delta(output.name, 'p')})"
     result = {}
     for column in view.stored_columns:
         value = values[column]
         if recompute and column not in view.group_key_columns:
-            value = f"case when `_mv_r`.{ident(RECOMPUTED)} then `_mv_r`.{ident(column)} else {value} end"
+            value = f"case when {source}.{ident(RECOMPUTED)} then {source}.{ident(RECOMPUTED_PREFIX + column)} else {value} end"
         result[column] = _cast(value, column, view_types)
     return result
 
@@ -264,13 +277,53 @@ def _group_match(left: str, right: str, columns: Sequence[str]) -> str:
     return " and ".join(f"{left}.{ident(c)} <=> {right}.{ident(c)}" for c in columns)
 
 
+def _recompute_ctes(view: ViewDefinition, view_table: str, marked: Mapping[str, MarkedLog], min_max: list[str]) -> list[str]:
+    """The groups whose stored extreme a negative row may have removed, recomputed from the
+    masters as of the marked snapshot. Found without a shuffle of the view: the groups with
+    negative rows that are in the view with every extreme safe (an inner join: the delta is
+    broadcast) are taken out of the groups with negative rows (an anti join against that
+    small result); a group not in the view has no stored extreme and is recomputed."""
+    keys = view.group_key_columns
+    projection = ", ".join(f"`_mv_d`.{ident(c)}" for c in keys) or "1 as `_mv_one`"
+    negative = " or ".join(f"`_mv_d`.{ident(_delta_name(c, 'n'))} is not null" for c in min_max)
+    safe = " and ".join(_safe(view, c, "`_mv_d`", "`_mv_v`") for c in min_max)
+    group = [view.output(name).expression for name in keys]
+    restricted = view.select_expression({o.alias: marked[o.master.name].master_as_of() for o in view.occurrences})
+    if keys:  # the flagged groups' rows only: a semi join below the aggregation
+        correlated = " and ".join(
+            f"`_mv_f`.{ident(name)} <=> ({ViewDefinition.render_expression(expression)})"
+            for name, expression in zip(keys, group)
+        )
+        restricted = restricted.where(
+            sqlglot.parse_one(f"exists (select 1 from `_mv_flagged` as `_mv_f` where {correlated})", read="spark")
+        )
+        flagged_only = ""
+    else:  # a global aggregate has its one row even over no rows: filter after it
+        flagged_only = "\nwhere exists (select 1 from `_mv_flagged`)"
+    recomputed = ", ".join(
+        f"`_mv_q`.{ident(c)}" if c in keys else f"`_mv_q`.{ident(c)} as {ident(RECOMPUTED_PREFIX + c)}"
+        for c in view.stored_columns
+    )
+    return [
+        f"`_mv_negative` as (\nselect {projection} from `_mv_delta` as `_mv_d` where {negative}\n)",
+        f"`_mv_safe` as (\nselect {projection} from `_mv_delta` as `_mv_d`\n"
+        f"join {view_table} as `_mv_v` on {_group_match('`_mv_d`', '`_mv_v`', keys)}\nwhere {safe}\n)",
+        f"`_mv_flagged` as (\nselect `_mv_n`.* from `_mv_negative` as `_mv_n`\n"
+        f"left anti join `_mv_safe` as `_mv_s` on {_group_match('`_mv_n`', '`_mv_s`', keys or ('_mv_one',))}\n)",
+        f"`_mv_recompute` as (\nselect {recomputed}, true as {ident(RECOMPUTED)} from (\n"
+        f"{ViewDefinition.render_expression(restricted)}\n) as `_mv_q`{flagged_only}\n)",
+    ]
+
+
 def refresh_statement(
     view: ViewDefinition,
     view_relation: str,
     marked: Mapping[str, MarkedLog],
     view_types: Mapping[str, str] | None = None,
+    branch: str = WRITE_BRANCH,
 ) -> RefreshStatement | None:
-    """The one MERGE that applies the marked changes, or None when nothing is marked."""
+    """The writes that apply the marked changes, or None when nothing is marked: a MERGE of the
+    existing groups and, when some log has after images, an INSERT of the new ones."""
     changed = [o.alias for o in view.occurrences if marked[o.master.name].has_changes]
     if not changed:
         return None
@@ -278,59 +331,59 @@ def refresh_statement(
     arguments = _Arguments(view)
     min_max = [o.name for o in view.outputs if o.kind in (OutputKind.MIN, OutputKind.MAX)]
     any_deletes = any(marked[o.master.name].deletes for o in view.occurrences)
+    # groups are born of after images only, and a global aggregate's one row always exists
+    new_groups = bool(view.group_key_columns) and any(marked[o.master.name].inserts for o in view.occurrences)
     recompute = bool(min_max) and any_deletes
-    target = relation(view_relation)
+    view_table = relation(view_relation)
+    target = branch_target(view_relation, branch) if new_groups else view_table
     keys = view.group_key_columns
     delta = _delta_query(view, _delta_terms(view, marked, arguments), arguments, min_max)
     ctes = [f"`_mv_delta` as (\n{delta}\n)"]
-    joins = [f"left join {target} as `_mv_v` on {_group_match('`_mv_d`', '`_mv_v`', keys)}"]
+    rows = "select `_mv_d`.*"
+    joins = ""
     if recompute:
-        flags = " or ".join(_flag(view, c) for c in min_max)
-        ctes.append(
-            f"`_mv_flagged` as (\nselect {', '.join(f'`_mv_d`.{ident(c)}' for c in keys) or '1 as `_mv_one`'} "
-            f"from `_mv_delta` as `_mv_d`\n{joins[0]}\nwhere {flags}\n)"
-        )
-        new_state = view.render_select({o.alias: marked[o.master.name].master_as_of() for o in view.occurrences})
-        ctes.append(
-            f"`_mv_recompute` as (\nselect `_mv_q`.*, true as {ident(RECOMPUTED)} from (\n{new_state}\n) as `_mv_q`\n"
-            f"left semi join `_mv_flagged` as `_mv_f` on {_group_match('`_mv_q`', '`_mv_f`', keys)}\n)"
-        )
-        joins.append(f"left join `_mv_recompute` as `_mv_r` on {_group_match('`_mv_d`', '`_mv_r`', keys)}")
-    values = _new_values(view, view_types, recompute)
-    new_count = values[ROW_COUNT_COLUMN]
-    existed = f"`_mv_v`.{ident(ROW_COUNT_COLUMN)} is not null"
-    if keys:
-        action = f"case when {new_count} = 0 then 'D' when {existed} then 'U' else 'I' end"
-        keep = f"where {existed} or {new_count} > 0"  # a group born and gone within the refresh: nothing to do
-    else:
-        action = f"case when {existed} then 'U' else 'I' end"  # the one global row is never deleted
-        keep = ""
-    recomputed = f"coalesce(`_mv_r`.{ident(RECOMPUTED)}, false)" if recompute else "false"
-    source = (
-        f"with {', '.join(ctes)}\n"
-        f"select {', '.join(f'{value} as {ident(c)}' for c, value in values.items())}, {action} as {ident(ACTION)}, "
-        f"{recomputed} as {ident(RECOMPUTED)}\n"
-        f"from `_mv_delta` as `_mv_d`\n" + "\n".join(joins) + (f"\n{keep}" if keep else "")
-    )
+        ctes += _recompute_ctes(view, view_table, marked, min_max)
+        recomputed = [f"`_mv_r`.{ident(RECOMPUTED_PREFIX + c)}" for c in view.stored_columns if c not in keys]
+        rows += f", {', '.join(recomputed)}, coalesce(`_mv_r`.{ident(RECOMPUTED)}, false) as {ident(RECOMPUTED)}"
+        joins = f"\nleft join `_mv_recompute` as `_mv_r` on {_group_match('`_mv_d`', '`_mv_r`', keys)}"
+    # each group's delta (and recomputed values): what both writes read, as ``_mv_s``
+    source = f"with {', '.join(ctes)}\n{rows}\nfrom `_mv_delta` as `_mv_d`{joins}"
+
+    updated = _new_values(view, view_types, recompute, "`_mv_t`", "`_mv_s`")
     stored = view.stored_columns
-    updated = [c for c in stored if c not in keys]
-    sql = (
+    new_count = updated[ROW_COUNT_COLUMN]
+    merge = (
         f"merge into {target} as `_mv_t`\nusing (\n{source}\n) as `_mv_s`\n"
         f"on {_group_match('`_mv_t`', '`_mv_s`', keys)}\n"
-        f"when matched and `_mv_s`.{ident(ACTION)} = 'D' then delete\n"
-        f"when matched then update set {', '.join(f'{ident(c)} = `_mv_s`.{ident(c)}' for c in updated)}\n"
-        f"when not matched and `_mv_s`.{ident(ACTION)} = 'I' then insert ({idents(stored)}) "
-        f"values ({', '.join(f'`_mv_s`.{ident(c)}' for c in stored)})"
+        + (f"when matched and {new_count} = 0 then delete\n" if keys else "")
+        + f"when matched then update set {', '.join(f'{ident(c)} = {updated[c]}' for c in stored if c not in keys)}"
     )
+    writes = [Write("merge", merge)]
+    if new_groups:
+        inserted = _new_values(view, view_types, recompute, None, "`_mv_s`")
+        insert = (
+            f"insert into {target} ({idents(stored)})\n"
+            f"with `_mv_source` as (\n{source}\n),\n`_mv_existing` as (\n"
+            f"select {', '.join(f'`_mv_e`.{ident(c)}' for c in keys)} from `_mv_source` as `_mv_e`\n"
+            f"join {view_table} as `_mv_v` on {_group_match('`_mv_e`', '`_mv_v`', keys)}\n)\n"
+            f"select {', '.join(f'{inserted[c]} as {ident(c)}' for c in stored)}\n"
+            f"from `_mv_source` as `_mv_s`\n"
+            f"left anti join `_mv_existing` as `_mv_x` on {_group_match('`_mv_s`', '`_mv_x`', keys)}\n"
+            f"where {inserted[ROW_COUNT_COLUMN]} > 0"  # a group born and gone within the refresh: nothing
+        )
+        writes.append(Write("insert", insert))
     run = tuple(f"DELTA {a}" for a in changed)
     if recompute:
         run += ("MIN/MAX recompute of groups whose extreme was removed",)
     skipped = tuple(f"DELTA {o.alias}" for o in view.occurrences if o.alias not in changed)
     if min_max and not recompute:
         skipped += ("MIN/MAX recompute (insert-only)",)
+    existed = f"`_mv_t`.{ident(ROW_COUNT_COLUMN)} is not null"
     stats = (
-        f"select count_if({ident(ACTION)} = 'I'), count_if({ident(ACTION)} = 'U'), count_if({ident(ACTION)} = 'D'), "
-        f"count_if({ident(RECOMPUTED)}) from (\n{source}\n)"
+        f"select count_if(not {existed} and {new_count} > 0), count_if({existed} and {new_count} <> 0), "
+        f"count_if({existed} and {new_count} = 0), "
+        + (f"count_if(`_mv_s`.{ident(RECOMPUTED)})" if recompute else "0")
+        + f" from (\n{source}\n) as `_mv_s`\nleft join {view_table} as `_mv_t` on {_group_match('`_mv_s`', '`_mv_t`', keys)}"
     )
     labels = ("groups inserted", "groups updated", "groups deleted", "groups recomputed")
-    return RefreshStatement(sql, run, skipped, stats, labels)
+    return refresh_writes(view_relation, branch, writes, run, skipped, stats, labels)

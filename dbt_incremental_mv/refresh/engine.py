@@ -79,7 +79,7 @@ class FastRefreshEngine:
     def publish(self, view_relation: str, wap_id: str, plan: RefreshPlan | None = None) -> dict[str, str]:
         """Publish the staged commit as a compare-and-swap (see publish.py)."""
         ctx = self._context(plan, self.ctx) if plan is not None else self.ctx
-        return publish_phase.publish(ctx, view_relation, wap_id)
+        return publish_phase.publish(ctx, view_relation, wap_id, plan.write_branch if plan is not None else None)
 
     # ---------------------------------------------------------------- report + purge
     def finish(self, plan: RefreshPlan, propagation: Propagation, graph: Mapping[str, Any], existing: Callable[[str], bool]) -> str:

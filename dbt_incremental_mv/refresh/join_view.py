@@ -3,16 +3,18 @@
 Oracle deletes and re-inserts, master by master, the "slice" of the view that the marked rows
 of each master touch: a DEL step (view rows whose key for that master is marked) and an INS
 step (the defining query with that master restricted to its marked rows, every master read as
-of the marked snapshot). Here both steps of all masters become ONE statement, so the refresh is
-one atomic Iceberg commit:
+of the marked snapshot). Here the DEL steps of all masters are one DELETE and the INS steps one
+INSERT, published together as one atomic Iceberg commit (statement.py):
 
 - only after images marked (insert-only logs): ``INSERT INTO view <INS rows>``;
 - only before images (delete-only logs): ``DELETE FROM view WHERE <DEL condition>``;
-- otherwise one ``MERGE`` fed by the DEL rows (flagged D) and the INS rows (flagged I).
+- otherwise the DELETE on the refresh's write branch, then the INSERT staged on it.
 
-The INS rows of several masters are combined with UNION (distinct): a new view row whose
-masters changed in the same refresh comes out of each master's INS query, but every view row
-is unique by its hidden key columns, so removing duplicates is exact.
+Neither shuffles the view: the DELETE scans the view's hidden key columns against the changed
+keys (broadcast), the INSERT does not read the view. The INS rows of several masters are
+combined with UNION (distinct): a new view row whose masters changed in the same refresh comes
+out of each master's INS query, but every view row is unique by its hidden key columns, so
+removing duplicates is exact.
 """
 
 from __future__ import annotations
@@ -21,10 +23,8 @@ from collections.abc import Mapping
 
 from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.refresh.marked import MarkedLog
-from dbt_incremental_mv.refresh.statement import RefreshStatement
+from dbt_incremental_mv.refresh.statement import WRITE_BRANCH, RefreshStatement, Write, branch_target, refresh_writes
 from dbt_incremental_mv.sql_text import ident, idents, relation
-
-ACTION = "_mv_action"
 
 
 def _sources(view: ViewDefinition, marked: Mapping[str, MarkedLog], restricted_alias: str) -> dict[str, str]:
@@ -59,11 +59,13 @@ def refresh_statement(
     view_relation: str,
     marked: Mapping[str, MarkedLog],
     view_types: Mapping[str, str] | None = None,
+    branch: str = WRITE_BRANCH,
 ) -> RefreshStatement | None:
-    """The one statement that applies the marked changes, or None when nothing is marked.
+    """The writes that apply the marked changes, or None when nothing is marked.
 
     ``marked`` maps every master relation of the view to its marked log; ``view_types`` is
-    unused (join views store what the defining query selects).
+    unused (join views store what the defining query selects); ``branch`` names the write
+    branch a refresh of two writes uses.
     """
     del_aliases = [o.alias for o in view.occurrences if marked[o.master.name].deletes]
     ins_aliases = [o.alias for o in view.occurrences if marked[o.master.name].inserts]
@@ -77,31 +79,12 @@ def refresh_statement(
     )
     if not changed:
         return None
-    target = relation(view_relation)
-    stored = view.stored_columns
-    ins_query = "\nunion\n".join(view.render_select(_sources(view, marked, alias)) for alias in ins_aliases)
-    if not del_aliases:
-        return RefreshStatement(f"insert into {target} ({idents(stored)})\n{ins_query}", run, skipped)
-    # An update marks both images: its key is deleted and re-inserted, so DEL covers every image.
-    del_condition = _del_condition(view, marked, del_aliases)
-    if not ins_aliases:
-        return RefreshStatement(f"delete from {target}\nwhere {del_condition}", run, skipped)
-    hidden = [h.name for h in view.hidden_columns]
-    del_rows = (
-        f"select distinct {idents(hidden)} from {target}\nwhere {del_condition}"
-    )
-    others = [c for c in stored if c not in hidden]
-    del_projection = ", ".join([f"null as {ident(c)}" for c in others] + [ident(c) for c in hidden])
-    delta = (
-        f"select {del_projection}, 'D' as {ident(ACTION)} from (\n{del_rows}\n)\n"
-        f"union all\nselect {idents(stored)}, 'I' as {ident(ACTION)} from (\n{ins_query}\n)"
-    )
-    match = " and ".join(f"mv.{ident(c)} <=> delta.{ident(c)}" for c in hidden)
-    values = ", ".join(f"delta.{ident(c)}" for c in stored)
-    sql = (
-        f"merge into {target} as mv\nusing (\n{delta}\n) as delta\n"
-        f"on {match} and delta.{ident(ACTION)} = 'D'\n"
-        "when matched then delete\n"
-        f"when not matched and delta.{ident(ACTION)} = 'I' then insert ({idents(stored)}) values ({values})"
-    )
-    return RefreshStatement(sql, run, skipped)
+    target = relation(view_relation) if not (del_aliases and ins_aliases) else branch_target(view_relation, branch)
+    writes = []
+    if del_aliases:
+        # An update marks both images: its key is deleted and re-inserted, so DEL covers every image.
+        writes.append(Write("delete", f"delete from {target}\nwhere {_del_condition(view, marked, del_aliases)}"))
+    if ins_aliases:
+        ins_query = "\nunion\n".join(view.render_select(_sources(view, marked, alias)) for alias in ins_aliases)
+        writes.append(Write("insert", f"insert into {target} ({idents(view.stored_columns)})\n{ins_query}"))
+    return refresh_writes(view_relation, branch, writes, run, skipped)

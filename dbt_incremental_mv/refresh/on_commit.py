@@ -15,7 +15,7 @@ from dbt_incremental_mv.refresh import view_classes
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 from dbt_incremental_mv.refresh.graph import dependency_relations, model_node, view_consumers
 from dbt_incremental_mv.refresh.marked import MarkedLog
-from dbt_incremental_mv.refresh.publish import publish
+from dbt_incremental_mv.refresh.publish import open_write_branch, publish, write_branch
 from dbt_incremental_mv.refresh.purge import purge_log
 from dbt_incremental_mv.refresh.view_state import view_state_at
 
@@ -104,7 +104,7 @@ def _refresh_view(
             upto=max(stats["max_sequence"], position.sequence), inserts=int(stats["inserts"]),
             deletes=int(stats["deletes"]), master_snapshot=as_of, excluded=position.commits, only=commits,
         )
-    statement = view_classes.refresh_statement(definition, view, marked, dict(meta.columns(view)))
+    statement = view_classes.refresh_statement(definition, view, marked, dict(meta.columns(view)), write_branch())
     if statement is None:
         return f"{view}: nothing of commit(s) {', '.join(map(str, commits))} to propagate"
     logs = dict(state.logs)
@@ -114,12 +114,17 @@ def _refresh_view(
     )
     new_state = ViewState(logs=logs, method="on-commit", base=read_at)
     wap_id = new_state.encode()
+    *before, last = statement.writes
+    if statement.branch is not None:
+        open_write_branch(ctx, view, statement.branch, read_at)
+    for write in before:
+        ctx.execute(write.sql)
     ctx.execute(f"set spark.wap.id={wap_id}")
     try:
-        ctx.execute(statement.sql)
+        ctx.execute(last.sql)
     finally:
         ctx.execute("reset spark.wap.id")
-    publish(ctx, view, wap_id)
+    publish(ctx, view, wap_id, statement.branch)
     purged = purge_log(ctx, spec, new_state, view, graph, existing, snapshots.get(spec.log_relation))
     kind = marked[spec.master_relation].kind
     return (

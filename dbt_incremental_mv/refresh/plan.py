@@ -67,6 +67,7 @@ class RefreshPlan:
     view_state: ViewState | None = None  # a fast refresh: the view's state, as the staleness check read it
     view_read_at: int | None = None  # ... and the view snapshot it was read from (see publish)
     published_summary: dict[str, str] | None = None  # row counts of the commit publish() put on main
+    write_branch: str | None = None  # the branch a refresh of several writes stages them on (publish drops it)
     context: RefreshContext | None = field(default=None, repr=False, compare=False)  # the refresh's I/O
 
     @property

@@ -15,7 +15,7 @@ from dbt_incremental_mv.refresh import view_classes
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.plan import RefreshPlan, current_types
-from dbt_incremental_mv.refresh.publish import Step, commit_state, staged
+from dbt_incremental_mv.refresh.publish import Step, commit_state, open_write_branch, staged, staged_statement, write_branch
 from dbt_incremental_mv.sql_text import idents, relation
 
 
@@ -33,7 +33,8 @@ def fast(ctx: RefreshContext, plan: RefreshPlan, marked: dict[str, MarkedLog], r
     assert plan.definition is not None
     if plan.action != "fast":  # a log was reset while marking
         return complete(ctx, plan, marked)
-    statement = view_classes.refresh_statement(plan.definition, plan.view_relation, marked, plan.view_types)
+    branch = write_branch()
+    statement = view_classes.refresh_statement(plan.definition, plan.view_relation, marked, plan.view_types, branch)
     kinds = ", ".join(f"{m.spec.master_relation}: {m.kind} (+{m.inserts}/-{m.deletes})" for m in marked.values())
     if statement is None:
         return Propagation([], None, marked, f"fast refresh: nothing marked ({kinds}); no write")
@@ -45,7 +46,10 @@ def fast(ctx: RefreshContext, plan: RefreshPlan, marked: dict[str, MarkedLog], r
     if plan.config.refresh_stats and statement.stats_sql:
         values = ctx.query(statement.stats_sql)[0]
         summary += "; " + ", ".join(f"{label}: {int(v or 0)}" for label, v in zip(statement.stats_labels, values))
-    return Propagation(staged(state, "main", statement.sql), state, marked, summary)
+    if statement.branch is not None:
+        open_write_branch(ctx, plan.view_relation, statement.branch, read_at)
+        plan.write_branch = statement.branch
+    return Propagation(staged_statement(state, statement), state, marked, summary)
 
 
 def complete(ctx: RefreshContext, plan: RefreshPlan, marked: Mapping[str, MarkedLog]) -> Propagation:

@@ -8,11 +8,15 @@ cleanly, having changed nothing.
 
 from __future__ import annotations
 
+import secrets
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dbt_incremental_mv.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.conflicts import lost_race
 from dbt_incremental_mv.refresh.context import RefreshContext
+from dbt_incremental_mv.refresh.statement import WRITE_BRANCH_PREFIX, RefreshStatement, Write
 
 # Refreshes that apply changes to the view as it was (a complete refresh recomputes it instead).
 INCREMENTAL_METHODS = ("fast", "on-commit")
@@ -21,6 +25,10 @@ SUMMARY_KEYS = (
     "added-records", "deleted-records", "added-position-deletes", "removed-position-deletes",
     "added-equality-deletes", "removed-equality-deletes",
 )
+
+
+# a write branch this old was left by a killed refresh (no refresh runs for a day)
+STALE_BRANCH_MS = 24 * 3600 * 1000
 
 
 class ConcurrentRefreshError(RuntimeError):
@@ -38,15 +46,40 @@ class Step:
     kind: str = "sql"  # "sql", "create" or "publish"
 
 
-def staged(state: ViewState, name: str, write: str) -> list[Step]:
-    """``write``, staged with the state it records, then published."""
+def staged(state: ViewState, name: str, write: str, before: Sequence[Write] = ()) -> list[Step]:
+    """``write``, staged with the state it records, then published; ``before``: the writes
+    that precede it on the refresh's write branch (see statement.py)."""
     wap_id = state.encode()
-    return [
+    return [Step(w.name, w.sql) for w in before] + [
         Step("stage", f"set spark.wap.id={wap_id}"),
         Step(name, write),
         Step("unstage", "reset spark.wap.id"),
         Step("publish", wap_id, kind="publish"),  # run by publish(): a compare-and-swap
     ]
+
+
+def staged_statement(state: ViewState, statement: RefreshStatement) -> list[Step]:
+    """The steps of a view class's writes: all staged on the write branch but the last."""
+    *before, last = statement.writes
+    return staged(state, "main", last.sql, before)
+
+
+def write_branch(now_ms: int | None = None) -> str:
+    """A new write branch's name: unique, and telling when it was made (for the cleanup of one a
+    killed refresh left behind)."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    return f"{WRITE_BRANCH_PREFIX}{now_ms}_{secrets.token_hex(4)}"
+
+
+def stale_write_branches(branches: Sequence[str], now_ms: int | None = None) -> list[str]:
+    """Write branches older than STALE_BRANCH_MS: left by a refresh that was killed."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    stale = []
+    for name in branches:
+        made = name[len(WRITE_BRANCH_PREFIX):].split("_", 1)[0] if name.startswith(WRITE_BRANCH_PREFIX) else ""
+        if made.isdigit() and now_ms - int(made) > STALE_BRANCH_MS:
+            stale.append(name)
+    return sorted(stale)
 
 
 def commit_state(marked, method: str, base: int | None) -> ViewState:
@@ -61,17 +94,29 @@ def commit_state(marked, method: str, base: int | None) -> ViewState:
     )
 
 
-def publish(ctx: RefreshContext, view_relation: str, wap_id: str) -> dict[str, str]:
+def open_write_branch(ctx: RefreshContext, view_relation: str, branch: str, read_at: int | None) -> None:
+    """Make the write branch at the view snapshot the refresh read its state from, and drop the
+    branches killed refreshes left behind (the Java API sees them: one metadata commit each)."""
+    assert read_at is not None, "a fast refresh reads the view's state from a snapshot"
+    view = ctx.metadata.table(view_relation)
+    for stale in stale_write_branches(list(view.branches) if view is not None else []):
+        ctx.metadata.drop_branch(view_relation, stale)
+    ctx.metadata.create_branch(view_relation, branch, read_at)
+    ctx.metadata.forget(view_relation)
+
+
+def publish(ctx: RefreshContext, view_relation: str, wap_id: str, branch: str | None = None) -> dict[str, str]:
     """Publish the staged commit ``wap_id`` on the view as a compare-and-swap.
 
     Iceberg's publish_changes cherry-picks, and it cherry-picks an append (an insert-only
     refresh, or a MERGE that only adds rows) onto whatever main is now: two refreshes of one
     view running at once would both apply their changes. Instead ``main`` is moved to the staged
-    snapshot only if it is still the staged snapshot's parent. A staged write is made on whatever
-    main is when it commits, not on the snapshot the refresh read its state from: an incremental
-    refresh staged on another refresh's commit would apply changes that one already applied, so
-    its parent must also be the snapshot the state was read from. Returns the published commit's
-    row counts (its Iceberg summary).
+    snapshot only if it is still where the staged writes began. A staged write is made on
+    whatever main (or the write ``branch``) is when it commits, not on the snapshot the refresh
+    read its state from: an incremental refresh staged on another refresh's commit would apply
+    changes that one already applied, so the writes must also begin at the snapshot the state
+    was read from. The write branch is dropped in the same commit. Returns the published
+    writes' row counts (their Iceberg summaries, added up).
     """
     meta = ctx.metadata
     meta.forget(view_relation)
@@ -84,17 +129,40 @@ def publish(ctx: RefreshContext, view_relation: str, wap_id: str) -> dict[str, s
         f"another refresh of {view_relation} committed while this one ran: this run's changes were not "
         "applied (the view is correct as the other refresh left it); rerun to pick up anything newer"
     )
+    try:
+        return _publish(meta, view, view_relation, wap_id, staged_snapshot, branch, lost)
+    except ConcurrentRefreshError:
+        if branch is not None:  # this run's writes: nothing will publish them
+            meta.drop_branch(view_relation, branch)
+        raise
+
+
+def _publish(meta, view, view_relation: str, wap_id: str, staged_snapshot, branch: str | None, lost) -> dict[str, str]:
     state = ViewState.decode(wap_id)
-    parent = staged_snapshot.parent_id
-    if state is not None and state.method in INCREMENTAL_METHODS and state.base is not None and parent != state.base:
+    writes = [staged_snapshot]  # the staged write and the branch's writes before it, newest first
+    began = staged_snapshot.parent_id
+    if branch is not None:
+        chain = view.ancestry(staged_snapshot.parent_id)  # the branch's writes, then the view before them
+        ids = [s.snapshot_id for s in chain]
+        if state is None or state.base is None or state.base not in ids:
+            raise lost
+        writes += chain[: ids.index(state.base)]
+        began = state.base
+    if state is not None and state.method in INCREMENTAL_METHODS and state.base is not None and began != state.base:
         raise lost
     try:
-        meta.fast_forward(view_relation, parent, to_snapshot=staged_snapshot.snapshot_id)
+        meta.fast_forward(
+            view_relation, began, to_snapshot=staged_snapshot.snapshot_id, drop_branches=(branch,) if branch else (),
+        )
     except Exception as exc:
         if not lost_race(exc):
             raise
         raise lost from exc
-    return {k: v for k, v in staged_snapshot.summary.items() if k in SUMMARY_KEYS}
+    totals: dict[str, int] = {}
+    for snapshot in writes:
+        for key in SUMMARY_KEYS:
+            totals[key] = totals.get(key, 0) + snapshot.count(key)
+    return {k: str(v) for k, v in totals.items() if v}
 
 
 def view_rows_line(summary: dict[str, str]) -> str:

@@ -1,15 +1,62 @@
-"""What a view-class module returns: the one statement that applies the marked changes."""
+"""What a view-class module returns: the writes that apply the marked changes to the view.
+
+A refresh is one atomic commit on the view's ``main`` whatever number of statements it takes:
+
+- one write (an INSERT, a DELETE or a MERGE): staged with the refresh's state (``spark.wap.id``)
+  and published as a compare-and-swap (publish.py);
+- several writes: every write but the last goes to a *write branch* made at the snapshot the
+  refresh read the view at; the last is staged on that branch with the state; publishing moves
+  ``main`` to it (and drops the branch) in one compare-and-swap. This is what keeps each write
+  free of a shuffle of the view: a DELETE of the affected rows is a scan of the view with the
+  changed keys broadcast, an INSERT reads no view at all, and a MERGE with MATCHED clauses only
+  is an inner join, which Spark can plan with the small delta broadcast. A MERGE that also
+  inserts (NOT MATCHED) is a right outer join of the view with the delta: the whole view is
+  shuffled and sorted, or broadcast.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dbt_incremental_mv.sql_text import ident, relation
+
+# the write branch's name when the caller does not choose one (unit tests, EXPLAIN)
+WRITE_BRANCH = "mv_write"
+WRITE_BRANCH_PREFIX = "mv_write_"
+
+
+@dataclass(frozen=True)
+class Write:
+    name: str  # what it does, for dbt's log: "delete", "insert", "merge"
+    sql: str
+
 
 @dataclass(frozen=True)
 class RefreshStatement:
-    sql: str
+    writes: tuple[Write, ...]  # in order; the last one is staged with the refresh's state
     steps_run: tuple[str, ...]  # e.g. "DEL orders", "INS customers"
     steps_skipped: tuple[str, ...]
-    # a query counting what ``sql`` will change (config refresh_stats): one row of named counts
+    # a query counting what the writes will change (config refresh_stats): one row of named counts
     stats_sql: str | None = None
     stats_labels: tuple[str, ...] = ()  # what each column of the stats row counts
+    branch: str | None = None  # the write branch of a refresh of several writes (None: one write)
+
+    @property
+    def sql(self) -> str:
+        """Every write, separated by ``;`` (for reading and tests; each runs on its own)."""
+        return ";\n".join(w.sql for w in self.writes)
+
+
+def branch_target(view_relation: str, branch: str) -> str:
+    """The view's write branch as a table identifier (``db.view.branch_<name>``)."""
+    return f"{relation(view_relation)}.{ident('branch_' + branch)}"
+
+
+def refresh_writes(
+    view_relation: str, branch: str, writes: list[Write], steps_run: tuple[str, ...], steps_skipped: tuple[str, ...],
+    stats_sql: str | None = None, stats_labels: tuple[str, ...] = (),
+) -> RefreshStatement:
+    """A RefreshStatement of ``writes`` (their SQL already aimed at the branch when there are several)."""
+    return RefreshStatement(
+        tuple(writes), steps_run, steps_skipped, stats_sql, stats_labels, branch if len(writes) > 1 else None
+    )

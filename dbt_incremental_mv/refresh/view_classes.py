@@ -1,8 +1,9 @@
 """Which module refreshes which view class.
 
-Every view-class module exposes ``refresh_statement(view, view_relation, marked, view_types)``
-returning a :class:`RefreshStatement` (one statement: one atomic commit on the view) or None
-when nothing is marked. ``view_types`` maps the stored table's columns to their Spark types.
+Every view-class module exposes ``refresh_statement(view, view_relation, marked, view_types,
+branch)`` returning a :class:`RefreshStatement` (its writes: one atomic commit on the view) or
+None when nothing is marked. ``view_types`` maps the stored table's columns to their Spark
+types; ``branch`` names the write branch a refresh of several writes stages them on.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from importlib import import_module
 
 from dbt_incremental_mv.analysis import ViewClass, ViewDefinition
 from dbt_incremental_mv.refresh.marked import MarkedLog
-from dbt_incremental_mv.refresh.statement import RefreshStatement
+from dbt_incremental_mv.refresh.statement import WRITE_BRANCH, RefreshStatement
 
 # module (in dbt_incremental_mv.refresh) of each fast-refreshable view class
 MODULES: dict[ViewClass, str] = {
@@ -21,7 +22,7 @@ MODULES: dict[ViewClass, str] = {
     ViewClass.AGGREGATE: "aggregate_view",
 }
 
-Refresher = Callable[[ViewDefinition, str, Mapping[str, MarkedLog], Mapping[str, str]], "RefreshStatement | None"]
+Refresher = Callable[[ViewDefinition, str, Mapping[str, MarkedLog], Mapping[str, str], str], "RefreshStatement | None"]
 
 
 def refresher(view_class: ViewClass) -> Refresher | None:
@@ -52,9 +53,10 @@ def blocker(view: ViewDefinition, logged: Mapping[str, Sequence[str]] | None = N
 
 
 def refresh_statement(
-    view: ViewDefinition, view_relation: str, marked: Mapping[str, MarkedLog], view_types: Mapping[str, str]
+    view: ViewDefinition, view_relation: str, marked: Mapping[str, MarkedLog], view_types: Mapping[str, str],
+    branch: str = WRITE_BRANCH,
 ) -> RefreshStatement | None:
     function = refresher(view.view_class)
     if function is None:
         raise ValueError(f"fast refresh of {view.view_class.value} views is not available")
-    return function(view, view_relation, marked, view_types)
+    return function(view, view_relation, marked, view_types, branch)

@@ -39,7 +39,7 @@ def test_demo_builds_refreshes_incrementally_and_rebuilds_cleanly(tmp_path):
     assert re.search(r"view rows: \+\d+ -\d+", line)
     outer = next(l for l in second.splitlines() if "order_lines_with_products: fast refresh:" in l)
     # new lines (anchor) and changed products (inner side, joined on its key): slices updated in place
-    assert "steps run: SLICES l, SLICES p, UPDATE in place" in outer, outer
+    assert "steps run: SLICES l, SLICES p, DEL+INS slices" in outer, outer
     for aggregate in ("sales_by_product", "revenue_by_country"):  # aggregates refresh incrementally too
         assert re.search(rf"{aggregate}: fast refresh: .*steps run: DELTA", second), aggregate
     tested = dbt(project, "test")  # incl. matches_defining_query on every view

@@ -48,10 +48,13 @@ class FakeIceberg:
         self.commit(name, "append")
         return table
 
-    def commit(self, name: str, operation: str, *, branch: str | None = "main", summary: dict | None = None) -> int:
+    def commit(
+        self, name: str, operation: str, *, branch: str | None = "main", summary: dict | None = None, on: str | None = None,
+    ) -> int:
+        """A snapshot on ``branch`` (None: staged, made on ``on`` or main)."""
         table = self.tables[name]
         snapshot_id = next(self.ids)
-        parent = table.refs.get(branch or "main")
+        parent = table.refs.get(branch or on or "main")
         table.sequence += 1
         table.snapshots[snapshot_id] = Snapshot(
             snapshot_id, parent, operation, {"operation": operation, "total-records": "0", **(summary or {})}, table.sequence
@@ -69,18 +72,23 @@ class FakeIceberg:
         table = self.tables.get(name)
         if table is None:
             return None
-        return TableMetadata(name, tuple(table.columns), dict(table.properties), dict(table.snapshots), table.refs.get("main"))
+        branches = {ref: snapshot for ref, snapshot in table.refs.items() if ref != "main"}
+        return TableMetadata(
+            name, tuple(table.columns), dict(table.properties), dict(table.snapshots), table.refs.get("main"), branches
+        )
 
     def columns(self, name: str) -> list[tuple[str, str]]:
         table = self.tables.get(name)
         return list(table.columns) if table else []
 
-    def fast_forward(self, name, expected_main, *, to_snapshot=None, branch=None, properties=None) -> None:
+    def fast_forward(self, name, expected_main, *, to_snapshot=None, branch=None, properties=None, drop_branches=()) -> None:
         table = self.tables[name]
         if table.refs.get("main") != expected_main:
             raise LostRace(f"main of {name} moved: another commit committed while this one ran")
         if branch is not None:
             to_snapshot = table.refs.pop(branch)
+        for dropped in drop_branches:
+            table.refs.pop(dropped, None)
         table.refs["main"] = to_snapshot
         table.properties.update(properties or {})
         self.commits.append(f"fast_forward {name} -> {to_snapshot}")
@@ -128,8 +136,8 @@ class FakeIceberg:
         if target:
             name, branch = f"{target.group(1)}.{target.group(2)}", target.group(3)
             operation = "append" if text.startswith("insert into") else "overwrite"
-            if self.wap_id is not None and branch is None:
-                self.commit(name, operation, branch=None, summary={"wap.id": self.wap_id, "added-records": "1"})
+            if self.wap_id is not None:  # staged: on the branch it names, or on main
+                self.commit(name, operation, branch=None, summary={"wap.id": self.wap_id, "added-records": "1"}, on=branch)
             else:
                 snapshot = self.commit(name, operation, branch=branch or "main")
                 if name.split(".")[1].startswith("mlog_") and operation == "append":
@@ -174,6 +182,9 @@ KINDS = (
     ("insert into `shop`.`mlog_", "capture: append to {log}"),
     ("select 0 as request", "mark: log counts"),
     ("set spark.wap.id", "stage"),
+    ("merge into `shop`.`v`.`branch_mv_write", "write on branch: merge"),
+    ("insert into `shop`.`v`.`branch_mv_write", "write on branch: insert"),
+    ("delete from `shop`.`v`.`branch_mv_write", "write on branch: delete"),
     ("merge into `shop`.`v`", "write: merge"),
     ("insert into `shop`.`v`", "write: insert"),
     ("delete from `shop`.`v`", "write: delete"),

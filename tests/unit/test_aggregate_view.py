@@ -42,18 +42,35 @@ def test_nothing_marked_means_no_statement():
     assert statement(BY_PRODUCT) is None
 
 
-def test_one_merge_deterministic_and_parseable():
+def test_merge_of_existing_groups_then_insert_of_new_ones_deterministic_and_parseable():
     first = statement(BY_PRODUCT, **{"shop.lines": (2, 1)})
     second = statement(BY_PRODUCT, **{"shop.lines": (2, 1)})
     assert first.sql == second.sql
-    parsed = sqlglot.parse(first.sql, read="spark")
-    assert len(parsed) == 1 and isinstance(parsed[0], sqlglot.exp.Merge)
-    assert first.sql.startswith("merge into `shop`.`v` as `_mv_t`")
-    # groups are matched null-safely; a group reaching zero rows is deleted
-    assert "on `_mv_t`.`product_id` <=> `_mv_s`.`product_id`" in first.sql
-    assert "when matched and `_mv_s`.`_mv_action` = 'D' then delete" in first.sql
+    merge, insert = first.writes
+    assert isinstance(sqlglot.parse_one(merge.sql, read="spark"), sqlglot.exp.Merge)
+    assert isinstance(sqlglot.parse_one(insert.sql, read="spark"), sqlglot.exp.Insert)
+    # both go to the write branch; the second one is staged on it and published
+    assert first.branch == "mv_write"
+    assert merge.sql.startswith("merge into `shop`.`v`.`branch_mv_write` as `_mv_t`")
+    assert insert.sql.startswith("insert into `shop`.`v`.`branch_mv_write` (")
+    # groups are matched null-safely; MATCHED clauses only (an inner join: no shuffle of the view)
+    assert "on `_mv_t`.`product_id` <=> `_mv_s`.`product_id`" in merge.sql
+    assert "not matched" not in merge.sql
+    assert (
+        "when matched and case when `_mv_s`.`_mv_recomputed` then `_mv_s`.`_mv_r__mv_count` "
+        "else (coalesce(`_mv_t`.`_mv_count`, 0) + coalesce(`_mv_s`.`_mv_d__mv_count`, 0)) end = 0 then delete"
+    ) in merge.sql
+    # new groups: the delta's groups not in the view, found by an inner join, then an anti join
+    assert "join `shop`.`v` as `_mv_v` on `_mv_e`.`product_id` <=> `_mv_v`.`product_id`" in insert.sql
+    assert "left anti join `_mv_existing`" in insert.sql
     # AVG is stored in its own type, from the hidden sum and count
-    assert "as decimal(14,6)) as `avg_price`" in first.sql
+    assert "as decimal(14,6))" in merge.sql and "as decimal(14,6)) as `avg_price`" in insert.sql
+
+
+def test_delete_only_logs_need_no_insert_and_no_branch():
+    only = statement(BY_PRODUCT, **{"shop.lines": (0, 3)})
+    assert [w.name for w in only.writes] == ["merge"] and only.branch is None
+    assert only.sql.startswith("merge into `shop`.`v` as `_mv_t`")
 
 
 def test_single_master_reads_only_its_log():
@@ -67,13 +84,20 @@ def test_insert_only_never_recomputes_min_max():
     insert_only = statement(BY_PRODUCT, **{"shop.lines": (3, 0)})
     assert "`_mv_recompute` as (" not in insert_only.sql
     assert "MIN/MAX recompute (insert-only)" in insert_only.steps_skipped
-    assert "greatest(`_mv_v`.`max_price`" in insert_only.sql and "least(`_mv_v`.`min_qty`" in insert_only.sql
+    assert "greatest(`_mv_t`.`max_price`" in insert_only.sql and "least(`_mv_t`.`min_qty`" in insert_only.sql
     mixed = statement(BY_PRODUCT, **{"shop.lines": (3, 2)})
     assert "`_mv_recompute` as (" in mixed.sql
     assert "MIN/MAX recompute of groups whose extreme was removed" in mixed.steps_run
-    # only groups where a removed value reaches the stored extreme are recomputed
-    assert "`_mv_d`.`_mv_dn_max_price` >= `_mv_v`.`max_price`" in mixed.sql
-    assert "`_mv_d`.`_mv_dn_min_qty` <= `_mv_v`.`min_qty`" in mixed.sql
+    # only groups where a removed value reaches the stored extreme are recomputed: the others
+    # (every removed value beyond the stored extreme) are safe
+    assert "(`_mv_d`.`_mv_dn_max_price` is null or (`_mv_v`.`max_price` is not null and `_mv_d`.`_mv_dn_max_price` < `_mv_v`.`max_price`))" in mixed.sql
+    assert "(`_mv_d`.`_mv_dn_min_qty` is null or (`_mv_v`.`min_qty` is not null and `_mv_d`.`_mv_dn_min_qty` > `_mv_v`.`min_qty`))" in mixed.sql
+    # recomputed from the flagged groups' rows only (a semi join below the aggregation)
+    recompute = mixed.sql.split("`_mv_recompute` as (", 1)[1]
+    assert (
+        "WHERE EXISTS(SELECT 1 FROM `_mv_flagged` AS `_mv_f` WHERE `_mv_f`.`product_id` IS NOT DISTINCT FROM "
+        "(`lines`.`product_id`)) GROUP BY `lines`.`product_id`"
+    ) in recompute
 
 
 def test_no_min_max_no_recompute_even_with_deletes():
@@ -87,7 +111,7 @@ def test_join_terms_only_for_changed_masters():
     assert only_orders.steps_run[0] == "DELTA o" and "DELTA l" in only_orders.steps_skipped
     both = statement(BY_STATUS, **{"shop.orders": (1, 1), "shop.lines": (2, 0)})
     assert both.steps_run[:2] == ("DELTA o", "DELTA l")
-    delta = both.sql.split("`_mv_delta` as (", 1)[1].split("\n), `_mv_flagged`", 1)[0]
+    delta = both.sql.split("`_mv_delta` as (", 1)[1].split("\n), `_mv_negative`", 1)[0]
     assert delta.count("UNION ALL") + delta.count("union all") >= 1
     # the term for lines reads orders in its new state; the term for orders reads lines in its
     # old state: new rows minus the inserted keys (insert-only log)
@@ -96,9 +120,18 @@ def test_join_terms_only_for_changed_masters():
 
 
 def test_global_aggregate_keeps_its_row():
-    sql = statement(GLOBAL, **{"shop.lines": (0, 3)}).sql
-    assert "\non true\n" in sql
-    assert "then 'D'" not in sql.split("when matched", 1)[0]
+    for changes in ((0, 3), (2, 1)):
+        only = statement(GLOBAL, **{"shop.lines": changes})
+        assert [w.name for w in only.writes] == ["merge"] and only.branch is None  # its one row always exists
+        assert "\non true\n" in only.sql
+        assert "then delete" not in only.sql
+
+
+def test_global_min_max_is_recomputed_only_when_flagged():
+    sql = statement("select count(*) as n, max(qty) as top from shop.lines", **{"shop.lines": (1, 1)}).sql
+    recompute = sql.split("`_mv_recompute` as (", 1)[1]
+    # over no rows a global aggregate still has a row: the flag filters after the aggregation
+    assert ") as `_mv_q`\nwhere exists (select 1 from `_mv_flagged`)" in recompute
 
 
 def test_unlogged_column_blocks_fast_refresh():

@@ -89,3 +89,51 @@ def _publish_moved(state):
     fake.commit("shop.v", "replace")  # main moved after the refresh staged its commit
     FastRefreshEngine(fake.query, fake.execute, fake.metadata()).publish("shop.v", state.encode())
     assert staged
+
+
+# --- a refresh of several writes: a write branch made where the state was read ---
+
+
+def _branch_refresh(main_moves: bool):
+    """A DELETE on the write branch, an INSERT staged on it, then the publish."""
+    fake = FakeIceberg()
+    fake.table("shop.v", [("a", "int")])
+    base = fake.tables["shop.v"].refs["main"]
+    state = ViewState(logs={"shop.mlog_t": LogPosition(7, 3)}, method="fast", base=base)
+    fake.create_branch("shop.v", "mv_write_1", base)
+    fake.execute("delete from `shop`.`v`.`branch_mv_write_1` where true")
+    fake.execute(f"set spark.wap.id={state.encode()}")
+    fake.execute("insert into `shop`.`v`.`branch_mv_write_1` values (1)")
+    fake.execute("reset spark.wap.id")
+    if main_moves:
+        fake.commit("shop.v", "replace")  # a compaction, or another refresh, lands first
+    engine = FastRefreshEngine(fake.query, fake.execute, fake.metadata())
+    plan = type("Plan", (), {"write_branch": "mv_write_1", "context": None})()
+    return fake, base, lambda: engine.publish("shop.v", state.encode(), plan)
+
+
+def test_a_branch_refresh_publishes_every_write_in_one_move_and_drops_its_branch():
+    fake, base, publish = _branch_refresh(main_moves=False)
+    summary = publish()
+    table = fake.tables["shop.v"]
+    published = table.snapshots[table.refs["main"]]
+    assert "wap.id" in published.summary and table.snapshots[published.parent_id].parent_id == base
+    assert set(table.refs) == {"main"}
+    assert summary == {"added-records": "1"}  # the staged write's counts and the branch's, added up
+
+
+def test_a_branch_refresh_that_loses_the_race_changes_nothing_and_drops_its_branch():
+    fake, base, publish = _branch_refresh(main_moves=True)
+    main = fake.tables["shop.v"].refs["main"]
+    with pytest.raises(ConcurrentRefreshError, match="committed while this one ran"):
+        publish()
+    assert fake.tables["shop.v"].refs == {"main": main}
+
+
+def test_write_branches_left_by_killed_refreshes_are_recognised_by_age():
+    from dbt_incremental_mv.refresh.publish import STALE_BRANCH_MS, stale_write_branches, write_branch
+
+    now = 1_800_000_000_000
+    fresh, old = write_branch(now - 1000), write_branch(now - STALE_BRANCH_MS - 1)
+    assert fresh != write_branch(now - 1000)  # unique even within a millisecond
+    assert stale_write_branches([fresh, old, "audit", "mv_capture_12"], now) == [old]

@@ -5,6 +5,8 @@ fails here."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from dbt_incremental_mv.bookkeeping import ViewState
@@ -107,20 +109,35 @@ def test_a_small_refresh_runs_only_the_statements_that_move_data(warehouse):
     warehouse.change("orders")
     line, statements, commits = warehouse.measured()
     assert line.startswith("fast refresh: "), line
-    write = statements[4]
+    # the change has inserts, updates and deletes: two writes, neither shuffling the view
+    first_write = {"join": "delete", "outer_join": "delete", "aggregate": "merge"}[warehouse.view_class]
     assert statements == [
         "capture: changelog of orders",  # Iceberg's changelog of the master's new commits
         "capture: append to mlog_orders",  # ... appended to a branch of the log
         "mark: log counts",  # the counts of every log that gained rows, in one statement
+        f"write on branch: {first_write}",  # the view's write branch
         "stage",
-        write,
+        "write on branch: insert",  # staged on it with the refresh's state
         "unstage",
         "purge mlog_orders",  # the log rows every view of the log consumed
     ], statements
-    assert write.startswith("write: ")
     assert len(statements) <= 10
-    # metadata commits: the capture's branch, the capture's and the view's compare-and-swap, the purge's record
-    assert [c.split(" ")[0] for c in commits] == ["create", "fast_forward", "fast_forward", "fast_forward"], commits
+    # metadata commits: the capture's branch, the capture's compare-and-swap, the view's write
+    # branch, the view's compare-and-swap (dropping the branch), the purge's record
+    assert [c.split(" ")[0] for c in commits] == ["create", "fast_forward", "create", "fast_forward", "fast_forward"], commits
+    assert not warehouse.fake.tables["shop.v"].refs.keys() - {"main"}  # the write branch went with the publish
+
+
+def test_a_write_branch_a_killed_refresh_left_is_dropped_by_the_next_refresh_that_writes(warehouse):
+    from dbt_incremental_mv.refresh.publish import STALE_BRANCH_MS, write_branch
+
+    view = warehouse.fake.tables["shop.v"]
+    killed = write_branch(int(time.time() * 1000) - STALE_BRANCH_MS - 1)
+    running = write_branch()  # another refresh's, still running: left alone
+    view.refs[killed] = view.refs[running] = view.refs["main"]
+    warehouse.change("orders")
+    warehouse.measured()
+    assert set(view.refs) == {"main", running}
 
 
 def test_a_refresh_of_an_unchanged_master_reads_no_log_of_it(warehouse):
