@@ -17,14 +17,14 @@ group (SQL Server's indexed-view maintenance, Oracle's aggregate fast refresh):
 2. **Per group** (matched null-safely on the GROUP BY columns): ``d_count = sum(sign)``, for each
    COUNT(x) ``sum(sign where x is not null)``, for each SUM(x) ``sum(sign * x)``; for MIN/MAX the
    extreme of the positive rows (candidates) and of the negative rows (possible removals).
-3. **Apply**, without a shuffle of the view (statement.py): a ``MERGE`` with MATCHED clauses
-   only (an inner join of the view with the delta, which Spark plans with the delta broadcast)
-   updates the existing groups and deletes those whose row count reaches 0 (SUM is NULL when its
-   hidden non-NULL count is 0, AVG = hidden sum / hidden count in the stored type); an
-   ``INSERT`` adds the new groups (delta groups not in the view: found with an inner join too,
-   then an anti join against that small result), staged on the write branch the MERGE went to.
-   Logs without after images cannot make a group: the MERGE alone is the commit. A global
-   aggregate (no GROUP BY) always keeps its one row.
+3. **Apply**, without a shuffle of the view (statement.py): a ``DELETE`` of the delta's groups
+   on the write branch (a scan of the view with the delta broadcast), then an ``INSERT`` of their
+   new rows staged on it: the delta joined with the groups' stored rows (read with the same
+   broadcast filter, so only a few rows are joined). A group reaching zero rows is not inserted
+   again; SUM is NULL when its hidden non-NULL count is 0; AVG = hidden sum / hidden count in the
+   stored type. A global aggregate (no GROUP BY) always keeps its one row. (A ``MERGE`` would
+   write the same delete files and rows, but Spark plans its join with the view from size
+   estimates that ignore how few rows the delta has, and a MERGE takes no join hint.)
 4. **MIN/MAX.** The new extreme is ``greatest(stored, candidates)`` (``least`` for MIN) unless a
    negative row may have removed the stored extreme: its value reaches the stored one (or the
    group had none). Only those groups are recomputed, from the masters as of the marked
@@ -47,7 +47,9 @@ from dbt_incremental_mv.analysis.hidden import ROW_COUNT_COLUMN
 from dbt_incremental_mv.analysis.model import HiddenPurpose
 from dbt_incremental_mv.logs.contract import DELETE, INSERT
 from dbt_incremental_mv.refresh.marked import MarkedLog
-from dbt_incremental_mv.refresh.statement import WRITE_BRANCH, RefreshStatement, Write, branch_target, refresh_writes
+from dbt_incremental_mv.refresh.statement import (
+    WRITE_BRANCH, RefreshStatement, Write, branch_target, broadcast, broadcast_exists, refresh_writes,
+)
 from dbt_incremental_mv.sql_text import ident, idents, relation, string
 
 SIGN = "_mv_sign"
@@ -277,12 +279,10 @@ def _group_match(left: str, right: str, columns: Sequence[str]) -> str:
     return " and ".join(f"{left}.{ident(c)} <=> {right}.{ident(c)}" for c in columns)
 
 
-def _recompute_ctes(view: ViewDefinition, view_table: str, marked: Mapping[str, MarkedLog], min_max: list[str]) -> list[str]:
+def _recompute_ctes(view: ViewDefinition, marked: Mapping[str, MarkedLog], min_max: list[str]) -> list[str]:
     """The groups whose stored extreme a negative row may have removed, recomputed from the
-    masters as of the marked snapshot. Found without a shuffle of the view: the groups with
-    negative rows that are in the view with every extreme safe (an inner join: the delta is
-    broadcast) are taken out of the groups with negative rows (an anti join against that
-    small result); a group not in the view has no stored extreme and is recomputed."""
+    masters as of the marked snapshot: the groups with negative rows, less those stored with
+    every extreme safe (a group not in the view has no stored extreme and is recomputed)."""
     keys = view.group_key_columns
     projection = ", ".join(f"`_mv_d`.{ident(c)}" for c in keys) or "1 as `_mv_one`"
     negative = " or ".join(f"`_mv_d`.{ident(_delta_name(c, 'n'))} is not null" for c in min_max)
@@ -307,9 +307,10 @@ def _recompute_ctes(view: ViewDefinition, view_table: str, marked: Mapping[str, 
     return [
         f"`_mv_negative` as (\nselect {projection} from `_mv_delta` as `_mv_d` where {negative}\n)",
         f"`_mv_safe` as (\nselect {projection} from `_mv_delta` as `_mv_d`\n"
-        f"join {view_table} as `_mv_v` on {_group_match('`_mv_d`', '`_mv_v`', keys)}\nwhere {safe}\n)",
+        f"join `_mv_stored` as `_mv_v` on {_group_match('`_mv_d`', '`_mv_v`', keys)}\nwhere {safe}\n)",
         f"`_mv_flagged` as (\nselect `_mv_n`.* from `_mv_negative` as `_mv_n`\n"
-        f"left anti join `_mv_safe` as `_mv_s` on {_group_match('`_mv_n`', '`_mv_s`', keys or ('_mv_one',))}\n)",
+        f"left anti join ({broadcast('select * from `_mv_safe`')}) as `_mv_s` "
+        f"on {_group_match('`_mv_n`', '`_mv_s`', keys or ('_mv_one',))}\n)",
         f"`_mv_recompute` as (\nselect {recomputed}, true as {ident(RECOMPUTED)} from (\n"
         f"{ViewDefinition.render_expression(restricted)}\n) as `_mv_q`{flagged_only}\n)",
     ]
@@ -322,8 +323,8 @@ def refresh_statement(
     view_types: Mapping[str, str] | None = None,
     branch: str = WRITE_BRANCH,
 ) -> RefreshStatement | None:
-    """The writes that apply the marked changes, or None when nothing is marked: a MERGE of the
-    existing groups and, when some log has after images, an INSERT of the new ones."""
+    """The writes that apply the marked changes, or None when nothing is marked: a DELETE of the
+    delta's groups on the write branch, then an INSERT of their new rows staged on it."""
     changed = [o.alias for o in view.occurrences if marked[o.master.name].has_changes]
     if not changed:
         return None
@@ -331,47 +332,42 @@ def refresh_statement(
     arguments = _Arguments(view)
     min_max = [o.name for o in view.outputs if o.kind in (OutputKind.MIN, OutputKind.MAX)]
     any_deletes = any(marked[o.master.name].deletes for o in view.occurrences)
-    # groups are born of after images only, and a global aggregate's one row always exists
-    new_groups = bool(view.group_key_columns) and any(marked[o.master.name].inserts for o in view.occurrences)
     recompute = bool(min_max) and any_deletes
     view_table = relation(view_relation)
-    target = branch_target(view_relation, branch) if new_groups else view_table
+    target = branch_target(view_relation, branch)
     keys = view.group_key_columns
     delta = _delta_query(view, _delta_terms(view, marked, arguments), arguments, min_max)
-    ctes = [f"`_mv_delta` as (\n{delta}\n)"]
+    # the stored rows of the delta's groups: a scan of the view with the delta broadcast, so
+    # what is joined afterwards is a few rows, never the whole view
+    in_delta = broadcast_exists("select * from `_mv_delta`", "`_mv_k`", _group_match("`_mv_k`", "`_mv_v`", keys))
+    ctes = [
+        f"`_mv_delta` as (\n{delta}\n)",
+        f"`_mv_stored` as (\nselect * from {view_table} as `_mv_v`\nwhere {in_delta}\n)",
+    ]
     rows = "select `_mv_d`.*"
     joins = ""
     if recompute:
-        ctes += _recompute_ctes(view, view_table, marked, min_max)
+        ctes += _recompute_ctes(view, marked, min_max)
         recomputed = [f"`_mv_r`.{ident(RECOMPUTED_PREFIX + c)}" for c in view.stored_columns if c not in keys]
         rows += f", {', '.join(recomputed)}, coalesce(`_mv_r`.{ident(RECOMPUTED)}, false) as {ident(RECOMPUTED)}"
         joins = f"\nleft join `_mv_recompute` as `_mv_r` on {_group_match('`_mv_d`', '`_mv_r`', keys)}"
-    # each group's delta (and recomputed values): what both writes read, as ``_mv_s``
-    source = f"with {', '.join(ctes)}\n{rows}\nfrom `_mv_delta` as `_mv_d`{joins}"
-
-    updated = _new_values(view, view_types, recompute, "`_mv_t`", "`_mv_s`")
+    ctes.append(f"`_mv_source` as (\n{rows}\nfrom `_mv_delta` as `_mv_d`{joins}\n)")
+    values = _new_values(view, view_types, recompute, "`_mv_t`", "`_mv_s`")
+    new_count = values[ROW_COUNT_COLUMN]
     stored = view.stored_columns
-    new_count = updated[ROW_COUNT_COLUMN]
-    merge = (
-        f"merge into {target} as `_mv_t`\nusing (\n{source}\n) as `_mv_s`\n"
-        f"on {_group_match('`_mv_t`', '`_mv_s`', keys)}\n"
-        + (f"when matched and {new_count} = 0 then delete\n" if keys else "")
-        + f"when matched then update set {', '.join(f'{ident(c)} = {updated[c]}' for c in stored if c not in keys)}"
+    from_source = (
+        f"from `_mv_source` as `_mv_s`\nleft join `_mv_stored` as `_mv_t` on {_group_match('`_mv_s`', '`_mv_t`', keys)}"
     )
-    writes = [Write("merge", merge)]
-    if new_groups:
-        inserted = _new_values(view, view_types, recompute, None, "`_mv_s`")
-        insert = (
-            f"insert into {target} ({idents(stored)})\n"
-            f"with `_mv_source` as (\n{source}\n),\n`_mv_existing` as (\n"
-            f"select {', '.join(f'`_mv_e`.{ident(c)}' for c in keys)} from `_mv_source` as `_mv_e`\n"
-            f"join {view_table} as `_mv_v` on {_group_match('`_mv_e`', '`_mv_v`', keys)}\n)\n"
-            f"select {', '.join(f'{inserted[c]} as {ident(c)}' for c in stored)}\n"
-            f"from `_mv_source` as `_mv_s`\n"
-            f"left anti join `_mv_existing` as `_mv_x` on {_group_match('`_mv_s`', '`_mv_x`', keys)}\n"
-            f"where {inserted[ROW_COUNT_COLUMN]} > 0"  # a group born and gone within the refresh: nothing
-        )
-        writes.append(Write("insert", insert))
+    delete = (
+        f"delete from {target} as `_mv_v`\n"
+        f"where {broadcast_exists(delta, '`_mv_k`', _group_match('`_mv_k`', '`_mv_v`', keys))}"
+    )
+    insert = (
+        f"insert into {target} ({idents(stored)})\nwith {', '.join(ctes)}\n"
+        f"select {', '.join(f'{values[c]} as {ident(c)}' for c in stored)}\n{from_source}"
+        # a group whose rows all went is not inserted again; a global aggregate keeps its one row
+        + (f"\nwhere {new_count} > 0" if keys else "")
+    )
     run = tuple(f"DELTA {a}" for a in changed)
     if recompute:
         run += ("MIN/MAX recompute of groups whose extreme was removed",)
@@ -380,10 +376,11 @@ def refresh_statement(
         skipped += ("MIN/MAX recompute (insert-only)",)
     existed = f"`_mv_t`.{ident(ROW_COUNT_COLUMN)} is not null"
     stats = (
+        f"with {', '.join(ctes)}\n"
         f"select count_if(not {existed} and {new_count} > 0), count_if({existed} and {new_count} <> 0), "
         f"count_if({existed} and {new_count} = 0), "
         + (f"count_if(`_mv_s`.{ident(RECOMPUTED)})" if recompute else "0")
-        + f" from (\n{source}\n) as `_mv_s`\nleft join {view_table} as `_mv_t` on {_group_match('`_mv_s`', '`_mv_t`', keys)}"
+        + f"\n{from_source}"
     )
     labels = ("groups inserted", "groups updated", "groups deleted", "groups recomputed")
-    return refresh_writes(view_relation, branch, writes, run, skipped, stats, labels)
+    return refresh_writes(view_relation, branch, [Write("delete", delete), Write("insert", insert)], run, skipped, stats, labels)

@@ -23,7 +23,9 @@ from collections.abc import Mapping
 
 from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.refresh.marked import MarkedLog
-from dbt_incremental_mv.refresh.statement import WRITE_BRANCH, RefreshStatement, Write, branch_target, refresh_writes
+from dbt_incremental_mv.refresh.statement import (
+    WRITE_BRANCH, RefreshStatement, Write, branch_target, broadcast, refresh_writes,
+)
 from dbt_incremental_mv.sql_text import ident, idents, relation
 
 
@@ -35,7 +37,7 @@ def _sources(view: ViewDefinition, marked: Mapping[str, MarkedLog], restricted_a
         if occurrence.alias == restricted_alias:
             key = ", ".join(ident(k) for k in log.spec.key)
             sources[occurrence.alias] = (
-                f"(select * from {log.master_as_of()} where ({key}) in ({log.changed_keys('inserts')}))"
+                f"(select * from {log.master_as_of()} where ({key}) in ({broadcast(log.changed_keys('inserts'))}))"
             )
         else:
             sources[occurrence.alias] = log.master_as_of()
@@ -50,7 +52,7 @@ def _del_condition(view: ViewDefinition, marked: Mapping[str, MarkedLog], aliase
         columns = view.key_columns(alias)
         by_source = {h.source_column.lower(): h.name for h in columns}
         hidden = ", ".join(ident(by_source[k]) for k in log.spec.key)
-        parts.append(f"({hidden}) in ({log.changed_keys()})")
+        parts.append(f"({hidden}) in ({broadcast(log.changed_keys())})")
     return "\n   or ".join(parts)
 
 

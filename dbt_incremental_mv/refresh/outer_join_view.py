@@ -34,7 +34,9 @@ from collections.abc import Mapping
 
 from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.refresh.marked import MarkedLog
-from dbt_incremental_mv.refresh.statement import WRITE_BRANCH, RefreshStatement, Write, branch_target, refresh_writes
+from dbt_incremental_mv.refresh.statement import (
+    WRITE_BRANCH, RefreshStatement, Write, branch_target, broadcast, refresh_writes,
+)
 from dbt_incremental_mv.sql_text import ident, idents, relation
 
 
@@ -51,7 +53,7 @@ def blocker(view: ViewDefinition, logged: Mapping[str, object]) -> str | None:
 
 def _restricted(log: MarkedLog, keys_sql: str) -> str:
     key = idents(log.spec.key)
-    return f"(select * from {log.master_as_of()} where ({key}) in ({keys_sql}))"
+    return f"(select * from {log.master_as_of()} where ({key}) in ({broadcast(keys_sql)}))"
 
 
 def _new_state(view: ViewDefinition, marked: Mapping[str, MarkedLog], restricted: dict[str, str] | None = None) -> str:
@@ -81,7 +83,7 @@ def _affected_anchor_keys(
             continue
         hidden = _hidden_key(view, alias, log)
         parts.append(  # the old slices it is in
-            f"select {renamed} from {relation(view_relation)} where ({idents(hidden)}) in ({log.changed_keys()})"
+            f"select {renamed} from {relation(view_relation)} where ({idents(hidden)}) in ({broadcast(log.changed_keys())})"
         )
         present = " and ".join(f"{ident(h)} is not null" for h in hidden)
         new_rows = _new_state(view, marked, {alias: _restricted(log, log.changed_keys())})
@@ -112,14 +114,14 @@ def refresh_statement(
         writes = [Write("insert", f"insert into {target} ({idents(stored)})\n{rows}")]
         return refresh_writes(view_relation, branch, writes, (f"INS {root}",), skipped)
     if changed == [root] and not root_log.inserts:  # anchor rows gone: so are their slices
-        sql = f"delete from {target}\nwhere ({idents(root_hidden)}) in ({root_log.changed_keys()})"
+        sql = f"delete from {target}\nwhere ({idents(root_hidden)}) in ({broadcast(root_log.changed_keys())})"
         return refresh_writes(view_relation, branch, [Write("delete", sql)], (f"DEL {root}",), skipped)
     # the affected keys read the view as it was (main): the DELETE goes to the write branch
     keys = _affected_anchor_keys(view, view_relation, marked, changed)
     new_slices = _new_state(view, marked, {root: _restricted(root_log, keys)})
     on_branch = branch_target(view_relation, branch)
     writes = [
-        Write("delete", f"delete from {on_branch}\nwhere ({idents(root_hidden)}) in ({keys})"),
+        Write("delete", f"delete from {on_branch}\nwhere ({idents(root_hidden)}) in ({broadcast(keys)})"),
         Write("insert", f"insert into {on_branch} ({idents(stored)})\n{new_slices}"),
     ]
     return refresh_writes(view_relation, branch, writes, tuple(f"SLICES {a}" for a in changed) + ("DEL+INS slices",), skipped)

@@ -60,3 +60,15 @@ def refresh_writes(
     return RefreshStatement(
         tuple(writes), steps_run, steps_skipped, stats_sql, stats_labels, branch if len(writes) > 1 else None
     )
+
+
+def broadcast(query: str) -> str:
+    """``query`` (a few changed keys) hinted to be broadcast where it filters a big table with
+    IN or EXISTS: Spark's estimate of it (from the sizes of the tables it reads, not from its
+    few rows) would otherwise plan a sort-merge join that shuffles the big table."""
+    return f"select /*+ BROADCAST */ * from (\n{query}\n)"
+
+
+def broadcast_exists(query: str, alias: str, condition: str) -> str:
+    """``EXISTS`` a row of ``query`` (as ``alias``) meeting ``condition``, broadcast (see broadcast)."""
+    return f"exists (select /*+ BROADCAST */ 1 from (\n{query}\n) as {alias} where {condition})"

@@ -114,9 +114,9 @@ class TestCaptureLosingARace(RobustnessTests):
 
 
 class TestKilledRefresh(RobustnessTests):
-    # the capture's branch written; the view's change staged; published, before the purge (a JVM
+    # the capture's branch written; the view's first write on its write branch; published, before the purge (a JVM
     # start each: the in-process fault test above covers every other statement)
-    KILL_POINTS = ("insert into", "merge into", "'main', 'mv_publish_")
+    KILL_POINTS = ("insert into", "delete from", "'main', 'mv_publish_")
 
     @pytest.mark.parametrize("point", KILL_POINTS)
     def test_a_killed_refresh_is_rerun_to_the_same_view(self, project, profiles_root, point):
@@ -146,14 +146,14 @@ class TestTwoRefreshesOfOneView(RobustnessTests):
 
         spark = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
         view = f"{project.test_schema}.customer_totals"
-        # another commit lands on the view while this refresh has staged its MERGE (a compaction
+        # another commit lands on the view while this refresh writes on its write branch (a compaction
         # here: it moves main as a competing refresh would, and keeps the bookkeeping readable)
         competitor = f"call spark_catalog.system.rewrite_data_files(table => '{view}', options => map('rewrite-all', 'true'))"
         for batched in (True, False):
             workload.round(8, masters=["orders"], batched=batched)
             FaultInjection.on_fault = lambda: spark.sql(competitor).collect()
             try:
-                results, log = run("--select", "customer_totals", fault_at="merge into", expect_pass=False)
+                results, log = run("--select", "customer_totals", fault_at="delete from", expect_pass=False)
             finally:
                 FaultInjection.on_fault = None
             assert "another refresh of" in log and "committed while this one ran" in log, log
@@ -162,7 +162,7 @@ class TestTwoRefreshesOfOneView(RobustnessTests):
         workload.round(6, masters=["orders"], kinds=("insert",))  # insert-only: an append, the case
         FaultInjection.on_fault = lambda: spark.sql(competitor).collect()  # cherry-picking got wrong
         try:
-            run("--select", "customer_totals", fault_at="merge into", expect_pass=False)
+            run("--select", "customer_totals", fault_at="delete from", expect_pass=False)
         finally:
             FaultInjection.on_fault = None
         run()

@@ -42,35 +42,29 @@ def test_nothing_marked_means_no_statement():
     assert statement(BY_PRODUCT) is None
 
 
-def test_merge_of_existing_groups_then_insert_of_new_ones_deterministic_and_parseable():
+def test_delete_of_the_changed_groups_then_insert_of_their_new_rows_deterministic_and_parseable():
     first = statement(BY_PRODUCT, **{"shop.lines": (2, 1)})
     second = statement(BY_PRODUCT, **{"shop.lines": (2, 1)})
     assert first.sql == second.sql
-    merge, insert = first.writes
-    assert isinstance(sqlglot.parse_one(merge.sql, read="spark"), sqlglot.exp.Merge)
+    delete, insert = first.writes
+    assert isinstance(sqlglot.parse_one(delete.sql, read="spark"), sqlglot.exp.Delete)
     assert isinstance(sqlglot.parse_one(insert.sql, read="spark"), sqlglot.exp.Insert)
     # both go to the write branch; the second one is staged on it and published
     assert first.branch == "mv_write"
-    assert merge.sql.startswith("merge into `shop`.`v`.`branch_mv_write` as `_mv_t`")
+    assert delete.sql.startswith("delete from `shop`.`v`.`branch_mv_write` as `_mv_v`\nwhere exists (select /*+ BROADCAST */ 1")
     assert insert.sql.startswith("insert into `shop`.`v`.`branch_mv_write` (")
-    # groups are matched null-safely; MATCHED clauses only (an inner join: no shuffle of the view)
-    assert "on `_mv_t`.`product_id` <=> `_mv_s`.`product_id`" in merge.sql
-    assert "not matched" not in merge.sql
-    assert (
-        "when matched and case when `_mv_s`.`_mv_recomputed` then `_mv_s`.`_mv_r__mv_count` "
-        "else (coalesce(`_mv_t`.`_mv_count`, 0) + coalesce(`_mv_s`.`_mv_d__mv_count`, 0)) end = 0 then delete"
-    ) in merge.sql
-    # new groups: the delta's groups not in the view, found by an inner join, then an anti join
-    assert "join `shop`.`v` as `_mv_v` on `_mv_e`.`product_id` <=> `_mv_v`.`product_id`" in insert.sql
-    assert "left anti join `_mv_existing`" in insert.sql
+    # groups are matched null-safely; the delta is broadcast wherever it filters the view
+    assert delete.sql.endswith("as `_mv_k` where `_mv_k`.`product_id` <=> `_mv_v`.`product_id`)")
+    stored = insert.sql.split("`_mv_stored` as (", 1)[1].split("\n)", 1)[0]
+    assert stored.startswith("\nselect * from `shop`.`v` as `_mv_v`\nwhere exists (select /*+ BROADCAST */ 1 from (")
+    assert "left join `_mv_stored` as `_mv_t` on `_mv_s`.`product_id` <=> `_mv_t`.`product_id`" in insert.sql
+    # a group whose rows all went is not inserted again
+    assert insert.sql.endswith(
+        "else (coalesce(`_mv_t`.`_mv_count`, 0) + coalesce(`_mv_s`.`_mv_d__mv_count`, 0)) end > 0"
+    )
     # AVG is stored in its own type, from the hidden sum and count
-    assert "as decimal(14,6))" in merge.sql and "as decimal(14,6)) as `avg_price`" in insert.sql
-
-
-def test_delete_only_logs_need_no_insert_and_no_branch():
-    only = statement(BY_PRODUCT, **{"shop.lines": (0, 3)})
-    assert [w.name for w in only.writes] == ["merge"] and only.branch is None
-    assert only.sql.startswith("merge into `shop`.`v` as `_mv_t`")
+    assert "as decimal(14,6)) as `avg_price`" in insert.sql
+    assert "merge into" not in first.sql  # Spark takes no join hint in a MERGE
 
 
 def test_single_master_reads_only_its_log():
@@ -122,9 +116,9 @@ def test_join_terms_only_for_changed_masters():
 def test_global_aggregate_keeps_its_row():
     for changes in ((0, 3), (2, 1)):
         only = statement(GLOBAL, **{"shop.lines": changes})
-        assert [w.name for w in only.writes] == ["merge"] and only.branch is None  # its one row always exists
-        assert "\non true\n" in only.sql
-        assert "then delete" not in only.sql
+        delete, insert = only.writes
+        assert delete.sql.endswith("as `_mv_k` where true)")  # its one row is replaced
+        assert "> 0" not in insert.sql.rsplit("left join `_mv_stored`", 1)[1]  # ... even at count 0
 
 
 def test_global_min_max_is_recomputed_only_when_flagged():
