@@ -31,12 +31,16 @@ class LogPosition:
 class ViewState:
     logs: dict[str, LogPosition] = field(default_factory=dict)  # by log relation
     method: str = "complete"  # how the commit was made: build, complete or fast
-    base: int | None = None  # the view snapshot the commit was made on: makes every wap.id unique
+    base: int | None = None  # the view snapshot the commit was made on
+    # this refresh run, so that two refreshes racing from the same state stage distinct wap.ids
+    # (each finds and publishes its own staged snapshot, never the other's)
+    run: str | None = None
 
     def encode(self) -> str:
         payload = {
             "base": self.base,
             "method": self.method,
+            **({"run": self.run} if self.run is not None else {}),
             "logs": {
                 name: [pos.sequence, pos.master_snapshot, sorted(pos.commits)]
                 + ([pos.log_snapshot] if pos.log_snapshot is not None else [])
@@ -64,6 +68,10 @@ class ViewState:
                 for name, entry in payload["logs"].items()
             }
             base = payload.get("base")
-            return cls(logs=logs, method=str(payload["method"]), base=None if base is None else int(base))
+            run = payload.get("run")
+            return cls(
+                logs=logs, method=str(payload["method"]), base=None if base is None else int(base),
+                run=None if run is None else str(run),
+            )
         except (ValueError, KeyError, TypeError):
             return None

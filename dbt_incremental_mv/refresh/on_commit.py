@@ -3,6 +3,8 @@ built fast_refresh view that reads it, each in one staged commit on the view."""
 
 from __future__ import annotations
 
+import secrets
+
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -112,7 +114,7 @@ def _refresh_view(
         position.sequence, marked[spec.master_relation].master_snapshot, tuple(sorted({*position.commits, *commits})),
         position.log_snapshot,
     )
-    new_state = ViewState(logs=logs, method="on-commit", base=read_at)
+    new_state = ViewState(logs=logs, method="on-commit", base=read_at, run=secrets.token_hex(6))
     wap_id = new_state.encode()
     *before, last = statement.writes
     if statement.branch is not None:

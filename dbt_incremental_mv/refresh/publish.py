@@ -91,6 +91,7 @@ def commit_state(marked, method: str, base: int | None) -> ViewState:
         },
         method=method,
         base=base,
+        run=secrets.token_hex(6),
     )
 
 

@@ -21,3 +21,16 @@ def test_the_base_snapshot_makes_ids_of_identical_refreshes_differ():
     second = ViewState(logs={"l": LogPosition(1, 2)}, method="complete", base=11)
     assert first.encode() != second.encode()
     assert ViewState.decode(second.encode()).base == 11
+
+
+def test_two_refreshes_from_the_same_state_stage_distinct_wap_ids():
+    """Racing refreshes each find and publish their own staged snapshot, never the other's."""
+    from dbt_incremental_mv.refresh.publish import commit_state
+
+    marked = {}
+    first, second = commit_state(marked, "fast", base=41), commit_state(marked, "fast", base=41)
+    assert first.encode() != second.encode()
+    assert ViewState.decode(first.encode()) == first
+    # a state recorded before runs were named still decodes
+    old = ViewState(logs={"s.mlog_t": LogPosition(3, 9)}, method="fast", base=41)
+    assert ViewState.decode(old.encode()) == old and old.run is None
