@@ -51,6 +51,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import dbt_runs  # noqa: E402
+from spark_steps import session, timed  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -145,21 +146,6 @@ def spark_helper(step: str, payload: dict) -> dict:
     return result
 
 
-def _session(payload: dict):
-    from dbt_incremental_mv.embedded import start_session
-
-    spark = start_session(warehouse=payload["warehouse"], iceberg_jars="auto",
-                          user_params={"spark.driver.memory": payload.get("driver_memory", "4g")})
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
-
-
-def _timed(spark, sql: str) -> tuple[float, list]:
-    started = time.perf_counter()
-    rows = spark.sql(sql).collect()
-    return round(time.perf_counter() - started, 3), rows
-
-
 def step_generate(spark, p: dict) -> dict:
     n, c = p["orders"], p["customers"]
     unmatched = max(c // 50, 1)  # ~2% of orders reference no customer: the inner join drops them
@@ -170,14 +156,14 @@ def step_generate(spark, p: dict) -> dict:
     timings = {}
     spark.sql("create namespace if not exists shop")
     spark.sql(f"create table shop.customers (customer_id bigint, name string, country string) using iceberg{table_props}")
-    timings["customers"], _ = _timed(spark, (
+    timings["customers"], _ = timed(spark, (
         "insert into shop.customers select id, concat('customer ', id), "
         "element_at(array('DE','FR','IT','ES','NL','PL','SE','PT','AT','BE'), cast(pmod(id, 10) as int) + 1) "
         f"from range(0, {c}, 1, 2)"
     ))
     spark.sql(f"create table shop.orders (order_id bigint, customer_id bigint, amount decimal(12,2), status string) "
               f"using iceberg{table_props}")
-    timings["orders"], _ = _timed(spark, (
+    timings["orders"], _ = timed(spark, (
         f"insert into shop.orders select id, pmod(hash(id, 17), {c + unmatched}), "
         "cast(pmod(hash(id, 3), 100000) / 100 as decimal(12,2)), "
         "element_at(array('new','paid','shipped','returned'), cast(pmod(id, 4) as int) + 1) "
@@ -229,7 +215,7 @@ def step_change(spark, p: dict) -> dict:
             table = "customers" if kind == "customer_updates" else "orders"
             where = sql.split(" where ", 1)[1]
             counts[kind] = spark.sql(f"select count(*) from shop.{table} where {where}").first()[0]
-        timings[kind], _ = _timed(spark, sql)
+        timings[kind], _ = timed(spark, sql)
     # What each master commit rewrote: with copy-on-write, a row-level change rewrites whole files,
     # and the changelog scan of capture reads both the removed and the added files.
     commits = {}
@@ -246,10 +232,10 @@ def step_verify(spark, p: dict) -> dict:
     query = DEFINING_QUERY.format(orders="shop.orders", customers="shop.customers")
     cols = ", ".join(COLUMNS)
     view = f"select {cols} from shop.{p['view']}"
-    t1, missing = _timed(spark, f"select count(*) from ({query} except all {view})")
-    t2, extra = _timed(spark, f"select count(*) from ({view} except all {query})")
-    _, view_rows = _timed(spark, f"select count(*) from shop.{p['view']}")
-    _, query_rows = _timed(spark, f"select count(*) from ({query})")
+    t1, missing = timed(spark, f"select count(*) from ({query} except all {view})")
+    t2, extra = timed(spark, f"select count(*) from ({view} except all {query})")
+    _, view_rows = timed(spark, f"select count(*) from shop.{p['view']}")
+    _, query_rows = timed(spark, f"select count(*) from ({query})")
     out = {
         "view": p["view"], "missing_rows": missing[0][0], "extra_rows": extra[0][0],
         "view_rows": view_rows[0][0], "query_rows": query_rows[0][0], "seconds": t1 + t2,
@@ -280,7 +266,7 @@ def analyze_refresh_statement(spark, view: str, merge_sql: str) -> dict:
     keys = re.findall(r"\) in \((select distinct .*?\n\))\)", sql, re.S)
     out: dict = {"view_snapshot_before": parent}
     timings = OrderedDict()
-    timings["view full scan (count)"], rows = _timed(spark, f"select count(*) from shop.{view} version as of {parent}")
+    timings["view full scan (count)"], rows = timed(spark, f"select count(*) from shop.{view} version as of {parent}")
     out["view_rows_before"] = rows[0][0]
     seen = set()
     for i, keysql in enumerate(keys):
@@ -289,16 +275,16 @@ def analyze_refresh_statement(spark, view: str, merge_sql: str) -> dict:
         seen.add(keysql)
         log = re.search(r"from `shop`\.`(mlog_\w+)`", keysql).group(1)
         kind = "after images" if "`_mv_op` = 'I'" in keysql else "all images"
-        t, rows = _timed(spark, f"select count(*) from ({keysql})")
+        t, rows = timed(spark, f"select count(*) from ({keysql})")
         timings[f"changed keys of {log} ({kind}): {rows[0][0]} keys"] = t
-    t, rows = _timed(spark, f"select count(*) from ({del_rows})")
+    t, rows = timed(spark, f"select count(*) from ({del_rows})")
     timings[f"DEL rows: view rows with a changed key ({rows[0][0]} rows)"] = t
     for part in ins_parts:
         restricted = re.search(r"\(select \* from `shop`\.`(\w+)` version as of \d+ where", part, re.I)
         name = restricted.group(1) if restricted else "?"
-        t, rows = _timed(spark, f"select count(*) from ({part})")
+        t, rows = timed(spark, f"select count(*) from ({part})")
         timings[f"INS rows of {name} ({rows[0][0]} rows)"] = t
-    t, rows = _timed(spark, f"select count(*) from ({delta})")
+    t, rows = timed(spark, f"select count(*) from ({delta})")
     timings[f"whole MERGE source (DEL+INS, {rows[0][0]} rows)"] = t
     out["timings"] = timings
     out["del_rows_plan"] = spark.sql(f"explain formatted select count(*) from ({del_rows})").first()[0][:20000]
@@ -321,7 +307,7 @@ SPARK_STEPS = {"generate": step_generate, "change": step_change, "verify": step_
 
 
 def spark_main(step: str, payload: dict) -> None:
-    spark = _session(payload)
+    spark = session(payload, default_memory="4g")
     result = SPARK_STEPS[step](spark, payload)
     print("RESULT " + json.dumps(result, default=str), flush=True)
     spark.stop()

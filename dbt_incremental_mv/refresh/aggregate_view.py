@@ -227,14 +227,12 @@ def _cast(expression: str, column: str, view_types: Mapping[str, str]) -> str:
     return f"cast({expression} as {spark_type})" if spark_type else expression
 
 
-def _new_values(
-    view: ViewDefinition, view_types: Mapping[str, str], recompute: bool, stored: str | None, source: str,
-) -> dict[str, str]:
+def _new_values(view: ViewDefinition, view_types: Mapping[str, str], recompute: bool, stored: str, source: str) -> dict[str, str]:
     """Each stored column's value after the refresh, from the row ``source`` (the group's delta
-    and, for recomputed groups, its recomputed values) and the stored row ``stored`` (None: a
-    new group)."""
+    and, for recomputed groups, its recomputed values) and the stored row ``stored`` (all NULL
+    for a new group)."""
     def old(column: str) -> str:
-        return f"{stored}.{ident(column)}" if stored is not None else "null"
+        return f"{stored}.{ident(column)}"
 
     def delta(column: str, tag: str = "") -> str:
         return f"{source}.{ident(_delta_name(column, tag))}"
@@ -383,4 +381,4 @@ def refresh_statement(
         + f"\n{from_source}"
     )
     labels = ("groups inserted", "groups updated", "groups deleted", "groups recomputed")
-    return refresh_writes(view_relation, branch, [Write("delete", delete), Write("insert", insert)], run, skipped, stats, labels)
+    return refresh_writes(branch, [Write("delete", delete), Write("insert", insert)], run, skipped, stats, labels)

@@ -89,4 +89,4 @@ def refresh_statement(
     if ins_aliases:
         ins_query = "\nunion\n".join(view.render_select(_sources(view, marked, alias)) for alias in ins_aliases)
         writes.append(Write("insert", f"insert into {target} ({idents(view.stored_columns)})\n{ins_query}"))
-    return refresh_writes(view_relation, branch, writes, run, skipped)
+    return refresh_writes(branch, writes, run, skipped)

@@ -17,7 +17,7 @@ from dbt_incremental_mv.refresh import view_classes
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 from dbt_incremental_mv.refresh.graph import dependency_relations, model_node, view_consumers
 from dbt_incremental_mv.refresh.marked import MarkedLog
-from dbt_incremental_mv.refresh.publish import open_write_branch, publish, write_branch
+from dbt_incremental_mv.refresh.publish import open_write_branch, publish, staged_statement, write_branch
 from dbt_incremental_mv.refresh.purge import purge_log
 from dbt_incremental_mv.refresh.view_state import view_state_at
 
@@ -115,18 +115,17 @@ def _refresh_view(
         position.log_snapshot,
     )
     new_state = ViewState(logs=logs, method="on-commit", base=read_at, run=secrets.token_hex(6))
-    wap_id = new_state.encode()
-    *before, last = statement.writes
     if statement.branch is not None:
         open_write_branch(ctx, view, statement.branch, read_at)
-    for write in before:
-        ctx.execute(write.sql)
-    ctx.execute(f"set spark.wap.id={wap_id}")
-    try:
-        ctx.execute(last.sql)
-    finally:
-        ctx.execute("reset spark.wap.id")
-    publish(ctx, view, wap_id, statement.branch)
+    for step in staged_statement(new_state, statement):  # the steps the materialization runs
+        if step.kind == "publish":
+            publish(ctx, view, step.sql, statement.branch)
+            continue
+        try:
+            ctx.execute(step.sql)
+        except Exception:
+            ctx.metadata.reset_staging()  # a failed staged write leaves no wap.id set behind
+            raise
     purged = purge_log(ctx, spec, new_state, view, graph, existing, snapshots.get(spec.log_relation))
     kind = marked[spec.master_relation].kind
     return (

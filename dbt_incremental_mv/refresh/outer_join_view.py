@@ -112,10 +112,10 @@ def refresh_statement(
     if changed == [root] and not root_log.deletes:  # new anchor rows: their slices are new
         rows = _new_state(view, marked, {root: _restricted(root_log, root_log.changed_keys("inserts"))})
         writes = [Write("insert", f"insert into {target} ({idents(stored)})\n{rows}")]
-        return refresh_writes(view_relation, branch, writes, (f"INS {root}",), skipped)
+        return refresh_writes(branch, writes, (f"INS {root}",), skipped)
     if changed == [root] and not root_log.inserts:  # anchor rows gone: so are their slices
         sql = f"delete from {target}\nwhere ({idents(root_hidden)}) in ({broadcast(root_log.changed_keys())})"
-        return refresh_writes(view_relation, branch, [Write("delete", sql)], (f"DEL {root}",), skipped)
+        return refresh_writes(branch, [Write("delete", sql)], (f"DEL {root}",), skipped)
     # the affected keys read the view as it was (main): the DELETE goes to the write branch
     keys = _affected_anchor_keys(view, view_relation, marked, changed)
     new_slices = _new_state(view, marked, {root: _restricted(root_log, keys)})
@@ -124,4 +124,4 @@ def refresh_statement(
         Write("delete", f"delete from {on_branch}\nwhere ({idents(root_hidden)}) in ({broadcast(keys)})"),
         Write("insert", f"insert into {on_branch} ({idents(stored)})\n{new_slices}"),
     ]
-    return refresh_writes(view_relation, branch, writes, tuple(f"SLICES {a}" for a in changed) + ("DEL+INS slices",), skipped)
+    return refresh_writes(branch, writes, tuple(f"SLICES {a}" for a in changed) + ("DEL+INS slices",), skipped)

@@ -99,9 +99,10 @@ def open_write_branch(ctx: RefreshContext, view_relation: str, branch: str, read
     """Make the write branch at the view snapshot the refresh read its state from, and drop the
     branches killed refreshes left behind (the Java API sees them: one metadata commit each)."""
     assert read_at is not None, "a fast refresh reads the view's state from a snapshot"
-    view = ctx.metadata.table(view_relation)
-    for stale in stale_write_branches(list(view.branches) if view is not None else []):
-        ctx.metadata.drop_branch(view_relation, stale)
+    if ctx.metadata.in_jvm:  # over SQL the refs are not read: no load of the view's metadata for nothing
+        view = ctx.metadata.table(view_relation)
+        for stale in stale_write_branches(list(view.branches) if view is not None else []):
+            ctx.metadata.drop_branch(view_relation, stale)
     ctx.metadata.create_branch(view_relation, branch, read_at)
     ctx.metadata.forget(view_relation)
 

@@ -2,16 +2,17 @@
 
 A refresh is one atomic commit on the view's ``main`` whatever number of statements it takes:
 
-- one write (an INSERT, a DELETE or a MERGE): staged with the refresh's state (``spark.wap.id``)
-  and published as a compare-and-swap (publish.py);
+- one write (an INSERT or a DELETE): staged with the refresh's state (``spark.wap.id``) and
+  published as a compare-and-swap (publish.py);
 - several writes: every write but the last goes to a *write branch* made at the snapshot the
   refresh read the view at; the last is staged on that branch with the state; publishing moves
   ``main`` to it (and drops the branch) in one compare-and-swap. This is what keeps each write
   free of a shuffle of the view: a DELETE of the affected rows is a scan of the view with the
-  changed keys broadcast, an INSERT reads no view at all, and a MERGE with MATCHED clauses only
-  is an inner join, which Spark can plan with the small delta broadcast. A MERGE that also
-  inserts (NOT MATCHED) is a right outer join of the view with the delta: the whole view is
-  shuffled and sorted, or broadcast.
+  changed keys broadcast, and an INSERT reads at most the view rows of those keys, through the
+  same broadcast filter. No MERGE writes a view: one that inserts (NOT MATCHED) is a right outer
+  join of the view with the delta, which shuffles and sorts (or broadcasts) the whole view, and
+  Spark 3.5 takes no join hint in a MERGE, so even a MATCHED-only one shuffles the view whenever
+  the delta's size is over-estimated.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ WRITE_BRANCH_PREFIX = "mv_write_"
 
 @dataclass(frozen=True)
 class Write:
-    name: str  # what it does, for dbt's log: "delete", "insert", "merge"
+    name: str  # what it does: "delete" or "insert"
     sql: str
 
 
@@ -53,7 +54,7 @@ def branch_target(view_relation: str, branch: str) -> str:
 
 
 def refresh_writes(
-    view_relation: str, branch: str, writes: list[Write], steps_run: tuple[str, ...], steps_skipped: tuple[str, ...],
+    branch: str, writes: list[Write], steps_run: tuple[str, ...], steps_skipped: tuple[str, ...],
     stats_sql: str | None = None, stats_labels: tuple[str, ...] = (),
 ) -> RefreshStatement:
     """A RefreshStatement of ``writes`` (their SQL already aimed at the branch when there are several)."""
