@@ -16,6 +16,10 @@ def main(argv: list[str] | None = None) -> int:
         "prepare-jars",
         help="prepare the offline Iceberg runtime (cached) and print the jars for spark.jars / --driver-class-path",
     )
+    commands.add_parser(
+        "jvm-archive",
+        help="build (once, cached) the class-data-sharing archive that makes the embedded session's JVM start faster",
+    )
     server = commands.add_parser(
         "thrift-server",
         help="run a local Spark Thrift Server with Iceberg (spark_catalog = Iceberg Hadoop catalog) until Ctrl-C",
@@ -37,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "thrift-server":
         return _thrift_server(args)
+    if args.command == "jvm-archive":
+        return _jvm_archive()
     if args.command == "prepare-jars":
         try:
             jars = prepare_offline_jars()
@@ -46,6 +52,27 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(",".join(jars.classpath))
     return 0
+
+
+def _jvm_archive() -> int:
+    """The archive for a profile with default settings (the embedded session with the bundled jars)."""
+    from pathlib import Path
+
+    from dbt_incremental_mv import jvm_archive
+    from dbt_incremental_mv.embedded import jars_for, session_settings
+
+    settings = session_settings(
+        warehouse=Path("warehouse").resolve(), user_params={}, iceberg_jars="auto", jars=jars_for("auto", {})
+    )
+    if not jvm_archive.enabled(settings):
+        print(f"off ({jvm_archive.SWITCH} is set)")
+        return 0
+    archive = jvm_archive.archive_path(settings)
+    if jvm_archive.build(settings, archive):
+        print(archive)
+        return 0
+    print(f"not built: another build of {archive} is running, or this JVM cannot dump archives", file=sys.stderr)
+    return 1
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -13,6 +13,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from dbt_incremental_mv import jvm_archive
 from dbt_incremental_mv.iceberg_runtime import ICEBERG_PACKAGE, IcebergJars, prepare_offline_jars
 
 DEFAULT_WAREHOUSE = "warehouse"
@@ -92,6 +93,7 @@ def start_session(*, warehouse: str | None, iceberg_jars: str, user_params: Mapp
     settings = session_settings(
         warehouse=path, user_params=user_params, iceberg_jars=iceberg_jars, jars=jars_for(iceberg_jars, user_params)
     )
+    settings = jvm_archive.session_options(settings)  # the JVM's classes mapped from an archive (see jvm_archive.py)
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -25,4 +25,7 @@ fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --force-reinstall "$repo"
 # Prepare the offline Iceberg runtime once (cached), so the first dbt command starts quickly.
 "$venv/bin/dbt-incremental-mv" prepare-jars >/dev/null
+# Build the JVM's class-data-sharing archive once (cached; ~35 s the first time): every dbt
+# command's Spark then starts ~2.5 s sooner. Not fatal: without it the JVM starts as before.
+"$venv/bin/dbt-incremental-mv" jvm-archive >/dev/null 2>&1 || true
 echo "$venv"

@@ -26,3 +26,31 @@ def test_session_settings_do_not_leak_between_connections(project):
     assert run_in_thread(adapter, "reader", f"show tables in {project.test_schema}") == [
         (project.test_schema, "shared_probe", False)
     ]
+
+
+def test_the_jvm_maps_the_class_archive_setup_built(tmp_path):
+    """scripts/setup.sh builds the class-data-sharing archive; a JVM with the embedded session's
+    classpath must be able to map it (``-Xshare:on`` refuses to start otherwise)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from dbt_incremental_mv import jvm_archive
+    from dbt_incremental_mv.embedded import jars_for, session_settings
+
+    settings = session_settings(warehouse=tmp_path, user_params={}, iceberg_jars="auto", jars=jars_for("auto", {}))
+    archive = jvm_archive.archive_path(settings)
+    assert archive.is_file(), f"{archive} was not built (scripts/setup.sh runs `dbt-incremental-mv jvm-archive`)"
+    probe = (
+        "import json, sys\n"
+        "from pyspark.sql import SparkSession\n"
+        "b = SparkSession.builder\n"
+        "for k, v in json.loads(sys.argv[1]).items(): b = b.config(k, v)\n"
+        "print(b.getOrCreate().sql('select 41 + 1').collect()[0][0])\n"
+    )
+    strict = jvm_archive.with_archive(settings, archive)
+    strict["spark.driver.extraJavaOptions"] = strict["spark.driver.extraJavaOptions"].replace(jvm_archive.QUIET, "-Xshare:on")
+    import json
+
+    done = subprocess.run([sys.executable, "-c", probe, json.dumps(strict)], capture_output=True, text=True, timeout=300, cwd=Path(tmp_path))
+    assert done.returncode == 0 and done.stdout.strip().endswith("42"), done.stderr[-2000:]
