@@ -191,6 +191,16 @@ def from_metadata_json(name: str, document: Mapping[str, Any]) -> TableMetadata:
 # ---------------------------------------------------------------- catalogs
 
 
+@dataclass(frozen=True)
+class DataFile:
+    """A live data file of a table, as its manifests describe it."""
+
+    path: str
+    sequence: int | None  # its data sequence number: every row in it was written at or before it
+    records: int
+    upper_bound: str | None = None  # of the column asked for (None: not asked, or no bound kept)
+
+
 class SqlCatalog:
     """Metadata through SQL statements: works over every connection method."""
 
@@ -395,6 +405,46 @@ class JvmCatalog:
         except Exception as exc:  # noqa: BLE001 - a concurrent removal; harmless
             logger.debug("branch %s of %s left behind: %s", branch, name, exc)
 
+    def data_files(self, name: str, upper_bound_of: str | None = None) -> list[DataFile]:
+        """The live data files of ``name`` (a scan plan: manifests only, no data read), each with
+        its data sequence number and the upper bound of column ``upper_bound_of``."""
+        table = self._table(name)
+        if table is None or table.currentSnapshot() is None:
+            return []
+        jvm = self.session._jvm
+        column = table.schema().findField(upper_bound_of) if upper_bound_of else None
+        found = []
+        scan = table.newScan()
+        tasks = (scan.includeColumnStats() if column is not None else scan).planFiles()
+        try:
+            iterator = tasks.iterator()
+            while iterator.hasNext():
+                data_file = iterator.next().file()
+                written = data_file.dataSequenceNumber()
+                upper = None
+                if column is not None:
+                    bounds = data_file.upperBounds()
+                    raw = bounds.get(column.fieldId()) if bounds is not None else None
+                    if raw is not None:
+                        upper = str(jvm.org.apache.iceberg.types.Conversions.fromByteBuffer(column.type(), raw))
+                found.append(DataFile(
+                    str(data_file.location()), None if written is None else int(written), int(data_file.recordCount()), upper,
+                ))
+        finally:
+            tasks.close()
+        return found
+
+    def delete_data_files(self, name: str, paths: Sequence[str]) -> None:
+        """Remove whole data files in one commit that reads no data (Iceberg's DeleteFiles)."""
+        table = self._table(name)
+        delete = table.newDelete()
+        for path in paths:
+            # a CharSequence that is not a String: py4j would pick the protected
+            # SnapshotProducer.deleteFile(String), which deletes the file from storage at once
+            delete.deleteFile(self.session._jvm.java.lang.StringBuilder(path))
+        delete.commit()
+        self.on_commit(f"delete {len(paths)} data files of {name} [metadata commit]")
+
     def drop_temp_view(self, view: str) -> None:
         self.session.catalog.dropTempView(view)
 
@@ -478,6 +528,17 @@ class Metadata:
     def drop_branch(self, name: str, branch: str) -> None:
         self.catalog.drop_branch(name, branch)
         self.forget(name)
+
+    def data_files(self, name: str, upper_bound_of: str | None = None) -> list[DataFile]:
+        """The live data files of a table (session mode only: the Java API's scan plan)."""
+        return self.catalog.data_files(name, upper_bound_of)
+
+    def delete_data_files(self, name: str, paths: Sequence[str]) -> None:
+        """Drop whole data files: a metadata-only delete (session mode only)."""
+        try:
+            self.catalog.delete_data_files(name, paths)
+        finally:
+            self.forget(name)
 
     def drop_temp_view(self, view: str) -> None:
         self.catalog.drop_temp_view(view)

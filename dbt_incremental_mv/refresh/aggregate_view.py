@@ -48,7 +48,8 @@ from dbt_incremental_mv.analysis.model import HiddenPurpose
 from dbt_incremental_mv.logs.contract import DELETE, INSERT
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.statement import (
-    WRITE_BRANCH, RefreshStatement, Write, branch_target, broadcast, broadcast_exists, refresh_writes,
+    WRITE_BRANCH, Cached, RefreshStatement, Write, branch_target, broadcast, broadcast_exists, cached_view,
+    refresh_writes,
 )
 from dbt_incremental_mv.sql_text import ident, idents, relation, string
 
@@ -335,13 +336,13 @@ def refresh_statement(
     target = branch_target(view_relation, branch)
     keys = view.group_key_columns
     delta = _delta_query(view, _delta_terms(view, marked, arguments), arguments, min_max)
+    # computed once (the writes name it up to six times), then read from the session's cache
+    cached = Cached(cached_view(branch, "delta"), delta)
     # the stored rows of the delta's groups: a scan of the view with the delta broadcast, so
     # what is joined afterwards is a few rows, never the whole view
     in_delta = broadcast_exists("select * from `_mv_delta`", "`_mv_k`", _group_match("`_mv_k`", "`_mv_v`", keys))
-    ctes = [
-        f"`_mv_delta` as (\n{delta}\n)",
-        f"`_mv_stored` as (\nselect * from {view_table} as `_mv_v`\nwhere {in_delta}\n)",
-    ]
+    stored_rows = f"`_mv_stored` as (\nselect * from {view_table} as `_mv_v`\nwhere {in_delta}\n)"
+    ctes = [f"`_mv_delta` as (\nselect * from {ident(cached.name)}\n)", stored_rows]
     rows = "select `_mv_d`.*"
     joins = ""
     if recompute:
@@ -358,7 +359,7 @@ def refresh_statement(
     )
     delete = (
         f"delete from {target} as `_mv_v`\n"
-        f"where {broadcast_exists(delta, '`_mv_k`', _group_match('`_mv_k`', '`_mv_v`', keys))}"
+        f"where {broadcast_exists(f'select * from {ident(cached.name)}', '`_mv_k`', _group_match('`_mv_k`', '`_mv_v`', keys))}"
     )
     insert = (
         f"insert into {target} ({idents(stored)})\nwith {', '.join(ctes)}\n"
@@ -373,12 +374,16 @@ def refresh_statement(
     if min_max and not recompute:
         skipped += ("MIN/MAX recompute (insert-only)",)
     existed = f"`_mv_t`.{ident(ROW_COUNT_COLUMN)} is not null"
+    # (the statistics are read before the writes, and the cached delta: the delta in full)
+    stats_ctes = [f"`_mv_delta` as (\n{delta}\n)", *ctes[1:]]
     stats = (
-        f"with {', '.join(ctes)}\n"
+        f"with {', '.join(stats_ctes)}\n"
         f"select count_if(not {existed} and {new_count} > 0), count_if({existed} and {new_count} <> 0), "
         f"count_if({existed} and {new_count} = 0), "
         + (f"count_if(`_mv_s`.{ident(RECOMPUTED)})" if recompute else "0")
         + f"\n{from_source}"
     )
     labels = ("groups inserted", "groups updated", "groups deleted", "groups recomputed")
-    return refresh_writes(branch, [Write("delete", delete), Write("insert", insert)], run, skipped, stats, labels)
+    return refresh_writes(
+        branch, [Write("delete", delete), Write("insert", insert)], run, skipped, stats, labels, (cached,)
+    )

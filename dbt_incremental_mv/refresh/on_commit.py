@@ -125,6 +125,8 @@ def _refresh_view(
             ctx.execute(step.sql)
         except Exception:
             ctx.metadata.reset_staging()  # a failed staged write leaves no wap.id set behind
+            for cached in statement.cached:  # ... nor cached data in the session
+                ctx.metadata.drop_temp_view(cached.name)
             raise
     purged = purge_log(ctx, spec, new_state, view, graph, existing, snapshots.get(spec.log_relation))
     kind = marked[spec.master_relation].kind

@@ -24,8 +24,9 @@ an update moving an inner row between slices recomputes both. NULL join keys sim
 - only anchor rows inserted: ``INSERT`` their slices; only anchor rows deleted: ``DELETE`` them;
 - otherwise a ``DELETE`` of the affected slices' rows on the refresh's write branch, then an
   ``INSERT`` of their new rows staged on it. Neither shuffles the view: the affected anchor
-  keys are read from the view's hidden key columns (a scan) and broadcast to the DELETE; the
-  new slices are the defining query with the anchor restricted to those keys.
+  keys are read from the view's hidden key columns (a scan), computed once into the session's
+  cache and broadcast to the DELETE; the new slices are the defining query with the anchor
+  restricted to those keys.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from collections.abc import Mapping
 from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.statement import (
-    WRITE_BRANCH, RefreshStatement, Write, branch_target, broadcast, refresh_writes,
+    WRITE_BRANCH, Cached, RefreshStatement, Write, branch_target, broadcast, cached_view, refresh_writes,
 )
 from dbt_incremental_mv.sql_text import ident, idents, relation
 
@@ -116,12 +117,15 @@ def refresh_statement(
     if changed == [root] and not root_log.inserts:  # anchor rows gone: so are their slices
         sql = f"delete from {target}\nwhere ({idents(root_hidden)}) in ({broadcast(root_log.changed_keys())})"
         return refresh_writes(branch, [Write("delete", sql)], (f"DEL {root}",), skipped)
-    # the affected keys read the view as it was (main): the DELETE goes to the write branch
-    keys = _affected_anchor_keys(view, view_relation, marked, changed)
+    # the affected keys read the view as it was (main): the DELETE goes to the write branch;
+    # both writes read them, computed once (they join the changed rows with the masters)
+    affected = Cached(cached_view(branch, "keys"), _affected_anchor_keys(view, view_relation, marked, changed))
+    keys = f"select * from {ident(affected.name)}"
     new_slices = _new_state(view, marked, {root: _restricted(root_log, keys)})
     on_branch = branch_target(view_relation, branch)
     writes = [
         Write("delete", f"delete from {on_branch}\nwhere ({idents(root_hidden)}) in ({broadcast(keys)})"),
         Write("insert", f"insert into {on_branch} ({idents(stored)})\n{new_slices}"),
     ]
-    return refresh_writes(branch, writes, tuple(f"SLICES {a}" for a in changed) + ("DEL+INS slices",), skipped)
+    run = tuple(f"SLICES {a}" for a in changed) + ("DEL+INS slices",)
+    return refresh_writes(branch, writes, run, skipped, cached=(affected,))

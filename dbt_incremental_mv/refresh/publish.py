@@ -17,6 +17,7 @@ from dbt_incremental_mv.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.conflicts import lost_race
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.statement import WRITE_BRANCH_PREFIX, RefreshStatement, Write
+from dbt_incremental_mv.sql_text import ident
 
 # Refreshes that apply changes to the view as it was (a complete refresh recomputes it instead).
 INCREMENTAL_METHODS = ("fast", "on-commit")
@@ -59,9 +60,18 @@ def staged(state: ViewState, name: str, write: str, before: Sequence[Write] = ()
 
 
 def staged_statement(state: ViewState, statement: RefreshStatement) -> list[Step]:
-    """The steps of a view class's writes: all staged on the write branch but the last."""
+    """The steps of a view class's writes: all staged on the write branch but the last; the
+    cached views they read made first and dropped after the last write."""
     *before, last = statement.writes
-    return staged(state, "main", last.sql, before)
+    steps = staged(state, "main", last.sql, before)
+    made = [Step("cache", f"cache table {ident(c.name)} as\n{c.sql}") for c in statement.cached]
+    dropped = [Step("uncache", drop_cached(c.name)) for c in statement.cached]
+    return made + steps[:-1] + dropped + steps[-1:]
+
+
+def drop_cached(name: str) -> str:
+    """Drop a cached temporary view (and its cached data)."""
+    return f"drop view if exists {ident(name)}"
 
 
 def write_branch(now_ms: int | None = None) -> str:

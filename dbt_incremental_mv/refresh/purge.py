@@ -2,19 +2,23 @@
 
 Only the view whose refresh moved its position can raise the floor of what every view consumed,
 so a refresh purges the logs it consumed from, using the counts its mark already read. In
-session mode the purge's commit is recorded in the log's properties, so the staleness check of
-the other views does not count their unconsumed rows across it."""
+session mode the purge drops whole files (a metadata-only delete through Iceberg's Java API:
+no row is read or rewritten) and its commit is recorded in the log's properties, so the
+staleness check of the other views does not count their unconsumed rows across it. Over SQL,
+and for logs consumed on commit (whose rows are consumed by commit id), it is a MERGE that
+deletes the consumed rows by row id."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dbt_incremental_mv.bookkeeping import ViewState
 from dbt_incremental_mv.conflicts import lost_race
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.logs import sql as log_sql
-from dbt_incremental_mv.logs.contract import LogSpec
+from dbt_incremental_mv.logs.contract import OP_COLUMN, RESET, WATERMARK, LogSpec
+from dbt_incremental_mv.metadata import DataFile
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 from dbt_incremental_mv.refresh.graph import view_consumers
 from dbt_incremental_mv.refresh.view_state import view_state
@@ -51,6 +55,8 @@ def purge_log(
     if not (consumed_rows or consumed_on_commit or stats["watermarks"] > WATERMARKS_BEFORE_PURGE):
         return []
     before = meta.main(spec.log_relation)
+    if meta.in_jvm and not any(commits for _, commits in positions):
+        return _purge_files(ctx, spec, floor, stats["watermark_sequence"], before)
     try:
         ctx.execute(log_sql.purge(spec, positions, stats["watermark_sequence"]))
     except Exception as exc:  # noqa: BLE001 - a concurrent write won; the next refresh purges
@@ -61,6 +67,39 @@ def purge_log(
     if not any(commits for _, commits in positions):  # rows consumed on commit may go past the floor: not recorded
         _record_purge(ctx, spec, before, floor)
     return [f"{spec.log_relation} through sequence {floor}"]
+
+
+def consumed_files(files: Sequence[DataFile], floor: int, watermark_sequence: int | None) -> list[str]:
+    """The log files every row of which the purge may delete: written at or before ``floor``
+    (row lineage: a row's sequence number is at most its file's), and holding no watermark
+    that is still the newest (its file's upper bound of the op column is below the markers)."""
+    doomed = []
+    for data_file in files:
+        if data_file.sequence is None or data_file.sequence > floor:
+            continue
+        superseded = watermark_sequence is None or data_file.sequence < watermark_sequence
+        no_markers = data_file.upper_bound is not None and data_file.upper_bound < min(WATERMARK, RESET)
+        if superseded or no_markers:
+            doomed.append(data_file.path)
+    return doomed
+
+
+def _purge_files(ctx: RefreshContext, spec: LogSpec, floor: int, watermark_sequence: int | None, before: int | None) -> list[str]:
+    """Purge by whole files: one metadata commit, no row read or rewritten. A capture appends a
+    commit's changes and its watermark as files of their own, so the files of consumed commits go
+    whole; rows of a file only partly consumed (another view lags) stay until all of it is, and
+    are never read again by a view past them (reads filter on the sequence number)."""
+    meta = ctx.metadata
+    doomed = consumed_files(meta.data_files(spec.log_relation, OP_COLUMN), floor, watermark_sequence)
+    if not doomed:
+        return []
+    try:
+        meta.delete_data_files(spec.log_relation, doomed)
+    except Exception as exc:  # noqa: BLE001 - a concurrent commit won; the next refresh purges
+        reason = str(getattr(exc, "msg", exc)).strip().splitlines()[0][:160]
+        return [f"{spec.log_relation} left for the next refresh (concurrent commit: {reason})"]
+    _record_purge(ctx, spec, before, floor)
+    return [f"{spec.log_relation} through sequence {floor} ({len(doomed)} whole file{'s' if len(doomed) > 1 else ''})"]
 
 
 def _record_purge(ctx: RefreshContext, spec: LogSpec, before: int | None, floor: int) -> None:

@@ -13,6 +13,11 @@ A refresh is one atomic commit on the view's ``main`` whatever number of stateme
   join of the view with the delta, which shuffles and sorts (or broadcasts) the whole view, and
   Spark 3.5 takes no join hint in a MERGE, so even a MATCHED-only one shuffles the view whenever
   the delta's size is over-estimated.
+
+What several writes (and several parts of one write) read in common, e.g. an aggregate's delta, is
+computed once into a *cached temporary view* of the session (``CACHE TABLE``) that they read, and
+dropped after the last write: Spark inlines a CTE at every reference (an aggregate's INSERT named
+its delta five times, each a union of joins of the logs with the masters: 65 table scans).
 """
 
 from __future__ import annotations
@@ -33,6 +38,14 @@ class Write:
 
 
 @dataclass(frozen=True)
+class Cached:
+    """A query the writes read more than once, computed once into a cached temporary view."""
+
+    name: str  # the temporary view (unique per run: it carries the write branch's name)
+    sql: str
+
+
+@dataclass(frozen=True)
 class RefreshStatement:
     writes: tuple[Write, ...]  # in order; the last one is staged with the refresh's state
     steps_run: tuple[str, ...]  # e.g. "DEL orders", "INS customers"
@@ -41,6 +54,7 @@ class RefreshStatement:
     stats_sql: str | None = None
     stats_labels: tuple[str, ...] = ()  # what each column of the stats row counts
     branch: str | None = None  # the write branch of a refresh of several writes (None: one write)
+    cached: tuple[Cached, ...] = ()  # computed before the writes, dropped after them
 
     @property
     def sql(self) -> str:
@@ -53,13 +67,18 @@ def branch_target(view_relation: str, branch: str) -> str:
     return f"{relation(view_relation)}.{ident('branch_' + branch)}"
 
 
+def cached_view(branch: str, what: str) -> str:
+    """The name of the cached temporary view of ``what`` for the run writing on ``branch``."""
+    return f"{branch}_{what}"
+
+
 def refresh_writes(
     branch: str, writes: list[Write], steps_run: tuple[str, ...], steps_skipped: tuple[str, ...],
-    stats_sql: str | None = None, stats_labels: tuple[str, ...] = (),
+    stats_sql: str | None = None, stats_labels: tuple[str, ...] = (), cached: tuple[Cached, ...] = (),
 ) -> RefreshStatement:
     """A RefreshStatement of ``writes`` (their SQL already aimed at the branch when there are several)."""
     return RefreshStatement(
-        tuple(writes), steps_run, steps_skipped, stats_sql, stats_labels, branch if len(writes) > 1 else None
+        tuple(writes), steps_run, steps_skipped, stats_sql, stats_labels, branch if len(writes) > 1 else None, cached
     )
 
 

@@ -14,7 +14,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
-from dbt_incremental_mv.metadata import LostRace, Metadata, Snapshot, TableMetadata
+from dbt_incremental_mv.metadata import DataFile, LostRace, Metadata, Snapshot, TableMetadata
 
 LOG_COLUMNS = [("_mv_op", "string"), ("_mv_commit", "bigint"), ("_mv_time", "timestamp")]
 
@@ -103,6 +103,24 @@ class FakeIceberg:
     def drop_branch(self, name: str, branch: str) -> None:
         self.tables[name].refs.pop(branch, None)
 
+    def data_files(self, name: str, upper_bound_of: str | None = None) -> list[DataFile]:
+        """A log's rows as files: per commit (sequence number), one of changes and one of markers,
+        as a capture's append writes them."""
+        files: dict[str, list[str]] = {}
+        for op, sequence, _ in self.tables[name].rows:
+            files.setdefault(f"{sequence}-{'marks' if op in ('W', 'R') else 'changes'}", []).append(op)
+        return [
+            DataFile(path, int(path.split("-")[0]), len(ops), max(ops) if upper_bound_of else None)
+            for path, ops in sorted(files.items())
+        ]
+
+    def delete_data_files(self, name: str, paths) -> None:
+        table = self.tables[name]
+        gone = set(paths)
+        table.rows = [r for r in table.rows if f"{r[1]}-{'marks' if r[0] in ('W', 'R') else 'changes'}" not in gone]
+        self.commit(name, "delete")
+        self.commits.append(f"delete_files {name} {sorted(gone)}")
+
     def drop_temp_view(self, view: str) -> None:
         pass
 
@@ -190,6 +208,8 @@ KINDS = (
     ("delete from `shop`.`v`", "write: delete"),
     ("insert overwrite `shop`.`v`", "write: overwrite"),
     ("reset spark.wap.id", "unstage"),
+    ("cache table `mv_write_", "cache: {what}"),
+    ("drop view if exists `mv_write_", "uncache: {what}"),
     ("merge into `shop`.`mlog_", "purge {log}"),
     ("create or replace table shop.v", "create view"),
 )
@@ -203,5 +223,8 @@ def statement_kinds(statements: list[str]) -> list[str]:
         kind = next((label for prefix, label in KINDS if text.startswith(prefix)), f"other: {text[:60]}")
         log = re.search(r"`shop`\.`(mlog_\w+)`", text)
         master = re.search(r"table => 'shop\.(\w+)'", text)
-        found.append(kind.format(log=log.group(1) if log else "?", master=master.group(1) if master else "?"))
+        what = re.search(r"`mv_write_\w*?_([a-z]+)`", text)
+        found.append(kind.format(
+            log=log.group(1) if log else "?", master=master.group(1) if master else "?", what=what.group(1) if what else "?",
+        ))
     return found

@@ -68,8 +68,7 @@ def test_delete_of_the_changed_groups_then_insert_of_their_new_rows_deterministi
 
 
 def test_single_master_reads_only_its_log():
-    sql = statement(BY_PRODUCT, **{"shop.lines": (3, 0)}).sql
-    delta = sql.split("`_mv_delta` as (", 1)[1].split("\n)", 1)[0]
+    delta = statement(BY_PRODUCT, **{"shop.lines": (3, 0)}).cached[0].sql
     assert "`logs`.`mlog_lines` VERSION AS OF 11" in delta
     assert "`shop`.`lines`" not in delta
 
@@ -105,7 +104,7 @@ def test_join_terms_only_for_changed_masters():
     assert only_orders.steps_run[0] == "DELTA o" and "DELTA l" in only_orders.steps_skipped
     both = statement(BY_STATUS, **{"shop.orders": (1, 1), "shop.lines": (2, 0)})
     assert both.steps_run[:2] == ("DELTA o", "DELTA l")
-    delta = both.sql.split("`_mv_delta` as (", 1)[1].split("\n), `_mv_negative`", 1)[0]
+    delta = both.cached[0].sql
     assert delta.count("UNION ALL") + delta.count("union all") >= 1
     # the term for lines reads orders in its new state; the term for orders reads lines in its
     # old state: new rows minus the inserted keys (insert-only log)
@@ -137,7 +136,23 @@ def test_unlogged_column_blocks_fast_refresh():
 
 @pytest.mark.parametrize("sql", [BY_PRODUCT, BY_STATUS, GLOBAL])
 def test_identifiers_quoted_values_literal(sql):
-    text = statement(sql, **{"shop.lines": (1, 1), "shop.orders": (1, 0)}).sql
+    made = statement(sql, **{"shop.lines": (1, 1), "shop.orders": (1, 0)})
+    text = "\n".join([*(c.sql for c in made.cached), made.sql])
     assert "VERSION AS OF 11" in text  # the marked log snapshot, as an integer literal
     for word in ("_mv_sign", "_mv_op", "_mv_action"):
         assert f" {word}" not in text.replace(f"`{word}`", "")
+
+
+def test_the_delta_is_computed_once_and_both_writes_read_it():
+    """Spark inlines a CTE at each reference: the delta (a union of joins of logs and masters) is
+    cached once instead of being evaluated by the DELETE and five times by the INSERT."""
+    made = statement(BY_STATUS, **{"shop.orders": (1, 1), "shop.lines": (2, 0)})
+    (cached,) = made.cached
+    assert cached.name == "mv_write_delta"
+    delete, insert = made.writes
+    for write in (delete.sql, insert.sql):
+        assert "`mv_write_delta`" in write
+        assert "VERSION AS OF" not in write.split("`_mv_recompute`")[0]  # no log or master read before the recompute
+    assert "union all" in cached.sql.lower()
+    # statistics are read before the writes: they compute the delta themselves
+    assert "`mv_write_delta`" not in made.stats_sql and cached.sql in made.stats_sql

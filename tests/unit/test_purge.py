@@ -1,0 +1,36 @@
+"""Purge by whole files: which log files every view has consumed entirely."""
+
+from dbt_incremental_mv.metadata import DataFile
+from dbt_incremental_mv.refresh.purge import consumed_files
+
+
+def files(*specs):
+    return [DataFile(path, sequence, 1, upper) for path, sequence, upper in specs]
+
+
+def test_files_at_or_before_the_floor_go_and_later_ones_stay():
+    log = files(("a", 1, "I"), ("b", 2, "D"), ("c", 3, "I"))
+    assert consumed_files(log, floor=2, watermark_sequence=3) == ["a", "b"]
+
+
+def test_the_newest_watermark_stays_and_superseded_ones_go():
+    # a capture appends its changes and its watermark as files of one commit (sequence 3)
+    log = files(("w1", 1, "W"), ("changes3", 3, "I"), ("w3", 3, "W"))
+    assert consumed_files(log, floor=3, watermark_sequence=3) == ["w1", "changes3"]
+
+
+def test_a_file_that_may_hold_the_newest_marker_stays():
+    # a file of the newest commit holding changes and the watermark, or one without bounds
+    log = files(("mixed3", 3, "W"), ("unknown3", 3, None), ("reset3", 3, "R"))
+    assert consumed_files(log, floor=3, watermark_sequence=3) == []
+    # ... until a newer watermark supersedes it
+    assert consumed_files(log, floor=3, watermark_sequence=4) == ["mixed3", "unknown3", "reset3"]
+
+
+def test_an_ingestion_log_without_watermarks_loses_every_consumed_file():
+    log = files(("a", 5, "I"), ("b", 6, "W"), ("c", 7, "D"))
+    assert consumed_files(log, floor=6, watermark_sequence=None) == ["a", "b"]
+
+
+def test_a_file_without_a_sequence_number_is_never_purged():
+    assert consumed_files(files(("v1", None, "I")), floor=10, watermark_sequence=None) == []
