@@ -101,7 +101,8 @@ def archive_path(settings: Mapping[str, str]) -> Path:
     import pyspark
 
     jars = Path(pyspark.__file__).parent / "jars"
-    parts = [_file_identity(_java()), f"pyspark {pyspark.__version__}"]
+    # the JVM's class path is PySpark's jars directory: another virtualenv is another class path
+    parts = [_file_identity(_java()), f"pyspark {pyspark.__version__} in {jars}"]
     parts += sorted(p.name for p in jars.glob("*.jar")) if jars.is_dir() else []
     for key in CLASSPATH_SETTINGS:
         value = settings.get(key)

@@ -56,7 +56,9 @@ def purge_log(
         return []
     before = meta.main(spec.log_relation)
     if meta.in_jvm and not any(commits for _, commits in positions):
-        return _purge_files(ctx, spec, floor, stats["watermark_sequence"], before)
+        files = meta.data_files(spec.log_relation, OP_COLUMN)
+        if not _rewritten_files(meta, spec, snapshot, floor, files):
+            return _purge_files(ctx, spec, files, floor, stats["watermark_sequence"], before)
     try:
         ctx.execute(log_sql.purge(spec, positions, stats["watermark_sequence"]))
     except Exception as exc:  # noqa: BLE001 - a concurrent write won; the next refresh purges
@@ -84,13 +86,26 @@ def consumed_files(files: Sequence[DataFile], floor: int, watermark_sequence: in
     return doomed
 
 
-def _purge_files(ctx: RefreshContext, spec: LogSpec, floor: int, watermark_sequence: int | None, before: int | None) -> list[str]:
+def _rewritten_files(meta, spec: LogSpec, snapshot: int, floor: int, files: Sequence[DataFile]) -> bool:
+    """Whether the log read has files newer than what every view consumed: rewritten files (an
+    earlier row-level purge, a compaction: their rows are older than the file) or captures a
+    lagging view has not consumed. Their consumed rows cannot go whole: the row-level purge runs."""
+    log = meta.table(spec.log_relation)
+    read = log.snapshots.get(snapshot) if log is not None else None
+    if read is None or read.sequence_number is None:
+        return True
+    return any(f.sequence is not None and floor < f.sequence <= read.sequence_number for f in files)
+
+
+def _purge_files(
+    ctx: RefreshContext, spec: LogSpec, files: Sequence[DataFile], floor: int, watermark_sequence: int | None,
+    before: int | None,
+) -> list[str]:
     """Purge by whole files: one metadata commit, no row read or rewritten. A capture appends a
     commit's changes and its watermark as files of their own, so the files of consumed commits go
-    whole; rows of a file only partly consumed (another view lags) stay until all of it is, and
-    are never read again by a view past them (reads filter on the sequence number)."""
+    whole (the newest watermark's file stays; a file holding both goes with the next capture)."""
     meta = ctx.metadata
-    doomed = consumed_files(meta.data_files(spec.log_relation, OP_COLUMN), floor, watermark_sequence)
+    doomed = consumed_files(files, floor, watermark_sequence)
     if not doomed:
         return []
     try:
