@@ -298,6 +298,8 @@ def _kind(sql: str, view: str | None, logs: set[str]) -> str:
         return "reset"
     if "mv_publish_" in sql or (view and f"fast_forward('{view}'" in sql):
         return "publish"
+    if sql.startswith(("cache table mv_write_", "drop view if exists mv_write_")):
+        return "write"  # what the view's writes read, computed once before them (dropped after)
     if any(token in sql for token in ("mv_capture_", "create_changelog_view", "mv_changes_", "added-delete-files")):
         return "capture"
     read_refs = re.match(r"select '([\w.]+)' as relation_name, snapshot_id from ", sql)

@@ -129,7 +129,7 @@ def step_verify(spark, p: dict) -> dict:
         result = compare(spark, v["relation"], v["query"])
         statements = p.get("explain", {}).get(v["name"])
         if statements:
-            result["explain"] = [explain(spark, statement) for statement in statements]
+            result["explain"] = explain_writes(spark, statements)
         out[v["name"]] = result
     return out
 
@@ -146,6 +146,27 @@ def compare(spark, relation: str, query: str) -> dict:
     missing, extra = missing[0][0], extra[0][0]
     return {"missing_rows": missing, "extra_rows": extra, "view_rows": view_rows, "query_rows": query_rows,
             "ok": missing == 0 and extra == 0 and view_rows == query_rows, "seconds": round(t1 + t2, 2)}
+
+
+def explain_writes(spark, statements: list[str]) -> list[dict]:
+    """EXPLAIN each write of a refresh; the cached views they read (``cache table ...``) are made
+    again first, lazily (registered, not computed: the plan shows where the writes read them), and
+    dropped after."""
+    plans, dropped = [], []
+    for statement in statements:
+        text = statement.strip()
+        if text.lower().startswith("cache table "):
+            try:
+                spark.sql("cache lazy table " + text[len("cache table "):])
+            except Exception as exc:  # noqa: BLE001 - best effort, as EXPLAIN
+                plans.append({"error": str(exc).splitlines()[0][:500]})
+        elif text.lower().startswith("drop view"):
+            dropped.append(text)
+        else:
+            plans.append(explain(spark, statement))
+    for statement in dropped:
+        spark.sql(statement)
+    return plans
 
 
 def explain(spark, statement: str) -> dict:
