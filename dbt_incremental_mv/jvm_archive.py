@@ -162,7 +162,7 @@ def _take_lock(archive: Path) -> bool:
     lock = _lock(archive)
     for _ in range(2):
         try:
-            os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
             return True
         except FileExistsError:
             if _building(archive):
