@@ -16,6 +16,7 @@ project (2 cores, idle): a ``dbt run`` with nothing to do 11.1 -> 8.4 s, a small
   temporary file renamed into place when complete: a dbt command never waits for it and never
   sees a half-written archive. The first embedded session without one starts that process;
   ``dbt-incremental-mv jvm-archive`` builds it in the foreground (``scripts/setup.sh`` does).
+  A JVM that cannot dump one (a Java older than 13) is not asked again in the background for a day.
 - Off with ``DBT_INCREMENTAL_MV_JVM_ARCHIVE=off``, or when the profile's own
   ``spark.driver.extraJavaOptions`` already choose a CDS setting.
 """
@@ -45,6 +46,8 @@ USER_CHOICES = ("-Xshare", "SharedArchiveFile", "ArchiveClassesAtExit")
 CLASSPATH_SETTINGS = ("spark.jars", "spark.jars.packages", "spark.driver.extraClassPath")
 # a build that has not finished in this long died: another may take over
 BUILD_TIMEOUT_S = 15 * 60
+# a JVM that could not dump an archive (e.g. a Java older than 13) is not asked again for a day
+FAILED_RETRY_S = 24 * 3600
 KEEP_ARCHIVES = 3  # archives of other classpaths kept (several virtualenvs on one machine)
 
 # What the builder runs: the kinds of statement a build and a fast refresh issue, so that the
@@ -134,7 +137,7 @@ def session_options(settings: Mapping[str, str], build: bool = True) -> dict[str
 
 def start_build(settings: Mapping[str, str], archive: Path) -> None:
     """Build the archive in a detached low-priority process (its output goes nowhere)."""
-    if _building(archive):
+    if _building(archive) or _failed(archive):
         return
     try:
         subprocess.Popen(
@@ -148,6 +151,13 @@ def start_build(settings: Mapping[str, str], archive: Path) -> None:
 
 def _lock(archive: Path) -> Path:
     return archive.with_suffix(".building")
+
+
+def _failed(archive: Path) -> bool:
+    try:
+        return time.time() - archive.with_suffix(".failed").stat().st_mtime < FAILED_RETRY_S
+    except OSError:
+        return False
 
 
 def _building(archive: Path) -> bool:
@@ -184,11 +194,16 @@ def build(settings: Mapping[str, str], archive: Path) -> bool:
     lock = _lock(archive)
     partial = archive.with_name(f"{archive.stem}.{os.getpid()}.partial")
     try:
-        with tempfile.TemporaryDirectory(prefix="dbt-mv-cds-") as warehouse:
-            _run_workload(settings, warehouse, partial)
+        try:
+            with tempfile.TemporaryDirectory(prefix="dbt-mv-cds-") as warehouse:
+                _run_workload(settings, warehouse, partial)
+        except Exception:  # noqa: BLE001 - the JVM did not start or did not stop cleanly
+            pass
         if partial.is_file() and partial.stat().st_size > 0:
             os.replace(partial, archive)
             _drop_old_archives(archive)
+        else:  # no background build of it for a while (the foreground command still tries)
+            archive.with_suffix(".failed").touch()
         return archive.is_file()
     finally:
         for leftover in (partial, lock):

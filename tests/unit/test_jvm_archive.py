@@ -88,7 +88,9 @@ def test_a_build_publishes_the_archive_only_when_the_jvm_wrote_it(monkeypatch):
     monkeypatch.setattr(jvm_archive, "_run_workload", workload)
     assert not jvm_archive.build(BASE, archive)  # the JVM wrote nothing: no archive, no lock left
     assert not archive.exists() and not jvm_archive._lock(archive).exists()
-    assert jvm_archive.build(BASE, archive)
+    monkeypatch.setattr(jvm_archive.subprocess, "Popen", lambda *a, **k: pytest.fail("a failed build is not retried at once"))
+    jvm_archive.start_build(BASE, archive)
+    assert jvm_archive.build(BASE, archive)  # the foreground command tries anyway
     assert archive.read_bytes() == b"classes" and not written[1].exists()
 
 
@@ -104,3 +106,15 @@ def test_old_archives_of_other_classpaths_are_dropped(cache):
     keep.write_bytes(b"x")
     jvm_archive._drop_old_archives(keep)
     assert sorted(p.name for p in folder.iterdir()) == ["spark-new.jsa", "spark-old0.jsa", "spark-old1.jsa"]
+
+
+def test_a_jvm_that_cannot_start_leaves_no_archive_and_no_lock(monkeypatch):
+    archive = jvm_archive.archive_path(BASE)
+
+    def unrecognized_option(settings, warehouse, partial):
+        raise RuntimeError("Java gateway process exited before sending its port number")
+
+    monkeypatch.setattr(jvm_archive, "_run_workload", unrecognized_option)
+    assert not jvm_archive.build(BASE, archive)
+    assert not archive.exists() and not jvm_archive._lock(archive).exists()
+    assert jvm_archive._failed(archive)
