@@ -153,18 +153,19 @@ def _lock(archive: Path) -> Path:
     return archive.with_suffix(".building")
 
 
-def _failed(archive: Path) -> bool:
+def _younger_than(marker: Path, seconds: float) -> bool:
     try:
-        return time.time() - archive.with_suffix(".failed").stat().st_mtime < FAILED_RETRY_S
+        return time.time() - marker.stat().st_mtime < seconds
     except OSError:
         return False
+
+
+def _failed(archive: Path) -> bool:
+    return _younger_than(archive.with_suffix(".failed"), FAILED_RETRY_S)
 
 
 def _building(archive: Path) -> bool:
-    try:
-        return time.time() - _lock(archive).stat().st_mtime < BUILD_TIMEOUT_S
-    except OSError:
-        return False
+    return _younger_than(_lock(archive), BUILD_TIMEOUT_S)
 
 
 def _take_lock(archive: Path) -> bool:

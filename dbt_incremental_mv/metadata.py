@@ -197,7 +197,6 @@ class DataFile:
 
     path: str
     sequence: int | None  # its data sequence number: every row in it was written at or before it
-    records: int
     upper_bound: str | None = None  # of the column asked for (None: not asked, or no bound kept)
 
 
@@ -427,9 +426,7 @@ class JvmCatalog:
                     raw = bounds.get(column.fieldId()) if bounds is not None else None
                     if raw is not None:
                         upper = str(jvm.org.apache.iceberg.types.Conversions.fromByteBuffer(column.type(), raw))
-                found.append(DataFile(
-                    str(data_file.location()), None if written is None else int(written), int(data_file.recordCount()), upper,
-                ))
+                found.append(DataFile(str(data_file.location()), None if written is None else int(written), upper))
         finally:
             tasks.close()
         return found

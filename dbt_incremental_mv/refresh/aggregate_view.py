@@ -338,11 +338,12 @@ def refresh_statement(
     delta = _delta_query(view, _delta_terms(view, marked, arguments), arguments, min_max)
     # computed once (the writes name it up to six times), then read from the session's cache
     cached = Cached(cached_view(branch, "delta"), delta)
+    from_cache = f"select * from {ident(cached.name)}"
     # the stored rows of the delta's groups: a scan of the view with the delta broadcast, so
     # what is joined afterwards is a few rows, never the whole view
     in_delta = broadcast_exists("select * from `_mv_delta`", "`_mv_k`", _group_match("`_mv_k`", "`_mv_v`", keys))
     stored_rows = f"`_mv_stored` as (\nselect * from {view_table} as `_mv_v`\nwhere {in_delta}\n)"
-    ctes = [f"`_mv_delta` as (\nselect * from {ident(cached.name)}\n)", stored_rows]
+    ctes = [f"`_mv_delta` as (\n{from_cache}\n)", stored_rows]
     rows = "select `_mv_d`.*"
     joins = ""
     if recompute:
@@ -359,7 +360,7 @@ def refresh_statement(
     )
     delete = (
         f"delete from {target} as `_mv_v`\n"
-        f"where {broadcast_exists(f'select * from {ident(cached.name)}', '`_mv_k`', _group_match('`_mv_k`', '`_mv_v`', keys))}"
+        f"where {broadcast_exists(from_cache, '`_mv_k`', _group_match('`_mv_k`', '`_mv_v`', keys))}"
     )
     insert = (
         f"insert into {target} ({idents(stored)})\nwith {', '.join(ctes)}\n"

@@ -62,13 +62,17 @@ def purge_log(
     try:
         ctx.execute(log_sql.purge(spec, positions, stats["watermark_sequence"]))
     except Exception as exc:  # noqa: BLE001 - a concurrent write won; the next refresh purges
-        reason = str(getattr(exc, "msg", exc)).strip().splitlines()[0][:160]
-        return [f"{spec.log_relation} left for the next refresh (concurrent commit: {reason})"]
+        return [_left_for_next_refresh(spec, exc)]
     finally:
         meta.forget(spec.log_relation)
     if not any(commits for _, commits in positions):  # rows consumed on commit may go past the floor: not recorded
         _record_purge(ctx, spec, before, floor)
     return [f"{spec.log_relation} through sequence {floor}"]
+
+
+def _left_for_next_refresh(spec: LogSpec, exc: Exception) -> str:
+    reason = str(getattr(exc, "msg", exc)).strip().splitlines()[0][:160]
+    return f"{spec.log_relation} left for the next refresh (concurrent commit: {reason})"
 
 
 def consumed_files(files: Sequence[DataFile], floor: int, watermark_sequence: int | None) -> list[str]:
@@ -111,8 +115,7 @@ def _purge_files(
     try:
         meta.delete_data_files(spec.log_relation, doomed)
     except Exception as exc:  # noqa: BLE001 - a concurrent commit won; the next refresh purges
-        reason = str(getattr(exc, "msg", exc)).strip().splitlines()[0][:160]
-        return [f"{spec.log_relation} left for the next refresh (concurrent commit: {reason})"]
+        return [_left_for_next_refresh(spec, exc)]
     _record_purge(ctx, spec, before, floor)
     return [f"{spec.log_relation} through sequence {floor} ({len(doomed)} whole file{'s' if len(doomed) > 1 else ''})"]
 

@@ -110,7 +110,7 @@ class FakeIceberg:
         for op, sequence, _ in self.tables[name].rows:
             files.setdefault(f"{sequence}-{'marks' if op in ('W', 'R') else 'changes'}", []).append(op)
         return [
-            DataFile(path, int(path.split("-")[0]), len(ops), max(ops) if upper_bound_of else None)
+            DataFile(path, int(path.split("-")[0]), max(ops) if upper_bound_of else None)
             for path, ops in sorted(files.items())
         ]
 

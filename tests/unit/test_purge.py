@@ -5,7 +5,7 @@ from dbt_incremental_mv.refresh.purge import consumed_files
 
 
 def files(*specs):
-    return [DataFile(path, sequence, 1, upper) for path, sequence, upper in specs]
+    return [DataFile(path, sequence, upper) for path, sequence, upper in specs]
 
 
 def test_files_at_or_before_the_floor_go_and_later_ones_stay():
