@@ -34,3 +34,21 @@ def test_an_ingestion_log_without_watermarks_loses_every_consumed_file():
 
 def test_a_file_without_a_sequence_number_is_never_purged():
     assert consumed_files(files(("v1", None, "I")), floor=10, watermark_sequence=None) == []
+
+
+def test_files_newer_than_the_floor_in_the_snapshot_read_send_the_purge_back_to_rows():
+    """A file newer than what every view consumed, yet in the log snapshot read, was rewritten by a
+    row-level purge (its rows are older than it) or is a lagging view's capture: whole files cannot
+    see its consumed rows, so the row-level purge runs. Files committed after the read do not count."""
+    from types import SimpleNamespace
+
+    from dbt_incremental_mv.metadata import Snapshot
+    from dbt_incremental_mv.refresh.purge import _rewritten_files
+
+    log = SimpleNamespace(snapshots={7: Snapshot(7, 6, "append", {}, 5), 8: Snapshot(8, 7, "overwrite", {}, None)})
+    meta = SimpleNamespace(table=lambda name: log)
+    spec = SimpleNamespace(log_relation="shop.mlog_orders")
+    assert not _rewritten_files(meta, spec, 7, 5, files(("a", 4, "I"), ("w", 5, "W")))
+    assert not _rewritten_files(meta, spec, 7, 5, files(("later", 6, "I")))  # committed after the read
+    assert _rewritten_files(meta, spec, 7, 4, files(("rewritten", 5, "W")))
+    assert _rewritten_files(meta, spec, 8, 5, files(("a", 4, "I")))  # no sequence number known: rows
