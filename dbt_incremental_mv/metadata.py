@@ -19,6 +19,7 @@ table calls :meth:`Metadata.forget` for it.
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import threading
@@ -198,6 +199,14 @@ class DataFile:
     path: str
     sequence: int | None  # its data sequence number: every row in it was written at or before it
     upper_bound: str | None = None  # of the column asked for (None: not asked, or no bound kept)
+
+
+# Iceberg types whose bounds a refresh turns into SQL range filters (integers, strings, dates):
+# comparisons Spark pushes down to Iceberg's file pruning unchanged (no cast of the column)
+BOUNDED_TYPES = ("INTEGER", "LONG", "STRING", "DATE")
+EPOCH = datetime.date(1970, 1, 1)
+
+Bound = int | str | datetime.date
 
 
 class SqlCatalog:
@@ -385,6 +394,54 @@ class JvmCatalog:
         logger.debug("%s", description)
         self.on_commit(description)
 
+    def column_bounds(
+        self, name: str, snapshot: int, columns: Sequence[str], after_sequence: int
+    ) -> dict[str, tuple[Bound, Bound]]:
+        """The range of values each of ``columns`` holds in the data files of ``snapshot``
+        written after sequence ``after_sequence``, from the files' column statistics (a scan
+        plan: manifests only, no data read). A column is left out when a file has no bounds
+        for it (statistics off, or a type not in BOUNDED_TYPES)."""
+        table = self._table(name)
+        if table is None or not columns:
+            return {}
+        jvm = self.session._jvm
+        schema = table.schemas().get(table.snapshot(snapshot).schemaId()) if table.snapshot(snapshot) else None
+        fields = {}
+        for column in columns:
+            found = schema.caseInsensitiveFindField(column) if schema is not None else None
+            if found is not None and str(found.type().typeId()) in BOUNDED_TYPES:
+                fields[column] = found
+        lows: dict[str, Any] = {}
+        highs: dict[str, Any] = {}
+        tasks = table.newScan().useSnapshot(snapshot).includeColumnStats().planFiles()
+        try:
+            iterator = tasks.iterator()
+            while iterator.hasNext() and fields:
+                data_file = iterator.next().file()
+                written = data_file.dataSequenceNumber()
+                if written is not None and int(written) <= after_sequence:
+                    continue  # every row in it was written at or before that sequence
+                lowers, uppers = data_file.lowerBounds(), data_file.upperBounds()
+                values, nulls = data_file.valueCounts(), data_file.nullValueCounts()
+                for column, found in list(fields.items()):
+                    field_id = found.fieldId()
+                    count = values.get(field_id) if values is not None else None
+                    none = nulls.get(field_id) if nulls is not None else None
+                    if count is not None and none is not None and int(count) == int(none):
+                        continue  # only NULLs here, which match no key
+                    lower = lowers.get(field_id) if lowers is not None else None
+                    upper = uppers.get(field_id) if uppers is not None else None
+                    if lower is None or upper is None:
+                        del fields[column]
+                        continue
+                    low = _bound(jvm, found, lower)
+                    high = _bound(jvm, found, upper)
+                    lows[column] = low if column not in lows else min(lows[column], low)
+                    highs[column] = high if column not in highs else max(highs[column], high)
+        finally:
+            tasks.close()
+        return {c: (lows[c], highs[c]) for c in fields if c in lows}
+
     def branch_head(self, name: str, branch: str) -> int | None:
         table = self._table(name)
         ref = table.refs().get(branch) if table is not None else None
@@ -447,6 +504,16 @@ class JvmCatalog:
 
     def reset_staging(self) -> None:
         self.session.conf.unset("spark.wap.id")
+
+
+def _bound(jvm: Any, field: Any, raw: Any) -> Bound:
+    value = jvm.org.apache.iceberg.types.Conversions.fromByteBuffer(field.type(), raw)
+    kind = str(field.type().typeId())
+    if kind == "DATE":
+        return EPOCH + datetime.timedelta(days=int(value))
+    if kind == "STRING":
+        return str(value)
+    return int(value)
 
 
 class Metadata:
@@ -529,6 +596,15 @@ class Metadata:
     def data_files(self, name: str, upper_bound_of: str | None = None) -> list[DataFile]:
         """The live data files of a table (session mode only: the Java API's scan plan)."""
         return self.catalog.data_files(name, upper_bound_of)
+
+    def column_bounds(
+        self, name: str, snapshot: int, columns: Sequence[str], after_sequence: int
+    ) -> dict[str, tuple[Bound, Bound]]:
+        """The range of values of ``columns`` in the rows of ``name`` (at ``snapshot``) written
+        after ``after_sequence``, from file statistics; empty over SQL (it would cost a job)."""
+        if not self.in_jvm:
+            return {}
+        return self.catalog.column_bounds(name, snapshot, columns, after_sequence)
 
     def delete_data_files(self, name: str, paths: Sequence[str]) -> None:
         """Drop whole data files: a metadata-only delete (session mode only)."""

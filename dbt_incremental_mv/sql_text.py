@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterable
 
 
@@ -29,3 +30,12 @@ def integer(value: int) -> str:
 
 def idents(names: Iterable[str]) -> str:
     return ", ".join(ident(n) for n in names)
+
+
+def literal(value: int | str | datetime.date) -> str:
+    """A Spark literal of an integer, a string or a date (what column bounds hold)."""
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        return f"date {string(value.isoformat())}"
+    if isinstance(value, str):
+        return string(value)
+    return integer(value)

@@ -15,33 +15,65 @@ keys (broadcast), the INSERT does not read the view. The INS rows of several mas
 combined with UNION (distinct): a new view row whose masters changed in the same refresh comes
 out of each master's INS query, but every view row is unique by its hidden key columns, so
 removing duplicates is exact.
+
+**One scan of the fact for its dimensions' INS steps.** The INS step of a dimension ``c``
+joined by ``o.customer_id = c.customer_id`` (its whole key) makes the same rows as the defining
+query with ``o`` restricted to ``customer_id IN <changed customers>`` (analysis/links.py). So the
+INS steps of an occurrence and of every dimension so linked to it are one query: that occurrence
+restricted to ``key IN <its changed keys> OR customer_id IN <changed customers> OR ...``, the
+rest read in full. Separately, each INS step read the fact in full for its dimension (a star of
+three changed masters: three scans of the fact, each with a shuffle of the joined dimension);
+together they read it once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from dbt_incremental_mv.analysis import ViewDefinition
+from dbt_incremental_mv.analysis.links import KeyLink, key_links
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.statement import (
-    WRITE_BRANCH, RefreshStatement, Write, branch_target, broadcast, refresh_writes,
+    WRITE_BRANCH, RefreshStatement, Write, branch_target, in_changed, refresh_writes,
 )
 from dbt_incremental_mv.sql_text import ident, idents, relation
 
 
-def _sources(view: ViewDefinition, marked: Mapping[str, MarkedLog], restricted_alias: str) -> dict[str, str]:
-    """Every occurrence as of its marked master snapshot; one of them restricted to its changed keys."""
-    sources = {}
-    for occurrence in view.occurrences:
-        log = marked[occurrence.master.name]
-        if occurrence.alias == restricted_alias:
-            key = ", ".join(ident(k) for k in log.spec.key)
-            sources[occurrence.alias] = (
-                f"(select * from {log.master_as_of()} where ({key}) in ({broadcast(log.changed_keys('inserts'))}))"
-            )
-        else:
-            sources[occurrence.alias] = log.master_as_of()
-    return sources
+def _restricted(
+    view: ViewDefinition, marked: Mapping[str, MarkedLog], alias: str, own: bool, links: list[KeyLink]
+) -> str:
+    """``alias`` as of its marked snapshot, restricted to the rows the INS steps of itself (when
+    ``own``) and of the dimensions ``links`` tie to it read: a disjunction."""
+    log = marked[view.occurrence(alias).master.name]
+    parts = []
+    if own:
+        parts.append(in_changed(log, log.spec.key, log.changed_keys("inserts")))
+    for link in links:
+        dimension = marked[view.occurrence(link.source).master.name]
+        parts.append(in_changed(dimension, link.columns, dimension.changed_keys("inserts")))
+    return f"(select * from {log.master_as_of()} where {' or '.join(parts)})"
+
+
+def _ins_groups(view: ViewDefinition, ins_aliases: list[str]) -> list[tuple[str, bool, list[KeyLink]]]:
+    """The INS steps as queries: (the occurrence restricted, whether its own INS step is one of
+    them, the dimensions whose INS steps it also runs). The occurrence that runs the most INS
+    steps goes first, and so on."""
+    links = [link for link in key_links(view) if link.inner]
+    left = list(ins_aliases)
+    groups = []
+    while left:
+        best_alias, best_links = left[0], []
+        for occurrence in view.occurrences:
+            alias = occurrence.alias
+            taken = [link for link in links if link.target == alias and link.source in left and link.source != alias]
+            taken = [link for i, link in enumerate(taken) if link.source not in {t.source for t in taken[:i]}]
+            covered = len(taken) + (alias in left)
+            if covered > len(best_links) + (best_alias in left):
+                best_alias, best_links = alias, taken
+        groups.append((best_alias, best_alias in left, best_links))
+        done = {best_alias} | {link.source for link in best_links}
+        left = [alias for alias in left if alias not in done]
+    return groups
 
 
 def _del_condition(view: ViewDefinition, marked: Mapping[str, MarkedLog], aliases: list[str]) -> str:
@@ -51,8 +83,7 @@ def _del_condition(view: ViewDefinition, marked: Mapping[str, MarkedLog], aliase
         log = marked[view.occurrence(alias).master.name]
         columns = view.key_columns(alias)
         by_source = {h.source_column.lower(): h.name for h in columns}
-        hidden = ", ".join(ident(by_source[k]) for k in log.spec.key)
-        parts.append(f"({hidden}) in ({broadcast(log.changed_keys())})")
+        parts.append(in_changed(log, [by_source[k] for k in log.spec.key], log.changed_keys()))
     return "\n   or ".join(parts)
 
 
@@ -87,6 +118,10 @@ def refresh_statement(
         # An update marks both images: its key is deleted and re-inserted, so DEL covers every image.
         writes.append(Write("delete", f"delete from {target}\nwhere {_del_condition(view, marked, del_aliases)}"))
     if ins_aliases:
-        ins_query = "\nunion\n".join(view.render_select(_sources(view, marked, alias)) for alias in ins_aliases)
+        sources = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
+        ins_query = "\nunion\n".join(
+            view.render_select({**sources, alias: _restricted(view, marked, alias, own, links)})
+            for alias, own, links in _ins_groups(view, ins_aliases)
+        )
         writes.append(Write("insert", f"insert into {target} ({idents(view.stored_columns)})\n{ins_query}"))
     return refresh_writes(branch, writes, run, skipped)

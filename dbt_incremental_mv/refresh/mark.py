@@ -2,7 +2,10 @@
 the newest sequence in the log snapshot read) and which master snapshot it reflects.
 
 A log that provably gained no row since the view's position (no commit since but compactions
-and the plugin's purges) is not read; the others are counted in one statement."""
+and the plugin's purges) is not read; the others are counted in one statement. In session mode
+the range of the marked keys comes with them, from the statistics of the log files written after
+the position (metadata only): the writes add it to their filters, so that Iceberg reads only the
+files of the masters and of the view that can hold those keys."""
 
 from __future__ import annotations
 
@@ -62,6 +65,11 @@ def mark_logs(ctx: RefreshContext, plan: RefreshPlan, state: ViewState | None) -
                 f"the history of {spec.master_relation} was rewritten or expired before it was captured",
             )
         master_snapshot = stats["captured_through"] if spec.capture else master_snapshots.get(spec.master_relation)
+        log_snapshot = log_snapshots.get(spec.log_relation)
+        bounds = (
+            meta.column_bounds(spec.log_relation, log_snapshot, spec.key, consumed)
+            if log_snapshot is not None and (stats["inserts"] or stats["deletes"]) else {}
+        )
         marked[spec.master_relation] = MarkedLog(
             spec=spec,
             log_snapshot=log_snapshots.get(spec.log_relation, 0),
@@ -71,5 +79,7 @@ def mark_logs(ctx: RefreshContext, plan: RefreshPlan, state: ViewState | None) -
             deletes=int(stats["deletes"]),
             master_snapshot=master_snapshot if master_snapshot is not None else -1,
             excluded=tuple(position.commits if position else ()),
+            logged=tuple(plan.logged_columns.get(spec.log_relation, ())),
+            key_bounds=tuple((column, *bounds[column]) for column in spec.key if column in bounds),
         )
     return marked

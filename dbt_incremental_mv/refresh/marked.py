@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dbt_incremental_mv.logs import sql as log_sql
 from dbt_incremental_mv.logs.contract import LogSpec, may_have_been_widened, normalize_type
-from dbt_incremental_mv.sql_text import ident, integer, relation, string
+from dbt_incremental_mv.metadata import Bound
+from dbt_incremental_mv.sql_text import ident, integer, literal, relation, string
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,9 @@ class MarkedLog:
     master_snapshot: int  # the master snapshot the refreshed view reflects
     excluded: tuple[int, ...] = ()  # commits the view already consumed on commit
     only: tuple[int, ...] | None = None  # on-commit refresh: just these commits
+    logged: tuple[str, ...] = ()  # the master columns the log's images carry (empty: not known)
+    # (key column, lowest, highest value) of the marked images, from the log files' statistics
+    key_bounds: tuple[tuple[str, Bound, Bound], ...] = ()
 
     @property
     def has_changes(self) -> bool:
@@ -66,6 +70,26 @@ class MarkedLog:
         if images == "inserts":
             rows += " and `_mv_op` = 'I'"
         return f"select distinct {', '.join(f'`{k}`' for k in self.spec.key)} from (\n{rows}\n)"
+
+    def key_range(self, names: Sequence[str] | None = None) -> str | None:
+        """``k BETWEEN lowest AND highest`` for each key column whose marked values are bounded
+        (named ``names``, in key order, e.g. the view's hidden key columns), or None.
+
+        Redundant with an ``IN`` of the changed keys, but Spark pushes it down to the scan, where
+        Iceberg skips the data files whose statistics are outside it: when changes cluster
+        (recent rows), the master or the view is read a few files at a time."""
+        renamed = dict(zip(self.spec.key, names or self.spec.key))
+        parts = [
+            f"{ident(renamed[column])} between {literal(low)} and {literal(high)}"
+            for column, low, high in self.key_bounds
+            if column in renamed
+        ]
+        return " and ".join(parts) or None
+
+    def logs_columns(self, columns: tuple[str, ...] | list[str]) -> bool:
+        """Whether the log's images carry every one of ``columns`` (master column names)."""
+        have = {c.casefold() for c in self.logged}
+        return bool(columns) and all(c.casefold() in have for c in columns)
 
     def images(self, columns: tuple[str, ...] | list[str], op: str | None = None) -> str:
         """The marked images' ``columns`` and ``_mv_op`` (only ``op`` images when given)."""

@@ -12,7 +12,11 @@ the anchor keys ``K`` whose slice may have changed:
 - a changed row of any other occurrence X: the anchor keys of the view rows it is in now (read
   from the view's hidden keys: the *old* slices), and of the rows it makes in the new state (the
   defining query with X restricted to its changed keys, keeping rows where X is not
-  null-extended: Spark turns that outer join into an inner one).
+  null-extended: Spark turns that outer join into an inner one). When X is joined to the anchor
+  on the anchor's whole key (``o.customer_id = c.customer_id``), those keys are X's own columns:
+  its log's before images hold the old slices' keys and its after images the new ones, so
+  neither the view nor the masters are read (when the log carries those columns; else the
+  changed rows of X are read, not joined). A key whose anchor row is gone finds no slice.
 
 That covers Oracle's cases in one rule: when the last matching inner row goes, the slice is
 recomputed and the outer row remains once, null-extended; when the first match appears, the
@@ -26,7 +30,9 @@ an update moving an inner row between slices recomputes both. NULL join keys sim
   ``INSERT`` of their new rows staged on it. Neither shuffles the view: the affected anchor
   keys are read from the view's hidden key columns (a scan), computed once into the session's
   cache and broadcast to the DELETE; the new slices are the defining query with the anchor
-  restricted to those keys.
+  restricted to those keys, and every occurrence joined to the anchor on the anchor's whole key
+  (``o.customer_id = c.customer_id``: analysis/links.py) restricted to them too: its other rows
+  find no anchor, and without the filter Spark reads (and shuffles) all of it for a few slices.
 """
 
 from __future__ import annotations
@@ -34,9 +40,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from dbt_incremental_mv.analysis import ViewDefinition
+from dbt_incremental_mv.analysis.links import KeyLink, key_links
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.statement import (
-    WRITE_BRANCH, Cached, RefreshStatement, Write, branch_target, broadcast, cached_view, refresh_writes,
+    WRITE_BRANCH, Cached, RefreshStatement, Write, branch_target, broadcast, cached_view, in_changed, refresh_writes,
 )
 from dbt_incremental_mv.sql_text import ident, idents, relation
 
@@ -52,9 +59,30 @@ def blocker(view: ViewDefinition, logged: Mapping[str, object]) -> str | None:
     return None
 
 
-def _restricted(log: MarkedLog, keys_sql: str) -> str:
+def _restricted(log: MarkedLog, keys_sql: str, *, marked_only: bool = False) -> str:
+    """The master as of its marked snapshot, restricted to the keys ``keys_sql`` returns; when
+    they are only keys its log marked (``marked_only``), within their range (statement.in_changed)."""
     key = idents(log.spec.key)
-    return f"(select * from {log.master_as_of()} where ({key}) in ({broadcast(keys_sql)}))"
+    condition = in_changed(log, log.spec.key, keys_sql) if marked_only else f"({key}) in ({broadcast(keys_sql)})"
+    return f"(select * from {log.master_as_of()} where {condition})"
+
+
+def _slices(view: ViewDefinition, marked: Mapping[str, MarkedLog], keys_sql: str, *, marked_only: bool = False) -> str:
+    """The defining query's slices of the anchor keys ``keys_sql`` returns (named as the anchor's
+    key columns): the anchor restricted to them, and so is every occurrence joined on its key.
+    ``marked_only``: they are keys the anchor's log marked (see _restricted)."""
+    root = anchor(view)
+    root_log = marked[view.occurrence(root).master.name]
+    restricted = {root: _restricted(root_log, keys_sql, marked_only=marked_only)}
+    for link in key_links(view):
+        if link.source == root and link.target not in restricted:
+            master = marked[view.occurrence(link.target).master.name]
+            condition = (
+                in_changed(root_log, link.columns, keys_sql) if marked_only
+                else f"({idents(link.columns)}) in ({broadcast(keys_sql)})"
+            )
+            restricted[link.target] = f"(select * from {master.master_as_of()} where {condition})"
+    return _new_state(view, marked, restricted)
 
 
 def _new_state(view: ViewDefinition, marked: Mapping[str, MarkedLog], restricted: dict[str, str] | None = None) -> str:
@@ -66,6 +94,13 @@ def _new_state(view: ViewDefinition, marked: Mapping[str, MarkedLog], restricted
 def _hidden_key(view: ViewDefinition, alias: str, log: MarkedLog) -> list[str]:
     by_source = {h.source_column.lower(): h.name for h in view.key_columns(alias)}
     return [by_source[k.lower()] for k in log.spec.key]
+
+
+def _linked_anchor_keys(link: KeyLink, root_log: MarkedLog, rows: str) -> str:
+    """The anchor keys (named as the anchor's key columns) that ``rows`` of ``link.target`` hold."""
+    named = ", ".join(f"{ident(c)} as {ident(k)}" for c, k in zip(link.columns, root_log.spec.key))
+    present = " and ".join(f"{ident(c)} is not null" for c in link.columns)
+    return f"select {named} from (\n{rows}\n) where {present}"
 
 
 def _affected_anchor_keys(
@@ -82,12 +117,20 @@ def _affected_anchor_keys(
         if alias == root:
             parts.append(log.changed_keys())
             continue
+        link = next((k for k in key_links(view) if k.source == root and k.target == alias), None)
+        if link is not None and log.logs_columns(link.columns):
+            # the slices its rows were in and are in now: the anchor keys its before and after images hold
+            parts.append(_linked_anchor_keys(link, root_log, log.images(link.columns)))
+            continue
         hidden = _hidden_key(view, alias, log)
         parts.append(  # the old slices it is in
-            f"select {renamed} from {relation(view_relation)} where ({idents(hidden)}) in ({broadcast(log.changed_keys())})"
+            f"select {renamed} from {relation(view_relation)} where {in_changed(log, hidden, log.changed_keys())}"
         )
+        if link is not None:  # the new slices it makes: the anchor keys its rows hold, no join needed
+            parts.append(_linked_anchor_keys(link, root_log, _restricted(log, log.changed_keys(), marked_only=True)))
+            continue
         present = " and ".join(f"{ident(h)} is not null" for h in hidden)
-        new_rows = _new_state(view, marked, {alias: _restricted(log, log.changed_keys())})
+        new_rows = _new_state(view, marked, {alias: _restricted(log, log.changed_keys(), marked_only=True)})
         parts.append(f"select {renamed} from (\n{new_rows}\n) where {present}")  # the new slices it makes
     union = "\nunion all\n".join(f"select {idents(root_log.spec.key)} from (\n{p}\n)" for p in parts)
     return f"select distinct {idents(root_log.spec.key)} from (\n{union}\n)"
@@ -111,17 +154,17 @@ def refresh_statement(
     stored = view.stored_columns
     skipped = tuple(f"SLICES {o.alias}" for o in view.occurrences if o.alias not in changed)
     if changed == [root] and not root_log.deletes:  # new anchor rows: their slices are new
-        rows = _new_state(view, marked, {root: _restricted(root_log, root_log.changed_keys("inserts"))})
+        rows = _slices(view, marked, root_log.changed_keys("inserts"), marked_only=True)
         writes = [Write("insert", f"insert into {target} ({idents(stored)})\n{rows}")]
         return refresh_writes(branch, writes, (f"INS {root}",), skipped)
     if changed == [root] and not root_log.inserts:  # anchor rows gone: so are their slices
-        sql = f"delete from {target}\nwhere ({idents(root_hidden)}) in ({broadcast(root_log.changed_keys())})"
+        sql = f"delete from {target}\nwhere {in_changed(root_log, root_hidden, root_log.changed_keys())}"
         return refresh_writes(branch, [Write("delete", sql)], (f"DEL {root}",), skipped)
     # the affected keys read the view as it was (main): the DELETE goes to the write branch;
     # both writes read them, computed once (they join the changed rows with the masters)
     affected = Cached(cached_view(branch, "keys"), _affected_anchor_keys(view, view_relation, marked, changed))
     keys = f"select * from {ident(affected.name)}"
-    new_slices = _new_state(view, marked, {root: _restricted(root_log, keys)})
+    new_slices = _slices(view, marked, keys)
     on_branch = branch_target(view_relation, branch)
     writes = [
         Write("delete", f"delete from {on_branch}\nwhere ({idents(root_hidden)}) in ({broadcast(keys)})"),

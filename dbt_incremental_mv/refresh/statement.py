@@ -24,7 +24,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dbt_incremental_mv.sql_text import ident, relation
+from collections.abc import Sequence
+
+from dbt_incremental_mv.refresh.marked import MarkedLog
+from dbt_incremental_mv.sql_text import ident, idents, relation
 
 # the write branch's name when the caller does not choose one (unit tests, EXPLAIN)
 WRITE_BRANCH = "mv_write"
@@ -87,6 +90,15 @@ def broadcast(query: str) -> str:
     IN or EXISTS: Spark's estimate of it (from the sizes of the tables it reads, not from its
     few rows) would otherwise plan a sort-merge join that shuffles the big table."""
     return f"select /*+ BROADCAST */ * from (\n{query}\n)"
+
+
+def in_changed(log: MarkedLog, columns: Sequence[str], keys_sql: str) -> str:
+    """``columns`` (holding ``log``'s key, in key order) among the keys ``keys_sql`` returns (a
+    broadcast IN), within the marked keys' range when the log files' statistics bound it: see
+    MarkedLog.key_range (only the keys the log marked: ``keys_sql`` returns a subset of them)."""
+    condition = f"({idents(columns)}) in ({broadcast(keys_sql)})"
+    bounded = log.key_range(columns)
+    return f"({bounded} and {condition})" if bounded else condition
 
 
 def broadcast_exists(query: str, alias: str, condition: str) -> str:

@@ -54,3 +54,31 @@ def test_the_jvm_maps_the_class_archive_setup_built(tmp_path):
 
     done = subprocess.run([sys.executable, "-c", probe, json.dumps(strict)], capture_output=True, text=True, timeout=300, cwd=Path(tmp_path))
     assert done.returncode == 0 and done.stdout.strip().endswith("42"), done.stderr[-2000:]
+
+
+def test_column_bounds_come_from_the_statistics_of_the_files_written_after_a_sequence(project):
+    """The marked keys' range (refresh/mark.py) is read from the log files' column statistics:
+    only files written after the view's position count, files of NULLs only are skipped, and a
+    column without usable statistics is left out."""
+    import datetime
+
+    adapter = project.adapter
+    table = f"{project.test_schema}.bounds_probe"
+    with adapter.connection_named("bounds"):
+        for sql in (
+            f"create table {table} (k bigint, d date, name string, price double) using iceberg "
+            "tblproperties ('format-version' = '3')",
+            f"insert into {table} values (5, date '2024-01-01', 'bob', 1.0), (9, date '2024-03-01', 'al', 2.0)",
+            f"insert into {table} values (null, null, null, null)",
+            f"insert into {table} values (100, date '2023-01-01', 'zed', 3.0)",
+        ):
+            adapter.execute(sql)
+        metadata = adapter._metadata()
+        assert metadata.in_jvm
+        snapshot = metadata.main(table)
+        columns = ["k", "d", "name", "price", "missing"]
+        assert metadata.column_bounds(table, snapshot, columns, 0) == {
+            "k": (5, 100), "d": (datetime.date(2023, 1, 1), datetime.date(2024, 3, 1)), "name": ("al", "zed"),
+        }
+        assert metadata.column_bounds(table, snapshot, ["k"], 1) == {"k": (100, 100)}  # the first file is older
+        assert metadata.column_bounds(table, snapshot, ["k"], 3) == {}

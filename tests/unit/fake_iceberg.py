@@ -114,6 +114,9 @@ class FakeIceberg:
             for path, ops in sorted(files.items())
         ]
 
+    def column_bounds(self, name: str, snapshot: int, columns, after_sequence: int) -> dict:
+        return {}  # the fake keeps no column statistics
+
     def delete_data_files(self, name: str, paths) -> None:
         table = self.tables[name]
         gone = set(paths)

@@ -1,0 +1,141 @@
+"""Where a refresh restricts what it reads, without Spark: key links through joins (one scan of a
+fact for its dimensions' INS steps, outer-join slices that read only the affected inner rows, the
+affected anchors read from the log's images), and the marked keys' range from log statistics."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+
+import sqlglot
+
+from dbt_incremental_mv.analysis import MasterTable, analyze_view
+from dbt_incremental_mv.analysis.links import KeyLink, key_links
+from dbt_incremental_mv.logs.contract import LogSpec
+from dbt_incremental_mv.refresh import join_view, outer_join_view
+from dbt_incremental_mv.refresh.marked import MarkedLog
+
+ORDERS = MasterTable(
+    "shop.orders",
+    (("order_id", "bigint"), ("customer_id", "bigint"), ("product_id", "bigint"), ("ref", "string"),
+     ("amount", "decimal(10,2)")),
+    ("order_id",),
+)
+CUSTOMERS = MasterTable("shop.customers", (("customer_id", "bigint"), ("name", "string")), ("customer_id",))
+PRODUCTS = MasterTable("shop.products", (("product_id", "bigint"), ("category", "string")), ("product_id",))
+LINES = MasterTable(
+    "shop.lines", (("order_id", "bigint"), ("line_no", "int"), ("qty", "int")), ("order_id", "line_no")
+)
+MASTERS = {m.name: m for m in (ORDERS, CUSTOMERS, PRODUCTS, LINES)}
+
+STAR = (
+    "select o.order_id, o.amount, c.name, p.category from shop.orders o "
+    "join shop.customers c on o.customer_id = c.customer_id join shop.products p on p.product_id = o.product_id"
+)
+OUTER = (
+    "select c.customer_id, c.name, o.order_id, o.amount from shop.customers c "
+    "left join shop.orders o on o.customer_id = c.customer_id"
+)
+
+
+def marked(master: MasterTable, inserts: int = 1, deletes: int = 1, **fields) -> MarkedLog:
+    spec = LogSpec("logs", f"logs.mlog_{master.name.split('.')[1]}", master.name, master.name, master.key, True)
+    return dataclasses.replace(MarkedLog(spec, 11, 5, 9, inserts, deletes, 123), **fields)
+
+
+def scans_of(sql: str, table: str) -> int:
+    """How many times a statement reads ``table`` (sqlglot: every table reference)."""
+    return sum(1 for t in sqlglot.parse_one(sql, read="spark").find_all(sqlglot.exp.Table)
+               if f"{t.db}.{t.name}" == table)
+
+
+def test_key_links_follow_equalities_that_cover_a_whole_key_of_the_same_type():
+    view = analyze_view(STAR, MASTERS)
+    assert key_links(view) == (
+        KeyLink("c", "o", ("customer_id",), True),
+        KeyLink("p", "o", ("product_id",), True),
+    )
+    # part of a composite key is no link; nor is a null-safe equality, nor a type mismatch
+    partial = analyze_view(
+        "select o.order_id, l.qty from shop.orders o join shop.lines l on l.order_id = o.order_id", MASTERS
+    )
+    assert key_links(partial) == (KeyLink("o", "l", ("order_id",), True),)
+    null_safe = analyze_view(
+        "select o.order_id, c.name from shop.orders o join shop.customers c on o.customer_id <=> c.customer_id", MASTERS
+    )
+    assert key_links(null_safe) == ()
+    mistyped = analyze_view(
+        "select o.order_id, c.name from shop.orders o join shop.customers c on o.ref = c.name", MASTERS
+    )
+    assert key_links(mistyped) == ()
+    assert key_links(analyze_view(OUTER, MASTERS)) == (KeyLink("c", "o", ("customer_id",), False),)
+
+
+def test_the_ins_steps_of_a_fact_and_its_dimensions_read_the_fact_once():
+    view = analyze_view(STAR, MASTERS)
+    logs = {m: marked(MASTERS[m]) for m in ("shop.orders", "shop.customers", "shop.products")}
+    insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
+    assert scans_of(insert, "shop.orders") == 1  # was one per INS step: 3
+    assert " union" not in insert.lower()  # one query: no duplicate to remove
+    where = insert[insert.index("`shop`.`orders` VERSION AS OF"):]
+    for column, log in (("order_id", "mlog_orders"), ("customer_id", "mlog_customers"), ("product_id", "mlog_products")):
+        assert f"(`{column}`) IN (SELECT /*+ BROADCAST */ * FROM (SELECT DISTINCT `{column}` FROM (SELECT `{column}`, `_mv_op` FROM `logs`.`{log}`" in where
+    # only dimensions changed: the fact is still read once, its own keys not among the filters
+    logs["shop.orders"] = marked(ORDERS, 0, 0)
+    insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
+    assert scans_of(insert, "shop.orders") == 1 and "mlog_orders" not in insert
+    # one dimension changed: its INS step as written (the dimension restricted)
+    logs["shop.products"] = marked(PRODUCTS, 0, 0)
+    insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
+    assert "JOIN (SELECT * FROM `shop`.`customers` VERSION AS OF 123 WHERE (`customer_id`) IN" in insert
+
+
+def test_an_outer_join_reads_the_inner_rows_of_the_affected_anchors_only():
+    view = analyze_view(OUTER, MASTERS)
+    logs = {"shop.orders": marked(ORDERS), "shop.customers": marked(CUSTOMERS)}
+    statement = outer_join_view.refresh_statement(view, "shop.v", logs)
+    insert = statement.writes[-1].sql
+    assert "LEFT JOIN (SELECT * FROM `shop`.`orders` VERSION AS OF 123 WHERE (`customer_id`) IN (SELECT /*+ BROADCAST */ * FROM (SELECT * FROM `mv_write_keys`)))" in insert
+    # without the log's columns known: the old slices from the view, the new ones from the
+    # changed orders' own customer_id (no join with customers)
+    keys = statement.cached[0].sql
+    assert scans_of(keys, "shop.v") == 1 and scans_of(keys, "shop.orders") == 1
+    assert scans_of(keys, "shop.customers") == 0
+
+
+def test_an_outer_join_takes_the_affected_anchors_from_the_images_when_the_log_carries_the_join_column():
+    view = analyze_view(OUTER, MASTERS)
+    logs = {
+        "shop.orders": marked(ORDERS, logged=("order_id", "customer_id", "product_id", "ref", "amount")),
+        "shop.customers": marked(CUSTOMERS),
+    }
+    keys = outer_join_view.refresh_statement(view, "shop.v", logs).cached[0].sql
+    assert scans_of(keys, "shop.v") == 0 and scans_of(keys, "shop.orders") == 0
+    assert "select `customer_id` as `customer_id` from (\nselect `customer_id`, `_mv_op` from `logs`.`mlog_orders`" in keys
+    # a log that does not carry the join column: read as before
+    logs["shop.orders"] = marked(ORDERS, logged=("order_id", "amount"))
+    keys = outer_join_view.refresh_statement(view, "shop.v", logs).cached[0].sql
+    assert scans_of(keys, "shop.v") == 1
+
+
+def test_the_marked_keys_range_joins_the_filters_of_the_writes():
+    view = analyze_view("select order_id, amount from shop.orders where amount > 0", MASTERS)
+    logs = {"shop.orders": marked(ORDERS, key_bounds=(("order_id", 1000, 2000),))}
+    statement = join_view.refresh_statement(view, "shop.v", logs)
+    delete, insert = statement.writes
+    assert "where (`_mv_orders_order_id` between 1000 and 2000 and (`_mv_orders_order_id`) in (" in delete.sql
+    assert "WHERE (`order_id` BETWEEN 1000 AND 2000 AND (`order_id`) IN (" in insert.sql
+    # no bounds known (statistics off, or SQL mode): the IN alone
+    logs = {"shop.orders": marked(ORDERS)}
+    assert "between" not in join_view.refresh_statement(view, "shop.v", logs).sql.lower()
+
+
+def test_a_key_range_is_rendered_as_literals_of_its_type():
+    spec = LogSpec("logs", "logs.mlog_x", "shop.x", "shop.x", ("day", "name", "n"), True)
+    log = MarkedLog(spec, 1, 0, 1, 1, 0, 1, key_bounds=(
+        ("day", datetime.date(2024, 1, 31), datetime.date(2024, 2, 2)), ("name", "a'b", "c"), ("n", -5, 7),
+    ))
+    assert log.key_range(["d", "s", "i"]) == (
+        "`d` between date '2024-01-31' and date '2024-02-02' and `s` between 'a\\'b' and 'c' and `i` between -5 and 7"
+    )
+    assert MarkedLog(spec, 1, 0, 1, 1, 0, 1).key_range() is None
