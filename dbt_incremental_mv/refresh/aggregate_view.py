@@ -44,6 +44,7 @@ from sqlglot import exp
 
 from dbt_incremental_mv.analysis import OutputKind, ViewDefinition
 from dbt_incremental_mv.analysis.hidden import ROW_COUNT_COLUMN
+from dbt_incremental_mv.analysis.links import key_links
 from dbt_incremental_mv.analysis.model import HiddenPurpose
 from dbt_incremental_mv.logs.contract import DELETE, INSERT
 from dbt_incremental_mv.refresh.marked import MarkedLog
@@ -123,6 +124,27 @@ def _old_state(log: MarkedLog, columns: list[str]) -> tuple[str, bool]:
     return f"(\n{current}\nunion all\n{_signed_images(log, columns, invert=True)}\n)", True
 
 
+def _restrict_to_partners(
+    view: ViewDefinition, marked: Mapping[str, MarkedLog], alias: str, logged: list[str], sources: dict[str, str]
+) -> None:
+    """In the delta term of ``alias``, restrict each occurrence joined to it on a whole key (either
+    way: analysis/links.py) to the rows that can meet its images: without the filter, Spark joins
+    the few images with the whole of the other master and, misjudging their size, shuffles it."""
+    images = marked[view.occurrence(alias).master.name]
+    for link in key_links(view):
+        if not link.inner or alias not in (link.source, link.target):
+            continue
+        other = link.target if link.source == alias else link.source
+        if other == alias:
+            continue
+        key = marked[view.occurrence(link.source).master.name].spec.key
+        mine, theirs = (key, link.columns) if link.source == alias else (link.columns, key)
+        if not {c.casefold() for c in mine} <= {c.casefold() for c in logged}:
+            continue
+        values = f"select distinct {idents(mine)} from (\n{images.images(list(mine))}\n)"
+        sources[other] = f"(select * from {sources[other]} as `_mv_p` where ({idents(theirs)}) in ({broadcast(values)}))"
+
+
 def _delta_terms(view: ViewDefinition, marked: Mapping[str, MarkedLog], arguments: _Arguments) -> list[str]:
     """One SELECT per changed occurrence: its signed images joined with the others."""
     changed = [o.alias for o in view.occurrences if marked[o.master.name].has_changes]
@@ -145,6 +167,7 @@ def _delta_terms(view: ViewDefinition, marked: Mapping[str, MarkedLog], argument
                 sources[other] = source
                 if has_sign:
                     signed.append(other)
+        _restrict_to_partners(view, marked, alias, columns[alias], sources)
         select = view.select_expression(sources, include_hidden=False)
         sign: exp.Expression = exp.column(SIGN, table=signed[0], quoted=True)
         for other in signed[1:]:
@@ -217,10 +240,18 @@ def _nonnull_count_of(view: ViewDefinition, column: str) -> str:
 
 
 def _safe(view: ViewDefinition, column: str, delta: str, stored: str) -> str:
-    """The negative rows of ``column`` cannot have removed its stored extreme: none, or all beyond it."""
+    """The new extreme of ``column`` is ``greatest(stored, candidates)`` (``least`` for MIN): no
+    negative row, or every one beyond the stored extreme, or a positive row beyond every negative
+    one. That positive is really new (a positive that is not comes with an equal negative), and
+    whatever remains of the old rows is within the stored extreme, which it reaches or passes:
+    a MAX whose row was updated upwards is not recomputed."""
     removed = f"{delta}.{ident(_delta_name(column, 'n'))}"
+    added = f"{delta}.{ident(_delta_name(column, 'p'))}"
     beyond = "<" if view.output(column).kind is OutputKind.MAX else ">"
-    return f"({removed} is null or ({stored}.{ident(column)} is not null and {removed} {beyond} {stored}.{ident(column)}))"
+    return (
+        f"({removed} is null or ({stored}.{ident(column)} is not null and {removed} {beyond} {stored}.{ident(column)})"
+        f" or {removed} {beyond} {added})"
+    )
 
 
 def _cast(expression: str, column: str, view_types: Mapping[str, str]) -> str:

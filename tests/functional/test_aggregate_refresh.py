@@ -168,6 +168,15 @@ class TestMinMaxRecomputesOnlyWhatItMust:
         assert "groups recomputed: 1" in log, log
         assert sorted(rows(project, f"select customer_id, n, max_amount, min_amount from {view}")) == sorted(rows(project, query))
 
+        # the max of group 20 updated upwards, its min downwards: the new values win, no recompute;
+        # the max of group 10 updated downwards below another row: recomputed
+        project.run_sql(f"update {schema}.orders set amount = 3.50 where order_id = 5")
+        project.run_sql(f"update {schema}.orders set amount = 0.50 where order_id = 4")
+        project.run_sql(f"update {schema}.orders set amount = 4.00 where order_id = 1")
+        _, log = run_dbt_and_capture(["run"])
+        assert sorted(rows(project, f"select customer_id, n, max_amount, min_amount from {view}")) == sorted(rows(project, query))
+        assert "groups updated: 2" in log and "groups recomputed: 1" in log, log
+
         # a group's last row goes and a NULL-only group gets a value: delete + update, no recompute
         project.run_sql(f"delete from {schema}.orders where order_id = 1")
         project.run_sql(f"insert into {schema}.orders values (8, 30, 4.00, 0.1, 1, 'open')")

@@ -83,8 +83,15 @@ def test_insert_only_never_recomputes_min_max():
     assert "MIN/MAX recompute of groups whose extreme was removed" in mixed.steps_run
     # only groups where a removed value reaches the stored extreme are recomputed: the others
     # (every removed value beyond the stored extreme) are safe
-    assert "(`_mv_d`.`_mv_dn_max_price` is null or (`_mv_v`.`max_price` is not null and `_mv_d`.`_mv_dn_max_price` < `_mv_v`.`max_price`))" in mixed.sql
-    assert "(`_mv_d`.`_mv_dn_min_qty` is null or (`_mv_v`.`min_qty` is not null and `_mv_d`.`_mv_dn_min_qty` > `_mv_v`.`min_qty`))" in mixed.sql
+    # (every removed value beyond the stored extreme, or a new value beyond every removed one) are safe
+    assert (
+        "(`_mv_d`.`_mv_dn_max_price` is null or (`_mv_v`.`max_price` is not null and `_mv_d`.`_mv_dn_max_price` < "
+        "`_mv_v`.`max_price`) or `_mv_d`.`_mv_dn_max_price` < `_mv_d`.`_mv_dp_max_price`)"
+    ) in mixed.sql
+    assert (
+        "(`_mv_d`.`_mv_dn_min_qty` is null or (`_mv_v`.`min_qty` is not null and `_mv_d`.`_mv_dn_min_qty` > "
+        "`_mv_v`.`min_qty`) or `_mv_d`.`_mv_dn_min_qty` > `_mv_d`.`_mv_dp_min_qty`)"
+    ) in mixed.sql
     # recomputed from the flagged groups' rows only (a semi join below the aggregation)
     recompute = mixed.sql.split("`_mv_recompute` as (", 1)[1]
     assert (
@@ -156,3 +163,13 @@ def test_the_delta_is_computed_once_and_both_writes_read_it():
     assert "union all" in cached.sql.lower()
     # statistics are read before the writes: they compute the delta themselves
     assert "`mv_write_delta`" not in made.stats_sql and cached.sql in made.stats_sql
+
+
+def test_a_join_term_reads_the_other_master_only_where_the_images_join_it():
+    """BY_STATUS joins lines to orders on orders' key: the term of changed lines reads the orders
+    of their order ids, the term of changed orders the lines of theirs (a broadcast IN on the
+    other master, not a join of the images with all of it)."""
+    delta = statement(BY_STATUS, **{"shop.orders": (1, 1), "shop.lines": (1, 1)}).cached[0].sql
+    orders_term, lines_term = delta.split("\nunion all\n")  # the terms of changed orders, of changed lines
+    assert "AS `_mv_p` WHERE (`order_id`) IN (SELECT /*+ BROADCAST */ * FROM (SELECT DISTINCT `order_id` FROM (SELECT `order_id`, `_mv_op` FROM `logs`.`mlog_orders`" in orders_term
+    assert "(SELECT * FROM `shop`.`orders` VERSION AS OF 123 AS `_mv_p` WHERE (`order_id`) IN (SELECT /*+ BROADCAST */ * FROM (SELECT DISTINCT `order_id` FROM (SELECT `order_id`, `_mv_op` FROM `logs`.`mlog_lines`" in lines_term
