@@ -44,7 +44,6 @@ from sqlglot import exp
 
 from dbt_incremental_mv.analysis import OutputKind, ViewDefinition
 from dbt_incremental_mv.analysis.hidden import ROW_COUNT_COLUMN
-from dbt_incremental_mv.analysis.links import key_links
 from dbt_incremental_mv.analysis.model import HiddenPurpose
 from dbt_incremental_mv.logs.contract import DELETE, INSERT
 from dbt_incremental_mv.refresh.marked import MarkedLog
@@ -124,27 +123,6 @@ def _old_state(log: MarkedLog, columns: list[str]) -> tuple[str, bool]:
     return f"(\n{current}\nunion all\n{_signed_images(log, columns, invert=True)}\n)", True
 
 
-def _restrict_to_partners(
-    view: ViewDefinition, marked: Mapping[str, MarkedLog], alias: str, logged: list[str], sources: dict[str, str]
-) -> None:
-    """In the delta term of ``alias``, restrict each occurrence joined to it on a whole key (either
-    way: analysis/links.py) to the rows that can meet its images: without the filter, Spark joins
-    the few images with the whole of the other master and, misjudging their size, shuffles it."""
-    images = marked[view.occurrence(alias).master.name]
-    for link in key_links(view):
-        if not link.inner or alias not in (link.source, link.target):
-            continue
-        other = link.target if link.source == alias else link.source
-        if other == alias:
-            continue
-        key = marked[view.occurrence(link.source).master.name].spec.key
-        mine, theirs = (key, link.columns) if link.source == alias else (link.columns, key)
-        if not {c.casefold() for c in mine} <= {c.casefold() for c in logged}:
-            continue
-        values = f"select distinct {idents(mine)} from (\n{images.images(list(mine))}\n)"
-        sources[other] = f"(select * from {sources[other]} as `_mv_p` where ({idents(theirs)}) in ({broadcast(values)}))"
-
-
 def _delta_terms(view: ViewDefinition, marked: Mapping[str, MarkedLog], arguments: _Arguments) -> list[str]:
     """One SELECT per changed occurrence: its signed images joined with the others."""
     changed = [o.alias for o in view.occurrences if marked[o.master.name].has_changes]
@@ -167,7 +145,6 @@ def _delta_terms(view: ViewDefinition, marked: Mapping[str, MarkedLog], argument
                 sources[other] = source
                 if has_sign:
                     signed.append(other)
-        _restrict_to_partners(view, marked, alias, columns[alias], sources)
         select = view.select_expression(sources, include_hidden=False)
         sign: exp.Expression = exp.column(SIGN, table=signed[0], quoted=True)
         for other in signed[1:]:

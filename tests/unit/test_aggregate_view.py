@@ -164,12 +164,3 @@ def test_the_delta_is_computed_once_and_both_writes_read_it():
     # statistics are read before the writes: they compute the delta themselves
     assert "`mv_write_delta`" not in made.stats_sql and cached.sql in made.stats_sql
 
-
-def test_a_join_term_reads_the_other_master_only_where_the_images_join_it():
-    """BY_STATUS joins lines to orders on orders' key: the term of changed lines reads the orders
-    of their order ids, the term of changed orders the lines of theirs (a broadcast IN on the
-    other master, not a join of the images with all of it)."""
-    delta = statement(BY_STATUS, **{"shop.orders": (1, 1), "shop.lines": (1, 1)}).cached[0].sql
-    orders_term, lines_term = delta.split("\nunion all\n")  # the terms of changed orders, of changed lines
-    assert "AS `_mv_p` WHERE (`order_id`) IN (SELECT /*+ BROADCAST */ * FROM (SELECT DISTINCT `order_id` FROM (SELECT `order_id`, `_mv_op` FROM `logs`.`mlog_orders`" in orders_term
-    assert "(SELECT * FROM `shop`.`orders` VERSION AS OF 123 AS `_mv_p` WHERE (`order_id`) IN (SELECT /*+ BROADCAST */ * FROM (SELECT DISTINCT `order_id` FROM (SELECT `order_id`, `_mv_op` FROM `logs`.`mlog_lines`" in lines_term
