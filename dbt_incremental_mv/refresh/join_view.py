@@ -65,8 +65,8 @@ def _ins_groups(view: ViewDefinition, ins_aliases: list[str]) -> list[tuple[str,
         best_alias, best_links = left[0], []
         for occurrence in view.occurrences:
             alias = occurrence.alias
+            # (two occurrences are joined in one step only: at most one link from each source)
             taken = [link for link in links if link.target == alias and link.source in left and link.source != alias]
-            taken = [link for i, link in enumerate(taken) if link.source not in {t.source for t in taken[:i]}]
             covered = len(taken) + (alias in left)
             if covered > len(best_links) + (best_alias in left):
                 best_alias, best_links = alias, taken

@@ -22,9 +22,8 @@ its delta five times, each a union of joins of the logs with the masters: 65 tab
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.sql_text import ident, idents, relation
