@@ -23,7 +23,8 @@ import datetime
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -405,7 +406,8 @@ class JvmCatalog:
         if table is None or not columns:
             return {}
         jvm = self.session._jvm
-        schema = table.schemas().get(table.snapshot(snapshot).schemaId()) if table.snapshot(snapshot) else None
+        at = table.snapshot(snapshot)
+        schema = table.schemas().get(at.schemaId()) if at is not None else None
         fields = {}
         for column in columns:
             found = schema.caseInsensitiveFindField(column) if schema is not None else None
@@ -413,11 +415,10 @@ class JvmCatalog:
                 fields[column] = found
         lows: dict[str, Any] = {}
         highs: dict[str, Any] = {}
-        tasks = table.newScan().useSnapshot(snapshot).includeColumnStats().planFiles()
-        try:
-            iterator = tasks.iterator()
-            while iterator.hasNext() and fields:
-                data_file = iterator.next().file()
+        with closing(_planned_files(table.newScan().useSnapshot(snapshot).includeColumnStats())) as files:
+            for data_file in files:
+                if not fields:
+                    break
                 written = data_file.dataSequenceNumber()
                 if written is not None and int(written) <= after_sequence:
                     continue  # every row in it was written at or before that sequence
@@ -438,8 +439,6 @@ class JvmCatalog:
                     high = _bound(jvm, found, upper)
                     lows[column] = low if column not in lows else min(lows[column], low)
                     highs[column] = high if column not in highs else max(highs[column], high)
-        finally:
-            tasks.close()
         return {c: (lows[c], highs[c]) for c in fields if c in lows}
 
     def branch_head(self, name: str, branch: str) -> int | None:
@@ -471,21 +470,15 @@ class JvmCatalog:
         column = table.schema().findField(upper_bound_of) if upper_bound_of else None
         found = []
         scan = table.newScan()
-        tasks = (scan.includeColumnStats() if column is not None else scan).planFiles()
-        try:
-            iterator = tasks.iterator()
-            while iterator.hasNext():
-                data_file = iterator.next().file()
-                written = data_file.dataSequenceNumber()
-                upper = None
-                if column is not None:
-                    bounds = data_file.upperBounds()
-                    raw = bounds.get(column.fieldId()) if bounds is not None else None
-                    if raw is not None:
-                        upper = str(jvm.org.apache.iceberg.types.Conversions.fromByteBuffer(column.type(), raw))
-                found.append(DataFile(str(data_file.location()), None if written is None else int(written), upper))
-        finally:
-            tasks.close()
+        for data_file in _planned_files(scan.includeColumnStats() if column is not None else scan):
+            written = data_file.dataSequenceNumber()
+            upper = None
+            if column is not None:
+                bounds = data_file.upperBounds()
+                raw = bounds.get(column.fieldId()) if bounds is not None else None
+                if raw is not None:
+                    upper = str(jvm.org.apache.iceberg.types.Conversions.fromByteBuffer(column.type(), raw))
+            found.append(DataFile(str(data_file.location()), None if written is None else int(written), upper))
         return found
 
     def delete_data_files(self, name: str, paths: Sequence[str]) -> None:
@@ -504,6 +497,18 @@ class JvmCatalog:
 
     def reset_staging(self) -> None:
         self.session.conf.unset("spark.wap.id")
+
+
+def _planned_files(scan: Any) -> Iterator[Any]:
+    """The data files a table scan plans (manifests only, no data read); its task list is closed
+    when the iteration ends or is closed."""
+    tasks = scan.planFiles()
+    try:
+        iterator = tasks.iterator()
+        while iterator.hasNext():
+            yield iterator.next().file()
+    finally:
+        tasks.close()
 
 
 def _bound(jvm: Any, field: Any, raw: Any) -> Bound:
