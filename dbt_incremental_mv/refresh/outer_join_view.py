@@ -59,28 +59,28 @@ def blocker(view: ViewDefinition, logged: Mapping[str, object]) -> str | None:
     return None
 
 
+def _among(log: MarkedLog, columns: list[str] | tuple[str, ...], keys_sql: str, marked_only: bool) -> str:
+    """``columns`` (holding ``log``'s key) among the keys ``keys_sql`` returns; when they are
+    only keys its log marked (``marked_only``), within their range (statement.in_changed)."""
+    return in_changed(log, columns, keys_sql) if marked_only else f"({idents(columns)}) in ({broadcast(keys_sql)})"
+
+
 def _restricted(log: MarkedLog, keys_sql: str, *, marked_only: bool = False) -> str:
-    """The master as of its marked snapshot, restricted to the keys ``keys_sql`` returns; when
-    they are only keys its log marked (``marked_only``), within their range (statement.in_changed)."""
-    key = idents(log.spec.key)
-    condition = in_changed(log, log.spec.key, keys_sql) if marked_only else f"({key}) in ({broadcast(keys_sql)})"
-    return f"(select * from {log.master_as_of()} where {condition})"
+    """The master as of its marked snapshot, restricted to the keys ``keys_sql`` returns (see _among)."""
+    return f"(select * from {log.master_as_of()} where {_among(log, log.spec.key, keys_sql, marked_only)})"
 
 
 def _slices(view: ViewDefinition, marked: Mapping[str, MarkedLog], keys_sql: str, *, marked_only: bool = False) -> str:
     """The defining query's slices of the anchor keys ``keys_sql`` returns (named as the anchor's
     key columns): the anchor restricted to them, and so is every occurrence joined on its key.
-    ``marked_only``: they are keys the anchor's log marked (see _restricted)."""
+    ``marked_only``: they are keys the anchor's log marked (see _among)."""
     root = anchor(view)
     root_log = marked[view.occurrence(root).master.name]
     restricted = {root: _restricted(root_log, keys_sql, marked_only=marked_only)}
     for link in key_links(view):
         if link.source == root and link.target not in restricted:
             master = marked[view.occurrence(link.target).master.name]
-            condition = (
-                in_changed(root_log, link.columns, keys_sql) if marked_only
-                else f"({idents(link.columns)}) in ({broadcast(keys_sql)})"
-            )
+            condition = _among(root_log, link.columns, keys_sql, marked_only)
             restricted[link.target] = f"(select * from {master.master_as_of()} where {condition})"
     return _new_state(view, marked, restricted)
 
@@ -111,13 +111,14 @@ def _affected_anchor_keys(
     root_log = marked[view.occurrence(root).master.name]
     root_hidden = _hidden_key(view, root, root_log)
     renamed = ", ".join(f"{ident(h)} as {ident(k)}" for h, k in zip(root_hidden, root_log.spec.key))
+    linked = {link.target: link for link in key_links(view) if link.source == root}
     parts = []
     for alias in changed:
         log = marked[view.occurrence(alias).master.name]
         if alias == root:
             parts.append(log.changed_keys())
             continue
-        link = next((k for k in key_links(view) if k.source == root and k.target == alias), None)
+        link = linked.get(alias)
         if link is not None and log.logs_columns(link.columns):
             # the slices its rows were in and are in now: the anchor keys its before and after images hold
             parts.append(_linked_anchor_keys(link, root_log, log.images(link.columns)))
