@@ -12,6 +12,7 @@ from __future__ import annotations
 from dbt_incremental_mv import staleness
 from dbt_incremental_mv.bookkeeping import ViewState
 from dbt_incremental_mv.logs import properties as log_properties
+from dbt_incremental_mv.refresh import view_classes
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.plan import RefreshPlan, fallback
@@ -46,6 +47,10 @@ def mark_logs(ctx: RefreshContext, plan: RefreshPlan, state: ViewState | None) -
             tuple(position.commits) if position else (),
         )
     counted = dict(zip(requests, ctx.stats(*requests.values())))
+    wants_ranges = (
+        plan.action == "fast" and plan.definition is not None
+        and plan.definition.view_class in view_classes.KEY_RANGE_CLASSES
+    )
     marked = {}
     for spec in specs:
         position = state.logs.get(spec.log_relation) if state else None
@@ -68,7 +73,7 @@ def mark_logs(ctx: RefreshContext, plan: RefreshPlan, state: ViewState | None) -
         log_snapshot = log_snapshots.get(spec.log_relation)
         bounds = (
             meta.column_bounds(spec.log_relation, log_snapshot, spec.key, consumed)
-            if log_snapshot is not None and (stats["inserts"] or stats["deletes"]) else {}
+            if wants_ranges and log_snapshot is not None and (stats["inserts"] or stats["deletes"]) else {}
         )
         marked[spec.master_relation] = MarkedLog(
             spec=spec,

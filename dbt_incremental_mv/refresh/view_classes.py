@@ -22,6 +22,10 @@ MODULES: dict[ViewClass, str] = {
     ViewClass.AGGREGATE: "aggregate_view",
 }
 
+# the classes whose writes filter by the marked keys (statement.in_changed), and so use their
+# range; an aggregate's writes filter by groups, and the mark step need not read log statistics
+KEY_RANGE_CLASSES = frozenset({ViewClass.JOIN, ViewClass.OUTER_JOIN})
+
 Refresher = Callable[[ViewDefinition, str, Mapping[str, MarkedLog], Mapping[str, str], str], "RefreshStatement | None"]
 
 

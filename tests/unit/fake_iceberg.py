@@ -40,6 +40,7 @@ class FakeIceberg:
         self.statements: list[str] = []  # every SQL statement, reads included
         self.commits: list[str] = []  # metadata commits (fast-forwards, branches)
         self.wap_id: str | None = None
+        self.bounds_read: list[tuple[str, tuple[str, ...]]] = []  # column_bounds calls: (table, columns)
 
     # ------------------------------------------------------------ building a warehouse
     def table(self, name: str, columns: list[tuple[str, str]], properties: dict[str, str] | None = None) -> FakeTable:
@@ -115,6 +116,7 @@ class FakeIceberg:
         ]
 
     def column_bounds(self, name: str, snapshot: int, columns, after_sequence: int) -> dict:
+        self.bounds_read.append((name, tuple(columns)))
         return {}  # the fake keeps no column statistics
 
     def delete_data_files(self, name: str, paths) -> None:

@@ -135,6 +135,16 @@ def test_a_small_refresh_runs_only_the_statements_that_move_data(warehouse):
     assert not warehouse.fake.tables["shop.v"].refs.keys() - {"main"}  # the write branch went with the publish
 
 
+def test_the_marked_keys_range_is_read_only_for_views_whose_writes_filter_by_key(warehouse):
+    """Join and outer-join writes filter by the marked keys and use their range (read from the
+    log files' statistics); an aggregate's writes filter by groups: its mark reads none."""
+    warehouse.change("orders")
+    warehouse.fake.bounds_read.clear()
+    warehouse.refresh()
+    expected = [] if warehouse.view_class == "aggregate" else [("shop.mlog_orders", ("order_id",))]
+    assert warehouse.fake.bounds_read == expected
+
+
 def test_a_write_branch_a_killed_refresh_left_is_dropped_by_the_next_refresh_that_writes(warehouse):
     from dbt_incremental_mv.refresh.publish import STALE_BRANCH_MS, write_branch
 
