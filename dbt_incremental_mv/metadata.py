@@ -23,8 +23,9 @@ import datetime
 import json
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import closing
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +66,7 @@ class Snapshot:
     operation: str
     summary: Mapping[str, str] = field(default_factory=dict)
     sequence_number: int | None = None  # None when read through SQL (not in the snapshots table)
+    schema_id: int | None = None  # the schema the snapshot was written with (None through SQL)
 
     def count(self, key: str) -> int:
         value = self.summary.get(key)
@@ -178,6 +180,7 @@ def from_metadata_json(name: str, document: Mapping[str, Any]) -> TableMetadata:
             operation=summary.get("operation", ""),
             summary=summary,
             sequence_number=entry.get("sequence-number"),
+            schema_id=entry.get("schema-id"),
         )
     refs = document.get("refs") or {}
     main = refs.get("main", {}).get("snapshot-id")
@@ -208,6 +211,22 @@ BOUNDED_TYPES = ("INTEGER", "LONG", "STRING", "DATE")
 EPOCH = datetime.date(1970, 1, 1)
 
 Bound = int | str | datetime.date
+
+
+@dataclass(frozen=True)
+class ChangedFiles:
+    """The data files of a table that differ between two snapshots, staged to be read once:
+    temp views over the rows live at the start snapshot in the files gone since (or whose
+    delete files changed), and over the rows live at the end snapshot in the files new since
+    (or with other delete files). None: no such file."""
+
+    removed_view: str | None
+    added_view: str | None
+    removed_files: int
+    added_files: int
+
+    def describe(self) -> str:
+        return f"{self.removed_files} removed and {self.added_files} added data file(s) read once"
 
 
 class SqlCatalog:
@@ -319,6 +338,7 @@ class JvmCatalog:
     def __init__(self, session: Any, on_commit: Callable[[str], None] | None = None) -> None:
         self.session = session
         self.on_commit = on_commit or (lambda description: None)
+        self._staged: dict[str, Any] = {}  # staged scan task set (= its temp view) -> its table
 
     def _table(self, name: str) -> Any | None:
         jvm = self.session._jvm
@@ -492,6 +512,64 @@ class JvmCatalog:
         delete.commit()
         self.on_commit(f"delete {len(paths)} data files of {name} [metadata commit]")
 
+    def stage_changed_files(self, name: str, start: int, end: int) -> ChangedFiles | None:
+        """Stage the data files of ``name`` that differ between snapshots ``start`` and ``end``
+        (two scan plans: manifests only) as scan task sets, read through temp views the way
+        Iceberg's ``rewrite_data_files`` reads its file groups (``scan-task-set-id``). None when
+        a snapshot is gone or the table's schema is not the one both were written with (staged
+        files are read with the table's current schema)."""
+        table = self._table(name)
+        if table is None:
+            return None
+        old, new = table.snapshot(start), table.snapshot(end)
+        current = int(table.schema().schemaId())
+        if old is None or new is None or {_schema_id(old), _schema_id(new)} != {current}:
+            return None
+        before, after = _scan_tasks(table, start), _scan_tasks(table, end)
+        removed = [task for path, (deletes, task) in before.items() if path not in after or after[path][0] != deletes]
+        added = [task for path, (deletes, task) in after.items() if path not in before or before[path][0] != deletes]
+        token = uuid.uuid4().hex[:16]
+        removed_view = self._stage(table, f"mv_files_removed_{token}", removed)
+        try:
+            added_view = self._stage(table, f"mv_files_added_{token}", added)
+        except Exception:
+            self.unstage_changed_files(ChangedFiles(removed_view, None, len(removed), 0))
+            raise
+        return ChangedFiles(removed_view, added_view, len(removed), len(added))
+
+    def _stage(self, table: Any, view: str, tasks: Sequence[Any]) -> str | None:
+        if not tasks:
+            return None
+        jvm = self.session._jvm
+        staged = jvm.java.util.ArrayList()
+        for task in tasks:
+            staged.add(task)
+        jvm.org.apache.iceberg.spark.ScanTaskSetManager.get().stageTasks(table, view, staged)
+        self._table_cache().add(view, table)
+        self._staged[view] = table
+        self.session.read.format("iceberg").option("scan-task-set-id", view).load(view).createOrReplaceTempView(view)
+        return view
+
+    def unstage_changed_files(self, changed: ChangedFiles) -> None:
+        for view in (changed.removed_view, changed.added_view):
+            table = self._staged.pop(view, None) if view is not None else None
+            if table is None:
+                continue
+            self.session.catalog.dropTempView(view)
+            self.session._jvm.org.apache.iceberg.spark.ScanTaskSetManager.get().removeTasks(table, view)
+            self._table_cache().remove(view)
+
+    def _table_cache(self) -> Any:
+        """Iceberg's SparkTableCache singleton. Its static ``get()`` is overloaded by an instance
+        ``get(String)`` py4j cannot tell apart: called by reflection, with the context class
+        loader (the Iceberg jar is not on the system class path)."""
+        jvm = self.session._jvm
+        gateway = self.session.sparkContext._gateway
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        cls = jvm.java.lang.Class.forName("org.apache.iceberg.spark.SparkTableCache", True, loader)
+        getter = cls.getMethod("get", gateway.new_array(jvm.java.lang.Class, 0))
+        return getter.invoke(None, gateway.new_array(jvm.java.lang.Object, 0))
+
     def drop_temp_view(self, view: str) -> None:
         self.session.catalog.dropTempView(view)
 
@@ -509,6 +587,31 @@ def _planned_files(scan: Any) -> Iterator[Any]:
             yield iterator.next().file()
     finally:
         tasks.close()
+
+
+def _scan_tasks(table: Any, snapshot: int) -> dict[str, tuple[tuple[tuple[str, int], ...], Any]]:
+    """The file scan tasks of ``table`` at ``snapshot`` by data file path, each with the delete
+    files applied to it (path and offset: deletion vectors share a file)."""
+    found = {}
+    tasks = table.newScan().useSnapshot(snapshot).planFiles()
+    try:
+        iterator = tasks.iterator()
+        while iterator.hasNext():
+            task = iterator.next()
+            deletes = tuple(sorted((str(d.location()), _offset(d.contentOffset())) for d in task.deletes()))
+            found[str(task.file().location())] = (deletes, task)
+    finally:
+        tasks.close()
+    return found
+
+
+def _offset(value: Any) -> int:
+    return -1 if value is None else int(value)
+
+
+def _schema_id(snapshot: Any) -> int | None:
+    found = snapshot.schemaId()
+    return None if found is None else int(found)
 
 
 def _bound(jvm: Any, field: Any, raw: Any) -> Bound:
@@ -617,6 +720,17 @@ class Metadata:
             self.catalog.delete_data_files(name, paths)
         finally:
             self.forget(name)
+
+    @contextmanager
+    def changed_files(self, name: str, start: int, end: int) -> Iterator[ChangedFiles | None]:
+        """The data files of ``name`` that differ between two snapshots, staged for one read
+        while the block runs (session mode only; None: they cannot be staged, read otherwise)."""
+        changed = self.catalog.stage_changed_files(name, start, end) if self.in_jvm else None
+        try:
+            yield changed
+        finally:
+            if changed is not None:
+                self.catalog.unstage_changed_files(changed)
 
     def drop_temp_view(self, view: str) -> None:
         self.catalog.drop_temp_view(view)

@@ -6,7 +6,15 @@ to that one and appends the changes in between, plus a new watermark, in one com
 
 - copy-on-write history: Iceberg's changelog scan, one log row per changed row image, each
   attributed to the snapshot (commit) that made it;
-- history with delete files (merge-on-read), which the changelog scan refuses: the
+- the data files that changed (session mode, when the Java API can stage them): the rows of
+  the data files live at the captured snapshot but not at the current one (or live with other
+  delete files) against the rows of those live now but not then, ``EXCEPT ALL`` both ways.
+  Each changed file is read once however many commits rewrote it, unchanged files not at all,
+  merge-on-read masters too; every change is attributed to the end snapshot. Taken for
+  history with delete files, and for two or more copy-on-write commits (one commit keeps the
+  changelog scan: the same reads, and exact attribution). On-commit refreshes, which name
+  commits, keep the per-commit paths;
+- history with delete files (merge-on-read), which the changelog scan refuses, over SQL: the
   difference between the two snapshots (a scan of both; every change attributed to the
   end snapshot);
 - broken history (the watermark snapshot is no longer an ancestor: the master was replaced,
@@ -20,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-Method = Literal["none", "changelog", "diff", "reset"]
+Method = Literal["none", "changelog", "files", "diff", "reset"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +37,7 @@ class SnapshotInfo:
     parent_id: int | None
     added_delete_files: int
     total_delete_files: int
+    schema_id: int | None = None  # None: not known (read over SQL)
 
 
 @dataclass(frozen=True)
@@ -41,8 +50,9 @@ class CapturePlan:
 
 
 def plan_capture(captured_through: int | None, has_watermark: bool, current: int | None,
-                 lineage: Sequence[SnapshotInfo]) -> CapturePlan:
-    """Decide how to bring a log up to the master's ``current`` snapshot."""
+                 lineage: Sequence[SnapshotInfo], by_files: bool = False) -> CapturePlan:
+    """Decide how to bring a log up to the master's ``current`` snapshot; ``by_files``: the
+    changed data files can be staged and read (session mode, no commit attribution needed)."""
     if current is None:
         return CapturePlan("none", captured_through, None, "the master has no snapshot yet")
     if has_watermark and captured_through == current:
@@ -62,7 +72,17 @@ def plan_capture(captured_through: int | None, has_watermark: bool, current: int
             "reset", start, current,
             f"the last captured snapshot {start} is not an ancestor of the master's current snapshot {current}",
         )
-    if any(s.added_delete_files for s in in_range) or by_id[current].total_delete_files:
+    merge_on_read = any(s.added_delete_files for s in in_range) or bool(by_id[current].total_delete_files)
+    files_readable = (
+        start is not None and start in by_id and by_id[start].schema_id is not None
+        and by_id[start].schema_id == by_id[current].schema_id  # staged files are read with the current schema
+    )
+    if by_files and files_readable and (merge_on_read or len(in_range) > 1):
+        return CapturePlan(
+            "files", start, current, f"{len(in_range)} new master commit(s), read by the data files they changed",
+            (current,),
+        )
+    if merge_on_read:
         if start is not None and start not in by_id:
             return CapturePlan("reset", start, current, f"the last captured snapshot {start} has expired")
         return CapturePlan("diff", start, current, "the master has delete files (merge-on-read)", (current,))

@@ -98,19 +98,39 @@ def capture_by_diff(
     snapshot (per-commit detail is lost): the price of masters with delete files, which
     Iceberg's changelog scan refuses.
     """
-    columns = idents(logged)
     master = relation(spec.master_relation)
-    new = f"select {columns} from {master} version as of {integer(end)}"
-    old = f"select {columns} from {master} version as of {integer(start)}" if start is not None else None
-    if old is None:
-        inserted = new
-        deleted = None
-    else:
-        inserted = f"{new}\nexcept all\n{old}"
-        deleted = f"{old}\nexcept all\n{new}"
-    parts = [f"select {columns}, {string(INSERT)}, {integer(end)}, current_timestamp() from (\n{inserted}\n)"]
-    if deleted is not None:
-        parts.append(f"select {columns}, {string(DELETE)}, {integer(end)}, current_timestamp() from (\n{deleted}\n)")
+    old = f"{master} version as of {integer(start)}" if start is not None else None
+    return _capture_difference(spec, logged, old, f"{master} version as of {integer(end)}", end, branch)
+
+
+def capture_by_files(
+    spec: LogSpec, logged: Sequence[str], removed_view: str | None, added_view: str | None, end: int,
+    branch: str | None = None,
+) -> str:
+    """Append the difference between the rows of the master's data files that changed between
+    two snapshots: ``removed_view`` (rows of the files gone since the start snapshot, as they
+    were live then) against ``added_view`` (rows of the files new since, live now); a view is
+    None when no such file exists. The same difference as :func:`capture_by_diff` (the rows of
+    unchanged files are on both sides of it), for a read of the changed files only."""
+    return _capture_difference(
+        spec, logged, ident(removed_view) if removed_view else None, ident(added_view) if added_view else None, end, branch,
+    )
+
+
+def _capture_difference(
+    spec: LogSpec, logged: Sequence[str], old_rows: str | None, new_rows: str | None, end: int, branch: str | None,
+) -> str:
+    """Insert into the log: rows of ``new_rows`` not in ``old_rows`` (I), rows of ``old_rows``
+    not in ``new_rows`` (D), as multisets, and the watermark at ``end``."""
+    columns = idents(logged)
+    new = f"select {columns} from {new_rows}" if new_rows is not None else None
+    old = f"select {columns} from {old_rows}" if old_rows is not None else None
+    inserted = new if old is None else (f"{new}\nexcept all\n{old}" if new is not None else None)
+    deleted = old if new is None else (f"{old}\nexcept all\n{new}" if old is not None else None)
+    parts = [
+        f"select {columns}, {string(op)}, {integer(end)}, current_timestamp() from (\n{rows}\n)"
+        for op, rows in ((INSERT, inserted), (DELETE, deleted)) if rows is not None
+    ]
     parts.append(_watermark_select(logged, end))
     return (
         f"insert into {log_target(spec, branch)} ({idents([*logged, OP_COLUMN, COMMIT_COLUMN, TIME_COLUMN])})\n"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from dbt_incremental_mv.bookkeeping import LogPosition
 from dbt_incremental_mv.conflicts import lost_race
@@ -37,13 +38,15 @@ def _capture_lock(log_relation: str) -> threading.Lock:
 
 def capture(
     ctx: RefreshContext, spec: LogSpec, logged: Sequence[str] | None, evolve: bool = False, exists: bool = False,
-    position: LogPosition | None = None,
+    position: LogPosition | None = None, per_commit: bool = False,
 ) -> CapturePlan:
     """Capture, and return what was captured (the commits, oldest first). ``logged``: the
     master columns the log holds, as planned (None: read them, and evolve the log if its
     master's schema changed); ``evolve``: the plan found the log needs evolving; ``exists``:
     the plan found the log (not looked up again); ``position``: what the refreshing view
-    consumed (its log counts are read with the capture's when the log must be read)."""
+    consumed (its log counts are read with the capture's when the log must be read);
+    ``per_commit``: attribute each change to its own commit where the history allows it (an
+    on-commit refresh names commits), rather than read the changed data files once."""
     with _capture_lock(spec.log_relation):
         # what this refresh read of the log may predate the lock: another thread may have
         # created, evolved or captured into it meanwhile
@@ -51,7 +54,7 @@ def capture(
         if logged is None or evolve:
             logged = _evolve_log(ctx, spec)
             exists = logged is not None
-        return _capture(ctx, spec, logged, exists, position)
+        return _capture(ctx, spec, logged, exists, position, per_commit)
 
 
 def _evolve_log(ctx: RefreshContext, spec: LogSpec) -> list[str] | None:
@@ -77,7 +80,7 @@ def _evolve_log(ctx: RefreshContext, spec: LogSpec) -> list[str] | None:
 
 def _capture(
     ctx: RefreshContext, spec: LogSpec, logged: Sequence[str] | None, exists: bool = False,
-    position: LogPosition | None = None,
+    position: LogPosition | None = None, per_commit: bool = False,
 ) -> CapturePlan:
     meta = ctx.metadata
     if logged is None or not (exists or meta.columns(spec.log_relation)):
@@ -86,10 +89,13 @@ def _capture(
         if attempt > 1:
             meta.forget(spec.log_relation, spec.master_relation)
         snapshots = meta.mains([spec.log_relation, spec.master_relation])
-        plan = capture_plan(ctx, spec, snapshots, position)
+        plan = capture_plan(ctx, spec, snapshots, position, per_commit)
         if plan.method == "none":
             break
-        if _commit_capture(ctx, spec, logged, plan, snapshots[spec.log_relation]):
+        read = _commit_capture(ctx, spec, logged, plan, snapshots[spec.log_relation])
+        if read is not None:
+            if read:
+                plan = replace(plan, reason=f"{plan.reason}: {read}")
             break
         if attempt == CAPTURE_ATTEMPTS:  # lost the race every time: let the next refresh capture
             raise LogContractError(
@@ -120,10 +126,12 @@ def _create_log(ctx: RefreshContext, spec: LogSpec) -> CapturePlan:
 
 
 def capture_plan(
-    ctx: RefreshContext, spec: LogSpec, snapshots: Mapping[str, int], position: LogPosition | None = None
+    ctx: RefreshContext, spec: LogSpec, snapshots: Mapping[str, int], position: LogPosition | None = None,
+    per_commit: bool = False,
 ) -> CapturePlan:
     """What a capture of an existing log would do now (reads only): the log's capture property
-    says how far it is captured; without it (or when it no longer holds) one count of the log."""
+    says how far it is captured; without it (or when it no longer holds) one count of the log.
+    The changed data files are read (method ``files``) in session mode unless ``per_commit``."""
     current = snapshots.get(spec.master_relation)
     log = ctx.metadata.table(spec.log_relation)
     vouched = log_properties.captured_through(log) if log is not None else None
@@ -139,22 +147,25 @@ def capture_plan(
         return plan_capture(captured_through, has_watermark, current, [])  # no history needed
     master = ctx.metadata.table(spec.master_relation)
     lineage = [
-        SnapshotInfo(s.snapshot_id, s.parent_id, s.count("added-delete-files"), s.count("total-delete-files"))
+        SnapshotInfo(s.snapshot_id, s.parent_id, s.count("added-delete-files"), s.count("total-delete-files"), s.schema_id)
         for s in (master.snapshots.values() if master is not None else ())
     ]
-    return plan_capture(captured_through, has_watermark, current, lineage)
+    return plan_capture(captured_through, has_watermark, current, lineage, by_files=ctx.metadata.in_jvm and not per_commit)
 
 
-def _commit_capture(ctx: RefreshContext, spec: LogSpec, logged: Sequence[str], plan: CapturePlan, log_snapshot: int) -> bool:
+def _commit_capture(
+    ctx: RefreshContext, spec: LogSpec, logged: Sequence[str], plan: CapturePlan, log_snapshot: int
+) -> str | None:
     """Append the captured changes to the log as a compare-and-swap: written to a branch made
     from the log snapshot the capture was decided on, then main is fast-forwarded to it, which
     fails if anything else (another process's capture, a purge) committed to the log meanwhile
-    (returns False: decide again). (A process killed mid-capture leaves its branch behind:
-    ``alter table <log> drop branch mv_capture_...``.)"""
+    (returns None: decide again; else what was read, for the log line). (A process killed
+    mid-capture leaves its branch behind: ``alter table <log> drop branch mv_capture_...``.)"""
     meta = ctx.metadata
     digest = uuid.uuid4().hex[:16]  # unique per attempt: a branch shared by two racing processes could take both appends
     branch = f"mv_capture_{digest}"
     committed = False
+    read = ""
     try:
         meta.create_branch(spec.log_relation, branch, log_snapshot)
         if plan.method == "changelog":
@@ -164,6 +175,17 @@ def _commit_capture(ctx: RefreshContext, spec: LogSpec, logged: Sequence[str], p
                 ctx.execute(log_sql.capture_from_changelog(spec, logged, view, plan.end, branch))
             finally:
                 meta.drop_temp_view(view)
+        elif plan.method == "files":
+            assert plan.start is not None and plan.end is not None
+            with meta.changed_files(spec.master_relation, plan.start, plan.end) as changed:
+                if changed is not None:
+                    read = changed.describe()
+                    ctx.execute(log_sql.capture_by_files(
+                        spec, logged, changed.removed_view, changed.added_view, plan.end, branch,
+                    ))
+                else:  # the files cannot be staged (e.g. the schema changed since): both snapshots are read
+                    read = "read by a scan of both snapshots instead"
+                    ctx.execute(log_sql.capture_by_diff(spec, logged, plan.start, plan.end, branch))
         elif plan.method == "diff":
             ctx.execute(log_sql.capture_by_diff(spec, logged, plan.start, plan.end, branch))
         else:  # reset
@@ -176,11 +198,11 @@ def _commit_capture(ctx: RefreshContext, spec: LogSpec, logged: Sequence[str], p
                 properties = log_properties.capture_property(plan.end, head)
         meta.fast_forward(spec.log_relation, log_snapshot, branch=branch, properties=properties)
         committed = True
-        return True
+        return read
     except Exception as exc:
         if not lost_race(exc):
             raise
-        return False  # another commit on the log won (its capture or purge): decide again
+        return None  # another commit on the log won (its capture or purge): decide again
     finally:
         meta.forget(spec.log_relation)
         if not committed:

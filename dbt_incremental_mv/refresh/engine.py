@@ -63,17 +63,24 @@ class FastRefreshEngine:
         if state is not None and nothing_to_refresh(ctx, plan, state):
             return Propagation([], None, {}, IDLE)
         ctx.metadata.reset_staging()
+        captured = []
         for spec in plan.logs.values():
             if spec.capture:
-                capture_phase.capture(
+                capture = capture_phase.capture(
                     ctx, spec, plan.logged_columns.get(spec.log_relation), spec.log_relation in plan.log_evolutions,
                     exists=spec.log_relation in plan.existing_logs and spec.log_relation not in plan.log_evolutions,
                     position=state.logs.get(spec.log_relation) if state is not None else None,
                 )
+                if capture.method not in ("none", "reset"):
+                    captured.append(f"captured {capture.reason}")
         marked = mark_logs(ctx, plan, state)
         if plan.action == "fast":
-            return propagate.fast(ctx, plan, marked, read_at)
-        return propagate.complete(ctx, plan, marked)
+            propagation = propagate.fast(ctx, plan, marked, read_at)
+        else:
+            propagation = propagate.complete(ctx, plan, marked)
+        if captured:  # which capture path ran, and what it read
+            propagation.summary += "; " + "; ".join(captured)
+        return propagation
 
     # ---------------------------------------------------------------- publish
     def publish(self, view_relation: str, wap_id: str, plan: RefreshPlan | None = None) -> dict[str, str]:

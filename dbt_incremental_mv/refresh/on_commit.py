@@ -53,7 +53,7 @@ def on_commit(
             f"refresh_on_commit: no change log is declared for {master_relation} (declare one with meta.mv_log)."
         )
     if spec.capture:
-        captured = capture_phase.capture(ctx, spec, None)
+        captured = capture_phase.capture(ctx, spec, None, per_commit=True)
         if captured.method == "reset":
             return [f"{captured.reason}: the views reading {master_relation} need a complete refresh (dbt run)"]
         if commits is None:

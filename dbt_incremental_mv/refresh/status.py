@@ -44,7 +44,7 @@ def status(ctx: RefreshContext, model: Mapping[str, Any], view_relation: str, gr
         stats = ctx.stats(StatsRequest(spec, snapshots.get(spec.log_relation), position.sequence, tuple(position.commits)))[0]
         uncaptured = 0
         if spec.capture:
-            capture = capture_plan(ctx, spec, snapshots)
+            capture = capture_plan(ctx, spec, snapshots, per_commit=True)  # counts the commits
             uncaptured = len(capture.commits)
             if capture.method == "reset":
                 rebuild.append(f"the history of {spec.master_relation} was rewritten or expired before it was captured")

@@ -60,10 +60,14 @@ class Master:
     # keys to draw new keys from while one is free (so that rows other masters refer to by
     # these values come and go, and joins keep matching); then fresh keys above 1000
     key_pool: tuple = ()
+    properties: tuple = ()  # table properties, e.g. merge-on-read writes: (("write.update.mode", "merge-on-read"),)
 
     def ddl(self, schema):
         columns = ", ".join([f"`{self.key}` bigint"] + [f"`{c.name}` {c.spark_type}" for c in self.columns])
-        return f"create table {schema}.{self.name} ({columns}) using iceberg"
+        properties = ", ".join(f"'{k}'='{v}'" for k, v in self.properties)
+        return f"create table {schema}.{self.name} ({columns}) using iceberg" + (
+            f" tblproperties ({properties})" if properties else ""
+        )
 
 
 def literal(value):
@@ -178,6 +182,14 @@ class Workload:
         if batched:
             for name in sorted(before):
                 self._merge_net_change(self.masters[name], before[name])
+
+    def alternating_round(self, round_number: int, operations: int = 6):
+        """Round ``round_number`` of a test that alternates the two kinds of rounds: a batched
+        round (one MERGE per master) when even, ``operations`` single statements when odd."""
+        if round_number % 2:
+            self.round(operations)  # one statement (one commit) per operation
+        else:
+            self.round(batch_size(), batched=True)  # one multi-row MERGE per master
 
     def _merge_net_change(self, master: Master, before: dict):
         changes = []

@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
-from tests.functional.differential import Column, Master, Workload, batch_size, soak_factor
+from tests.functional.differential import Column, Master, Workload, soak_factor
 from tests.functional.util import rows
 
 MASTERS = [
@@ -93,10 +93,7 @@ class TestAggregateRefresh:
         self.check_all(workload)
 
         for round_number in range(4 * soak_factor()):
-            if round_number % 2:
-                workload.round(8)  # one statement (one commit) per operation
-            else:
-                workload.round(batch_size(), batched=True)  # one multi-row MERGE per master
+            workload.alternating_round(round_number, operations=8)
             results, log = run_dbt_and_capture(["run"])
             assert all(r.status == "success" for r in results), log
             assert log.count("fast refresh:") == len(VIEWS), log

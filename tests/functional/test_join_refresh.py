@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
-from tests.functional.differential import Column, Master, Workload, batch_size, soak_factor
+from tests.functional.differential import Column, Master, Workload, soak_factor
 from tests.functional.util import rows
 
 REGIONS = ["north", "south", None]
@@ -82,10 +82,7 @@ class TestJoinRefresh:
         self.check_all(workload)
 
         for round_number in range(4 * soak_factor()):
-            if round_number % 2:
-                workload.round(6)  # one statement (one commit) per operation
-            else:
-                workload.round(batch_size(), batched=True)  # one multi-row MERGE per master
+            workload.alternating_round(round_number)
             results, log = run_dbt_and_capture(["run"])
             assert all(r.status == "success" for r in results), log
             assert "fast refresh:" in log
@@ -105,3 +102,48 @@ class TestJoinRefresh:
         for master in ("orders", "customers", "regions"):
             ops = rows(project, f"select _mv_op from {project.test_schema}.mlog_{master}")
             assert ops == [("W",)], (master, ops)
+
+
+def merge_on_read(format_version: int) -> tuple:
+    """Row-level writes that add delete files (v2: position deletes; v3: deletion vectors)."""
+    return (("format-version", str(format_version)), *(
+        (f"write.{kind}.mode", "merge-on-read") for kind in ("delete", "update", "merge")
+    ))
+
+
+MOR_VIEWS = {name: VIEWS[name] for name in ("open_orders", "order_customers", "referrals")}
+
+
+class TestMergeOnReadMasters:
+    """Masters whose updates and deletes write delete files (Iceberg's changelog scan refuses
+    them): captured by the data files that changed, deletion vectors (v3) and position deletes
+    (v2), single-statement and batched rounds."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        files = {f"{name}.sql": "{{ config(materialized='fast_refresh', refresh_method='fast') }}\n" + sql
+                 for name, (sql, _) in MOR_VIEWS.items()}
+        files["sources.yml"] = Workload.sources_yml(MASTERS[:2])
+        return files
+
+    def test_randomized_workload(self, project):
+        masters = [
+            replace(MASTERS[0], rows={}, properties=merge_on_read(2)),
+            replace(MASTERS[1], rows={}, properties=merge_on_read(3)),
+        ]
+        workload = Workload(project, masters, 23)
+        workload.create(initial_rows=10)
+        results = run_dbt(["run"])
+        assert all(r.status == "success" for r in results)
+        for round_number in range(4):
+            workload.alternating_round(round_number)
+            results, log = run_dbt_and_capture(["run"])
+            assert all(r.status == "success" for r in results), log
+            assert "fast refresh:" in log
+            # the delete files are read with the data files they apply to, not whole snapshots
+            assert "files (" in log and "data file(s) read once" in log, log
+            assert "diff (" not in log
+            for name, (sql, columns) in MOR_VIEWS.items():
+                workload.check(name, defining_query(project, sql), columns)
+        deletes = rows(project, f"select count(*) from {project.test_schema}.orders.delete_files")
+        assert deletes[0][0] > 0  # the masters really were written merge-on-read

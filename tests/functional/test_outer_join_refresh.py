@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
-from tests.functional.differential import Column, Master, Workload, batch_size, soak_factor
+from tests.functional.differential import Column, Master, Workload, soak_factor
 
 MASTERS = [
     Master("customers", "customer_id", key_pool=tuple(range(1001, 1009)), columns=[
@@ -92,10 +92,7 @@ class TestOuterJoinRefresh:
         self.check_all(workload)
 
         for round_number in range(4 * soak_factor()):
-            if round_number % 2:
-                workload.round(6)
-            else:
-                workload.round(batch_size(), batched=True)
+            workload.alternating_round(round_number)
             results, log = run_dbt_and_capture(["run"])
             assert all(r.status == "success" for r in results), log
             assert log.count("fast refresh:") == len(VIEWS), log

@@ -14,7 +14,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
-from dbt_incremental_mv.metadata import DataFile, LostRace, Metadata, Snapshot, TableMetadata
+from dbt_incremental_mv.metadata import ChangedFiles, DataFile, LostRace, Metadata, Snapshot, TableMetadata
 
 LOG_COLUMNS = [("_mv_op", "string"), ("_mv_commit", "bigint"), ("_mv_time", "timestamp")]
 
@@ -41,6 +41,8 @@ class FakeIceberg:
         self.commits: list[str] = []  # metadata commits (fast-forwards, branches)
         self.wap_id: str | None = None
         self.bounds_read: list[tuple[str, tuple[str, ...]]] = []  # column_bounds calls: (table, columns)
+        self.staged: list[ChangedFiles] = []  # changed files staged for a capture, and not unstaged yet
+        self.files_staged: list[tuple[str, int, int]] = []  # every stage_changed_files call: (table, start, end)
 
     # ------------------------------------------------------------ building a warehouse
     def table(self, name: str, columns: list[tuple[str, str]], properties: dict[str, str] | None = None) -> FakeTable:
@@ -58,7 +60,8 @@ class FakeIceberg:
         parent = table.refs.get(branch or on or "main")
         table.sequence += 1
         table.snapshots[snapshot_id] = Snapshot(
-            snapshot_id, parent, operation, {"operation": operation, "total-records": "0", **(summary or {})}, table.sequence
+            snapshot_id, parent, operation, {"operation": operation, "total-records": "0", **(summary or {})}, table.sequence,
+            schema_id=0,
         )
         if branch is not None:
             table.refs[branch] = snapshot_id
@@ -125,6 +128,16 @@ class FakeIceberg:
         table.rows = [r for r in table.rows if f"{r[1]}-{'marks' if r[0] in ('W', 'R') else 'changes'}" not in gone]
         self.commit(name, "delete")
         self.commits.append(f"delete_files {name} {sorted(gone)}")
+
+    def stage_changed_files(self, name: str, start: int, end: int) -> ChangedFiles:
+        self.files_staged.append((name, start, end))
+        token = len(self.files_staged)
+        changed = ChangedFiles(f"mv_files_removed_{token}", f"mv_files_added_{token}", 1, 2)
+        self.staged.append(changed)
+        return changed
+
+    def unstage_changed_files(self, changed: ChangedFiles) -> None:
+        self.staged.remove(changed)
 
     def drop_temp_view(self, view: str) -> None:
         pass

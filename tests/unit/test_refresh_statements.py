@@ -135,6 +135,24 @@ def test_a_small_refresh_runs_only_the_statements_that_move_data(warehouse):
     assert not warehouse.fake.tables["shop.v"].refs.keys() - {"main"}  # the write branch went with the publish
 
 
+def test_several_commits_are_captured_by_their_changed_files_read_once(warehouse):
+    """Two commits since the last capture: the data files they changed are staged (metadata)
+    and diffed in the capture's one statement, instead of the changelog of every commit."""
+    master = warehouse.fake.tables["shop.orders"]
+    captured = master.refs["main"]
+    warehouse.change("orders")
+    warehouse.change("orders")
+    line, statements, commits = warehouse.measured()
+    assert statements[:2] == ["capture: append to mlog_orders", "mark: log counts"], statements
+    assert "changelog" not in " ".join(statements)
+    capture = warehouse.fake.statements[0]
+    assert "from `mv_files_added_1`\nexcept all\n" in capture and "from `mv_files_removed_1`" in capture
+    assert warehouse.fake.files_staged == [("shop.orders", captured, master.refs["main"])]
+    assert warehouse.fake.staged == []  # unstaged once the capture ran
+    assert "captured shop.mlog_orders: files (2 new master commit(s), read by the data files they changed: " \
+        "1 removed and 2 added data file(s) read once)" in line, line
+
+
 def test_the_marked_keys_range_is_read_only_for_views_whose_writes_filter_by_key(warehouse):
     """Join and outer-join writes filter by the marked keys and use their range (read from the
     log files' statistics); an aggregate's writes filter by groups: its mark reads none."""

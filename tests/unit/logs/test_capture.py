@@ -1,10 +1,11 @@
 from dbt_incremental_mv.logs.capture import SnapshotInfo, plan_capture
 
 
-def chain(*ids, deletes=()):
+def chain(*ids, deletes=(), schema_changed_at=None):
     infos, parent = [], None
     for i in ids:
-        infos.append(SnapshotInfo(i, parent, 1 if i in deletes else 0, 1 if any(d <= i for d in deletes) else 0))
+        schema = 1 if schema_changed_at is not None and i >= schema_changed_at else 0
+        infos.append(SnapshotInfo(i, parent, 1 if i in deletes else 0, 1 if any(d <= i for d in deletes) else 0, schema))
         parent = i
     return infos
 
@@ -40,3 +41,26 @@ def test_broken_history_resets():
     assert plan_capture(1, True, 3, chain(2, 3)[1:]).method == "reset"  # snapshot 2 expired
     expired_start = [SnapshotInfo(3, 2, 1, 1), SnapshotInfo(2, 1, 0, 0)]
     assert plan_capture(1, True, 3, expired_start).method == "reset"  # the diff needs the start snapshot
+
+
+def test_changed_files_are_read_once_for_several_commits_or_delete_files():
+    plan = plan_capture(1, True, 3, chain(1, 2, 3), by_files=True)
+    assert (plan.method, plan.start, plan.end, plan.commits) == ("files", 1, 3, (3,))  # attributed to the end
+    assert "2 new master commit(s), read by the data files they changed" in plan.reason
+    assert plan_capture(2, True, 3, chain(1, 2, 3, deletes=(3,)), by_files=True).method == "files"
+    assert plan_capture(2, True, 3, chain(1, 2, 3, deletes=(1,)), by_files=True).method == "files"  # older delete files
+
+
+def test_one_copy_on_write_commit_keeps_the_changelog_and_its_attribution():
+    assert plan_capture(2, True, 3, chain(1, 2, 3), by_files=True).method == "changelog"
+
+
+def test_changed_files_need_the_start_snapshot_its_schema_and_the_session():
+    assert plan_capture(1, True, 3, chain(1, 2, 3)).method == "changelog"  # over SQL: no staging
+    assert plan_capture(1, True, 3, chain(1, 2, 3, schema_changed_at=2), by_files=True).method == "changelog"
+    assert plan_capture(1, True, 3, chain(1, 2, 3, deletes=(3,), schema_changed_at=3), by_files=True).method == "diff"
+    assert plan_capture(None, False, 3, chain(1, 2, 3), by_files=True).method == "changelog"  # from the beginning
+    unknown = [SnapshotInfo(i, i - 1 or None, 0, 0) for i in (1, 2, 3)]  # schemas not read (SQL)
+    assert plan_capture(1, True, 3, unknown, by_files=True).method == "changelog"
+    expired_start = [SnapshotInfo(3, 2, 1, 1, 0), SnapshotInfo(2, 1, 0, 0, 0)]
+    assert plan_capture(1, True, 3, expired_start, by_files=True).method == "reset"

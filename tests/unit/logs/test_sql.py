@@ -30,6 +30,10 @@ def test_create_log_is_a_v3_iceberg_table_with_the_contract_columns():
         sql.capture_from_changelog(SPEC, LOGGED, "mv_changes_1", 42),
         sql.capture_by_diff(SPEC, LOGGED, 41, 42),
         sql.capture_by_diff(SPEC, LOGGED, None, 42),
+        sql.capture_by_files(SPEC, LOGGED, "mv_files_removed_1", "mv_files_added_1", 42),
+        sql.capture_by_files(SPEC, LOGGED, None, "mv_files_added_1", 42),
+        sql.capture_by_files(SPEC, LOGGED, "mv_files_removed_1", None, 42),
+        sql.capture_by_files(SPEC, LOGGED, None, None, 42),
         sql.log_stats(SPEC, 7, 3),
         sql.marked_changes(SPEC, 7, 3, 9, ["order_id"]),
         sql.purge(SPEC, [(9, ())], 12),
@@ -37,6 +41,26 @@ def test_create_log_is_a_v3_iceberg_table_with_the_contract_columns():
 )
 def test_statements_parse(statement):
     parses(statement)
+
+
+def test_a_capture_by_files_diffs_the_changed_files_rows_both_ways():
+    both = sql.capture_by_files(SPEC, LOGGED, "mv_files_removed_1", "mv_files_added_1", 42, "mv_capture_x")
+    assert both.startswith("insert into `shop`.`mlog_orders`.`branch_mv_capture_x`")
+    assert (
+        "select `order_id`, `amount` from `mv_files_added_1`\nexcept all\nselect `order_id`, `amount` from `mv_files_removed_1`"
+    ) in both
+    assert (
+        "select `order_id`, `amount` from `mv_files_removed_1`\nexcept all\nselect `order_id`, `amount` from `mv_files_added_1`"
+    ) in both
+    assert "'I', 42" in both and "'D', 42" in both and "'W', 42" in both
+    # files only added (appends): every row is an insert, no difference to compute
+    added = sql.capture_by_files(SPEC, LOGGED, None, "mv_files_added_1", 42)
+    assert "except all" not in added and "'D'" not in added and "from `mv_files_added_1`" in added
+    # files only removed (whole files deleted): every row is a delete
+    removed = sql.capture_by_files(SPEC, LOGGED, "mv_files_removed_1", None, 42)
+    assert "except all" not in removed and "'I'" not in removed and "from `mv_files_removed_1`" in removed
+    # nothing changed in any file (e.g. a commit of no rows): the watermark alone
+    assert "'I'" not in sql.capture_by_files(SPEC, LOGGED, None, None, 42)
 
 
 def test_reset_watermark_is_flagged():
