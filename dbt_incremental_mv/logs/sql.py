@@ -121,16 +121,27 @@ def _capture_difference(
     spec: LogSpec, logged: Sequence[str], old_rows: str | None, new_rows: str | None, end: int, branch: str | None,
 ) -> str:
     """Insert into the log: rows of ``new_rows`` not in ``old_rows`` (I), rows of ``old_rows``
-    not in ``new_rows`` (D), as multisets, and the watermark at ``end``."""
+    not in ``new_rows`` (D), as multisets, and the watermark at ``end``.
+
+    Both ways in one aggregate (each row counted +1 on the new side, -1 on the old; a row with a
+    net count n != 0 is logged |n| times): each side is read once, where two ``EXCEPT ALL`` would
+    read both twice. Rows compare as ``EXCEPT ALL`` compares them (NULLs equal)."""
     columns = idents(logged)
-    new = f"select {columns} from {new_rows}" if new_rows is not None else None
-    old = f"select {columns} from {old_rows}" if old_rows is not None else None
-    inserted = new if old is None else (f"{new}\nexcept all\n{old}" if new is not None else None)
-    deleted = old if new is None else (f"{old}\nexcept all\n{new}" if old is not None else None)
-    parts = [
-        f"select {columns}, {string(op)}, {integer(end)}, current_timestamp() from (\n{rows}\n)"
-        for op, rows in ((INSERT, inserted), (DELETE, deleted)) if rows is not None
-    ]
+    stamp = f"{integer(end)}, current_timestamp()"
+    if old_rows is None or new_rows is None:  # one side only: all its rows, no difference to compute
+        parts = [
+            f"select {columns}, {string(op)}, {stamp} from {rows}"
+            for op, rows in ((INSERT, new_rows), (DELETE, old_rows)) if rows is not None
+        ]
+    else:
+        sign, net, copies = ident("_mv_sign"), ident("_mv_net"), ident("_mv_copies")
+        parts = [
+            f"select {columns}, case when {net} > 0 then {string(INSERT)} else {string(DELETE)} end, {stamp} from (\n"
+            f"select {columns}, sum({sign}) as {net} from (\n"
+            f"select {columns}, 1 as {sign} from {new_rows}\nunion all\nselect {columns}, -1 as {sign} from {old_rows}\n"
+            f") group by {columns} having sum({sign}) <> 0\n"
+            f") lateral view explode(sequence(1, abs({net}))) {copies} as {ident('_mv_copy')}"
+        ]
     parts.append(_watermark_select(logged, end))
     return (
         f"insert into {log_target(spec, branch)} ({idents([*logged, OP_COLUMN, COMMIT_COLUMN, TIME_COLUMN])})\n"

@@ -146,7 +146,7 @@ def test_several_commits_are_captured_by_their_changed_files_read_once(warehouse
     assert statements[:2] == ["capture: append to mlog_orders", "mark: log counts"], statements
     assert "changelog" not in " ".join(statements)
     capture = warehouse.fake.statements[0]
-    assert "from `mv_files_added_1`\nexcept all\n" in capture and "from `mv_files_removed_1`" in capture
+    assert "from `mv_files_added_1`\nunion all\n" in capture and "from `mv_files_removed_1`" in capture
     assert warehouse.fake.files_staged == [("shop.orders", captured, master.refs["main"])]
     assert warehouse.fake.staged == []  # unstaged once the capture ran
     assert "captured shop.mlog_orders: files (2 new master commit(s), read by the data files they changed: " \

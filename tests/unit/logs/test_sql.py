@@ -43,22 +43,23 @@ def test_statements_parse(statement):
     parses(statement)
 
 
-def test_a_capture_by_files_diffs_the_changed_files_rows_both_ways():
+def test_a_capture_by_files_diffs_the_changed_files_rows_both_ways_in_one_read():
     both = sql.capture_by_files(SPEC, LOGGED, "mv_files_removed_1", "mv_files_added_1", 42, "mv_capture_x")
     assert both.startswith("insert into `shop`.`mlog_orders`.`branch_mv_capture_x`")
-    assert (
-        "select `order_id`, `amount` from `mv_files_added_1`\nexcept all\nselect `order_id`, `amount` from `mv_files_removed_1`"
-    ) in both
-    assert (
-        "select `order_id`, `amount` from `mv_files_removed_1`\nexcept all\nselect `order_id`, `amount` from `mv_files_added_1`"
-    ) in both
-    assert "'I', 42" in both and "'D', 42" in both and "'W', 42" in both
+    # each side read once: +1 for the new rows, -1 for the old, a net count per distinct row
+    assert both.count("from `mv_files_added_1`") == 1 and both.count("from `mv_files_removed_1`") == 1
+    assert "select `order_id`, `amount`, 1 as `_mv_sign` from `mv_files_added_1`" in both
+    assert "select `order_id`, `amount`, -1 as `_mv_sign` from `mv_files_removed_1`" in both
+    assert "group by `order_id`, `amount` having sum(`_mv_sign`) <> 0" in both
+    assert "case when `_mv_net` > 0 then 'I' else 'D' end, 42" in both
+    assert "explode(sequence(1, abs(`_mv_net`)))" in both  # |n| copies of a row changed n times
+    assert "except all" not in both and "'W', 42" in both
     # files only added (appends): every row is an insert, no difference to compute
     added = sql.capture_by_files(SPEC, LOGGED, None, "mv_files_added_1", 42)
-    assert "except all" not in added and "'D'" not in added and "from `mv_files_added_1`" in added
+    assert "group by" not in added and "'D'" not in added and "select `order_id`, `amount`, 'I', 42" in added
     # files only removed (whole files deleted): every row is a delete
     removed = sql.capture_by_files(SPEC, LOGGED, "mv_files_removed_1", None, 42)
-    assert "except all" not in removed and "'I'" not in removed and "from `mv_files_removed_1`" in removed
+    assert "group by" not in removed and "'I'" not in removed and "from `mv_files_removed_1`" in removed
     # nothing changed in any file (e.g. a commit of no rows): the watermark alone
     assert "'I'" not in sql.capture_by_files(SPEC, LOGGED, None, None, 42)
 
