@@ -82,3 +82,68 @@ def test_column_bounds_come_from_the_statistics_of_the_files_written_after_a_seq
         }
         assert metadata.column_bounds(table, snapshot, ["k"], 1) == {"k": (100, 100)}  # the first file is older
         assert metadata.column_bounds(table, snapshot, ["k"], 3) == {}
+
+
+def write_equality_deletes(session, table_name, ids):
+    """Commit an equality delete file (on column ``id``, an int) as CDC sinks such as Flink write
+    them: Spark SQL cannot write one."""
+    jvm = session._jvm
+    gateway = session.sparkContext._gateway
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(session._jsparkSession, table_name)
+    schema = table.schema()
+    names = jvm.java.util.ArrayList()
+    names.add("id")
+    delete_schema = schema.select(names)
+    field_ids = gateway.new_array(gateway.jvm.int, 1)
+    field_ids[0] = schema.findField("id").fieldId()
+    factory = jvm.org.apache.iceberg.data.GenericAppenderFactory(schema, table.spec(), field_ids, delete_schema, None)
+    output = jvm.org.apache.iceberg.encryption.EncryptedFiles.plainAsEncryptedOutput(
+        table.io().newOutputFile(f"{table.location()}/data/equality-deletes-{ids[0]}.parquet")
+    )
+    writer = factory.newEqDeleteWriter(output, jvm.org.apache.iceberg.FileFormat.PARQUET, None)
+    record = jvm.org.apache.iceberg.data.GenericRecord.create(delete_schema)
+    for value in ids:
+        row = record.copy()
+        row.setField("id", value)
+        writer.write(row)
+    writer.close()
+    table.newRowDelta().addDeletes(writer.toDeleteFile()).commit()
+
+
+def test_the_files_a_capture_reads_are_the_changed_ones_with_their_delete_files(project):
+    """Capture by files (refresh/capture.py): between two snapshots of a merge-on-read master,
+    the data files whose rows changed (new files, files given position or equality deletes) are
+    staged as they were and as they are; their difference is exactly the change, and the staged
+    views are gone after the block."""
+    adapter = project.adapter
+    table = f"{project.test_schema}.files_probe"
+    with adapter.connection_named("files"):
+        adapter.execute(
+            f"create table {table} (id int, v string) using iceberg tblproperties ('format-version' = '2', "
+            "'write.delete.mode' = 'merge-on-read', 'write.update.mode' = 'merge-on-read')"
+        )
+        for low in (0, 10, 20):  # three files
+            adapter.execute(f"insert into {table} select cast(id as int), cast(id as string) from range({low}, {low + 10})")
+        metadata = adapter._metadata()
+        start = metadata.main(table)
+        adapter.execute(f"update {table} set v = 'x' where id = 3")  # a position delete and a new file
+        adapter.execute(f"delete from {table} where id = 15")  # a position delete
+        write_equality_deletes(metadata.catalog.session, table, [7])
+        adapter.execute(f"insert into {table} values (100, 'n')")  # a new file
+        metadata.forget(table)
+        end = metadata.main(table)
+
+        def rows_of(sql):
+            _, found = adapter.execute(sql, fetch=True)
+            return sorted(tuple(r) for r in found)
+
+        with metadata.changed_files(table, start, end) as changed:
+            assert changed is not None and changed.removed_view and changed.added_view
+            inserted = rows_of(f"select * from {changed.added_view} except all select * from {changed.removed_view}")
+            deleted = rows_of(f"select * from {changed.removed_view} except all select * from {changed.added_view}")
+            staged = rows_of(f"select id from {changed.removed_view}")
+        assert inserted == [(3, "x"), (100, "n")]
+        assert deleted == [(3, "3"), (7, "7"), (15, "15")]
+        assert not any(20 <= i < 30 for (i,) in staged)  # the untouched file is not read
+        views = rows_of("show views")
+        assert not [v for v in views if "mv_files_" in str(v)]
