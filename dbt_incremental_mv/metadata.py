@@ -514,10 +514,15 @@ class JvmCatalog:
 
     def stage_changed_files(self, name: str, start: int, end: int) -> ChangedFiles | None:
         """Stage the data files of ``name`` that differ between snapshots ``start`` and ``end``
-        (two scan plans: manifests only) as scan task sets, read through temp views the way
-        Iceberg's ``rewrite_data_files`` reads its file groups (``scan-task-set-id``). None when
-        a snapshot is gone or the table's schema is not the one both were written with (staged
-        files are read with the table's current schema)."""
+        as scan task sets, read through temp views the way Iceberg's ``rewrite_data_files``
+        reads its file groups (``scan-task-set-id``). None when a snapshot is gone or the
+        table's schema is not the one both were written with (staged files are read with the
+        table's current schema).
+
+        Without delete files (copy-on-write history) the changed files are the ones the commits
+        in between added and removed (their own manifests: work proportional to the change).
+        With delete files, a data file also changed when the deletes applied to it did: both
+        snapshots are planned (every live file's task, one py4j round trip or more each)."""
         table = self._table(name)
         if table is None:
             return None
@@ -525,9 +530,13 @@ class JvmCatalog:
         current = int(table.schema().schemaId())
         if old is None or new is None or {_schema_id(old), _schema_id(new)} != {current}:
             return None
-        before, after = _scan_tasks(table, start), _scan_tasks(table, end)
-        removed = [task for path, (deletes, task) in before.items() if path not in after or after[path][0] != deletes]
-        added = [task for path, (deletes, task) in after.items() if path not in before or before[path][0] != deletes]
+        commits = _commits_between(table, start, end)
+        if commits is not None and not any(_has_delete_files(s) for s in (old, new, *commits)):
+            removed, added = self._files_changed_by(table, commits)
+        else:
+            before, after = _scan_tasks(table, start), _scan_tasks(table, end)
+            removed = [task for path, (deletes, task) in before.items() if path not in after or after[path][0] != deletes]
+            added = [task for path, (deletes, task) in after.items() if path not in before or before[path][0] != deletes]
         token = uuid.uuid4().hex[:16]
         removed_view = self._stage(table, f"mv_files_removed_{token}", removed)
         try:
@@ -536,6 +545,34 @@ class JvmCatalog:
             self.unstage_changed_files(ChangedFiles(removed_view, None, len(removed), 0))
             raise
         return ChangedFiles(removed_view, added_view, len(removed), len(added))
+
+    def _files_changed_by(self, table: Any, commits: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+        """Scan tasks of the data files ``commits`` (oldest first, no delete files anywhere)
+        removed that were live before them, and of those they added that are still live: read
+        from each commit's own manifests, not from a plan of the whole table."""
+        io = table.io()
+        removed: dict[str, Any] = {}
+        added: dict[str, Any] = {}
+        for commit in commits:
+            for data_file in _iterate(commit.removedDataFiles(io)):
+                path = str(data_file.location())
+                if added.pop(path, None) is None:  # added and removed in between: at neither end
+                    removed[path] = data_file
+            for data_file in _iterate(commit.addedDataFiles(io)):
+                added[str(data_file.location())] = data_file
+        iceberg = self.session._jvm.org.apache.iceberg
+        schema = iceberg.SchemaParser.toJson(table.schema())
+        residual = iceberg.expressions.ResidualEvaluator.unpartitioned(iceberg.expressions.Expressions.alwaysTrue())
+        no_deletes = self.session.sparkContext._gateway.new_array(iceberg.DeleteFile, 0)
+        specs: dict[int, str] = {}
+
+        def task(data_file: Any) -> Any:
+            spec_id = int(data_file.specId())
+            if spec_id not in specs:
+                specs[spec_id] = iceberg.PartitionSpecParser.toJson(table.specs().get(spec_id))
+            return iceberg.BaseFileScanTask(data_file, no_deletes, schema, specs[spec_id], residual)
+
+        return [task(f) for f in removed.values()], [task(f) for f in added.values()]
 
     def _stage(self, table: Any, view: str, tasks: Sequence[Any]) -> str | None:
         if not tasks:
@@ -603,6 +640,31 @@ def _scan_tasks(table: Any, snapshot: int) -> dict[str, tuple[tuple[tuple[str, i
     finally:
         tasks.close()
     return found
+
+
+def _commits_between(table: Any, start: int, end: int) -> list[Any] | None:
+    """The snapshots after ``start`` up to ``end``, oldest first (None: ``start`` is not an
+    ancestor of ``end``, or a snapshot between them is gone)."""
+    chain = []
+    cursor = table.snapshot(end)
+    while cursor is not None and int(cursor.snapshotId()) != start:
+        chain.append(cursor)
+        parent = cursor.parentId()
+        cursor = table.snapshot(parent) if parent is not None else None
+    return list(reversed(chain)) if cursor is not None else None
+
+
+def _has_delete_files(snapshot: Any) -> bool:
+    """Whether delete files are live in, or added by, ``snapshot`` (unknown counts as yes)."""
+    summary = snapshot.summary()
+    total, added = summary.get("total-delete-files"), summary.get("added-delete-files")
+    return total is None or int(total) > 0 or (added is not None and int(added) > 0)
+
+
+def _iterate(iterable: Any) -> Iterator[Any]:
+    iterator = iterable.iterator()
+    while iterator.hasNext():
+        yield iterator.next()
 
 
 def _offset(value: Any) -> int:

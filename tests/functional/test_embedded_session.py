@@ -147,3 +147,40 @@ def test_the_files_a_capture_reads_are_the_changed_ones_with_their_delete_files(
         assert not any(20 <= i < 30 for (i,) in staged)  # the untouched file is not read
         views = rows_of("show views")
         assert not [v for v in views if "mv_files_" in str(v)]
+
+
+def test_copy_on_write_changes_are_found_in_the_commits_own_manifests(project, monkeypatch):
+    """Without delete files, the files a capture reads come from the commits' own manifests
+    (added and removed data files): no plan of the whole table, whatever its size. A file added
+    and removed in between is read at neither end."""
+    from dbt_incremental_mv import metadata as seam
+
+    def whole_table_plan(*args):
+        raise AssertionError("planned every live file of the table")
+
+    adapter = project.adapter
+    table = f"{project.test_schema}.cow_probe"
+    with adapter.connection_named("cow"):
+        adapter.execute(f"create table {table} (id int, v string) using iceberg")
+        for low in (0, 10, 20):  # three files
+            adapter.execute(f"insert into {table} select cast(id as int), cast(id as string) from range({low}, {low + 10})")
+        metadata = adapter._metadata()
+        start = metadata.main(table)
+        adapter.execute(f"update {table} set v = 'x' where id = 3")  # rewrites the first file
+        adapter.execute(f"insert into {table} values (100, 'n')")  # a new file ...
+        adapter.execute(f"delete from {table} where id = 100")  # ... gone again
+        adapter.execute(f"delete from {table} where id = 15")  # rewrites the second file
+        metadata.forget(table)
+        end = metadata.main(table)
+        monkeypatch.setattr(seam, "_scan_tasks", whole_table_plan)
+
+        def rows_of(sql):
+            _, found = adapter.execute(sql, fetch=True)
+            return sorted(tuple(r) for r in found)
+
+        with metadata.changed_files(table, start, end) as changed:
+            assert (changed.removed_files, changed.added_files) == (2, 2), changed
+            inserted = rows_of(f"select * from {changed.added_view} except all select * from {changed.removed_view}")
+            deleted = rows_of(f"select * from {changed.removed_view} except all select * from {changed.added_view}")
+    assert inserted == [(3, "x")]
+    assert deleted == [(3, "3"), (15, "15")]
