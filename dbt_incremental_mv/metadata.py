@@ -13,6 +13,10 @@ catalogs answer the same questions:
   ``show tblproperties``, the ``snapshots`` and ``refs`` metadata tables), one table's metadata
   in three statements; ref moves as branch statements.
 
+In session mode the seam also stages the data files that changed between two snapshots of a
+master as Iceberg scan task sets (:meth:`Metadata.changed_files`), so that capture reads those
+files and no other: finding them reads the commits' manifests, not data.
+
 :class:`Metadata` caches what a refresh has read, so nothing is read twice; whatever writes a
 table calls :meth:`Metadata.forget` for it.
 """
