@@ -618,14 +618,22 @@ class JvmCatalog:
         self.session.conf.unset("spark.wap.id")
 
 
-def _planned_files(scan: Any) -> Iterator[Any]:
-    """The data files a table scan plans (manifests only, no data read); its task list is closed
-    when the iteration ends or is closed."""
+def _planned_tasks(scan: Any) -> Iterator[Any]:
+    """The file scan tasks a table scan plans (manifests only, no data read); its task list is
+    closed when the iteration ends or is closed."""
     tasks = scan.planFiles()
     try:
-        iterator = tasks.iterator()
-        while iterator.hasNext():
-            yield iterator.next().file()
+        yield from _iterate(tasks)
+    finally:
+        tasks.close()
+
+
+def _planned_files(scan: Any) -> Iterator[Any]:
+    """The data files a table scan plans (see :func:`_planned_tasks`)."""
+    tasks = _planned_tasks(scan)
+    try:
+        for task in tasks:
+            yield task.file()
     finally:
         tasks.close()
 
@@ -634,19 +642,14 @@ def _scan_tasks(table: Any, snapshot: int) -> dict[str, tuple[tuple[tuple[str, i
     """The file scan tasks of ``table`` at ``snapshot`` by data file path, each with the delete
     files applied to it (path and offset: deletion vectors share a file)."""
     found = {}
-    tasks = table.newScan().useSnapshot(snapshot).planFiles()
-    try:
-        iterator = tasks.iterator()
-        while iterator.hasNext():
-            task = iterator.next()
+    with closing(_planned_tasks(table.newScan().useSnapshot(snapshot))) as tasks:
+        for task in tasks:
             applied = task.deletes()
             # by index: iterating a py4j list ends on a Java exception (~10 ms per task)
             deletes = tuple(sorted(
                 (str(d.location()), _offset(d.contentOffset())) for d in map(applied.get, range(applied.size()))
             ))
             found[str(task.file().location())] = (deletes, task)
-    finally:
-        tasks.close()
     return found
 
 
