@@ -27,7 +27,7 @@ from dbt.adapters.spark.connections import (
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt_incremental_mv.conflicts import concurrent_commit_error
-from dbt_incremental_mv.embedded import ICEBERG_JARS_MODES, start_session
+from dbt_incremental_mv.embedded import ICEBERG_JARS_MODES, JIT_MODES, start_session
 from dbt_incremental_mv.iceberg_runtime import IcebergRuntimeError
 
 logger = AdapterLogger("spark_mv")
@@ -37,9 +37,11 @@ _session_lock = threading.Lock()
 @dataclass
 class SparkMVCredentials(SparkCredentials):
     # Embedded session only (method: session): the local Iceberg warehouse directory
-    # (relative paths are relative to the directory dbt runs in) and how Spark gets Iceberg.
+    # (relative paths are relative to the directory dbt runs in), how Spark gets Iceberg, and
+    # how its JVM compiles (auto / quick / peak: see embedded.JIT_MODES).
     warehouse: str | None = None
     iceberg_jars: str = "auto"
+    jit: str = "auto"
 
     @property
     def type(self) -> str:
@@ -51,6 +53,9 @@ class SparkMVCredentials(SparkCredentials):
         if self.iceberg_jars not in ICEBERG_JARS_MODES:
             allowed = ", ".join(f"'{m}'" for m in ICEBERG_JARS_MODES)
             raise DbtRuntimeError(f"Profile: iceberg_jars={self.iceberg_jars!r} is not supported. Allowed: {allowed}.")
+        if self.jit not in JIT_MODES:
+            allowed = ", ".join(f"'{m}'" for m in JIT_MODES)
+            raise DbtRuntimeError(f"Profile: jit={self.jit!r} is not supported. Allowed: {allowed}.")
         super().__post_init__()
         if self.method in (SparkConnectionMethod.THRIFT, SparkConnectionMethod.HTTP):
             # The Spark Thrift Server applies a session configuration entry only when its key is
@@ -64,7 +69,7 @@ class SparkMVCredentials(SparkCredentials):
     def _connection_keys(self) -> tuple[str, ...]:
         keys = super()._connection_keys()
         if self.method == SparkConnectionMethod.SESSION:
-            keys += ("warehouse", "iceberg_jars")
+            keys += ("warehouse", "iceberg_jars", "jit")
         return keys
 
 
@@ -174,6 +179,7 @@ class SparkMVConnectionManager(SparkConnectionManager):
                     warehouse=creds.warehouse,
                     iceberg_jars=creds.iceberg_jars,
                     user_params=creds.server_side_parameters,
+                    jit=creds.jit,
                 )
             except IcebergRuntimeError as exc:
                 raise FailedToConnectError(f"Cannot start the embedded Spark session: {exc}") from exc

@@ -15,6 +15,13 @@ def test_session_profile_needs_no_host():
     assert creds.host == "localhost"
     assert creds.type == "spark_mv"
     assert creds.iceberg_jars == "auto"
+    assert creds.jit == "auto"
+    assert "jit" in creds._connection_keys()
+
+
+def test_bad_jit_mode_is_refused():
+    with pytest.raises(DbtRuntimeError, match="jit='fast'.*'auto', 'quick', 'peak'"):
+        credentials(jit="fast")
 
 
 def test_bad_iceberg_jars_mode_is_refused():

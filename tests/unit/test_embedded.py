@@ -2,7 +2,15 @@ from pathlib import Path
 
 import pytest
 
-from dbt_incremental_mv.embedded import LOG4J_CONFIG, resolve_warehouse, session_settings
+from dbt_incremental_mv.embedded import (
+    LOG4J_CONFIG,
+    QUICK_JIT,
+    QUICK_JIT_MAX_BYTES,
+    quick_jit,
+    resolve_warehouse,
+    session_settings,
+    warehouse_smaller_than,
+)
 from dbt_incremental_mv.iceberg_runtime import ICEBERG_PACKAGE, IcebergJars
 
 JARS = IcebergJars(runtime=Path("/j/runtime.jar"), relocated_jackson=Path("/j/jackson.jar"))
@@ -63,3 +71,29 @@ def test_warehouse_is_resolved_against_the_working_directory(tmp_path, monkeypat
     monkeypatch.chdir(tmp_path)
     assert resolve_warehouse(None) == tmp_path / "warehouse"
     assert resolve_warehouse("data/wh") == tmp_path / "data" / "wh"
+
+
+def test_quick_jit_runs_the_c1_compiler_only():
+    quick = session_settings(warehouse=WAREHOUSE, user_params={}, iceberg_jars="auto", jars=JARS, quick_jit=True)
+    assert QUICK_JIT in quick["spark.driver.extraJavaOptions"].split()
+    assert "log4j2.configurationFile" in quick["spark.driver.extraJavaOptions"]
+    assert "Tiered" not in settings()["spark.driver.extraJavaOptions"]
+
+
+def test_auto_jit_is_quick_for_a_small_warehouse_only(tmp_path):
+    assert quick_jit("auto", tmp_path / "missing", {})  # a first run: nothing there yet
+    (tmp_path / "db" / "t" / "data").mkdir(parents=True)
+    (tmp_path / "db" / "t" / "data" / "a.parquet").write_bytes(b"x" * 1000)
+    assert quick_jit("auto", tmp_path, {})
+    assert not warehouse_smaller_than(tmp_path, 1000)
+    assert warehouse_smaller_than(tmp_path, 1001)
+    with (tmp_path / "db" / "t" / "data" / "big.parquet").open("wb") as big:
+        big.truncate(QUICK_JIT_MAX_BYTES)  # sparse: counted by its size
+    assert not quick_jit("auto", tmp_path, {})
+    assert quick_jit("quick", tmp_path, {})
+    assert not quick_jit("peak", tmp_path / "missing", {})
+
+
+@pytest.mark.parametrize("option", ["-XX:TieredStopAtLevel=4", "-XX:-TieredCompilation", "-Xint"])
+def test_a_users_own_jit_choice_is_left_alone(tmp_path, option):
+    assert not quick_jit("quick", tmp_path, {"spark.driver.extraJavaOptions": f"-Xss4m {option}"})
