@@ -82,3 +82,13 @@ def test_refusal_message_joins_the_blocker_and_the_advice_with_one_full_stop(blo
     assert message.startswith("Model 'v' cannot be fast refreshed: ")
     assert f"{expected} refresh_method='force'" in message, message
     assert "..." in blocker or ".." not in message, message
+
+
+def test_a_view_deletes_without_a_shuffle_by_data_file_in_format_2_only():
+    from dbt_incremental_mv.refresh.plan import DELETE_DISTRIBUTION, view_defaults
+
+    assert view_defaults({})[DELETE_DISTRIBUTION] == "none"
+    assert view_defaults({"format-version": "2"})[DELETE_DISTRIBUTION] == "none"
+    # deletion vectors: every delete of a data file from one task (Iceberg's hash distribution)
+    assert DELETE_DISTRIBUTION not in view_defaults({"format-version": "3"})
+    assert DELETE_DISTRIBUTION not in view_defaults({"format-version": "x"})
