@@ -1,3 +1,4 @@
+import sys
 from pathlib import Path
 
 import pytest
@@ -80,7 +81,8 @@ def test_quick_jit_runs_the_c1_compiler_only():
     assert "Tiered" not in settings()["spark.driver.extraJavaOptions"]
 
 
-def test_auto_jit_is_quick_for_a_small_warehouse_only(tmp_path):
+def test_auto_jit_is_quick_for_a_small_warehouse_only(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/dbt", "run"])
     assert quick_jit("auto", tmp_path / "missing", {})  # a first run: nothing there yet
     (tmp_path / "db" / "t" / "data").mkdir(parents=True)
     (tmp_path / "db" / "t" / "data" / "a.parquet").write_bytes(b"x" * 1000)
@@ -92,6 +94,14 @@ def test_auto_jit_is_quick_for_a_small_warehouse_only(tmp_path):
     assert not quick_jit("auto", tmp_path, {})
     assert quick_jit("quick", tmp_path, {})
     assert not quick_jit("peak", tmp_path / "missing", {})
+
+
+@pytest.mark.parametrize("argv0", ["/venv/bin/python", "pytest", "-c", "/venv/bin/dagster"])
+def test_auto_jit_keeps_c2_in_a_process_that_runs_many_dbt_commands(tmp_path, monkeypatch, argv0):
+    monkeypatch.setattr(sys, "argv", [argv0])
+    assert not quick_jit("auto", tmp_path, {})
+    monkeypatch.setattr(sys, "argv", ["C:\\venv\\Scripts\\dbt.exe"])
+    assert quick_jit("auto", tmp_path, {})
 
 
 @pytest.mark.parametrize("option", ["-XX:TieredStopAtLevel=4", "-XX:-TieredCompilation", "-Xint"])
