@@ -34,8 +34,8 @@ compiles competing with the refresh for the cores, so a short ``dbt`` command on
 finishes far sooner, while a statement over millions of rows runs 2-2.7x slower. ``auto``:
 ``quick`` for a ``dbt`` command-line process (one command, then the JVM ends) whose local warehouse
 holds less than ``QUICK_JIT_MAX_BYTES`` of files, else ``peak``: a process that runs dbt through its
-Python API (a test suite, an orchestrator) keeps the JVM for many commands, and C2 pays off there
-(the test suite ran ~1.5x slower with C1 only). Measured (2 cores, benchmarks/README.md): the example project's small refresh
+Python API (a test suite, an orchestrator) keeps the JVM for many commands, long enough for C2
+to pay off. Measured (2 cores, benchmarks/README.md): the example project's small refresh
 (``dbt run``) 42 -> 27 s with ``quick``; at 10M orders the complete refreshes 2.3x slower."""
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 QUICK_JIT_MAX_BYTES = 64 * 1024 * 1024
