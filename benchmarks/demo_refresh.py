@@ -42,9 +42,8 @@ def _dbt(project: Path, step: str, *args: str, threads: int | None) -> dict:
     log_dir.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, str(HERE / "dbt_timed.py"), *args, "--log-path", str(log_dir),
            "--log-format-file", "json", "--log-level-file", "debug", "--target-path", str(target_dir)]
-    if args[0] in ("run", "build"):
-        if threads:
-            cmd += ["--threads", str(threads)]
+    if args[0] in ("run", "build") and threads:
+        cmd += ["--threads", str(threads)]
     env = {**os.environ, "DBT_PROFILES_DIR": str(project), "DBT_MV_WAREHOUSE": str(project / "warehouse"),
            "DBT_SEND_ANONYMOUS_USAGE_STATS": "false", "DO_NOT_TRACK": "1",
            "BENCH_PHASE_LOG": str(log_dir / TIMED_LOG)}

@@ -36,7 +36,8 @@ finishes far sooner, while a statement over millions of rows runs 2-2.7x slower.
 holds less than ``QUICK_JIT_MAX_BYTES`` of files, else ``peak``: a process that runs dbt through its
 Python API (a test suite, an orchestrator) keeps the JVM for many commands, long enough for C2
 to pay off. Measured (2 cores, benchmarks/README.md): the example project's small refresh
-(``dbt run``) 42 -> 27 s with ``quick``; at 10M orders the complete refreshes 2.3x slower."""
+(``dbt run``) 28.6 -> 22.2 s with ``quick`` (alternated runs); at 10M orders the complete refreshes
+2.2-2.7x slower."""
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 QUICK_JIT_MAX_BYTES = 64 * 1024 * 1024
 # a user who chose any of these manages the JIT: leave it alone
@@ -95,7 +96,7 @@ def session_settings(
     user_params: Mapping[str, str],
     iceberg_jars: str,
     jars: IcebergJars | None,
-    quick_jit: bool = False,
+    c1_only: bool = False,
 ) -> dict[str, str]:
     """Spark settings of the embedded session; the user's server_side_parameters win."""
     settings: dict[str, str] = {
@@ -121,7 +122,7 @@ def session_settings(
         settings["spark.jars"] = ",".join(jars.classpath)
     settings.update(user_params)
     java_options = settings.get("spark.driver.extraJavaOptions", "")
-    if quick_jit:
+    if c1_only:
         java_options = f"{QUICK_JIT} {java_options}".strip()
     if "log4j2.configurationFile" not in java_options:
         java_options = f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()} {java_options}".strip()
@@ -152,7 +153,7 @@ def start_session(*, warehouse: str | None, iceberg_jars: str, user_params: Mapp
         user_params=user_params,
         iceberg_jars=iceberg_jars,
         jars=jars_for(iceberg_jars, user_params),
-        quick_jit=quick_jit(jit, path, user_params),
+        c1_only=quick_jit(jit, path, user_params),
     )
     settings = jvm_archive.session_options(settings)  # the JVM's classes mapped from an archive (see jvm_archive.py)
     builder = SparkSession.builder

@@ -209,6 +209,7 @@ def plan_refresh(
         out_of_step, view_state, view_read_at = check_staleness(ctx, view_relation, logs, existing_logs)
     if out_of_step is not None:
         decision = fallback(name, config, out_of_step)
+    user_tblproperties = {str(k): str(v) for k, v in user_properties.items()}
     return RefreshPlan(
         model_name=name,
         view_relation=view_relation,
@@ -220,8 +221,8 @@ def plan_refresh(
         compiled_sql=compiled_sql,
         config=config,
         tblproperties={
-            **view_defaults({str(k): str(v) for k, v in user_properties.items()}),
-            **{str(k): str(v) for k, v in user_properties.items()},
+            **view_defaults(user_tblproperties),
+            **user_tblproperties,
             **REQUIRED_VIEW_PROPERTIES,
             DEFINITION_PROPERTY: compiled_sql.strip(),
             **({COLUMNS_PROPERTY: encode_columns(read_columns)} if read_columns is not None else {}),

@@ -75,7 +75,7 @@ def test_warehouse_is_resolved_against_the_working_directory(tmp_path, monkeypat
 
 
 def test_quick_jit_runs_the_c1_compiler_only():
-    quick = session_settings(warehouse=WAREHOUSE, user_params={}, iceberg_jars="auto", jars=JARS, quick_jit=True)
+    quick = session_settings(warehouse=WAREHOUSE, user_params={}, iceberg_jars="auto", jars=JARS, c1_only=True)
     assert QUICK_JIT in quick["spark.driver.extraJavaOptions"].split()
     assert "log4j2.configurationFile" in quick["spark.driver.extraJavaOptions"]
     assert "Tiered" not in settings()["spark.driver.extraJavaOptions"]
