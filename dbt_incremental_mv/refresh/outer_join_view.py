@@ -23,6 +23,19 @@ recomputed and the outer row remains once, null-extended; when the first match a
 null-extended row goes; several inner rows of one slice changing at once are one recomputation;
 an update moving an inner row between slices recomputes both. NULL join keys simply never match.
 
+**Row by row (Oracle's outer-join refresh).** Recomputing a slice rewrites every row of an anchor
+for one changed inner row (a customer's orders for one changed order). So one changed occurrence X
+that an outer join null-extends and that is joined to the anchor on the anchor's whole key (the
+first such: ``c LEFT JOIN o ON o.customer_id = c.customer_id``) is applied by its rows instead.
+Its view rows are exactly the rows holding X's hidden key, and they depend only on X's row and its
+anchor's slice; the rows where X is null-extended are the slice's own (one per anchor that has no
+row of X). So for X's changed keys: delete the view rows holding them and insert their new rows;
+for the anchors its before and after images name (the affected ones): delete their null-extended
+row and insert it again when they have no row of X left. Both are the affected slices filtered to
+those rows (the masters read once, as for whole slices; only the changed rows written). Changes of
+the other occurrences (and of the anchor) still recompute their slices whole; a slice recomputed
+whole is exempt from the per-row filters (``_mv_whole`` in the affected keys).
+
 **One commit.** As for inner joins, the refresh is one atomic commit on the view (statement.py):
 
 - only anchor rows inserted: ``INSERT`` their slices; only anchor rows deleted: ``DELETE`` them;
@@ -46,6 +59,8 @@ from dbt_incremental_mv.refresh.statement import (
     WRITE_BRANCH, Cached, RefreshStatement, Write, branch_target, broadcast, cached_view, in_changed, refresh_writes,
 )
 from dbt_incremental_mv.sql_text import ident, idents, relation
+
+WHOLE = "_mv_whole"  # in the affected anchor keys: the anchor's whole slice is recomputed
 
 
 def anchor(view: ViewDefinition) -> str:
@@ -103,38 +118,52 @@ def _linked_anchor_keys(link: KeyLink, root_log: MarkedLog, rows: str) -> str:
     return f"select {named} from (\n{rows}\n) where {present}"
 
 
-def _affected_anchor_keys(
-    view: ViewDefinition, view_relation: str, marked: Mapping[str, MarkedLog], changed: list[str]
-) -> str:
-    """Keys (named as the anchor master's key columns) of every slice that may have changed."""
+def _anchor_key_parts(
+    view: ViewDefinition, view_relation: str, marked: Mapping[str, MarkedLog], alias: str
+) -> list[str]:
+    """Queries returning the anchor keys (named as the anchor master's key columns) of every slice
+    a change of ``alias`` may have changed: its old slices and its new ones."""
     root = anchor(view)
     root_log = marked[view.occurrence(root).master.name]
+    log = marked[view.occurrence(alias).master.name]
+    if alias == root:
+        return [log.changed_keys()]
     root_hidden = _hidden_key(view, root, root_log)
     renamed = ", ".join(f"{ident(h)} as {ident(k)}" for h, k in zip(root_hidden, root_log.spec.key))
-    linked = {link.target: link for link in key_links(view) if link.source == root}
-    parts = []
-    for alias in changed:
-        log = marked[view.occurrence(alias).master.name]
-        if alias == root:
-            parts.append(log.changed_keys())
-            continue
-        link = linked.get(alias)
-        if link is not None and log.logs_columns(link.columns):
-            # the slices its rows were in and are in now: the anchor keys its before and after images hold
-            parts.append(_linked_anchor_keys(link, root_log, log.images(link.columns)))
-            continue
-        hidden = _hidden_key(view, alias, log)
-        parts.append(  # the old slices it is in
-            f"select {renamed} from {relation(view_relation)} where {in_changed(log, hidden, log.changed_keys())}"
-        )
-        if link is not None:  # the new slices it makes: the anchor keys its rows hold, no join needed
-            parts.append(_linked_anchor_keys(link, root_log, _restricted(log, log.changed_keys(), marked_only=True)))
-            continue
-        present = " and ".join(f"{ident(h)} is not null" for h in hidden)
-        new_rows = _new_state(view, marked, {alias: _restricted(log, log.changed_keys(), marked_only=True)})
-        parts.append(f"select {renamed} from (\n{new_rows}\n) where {present}")  # the new slices it makes
+    link = _link_from_anchor(view, alias)
+    if link is not None and log.logs_columns(link.columns):
+        # the slices its rows were in and are in now: the anchor keys its before and after images hold
+        return [_linked_anchor_keys(link, root_log, log.images(link.columns))]
+    hidden = _hidden_key(view, alias, log)
+    old = f"select {renamed} from {relation(view_relation)} where {in_changed(log, hidden, log.changed_keys())}"
+    if link is not None:  # the new slices it makes: the anchor keys its rows hold, no join needed
+        return [old, _linked_anchor_keys(link, root_log, _restricted(log, log.changed_keys(), marked_only=True))]
+    present = " and ".join(f"{ident(h)} is not null" for h in hidden)
+    new_rows = _new_state(view, marked, {alias: _restricted(log, log.changed_keys(), marked_only=True)})
+    return [old, f"select {renamed} from (\n{new_rows}\n) where {present}"]  # the new slices it makes
+
+
+def _link_from_anchor(view: ViewDefinition, alias: str) -> KeyLink | None:
+    """The key link by which ``alias`` is joined to the anchor on the anchor's whole key, if any."""
+    root = anchor(view)
+    return next((link for link in key_links(view) if link.source == root and link.target == alias), None)
+
+
+def _distinct_keys(root_log: MarkedLog, parts: list[str]) -> str:
     union = "\nunion all\n".join(f"select {idents(root_log.spec.key)} from (\n{p}\n)" for p in parts)
     return f"select distinct {idents(root_log.spec.key)} from (\n{union}\n)"
+
+
+def _by_row(view: ViewDefinition, marked: Mapping[str, MarkedLog], changed: list[str]) -> str | None:
+    """The changed occurrence whose changes are applied row by row (Oracle's outer-join fast
+    refresh), not by recomputing the slices they are in: the first one null-extended by an outer
+    join and joined to the anchor on the anchor's whole key (so each of its rows is in the slice
+    its join columns name). None when no changed occurrence qualifies."""
+    root = anchor(view)
+    return next(
+        (a for a in changed if a != root and a in view.null_supplying and _link_from_anchor(view, a) is not None),
+        None,
+    )
 
 
 def refresh_statement(
@@ -163,13 +192,51 @@ def refresh_statement(
         return refresh_writes(branch, [Write("delete", sql)], (f"DEL {root}",), skipped)
     # the affected keys read the view as it was (main): the DELETE goes to the write branch;
     # both writes read them, computed once (they join the changed rows with the masters)
-    affected = Cached(cached_view(branch, "keys"), _affected_anchor_keys(view, view_relation, marked, changed))
-    keys = f"select * from {ident(affected.name)}"
-    new_slices = _slices(view, marked, keys)
+    by_row = _by_row(view, marked, changed)
+    whole = [part for a in changed if a != by_row for part in _anchor_key_parts(view, view_relation, marked, a)]
     on_branch = branch_target(view_relation, branch)
+    name = cached_view(branch, "keys")
+    keys = f"select {idents(root_log.spec.key)} from {ident(name)}"
+    if by_row is None:
+        affected = Cached(name, _distinct_keys(root_log, whole))
+        writes = [
+            Write("delete", f"delete from {on_branch}\nwhere ({idents(root_hidden)}) in ({broadcast(keys)})"),
+            Write("insert", f"insert into {on_branch} ({idents(stored)})\n{_slices(view, marked, keys)}"),
+        ]
+        run = tuple(f"SLICES {a}" for a in changed) + ("DEL+INS slices",)
+        return refresh_writes(branch, writes, run, skipped, cached=(affected,))
+    # Oracle's outer-join algorithm for ``by_row``: its changed rows' view rows are deleted and
+    # inserted, and the anchors its images name (the affected ones) only get their null-extended
+    # row fixed: deleted when the anchor had none of its rows and has some now, inserted when the
+    # last one went. The other changed occurrences' slices are recomputed whole, as above.
+    x_log = marked[view.occurrence(by_row).master.name]
+    x_hidden = _hidden_key(view, by_row, x_log)
+    x_null = " and ".join(f"{ident(h)} is null" for h in x_hidden)
+    x_changed = in_changed(x_log, x_hidden, x_log.changed_keys())
+    by_row_parts = _anchor_key_parts(view, view_relation, marked, by_row)
+    key_list = idents(root_log.spec.key)
+    if whole:  # each affected anchor flagged: whether its whole slice is recomputed
+        tagged = [(p, "false") for p in by_row_parts] + [(p, "true") for p in whole]
+        union = "\nunion all\n".join(f"select {key_list}, {w} as {ident(WHOLE)} from (\n{p}\n)" for p, w in tagged)
+        affected = Cached(
+            name, f"select {key_list}, bool_or({ident(WHOLE)}) as {ident(WHOLE)} from (\n{union}\n) group by {key_list}"
+        )
+    else:
+        affected = Cached(name, _distinct_keys(root_log, by_row_parts))
+    in_whole = f"({idents(root_hidden)}) in ({broadcast(f'{keys} where {ident(WHOLE)}')})" if whole else None
+    by_anchor = f"{keys} where not {ident(WHOLE)}" if whole else keys
+    # the changed rows' view rows; the affected anchors' null-extended rows; the whole slices
+    delete_where = [x_changed, f"(({idents(root_hidden)}) in ({broadcast(by_anchor)}) and {x_null})"]
+    # the affected anchors' new slices (one read of the masters, as for whole slices), less
+    # their rows that did not change: only rows of changed rows, and null-extended rows
+    insert_where = [x_changed, f"({x_null})"]
+    if in_whole:
+        delete_where.insert(0, in_whole)
+        insert_where.insert(0, in_whole)
+    new_rows = f"select * from (\n{_slices(view, marked, keys)}\n)\nwhere " + "\nor ".join(insert_where)
     writes = [
-        Write("delete", f"delete from {on_branch}\nwhere ({idents(root_hidden)}) in ({broadcast(keys)})"),
-        Write("insert", f"insert into {on_branch} ({idents(stored)})\n{new_slices}"),
+        Write("delete", f"delete from {on_branch}\nwhere " + "\nor ".join(delete_where)),
+        Write("insert", f"insert into {on_branch} ({idents(stored)})\n{new_rows}"),
     ]
-    run = tuple(f"SLICES {a}" for a in changed) + ("DEL+INS slices",)
+    run = (f"ROWS {by_row}",) + tuple(f"SLICES {a}" for a in changed if a != by_row) + ("DEL+INS rows",)
     return refresh_writes(branch, writes, run, skipped, cached=(affected,))

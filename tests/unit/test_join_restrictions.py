@@ -95,7 +95,7 @@ def test_an_outer_join_reads_the_inner_rows_of_the_affected_anchors_only():
     logs = {"shop.orders": marked(ORDERS), "shop.customers": marked(CUSTOMERS)}
     statement = outer_join_view.refresh_statement(view, "shop.v", logs)
     insert = statement.writes[-1].sql
-    assert "LEFT JOIN (SELECT * FROM `shop`.`orders` VERSION AS OF 123 WHERE (`customer_id`) IN (SELECT /*+ BROADCAST */ * FROM (SELECT * FROM `mv_write_keys`)))" in insert
+    assert "LEFT JOIN (SELECT * FROM `shop`.`orders` VERSION AS OF 123 WHERE (`customer_id`) IN (SELECT /*+ BROADCAST */ * FROM (SELECT `customer_id` FROM `mv_write_keys`)))" in insert
     # without the log's columns known: the old slices from the view, the new ones from the
     # changed orders' own customer_id (no join with customers)
     keys = statement.cached[0].sql
@@ -139,3 +139,44 @@ def test_a_key_range_is_rendered_as_literals_of_its_type():
         "`d` between date '2024-01-31' and date '2024-02-02' and `s` between 'a\\'b' and 'c' and `i` between -5 and 7"
     )
     assert MarkedLog(spec, 1, 0, 1, 1, 0, 1).key_range() is None
+
+
+def test_an_outer_join_applies_its_inner_rows_changes_row_by_row():
+    """Oracle's outer-join refresh: a changed order deletes and inserts its own view rows; its
+    customer's slice is not rewritten, only the null-extended row is fixed; a changed customer
+    still recomputes its whole slice."""
+    view = analyze_view(OUTER, MASTERS)
+    logs = {
+        "shop.orders": marked(ORDERS, logged=("order_id", "customer_id", "product_id", "ref", "amount")),
+        "shop.customers": marked(CUSTOMERS, 0, 0),
+    }
+    statement = outer_join_view.refresh_statement(view, "shop.v", logs)
+    assert statement.steps_run == ("ROWS o", "DEL+INS rows")
+    delete, insert = (w.sql for w in statement.writes)
+    changed_orders = "(`_mv_o_order_id`) in (select /*+ BROADCAST */ * from (\nselect distinct `order_id` from"
+    assert delete.startswith("delete from `shop`.`v`.`branch_mv_write`\nwhere " + changed_orders)
+    assert delete.endswith("select `customer_id` from `mv_write_keys`\n)) and `_mv_o_order_id` is null)")
+    assert "_mv_whole" not in delete + insert + statement.cached[0].sql
+    # the new rows: the affected slices, read once, less the rows of unchanged orders
+    assert scans_of(insert, "shop.orders") == 1
+    assert insert.endswith("\n))\nor (`_mv_o_order_id` is null)") and changed_orders in insert
+    # a changed customer too: its slice is recomputed whole, flagged in the affected keys
+    logs["shop.customers"] = marked(CUSTOMERS)
+    statement = outer_join_view.refresh_statement(view, "shop.v", logs)
+    assert statement.steps_run == ("ROWS o", "SLICES c", "DEL+INS rows")
+    keys = statement.cached[0].sql
+    assert "bool_or(`_mv_whole`) as `_mv_whole`" in keys and "true as `_mv_whole` from (\nselect distinct `customer_id` from (\nselect `customer_id`, `_mv_op` from `logs`.`mlog_customers`" in keys
+    for write in statement.writes:
+        assert "(`_mv_c_customer_id`) in (select /*+ BROADCAST */ * from (\nselect `customer_id` from `mv_write_keys` where `_mv_whole`\n))" in write.sql
+
+
+def test_an_outer_join_recomputes_slices_for_inner_rows_not_joined_on_the_anchor_key():
+    # joined on a column that is not the anchor's key: no row-by-row rule, the slices as before
+    view = analyze_view(
+        "select c.customer_id, c.name, o.order_id from shop.customers c left join shop.orders o on o.ref = c.name",
+        MASTERS,
+    )
+    logs = {"shop.orders": marked(ORDERS), "shop.customers": marked(CUSTOMERS, 0, 0)}
+    statement = outer_join_view.refresh_statement(view, "shop.v", logs)
+    assert statement.steps_run == ("SLICES o", "DEL+INS slices")
+    assert statement.writes[0].sql.endswith("where (`_mv_c_customer_id`) in (select /*+ BROADCAST */ * from (\nselect `customer_id` from `mv_write_keys`\n))")
