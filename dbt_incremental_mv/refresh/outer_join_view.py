@@ -56,7 +56,8 @@ from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.analysis.links import KeyLink, key_links
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.statement import (
-    WRITE_BRANCH, Cached, RefreshStatement, Write, branch_target, broadcast, cached_view, in_changed, refresh_writes,
+    WRITE_BRANCH, Cached, RefreshStatement, Write, branch_target, broadcast, broadcast_exists, cached_view, in_changed,
+    refresh_writes,
 )
 from dbt_incremental_mv.sql_text import ident, idents, relation
 
@@ -166,6 +167,50 @@ def _by_row(view: ViewDefinition, marked: Mapping[str, MarkedLog], changed: list
     )
 
 
+def _row_pairs(
+    view: ViewDefinition, view_relation: str, marked: Mapping[str, MarkedLog], alias: str
+) -> list[str]:
+    """Queries returning, for each changed row of ``alias`` (applied row by row), the anchor key of
+    each slice it was in or is in now with its own key: the anchor key named as the anchor
+    master's key columns, its key as its hidden key columns in the view."""
+    root = anchor(view)
+    root_log = marked[view.occurrence(root).master.name]
+    log = marked[view.occurrence(alias).master.name]
+    link = _link_from_anchor(view, alias)
+    assert link is not None
+    hidden = _hidden_key(view, alias, log)
+    own = ", ".join(f"{ident(k)} as {ident(h)}" for k, h in zip(log.spec.key, hidden))
+
+    def held(rows: str) -> str:  # the anchor key its rows hold, with their own key
+        named = ", ".join(f"{ident(c)} as {ident(k)}" for c, k in zip(link.columns, root_log.spec.key))
+        present = " and ".join(f"{ident(c)} is not null" for c in link.columns)
+        return f"select {named}, {own} from (\n{rows}\n) where {present}"
+
+    columns = list(dict.fromkeys([*link.columns, *log.spec.key]))
+    if log.logs_columns(columns):  # its before and after images: the slices it was in and is in now
+        return [held(log.images(columns))]
+    root_hidden = _hidden_key(view, root, root_log)
+    renamed = ", ".join(f"{ident(h)} as {ident(k)}" for h, k in zip(root_hidden, root_log.spec.key))
+    old = (  # the view rows it is in now
+        f"select {renamed}, {idents(hidden)} from {relation(view_relation)} "
+        f"where {in_changed(log, hidden, log.changed_keys())}"
+    )
+    return [old, held(_restricted(log, log.changed_keys(), marked_only=True))]
+
+
+def _row_filter(view: ViewDefinition, root_log: MarkedLog, root_hidden: list[str], x_hidden: list[str],
+                keys: str, whole: bool, row: str) -> str:
+    """Whether the view row ``row`` (an alias) is one the row-by-row refresh rewrites: a row of a
+    changed row of X (its anchor and key in the pairs), a null-extended row of an affected anchor,
+    or any row of a slice recomputed whole. One semi join on the anchor key with the pairs
+    broadcast: a row of another anchor is dismissed by one hash probe."""
+    anchor_match = " and ".join(f"`_mv_k`.{ident(k)} = {row}.{ident(h)}" for k, h in zip(root_log.spec.key, root_hidden))
+    x_null = " and ".join(f"{row}.{ident(h)} is null" for h in x_hidden)
+    x_match = " and ".join(f"{row}.{ident(h)} = `_mv_k`.{ident(h)}" for h in x_hidden)
+    which = ([f"`_mv_k`.{ident(WHOLE)}"] if whole else []) + [f"({x_null})", f"({x_match})"]
+    return broadcast_exists(keys, "`_mv_k`", f"{anchor_match} and ({' or '.join(which)})")
+
+
 def refresh_statement(
     view: ViewDefinition,
     view_relation: str,
@@ -205,37 +250,26 @@ def refresh_statement(
         ]
         run = tuple(f"SLICES {a}" for a in changed) + ("DEL+INS slices",)
         return refresh_writes(branch, writes, run, skipped, cached=(affected,))
-    # Oracle's outer-join algorithm for ``by_row``: its changed rows' view rows are deleted and
-    # inserted, and the anchors its images name (the affected ones) only get their null-extended
-    # row fixed: deleted when the anchor had none of its rows and has some now, inserted when the
-    # last one went. The other changed occurrences' slices are recomputed whole, as above.
+    # Oracle's outer-join algorithm for ``by_row`` (X): the view rows of its changed rows are
+    # deleted and inserted, and the anchors its images name (the affected ones) only get their
+    # null-extended row fixed: deleted when the anchor had no row of X and has some now, inserted
+    # when the last one went. The other changed occurrences' slices are recomputed whole, as above.
     x_log = marked[view.occurrence(by_row).master.name]
     x_hidden = _hidden_key(view, by_row, x_log)
-    x_null = " and ".join(f"{ident(h)} is null" for h in x_hidden)
-    x_changed = in_changed(x_log, x_hidden, x_log.changed_keys())
-    by_row_parts = _anchor_key_parts(view, view_relation, marked, by_row)
+    # the affected keys: (anchor, row of X) pairs, and anchors whose slice is recomputed whole
     key_list = idents(root_log.spec.key)
-    if whole:  # each affected anchor flagged: whether its whole slice is recomputed
-        tagged = [(p, "false") for p in by_row_parts] + [(p, "true") for p in whole]
-        union = "\nunion all\n".join(f"select {key_list}, {w} as {ident(WHOLE)} from (\n{p}\n)" for p, w in tagged)
-        affected = Cached(
-            name, f"select {key_list}, bool_or({ident(WHOLE)}) as {ident(WHOLE)} from (\n{union}\n) group by {key_list}"
-        )
-    else:
-        affected = Cached(name, _distinct_keys(root_log, by_row_parts))
-    in_whole = f"({idents(root_hidden)}) in ({broadcast(f'{keys} where {ident(WHOLE)}')})" if whole else None
-    by_anchor = f"{keys} where not {ident(WHOLE)}" if whole else keys
-    # the changed rows' view rows; the affected anchors' null-extended rows; the whole slices
-    delete_where = [x_changed, f"(({idents(root_hidden)}) in ({broadcast(by_anchor)}) and {x_null})"]
-    # the affected anchors' new slices (one read of the masters, as for whole slices), less
-    # their rows that did not change: only rows of changed rows, and null-extended rows
-    insert_where = [x_changed, f"({x_null})"]
-    if in_whole:
-        delete_where.insert(0, in_whole)
-        insert_where.insert(0, in_whole)
-    new_rows = f"select * from (\n{_slices(view, marked, keys)}\n)\nwhere " + "\nor ".join(insert_where)
+    tagged = [f"select {key_list}, {idents(x_hidden)}" + (f", false as {ident(WHOLE)}" if whole else "") + f" from (\n{p}\n)"
+              for p in _row_pairs(view, view_relation, marked, by_row)]
+    nulls = ", ".join(f"null as {ident(h)}" for h in x_hidden)  # (typed by the union)
+    tagged += [f"select {key_list}, {nulls}, true as {ident(WHOLE)} from (\n{p}\n)" for p in whole]
+    affected = Cached(name, "\nunion all\n".join(tagged))
+    every = f"select * from {ident(name)}"
+    rows_of = _row_filter(view, root_log, root_hidden, x_hidden, every, bool(whole), "`_mv_v`")
+    # the new rows: the affected slices (the masters read once, as for whole slices), less their
+    # rows that did not change
+    new_rows = f"select * from (\n{_slices(view, marked, keys)}\n) as `_mv_v`\nwhere {rows_of}"
     writes = [
-        Write("delete", f"delete from {on_branch}\nwhere " + "\nor ".join(delete_where)),
+        Write("delete", f"delete from {on_branch} as `_mv_v`\nwhere {rows_of}"),
         Write("insert", f"insert into {on_branch} ({idents(stored)})\n{new_rows}"),
     ]
     run = (f"ROWS {by_row}",) + tuple(f"SLICES {a}" for a in changed if a != by_row) + ("DEL+INS rows",)
