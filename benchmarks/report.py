@@ -24,7 +24,7 @@ CSV_COLUMNS = (
      "fast_s", "complete_s", "speedup", "noop_s", "build_s", "statements_fast", "statements_noop",
      "statements_complete"]
     + [f"fast_{p}_s" for p in PHASES]
-    + ["view_rows", "verified"]
+    + ["view_rows", "rows_added", "rows_deleted", "verified"]
 )
 
 
@@ -64,6 +64,8 @@ def _row(p: dict, scale: dict, point: dict, view: str, kind: str) -> dict:
         "statements_noop": noop and noop["n_statements"],
         "statements_complete": complete and complete["n_statements"],
         "view_rows": verify.get("view_rows"),
+        "rows_added": verify.get("rows_added"),
+        "rows_deleted": verify.get("rows_deleted"),
         "verified": verify.get("ok"),
     }
     for phase in PHASES:
@@ -119,12 +121,13 @@ def markdown(results: dict) -> str:
 
 def point_table(rows: list[dict]) -> list[str]:
     header = ["view", "class", "fast s", "complete s", "speed-up", "no-op s", "stmts fast", "stmts no-op",
-              *PHASES, "rows", "verified"]
+              *PHASES, "rows", "rows +/- by fast", "verified"]
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
         cells = [r["view"], r["class"], _fmt(r["fast_s"]), _fmt(r["complete_s"]), _fmt(r["speedup"], 2) + "x",
                  _fmt(r["noop_s"]), _fmt(r["statements_fast"]), _fmt(r["statements_noop"]),
                  *[_fmt(r[f"fast_{p}_s"]) for p in PHASES], _fmt(r["view_rows"]),
+                 f"+{_fmt(r['rows_added'])} / -{_fmt(r['rows_deleted'])}",
                  {True: "yes", False: "NO"}.get(r["verified"], "-")]
         out.append("| " + " | ".join(cells) + " |")
     return out

@@ -127,11 +127,22 @@ def step_verify(spark, p: dict) -> dict:
     out = {}
     for v in p["views"]:
         result = compare(spark, v["relation"], v["query"])
+        result.update(refresh_writes(spark, v["relation"]))
         statements = p.get("explain", {}).get(v["name"])
         if statements:
             result["explain"] = explain_writes(spark, statements)
         out[v["name"]] = result
     return out
+
+
+def refresh_writes(spark, relation: str) -> dict:
+    """What the view's commits after its first one (the build) wrote: rows added and rows deleted
+    (position deletes, or records a copy-on-write rewrite dropped), from the snapshots' summaries."""
+    rows = spark.sql(f"select summary from {relation}.snapshots order by committed_at").collect()[1:]
+    def total(key: str) -> int:
+        return sum(int(r[0].get(key, 0) or 0) for r in rows)
+    return {"rows_added": total("added-records"),
+            "rows_deleted": total("added-position-deletes") + total("deleted-records")}
 
 
 def compare(spark, relation: str, query: str) -> dict:
