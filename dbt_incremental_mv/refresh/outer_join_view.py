@@ -112,11 +112,18 @@ def _hidden_key(view: ViewDefinition, alias: str, log: MarkedLog) -> list[str]:
     return [by_source[k.lower()] for k in log.spec.key]
 
 
-def _linked_anchor_keys(link: KeyLink, root_log: MarkedLog, rows: str) -> str:
-    """The anchor keys (named as the anchor's key columns) that ``rows`` of ``link.target`` hold."""
+def _linked_anchor_keys(link: KeyLink, root_log: MarkedLog, rows: str, also: str = "") -> str:
+    """The anchor keys (named as the anchor's key columns) that ``rows`` of ``link.target`` hold,
+    with the projections ``also`` of each row."""
     named = ", ".join(f"{ident(c)} as {ident(k)}" for c, k in zip(link.columns, root_log.spec.key))
     present = " and ".join(f"{ident(c)} is not null" for c in link.columns)
-    return f"select {named} from (\n{rows}\n) where {present}"
+    return f"select {named}{', ' + also if also else ''} from (\n{rows}\n) where {present}"
+
+
+def _anchor_key_from_view(view: ViewDefinition, root_log: MarkedLog) -> str:
+    """The view's hidden anchor key columns, named as the anchor master's key columns."""
+    root_hidden = _hidden_key(view, anchor(view), root_log)
+    return ", ".join(f"{ident(h)} as {ident(k)}" for h, k in zip(root_hidden, root_log.spec.key))
 
 
 def _anchor_key_parts(
@@ -129,8 +136,7 @@ def _anchor_key_parts(
     log = marked[view.occurrence(alias).master.name]
     if alias == root:
         return [log.changed_keys()]
-    root_hidden = _hidden_key(view, root, root_log)
-    renamed = ", ".join(f"{ident(h)} as {ident(k)}" for h, k in zip(root_hidden, root_log.spec.key))
+    renamed = _anchor_key_from_view(view, root_log)
     link = _link_from_anchor(view, alias)
     if link is not None and log.logs_columns(link.columns):
         # the slices its rows were in and are in now: the anchor keys its before and after images hold
@@ -155,7 +161,7 @@ def _distinct_keys(root_log: MarkedLog, parts: list[str]) -> str:
     return f"select distinct {idents(root_log.spec.key)} from (\n{union}\n)"
 
 
-def _by_row(view: ViewDefinition, marked: Mapping[str, MarkedLog], changed: list[str]) -> str | None:
+def _by_row(view: ViewDefinition, changed: list[str]) -> str | None:
     """The changed occurrence whose changes are applied row by row (Oracle's outer-join fast
     refresh), not by recomputing the slices they are in: the first one null-extended by an outer
     join and joined to the anchor on the anchor's whole key (so each of its rows is in the slice
@@ -180,26 +186,17 @@ def _row_pairs(
     assert link is not None
     hidden = _hidden_key(view, alias, log)
     own = ", ".join(f"{ident(k)} as {ident(h)}" for k, h in zip(log.spec.key, hidden))
-
-    def held(rows: str) -> str:  # the anchor key its rows hold, with their own key
-        named = ", ".join(f"{ident(c)} as {ident(k)}" for c, k in zip(link.columns, root_log.spec.key))
-        present = " and ".join(f"{ident(c)} is not null" for c in link.columns)
-        return f"select {named}, {own} from (\n{rows}\n) where {present}"
-
     columns = list(dict.fromkeys([*link.columns, *log.spec.key]))
     if log.logs_columns(columns):  # its before and after images: the slices it was in and is in now
-        return [held(log.images(columns))]
-    root_hidden = _hidden_key(view, root, root_log)
-    renamed = ", ".join(f"{ident(h)} as {ident(k)}" for h, k in zip(root_hidden, root_log.spec.key))
+        return [_linked_anchor_keys(link, root_log, log.images(columns), own)]
     old = (  # the view rows it is in now
-        f"select {renamed}, {idents(hidden)} from {relation(view_relation)} "
+        f"select {_anchor_key_from_view(view, root_log)}, {idents(hidden)} from {relation(view_relation)} "
         f"where {in_changed(log, hidden, log.changed_keys())}"
     )
-    return [old, held(_restricted(log, log.changed_keys(), marked_only=True))]
+    return [old, _linked_anchor_keys(link, root_log, _restricted(log, log.changed_keys(), marked_only=True), own)]
 
 
-def _row_filter(view: ViewDefinition, root_log: MarkedLog, root_hidden: list[str], x_hidden: list[str],
-                keys: str, whole: bool, row: str) -> str:
+def _row_filter(root_log: MarkedLog, root_hidden: list[str], x_hidden: list[str], keys: str, whole: bool, row: str) -> str:
     """Whether the view row ``row`` (an alias) is one the row-by-row refresh rewrites: a row of a
     changed row of X (its anchor and key in the pairs), a null-extended row of an affected anchor,
     or any row of a slice recomputed whole. One semi join on the anchor key with the pairs
@@ -237,7 +234,7 @@ def refresh_statement(
         return refresh_writes(branch, [Write("delete", sql)], (f"DEL {root}",), skipped)
     # the affected keys read the view as it was (main): the DELETE goes to the write branch;
     # both writes read them, computed once (they join the changed rows with the masters)
-    by_row = _by_row(view, marked, changed)
+    by_row = _by_row(view, changed)
     whole = [part for a in changed if a != by_row for part in _anchor_key_parts(view, view_relation, marked, a)]
     on_branch = branch_target(view_relation, branch)
     name = cached_view(branch, "keys")
@@ -264,7 +261,7 @@ def refresh_statement(
     tagged += [f"select {key_list}, {nulls}, true as {ident(WHOLE)} from (\n{p}\n)" for p in whole]
     affected = Cached(name, "\nunion all\n".join(tagged))
     every = f"select * from {ident(name)}"
-    rows_of = _row_filter(view, root_log, root_hidden, x_hidden, every, bool(whole), "`_mv_v`")
+    rows_of = _row_filter(root_log, root_hidden, x_hidden, every, bool(whole), "`_mv_v`")
     # the new rows: the affected slices (the masters read once, as for whole slices), less their
     # rows that did not change
     new_rows = f"select * from (\n{_slices(view, marked, keys)}\n) as `_mv_v`\nwhere {rows_of}"
