@@ -64,14 +64,19 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import importlib  # noqa: E402
+
 import report  # noqa: E402
 import shop  # noqa: E402
 from dbt_runs import DbtFailure, run_dbt, write_project  # noqa: E402
 
 DEFAULT_FRACTION_SWEEP = (0.0001, 0.001, 0.01, 0.1, 0.5)
-# Run before the models of every dbt command (an eager statement: it runs a Spark job), so that
-# the first model does not pay the JVM's first-query warm-up alone.
-WARM_UP = "cache table bench_warm_up as select country, count(*) as n from shop.customers group by country"
+DATASETS = ("shop", "tpch")  # modules with the masters, views and change workload
+
+
+def dataset(name: str):
+    """The dataset module: ``shop`` (orders, customers, products) or ``tpch`` (TPC-H-shaped)."""
+    return importlib.import_module(name)
 
 
 class BenchmarkFailure(Exception):
@@ -92,38 +97,40 @@ class Progress:
 
 
 # ---------------------------------------------------------------------- the dbt projects
-def _sources(masters: list[str], logs: str | None) -> str:
+def _sources(ds, masters: list[str], logs: str | None) -> str:
     """``sources.yml``: the masters, and with ``logs`` ('capture' or 'cdc') their change logs."""
-    lines = ["version: 2", "sources:", "  - name: shop", f"    schema: {shop.SCHEMA}", "    tables:"]
+    lines = ["version: 2", "sources:", f"  - name: {ds.SCHEMA}", f"    schema: {ds.SCHEMA}", "    tables:"]
     lines += [f"      - name: {m}" for m in masters]
     if logs:
-        lines += ["  - name: change_logs", f"    schema: {shop.SCHEMA}", "    tables:"]
+        lines += ["  - name: change_logs", f"    schema: {ds.SCHEMA}", "    tables:"]
         for m in masters:
-            key = ", ".join(shop.MASTERS[m].key)
+            key = ", ".join(ds.MASTERS[m].key)
             capture = "true" if logs == "capture" else "false"
-            lines += [f"      - name: {shop.log_name(m)}", "        meta:",
-                      f"          mv_log: {{master: shop.{m}, key: [{key}], capture: {capture}}}"]
+            lines += [f"      - name: {ds.log_name(m)}", "        meta:",
+                      f"          mv_log: {{master: {ds.SCHEMA}.{m}, key: [{key}], capture: {capture}}}"]
     return "\n".join(lines) + "\n"
 
 
-def _model(view: shop.View, config: str) -> str:
-    tables = {m: "{{ source('shop', '" + m + "') }}" for m in view.masters}
+def _model(ds, view: shop.View, config: str) -> str:
+    tables = {m: "{{ source('" + ds.SCHEMA + "', '" + m + "') }}" for m in view.masters}
     return "{{ config(" + config + ") }}\n" + view.query(**tables) + "\n"
 
 
-def masters_of(views: list[shop.View]) -> list[str]:
-    return [m for m in shop.MASTERS if any(m in v.masters for v in views)]
+def masters_of(ds, views: list[shop.View]) -> list[str]:
+    return [m for m in ds.MASTERS if any(m in v.masters for v in views)]
 
 
 def write_projects(root: Path, warehouse: Path, views: list[shop.View], args: argparse.Namespace) -> tuple[Path, Path]:
-    masters = masters_of(views)
+    ds = dataset(args.dataset)
+    masters = masters_of(ds, views)
     common = {"warehouse": warehouse, "driver_memory": args.driver_memory, "threads": args.threads,
-              "on_run_start": WARM_UP}
-    fast = write_project(root, "fast", schema="mv_fast", sources_yml=_sources(masters, args.logs),
-                         models={v.name: _model(v, "materialized='fast_refresh'") for v in views}, **common)
+              "on_run_start": ds.WARM_UP}
+    fast = write_project(root, "fast", schema="mv_fast", sources_yml=_sources(ds, masters, args.logs),
+                         models={v.name: _model(ds, v, "materialized='fast_refresh'") for v in views}, **common)
     complete = write_project(
-        root, "complete", schema="mv_complete", sources_yml=_sources(masters, None),
-        models={v.name: _model(v, "materialized='fast_refresh', refresh_method='complete'") for v in views}, **common)
+        root, "complete", schema="mv_complete", sources_yml=_sources(ds, masters, None),
+        models={v.name: _model(ds, v, "materialized='fast_refresh', refresh_method='complete'") for v in views},
+        **common)
     return fast, complete
 
 
@@ -192,8 +199,9 @@ class Bench:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.views = shop.select_views(args.views, lines=not args.no_lines)
-        self.cdc_logs = masters_of(self.views) if args.logs == "cdc" else []  # the change step writes them
+        self.ds = dataset(args.dataset)
+        self.views = self.ds.select_views(args.views, lines=not args.no_lines)
+        self.cdc_logs = masters_of(self.ds, self.views) if args.logs == "cdc" else []  # the change step writes them
         self.progress = Progress()
         self.root = Path(tempfile.mkdtemp(prefix="bench_", dir=args.tmpdir))
         self.places: dict[int, tuple[Path, Path, Path]] = {}  # per scale: warehouse, fast and complete projects
@@ -205,13 +213,13 @@ class Bench:
         }
 
     def payload(self, warehouse: Path, scale: int, **extra) -> dict:
-        sizes = {"scale": scale, "products": self.args.products, "lines": not self.args.no_lines,
-                 "files": self.args.files}
-        return {"warehouse": str(warehouse), "driver_memory": self.args.driver_memory, "sizes": sizes, **extra}
+        sizes = {"scale": scale, **self.ds.size_options(self.args)}
+        return {"warehouse": str(warehouse), "driver_memory": self.args.driver_memory, "dataset": self.args.dataset,
+                "sizes": sizes, **extra}
 
     def run(self) -> dict:
         a = self.args
-        self.progress(f"bench {a.name}: scales {a.scale}, changed {a.changed or a.changed_rows}, spread {a.spread}, "
+        self.progress(f"bench {a.name}: {a.dataset}, scales {a.scale}, changed {a.changed or a.changed_rows}, spread {a.spread}, "
                       f"masters {a.master_mode}, logs {a.logs}, views {', '.join(v.name for v in self.views)}")
         for scale in a.scale:
             record = self.prepare(scale)
@@ -237,7 +245,7 @@ class Bench:
         self.progress(f"generate masters ({scale:,} orders, {self.args.master_mode})")
         record["generate"] = spark_step("generate", self.payload(warehouse, scale, master_mode=self.args.master_mode,
                                                                  cdc_logs=self.cdc_logs))
-        logs = ", ".join(shop.log_name(m) for m in self.cdc_logs)
+        logs = ", ".join(self.ds.log_name(m) for m in self.cdc_logs)
         self.progress(f"generated: {report.rows_text(record)} in {record['generate']['wall_s']:.1f} s"
                       + (f"; change logs {logs}" if logs else ""))
         record["build"] = dbt(fast, "build")
@@ -268,7 +276,7 @@ class Bench:
 
     def verify(self, warehouse: Path, scale: int, fast_run: dict) -> dict:
         views = [{"name": v.name, "relation": f"mv_fast.{v.name}",
-                  "query": v.query(**{m: f"{shop.SCHEMA}.{m}" for m in v.masters})} for v in self.views]
+                  "query": v.query(**{m: f"{self.ds.SCHEMA}.{m}" for m in v.masters})} for v in self.views]
         explain = {} if self.args.no_explain else refresh_statements(fast_run)
         result = spark_step("verify", self.payload(warehouse, scale, views=views, explain=explain))
         wall = result.pop("wall_s")
@@ -307,6 +315,9 @@ def write_outputs(results: dict, out_dir: Path, workdir: Path) -> Path:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", choices=DATASETS, default="shop",
+                        help="shop (orders, customers, products, order lines) or tpch (TPC-H-shaped: lineitem, "
+                             "orders, customer, nation; --scale 1500000 is scale factor 1)")
     parser.add_argument("--scale", type=int, nargs="+", default=[1_000_000],
                         help="orders (customers: scale/10); several with --sweep scale")
     parser.add_argument("--changed", type=float, nargs="+", default=None,
@@ -324,7 +335,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--products", type=int, default=10_000)
     parser.add_argument("--files", type=int, default=8, help="data files per master when generated")
     parser.add_argument("--views", type=lambda s: [v for v in s.split(",") if v], default=None,
-                        help="comma-separated views (default all): " + ", ".join(v.name for v in shop.VIEWS))
+                        help="comma-separated views (default all): " + ", ".join(
+                            v.name for name in DATASETS for v in dataset(name).VIEWS))
     parser.add_argument("--threads", type=int, default=1, help="dbt threads (1: every view timed alone)")
     parser.add_argument("--driver-memory", default="2g")
     parser.add_argument("--no-explain", action="store_true", help="do not EXPLAIN the refresh statements")
@@ -358,7 +370,7 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
     if any(f <= 0 or f > 1 for f in args.changed or []):
         parser.error("--changed fractions must be in (0, 1]")
     try:
-        shop.select_views(args.views, lines=not args.no_lines)
+        dataset(args.dataset).select_views(args.views, lines=not args.no_lines)
     except ValueError as exc:
         parser.error(str(exc))
     if args.name is None:
@@ -369,8 +381,9 @@ def default_name(args: argparse.Namespace) -> str:
     scales = "-".join(str(s) for s in args.scale)
     changed = f"rows{args.changed_rows}" if args.changed_rows else "-".join(f"{f:g}" for f in args.changed)
     sweep = f"sweep-{args.sweep}_" if args.sweep else ""
-    lines = "_nolines" if args.no_lines else ""
-    return f"bench_{sweep}{scales}_{changed}_{args.spread}_{args.master_mode}_{args.logs}{lines}"
+    lines = "_nolines" if args.no_lines and args.dataset == "shop" else ""
+    data = "" if args.dataset == "shop" else f"{args.dataset}_"
+    return f"bench_{data}{sweep}{scales}_{changed}_{args.spread}_{args.master_mode}_{args.logs}{lines}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,6 +25,10 @@ import math
 from dataclasses import dataclass
 
 SCHEMA = "shop"
+FACT = "orders"  # what --scale and --changed count
+# Run before the models of every dbt command (an eager statement: it runs a Spark job), so that
+# the first model does not pay the JVM's first-query warm-up alone.
+WARM_UP = f"cache table bench_warm_up as select country, count(*) as n from {SCHEMA}.customers group by country"
 COUNTRIES = ("DE", "FR", "IT", "ES", "NL", "PL", "SE", "PT", "AT", "BE")
 STATUSES = ("new", "paid", "shipped", "delivered", "returned", "cancelled")
 DAYS = 1500  # order dates span about four years
@@ -84,6 +88,20 @@ class Sizes:
         return ("orders", "customers", "products", "order_lines") if self.lines else ("orders", "customers", "products")
 
 
+def size_options(args) -> dict:
+    """The ``Sizes`` fields that come from the command line besides the scale."""
+    return {"products": args.products, "lines": not args.no_lines, "files": args.files}
+
+
+def current_state(first, s: Sizes) -> "Current":
+    """What the change workload reads first; ``first(sql)`` runs a query and returns its first row."""
+    orders, max_order = first(f"select count(*), max(order_id) from {SCHEMA}.orders")
+    customers, max_customer = first(f"select count(*), max(customer_id) from {SCHEMA}.customers")
+    lines = first(f"select count(*) from {SCHEMA}.order_lines")[0] if s.lines else 0
+    return Current(orders=orders, max_order_id=max_order, customers=customers, max_customer_id=max_customer,
+                   lines=lines)
+
+
 def table_properties(master_mode: str) -> str:
     """How row-level changes are written: copy-on-write (Iceberg's default) or merge-on-read."""
     mode = "copy-on-write" if master_mode == "cow" else "merge-on-read"
@@ -91,8 +109,9 @@ def table_properties(master_mode: str) -> str:
     return f"tblproperties ({props})"
 
 
-def create_master(name: str, master_mode: str) -> str:
-    return f"create table {SCHEMA}.{name} ({MASTERS[name].columns}) using iceberg {table_properties(master_mode)}"
+def create_master(name: str, master_mode: str, schema: str = SCHEMA, masters: dict | None = None) -> str:
+    columns = (masters or MASTERS)[name].columns
+    return f"create table {schema}.{name} ({columns}) using iceberg {table_properties(master_mode)}"
 
 
 def _pick(options: tuple[str, ...], hashed: str) -> str:
@@ -358,26 +377,30 @@ def log_name(master: str) -> str:
     return f"mlog_{master}"
 
 
-def cdc_log_statements(master: str) -> list[str]:
+def cdc_log_statements(master: str, schema: str = SCHEMA, masters: dict | None = None) -> list[str]:
     """Create an ingestion-written change log (the log contract: every master column, ``_mv_op``,
     ``_mv_commit``, ``_mv_time``; Iceberg format-version 3, as ``create_mv_log`` makes it), and
     commit an empty append to it: the feed has started, nothing changed yet. (A log with no
     snapshot at all makes the views' build fail in its purge step: ``Cannot find snapshot with
     ID 0``.)"""
-    log = f"{SCHEMA}.{log_name(master)}"
+    log = f"{schema}.{log_name(master)}"
     return [
-        f"create table {log} ({MASTERS[master].columns}, _mv_op string, _mv_commit bigint, _mv_time timestamp) "
+        f"create table {log} ({(masters or MASTERS)[master].columns}, _mv_op string, _mv_commit bigint, _mv_time timestamp) "
         "using iceberg tblproperties ('format-version'='3', 'write.delete.mode'='copy-on-write')",
         f"insert into {log} select * from {log} where false",
     ]
 
 
 def cdc_log_insert(change: Change, columns: list[str], before: int, commit: int) -> str:
-    """What a CDC feed would append to the master's log for ``change``: a ``D`` row (the values
-    before, read at snapshot ``before``) and/or an ``I`` row (the values after) per touched row,
-    with ``_mv_commit`` the master commit (the CDC transaction id)."""
+    return cdc_log_insert_for(SCHEMA, log_name(change.master), change, columns, before, commit)
+
+
+def cdc_log_insert_for(schema: str, log: str, change: Change, columns: list[str], before: int, commit: int) -> str:
+    """What a CDC feed would append to the master's log ``schema.log`` for ``change``: a ``D`` row
+    (the values before, read at snapshot ``before``) and/or an ``I`` row (the values after) per
+    touched row, with ``_mv_commit`` the master commit (the CDC transaction id)."""
     cols = ", ".join(columns)
-    table = f"{SCHEMA}.{change.master}"
+    table = f"{schema}.{change.master}"
     parts = []
     if "D" in change.images:
         parts.append(f"select {cols}, 'D', {commit}, current_timestamp() from {table} version as of {before}"
@@ -385,4 +408,4 @@ def cdc_log_insert(change: Change, columns: list[str], before: int, commit: int)
     if "I" in change.images:
         parts.append(f"select {cols}, 'I', {commit}, current_timestamp() from {table} where {change.rows}")
     union = "\nunion all\n".join(parts)
-    return f"insert into {SCHEMA}.{log_name(change.master)} ({cols}, _mv_op, _mv_commit, _mv_time)\n{union}"
+    return f"insert into {schema}.{log} ({cols}, _mv_op, _mv_commit, _mv_time)\n{union}"

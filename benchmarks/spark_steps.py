@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import shop  # noqa: E402
+import importlib  # noqa: E402
 
 
 def session(payload: dict, default_memory: str = "2g"):
@@ -43,34 +43,31 @@ def scalar(spark, sql: str):
     return spark.sql(sql).first()[0]
 
 
-def sizes(payload: dict) -> shop.Sizes:
-    return shop.Sizes(**payload["sizes"])
+def dataset(payload: dict):
+    """The dataset module of the payload (``shop`` or ``tpch``)."""
+    return importlib.import_module(payload.get("dataset", "shop"))
+
+
+def sizes(payload: dict):
+    return dataset(payload).Sizes(**payload["sizes"])
 
 
 # ---------------------------------------------------------------------- generate
 def step_generate(spark, p: dict) -> dict:
-    s = sizes(p)
+    ds, s = dataset(p), sizes(p)
     seconds: dict[str, float] = {}
-    for master, sql in shop.generate_statements(s, p["master_mode"]):
+    for master, sql in ds.generate_statements(s, p["master_mode"]):
         t, _ = timed(spark, sql)
         seconds[master] = round(seconds.get(master, 0.0) + t, 3)
     for master in p.get("cdc_logs", []):
-        for sql in shop.cdc_log_statements(master):
+        for sql in ds.cdc_log_statements(master):
             spark.sql(sql)
-    rows = {m: scalar(spark, f"select count(*) from {shop.SCHEMA}.{m}") for m in s.masters}
-    files = {m: scalar(spark, f"select count(*) from {shop.SCHEMA}.{m}.files") for m in s.masters}
+    rows = {m: scalar(spark, f"select count(*) from {ds.SCHEMA}.{m}") for m in s.masters}
+    files = {m: scalar(spark, f"select count(*) from {ds.SCHEMA}.{m}.files") for m in s.masters}
     return {"seconds": seconds, "rows": rows, "files": files}
 
 
 # ---------------------------------------------------------------------- change
-def current_state(spark, s: shop.Sizes) -> shop.Current:
-    orders, max_order = spark.sql(f"select count(*), max(order_id) from {shop.SCHEMA}.orders").first()
-    customers, max_customer = spark.sql(f"select count(*), max(customer_id) from {shop.SCHEMA}.customers").first()
-    lines = scalar(spark, f"select count(*) from {shop.SCHEMA}.order_lines") if s.lines else 0
-    return shop.Current(orders=orders, max_order_id=max_order, customers=customers, max_customer_id=max_customer,
-                        lines=lines)
-
-
 def main_snapshot(spark, table: str) -> int:
     return scalar(spark, f"select snapshot_id from {table}.refs where name = 'main'")
 
@@ -78,17 +75,17 @@ def main_snapshot(spark, table: str) -> int:
 def step_change(spark, p: dict) -> dict:
     """Apply one change; to the masters in ``cdc_logs``, append what a CDC feed would log after
     each statement."""
-    s = sizes(p)
-    cur = current_state(spark, s)
+    ds, s = dataset(p), sizes(p)
+    cur = ds.current_state(lambda sql: spark.sql(sql).first(), s)
     changed = p.get("changed_rows") or max(1, round(p["fraction"] * cur.orders))
-    changes = shop.change_plan(s, cur, changed, p["spread"], p["salt"])
-    columns = {m: spark.table(f"{shop.SCHEMA}.{m}").columns for m in s.masters}
+    changes = ds.change_plan(s, cur, changed, p["spread"], p["salt"])
+    columns = {m: spark.table(f"{ds.SCHEMA}.{m}").columns for m in s.masters}
     started_ms = scalar(spark, "select cast(unix_millis(current_timestamp()) as bigint)")
     out: dict = {"orders_before": cur.orders, "changed_orders_planned": changed, "counts": {}, "seconds": {},
                  "sql": [], "log_seconds": {}}
     for change in changes:
         label = f"{change.master}.{change.kind}"
-        table = f"{shop.SCHEMA}.{change.master}"
+        table = f"{ds.SCHEMA}.{change.master}"
         before = main_snapshot(spark, table)
         if change.images == "I":
             out["counts"][label] = None  # counted after the insert
@@ -99,22 +96,22 @@ def step_change(spark, p: dict) -> dict:
         if out["counts"][label] is None:
             out["counts"][label] = scalar(spark, f"select count(*) from {table} where {change.rows}")
         if change.master in p.get("cdc_logs", []):
-            log_sql = shop.cdc_log_insert(change, columns[change.master], before, main_snapshot(spark, table))
+            log_sql = ds.cdc_log_insert(change, columns[change.master], before, main_snapshot(spark, table))
             out["log_seconds"][label], _ = timed(spark, log_sql)
             out["sql"].append(log_sql)
-    out["changed_orders"] = sum(v for k, v in out["counts"].items() if k.startswith("orders."))
-    out["commits"] = master_commits(spark, s, started_ms)
+    out["changed_orders"] = sum(v for k, v in out["counts"].items() if k.startswith(f"{ds.FACT}."))
+    out["commits"] = master_commits(spark, ds, s, started_ms)
     return out
 
 
-def master_commits(spark, s: shop.Sizes, since_ms: int) -> dict[str, list[dict]]:
+def master_commits(spark, ds, s, since_ms: int) -> dict[str, list[dict]]:
     """What each master commit of the change wrote (copy-on-write rewrites whole data files,
     which capture's changelog scan then reads)."""
     keys = ("added-data-files", "deleted-data-files", "added-records", "deleted-records", "added-delete-files",
             "added-position-deletes")
     out = {}
     for m in s.masters:
-        rows = spark.sql(f"select operation, summary from {shop.SCHEMA}.{m}.snapshots "
+        rows = spark.sql(f"select operation, summary from {ds.SCHEMA}.{m}.snapshots "
                          f"where unix_millis(committed_at) >= {since_ms} order by committed_at").collect()
         out[m] = [{"operation": r[0], **{k: r[1].get(k) for k in keys if k in r[1]}} for r in rows]
     return out
