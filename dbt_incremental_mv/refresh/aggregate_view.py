@@ -47,6 +47,7 @@ from dbt_incremental_mv.analysis.hidden import ROW_COUNT_COLUMN
 from dbt_incremental_mv.analysis.model import HiddenPurpose
 from dbt_incremental_mv.logs.contract import DELETE, INSERT
 from dbt_incremental_mv.refresh.marked import MarkedLog
+from dbt_incremental_mv.refresh.semijoin import marked_ranges, reduce_sources
 from dbt_incremental_mv.refresh.statement import (
     WRITE_BRANCH, Cached, RefreshStatement, Write, branch_target, broadcast, broadcast_exists, cached_view,
     refresh_writes,
@@ -145,6 +146,7 @@ def _delta_terms(view: ViewDefinition, marked: Mapping[str, MarkedLog], argument
                 sources[other] = source
                 if has_sign:
                     signed.append(other)
+        sources = reduce_sources(view, sources, {alias: marked_ranges(marked[view.occurrence(alias).master.name])})
         select = view.select_expression(sources, include_hidden=False)
         sign: exp.Expression = exp.column(SIGN, table=signed[0], quoted=True)
         for other in signed[1:]:

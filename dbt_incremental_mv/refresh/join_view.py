@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.analysis.links import KeyLink, key_links
 from dbt_incremental_mv.refresh.marked import MarkedLog
+from dbt_incremental_mv.refresh.semijoin import marked_ranges, reduce_sources
 from dbt_incremental_mv.refresh.statement import (
     WRITE_BRANCH, RefreshStatement, Write, branch_target, in_changed, refresh_writes,
 )
@@ -52,6 +53,19 @@ def _restricted(
         dimension = marked[view.occurrence(link.source).master.name]
         parts.append(in_changed(dimension, link.columns, dimension.changed_keys("inserts")))
     return f"(select * from {log.master_as_of()} where {' or '.join(parts)})"
+
+
+def _ins_sources(
+    view: ViewDefinition, marked: Mapping[str, MarkedLog], sources: Mapping[str, str], alias: str, own: bool,
+    links: list[KeyLink],
+) -> dict[str, str]:
+    """What one INS query reads: ``alias`` restricted (see _restricted), the other masters
+    reduced to the rows that join it (semijoin.py). Its rows lie in the range of its marked keys
+    when it is restricted to them alone."""
+    log = marked[view.occurrence(alias).master.name]
+    ranges = marked_ranges(log) if own and not links else {}
+    restricted = {**sources, alias: _restricted(view, marked, alias, own, links)}
+    return reduce_sources(view, restricted, {alias: ranges})
 
 
 def _ins_groups(view: ViewDefinition, ins_aliases: list[str]) -> list[tuple[str, bool, list[KeyLink]]]:
@@ -120,7 +134,7 @@ def refresh_statement(
     if ins_aliases:
         sources = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
         ins_query = "\nunion\n".join(
-            view.render_select({**sources, alias: _restricted(view, marked, alias, own, links)})
+            view.render_select(_ins_sources(view, marked, sources, alias, own, links))
             for alias, own, links in _ins_groups(view, ins_aliases)
         )
         writes.append(Write("insert", f"insert into {target} ({idents(view.stored_columns)})\n{ins_query}"))

@@ -47,10 +47,7 @@ def mark_logs(ctx: RefreshContext, plan: RefreshPlan, state: ViewState | None) -
             tuple(position.commits) if position else (),
         )
     counted = dict(zip(requests, ctx.stats(*requests.values())))
-    wants_ranges = (
-        plan.action == "fast" and plan.definition is not None
-        and plan.definition.view_class in view_classes.KEY_RANGE_CLASSES
-    )
+    wants_ranges = plan.action == "fast" and plan.definition is not None and view_classes.uses_key_ranges(plan.definition)
     marked = {}
     for spec in specs:
         position = state.logs.get(spec.log_relation) if state else None

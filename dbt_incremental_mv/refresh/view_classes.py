@@ -13,6 +13,7 @@ from importlib import import_module
 
 from dbt_incremental_mv.analysis import ViewClass, ViewDefinition
 from dbt_incremental_mv.refresh.marked import MarkedLog
+from dbt_incremental_mv.refresh.semijoin import REDUCED_FROM
 from dbt_incremental_mv.refresh.statement import WRITE_BRANCH, RefreshStatement
 
 # module (in dbt_incremental_mv.refresh) of each fast-refreshable view class
@@ -23,8 +24,17 @@ MODULES: dict[ViewClass, str] = {
 }
 
 # the classes whose writes filter by the marked keys (statement.in_changed), and so use their
-# range; an aggregate's writes filter by groups, and the mark step need not read log statistics
+# range; an aggregate's writes filter by groups: it uses the range only where its delta reduces
+# the masters joined to a change (semijoin.py: three masters or more)
 KEY_RANGE_CLASSES = frozenset({ViewClass.JOIN, ViewClass.OUTER_JOIN})
+
+
+def uses_key_ranges(view: ViewDefinition) -> bool:
+    """Whether a fast refresh of ``view`` filters by the marked keys' range (the mark step then
+    reads the log files' statistics for it)."""
+    return view.view_class in KEY_RANGE_CLASSES or (
+        view.view_class is ViewClass.AGGREGATE and len(view.occurrences) >= REDUCED_FROM
+    )
 
 Refresher = Callable[[ViewDefinition, str, Mapping[str, MarkedLog], Mapping[str, str], str], "RefreshStatement | None"]
 

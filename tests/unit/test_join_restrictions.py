@@ -12,7 +12,7 @@ import sqlglot
 from dbt_incremental_mv.analysis import MasterTable, analyze_view
 from dbt_incremental_mv.analysis.links import KeyLink, key_links
 from dbt_incremental_mv.logs.contract import LogSpec
-from dbt_incremental_mv.refresh import join_view, outer_join_view
+from dbt_incremental_mv.refresh import aggregate_view, join_view, outer_join_view
 from dbt_incremental_mv.refresh.marked import MarkedLog
 
 ORDERS = MasterTable(
@@ -189,3 +189,82 @@ def test_an_outer_join_recomputes_slices_for_inner_rows_not_joined_on_the_anchor
     statement = outer_join_view.refresh_statement(view, "shop.v", logs)
     assert statement.steps_run == ("SLICES o", "DEL+INS slices")
     assert statement.writes[0].sql.endswith("where (`_mv_c_customer_id`) in (select /*+ BROADCAST */ * from (\nselect `customer_id` from `mv_write_keys`\n))")
+
+
+CHAIN = (
+    "select c.name, o.order_id, l.line_no, l.qty from shop.customers c "
+    "join shop.orders o on o.customer_id = c.customer_id join shop.lines l on l.order_id = o.order_id"
+)
+
+
+def _from_clause_of(sql: str, alias: str) -> str:
+    """The source a rendered query reads for ``alias`` (sqlglot: the subquery or table so aliased)."""
+    for node in sqlglot.parse_one(sql, read="spark").find_all(sqlglot.exp.Subquery, sqlglot.exp.Table):
+        if node.alias == alias:
+            return node.sql(dialect="spark")
+    raise AssertionError(f"no source aliased {alias}")
+
+
+def test_the_rows_joining_a_changed_dimension_are_found_without_shuffling_the_masters_beyond_it():
+    """Semi-join reduction (refresh/semijoin.py): the INS step of changed customers restricts the
+    orders to theirs, and the line items to those orders' (a broadcast IN) instead of joining all
+    line items with the restricted orders (a sort-merge join that shuffles every line item)."""
+    view = analyze_view(CHAIN, MASTERS)
+    logs = {
+        "shop.customers": marked(CUSTOMERS, key_bounds=(("customer_id", 7, 9),)),
+        "shop.orders": marked(ORDERS, 0, 0),
+        "shop.lines": marked(LINES, 0, 0),
+    }
+    insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
+    lines = _from_clause_of(insert, "l")
+    assert lines.startswith("(SELECT `_mv_y`.* FROM `shop`.`lines` VERSION AS OF 123 AS `_mv_y` LEFT SEMI JOIN (SELECT /*+ BROADCAST */ * FROM (SELECT DISTINCT `order_id` FROM (SELECT `_mv_y`.* FROM `shop`.`orders`")
+    assert lines.endswith("ON `_mv_y`.`order_id` = `_mv_r`.`order_id`) AS `l`")
+    # the orders of the changed customers, within their range (a filter Iceberg prunes files by)
+    assert "`_mv_y`.`customer_id` = `_mv_r`.`customer_id` WHERE `_mv_y`.`customer_id` BETWEEN 7 AND 9" in lines
+    # the customers themselves are the changed ones: not reduced again
+    assert "mlog_lines" not in insert
+
+
+def test_a_dimension_is_reduced_by_its_facts_changes_only_where_their_range_prunes_its_files():
+    view = analyze_view(CHAIN, MASTERS)
+    logs = {
+        "shop.customers": marked(CUSTOMERS, 0, 0),
+        "shop.orders": marked(ORDERS, 0, 0),
+        "shop.lines": marked(LINES, key_bounds=(("order_id", 100, 120), ("line_no", 1, 3))),
+    }
+    insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
+    # the orders of the changed lines, within the lines' order_id range (Iceberg skips the other files)
+    orders = _from_clause_of(insert, "o")
+    assert orders.startswith("(SELECT `_mv_y`.* FROM `shop`.`orders` VERSION AS OF 123 AS `_mv_y` LEFT SEMI JOIN (SELECT /*+ BROADCAST */ * FROM (SELECT DISTINCT `order_id` FROM (SELECT * FROM `shop`.`lines`")
+    assert orders.endswith("ON `_mv_y`.`order_id` = `_mv_r`.`order_id` WHERE `_mv_y`.`order_id` BETWEEN 100 AND 120) AS `o`")
+    # no range known for the customers the orders hold: the customers are read as they are
+    assert _from_clause_of(insert, "c") == "`shop`.`customers` VERSION AS OF 123 AS `c`"
+    # no statistics at all: nothing reduced but the changed master (an extra IN would only add a job)
+    logs["shop.lines"] = marked(LINES)
+    insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
+    assert _from_clause_of(insert, "o") == "`shop`.`orders` VERSION AS OF 123 AS `o`"
+
+
+def test_an_aggregates_delta_term_reads_the_fact_of_a_changed_dimension_through_its_keys():
+    view = analyze_view(
+        "select c.name, count(*) as n, sum(l.qty) as qty from shop.lines l "
+        "join shop.orders o on l.order_id = o.order_id join shop.customers c on o.customer_id = c.customer_id "
+        "group by c.name",
+        MASTERS,
+    )
+    logs = {
+        "shop.customers": marked(CUSTOMERS),
+        "shop.orders": marked(ORDERS, 0, 0),
+        "shop.lines": marked(LINES, 0, 0),
+    }
+    delta = aggregate_view.refresh_statement(view, "shop.v", logs).cached[0].sql
+    lines = _from_clause_of(delta, "l")
+    assert lines.startswith("(SELECT `_mv_y`.* FROM `shop`.`lines` VERSION AS OF 123 AS `_mv_y` LEFT SEMI JOIN (SELECT /*+ BROADCAST */ * FROM (SELECT DISTINCT `order_id` FROM (SELECT `_mv_y`.* FROM `shop`.`orders` VERSION AS OF 123 AS `_mv_y` LEFT SEMI JOIN")
+    assert _from_clause_of(delta, "o").startswith("(SELECT `_mv_y`.* FROM `shop`.`orders` VERSION AS OF 123 AS `_mv_y` LEFT SEMI JOIN (SELECT /*+ BROADCAST */ * FROM (SELECT DISTINCT `customer_id` FROM (SELECT `customer_id`, `name`, CASE `_mv_op`")
+    # two masters: the one join is a broadcast of the change already, nothing is reduced
+    two = analyze_view(
+        "select c.name, sum(o.amount) as amount from shop.orders o join shop.customers c "
+        "on o.customer_id = c.customer_id group by c.name",
+        MASTERS,
+    )
+    assert "SEMI" not in aggregate_view.refresh_statement(two, "shop.v", logs).cached[0].sql

@@ -1,0 +1,92 @@
+"""Semi-join reduction: the masters of an inner-join refresh query read only the rows that can
+join the few rows the query starts from.
+
+An INS step (join views) or a delta term (aggregate views) joins a few restricted rows (one
+master's changed rows, or the rows tied to them) with the other masters read in full. Spark
+plans those joins from the tables' sizes, and a restricted subquery keeps the size of the table
+it reads: after the first join, the others become sort-merge joins that shuffle the other
+masters whole (TPC-H-shaped data: the line items of the orders of a few changed customers were
+found by shuffling all 6M line items and all orders).
+
+Along every inner key link (analysis/links.py: one side's columns equal the other's whole key)
+the restriction moves to the neighbour, as a broadcast semi join with the restricted side's
+values (written as a ``LEFT SEMI JOIN``, not an ``IN``: Spark infers an ``IN`` subquery through
+the join's equality onto the restricted side too, and reads it once more for nothing):
+
+- **to the occurrence that holds the restricted one's key** (the fact of a changed dimension, the
+  line items of changed orders): always. The neighbour is then streamed through a broadcast semi
+  join instead of being shuffled; the price is reading the restricted side once more for its keys;
+- **to the occurrence whose key the restricted one holds** (the orders of changed line items):
+  only when the log files' statistics bound those values (the marked keys' range, see
+  MarkedLog.key_range), so that Iceberg skips the neighbour's files outside it. Without a range
+  the neighbour is already streamed against the broadcast change, and an extra ``IN`` only adds a
+  Spark job (measured: a 1.07 s delta became 1.71 s).
+
+A view of two masters is left as it is: its one join is between the restricted side, whose
+size Spark estimates small (a log), and its neighbour, which Spark then streams against it.
+
+A range is known for a restricted side's key columns when its rows are a log's marked images
+(or the master restricted to their keys), and it moves with the values through each link. Only
+inner links: a neighbour row that matches none of the restricted rows makes no row of the query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from dbt_incremental_mv.analysis import ViewDefinition
+from dbt_incremental_mv.analysis.links import key_links
+from dbt_incremental_mv.metadata import Bound
+from dbt_incremental_mv.refresh.marked import MarkedLog
+from dbt_incremental_mv.refresh.statement import broadcast
+from dbt_incremental_mv.sql_text import ident, idents, literal
+
+# column (case-folded) -> (lowest, highest) value among a restricted side's rows
+Ranges = dict[str, tuple[Bound, Bound]]
+REDUCED_FROM = 3  # masters in a view whose refresh queries are reduced (see above)
+
+
+def marked_ranges(log: MarkedLog) -> Ranges:
+    """The ranges of the key columns of ``log``'s marked images (from the log files' statistics)."""
+    return {column.casefold(): (low, high) for column, low, high in log.key_bounds}
+
+
+def reduce_sources(
+    view: ViewDefinition, sources: Mapping[str, str], restricted: Mapping[str, Ranges]
+) -> dict[str, str]:
+    """``sources`` (alias -> what the query reads for it) with the occurrences reachable from the
+    ``restricted`` ones (alias -> the ranges known on its columns) through inner key links
+    restricted in turn, breadth first, each at most once."""
+    out = dict(sources)
+    if len(view.occurrences) < REDUCED_FROM:  # the restricted side and its neighbour: a broadcast join already
+        return out
+    ranges = {alias: dict(known) for alias, known in restricted.items()}
+    queue = [alias for alias in view.aliases if alias in restricted]
+    links = [link for link in key_links(view) if link.inner]
+    while queue:
+        alias = queue.pop(0)
+        for link in links:
+            if link.source == alias:  # the neighbour holds our key
+                neighbour, ours, theirs = link.target, view.occurrence(alias).master.key, link.columns
+            elif link.target == alias:  # we hold the neighbour's key
+                neighbour, ours, theirs = link.source, link.columns, view.occurrence(link.source).master.key
+            else:
+                continue
+            if neighbour in ranges:
+                continue
+            pairs = [(o, t) for o, t in zip(ours, theirs) if o.casefold() in ranges[alias]]
+            if link.target == alias and not pairs:
+                continue
+            carried = {t.casefold(): ranges[alias][o.casefold()] for o, t in pairs}
+            bounded = [f"{ident(t)} between {literal(carried[t.casefold()][0])} and {literal(carried[t.casefold()][1])}"
+                       for _, t in pairs]
+            values = f"select distinct {idents(ours)} from {out[alias]}"
+            on = " and ".join(f"`_mv_y`.{ident(t)} = `_mv_r`.{ident(o)}" for o, t in zip(ours, theirs))
+            where = f"\nwhere {' and '.join(f'`_mv_y`.{b}' for b in bounded)}" if bounded else ""
+            out[neighbour] = (
+                f"(select `_mv_y`.* from {out[neighbour]} as `_mv_y`\n"
+                f"left semi join ({broadcast(values)}) as `_mv_r` on {on}{where})"
+            )
+            ranges[neighbour] = carried
+            queue.append(neighbour)
+    return out
