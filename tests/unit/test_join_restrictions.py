@@ -268,3 +268,18 @@ def test_an_aggregates_delta_term_reads_the_fact_of_a_changed_dimension_through_
         MASTERS,
     )
     assert "SEMI" not in aggregate_view.refresh_statement(two, "shop.v", logs).cached[0].sql
+
+
+def test_the_mark_step_reads_the_key_range_for_aggregates_only_where_their_delta_reduces_masters():
+    from dbt_incremental_mv.refresh.view_classes import uses_key_ranges
+
+    three = analyze_view(
+        "select c.name, sum(l.qty) as qty from shop.lines l join shop.orders o on l.order_id = o.order_id "
+        "join shop.customers c on o.customer_id = c.customer_id group by c.name", MASTERS,
+    )
+    two = analyze_view(
+        "select c.name, sum(o.amount) as amount from shop.orders o join shop.customers c "
+        "on o.customer_id = c.customer_id group by c.name", MASTERS,
+    )
+    assert uses_key_ranges(three) and not uses_key_ranges(two)
+    assert uses_key_ranges(analyze_view(STAR, MASTERS)) and uses_key_ranges(analyze_view(OUTER, MASTERS))
