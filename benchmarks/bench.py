@@ -120,8 +120,9 @@ def masters_of(ds, views: list[shop.View]) -> list[str]:
     return [m for m in ds.MASTERS if any(m in v.masters for v in views)]
 
 
-def write_projects(root: Path, warehouse: Path, views: list[shop.View], args: argparse.Namespace) -> tuple[Path, Path]:
-    ds = dataset(args.dataset)
+def write_projects(
+    root: Path, warehouse: Path, ds, views: list[shop.View], args: argparse.Namespace
+) -> tuple[Path, Path]:
     masters = masters_of(ds, views)
     common = {"warehouse": warehouse, "driver_memory": args.driver_memory, "threads": args.threads,
               "on_run_start": ds.WARM_UP}
@@ -238,7 +239,7 @@ class Bench:
         """Generate the masters, write the projects, build the views, refresh with nothing changed."""
         root = self.root / str(scale)
         warehouse = root / "warehouse"
-        fast, complete = write_projects(root, warehouse, self.views, self.args)
+        fast, complete = write_projects(root, warehouse, self.ds, self.views, self.args)
         record = {"scale": scale, "views": [{"name": v.name, "class": v.kind} for v in self.views], "points": []}
         self.results["scales"].append(record)
         self.places[scale] = (warehouse, fast, complete)

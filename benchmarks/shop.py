@@ -229,13 +229,19 @@ def select_views(names: list[str] | None, lines: bool) -> list[View]:
     available = [v for v in VIEWS if lines or "order_lines" not in v.masters]
     if not names:
         return available
-    known = {v.name: v for v in VIEWS}
+    chosen = named_views(VIEWS, names)
+    missing = [v.name for v in chosen if v not in available]
+    if missing:
+        raise ValueError(f"view(s) {', '.join(missing)} read order_lines, which --no-lines does not generate")
+    return chosen
+
+
+def named_views(views: tuple[View, ...], names: list[str]) -> list[View]:
+    """The views of ``views`` called ``names``, in that order; ValueError naming any unknown."""
+    known = {v.name: v for v in views}
     unknown = [n for n in names if n not in known]
     if unknown:
         raise ValueError(f"unknown view(s) {', '.join(unknown)}; views: {', '.join(known)}")
-    missing = [n for n in names if known[n] not in available]
-    if missing:
-        raise ValueError(f"view(s) {', '.join(missing)} read order_lines, which --no-lines does not generate")
     return [known[n] for n in names]
 
 

@@ -31,7 +31,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import shop
-from shop import INSERT_FILES, Change, Current, Master, Picker, View, _pick, _share, cdc_log_insert_for
+from shop import (  # noqa: F401 - log_name: part of the dataset interface
+    INSERT_FILES, Change, Current, Master, Picker, View, _pick, _share, cdc_log_insert_for, log_name, named_views,
+)
 
 SCHEMA = "tpch"
 FACT = "orders"  # what --scale and --changed count
@@ -222,13 +224,7 @@ VIEWS = (
 
 
 def select_views(names: list[str] | None, lines: bool = True) -> list[View]:  # noqa: ARG001 - shop's signature
-    if not names:
-        return list(VIEWS)
-    known = {v.name: v for v in VIEWS}
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise ValueError(f"unknown view(s) {', '.join(unknown)}; views: {', '.join(known)}")
-    return [known[n] for n in names]
+    return named_views(VIEWS, names) if names else list(VIEWS)
 
 
 # ---------------------------------------------------------------------- change workload
@@ -282,10 +278,6 @@ def change_plan(s: Sizes, cur: Current, changed_orders: int, spread: str, salt: 
                f"c_custkey >= {first_customer} and c_custkey < {first_customer + CUSTOMER_INSERTS}", "I"),
     ]
     return changes
-
-
-def log_name(master: str) -> str:
-    return f"mlog_{master}"
 
 
 def cdc_log_statements(master: str) -> list[str]:

@@ -39,3 +39,9 @@ def literal(value: int | str | datetime.date) -> str:
     if isinstance(value, str):
         return string(value)
     return integer(value)
+
+
+def between(column: str, low: int | str | datetime.date, high: int | str | datetime.date) -> str:
+    """``column BETWEEN low AND high`` (``column`` already rendered, bounds as literals): a range
+    Spark pushes down to an Iceberg scan, which skips the files whose statistics are outside it."""
+    return f"{column} between {literal(low)} and {literal(high)}"

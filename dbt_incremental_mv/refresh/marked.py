@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from dbt_incremental_mv.logs import sql as log_sql
 from dbt_incremental_mv.logs.contract import LogSpec, may_have_been_widened, normalize_type
 from dbt_incremental_mv.metadata import Bound
-from dbt_incremental_mv.sql_text import ident, integer, literal, relation, string
+from dbt_incremental_mv.sql_text import between, ident, integer, relation, string
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class MarkedLog:
         (recent rows), the master or the view is read a few files at a time."""
         renamed = dict(zip(self.spec.key, names or self.spec.key))
         parts = [
-            f"{ident(renamed[column])} between {literal(low)} and {literal(high)}"
+            between(ident(renamed[column]), low, high)
             for column, low, high in self.key_bounds
             if column in renamed
         ]

@@ -39,7 +39,7 @@ from dbt_incremental_mv.analysis.links import key_links
 from dbt_incremental_mv.metadata import Bound
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.statement import broadcast
-from dbt_incremental_mv.sql_text import ident, idents, literal
+from dbt_incremental_mv.sql_text import between, ident, idents
 
 # column (case-folded) -> (lowest, highest) value among a restricted side's rows
 Ranges = dict[str, tuple[Bound, Bound]]
@@ -78,11 +78,10 @@ def reduce_sources(
             if link.target == alias and not pairs:
                 continue
             carried = {t.casefold(): ranges[alias][o.casefold()] for o, t in pairs}
-            bounded = [f"{ident(t)} between {literal(carried[t.casefold()][0])} and {literal(carried[t.casefold()][1])}"
-                       for _, t in pairs]
+            bounded = [between(f"`_mv_y`.{ident(t)}", *carried[t.casefold()]) for _, t in pairs]
             values = f"select distinct {idents(ours)} from {out[alias]}"
             on = " and ".join(f"`_mv_y`.{ident(t)} = `_mv_r`.{ident(o)}" for o, t in zip(ours, theirs))
-            where = f"\nwhere {' and '.join(f'`_mv_y`.{b}' for b in bounded)}" if bounded else ""
+            where = f"\nwhere {' and '.join(bounded)}" if bounded else ""
             out[neighbour] = (
                 f"(select `_mv_y`.* from {out[neighbour]} as `_mv_y`\n"
                 f"left semi join ({broadcast(values)}) as `_mv_r` on {on}{where})"
