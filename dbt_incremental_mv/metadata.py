@@ -222,15 +222,25 @@ class ChangedFiles:
     """The data files of a table that differ between two snapshots, staged to be read once:
     temp views over the rows live at the start snapshot in the files gone since (or whose
     delete files changed), and over the rows live at the end snapshot in the files new since
-    (or with other delete files). None: no such file."""
+    (or with other delete files). None: no such file.
+
+    ``lineage_since``: the start snapshot's sequence number when every staged row has a row
+    lineage (an Iceberg v3 table whose files all have a first row id): a row of the new files
+    is then new since the start when its ``_last_updated_sequence_number`` is above it, and a
+    row of the old files is gone (deleted, or updated) when no row of the new files at or below
+    it carries its ``_row_id``. None: rows are compared by value."""
 
     removed_view: str | None
     added_view: str | None
     removed_files: int
     added_files: int
+    lineage_since: int | None = None
 
     def describe(self) -> str:
-        return f"{self.removed_files} removed and {self.added_files} added data file(s) read once"
+        compared = (
+            "rows told apart by row lineage" if self.lineage_since is not None else "rows compared by value"
+        )
+        return f"{self.removed_files} removed and {self.added_files} added data file(s) read once, {compared}"
 
 
 class SqlCatalog:
@@ -541,6 +551,9 @@ class JvmCatalog:
             before, after = _scan_tasks(table, start), _scan_tasks(table, end)
             removed = [task for path, (deletes, task) in before.items() if path not in after or after[path][0] != deletes]
             added = [task for path, (deletes, task) in after.items() if path not in before or before[path][0] != deletes]
+        lineage_since = None
+        if _format_version(table) >= 3 and all(_first_row_id(task) is not None for task in (*removed, *added)):
+            lineage_since = int(old.sequenceNumber())
         token = uuid.uuid4().hex[:16]
         removed_view = self._stage(table, f"mv_files_removed_{token}", removed)
         try:
@@ -548,7 +561,7 @@ class JvmCatalog:
         except Exception:
             self.unstage_changed_files(ChangedFiles(removed_view, None, len(removed), 0))
             raise
-        return ChangedFiles(removed_view, added_view, len(removed), len(added))
+        return ChangedFiles(removed_view, added_view, len(removed), len(added), lineage_since)
 
     def _files_changed_by(self, table: Any, commits: Sequence[Any]) -> tuple[list[Any], list[Any]]:
         """Scan tasks of the data files ``commits`` (oldest first, no delete files anywhere)
@@ -651,6 +664,21 @@ def _scan_tasks(table: Any, snapshot: int) -> dict[str, tuple[tuple[tuple[str, i
             ))
             found[str(task.file().location())] = (deletes, task)
     return found
+
+
+def _format_version(table: Any) -> int:
+    """The Iceberg format version of a loaded table (0: not known)."""
+    try:
+        return int(table.operations().current().formatVersion())
+    except Exception:  # noqa: BLE001 - not a table with operations (e.g. a metadata table)
+        return 0
+
+
+def _first_row_id(task: Any) -> int | None:
+    """The first row id of a scan task's data file: None for files written before the table
+    had row lineage (v2, or before an upgrade to v3), whose rows have no ``_row_id``."""
+    found = task.file().firstRowId()
+    return None if found is None else int(found)
 
 
 def _commits_between(table: Any, start: int, end: int) -> list[Any] | None:

@@ -8,12 +8,13 @@ to that one and appends the changes in between, plus a new watermark, in one com
   attributed to the snapshot (commit) that made it;
 - the data files that changed (session mode, when the Java API can stage them): the rows of
   the data files live at the captured snapshot but not at the current one (or live with other
-  delete files) against the rows of those live now but not then, ``EXCEPT ALL`` both ways.
-  Each changed file is read once however many commits rewrote it, unchanged files not at all,
-  merge-on-read masters too; every change is attributed to the end snapshot. Taken for
-  history with delete files, and for two or more copy-on-write commits (one commit keeps the
-  changelog scan: the same reads, and exact attribution). On-commit refreshes, which name
-  commits, keep the per-commit paths;
+  delete files) against the rows of those live now but not then, ``EXCEPT ALL`` both ways
+  (Iceberg v3 masters: told apart by row lineage instead, a filter and an anti join on
+  ``_row_id``). Each changed file is read once however many commits rewrote it, unchanged
+  files not at all, merge-on-read masters too; every change is attributed to the end
+  snapshot. Taken for history with delete files, for two or more copy-on-write commits, and
+  for any v3 master (one commit of a v2 master keeps the changelog scan: the same reads, and
+  exact attribution). On-commit refreshes, which name commits, keep the per-commit paths;
 - history with delete files (merge-on-read), which the changelog scan refuses, over SQL: the
   difference between the two snapshots (a scan of both; every change attributed to the
   end snapshot);
@@ -50,9 +51,12 @@ class CapturePlan:
 
 
 def plan_capture(captured_through: int | None, has_watermark: bool, current: int | None,
-                 lineage: Sequence[SnapshotInfo], by_files: bool = False) -> CapturePlan:
+                 lineage: Sequence[SnapshotInfo], by_files: bool = False, row_lineage: bool = False) -> CapturePlan:
     """Decide how to bring a log up to the master's ``current`` snapshot; ``by_files``: the
-    changed data files can be staged and read (session mode, no commit attribution needed)."""
+    changed data files can be staged and read (session mode, no commit attribution needed);
+    ``row_lineage``: the master is an Iceberg v3 table (its rows have ids and the sequence
+    number that last wrote them), so the changed files' rows are told apart without comparing
+    them by value, for less than Iceberg's changelog scan costs even for one commit."""
     if current is None:
         return CapturePlan("none", captured_through, None, "the master has no snapshot yet")
     if has_watermark and captured_through == current:
@@ -77,7 +81,7 @@ def plan_capture(captured_through: int | None, has_watermark: bool, current: int
         start is not None and start in by_id and by_id[start].schema_id is not None
         and by_id[start].schema_id == by_id[current].schema_id  # staged files are read with the current schema
     )
-    if by_files and files_readable and (merge_on_read or len(in_range) > 1):
+    if by_files and files_readable and (merge_on_read or row_lineage or len(in_range) > 1):
         return CapturePlan(
             "files", start, current, f"{len(in_range)} new master commit(s), read by the data files they changed",
             (current,),

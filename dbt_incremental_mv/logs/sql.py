@@ -105,15 +105,56 @@ def capture_by_diff(
 
 def capture_by_files(
     spec: LogSpec, logged: Sequence[str], removed_view: str | None, added_view: str | None, end: int,
-    branch: str | None = None,
+    branch: str | None = None, lineage_since: int | None = None,
 ) -> str:
     """Append the difference between the rows of the master's data files that changed between
     two snapshots: ``removed_view`` (rows of the files gone since the start snapshot, as they
     were live then) against ``added_view`` (rows of the files new since, live now); a view is
     None when no such file exists. The same difference as :func:`capture_by_diff` (the rows of
-    unchanged files are on both sides of it), for a read of the changed files only."""
-    return _capture_difference(
-        spec, logged, ident(removed_view) if removed_view else None, ident(added_view) if added_view else None, end, branch,
+    unchanged files are on both sides of it), for a read of the changed files only.
+
+    ``lineage_since`` (the start snapshot's sequence number; the rows have Iceberg v3 row
+    lineage): rows are told apart by lineage instead of by value, see :func:`_capture_by_lineage`."""
+    removed = ident(removed_view) if removed_view else None
+    added = ident(added_view) if added_view else None
+    if lineage_since is not None:
+        return _capture_by_lineage(spec, logged, removed, added, lineage_since, end, branch)
+    return _capture_difference(spec, logged, removed, added, end, branch)
+
+
+def _capture_by_lineage(
+    spec: LogSpec, logged: Sequence[str], old_rows: str | None, new_rows: str | None, since: int, end: int,
+    branch: str | None,
+) -> str:
+    """Insert into the log the changes between the rows of the changed files, by row lineage:
+    a row of ``new_rows`` written or updated after sequence number ``since`` (its
+    ``_last_updated_sequence_number`` is above it) is an after image (I); a row of ``old_rows``
+    whose ``_row_id`` no row of ``new_rows`` carries unchanged (at or below ``since``) was
+    deleted or updated: a before image (D). A filter and an anti join on one column, where the
+    difference by value groups every row by all its columns; duplicates are told apart by their
+    row ids. Rows copied unchanged by a copy-on-write commit keep their id and sequence number."""
+    columns = idents(logged)
+    stamp = f"{integer(end)}, current_timestamp()"
+    updated = ident("_last_updated_sequence_number")
+    row_id = ident("_row_id")
+    parts = []
+    if new_rows is not None:
+        parts.append(f"select {columns}, {string(INSERT)}, {stamp} from {new_rows} where {updated} > {integer(since)}")
+    if old_rows is not None:
+        kept = ident("_mv_kept")
+        old = ident("_mv_old")
+        carried = (
+            f"\nleft anti join (select {row_id} from {new_rows} where {updated} <= {integer(since)}) as {kept}"
+            f" on {old}.{row_id} = {kept}.{row_id}"
+            if new_rows is not None else ""
+        )
+        parts.append(
+            f"select {', '.join(f'{old}.{ident(c)}' for c in logged)}, {string(DELETE)}, {stamp} from {old_rows} as {old}{carried}"
+        )
+    parts.append(_watermark_select(logged, end))
+    return (
+        f"insert into {log_target(spec, branch)} ({idents([*logged, OP_COLUMN, COMMIT_COLUMN, TIME_COLUMN])})\n"
+        + "\nunion all\n".join(parts)
     )
 
 

@@ -150,7 +150,10 @@ def capture_plan(
         SnapshotInfo(s.snapshot_id, s.parent_id, s.count("added-delete-files"), s.count("total-delete-files"), s.schema_id)
         for s in (master.snapshots.values() if master is not None else ())
     ]
-    return plan_capture(captured_through, has_watermark, current, lineage, by_files=ctx.metadata.in_jvm and not per_commit)
+    return plan_capture(
+        captured_through, has_watermark, current, lineage, by_files=ctx.metadata.in_jvm and not per_commit,
+        row_lineage=master is not None and (master.format_version or 0) >= 3,
+    )
 
 
 def _commit_capture(
@@ -182,6 +185,7 @@ def _commit_capture(
                     read = changed.describe()
                     ctx.execute(log_sql.capture_by_files(
                         spec, logged, changed.removed_view, changed.added_view, plan.end, branch,
+                        lineage_since=changed.lineage_since,
                     ))
                 else:  # the files cannot be staged (e.g. the schema changed since): both snapshots are read
                     read = "read by a scan of both snapshots instead"

@@ -150,7 +150,7 @@ def test_several_commits_are_captured_by_their_changed_files_read_once(warehouse
     assert warehouse.fake.files_staged == [("shop.orders", captured, master.refs["main"])]
     assert warehouse.fake.staged == []  # unstaged once the capture ran
     assert "captured shop.mlog_orders: files (2 new master commit(s), read by the data files they changed: " \
-        "1 removed and 2 added data file(s) read once)" in line, line
+        "1 removed and 2 added data file(s) read once, rows compared by value)" in line, line
 
 
 def test_the_marked_keys_range_is_read_only_for_views_whose_writes_filter_by_key(warehouse):

@@ -55,6 +55,13 @@ def test_one_copy_on_write_commit_keeps_the_changelog_and_its_attribution():
     assert plan_capture(2, True, 3, chain(1, 2, 3), by_files=True).method == "changelog"
 
 
+def test_one_commit_of_a_v3_master_is_read_by_its_changed_files_and_row_lineage():
+    plan = plan_capture(2, True, 3, chain(1, 2, 3), by_files=True, row_lineage=True)
+    assert (plan.method, plan.commits) == ("files", (3,))  # one commit: attributed to it, as the changelog would
+    # on-commit refreshes (no staging) and SQL connections keep the changelog
+    assert plan_capture(2, True, 3, chain(1, 2, 3), by_files=False, row_lineage=True).method == "changelog"
+
+
 def test_changed_files_need_the_start_snapshot_its_schema_and_the_session():
     assert plan_capture(1, True, 3, chain(1, 2, 3)).method == "changelog"  # over SQL: no staging
     assert plan_capture(1, True, 3, chain(1, 2, 3, schema_changed_at=2), by_files=True).method == "changelog"

@@ -34,6 +34,9 @@ def test_create_log_is_a_v3_iceberg_table_with_the_contract_columns():
         sql.capture_by_files(SPEC, LOGGED, None, "mv_files_added_1", 42),
         sql.capture_by_files(SPEC, LOGGED, "mv_files_removed_1", None, 42),
         sql.capture_by_files(SPEC, LOGGED, None, None, 42),
+        sql.capture_by_files(SPEC, LOGGED, "mv_files_removed_1", "mv_files_added_1", 42, lineage_since=5),
+        sql.capture_by_files(SPEC, LOGGED, None, "mv_files_added_1", 42, lineage_since=5),
+        sql.capture_by_files(SPEC, LOGGED, "mv_files_removed_1", None, 42, lineage_since=5),
         sql.log_stats(SPEC, 7, 3),
         sql.marked_changes(SPEC, 7, 3, 9, ["order_id"]),
         sql.purge(SPEC, [(9, ())], 12),
@@ -62,6 +65,27 @@ def test_a_capture_by_files_diffs_the_changed_files_rows_both_ways_in_one_read()
     assert "group by" not in removed and "'I'" not in removed and "from `mv_files_removed_1`" in removed
     # nothing changed in any file (e.g. a commit of no rows): the watermark alone
     assert "'I'" not in sql.capture_by_files(SPEC, LOGGED, None, None, 42)
+
+
+def test_a_capture_by_row_lineage_filters_the_new_rows_and_anti_joins_the_old_on_one_column():
+    both = sql.capture_by_files(SPEC, LOGGED, "mv_files_removed_1", "mv_files_added_1", 42, "mv_capture_x", lineage_since=5)
+    assert both.startswith("insert into `shop`.`mlog_orders`.`branch_mv_capture_x`")
+    # after images: the new files' rows written after the captured snapshot's sequence number
+    assert (
+        "select `order_id`, `amount`, 'I', 42, current_timestamp() from `mv_files_added_1` "
+        "where `_last_updated_sequence_number` > 5" in both
+    )
+    # before images: the old rows whose id no row copied unchanged carries (deleted or updated)
+    assert "from `mv_files_removed_1` as `_mv_old`\nleft anti join (select `_row_id` from `mv_files_added_1` " \
+        "where `_last_updated_sequence_number` <= 5) as `_mv_kept` on `_mv_old`.`_row_id` = `_mv_kept`.`_row_id`" in both
+    assert "select `_mv_old`.`order_id`, `_mv_old`.`amount`, 'D', 42" in both
+    # no comparison by value: nothing grouped by every column
+    assert "group by" not in both and "_mv_sign" not in both and "'W', 42" in both
+    # only added files: their new rows; only removed files: all their rows
+    added = sql.capture_by_files(SPEC, LOGGED, None, "mv_files_added_1", 42, lineage_since=5)
+    assert "'D'" not in added and "`_last_updated_sequence_number` > 5" in added
+    removed = sql.capture_by_files(SPEC, LOGGED, "mv_files_removed_1", None, 42, lineage_since=5)
+    assert "'I'" not in removed and "anti join" not in removed and "from `mv_files_removed_1` as `_mv_old`" in removed
 
 
 def test_reset_watermark_is_flagged():
