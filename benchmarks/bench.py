@@ -221,7 +221,7 @@ class Bench:
     def run(self) -> dict:
         a = self.args
         self.progress(f"bench {a.name}: {a.dataset}, scales {a.scale}, changed {a.changed or a.changed_rows}, spread {a.spread}, "
-                      f"masters {a.master_mode}, logs {a.logs}, views {', '.join(v.name for v in self.views)}")
+                      f"masters {a.master_mode} v{a.master_format}, logs {a.logs}, views {', '.join(v.name for v in self.views)}")
         for scale in a.scale:
             record = self.prepare(scale)
             for index, change in enumerate(self.changes()):
@@ -245,6 +245,7 @@ class Bench:
         self.places[scale] = (warehouse, fast, complete)
         self.progress(f"generate masters ({scale:,} orders, {self.args.master_mode})")
         record["generate"] = spark_step("generate", self.payload(warehouse, scale, master_mode=self.args.master_mode,
+                                                                 master_format=self.args.master_format,
                                                                  cdc_logs=self.cdc_logs))
         logs = ", ".join(self.ds.log_name(m) for m in self.cdc_logs)
         self.progress(f"generated: {report.rows_text(record)} in {record['generate']['wall_s']:.1f} s"
@@ -330,6 +331,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="changed rows picked by a hash over every data file, or the newest rows")
     parser.add_argument("--master-mode", choices=("cow", "mor"), default="cow",
                         help="masters' write.delete/update/merge.mode: copy-on-write or merge-on-read")
+    parser.add_argument("--master-format", type=int, choices=(2, 3), default=2,
+                        help="masters' Iceberg format version (3: row lineage, which capture reads)")
     parser.add_argument("--logs", choices=("capture", "cdc"), default="capture",
                         help="change logs filled by the plugin from Iceberg history, or written by the change step")
     parser.add_argument("--no-lines", action="store_true", help="no order_lines master (and no views on it)")
@@ -384,7 +387,8 @@ def default_name(args: argparse.Namespace) -> str:
     sweep = f"sweep-{args.sweep}_" if args.sweep else ""
     lines = "_nolines" if args.no_lines and args.dataset == "shop" else ""
     data = "" if args.dataset == "shop" else f"{args.dataset}_"
-    return f"bench_{data}{sweep}{scales}_{changed}_{args.spread}_{args.master_mode}_{args.logs}{lines}"
+    version = "" if args.master_format == 2 else f"-v{args.master_format}"
+    return f"bench_{data}{sweep}{scales}_{changed}_{args.spread}_{args.master_mode}{version}_{args.logs}{lines}"
 
 
 def main(argv: list[str] | None = None) -> int:

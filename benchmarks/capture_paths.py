@@ -1,101 +1,130 @@
-"""Capture paths compared on one master, in one session: Iceberg's changelog scan (copy-on-write)
-or the difference of two whole snapshots (merge-on-read), against the data files that changed,
-diffed with two EXCEPT ALL or with the one aggregate the plugin uses. Medians of 3.
+"""Capture paths compared on one master, in one session, with the plugin's own capture SQL
+(``dbt_incremental_mv/logs/sql.py``) appending to a change log: Iceberg's changelog scan
+(copy-on-write), the difference of two whole snapshots (merge-on-read), and the data files that
+changed, their rows compared by value (one aggregate) or, on an Iceberg v3 master, told apart by
+row lineage. Medians of 3.
 
-    .venv/bin/python benchmarks/capture_paths.py [cow|mor] [commits] [warehouse]
+    .venv/bin/python benchmarks/capture_paths.py [--mode cow|mor] [--commits N]
+        [--spread clustered|scattered] [--format 2|3] [--warehouse DIR]
 
-A 4M-row master of 8 files; ``commits`` (default 4) clustered updates of ~1,200 rows each on
-the newest file. Prints each run's image counts (every path must find the same net change; the
-changelog counts an image per commit) and the medians.
+A 4M-row master of 8 inserts; ``commits`` (default 4) row-level commits: clustered (~1,200 of
+the newest rows each) or scattered (every 1000th row: in every file). The commits update, delete,
+move keys and insert. Prints each run's image counts (every path must find the same change; the
+changelog counts an image per commit, so it differs when a row changed twice) and the medians.
 """
 
+import argparse
 import statistics
-import sys
 import time
-import uuid
+from dataclasses import replace
 
 from dbt_incremental_mv.embedded import start_session
+from dbt_incremental_mv.logs import sql as log_sql
+from dbt_incremental_mv.logs.contract import LogSpec
 from dbt_incremental_mv.metadata import JvmCatalog
 
-MODE = sys.argv[1] if len(sys.argv) > 1 else "cow"
-COMMITS = int(sys.argv[2]) if len(sys.argv) > 2 else 4
-WAREHOUSE = sys.argv[3] if len(sys.argv) > 3 else "/tmp/capture-paths-warehouse"
 ROWS = 4_000_000
-COLUMNS = "id, cust, status, amount, note"
+COLUMNS = [("id", "bigint"), ("cust", "bigint"), ("status", "string"), ("amount", "decimal(10,2)"), ("note", "string")]
+LOGGED = [c for c, _ in COLUMNS]
 
-spark = start_session(warehouse=WAREHOUSE, iceberg_jars="auto", user_params={"spark.driver.memory": "2g"})
+parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+parser.add_argument("--mode", choices=("cow", "mor"), default="cow")
+parser.add_argument("--commits", type=int, default=4)
+parser.add_argument("--spread", choices=("clustered", "scattered"), default="clustered")
+parser.add_argument("--format", type=int, choices=(2, 3), default=2)
+parser.add_argument("--warehouse", default="/tmp/capture-paths-warehouse")
+args = parser.parse_args()
+
+spark = start_session(warehouse=args.warehouse, iceberg_jars="auto", user_params={"spark.driver.memory": "2g"})
 spark.sparkContext.setLogLevel("ERROR")
-write_mode = "copy-on-write" if MODE == "cow" else "merge-on-read"
+write_mode = "copy-on-write" if args.mode == "cow" else "merge-on-read"
 spark.sql("create database if not exists d")
-spark.sql("drop table if exists d.big")
+for table in ("d.big", "d.big_log"):
+    spark.sql(f"drop table if exists {table}")
 spark.sql(
-    "create table d.big (id bigint, cust bigint, status string, amount decimal(10,2), note string) using iceberg "
-    f"tblproperties ('write.update.mode'='{write_mode}', 'write.delete.mode'='{write_mode}', 'write.merge.mode'='{write_mode}')"
+    f"create table d.big ({', '.join(f'{c} {t}' for c, t in COLUMNS)}) using iceberg tblproperties "
+    f"('format-version'='{args.format}', 'write.update.mode'='{write_mode}', 'write.delete.mode'='{write_mode}', "
+    f"'write.merge.mode'='{write_mode}')"
 )
 for i in range(8):
     low, high = i * ROWS // 8, (i + 1) * ROWS // 8
     spark.sql(f"insert into d.big select id, id % 100000, 'open', cast(id % 1000 as decimal(10,2)), concat('n', id) from range({low}, {high})")
+SPEC = LogSpec("shop.big_log", "d.big_log", "big", "d.big", ("id",), True)
+spark.sql(log_sql.create_log(SPEC, COLUMNS))
 
 
-def snapshot() -> int:
-    table = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, "d.big")
-    return int(table.currentSnapshot().snapshotId())
+def table():
+    return spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, "d.big")
 
 
-start = snapshot()
-for k in range(COMMITS):
+def rows(k: int) -> str:
+    if args.spread == "scattered":
+        return f"id % 1000 = {k % 1000}"
     first = ROWS - 5000 + k * 1000
-    spark.sql(f"update d.big set status = 'shipped{k}', amount = amount + 1 where id between {first} and {first + 1200}")
-end = snapshot()
+    return f"id between {first} and {first + 1200}"
+
+
+start = int(table().currentSnapshot().snapshotId())
+for k in range(args.commits):
+    kind = k % 4
+    if kind == 0:
+        spark.sql(f"update d.big set status = 'shipped{k}', amount = amount + 1 where {rows(k)}")
+    elif kind == 1:
+        spark.sql(f"delete from d.big where {rows(k)}")
+    elif kind == 2:
+        spark.sql(f"update d.big set id = id + {ROWS * 10} where {rows(k)}")  # keys moved
+    else:
+        spark.sql(f"insert into d.big select id, 1, 'new', 1.0, 'x' from range({ROWS + k * 1000}, {ROWS + k * 1000 + 1000})")
+end = int(table().currentSnapshot().snapshotId())
 catalog = JvmCatalog(spark)
 
 
-def counted(query: str):
-    return [tuple(r) for r in spark.sql(f"select op, count(*) from ({query}) group by 1 order by 1").collect()]
-
-
-def both_ways(new: str, old: str, kind: str) -> str:
-    if kind == "except":
-        return (f"select 'I' as op from (select {COLUMNS} from {new} except all select {COLUMNS} from {old}) "
-                f"union all select 'D' from (select {COLUMNS} from {old} except all select {COLUMNS} from {new})")
-    return (f"select case when n > 0 then 'I' else 'D' end as op from (select {COLUMNS}, sum(s) as n from "
-            f"(select {COLUMNS}, 1 as s from {new} union all select {COLUMNS}, -1 from {old}) group by {COLUMNS} "
-            "having sum(s) <> 0) lateral view explode(sequence(1, abs(n))) x as i")
+def appended() -> list:
+    found = [tuple(r) for r in spark.sql(
+        "select _mv_op, count(*) from d.big_log where _mv_op in ('I', 'D') group by 1 order by 1").collect()]
+    spark.sql("delete from d.big_log where true")
+    return found
 
 
 def changelog():
-    view = "cl_" + uuid.uuid4().hex[:8]
-    spark.sql(
-        f"call spark_catalog.system.create_changelog_view(table => 'd.big', options => map('start-snapshot-id', "
-        f"'{start}', 'end-snapshot-id', '{end}'), changelog_view => '{view}')"
-    )
-    return counted(f"select case when _change_type in ('INSERT', 'UPDATE_AFTER') then 'I' else 'D' end as op from {view}")
+    view = "mv_changes_paths"
+    spark.sql(log_sql.changelog_view(SPEC, view, start, end))
+    try:
+        spark.sql(log_sql.capture_from_changelog(SPEC, LOGGED, view, end))
+    finally:
+        spark.catalog.dropTempView(view)
 
 
 def snapshots():
-    return counted(both_ways(f"d.big version as of {end}", f"d.big version as of {start}", "except"))
+    spark.sql(log_sql.capture_by_diff(SPEC, LOGGED, start, end))
 
 
-def files(kind: str):
+def files(by_lineage: bool):
     changed = catalog.stage_changed_files("d.big", start, end)
     try:
-        return counted(both_ways(changed.added_view, changed.removed_view, kind)), changed.describe()
+        if by_lineage:
+            assert changed.lineage_since is not None, "no row lineage: a v3 master is needed"
+        spark.sql(log_sql.capture_by_files(
+            SPEC, LOGGED, changed.removed_view, changed.added_view, end,
+            lineage_since=changed.lineage_since if by_lineage else None,
+            written_view=changed.new_rows_view,
+        ))
+        return (changed if by_lineage else replace(changed, lineage_since=None)).describe()
     finally:
         catalog.unstage_changed_files(changed)
 
 
-paths = {
-    ("changelog" if MODE == "cow" else "whole snapshots"): changelog if MODE == "cow" else snapshots,
-    "changed files, EXCEPT ALL": lambda: files("except"),
-    "changed files, one aggregate": lambda: files("aggregate"),
-}
+paths = {"changelog" if args.mode == "cow" else "whole snapshots": changelog if args.mode == "cow" else snapshots,
+         "changed files, by value": lambda: files(False)}
+if args.format >= 3:
+    paths["changed files, by row lineage"] = lambda: files(True)
 times: dict[str, list[float]] = {name: [] for name in paths}
 for run in range(3):
     for name, path in paths.items():
         began = time.time()
-        found = path()
+        read = path()
         times[name].append(time.time() - began)
-        print(run, name, found, round(times[name][-1], 2), flush=True)
-print(f"{MODE}, {COMMITS} commit(s), medians of 3:")
+        print(run, name, appended(), read or "", round(times[name][-1], 2), flush=True)
+print(f"{args.mode} v{args.format}, {args.commits} {args.spread} commit(s), medians of 3:")
 for name, measured in times.items():
     print(f"  {name}: {statistics.median(measured):.2f} s {[round(x, 2) for x in measured]}")

@@ -20,7 +20,7 @@ from pathlib import Path
 from dbt_runs import PHASES
 
 CSV_COLUMNS = (
-    ["scale", "changed_fraction", "changed_orders", "spread", "master_mode", "logs", "view", "class",
+    ["scale", "changed_fraction", "changed_orders", "spread", "master_mode", "master_format", "logs", "view", "class",
      "fast_s", "complete_s", "speedup", "noop_s", "build_s", "statements_fast", "statements_noop",
      "statements_complete"]
     + [f"fast_{p}_s" for p in PHASES]
@@ -52,7 +52,8 @@ def _row(p: dict, scale: dict, point: dict, view: str, kind: str) -> dict:
         "scale": scale["scale"],
         "changed_fraction": point.get("fraction"),
         "changed_orders": change.get("changed_orders"),
-        "spread": p["spread"], "master_mode": p["master_mode"], "logs": p["logs"],
+        "spread": p["spread"], "master_mode": p["master_mode"], "master_format": p.get("master_format", 2),
+        "logs": p["logs"],
         "view": view, "class": kind,
         "fast_s": fast and fast["execution_time_s"],
         "complete_s": complete and complete["execution_time_s"],
@@ -101,7 +102,7 @@ def markdown(results: dict) -> str:
         "",
         f"- started {results['started']}, {machine['cores']} cores, load average {_fmt(machine['load_start'][0])} "
         f"-> {_fmt(machine.get('load_end', [None])[0])}, total {_fmt(results.get('total_s'))} s",
-        f"- spread {p['spread']}, masters {p['master_mode']}, logs {p['logs']}, order lines "
+        f"- spread {p['spread']}, masters {p['master_mode']} (Iceberg v{p.get('master_format', 2)}), logs {p['logs']}, order lines "
         f"{'no' if p['no_lines'] else 'yes'}, threads {p['threads']}, driver memory {p['driver_memory']}",
         "- seconds: model `execution_time` from `run_results.json` (fast, complete, no-op); the fast refresh's "
         "phases from the timed plugin calls (`dbt_timed.py`); statements: SQL statements the model ran "

@@ -102,16 +102,18 @@ def current_state(first, s: Sizes) -> "Current":
                    lines=lines)
 
 
-def table_properties(master_mode: str) -> str:
-    """How row-level changes are written: copy-on-write (Iceberg's default) or merge-on-read."""
+def table_properties(master_mode: str, master_format: int = 2) -> str:
+    """How row-level changes are written: copy-on-write (Iceberg's default) or merge-on-read;
+    the Iceberg format version (3: row lineage, deletion vectors)."""
     mode = "copy-on-write" if master_mode == "cow" else "merge-on-read"
-    props = ", ".join(f"'write.{op}.mode'='{mode}'" for op in ("delete", "update", "merge"))
-    return f"tblproperties ({props})"
+    props = [f"'format-version'='{master_format}'"] + [f"'write.{op}.mode'='{mode}'" for op in ("delete", "update", "merge")]
+    return f"tblproperties ({', '.join(props)})"
 
 
-def create_master(name: str, master_mode: str, schema: str = SCHEMA, masters: dict | None = None) -> str:
+def create_master(name: str, master_mode: str, master_format: int = 2, schema: str = SCHEMA,
+                  masters: dict | None = None) -> str:
     columns = (masters or MASTERS)[name].columns
-    return f"create table {schema}.{name} ({columns}) using iceberg {table_properties(master_mode)}"
+    return f"create table {schema}.{name} ({columns}) using iceberg {table_properties(master_mode, master_format)}"
 
 
 def _pick(options: tuple[str, ...], hashed: str) -> str:
@@ -164,7 +166,7 @@ def order_lines_select(s: Sizes, first_order: int, orders: int, files: int | Non
     )
 
 
-def generate_statements(s: Sizes, master_mode: str) -> list[tuple[str, str]]:
+def generate_statements(s: Sizes, master_mode: str, master_format: int = 2) -> list[tuple[str, str]]:
     """(master, SQL) to create and fill every master."""
     fills = {
         "customers": customers_select(s, 0, s.customers),
@@ -174,7 +176,7 @@ def generate_statements(s: Sizes, master_mode: str) -> list[tuple[str, str]]:
     }
     out = [("shop", f"create namespace if not exists {SCHEMA}")]
     for name in s.masters:
-        out.append((name, create_master(name, master_mode)))
+        out.append((name, create_master(name, master_mode, master_format)))
         out.append((name, f"insert into {SCHEMA}.{name}\n{fills[name]}"))
     return out
 

@@ -56,7 +56,7 @@ def sizes(payload: dict):
 def step_generate(spark, p: dict) -> dict:
     ds, s = dataset(p), sizes(p)
     seconds: dict[str, float] = {}
-    for master, sql in ds.generate_statements(s, p["master_mode"]):
+    for master, sql in ds.generate_statements(s, p["master_mode"], p.get("master_format", 2)):
         t, _ = timed(spark, sql)
         seconds[master] = round(seconds.get(master, 0.0) + t, 3)
     for master in p.get("cdc_logs", []):

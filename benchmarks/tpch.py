@@ -96,8 +96,8 @@ def size_options(args) -> dict:
     return {"files": args.files}
 
 
-def create_master(name: str, master_mode: str) -> str:
-    return shop.create_master(name, master_mode, SCHEMA, MASTERS)
+def create_master(name: str, master_mode: str, master_format: int = 2) -> str:
+    return shop.create_master(name, master_mode, master_format, SCHEMA, MASTERS)
 
 
 def _ordering_customer(s: Sizes, hashed: str) -> str:
@@ -166,7 +166,7 @@ def lineitem_select(s: Sizes, first_order: int, orders: int, files: int | None =
     )
 
 
-def generate_statements(s: Sizes, master_mode: str) -> list[tuple[str, str]]:
+def generate_statements(s: Sizes, master_mode: str, master_format: int = 2) -> list[tuple[str, str]]:
     """(master, SQL) to create and fill every master."""
     fills = {
         "lineitem": lineitem_select(s, 1, s.scale),
@@ -176,7 +176,7 @@ def generate_statements(s: Sizes, master_mode: str) -> list[tuple[str, str]]:
     }
     out = [("tpch", f"create namespace if not exists {SCHEMA}")]
     for name in s.masters:
-        out.append((name, create_master(name, master_mode)))
+        out.append((name, create_master(name, master_mode, master_format)))
         out.append((name, f"insert into {SCHEMA}.{name}\n{fills[name]}"))
     return out
 

@@ -30,7 +30,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dbt_incremental_mv.conflicts import LOST_RACE, lost_race
@@ -235,12 +235,32 @@ class ChangedFiles:
     removed_files: int
     added_files: int
     lineage_since: int | None = None
+    # with lineage: the new side's files written since the start (the ones that can hold rows
+    # new since), when fewer than all of it (merge-on-read: a file whose deletes changed is on
+    # the new side for the ids of the rows it keeps, which need none of its columns)
+    written_view: str | None = None
+    written_files: int | None = None
 
     def describe(self) -> str:
-        compared = (
-            "rows told apart by row lineage" if self.lineage_since is not None else "rows compared by value"
+        if self.lineage_since is None:
+            return f"{self.removed_files} removed and {self.added_files} added data file(s) read once, rows compared by value"
+        kept = (
+            f" ({self.added_files - self.written_files} of them for their row ids only)"
+            if self.written_files is not None and self.written_files < self.added_files else ""
         )
-        return f"{self.removed_files} removed and {self.added_files} added data file(s) read once, {compared}"
+        return (
+            f"{self.removed_files} removed and {self.added_files} added data file(s){kept} read once, "
+            "rows told apart by row lineage"
+        )
+
+    @property
+    def new_rows_view(self) -> str | None:
+        """The view whose rows can be new since the start (with lineage: the files written since)."""
+        return self.written_view if self.written_files is not None else self.added_view
+
+    @property
+    def views(self) -> tuple[str, ...]:
+        return tuple(v for v in (self.removed_view, self.added_view, self.written_view) if v is not None)
 
 
 class SqlCatalog:
@@ -552,16 +572,24 @@ class JvmCatalog:
             removed = [task for path, (deletes, task) in before.items() if path not in after or after[path][0] != deletes]
             added = [task for path, (deletes, task) in after.items() if path not in before or before[path][0] != deletes]
         lineage_since = None
+        written: list[Any] = added
         if _format_version(table) >= 3 and all(_first_row_id(task) is not None for task in (*removed, *added)):
             lineage_since = int(old.sequenceNumber())
+            written = [task for task in added if int(task.file().dataSequenceNumber()) > lineage_since]
         token = uuid.uuid4().hex[:16]
-        removed_view = self._stage(table, f"mv_files_removed_{token}", removed)
+        changed = ChangedFiles(None, None, len(removed), len(added), lineage_since)
         try:
-            added_view = self._stage(table, f"mv_files_added_{token}", added)
+            changed = replace(changed, removed_view=self._stage(table, f"mv_files_removed_{token}", removed))
+            changed = replace(changed, added_view=self._stage(table, f"mv_files_added_{token}", added))
+            if len(written) < len(added):
+                changed = replace(
+                    changed, written_view=self._stage(table, f"mv_files_written_{token}", written),
+                    written_files=len(written),
+                )
         except Exception:
-            self.unstage_changed_files(ChangedFiles(removed_view, None, len(removed), 0))
+            self.unstage_changed_files(changed)
             raise
-        return ChangedFiles(removed_view, added_view, len(removed), len(added), lineage_since)
+        return changed
 
     def _files_changed_by(self, table: Any, commits: Sequence[Any]) -> tuple[list[Any], list[Any]]:
         """Scan tasks of the data files ``commits`` (oldest first, no delete files anywhere)
@@ -605,7 +633,7 @@ class JvmCatalog:
         return view
 
     def unstage_changed_files(self, changed: ChangedFiles) -> None:
-        for view in (changed.removed_view, changed.added_view):
+        for view in changed.views:
             table = self._staged.pop(view, None) if view is not None else None
             if table is None:
                 continue

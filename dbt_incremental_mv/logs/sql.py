@@ -105,7 +105,7 @@ def capture_by_diff(
 
 def capture_by_files(
     spec: LogSpec, logged: Sequence[str], removed_view: str | None, added_view: str | None, end: int,
-    branch: str | None = None, lineage_since: int | None = None,
+    branch: str | None = None, lineage_since: int | None = None, written_view: str | None = None,
 ) -> str:
     """Append the difference between the rows of the master's data files that changed between
     two snapshots: ``removed_view`` (rows of the files gone since the start snapshot, as they
@@ -114,32 +114,36 @@ def capture_by_files(
     unchanged files are on both sides of it), for a read of the changed files only.
 
     ``lineage_since`` (the start snapshot's sequence number; the rows have Iceberg v3 row
-    lineage): rows are told apart by lineage instead of by value, see :func:`_capture_by_lineage`."""
+    lineage): rows are told apart by lineage instead of by value, see :func:`_capture_by_lineage`;
+    ``written_view`` (with lineage): the new side's files written since (all of ``added_view``
+    on copy-on-write masters; None: none), the only ones read for after images."""
     removed = ident(removed_view) if removed_view else None
     added = ident(added_view) if added_view else None
     if lineage_since is not None:
-        return _capture_by_lineage(spec, logged, removed, added, lineage_since, end, branch)
+        written = ident(written_view) if written_view else None
+        return _capture_by_lineage(spec, logged, removed, added, written, lineage_since, end, branch)
     return _capture_difference(spec, logged, removed, added, end, branch)
 
 
 def _capture_by_lineage(
-    spec: LogSpec, logged: Sequence[str], old_rows: str | None, new_rows: str | None, since: int, end: int,
-    branch: str | None,
+    spec: LogSpec, logged: Sequence[str], old_rows: str | None, new_rows: str | None, written_rows: str | None,
+    since: int, end: int, branch: str | None,
 ) -> str:
     """Insert into the log the changes between the rows of the changed files, by row lineage:
-    a row of ``new_rows`` written or updated after sequence number ``since`` (its
-    ``_last_updated_sequence_number`` is above it) is an after image (I); a row of ``old_rows``
-    whose ``_row_id`` no row of ``new_rows`` carries unchanged (at or below ``since``) was
-    deleted or updated: a before image (D). A filter and an anti join on one column, where the
-    difference by value groups every row by all its columns; duplicates are told apart by their
-    row ids. Rows copied unchanged by a copy-on-write commit keep their id and sequence number."""
+    a row of ``written_rows`` (the files of ``new_rows`` written since) written or updated after
+    sequence number ``since`` (its ``_last_updated_sequence_number`` is above it) is an after
+    image (I); a row of ``old_rows`` whose ``_row_id`` no row of ``new_rows`` carries unchanged
+    (at or below ``since``) was deleted or updated: a before image (D). A filter and an anti join
+    on one column, where the difference by value groups every row by all its columns;
+    duplicates are told apart by their row ids. Rows copied unchanged by a copy-on-write commit
+    keep their id and sequence number."""
     columns = idents(logged)
     stamp = f"{integer(end)}, current_timestamp()"
     updated = ident("_last_updated_sequence_number")
     row_id = ident("_row_id")
     parts = []
-    if new_rows is not None:
-        parts.append(f"select {columns}, {string(INSERT)}, {stamp} from {new_rows} where {updated} > {integer(since)}")
+    if written_rows is not None:
+        parts.append(f"select {columns}, {string(INSERT)}, {stamp} from {written_rows} where {updated} > {integer(since)}")
     if old_rows is not None:
         kept = ident("_mv_kept")
         old = ident("_mv_old")

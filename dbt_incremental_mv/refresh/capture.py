@@ -185,7 +185,7 @@ def _commit_capture(
                     read = changed.describe()
                     ctx.execute(log_sql.capture_by_files(
                         spec, logged, changed.removed_view, changed.added_view, plan.end, branch,
-                        lineage_since=changed.lineage_since,
+                        lineage_since=changed.lineage_since, written_view=changed.new_rows_view,
                     ))
                 else:  # the files cannot be staged (e.g. the schema changed since): both snapshots are read
                     read = "read by a scan of both snapshots instead"

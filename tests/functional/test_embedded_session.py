@@ -192,7 +192,8 @@ def test_a_v3_master_is_captured_by_row_lineage_with_duplicates_and_rows_copied_
     sequence number and are not logged; rows equal by value (duplicates, an update to the same
     value, a key moved onto another row's values) are told apart by their ids. The images are
     the ones the comparison by value finds, and a table upgraded from v2 (rows with no id yet)
-    falls back to the comparison by value."""
+    falls back to the comparison by value. On a merge-on-read v3 master (deletion vectors) the
+    same images, the files whose deletes changed read for their row ids only."""
     from dbt_incremental_mv.logs import sql as log_sql
     from dbt_incremental_mv.logs.contract import LogSpec
 
@@ -203,8 +204,11 @@ def test_a_v3_master_is_captured_by_row_lineage_with_duplicates_and_rows_copied_
         _, found = adapter.execute(sql, fetch=True)
         return sorted((tuple(r) for r in found), key=str)
 
-    def capture(table, version, lineage):
-        adapter.execute(f"create table {table} (id int, v string) using iceberg tblproperties ('format-version' = '{version}')")
+    def capture(table, version, lineage, merge_on_read=False):
+        modes = "".join(f", 'write.{op}.mode' = 'merge-on-read'" for op in ("delete", "update", "merge") if merge_on_read)
+        adapter.execute(
+            f"create table {table} (id int, v string) using iceberg tblproperties ('format-version' = '{version}'{modes})"
+        )
         for values in ("(1, 'a'), (2, 'b'), (3, null), (7, 'd')", "(5, 'd'), (5, 'd'), (6, 'e')", "(20, 'z')"):
             adapter.execute(f"insert into {table} values {values}")  # three files, duplicates in the second
         if version == 2:
@@ -225,8 +229,11 @@ def test_a_v3_master_is_captured_by_row_lineage_with_duplicates_and_rows_copied_
         with metadata.changed_files(table, start, end) as changed:
             assert (changed.lineage_since is not None) is lineage, changed
             assert ("row lineage" in changed.describe()) is lineage
+            # merge-on-read: the files given deletion vectors are read for their kept rows' ids only
+            assert ("for their row ids only" in changed.describe()) is merge_on_read, changed.describe()
             adapter.execute(log_sql.capture_by_files(
                 spec, ["id", "v"], changed.removed_view, changed.added_view, end, lineage_since=changed.lineage_since,
+                written_view=changed.new_rows_view,
             ))
         return rows_of(f"select id, v, _mv_op from {table}_log where _mv_op in ('I', 'D')")
 
@@ -237,7 +244,9 @@ def test_a_v3_master_is_captured_by_row_lineage_with_duplicates_and_rows_copied_
     with adapter.connection_named("lineage"):
         by_lineage = capture(f"{schema}.lineage_probe", 3, lineage=True)
         upgraded = capture(f"{schema}.upgraded_probe", 2, lineage=False)
+        deletion_vectors = capture(f"{schema}.mor_probe", 3, lineage=True, merge_on_read=True)
     # by value, the update to the same value nets out (no row changed); by lineage it is logged
     # as the D and I of one row: the same view either way
     assert by_lineage == expected
+    assert deletion_vectors == expected
     assert sorted(upgraded, key=str) == [r for r in expected if r[0] != 2]

@@ -34,8 +34,9 @@ def test_create_log_is_a_v3_iceberg_table_with_the_contract_columns():
         sql.capture_by_files(SPEC, LOGGED, None, "mv_files_added_1", 42),
         sql.capture_by_files(SPEC, LOGGED, "mv_files_removed_1", None, 42),
         sql.capture_by_files(SPEC, LOGGED, None, None, 42),
-        sql.capture_by_files(SPEC, LOGGED, "mv_files_removed_1", "mv_files_added_1", 42, lineage_since=5),
-        sql.capture_by_files(SPEC, LOGGED, None, "mv_files_added_1", 42, lineage_since=5),
+        sql.capture_by_files(SPEC, LOGGED, "mv_files_removed_1", "mv_files_added_1", 42, lineage_since=5,
+                             written_view="mv_files_added_1"),
+        sql.capture_by_files(SPEC, LOGGED, None, "mv_files_added_1", 42, lineage_since=5, written_view="mv_files_added_1"),
         sql.capture_by_files(SPEC, LOGGED, "mv_files_removed_1", None, 42, lineage_since=5),
         sql.log_stats(SPEC, 7, 3),
         sql.marked_changes(SPEC, 7, 3, 9, ["order_id"]),
@@ -68,7 +69,10 @@ def test_a_capture_by_files_diffs_the_changed_files_rows_both_ways_in_one_read()
 
 
 def test_a_capture_by_row_lineage_filters_the_new_rows_and_anti_joins_the_old_on_one_column():
-    both = sql.capture_by_files(SPEC, LOGGED, "mv_files_removed_1", "mv_files_added_1", 42, "mv_capture_x", lineage_since=5)
+    both = sql.capture_by_files(
+        SPEC, LOGGED, "mv_files_removed_1", "mv_files_added_1", 42, "mv_capture_x", lineage_since=5,
+        written_view="mv_files_added_1",
+    )
     assert both.startswith("insert into `shop`.`mlog_orders`.`branch_mv_capture_x`")
     # after images: the new files' rows written after the captured snapshot's sequence number
     assert (
@@ -82,10 +86,20 @@ def test_a_capture_by_row_lineage_filters_the_new_rows_and_anti_joins_the_old_on
     # no comparison by value: nothing grouped by every column
     assert "group by" not in both and "_mv_sign" not in both and "'W', 42" in both
     # only added files: their new rows; only removed files: all their rows
-    added = sql.capture_by_files(SPEC, LOGGED, None, "mv_files_added_1", 42, lineage_since=5)
+    added = sql.capture_by_files(SPEC, LOGGED, None, "mv_files_added_1", 42, lineage_since=5, written_view="mv_files_added_1")
     assert "'D'" not in added and "`_last_updated_sequence_number` > 5" in added
     removed = sql.capture_by_files(SPEC, LOGGED, "mv_files_removed_1", None, 42, lineage_since=5)
     assert "'I'" not in removed and "anti join" not in removed and "from `mv_files_removed_1` as `_mv_old`" in removed
+    # merge-on-read: a file whose deletes changed is on the new side for its kept rows' ids only;
+    # after images come from the files written since
+    mor = sql.capture_by_files(SPEC, LOGGED, "mv_files_removed_1", "mv_files_added_1", 42, lineage_since=5,
+                               written_view="mv_files_written_1")
+    assert "from `mv_files_written_1` where `_last_updated_sequence_number` > 5" in mor
+    assert "(select `_row_id` from `mv_files_added_1` where `_last_updated_sequence_number` <= 5)" in mor
+    assert mor.count("mv_files_written_1") == 1 and mor.count("mv_files_added_1") == 1
+    # only deletes (no file written since): no after image is read at all
+    deletes = sql.capture_by_files(SPEC, LOGGED, "mv_files_removed_1", "mv_files_added_1", 42, lineage_since=5)
+    assert "'I'" not in deletes and "left anti join (select `_row_id` from `mv_files_added_1`" in deletes
 
 
 def test_reset_watermark_is_flagged():
