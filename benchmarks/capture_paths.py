@@ -2,7 +2,8 @@
 (``dbt_incremental_mv/logs/sql.py``) appending to a change log: Iceberg's changelog scan
 (copy-on-write), the difference of two whole snapshots (merge-on-read), and the data files that
 changed, their rows compared by value (one aggregate) or, on an Iceberg v3 master, told apart by
-row lineage. Medians of 3.
+row lineage (an anti join of the old rows, or their gone ids found first and broadcast). Medians
+of 3.
 
     .venv/bin/python benchmarks/capture_paths.py [--mode cow|mor] [--commits N]
         [--spread clustered|scattered] [--format 2|3] [--warehouse DIR]
@@ -20,6 +21,7 @@ from dataclasses import replace
 
 from dbt_incremental_mv.embedded import start_session
 from dbt_incremental_mv.logs import sql as log_sql
+from dbt_incremental_mv.logs.capture import broadcast_gone_ids
 from dbt_incremental_mv.logs.contract import LogSpec
 from dbt_incremental_mv.metadata import JvmCatalog
 
@@ -99,15 +101,16 @@ def snapshots():
     spark.sql(log_sql.capture_by_diff(SPEC, LOGGED, start, end))
 
 
-def files(by_lineage: bool):
+def files(by_lineage: bool, broadcast: bool = False):
     changed = catalog.stage_changed_files("d.big", start, end)
     try:
         if by_lineage:
             assert changed.lineage_since is not None, "no row lineage: a v3 master is needed"
+            assert broadcast_gone_ids(changed.rows_gone_at_most) or not broadcast, changed.rows_gone_at_most
         spark.sql(log_sql.capture_by_files(
             SPEC, LOGGED, changed.removed_view, changed.added_view, end,
             lineage_since=changed.lineage_since if by_lineage else None,
-            written_view=changed.new_rows_view,
+            written_view=changed.new_rows_view, gone_ids_broadcast=broadcast,
         ))
         return (changed if by_lineage else replace(changed, lineage_since=None)).describe()
     finally:
@@ -117,7 +120,9 @@ def files(by_lineage: bool):
 paths = {"changelog" if args.mode == "cow" else "whole snapshots": changelog if args.mode == "cow" else snapshots,
          "changed files, by value": lambda: files(False)}
 if args.format >= 3:
-    paths["changed files, by row lineage"] = lambda: files(True)
+    paths["changed files, by row lineage, anti join"] = lambda: files(True)
+    if args.mode == "cow":  # the bound on the rows gone comes from copy-on-write commits' statistics
+        paths["changed files, by row lineage, gone ids broadcast"] = lambda: files(True, broadcast=True)
 times: dict[str, list[float]] = {name: [] for name in paths}
 for run in range(3):
     for name, path in paths.items():

@@ -240,6 +240,9 @@ class ChangedFiles:
     # the new side for the ids of the rows it keeps, which need none of its columns)
     written_view: str | None = None
     written_files: int | None = None
+    # with lineage, from the files' statistics: at most how many rows of the old side are gone
+    # (deleted or updated) since the start (None: not known)
+    rows_gone_at_most: int | None = None
 
     def describe(self) -> str:
         if self.lineage_since is None:
@@ -565,8 +568,9 @@ class JvmCatalog:
         if old is None or new is None or {_schema_id(old), _schema_id(new)} != {current}:
             return None
         commits = _commits_between(table, start, end)
+        rows_gone = None
         if commits is not None and not any(_has_delete_files(s) for s in (old, new, *commits)):
-            removed, added = self._files_changed_by(table, commits)
+            removed, added, rows_gone = self._files_changed_by(table, commits)
         else:
             before, after = _scan_tasks(table, start), _scan_tasks(table, end)
             removed = [task for path, (deletes, task) in before.items() if path not in after or after[path][0] != deletes]
@@ -577,7 +581,9 @@ class JvmCatalog:
             lineage_since = int(old.sequenceNumber())
             written = [task for task in added if int(task.file().dataSequenceNumber()) > lineage_since]
         token = uuid.uuid4().hex[:16]
-        changed = ChangedFiles(None, None, len(removed), len(added), lineage_since)
+        changed = ChangedFiles(
+            None, None, len(removed), len(added), lineage_since, rows_gone_at_most=rows_gone if lineage_since is not None else None,
+        )
         try:
             changed = replace(changed, removed_view=self._stage(table, f"mv_files_removed_{token}", removed))
             changed = replace(changed, added_view=self._stage(table, f"mv_files_added_{token}", added))
@@ -591,20 +597,34 @@ class JvmCatalog:
             raise
         return changed
 
-    def _files_changed_by(self, table: Any, commits: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+    def _files_changed_by(self, table: Any, commits: Sequence[Any]) -> tuple[list[Any], list[Any], int | None]:
         """Scan tasks of the data files ``commits`` (oldest first, no delete files anywhere)
         removed that were live before them, and of those they added that are still live: read
-        from each commit's own manifests, not from a plan of the whole table."""
+        from each commit's own manifests, not from a plan of the whole table. Also, where the
+        files' statistics tell (row lineage), at most how many rows the commits deleted or
+        updated: each commit removed the rows of the files it removed and copied those of its
+        new files that carry their lineage (a non-null ``_last_updated_sequence_number``; the
+        rows it wrote have none), so its removed rows less its copied ones (None: not known)."""
         io = table.io()
         removed: dict[str, Any] = {}
         added: dict[str, Any] = {}
+        rows_gone: int | None = 0
         for commit in commits:
+            removed_rows = 0
             for data_file in _iterate(commit.removedDataFiles(io)):
+                removed_rows += int(data_file.recordCount())
                 path = str(data_file.location())
                 if added.pop(path, None) is None:  # added and removed in between: at neither end
                     removed[path] = data_file
+            copied_rows: int | None = 0
+            appended = str(commit.operation()) == "append"  # copies no row
             for data_file in _iterate(commit.addedDataFiles(io)):
                 added[str(data_file.location())] = data_file
+                if appended:
+                    continue
+                written = _null_count(data_file, LAST_UPDATED_FIELD_ID)
+                copied_rows = None if written is None or copied_rows is None else copied_rows + int(data_file.recordCount()) - written
+            rows_gone = None if rows_gone is None or copied_rows is None else rows_gone + max(removed_rows - copied_rows, 0)
         iceberg = self.session._jvm.org.apache.iceberg
         schema = iceberg.SchemaParser.toJson(table.schema())
         residual = iceberg.expressions.ResidualEvaluator.unpartitioned(iceberg.expressions.Expressions.alwaysTrue())
@@ -617,7 +637,7 @@ class JvmCatalog:
                 specs[spec_id] = iceberg.PartitionSpecParser.toJson(table.specs().get(spec_id))
             return iceberg.BaseFileScanTask(data_file, no_deletes, schema, specs[spec_id], residual)
 
-        return [task(f) for f in removed.values()], [task(f) for f in added.values()]
+        return [task(f) for f in removed.values()], [task(f) for f in added.values()], rows_gone
 
     def _stage(self, table: Any, view: str, tasks: Sequence[Any]) -> str | None:
         if not tasks:
@@ -700,6 +720,19 @@ def _format_version(table: Any) -> int:
         return int(table.operations().current().formatVersion())
     except Exception:  # noqa: BLE001 - not a table with operations (e.g. a metadata table)
         return 0
+
+
+# Iceberg's reserved field id of the row lineage column _last_updated_sequence_number
+# (MetadataColumns.LAST_UPDATED_SEQUENCE_NUMBER): rows a commit copies carry it in the file,
+# rows it writes leave it null (they inherit the file's sequence number)
+LAST_UPDATED_FIELD_ID = 2147483539
+
+
+def _null_count(data_file: Any, field_id: int) -> int | None:
+    """How many values of a column are null in a data file, from its statistics (None: not kept)."""
+    counts = data_file.nullValueCounts()
+    found = counts.get(field_id) if counts is not None else None
+    return None if found is None else int(found)
 
 
 def _first_row_id(task: Any) -> int | None:

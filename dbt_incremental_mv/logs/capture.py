@@ -31,6 +31,16 @@ from typing import Literal
 
 Method = Literal["none", "changelog", "files", "diff", "reset"]
 
+# A capture by row lineage finds the old rows gone (deleted or updated) by their ids first and
+# broadcasts those ids when the files' statistics say there are at most this many: a hash
+# table of longs of a few tens of MB (otherwise every old row is shuffled to an anti join).
+GONE_IDS_BROADCAST_ROWS = 2_000_000
+
+
+def broadcast_gone_ids(rows_gone_at_most: int | None) -> bool:
+    """Whether a capture by row lineage broadcasts the ids of the old rows gone."""
+    return rows_gone_at_most is not None and rows_gone_at_most <= GONE_IDS_BROADCAST_ROWS
+
 
 @dataclass(frozen=True)
 class SnapshotInfo:

@@ -106,6 +106,7 @@ def capture_by_diff(
 def capture_by_files(
     spec: LogSpec, logged: Sequence[str], removed_view: str | None, added_view: str | None, end: int,
     branch: str | None = None, lineage_since: int | None = None, written_view: str | None = None,
+    gone_ids_broadcast: bool = False,
 ) -> str:
     """Append the difference between the rows of the master's data files that changed between
     two snapshots: ``removed_view`` (rows of the files gone since the start snapshot, as they
@@ -116,18 +117,20 @@ def capture_by_files(
     ``lineage_since`` (the start snapshot's sequence number; the rows have Iceberg v3 row
     lineage): rows are told apart by lineage instead of by value, see :func:`_capture_by_lineage`;
     ``written_view`` (with lineage): the new side's files written since (all of ``added_view``
-    on copy-on-write masters; None: none), the only ones read for after images."""
+    on copy-on-write masters; None: none), the only ones read for after images;
+    ``gone_ids_broadcast``: the old rows gone are few enough to find by their ids first (see
+    :func:`_capture_by_lineage`)."""
     removed = ident(removed_view) if removed_view else None
     added = ident(added_view) if added_view else None
     if lineage_since is not None:
         written = ident(written_view) if written_view else None
-        return _capture_by_lineage(spec, logged, removed, added, written, lineage_since, end, branch)
+        return _capture_by_lineage(spec, logged, removed, added, written, lineage_since, end, branch, gone_ids_broadcast)
     return _capture_difference(spec, logged, removed, added, end, branch)
 
 
 def _capture_by_lineage(
     spec: LogSpec, logged: Sequence[str], old_rows: str | None, new_rows: str | None, written_rows: str | None,
-    since: int, end: int, branch: str | None,
+    since: int, end: int, branch: str | None, gone_ids_broadcast: bool = False,
 ) -> str:
     """Insert into the log the changes between the rows of the changed files, by row lineage:
     a row of ``written_rows`` (the files of ``new_rows`` written since) written or updated after
@@ -136,7 +139,12 @@ def _capture_by_lineage(
     (at or below ``since``) was deleted or updated: a before image (D). A filter and an anti join
     on one column, where the difference by value groups every row by all its columns;
     duplicates are told apart by their row ids. Rows copied unchanged by a copy-on-write commit
-    keep their id and sequence number."""
+    keep their id and sequence number.
+
+    ``gone_ids_broadcast``: the ids of the gone rows are found first, from the ids alone (the old
+    files' ids against the kept ones: two shuffles of one column), and the old rows are then read
+    through a broadcast semi join on them, where the plain anti join shuffles and sorts every old
+    row with all its columns. Only when the gone rows are known to be few (they are broadcast)."""
     columns = idents(logged)
     stamp = f"{integer(end)}, current_timestamp()"
     updated = ident("_last_updated_sequence_number")
@@ -147,13 +155,20 @@ def _capture_by_lineage(
     if old_rows is not None:
         kept = ident("_mv_kept")
         old = ident("_mv_old")
-        carried = (
-            f"\nleft anti join (select {row_id} from {new_rows} where {updated} <= {integer(since)}) as {kept}"
-            f" on {old}.{row_id} = {kept}.{row_id}"
-            if new_rows is not None else ""
-        )
+        kept_ids = f"(select {row_id} from {new_rows} where {updated} <= {integer(since)}) as {kept}"
+        if new_rows is None:
+            gone = ""  # no file written since: every old row is gone
+        elif gone_ids_broadcast:
+            ids, found = ident("_mv_ids"), ident("_mv_gone")
+            gone = (
+                f"\nleft semi join (select /*+ BROADCAST */ * from (select {ids}.{row_id} from {old_rows} as {ids}"
+                f" left anti join {kept_ids} on {ids}.{row_id} = {kept}.{row_id})) as {found}"
+                f" on {old}.{row_id} = {found}.{row_id}"
+            )
+        else:
+            gone = f"\nleft anti join {kept_ids} on {old}.{row_id} = {kept}.{row_id}"
         parts.append(
-            f"select {', '.join(f'{old}.{ident(c)}' for c in logged)}, {string(DELETE)}, {stamp} from {old_rows} as {old}{carried}"
+            f"select {', '.join(f'{old}.{ident(c)}' for c in logged)}, {string(DELETE)}, {stamp} from {old_rows} as {old}{gone}"
         )
     parts.append(_watermark_select(logged, end))
     return (

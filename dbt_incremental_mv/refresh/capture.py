@@ -17,7 +17,7 @@ from dbt_incremental_mv.bookkeeping import LogPosition
 from dbt_incremental_mv.conflicts import lost_race
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.logs import sql as log_sql
-from dbt_incremental_mv.logs.capture import CapturePlan, SnapshotInfo, plan_capture
+from dbt_incremental_mv.logs.capture import CapturePlan, SnapshotInfo, broadcast_gone_ids, plan_capture
 from dbt_incremental_mv.logs.contract import LogContractError, LogSpec, log_evolution
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 
@@ -183,9 +183,13 @@ def _commit_capture(
             with meta.changed_files(spec.master_relation, plan.start, plan.end) as changed:
                 if changed is not None:
                     read = changed.describe()
+                    broadcast = broadcast_gone_ids(changed.rows_gone_at_most)
+                    if broadcast:
+                        read += f" (at most {changed.rows_gone_at_most:,} rows gone: found by their ids first)"
                     ctx.execute(log_sql.capture_by_files(
                         spec, logged, changed.removed_view, changed.added_view, plan.end, branch,
                         lineage_since=changed.lineage_since, written_view=changed.new_rows_view,
+                        gone_ids_broadcast=broadcast,
                     ))
                 else:  # the files cannot be staged (e.g. the schema changed since): both snapshots are read
                     read = "read by a scan of both snapshots instead"

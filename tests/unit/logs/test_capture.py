@@ -1,4 +1,4 @@
-from dbt_incremental_mv.logs.capture import SnapshotInfo, plan_capture
+from dbt_incremental_mv.logs.capture import GONE_IDS_BROADCAST_ROWS, SnapshotInfo, broadcast_gone_ids, plan_capture
 
 
 def chain(*ids, deletes=(), schema_changed_at=None):
@@ -71,3 +71,9 @@ def test_changed_files_need_the_start_snapshot_its_schema_and_the_session():
     assert plan_capture(1, True, 3, unknown, by_files=True).method == "changelog"
     expired_start = [SnapshotInfo(3, 2, 1, 1, 0), SnapshotInfo(2, 1, 0, 0, 0)]
     assert plan_capture(1, True, 3, expired_start, by_files=True).method == "reset"
+
+
+def test_the_gone_rows_ids_are_broadcast_only_when_the_statistics_bound_them_low():
+    assert broadcast_gone_ids(0) and broadcast_gone_ids(GONE_IDS_BROADCAST_ROWS)
+    assert not broadcast_gone_ids(GONE_IDS_BROADCAST_ROWS + 1)
+    assert not broadcast_gone_ids(None)  # not known (no statistics, or delete files)
