@@ -121,8 +121,7 @@ paths = {"changelog" if args.mode == "cow" else "whole snapshots": changelog if 
          "changed files, by value": lambda: files(False)}
 if args.format >= 3:
     paths["changed files, by row lineage, anti join"] = lambda: files(True)
-    if args.mode == "cow":  # the bound on the rows gone comes from copy-on-write commits' statistics
-        paths["changed files, by row lineage, gone ids broadcast"] = lambda: files(True, broadcast=True)
+    paths["changed files, by row lineage, gone ids broadcast"] = lambda: files(True, broadcast=True)
 times: dict[str, list[float]] = {name: [] for name in paths}
 for run in range(3):
     for name, path in paths.items():

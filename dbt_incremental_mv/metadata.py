@@ -568,22 +568,20 @@ class JvmCatalog:
         if old is None or new is None or {_schema_id(old), _schema_id(new)} != {current}:
             return None
         commits = _commits_between(table, start, end)
-        rows_gone = None
         if commits is not None and not any(_has_delete_files(s) for s in (old, new, *commits)):
-            removed, added, rows_gone = self._files_changed_by(table, commits)
+            removed, added = self._files_changed_by(table, commits)
         else:
             before, after = _scan_tasks(table, start), _scan_tasks(table, end)
             removed = [task for path, (deletes, task) in before.items() if path not in after or after[path][0] != deletes]
             added = [task for path, (deletes, task) in after.items() if path not in before or before[path][0] != deletes]
-        lineage_since = None
+        lineage_since = rows_gone = None
         written: list[Any] = added
         if _format_version(table) >= 3 and all(_first_row_id(task) is not None for task in (*removed, *added)):
             lineage_since = int(old.sequenceNumber())
             written = [task for task in added if int(task.file().dataSequenceNumber()) > lineage_since]
+            rows_gone = _rows_gone_at_most(table, commits) if commits is not None else None
         token = uuid.uuid4().hex[:16]
-        changed = ChangedFiles(
-            None, None, len(removed), len(added), lineage_since, rows_gone_at_most=rows_gone if lineage_since is not None else None,
-        )
+        changed = ChangedFiles(None, None, len(removed), len(added), lineage_since, rows_gone_at_most=rows_gone)
         try:
             changed = replace(changed, removed_view=self._stage(table, f"mv_files_removed_{token}", removed))
             changed = replace(changed, added_view=self._stage(table, f"mv_files_added_{token}", added))
@@ -597,34 +595,20 @@ class JvmCatalog:
             raise
         return changed
 
-    def _files_changed_by(self, table: Any, commits: Sequence[Any]) -> tuple[list[Any], list[Any], int | None]:
+    def _files_changed_by(self, table: Any, commits: Sequence[Any]) -> tuple[list[Any], list[Any]]:
         """Scan tasks of the data files ``commits`` (oldest first, no delete files anywhere)
         removed that were live before them, and of those they added that are still live: read
-        from each commit's own manifests, not from a plan of the whole table. Also, where the
-        files' statistics tell (row lineage), at most how many rows the commits deleted or
-        updated: each commit removed the rows of the files it removed and copied those of its
-        new files that carry their lineage (a non-null ``_last_updated_sequence_number``; the
-        rows it wrote have none), so its removed rows less its copied ones (None: not known)."""
+        from each commit's own manifests, not from a plan of the whole table."""
         io = table.io()
         removed: dict[str, Any] = {}
         added: dict[str, Any] = {}
-        rows_gone: int | None = 0
         for commit in commits:
-            removed_rows = 0
             for data_file in _iterate(commit.removedDataFiles(io)):
-                removed_rows += int(data_file.recordCount())
                 path = str(data_file.location())
                 if added.pop(path, None) is None:  # added and removed in between: at neither end
                     removed[path] = data_file
-            copied_rows: int | None = 0
-            appended = str(commit.operation()) == "append"  # copies no row
             for data_file in _iterate(commit.addedDataFiles(io)):
                 added[str(data_file.location())] = data_file
-                if appended:
-                    continue
-                written = _null_count(data_file, LAST_UPDATED_FIELD_ID)
-                copied_rows = None if written is None or copied_rows is None else copied_rows + int(data_file.recordCount()) - written
-            rows_gone = None if rows_gone is None or copied_rows is None else rows_gone + max(removed_rows - copied_rows, 0)
         iceberg = self.session._jvm.org.apache.iceberg
         schema = iceberg.SchemaParser.toJson(table.schema())
         residual = iceberg.expressions.ResidualEvaluator.unpartitioned(iceberg.expressions.Expressions.alwaysTrue())
@@ -637,7 +621,7 @@ class JvmCatalog:
                 specs[spec_id] = iceberg.PartitionSpecParser.toJson(table.specs().get(spec_id))
             return iceberg.BaseFileScanTask(data_file, no_deletes, schema, specs[spec_id], residual)
 
-        return [task(f) for f in removed.values()], [task(f) for f in added.values()], rows_gone
+        return [task(f) for f in removed.values()], [task(f) for f in added.values()]
 
     def _stage(self, table: Any, view: str, tasks: Sequence[Any]) -> str | None:
         if not tasks:
@@ -726,6 +710,33 @@ def _format_version(table: Any) -> int:
 # (MetadataColumns.LAST_UPDATED_SEQUENCE_NUMBER): rows a commit copies carry it in the file,
 # rows it writes leave it null (they inherit the file's sequence number)
 LAST_UPDATED_FIELD_ID = 2147483539
+
+
+def _rows_gone_at_most(table: Any, commits: Sequence[Any]) -> int | None:
+    """At most how many rows ``commits`` deleted or updated, from their own manifests' file
+    statistics (None: not known). A commit removes the rows of the data files it removes and
+    the rows its position deletes or deletion vectors name (a vector names every deleted row of
+    its file, the older ones too: an upper bound); of the rows of its new data files, those it
+    copied carry their lineage (a non-null ``_last_updated_sequence_number``, whose null count
+    the manifest keeps), the rest it wrote. An equality delete can delete any number of rows:
+    not known."""
+    io = table.io()
+    gone = 0
+    for commit in commits:
+        removed = sum(int(f.recordCount()) for f in _iterate(commit.removedDataFiles(io)))
+        for delete_file in _iterate(commit.addedDeleteFiles(io)):
+            if str(delete_file.content()) != "POSITION_DELETES":
+                return None
+            removed += int(delete_file.recordCount())
+        copied = 0
+        if str(commit.operation()) != "append":  # an append copies no row
+            for data_file in _iterate(commit.addedDataFiles(io)):
+                written = _null_count(data_file, LAST_UPDATED_FIELD_ID)
+                if written is None:
+                    return None
+                copied += int(data_file.recordCount()) - written
+        gone += max(removed - copied, 0)
+    return gone
 
 
 def _null_count(data_file: Any, field_id: int) -> int | None:
