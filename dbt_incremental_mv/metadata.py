@@ -578,7 +578,7 @@ class JvmCatalog:
         written: list[Any] = added
         if _format_version(table) >= 3 and all(_first_row_id(task) is not None for task in (*removed, *added)):
             lineage_since = int(old.sequenceNumber())
-            written = [task for task in added if int(task.file().dataSequenceNumber()) > lineage_since]
+            written = [task for task in added if _written_after(task, lineage_since)]
             rows_gone = _rows_gone_at_most(table, commits) if commits is not None else None
         token = uuid.uuid4().hex[:16]
         changed = ChangedFiles(None, None, len(removed), len(added), lineage_since, rows_gone_at_most=rows_gone)
@@ -744,6 +744,13 @@ def _null_count(data_file: Any, field_id: int) -> int | None:
     counts = data_file.nullValueCounts()
     found = counts.get(field_id) if counts is not None else None
     return None if found is None else int(found)
+
+
+def _written_after(task: Any, sequence: int) -> bool:
+    """Whether a scan task's data file was written after ``sequence`` (unknown counts as yes):
+    only such a file can hold a row written or updated since."""
+    found = task.file().dataSequenceNumber()
+    return found is None or int(found) > sequence
 
 
 def _first_row_id(task: Any) -> int | None:
