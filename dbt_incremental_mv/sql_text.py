@@ -45,3 +45,10 @@ def between(column: str, low: int | str | datetime.date, high: int | str | datet
     """``column BETWEEN low AND high`` (``column`` already rendered, bounds as literals): a range
     Spark pushes down to an Iceberg scan, which skips the files whose statistics are outside it."""
     return f"{column} between {literal(low)} and {literal(high)}"
+
+
+def broadcast(query: str) -> str:
+    """``query`` (a few changed keys) hinted to be broadcast where it filters a big table with
+    IN, EXISTS or a semi join: Spark's estimate of it (from the sizes of the tables it reads,
+    not from its few rows) would otherwise plan a sort-merge join that shuffles the big table."""
+    return f"select /*+ BROADCAST */ * from (\n{query}\n)"

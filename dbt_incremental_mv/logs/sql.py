@@ -17,7 +17,7 @@ from dbt_incremental_mv.logs.contract import (
     LogSpec,
     normalize_type,
 )
-from dbt_incremental_mv.sql_text import ident, idents, integer, relation, string
+from dbt_incremental_mv.sql_text import broadcast, ident, idents, integer, relation, string
 
 
 def create_log(spec: LogSpec, master_columns: Sequence[tuple[str, str]]) -> str:
@@ -153,18 +153,16 @@ def _capture_by_lineage(
     if written_rows is not None:
         parts.append(f"select {columns}, {string(INSERT)}, {stamp} from {written_rows} where {updated} > {integer(since)}")
     if old_rows is not None:
-        kept = ident("_mv_kept")
-        old = ident("_mv_old")
+        old, kept = ident("_mv_old"), ident("_mv_kept")
         kept_ids = f"(select {row_id} from {new_rows} where {updated} <= {integer(since)}) as {kept}"
         if new_rows is None:
             gone = ""  # no file written since: every old row is gone
         elif gone_ids_broadcast:
             ids, found = ident("_mv_ids"), ident("_mv_gone")
-            gone = (
-                f"\nleft semi join (select /*+ BROADCAST */ * from (select {ids}.{row_id} from {old_rows} as {ids}"
-                f" left anti join {kept_ids} on {ids}.{row_id} = {kept}.{row_id})) as {found}"
-                f" on {old}.{row_id} = {found}.{row_id}"
+            gone_ids = (
+                f"select {ids}.{row_id} from {old_rows} as {ids} left anti join {kept_ids} on {ids}.{row_id} = {kept}.{row_id}"
             )
+            gone = f"\nleft semi join ({broadcast(gone_ids)}) as {found} on {old}.{row_id} = {found}.{row_id}"
         else:
             gone = f"\nleft anti join {kept_ids} on {old}.{row_id} = {kept}.{row_id}"
         parts.append(

@@ -49,10 +49,10 @@ from dbt_incremental_mv.logs.contract import DELETE, INSERT
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.semijoin import marked_ranges, reduce_sources
 from dbt_incremental_mv.refresh.statement import (
-    WRITE_BRANCH, Cached, RefreshStatement, Write, branch_target, broadcast, broadcast_exists, cached_view,
+    WRITE_BRANCH, Cached, RefreshStatement, Write, branch_target, broadcast_exists, cached_view,
     refresh_writes,
 )
-from dbt_incremental_mv.sql_text import ident, idents, relation, string
+from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation, string
 
 SIGN = "_mv_sign"
 RECOMPUTED = "_mv_recomputed"

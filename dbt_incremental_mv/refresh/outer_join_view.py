@@ -56,10 +56,10 @@ from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.analysis.links import KeyLink, key_links
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.statement import (
-    WRITE_BRANCH, Cached, RefreshStatement, Write, branch_target, broadcast, broadcast_exists, cached_view, in_changed,
+    WRITE_BRANCH, Cached, RefreshStatement, Write, branch_target, broadcast_exists, cached_view, in_changed,
     refresh_writes,
 )
-from dbt_incremental_mv.sql_text import ident, idents, relation
+from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation
 
 WHOLE = "_mv_whole"  # in the affected anchor keys: the anchor's whole slice is recomputed
 

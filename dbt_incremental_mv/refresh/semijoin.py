@@ -38,8 +38,7 @@ from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.analysis.links import key_links
 from dbt_incremental_mv.metadata import Bound
 from dbt_incremental_mv.refresh.marked import MarkedLog
-from dbt_incremental_mv.refresh.statement import broadcast
-from dbt_incremental_mv.sql_text import between, ident, idents
+from dbt_incremental_mv.sql_text import between, broadcast, ident, idents
 
 # column (case-folded) -> (lowest, highest) value among a restricted side's rows
 Ranges = dict[str, tuple[Bound, Bound]]

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dbt_incremental_mv.refresh.marked import MarkedLog
-from dbt_incremental_mv.sql_text import ident, idents, relation
+from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation
 
 # the write branch's name when the caller does not choose one (unit tests, EXPLAIN)
 WRITE_BRANCH = "mv_write"
@@ -82,13 +82,6 @@ def refresh_writes(
     return RefreshStatement(
         tuple(writes), steps_run, steps_skipped, stats_sql, stats_labels, branch if len(writes) > 1 else None, cached
     )
-
-
-def broadcast(query: str) -> str:
-    """``query`` (a few changed keys) hinted to be broadcast where it filters a big table with
-    IN or EXISTS: Spark's estimate of it (from the sizes of the tables it reads, not from its
-    few rows) would otherwise plan a sort-merge join that shuffles the big table."""
-    return f"select /*+ BROADCAST */ * from (\n{query}\n)"
 
 
 def in_changed(log: MarkedLog, columns: Sequence[str], keys_sql: str) -> str:

@@ -101,10 +101,10 @@ def test_a_capture_by_row_lineage_filters_the_new_rows_and_anti_joins_the_old_on
     few = sql.capture_by_files(SPEC, LOGGED, "mv_files_removed_1", "mv_files_added_1", 42, lineage_since=5,
                                written_view="mv_files_added_1", gone_ids_broadcast=True)
     assert (
-        "from `mv_files_removed_1` as `_mv_old`\nleft semi join (select /*+ BROADCAST */ * from "
-        "(select `_mv_ids`.`_row_id` from `mv_files_removed_1` as `_mv_ids` left anti join (select `_row_id` "
+        "from `mv_files_removed_1` as `_mv_old`\nleft semi join (select /*+ BROADCAST */ * from (\n"
+        "select `_mv_ids`.`_row_id` from `mv_files_removed_1` as `_mv_ids` left anti join (select `_row_id` "
         "from `mv_files_added_1` where `_last_updated_sequence_number` <= 5) as `_mv_kept` on "
-        "`_mv_ids`.`_row_id` = `_mv_kept`.`_row_id`)) as `_mv_gone` on `_mv_old`.`_row_id` = `_mv_gone`.`_row_id`"
+        "`_mv_ids`.`_row_id` = `_mv_kept`.`_row_id`\n)) as `_mv_gone` on `_mv_old`.`_row_id` = `_mv_gone`.`_row_id`"
     ) in few
     parses(few)
     # only deletes (no file written since): no after image is read at all
