@@ -110,7 +110,7 @@ def files(by_lineage: bool, broadcast: bool = False):
         spark.sql(log_sql.capture_by_files(
             SPEC, LOGGED, changed.removed_view, changed.added_view, end,
             lineage_since=changed.lineage_since if by_lineage else None,
-            written_view=changed.new_rows_view, gone_ids_broadcast=broadcast,
+            written_view=changed.written_view, gone_ids_broadcast=broadcast,
         ))
         return (changed if by_lineage else replace(changed, lineage_since=None)).describe()
     finally:

@@ -234,12 +234,12 @@ class ChangedFiles:
     added_view: str | None
     removed_files: int
     added_files: int
+    # the new side's files that can hold rows new since the start, read for after images: all
+    # of it, but with lineage only the files written since (merge-on-read: a file whose deletes
+    # changed is on the new side for the ids of the rows it keeps, which need none of its columns)
+    written_view: str | None
+    written_files: int
     lineage_since: int | None = None
-    # with lineage: the new side's files written since the start (the ones that can hold rows
-    # new since), when fewer than all of it (merge-on-read: a file whose deletes changed is on
-    # the new side for the ids of the rows it keeps, which need none of its columns)
-    written_view: str | None = None
-    written_files: int | None = None
     # with lineage, from the files' statistics: at most how many rows of the old side are gone
     # (deleted or updated) since the start (None: not known)
     rows_gone_at_most: int | None = None
@@ -247,23 +247,16 @@ class ChangedFiles:
     def describe(self) -> str:
         if self.lineage_since is None:
             return f"{self.removed_files} removed and {self.added_files} added data file(s) read once, rows compared by value"
-        kept = (
-            f" ({self.added_files - self.written_files} of them for their row ids only)"
-            if self.written_files is not None and self.written_files < self.added_files else ""
-        )
+        kept = self.added_files - self.written_files
+        ids_only = f" ({kept} of them for their row ids only)" if kept else ""
         return (
-            f"{self.removed_files} removed and {self.added_files} added data file(s){kept} read once, "
+            f"{self.removed_files} removed and {self.added_files} added data file(s){ids_only} read once, "
             "rows told apart by row lineage"
         )
 
     @property
-    def new_rows_view(self) -> str | None:
-        """The view whose rows can be new since the start (with lineage: the files written since)."""
-        return self.written_view if self.written_files is not None else self.added_view
-
-    @property
     def views(self) -> tuple[str, ...]:
-        return tuple(v for v in (self.removed_view, self.added_view, self.written_view) if v is not None)
+        return tuple(dict.fromkeys(v for v in (self.removed_view, self.added_view, self.written_view) if v is not None))
 
 
 class SqlCatalog:
@@ -581,15 +574,13 @@ class JvmCatalog:
             written = [task for task in added if _written_after(task, lineage_since)]
             rows_gone = _rows_gone_at_most(table, commits) if commits is not None else None
         token = uuid.uuid4().hex[:16]
-        changed = ChangedFiles(None, None, len(removed), len(added), lineage_since, rows_gone_at_most=rows_gone)
+        changed = ChangedFiles(None, None, len(removed), len(added), None, len(written), lineage_since, rows_gone)
         try:
             changed = replace(changed, removed_view=self._stage(table, f"mv_files_removed_{token}", removed))
             changed = replace(changed, added_view=self._stage(table, f"mv_files_added_{token}", added))
-            if len(written) < len(added):
-                changed = replace(
-                    changed, written_view=self._stage(table, f"mv_files_written_{token}", written),
-                    written_files=len(written),
-                )
+            changed = replace(changed, written_view=(
+                self._stage(table, f"mv_files_written_{token}", written) if len(written) < len(added) else changed.added_view
+            ))
         except Exception:
             self.unstage_changed_files(changed)
             raise
@@ -638,7 +629,7 @@ class JvmCatalog:
 
     def unstage_changed_files(self, changed: ChangedFiles) -> None:
         for view in changed.views:
-            table = self._staged.pop(view, None) if view is not None else None
+            table = self._staged.pop(view, None)
             if table is None:
                 continue
             self.session.catalog.dropTempView(view)

@@ -188,7 +188,7 @@ def _commit_capture(
                         read += f" (at most {changed.rows_gone_at_most:,} rows gone: found by their ids first)"
                     ctx.execute(log_sql.capture_by_files(
                         spec, logged, changed.removed_view, changed.added_view, plan.end, branch,
-                        lineage_since=changed.lineage_since, written_view=changed.new_rows_view,
+                        lineage_since=changed.lineage_since, written_view=changed.written_view,
                         gone_ids_broadcast=broadcast,
                     ))
                 else:  # the files cannot be staged (e.g. the schema changed since): both snapshots are read

@@ -245,12 +245,12 @@ def test_a_v3_master_is_captured_by_row_lineage_with_duplicates_and_rows_copied_
                 assert changed.rows_gone_at_most == 7, changed
             adapter.execute(log_sql.capture_by_files(
                 spec, ["id", "v"], changed.removed_view, changed.added_view, end, lineage_since=changed.lineage_since,
-                written_view=changed.new_rows_view, gone_ids_broadcast=broadcast_gone_ids(changed.rows_gone_at_most),
+                written_view=changed.written_view, gone_ids_broadcast=broadcast_gone_ids(changed.rows_gone_at_most),
             ))
             # the same images by the anti join, for gone rows too many to broadcast
             adapter.execute(log_sql.capture_by_files(
                 anti, ["id", "v"], changed.removed_view, changed.added_view, end, lineage_since=changed.lineage_since,
-                written_view=changed.new_rows_view, gone_ids_broadcast=False,
+                written_view=changed.written_view, gone_ids_broadcast=False,
             ))
         images = rows_of(f"select id, v, _mv_op from {table}_log where _mv_op in ('I', 'D')")
         assert rows_of(f"select id, v, _mv_op from {table}_anti where _mv_op in ('I', 'D')") == images

@@ -132,7 +132,7 @@ class FakeIceberg:
     def stage_changed_files(self, name: str, start: int, end: int) -> ChangedFiles:
         self.files_staged.append((name, start, end))
         token = len(self.files_staged)
-        changed = ChangedFiles(f"mv_files_removed_{token}", f"mv_files_added_{token}", 1, 2)
+        changed = ChangedFiles(f"mv_files_removed_{token}", f"mv_files_added_{token}", 1, 2, f"mv_files_added_{token}", 2)
         self.staged.append(changed)
         return changed
 
