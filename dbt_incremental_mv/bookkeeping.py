@@ -25,6 +25,11 @@ class LogPosition:
     master_snapshot: int | None  # the master snapshot the view reflects
     commits: tuple[int, ...] = ()  # also consumed: these commits' rows (on-commit refreshes)
     log_snapshot: int | None = None  # the log snapshot read through ``sequence`` (staleness checks)
+    # a complete refresh that did not capture (force chose it by cost): the view reflects
+    # ``master_snapshot``, which the log is not captured through yet; the rows a later capture
+    # appends up to its watermark at that snapshot are consumed too (see refresh/capture.py: a
+    # capture stops at such a snapshot, so that its changes are told apart from later ones)
+    uncaptured: bool = False
 
 
 @dataclass(frozen=True)
@@ -43,7 +48,8 @@ class ViewState:
             **({"run": self.run} if self.run is not None else {}),
             "logs": {
                 name: [pos.sequence, pos.master_snapshot, sorted(pos.commits)]
-                + ([pos.log_snapshot] if pos.log_snapshot is not None else [])
+                + ([pos.log_snapshot] if pos.log_snapshot is not None or pos.uncaptured else [])
+                + ([1] if pos.uncaptured else [])
                 for name, pos in sorted(self.logs.items())
             },
         }
@@ -64,6 +70,7 @@ class ViewState:
                     master_snapshot=None if entry[1] is None else int(entry[1]),
                     commits=tuple(int(c) for c in (entry[2] if len(entry) > 2 else ())),
                     log_snapshot=int(entry[3]) if len(entry) > 3 and entry[3] is not None else None,
+                    uncaptured=len(entry) > 4 and bool(entry[4]),
                 )
                 for name, entry in payload["logs"].items()
             }

@@ -54,6 +54,8 @@ SUMMARY_KEYS = (
     "total-delete-files",
     "total-records",
     "total-data-files",
+    "total-files-size",
+    "total-position-deletes",
 )
 
 
@@ -510,6 +512,33 @@ class JvmCatalog:
         except Exception as exc:  # noqa: BLE001 - a concurrent removal; harmless
             logger.debug("branch %s of %s left behind: %s", branch, name, exc)
 
+    def scan_size(self, name: str, snapshot: int | None, range_filter: tuple) -> int | None:
+        """Bytes a scan filtered by ``range_filter`` reads: planned by Iceberg with a split size so
+        large that its tasks come back as one or two groups, summed in the JVM (two py4j calls, not
+        a few per file)."""
+        table = self._table(name)
+        if table is None:
+            return None
+        jvm = self.session._jvm
+        expression = _iceberg_filter(jvm.org.apache.iceberg.expressions.Expressions, range_filter)
+        scan = table.newScan().caseSensitive(False)
+        if snapshot is not None:
+            scan = scan.useSnapshot(snapshot)
+        scan = (
+            scan.filter(expression)
+            .option("read.split.target-size", str(1 << 60))
+            .option("read.split.planning-lookback", "1")
+            .option("read.split.open-file-cost", "0")
+        )
+        total = 0
+        groups = scan.planTasks()
+        try:
+            for group in _iterate(groups):
+                total += int(group.sizeBytes())
+        finally:
+            groups.close()
+        return total
+
     def data_files(self, name: str, upper_bound_of: str | None = None) -> list[DataFile]:
         """The live data files of ``name`` (a scan plan: manifests only, no data read), each with
         its data sequence number and the upper bound of column ``upper_bound_of``."""
@@ -664,6 +693,24 @@ def _planned_tasks(scan: Any) -> Iterator[Any]:
         tasks.close()
 
 
+def _iceberg_filter(expressions: Any, range_filter: tuple) -> Any:
+    """An Iceberg expression of a range filter (see refresh/cost.py): dates as ISO strings, which
+    Iceberg binds to the column's type."""
+    kind = range_filter[0]
+    if kind == "range":
+        _, column, low, high = range_filter
+        low, high = (v.isoformat() if isinstance(v, datetime.date) else v for v in (low, high))
+        # ``and`` and ``or`` are Python keywords: the static methods are looked up by name
+        return getattr(expressions, "and")(
+            expressions.greaterThanOrEqual(column, low), expressions.lessThanOrEqual(column, high)
+        )
+    parts = [_iceberg_filter(expressions, part) for part in range_filter[1]]
+    combined = parts[0]
+    for part in parts[1:]:
+        combined = getattr(expressions, kind)(combined, part)
+    return combined
+
+
 def _planned_files(scan: Any) -> Iterator[Any]:
     """The data files a table scan plans (see :func:`_planned_tasks`)."""
     tasks = _planned_tasks(scan)
@@ -804,6 +851,7 @@ class Metadata:
         # over SQL, a column check or a snapshot id need not read a table's whole metadata
         self._columns: dict[str, list[tuple[str, str]]] = {}
         self._mains: dict[str, int | None] = {}
+        self._scan_sizes: dict[tuple, int | None] = {}  # a snapshot's files never change: kept
 
     @property
     def in_jvm(self) -> bool:
@@ -884,6 +932,29 @@ class Metadata:
         if not self.in_jvm:
             return {}
         return self.catalog.column_bounds(name, snapshot, columns, after_sequence)
+
+    def table_size(self, name: str, snapshot: int | None = None) -> tuple[int, int] | None:
+        """(bytes of the live files, live records) of ``name`` at ``snapshot`` (None: main), from
+        the snapshot's summary; None when the table, the snapshot or the totals are not known."""
+        table = self.table(name)
+        if table is None:
+            return None
+        at = table.snapshots.get(snapshot if snapshot is not None else table.main)  # type: ignore[arg-type]
+        if at is None or "total-files-size" not in at.summary:
+            return None
+        return at.count("total-files-size"), at.count("total-records") - at.count("total-position-deletes")
+
+    def scan_size(self, name: str, snapshot: int | None, range_filter: tuple) -> int | None:
+        """Bytes of the data files (and their delete files) a scan of ``name`` at ``snapshot``
+        filtered by ``range_filter`` (refresh/cost.py) reads, once Iceberg has skipped the files
+        whose statistics are outside it: a scan plan, manifests only (session mode; None over SQL,
+        where it would cost a job)."""
+        if not self.in_jvm:
+            return None
+        key = (name, snapshot, range_filter)
+        if key not in self._scan_sizes:
+            self._scan_sizes[key] = self.catalog.scan_size(name, snapshot, range_filter)
+        return self._scan_sizes[key]
 
     def delete_data_files(self, name: str, paths: Sequence[str]) -> None:
         """Drop whole data files: a metadata-only delete (session mode only)."""

@@ -231,9 +231,12 @@ def unconsumed(consumed: int | None, excluded: Sequence[int] = (), only: Sequenc
 
 
 def log_stats(
-    spec: LogSpec, log_snapshot: int, consumed: int | None, excluded: Sequence[int] = (), only: Sequence[int] | None = None
+    spec: LogSpec, log_snapshot: int, consumed: int | None, excluded: Sequence[int] = (), only: Sequence[int] | None = None,
+    resume_at: int | None = None,
 ) -> str:
-    """What a refresh would consume from a log pinned at ``log_snapshot``, counted by kind."""
+    """What a refresh would consume from a log pinned at ``log_snapshot``, counted by kind;
+    ``resume_at``: also the sequence of the watermark at that master snapshot (a view refreshed
+    completely without capture resumes there: bookkeeping.LogPosition.uncaptured)."""
     seq = ident(SEQUENCE_COLUMN)
     op = ident(OP_COLUMN)
     after = unconsumed(consumed, excluded, only)
@@ -247,8 +250,12 @@ def log_stats(
         f"  count_if({watermark}) as watermarks,\n"
         f"  max({seq}) filter (where {watermark}) as watermark_sequence,\n"
         f"  max({seq}) filter (where {op} = {string(RESET)}) as reset_sequence,\n"
-        f"  min({seq}) filter (where not {watermark}) as oldest_change\n"
-        f"from {relation(spec.log_relation)} version as of {integer(log_snapshot)}"
+        f"  min({seq}) filter (where not {watermark}) as oldest_change,\n"
+        + (
+            f"  max({seq}) filter (where {watermark} and {ident(COMMIT_COLUMN)} = {integer(resume_at)}) as resume_sequence\n"
+            if resume_at is not None else "  cast(null as bigint) as resume_sequence\n"
+        )
+        + f"from {relation(spec.log_relation)} version as of {integer(log_snapshot)}"
     )
 
 

@@ -16,10 +16,11 @@ Execute = Callable[[str], None]
 
 STATS_COLUMNS = (
     "max_sequence", "inserts", "deletes", "captured_through", "watermarks", "watermark_sequence",
-    "reset_sequence", "oldest_change",
+    "reset_sequence", "oldest_change", "resume_sequence",
 )
 NO_ROWS = {"max_sequence": 0, "inserts": 0, "deletes": 0, "captured_through": None, "watermarks": 0,
-           "watermark_sequence": None, "reset_sequence": None, "oldest_change": None}
+           "watermark_sequence": None, "reset_sequence": None, "oldest_change": None,
+           "resume_sequence": None}
 
 
 @dataclass(frozen=True)
@@ -31,10 +32,11 @@ class StatsRequest:
     consumed: int
     excluded: tuple[int, ...] = ()
     only: tuple[int, ...] | None = None
+    resume_at: int | None = None  # the master snapshot an uncaptured position resumes at
 
     @property
     def key(self) -> tuple:
-        return (self.spec.log_relation, self.log_snapshot, self.consumed, self.excluded, self.only)
+        return (self.spec.log_relation, self.log_snapshot, self.consumed, self.excluded, self.only, self.resume_at)
 
 
 @dataclass
@@ -53,7 +55,7 @@ class RefreshContext:
         missing = [r for r in dict.fromkeys(requests) if r.log_snapshot is not None and r.key not in self._stats]
         if missing:
             sql = "\nunion all\n".join(
-                f"select {i} as request, * from (\n{log_sql.log_stats(r.spec, r.log_snapshot, r.consumed, r.excluded, r.only)}\n)"
+                f"select {i} as request, * from (\n{log_sql.log_stats(r.spec, r.log_snapshot, r.consumed, r.excluded, r.only, r.resume_at)}\n)"
                 for i, r in enumerate(missing)
             )
             # one row per request (an aggregate without group by always returns one row)

@@ -193,10 +193,13 @@ class FakeIceberg:
         inserts = sum(1 for r in changes if r[0] == "I" and r[1] > consumed)
         deletes = sum(1 for r in changes if r[0] == "D" and r[1] > consumed)
         newest_mark = max(marks, key=lambda r: r[1]) if marks else None
+        resume_at = re.search(r"`_mv_commit` = (\d+)\) as resume_sequence", block)
+        resume = max((r[1] for r in marks if resume_at and r[2] == int(resume_at.group(1))), default=None)
         return (
             request, table.name, max((r[1] for r in table.rows), default=None), inserts, deletes,
             newest_mark[2] if newest_mark else None,
             len(marks), newest_mark[1] if newest_mark else None, None, min((r[1] for r in changes), default=None),
+            resume,
         )
 
 

@@ -1,0 +1,321 @@
+"""Cost: how long a fast and a complete refresh of a view would take now, estimated from metadata
+only, and which one ``refresh_method='force'`` runs.
+
+Oracle's FORCE is a rule (fast whenever possible); Databricks and Snowflake recompute when the
+change is large. Here the estimate is made once the mark step has fixed what a fast refresh would
+apply (its changes counted, its statements rendered) and before anything is written to the view:
+
+- a fast refresh costs its statements (a fixed price each: a Spark job or more), the bytes its
+  statements read (every table reference in them, at the snapshot it names, less the data files
+  a range filter lets Iceberg skip: the scan is planned from manifests, no data read), and its
+  changes (each marked row image is joined, shuffled and written);
+- a complete refresh costs one statement, the bytes of every master occurrence its defining
+  query reads, and the view it writes again.
+
+The prices (seconds per statement, per GB read and written, per million changes) are
+measured by the benchmark (``benchmarks/README.md``, "Cost-based force") and shipped as data,
+``dbt_incremental_mv/calibration.json``, not written into the code.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Literal, Protocol
+
+import sqlglot
+from sqlglot import exp
+
+from dbt_incremental_mv.refresh.marked import MarkedLog
+from dbt_incremental_mv.refresh.statement import RefreshStatement
+
+GB = 1024**3
+Bound = int | str | datetime.date
+
+CALIBRATION_FILE = "calibration.json"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The prices of the cost model (``calibration.json``)."""
+
+    seconds_per_statement: float  # a Spark statement's fixed price (planning, a job, a commit)
+    seconds_per_gb_read: float  # reading (decoding, joining, aggregating) a GB of Parquet
+    seconds_per_gb_written: float  # writing a GB of the view
+    seconds_per_million_changes: float  # a fast refresh's price per marked row image
+    fast_fixed_seconds: float  # what every fast refresh pays besides its statements (publish, bookkeeping)
+    complete_fixed_seconds: float  # ... and every complete refresh
+    measured: str = ""  # where the prices come from
+
+    @classmethod
+    def from_json(cls, text: str) -> Calibration:
+        document = json.loads(text)
+        prices = document["prices"]
+        return cls(
+            seconds_per_statement=float(prices["seconds_per_statement"]),
+            seconds_per_gb_read=float(prices["seconds_per_gb_read"]),
+            seconds_per_gb_written=float(prices["seconds_per_gb_written"]),
+            seconds_per_million_changes=float(prices["seconds_per_million_changes"]),
+            fast_fixed_seconds=float(prices["fast_fixed_seconds"]),
+            complete_fixed_seconds=float(prices["complete_fixed_seconds"]),
+            measured=str(document.get("measured", "")),
+        )
+
+
+@lru_cache(maxsize=1)
+def calibration() -> Calibration:
+    """The package's calibration (read once per process)."""
+    text = resources.files("dbt_incremental_mv").joinpath(CALIBRATION_FILE).read_text(encoding="utf-8")
+    return Calibration.from_json(text)
+
+
+# ---------------------------------------------------------------- what a statement reads
+
+# A static filter a scan's data files are pruned by: ("range", column, low, high) or
+# ("and" | "or", (filters...)). None: no filter (the whole table is read).
+RangeFilter = tuple
+
+
+@dataclass(frozen=True)
+class TableRead:
+    """One table reference in a statement: the table, the snapshot it names (None: its current
+    one, or the view's write branch) and the static range filter Spark pushes down to its scan."""
+
+    relation: str
+    snapshot: int | None = None
+    filter: RangeFilter | None = None
+
+
+def _bound(node: exp.Expression) -> Bound | None:
+    """A literal bound of a range (an integer, a string or a date), or None."""
+    if isinstance(node, exp.Paren):
+        return _bound(node.this)
+    if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.to.is_type("date"):
+        try:
+            return datetime.date.fromisoformat(node.this.name)
+        except ValueError:
+            return None
+    if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
+        value = _bound(node.this)
+        return -value if isinstance(value, int) else None
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return node.name
+        try:
+            return int(node.name)
+        except ValueError:
+            return None
+    return None
+
+
+def range_filter(condition: exp.Expression | None) -> RangeFilter | None:
+    """The part of a WHERE condition Iceberg prunes data files by: ranges of a column between
+    literals, combined by AND and OR; anything else (an IN of a subquery, a comparison of two
+    columns) prunes nothing. None: no file can be skipped."""
+    if condition is None:
+        return None
+    if isinstance(condition, exp.Paren):
+        return range_filter(condition.this)
+    if isinstance(condition, exp.Between) and isinstance(condition.this, exp.Column):
+        low, high = _bound(condition.args["low"]), _bound(condition.args["high"])
+        if low is not None and high is not None and type(low) is type(high):
+            return ("range", condition.this.name.lower(), low, high)
+        return None
+    if isinstance(condition, exp.And):
+        parts = [p for p in (range_filter(condition.this), range_filter(condition.expression)) if p is not None]
+        if not parts:
+            return None
+        return parts[0] if len(parts) == 1 else ("and", tuple(parts))
+    if isinstance(condition, exp.Or):
+        left, right = range_filter(condition.this), range_filter(condition.expression)
+        if left is None or right is None:
+            return None  # one side may match any file
+        return ("or", (left, right))
+    return None
+
+
+def _relation(table: exp.Table, view_relation: str) -> str:
+    parts = [p for p in (table.catalog, table.db, table.name) if p]
+    name = ".".join(parts).lower()
+    if len(parts) == 3 and parts[2].lower().startswith("branch_") and ".".join(parts[:2]).lower() == view_relation:
+        return view_relation  # the view's write branch: made from its main
+    return name
+
+
+def table_reads(sql: str, view_relation: str) -> list[TableRead]:
+    """Every table a statement reads (a DELETE or MERGE its target too), with the snapshot it names
+    and the static range filter of a scan that reads that table alone (``select ... from t where``,
+    ``delete from t where``). Temporary views (the refresh's cached deltas) are left out: they are
+    in memory, and the statement that computed them is counted for what it read."""
+    tree = sqlglot.parse_one(sql, read="spark")
+    reads = []
+    for table in tree.find_all(exp.Table):
+        if not table.db:
+            continue  # a temporary view, or a CTE
+        version = table.args.get("version")
+        snapshot = None
+        if version is not None and isinstance(version.expression, exp.Literal):
+            try:
+                snapshot = int(version.expression.name)
+            except ValueError:
+                snapshot = None
+        condition = None
+        parent = table.parent
+        if isinstance(parent, exp.Delete) and parent.this is table:
+            condition = parent.args.get("where")
+        elif isinstance(parent, exp.From) and isinstance(parent.parent, exp.Select) and not parent.parent.args.get("joins"):
+            condition = parent.parent.args.get("where")
+        if isinstance(parent, exp.Insert) and parent.this is table:
+            continue  # the target of an INSERT is written, not read
+        if isinstance(parent, exp.Schema) and isinstance(parent.parent, exp.Insert):
+            continue
+        reads.append(TableRead(
+            _relation(table, view_relation), snapshot, range_filter(condition.this if condition is not None else None)
+        ))
+    return reads
+
+
+# ---------------------------------------------------------------- sizes
+
+
+class Sizes(Protocol):
+    """The metadata the estimate reads (metadata.Metadata)."""
+
+    def table_size(self, name: str, snapshot: int | None = None) -> tuple[int, int] | None:
+        """(bytes of the live files, records) of ``name`` at ``snapshot`` (None: main)."""
+
+    def scan_size(self, name: str, snapshot: int | None, range_filter: RangeFilter) -> int | None:
+        """Bytes of the files a scan filtered by ``range_filter`` reads (None: not known)."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    method: Literal["fast", "complete"]
+    seconds: float
+    statements: int
+    bytes_read: int
+    bytes_written: int
+    changes: int = 0
+    # the table read the most, and the share of it read (the fast refresh's)
+    largest_read: tuple[str, float] | None = None
+    unknown: tuple[str, ...] = ()  # tables whose size the metadata does not give
+
+    def describe(self) -> str:
+        read = f"reads {self.bytes_read / GB:.2f} GB"
+        if self.largest_read is not None and self.method == "fast":
+            name, share = self.largest_read
+            read += f" ({share:.0%} of {name})"
+        parts = [f"{self.statements} statement{'s' if self.statements != 1 else ''}", read]
+        if self.method == "complete":
+            parts.append(f"writes {self.bytes_written / GB:.2f} GB")
+        else:
+            parts.append(f"{self.changes:,} changes")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Choice:
+    method: Literal["fast", "complete"]
+    fast: Estimate
+    complete: Estimate
+
+    @property
+    def short(self) -> str:
+        """The choice in a few words (a fast refresh's log line)."""
+        if self.fast.unknown or self.complete.unknown:
+            return "fast whenever possible (a table's size is not in its metadata)"
+        return f"estimated {self.fast.seconds:.1f} s fast vs {self.complete.seconds:.1f} s complete"
+
+    @property
+    def why(self) -> str:
+        unknown = tuple(dict.fromkeys(self.fast.unknown + self.complete.unknown))
+        if unknown:
+            return f"fast whenever possible: no size in the metadata of {', '.join(unknown)}"
+        return (
+            f"estimated {self.fast.seconds:.1f} s fast vs {self.complete.seconds:.1f} s complete: "
+            f"fast {self.fast.describe()}; complete {self.complete.describe()}"
+        )
+
+
+def _read_bytes(read: TableRead, sizes: Sizes) -> tuple[int, int] | None:
+    """(bytes read, bytes of the whole table) of one table reference; None: size not known."""
+    whole = sizes.table_size(read.relation, read.snapshot)
+    if whole is None:
+        return None
+    total = whole[0]
+    if read.filter is None or total == 0:
+        return total, total
+    pruned = sizes.scan_size(read.relation, read.snapshot, read.filter)
+    return (total if pruned is None else min(pruned, total)), total
+
+
+def estimate_fast(
+    statement: RefreshStatement, view_relation: str, marked: Mapping[str, MarkedLog], sizes: Sizes,
+    prices: Calibration,
+) -> Estimate:
+    """A fast refresh running ``statement`` (its cached deltas and its writes)."""
+    statements = [c.sql for c in statement.cached] + [w.sql for w in statement.writes]
+    read, largest, unknown = 0, None, []
+    for sql in statements:
+        for table_read in table_reads(sql, view_relation):
+            sized = _read_bytes(table_read, sizes)
+            if sized is None:
+                unknown.append(table_read.relation)
+                continue
+            size, total = sized
+            read += size
+            if total and (largest is None or size > largest[0]):
+                largest = (size, total, table_read.relation)
+    changes = sum(m.inserts + m.deletes for m in marked.values())
+    view = sizes.table_size(view_relation)
+    view_bytes, view_rows = view if view is not None else (0, 0)
+    written = int(min(changes, view_rows) * (view_bytes / view_rows)) if view_rows else 0
+    seconds = (
+        prices.fast_fixed_seconds
+        + prices.seconds_per_statement * len(statements)
+        + prices.seconds_per_gb_read * read / GB
+        + prices.seconds_per_gb_written * written / GB
+        + prices.seconds_per_million_changes * changes / 1e6
+    )
+    return Estimate(
+        "fast", seconds, len(statements), read, written, changes,
+        (largest[2], largest[0] / largest[1]) if largest is not None else None,
+        tuple(dict.fromkeys(unknown)),
+    )
+
+
+def estimate_complete(
+    masters_read: Sequence[tuple[str, int | None]], view_relation: str, sizes: Sizes, prices: Calibration
+) -> Estimate:
+    """A complete refresh: its query reads every master occurrence (``masters_read``: relation and
+    the snapshot it is pinned to) and writes the view again (its current size)."""
+    read, unknown = 0, []
+    for name, snapshot in masters_read:
+        size = sizes.table_size(name, snapshot)
+        if size is None:
+            unknown.append(name)
+        else:
+            read += size[0]
+    view = sizes.table_size(view_relation)
+    if view is None:
+        unknown.append(view_relation)
+    written = view[0] if view is not None else 0
+    seconds = (
+        prices.complete_fixed_seconds
+        + prices.seconds_per_statement
+        + prices.seconds_per_gb_read * read / GB
+        + prices.seconds_per_gb_written * written / GB
+    )
+    return Estimate("complete", seconds, 1, read, written, unknown=tuple(dict.fromkeys(unknown)))
+
+
+def choose(fast: Estimate, complete: Estimate) -> Choice:
+    """The cheaper refresh; a tie goes to fast (it leaves the view's files as they are), and so
+    does an estimate missing a table's size (Oracle's rule: fast whenever possible)."""
+    if fast.unknown or complete.unknown:
+        return Choice("fast", fast, complete)
+    return Choice("complete" if complete.seconds < fast.seconds else "fast", fast, complete)

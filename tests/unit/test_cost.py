@@ -1,0 +1,190 @@
+"""refresh_method='force''s cost model, without Spark: what each statement reads (table
+references, their snapshots and the range filters Iceberg prunes files by), the two estimates,
+the choice at both ends of the change sizes, and the calibration shipped as package data."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+
+import pytest
+
+from dbt_incremental_mv.analysis import MasterTable, analyze_view
+from dbt_incremental_mv.logs.contract import LogSpec
+from dbt_incremental_mv.refresh import aggregate_view, cost, join_view
+from dbt_incremental_mv.refresh.marked import MarkedLog
+
+ORDERS = MasterTable(
+    "shop.orders", (("order_id", "bigint"), ("customer_id", "bigint"), ("amount", "decimal(10,2)")), ("order_id",)
+)
+CUSTOMERS = MasterTable("shop.customers", (("customer_id", "bigint"), ("country", "string")), ("customer_id",))
+MASTERS = {m.name: m for m in (ORDERS, CUSTOMERS)}
+JOIN = (
+    "select o.order_id, o.amount, c.country from shop.orders o join shop.customers c on o.customer_id = c.customer_id"
+)
+BY_COUNTRY = (
+    "select c.country, count(*) as n, sum(o.amount) as amount from shop.orders o "
+    "join shop.customers c on o.customer_id = c.customer_id group by c.country"
+)
+MIN_MAX = "select customer_id, count(*) as n, min(amount) as low, max(amount) as high from shop.orders group by customer_id"
+
+MB = 1024**2
+PRICES = cost.Calibration(
+    seconds_per_statement=0.5, seconds_per_gb_read=20.0, seconds_per_gb_written=20.0,
+    seconds_per_million_changes=10.0, fast_fixed_seconds=0.2, complete_fixed_seconds=0.2,
+)
+
+
+def marked(master: MasterTable, inserts: int = 0, deletes: int = 0, **fields) -> MarkedLog:
+    spec = LogSpec("logs", f"logs.mlog_{master.name.split('.')[1]}", master.name, master.name, master.key, True)
+    return dataclasses.replace(MarkedLog(spec, 11, 5, 9, inserts, deletes, 123), **fields)
+
+
+class Sizes:
+    """Table sizes (bytes, records) by relation; a range filter reads ``pruned`` of a table."""
+
+    def __init__(self, sizes: dict[str, tuple[int, int]], pruned: dict[str, int] | None = None) -> None:
+        self.sizes = sizes
+        self.pruned = pruned or {}
+        self.filters: list[tuple] = []
+
+    def table_size(self, name, snapshot=None):
+        return self.sizes.get(name)
+
+    def scan_size(self, name, snapshot, range_filter):
+        self.filters.append((name, snapshot, range_filter))
+        return self.pruned.get(name)
+
+
+SIZES = {
+    "shop.orders": (1000 * MB, 10_000_000),
+    "shop.customers": (50 * MB, 1_000_000),
+    "shop.v": (800 * MB, 10_000_000),
+    "logs.mlog_orders": (1 * MB, 10_000),
+    "logs.mlog_customers": (1 * MB, 1_000),
+}
+
+
+def test_table_reads_name_each_table_reference_with_its_snapshot_and_its_pruning_ranges():
+    view = analyze_view(JOIN, MASTERS)
+    logs = {
+        "shop.orders": marked(ORDERS, 3, 2, key_bounds=(("order_id", 10, 20),)),
+        "shop.customers": marked(CUSTOMERS),
+    }
+    statement = join_view.refresh_statement(view, "shop.v", logs, {})
+    delete, insert = (w.sql for w in statement.writes)
+    # the DELETE reads the view (its write branch) within the marked keys' range, and the log
+    assert cost.table_reads(delete, "shop.v") == [
+        cost.TableRead("shop.v", None, ("range", "_mv_o_order_id", 10, 20)),
+        cost.TableRead("logs.mlog_orders", 11, None),
+    ]
+    # the INSERT's target is written, not read; the changed master is read within the range,
+    # the other one whole, both at the snapshot the refresh reflects
+    reads = cost.table_reads(insert, "shop.v")
+    assert cost.TableRead("shop.orders", 123, ("range", "order_id", 10, 20)) in reads
+    assert cost.TableRead("shop.customers", 123, None) in reads
+    assert all(r.relation != "shop.v" for r in reads)
+
+
+def test_range_filters_combine_by_and_and_or_and_anything_else_prunes_nothing():
+    import sqlglot
+
+    def where(sql):
+        return cost.range_filter(sqlglot.parse_one(f"select * from t where {sql}", read="spark").args["where"].this)
+
+    assert where("a between 1 and 5") == ("range", "a", 1, 5)
+    assert where("d between date '2024-01-01' and date '2024-02-01'") == (
+        "range", "d", datetime.date(2024, 1, 1), datetime.date(2024, 2, 1)
+    )
+    assert where("s between 'a' and 'c' and x in (select 1)") == ("range", "s", "a", "c")
+    assert where("(a between 1 and 5 and b in (select 1)) or (c between 2 and 3)") == (
+        "or", (("range", "a", 1, 5), ("range", "c", 2, 3))
+    )
+    assert where("a between 1 and 5 or b in (select 1)") is None  # the right side may match any file
+    assert where("a between b and 5") is None
+    assert where("a = b") is None
+
+
+def test_a_few_changes_in_a_big_view_are_fast_and_the_estimate_says_why():
+    view = analyze_view(JOIN, MASTERS)
+    logs = {
+        "shop.orders": marked(ORDERS, 50, 50, key_bounds=(("order_id", 10, 20),)),
+        "shop.customers": marked(CUSTOMERS),
+    }
+    statement = join_view.refresh_statement(view, "shop.v", logs, {})
+    # the range prunes the view and the orders to a few files
+    sizes = Sizes(SIZES, pruned={"shop.v": 8 * MB, "shop.orders": 10 * MB})
+    fast = cost.estimate_fast(statement, "shop.v", logs, sizes, PRICES)
+    complete = cost.estimate_complete([("shop.orders", 123), ("shop.customers", 123)], "shop.v", sizes, PRICES)
+    assert fast.statements == 2 and fast.changes == 100
+    # view 8 MB + log 1 MB (twice: DELETE and INSERT) + orders 10 MB + customers 50 MB
+    assert fast.bytes_read == (8 + 1 + 1 + 10 + 50) * MB
+    assert complete.bytes_read == 1050 * MB and complete.bytes_written == 800 * MB
+    choice = cost.choose(fast, complete)
+    assert choice.method == "fast"
+    assert choice.why.startswith(f"estimated {fast.seconds:.1f} s fast vs {complete.seconds:.1f} s complete: ")
+    assert "fast 2 statements, reads 0.07 GB" in choice.why and "100 changes" in choice.why
+    assert "complete 1 statement, reads 1.03 GB, writes 0.78 GB" in choice.why
+
+
+def test_half_of_a_master_changed_is_recomputed():
+    view = analyze_view(JOIN, MASTERS)
+    logs = {"shop.orders": marked(ORDERS, 5_000_000, 5_000_000), "shop.customers": marked(CUSTOMERS)}
+    statement = join_view.refresh_statement(view, "shop.v", logs, {})
+    sizes = Sizes(SIZES)  # no range: every scan reads its whole table
+    fast = cost.estimate_fast(statement, "shop.v", logs, sizes, PRICES)
+    complete = cost.estimate_complete([("shop.orders", 123), ("shop.customers", 123)], "shop.v", sizes, PRICES)
+    assert fast.changes == 10_000_000
+    choice = cost.choose(fast, complete)
+    assert choice.method == "complete"
+    assert fast.largest_read == ("shop.orders", 1.0)  # read whole: no range bounds the changes
+    assert "(100% of shop.orders)" in choice.why
+
+
+def test_a_changed_dimension_makes_the_fast_refresh_read_the_fact_whole():
+    view = analyze_view(BY_COUNTRY, MASTERS)
+    logs = {"shop.orders": marked(ORDERS), "shop.customers": marked(CUSTOMERS, 10, 10)}
+    statement = aggregate_view.refresh_statement(view, "shop.v", logs, {})
+    sizes = Sizes({**SIZES, "shop.v": (1 * MB, 200)})
+    fast = cost.estimate_fast(statement, "shop.v", logs, sizes, PRICES)
+    assert fast.bytes_read >= SIZES["shop.orders"][0]  # the orders of the changed customers: a scan of orders
+
+
+def test_a_min_max_view_with_deletes_reads_its_master_to_recompute_groups():
+    view = analyze_view(MIN_MAX, MASTERS)
+    only_inserts = {"shop.orders": marked(ORDERS, 10, 0)}
+    with_deletes = {"shop.orders": marked(ORDERS, 10, 10)}
+    sizes = Sizes(SIZES)
+    inserted = cost.estimate_fast(aggregate_view.refresh_statement(view, "shop.v", only_inserts, {}), "shop.v", only_inserts, sizes, PRICES)
+    deleted = cost.estimate_fast(aggregate_view.refresh_statement(view, "shop.v", with_deletes, {}), "shop.v", with_deletes, sizes, PRICES)
+    assert deleted.bytes_read >= inserted.bytes_read + SIZES["shop.orders"][0]
+
+
+def test_without_a_size_in_the_metadata_force_stays_fast():
+    view = analyze_view(JOIN, MASTERS)
+    logs = {"shop.orders": marked(ORDERS, 5_000_000, 5_000_000), "shop.customers": marked(CUSTOMERS)}
+    statement = join_view.refresh_statement(view, "shop.v", logs, {})
+    sizes = Sizes({k: v for k, v in SIZES.items() if k != "shop.customers"})
+    fast = cost.estimate_fast(statement, "shop.v", logs, sizes, PRICES)
+    complete = cost.estimate_complete([("shop.orders", 123), ("shop.customers", 123)], "shop.v", sizes, PRICES)
+    choice = cost.choose(fast, complete)
+    assert choice.method == "fast"
+    assert choice.why == "fast whenever possible: no size in the metadata of shop.customers"
+
+
+def test_the_calibration_is_package_data_with_every_price():
+    prices = cost.calibration()
+    for field in dataclasses.fields(cost.Calibration):
+        if field.name != "measured":
+            assert getattr(prices, field.name) > 0, field.name
+    assert prices.measured
+
+
+@pytest.mark.parametrize("missing", ["seconds_per_statement", "seconds_per_gb_read"])
+def test_a_calibration_without_a_price_is_refused(missing):
+    import json
+
+    document = {"prices": {f.name: 1.0 for f in dataclasses.fields(cost.Calibration) if f.name != "measured"}}
+    del document["prices"][missing]
+    with pytest.raises(KeyError):
+        cost.Calibration.from_json(json.dumps(document))
