@@ -56,6 +56,8 @@ SUMMARY_KEYS = (
     "total-data-files",
     "total-files-size",
     "total-position-deletes",
+    "added-files-size",
+    "removed-files-size",
 )
 
 

@@ -192,7 +192,7 @@ class SparkMVAdapter(SparkAdapter):
             if not master_columns:
                 raise DbtRuntimeError(f"Cannot create the {spec.describe()}: the master does not exist.")
             if spec.capture:
-                done.append(self._engine().capture(spec, None))
+                done.append(self._engine().capture(spec, None, graph))
             else:
                 self._run(log_sql.create_log(spec, master_columns))
                 done.append(f"created {spec.log_relation}")
@@ -265,7 +265,7 @@ class SparkMVAdapter(SparkAdapter):
                 continue
             if not metadata.columns(spec.master_relation):
                 raise DbtRuntimeError(f"Cannot capture into the {spec.describe()}: the master does not exist.")
-            done.append(self._engine().capture(spec, None))
+            done.append(self._engine().capture(spec, None, graph))
         return done
 
     @available

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-Method = Literal["none", "changelog", "files", "diff", "reset"]
+Method = Literal["none", "changelog", "files", "diff", "reset", "skip"]
 
 # A capture by row lineage finds the old rows gone (deleted or updated) by their ids first and
 # broadcasts those ids when the files' statistics say there are at most this many: a hash
@@ -52,6 +52,18 @@ class SnapshotInfo:
 
 
 @dataclass(frozen=True)
+class Reflected:
+    """What the views reading a log reflect of its master past the log (bookkeeping.LogPosition.
+    uncaptured: recomputed without the log being captured): ``stops``, those master snapshots (a
+    capture ends at each it passes, so that the changes on either side are told apart);
+    ``all_past``: every view with a position in the log is such a view, so no view needs the
+    changes up to the oldest of them (a watermark there stands for them, none is read)."""
+
+    stops: frozenset[int] = frozenset()
+    all_past: bool = False
+
+
+@dataclass(frozen=True)
 class CapturePlan:
     method: Method
     start: int | None  # exclusive; None: from the master's first snapshot
@@ -61,12 +73,17 @@ class CapturePlan:
 
 
 def plan_capture(captured_through: int | None, has_watermark: bool, current: int | None,
-                 lineage: Sequence[SnapshotInfo], by_files: bool = False, row_lineage: bool = False) -> CapturePlan:
+                 lineage: Sequence[SnapshotInfo], by_files: bool = False, row_lineage: bool = False,
+                 reflected: Reflected = Reflected()) -> CapturePlan:
     """Decide how to bring a log up to the master's ``current`` snapshot; ``by_files``: the
     changed data files can be staged and read (session mode, no commit attribution needed);
     ``row_lineage``: the master is an Iceberg v3 table (its rows have ids and the sequence
     number that last wrote them), so the changed files' rows are told apart without comparing
-    them by value, for less than Iceberg's changelog scan costs even for one commit."""
+    them by value, for less than Iceberg's changelog scan costs even for one commit.
+
+    ``reflected``: the snapshots views of the log reflect past it. A capture that passes one
+    ends there, with its watermark (the next capture goes on from it); when every view is past
+    the oldest, the changes up to it are not read at all ("skip": a watermark only)."""
     if current is None:
         return CapturePlan("none", captured_through, None, "the master has no snapshot yet")
     if has_watermark and captured_through == current:
@@ -86,6 +103,17 @@ def plan_capture(captured_through: int | None, has_watermark: bool, current: int
             "reset", start, current,
             f"the last captured snapshot {start} is not an ancestor of the master's current snapshot {current}",
         )
+    in_range_ids = [s.snapshot_id for s in in_range]  # newest first
+    if reflected.all_past and reflected.stops and reflected.stops <= set(in_range_ids):
+        oldest = next(s for s in reversed(in_range_ids) if s in reflected.stops)
+        return CapturePlan(
+            "skip", start, oldest,
+            f"every view reading the log reflects master snapshot {oldest} already (recomputed since): "
+            "a watermark there, no change read",
+        )
+    passed = [s for s in in_range_ids[1:] if s in reflected.stops]
+    if passed:  # the last one passed is the oldest
+        return plan_capture(captured_through, has_watermark, passed[-1], lineage, by_files, row_lineage)
     merge_on_read = any(s.added_delete_files for s in in_range) or bool(by_id[current].total_delete_files)
     files_readable = (
         start is not None and start in by_id and by_id[start].schema_id is not None

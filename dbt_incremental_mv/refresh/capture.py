@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from dbt_incremental_mv.bookkeeping import LogPosition
+from dbt_incremental_mv.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.conflicts import lost_race
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.logs import sql as log_sql
-from dbt_incremental_mv.logs.capture import CapturePlan, SnapshotInfo, broadcast_gone_ids, plan_capture
+from dbt_incremental_mv.logs.capture import CapturePlan, Reflected, SnapshotInfo, broadcast_gone_ids, plan_capture
 from dbt_incremental_mv.logs.contract import LogContractError, LogSpec, log_evolution
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
+from dbt_incremental_mv.refresh.view_state import view_state
 
 # A capture that loses the race to a concurrent capture or purge decides again, this many times.
 CAPTURE_ATTEMPTS = 5
@@ -36,9 +37,12 @@ def _capture_lock(log_relation: str) -> threading.Lock:
         return _capture_locks.setdefault(log_relation, threading.Lock())
 
 
+Stops = Callable[[], Reflected]  # read only when there is something to capture
+
+
 def capture(
     ctx: RefreshContext, spec: LogSpec, logged: Sequence[str] | None, evolve: bool = False, exists: bool = False,
-    position: LogPosition | None = None, per_commit: bool = False,
+    position: LogPosition | None = None, per_commit: bool = False, stops: Stops | None = None,
 ) -> CapturePlan:
     """Capture, and return what was captured (the commits, oldest first). ``logged``: the
     master columns the log holds, as planned (None: read them, and evolve the log if its
@@ -46,7 +50,10 @@ def capture(
     the plan found the log (not looked up again); ``position``: what the refreshing view
     consumed (its log counts are read with the capture's when the log must be read);
     ``per_commit``: attribute each change to its own commit where the history allows it (an
-    on-commit refresh names commits), rather than read the changed data files once."""
+    on-commit refresh names commits), rather than read the changed data files once; ``stops``:
+    what the views of the log reflect past it (consumers_stops; read only when there is
+    something to capture): the capture ends at each such master snapshot it passes, with a
+    watermark there, and goes on from it; changes no view needs are not read (logs/capture.py)."""
     with _capture_lock(spec.log_relation):
         # what this refresh read of the log may predate the lock: another thread may have
         # created, evolved or captured into it meanwhile
@@ -54,7 +61,7 @@ def capture(
         if logged is None or evolve:
             logged = _evolve_log(ctx, spec)
             exists = logged is not None
-        return _capture(ctx, spec, logged, exists, position, per_commit)
+        return _capture(ctx, spec, logged, exists, position, per_commit, stops)
 
 
 def _evolve_log(ctx: RefreshContext, spec: LogSpec) -> list[str] | None:
@@ -80,29 +87,45 @@ def _evolve_log(ctx: RefreshContext, spec: LogSpec) -> list[str] | None:
 
 def _capture(
     ctx: RefreshContext, spec: LogSpec, logged: Sequence[str] | None, exists: bool = False,
-    position: LogPosition | None = None, per_commit: bool = False,
+    position: LogPosition | None = None, per_commit: bool = False, stops: Stops | None = None,
 ) -> CapturePlan:
     meta = ctx.metadata
     if logged is None or not (exists or meta.columns(spec.log_relation)):
         return _create_log(ctx, spec)
-    for attempt in range(1, CAPTURE_ATTEMPTS + 1):
-        if attempt > 1:
+    done: list[CapturePlan] = []  # one per segment (a capture ends at each stop it passes)
+    attempt = 0
+    while True:
+        attempt += 1
+        if attempt > 1 or done:
             meta.forget(spec.log_relation, spec.master_relation)
         snapshots = meta.mains([spec.log_relation, spec.master_relation])
-        plan = capture_plan(ctx, spec, snapshots, position, per_commit)
+        plan = capture_plan(ctx, spec, snapshots, position, per_commit, stops)
         if plan.method == "none":
             break
         read = _commit_capture(ctx, spec, logged, plan, snapshots[spec.log_relation])
-        if read is not None:
-            if read:
-                plan = replace(plan, reason=f"{plan.reason}: {read}")
+        if read is None:  # lost the race
+            if attempt == CAPTURE_ATTEMPTS:  # every time: let the next refresh capture
+                raise LogContractError(
+                    f"capture into {spec.log_relation} lost {CAPTURE_ATTEMPTS} races to concurrent commits "
+                    "on the log; rerun the refresh"
+                )
+            continue
+        done.append(replace(plan, reason=f"{plan.reason}: {read}") if read else plan)
+        if plan.end == snapshots.get(spec.master_relation):
             break
-        if attempt == CAPTURE_ATTEMPTS:  # lost the race every time: let the next refresh capture
-            raise LogContractError(
-                f"capture into {spec.log_relation} lost {CAPTURE_ATTEMPTS} races to concurrent commits "
-                "on the log; rerun the refresh"
-            )
-    return CapturePlan(plan.method, plan.start, plan.end, f"{spec.log_relation}: {plan.method} ({plan.reason})", plan.commits)
+        attempt = 0  # stopped at a view's snapshot: the next segment
+    if not done:
+        return CapturePlan(plan.method, plan.start, plan.end, f"{spec.log_relation}: {plan.method} ({plan.reason})", plan.commits)
+    reasons = [f"{p.method} ({p.reason})" for p in done]
+    if len(done) > 1:
+        reasons = [
+            f"{reason}, stopped at master snapshot {p.end} (a view reflects it)" if p is not done[-1] else reasons[-1]
+            for p, reason in zip(done, reasons)
+        ]
+    return CapturePlan(
+        done[-1].method, done[0].start, done[-1].end, f"{spec.log_relation}: {'; then '.join(reasons)}",
+        tuple(c for p in done for c in p.commits),
+    )
 
 
 def _create_log(ctx: RefreshContext, spec: LogSpec) -> CapturePlan:
@@ -127,7 +150,7 @@ def _create_log(ctx: RefreshContext, spec: LogSpec) -> CapturePlan:
 
 def capture_plan(
     ctx: RefreshContext, spec: LogSpec, snapshots: Mapping[str, int], position: LogPosition | None = None,
-    per_commit: bool = False,
+    per_commit: bool = False, stops: Stops | None = None,
 ) -> CapturePlan:
     """What a capture of an existing log would do now (reads only): the log's capture property
     says how far it is captured; without it (or when it no longer holds) one count of the log.
@@ -153,6 +176,7 @@ def capture_plan(
     return plan_capture(
         captured_through, has_watermark, current, lineage, by_files=ctx.metadata.in_jvm and not per_commit,
         row_lineage=master is not None and (master.format_version or 0) >= 3,
+        reflected=stops() if stops is not None else Reflected(),
     )
 
 
@@ -196,6 +220,8 @@ def _commit_capture(
                     ctx.execute(log_sql.capture_by_diff(spec, logged, plan.start, plan.end, branch))
         elif plan.method == "diff":
             ctx.execute(log_sql.capture_by_diff(spec, logged, plan.start, plan.end, branch))
+        elif plan.method == "skip":  # no view needs these changes: a watermark stands for them
+            ctx.execute(log_sql.watermark_row(spec, logged, plan.end, branch=branch))
         else:  # reset
             ctx.execute(log_sql.watermark_row(spec, logged, plan.end, reset=True, branch=branch))
         properties = None
@@ -216,3 +242,30 @@ def _commit_capture(
         if not committed:
             meta.drop_branch(spec.log_relation, branch)
 
+
+def reflected(spec: LogSpec, states: Iterable[ViewState | None]) -> Reflected:
+    """What the views with these states reflect of the log's master past the log (a complete
+    refresh that skipped the capture: bookkeeping.LogPosition.uncaptured)."""
+    stops, positions, all_past = set(), 0, True
+    for state in states:
+        position = state.logs.get(spec.log_relation) if state is not None else None
+        if position is None:  # not built, or no record: its next refresh recomputes it
+            continue
+        positions += 1
+        if position.uncaptured and position.master_snapshot is not None:
+            stops.add(position.master_snapshot)
+        else:
+            all_past = False
+    return Reflected(frozenset(stops), all_past and positions > 0)
+
+
+def consumers_stops(
+    ctx: RefreshContext, spec: LogSpec, views: Sequence[str], known: Mapping[str, ViewState | None] | None = None
+) -> Stops:
+    """What the views reading a log (``views``) reflect past it, their states read when asked
+    (only when there is something to capture); ``known``: states already read, by view."""
+    known = known or {}
+
+    def read() -> Reflected:
+        return reflected(spec, (known[view] if view in known else view_state(ctx.metadata, view) for view in views))
+    return read

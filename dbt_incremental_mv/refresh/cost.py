@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from typing import Literal, Protocol
@@ -47,6 +47,7 @@ class Calibration:
     seconds_per_gb_read: float  # reading (decoding, joining, aggregating) a GB of Parquet
     seconds_per_gb_written: float  # writing a GB of the view
     seconds_per_million_changes: float  # a fast refresh's price per marked row image
+    seconds_per_gb_captured: float  # a capture's price per GB of the data files the master commits changed
     fast_fixed_seconds: float  # what every fast refresh pays besides its statements (publish, bookkeeping)
     complete_fixed_seconds: float  # ... and every complete refresh
     measured: str = ""  # where the prices come from
@@ -60,6 +61,7 @@ class Calibration:
             seconds_per_gb_read=float(prices["seconds_per_gb_read"]),
             seconds_per_gb_written=float(prices["seconds_per_gb_written"]),
             seconds_per_million_changes=float(prices["seconds_per_million_changes"]),
+            seconds_per_gb_captured=float(prices["seconds_per_gb_captured"]),
             fast_fixed_seconds=float(prices["fast_fixed_seconds"]),
             complete_fixed_seconds=float(prices["complete_fixed_seconds"]),
             measured=str(document.get("measured", "")),
@@ -203,6 +205,7 @@ class Estimate:
     # the table read the most, and the share of it read (the fast refresh's)
     largest_read: tuple[str, float] | None = None
     unknown: tuple[str, ...] = ()  # tables whose size the metadata does not give
+    bytes_captured: int = 0  # the data files a capture it needs reads (decided before the capture)
 
     def describe(self) -> str:
         read = f"reads {self.bytes_read / GB:.2f} GB"
@@ -212,6 +215,8 @@ class Estimate:
         parts = [f"{self.statements} statement{'s' if self.statements != 1 else ''}", read]
         if self.method == "complete":
             parts.append(f"writes {self.bytes_written / GB:.2f} GB")
+        elif self.bytes_captured:
+            parts.append(f"after a capture of {self.bytes_captured / GB:.2f} GB of changed master files")
         else:
             parts.append(f"{self.changes:,} changes")
         return ", ".join(parts)
@@ -255,13 +260,17 @@ def _read_bytes(read: TableRead, sizes: Sizes) -> tuple[int, int] | None:
 
 def estimate_fast(
     statement: RefreshStatement, view_relation: str, marked: Mapping[str, MarkedLog], sizes: Sizes,
-    prices: Calibration,
+    prices: Calibration, whole_reads_only: bool = False,
 ) -> Estimate:
-    """A fast refresh running ``statement`` (its cached deltas and its writes)."""
+    """A fast refresh running ``statement`` (its cached deltas and its writes); ``whole_reads_only``:
+    count only the tables it reads whole, not those a range filter prunes (a lower bound, before
+    the changes and their range are known)."""
     statements = [c.sql for c in statement.cached] + [w.sql for w in statement.writes]
     read, largest, unknown = 0, None, []
     for sql in statements:
         for table_read in table_reads(sql, view_relation):
+            if whole_reads_only and table_read.filter is not None:
+                continue
             sized = _read_bytes(table_read, sizes)
             if sized is None:
                 unknown.append(table_read.relation)
@@ -285,6 +294,18 @@ def estimate_fast(
         "fast", seconds, len(statements), read, written, changes,
         (largest[2], largest[0] / largest[1]) if largest is not None else None,
         tuple(dict.fromkeys(unknown)),
+    )
+
+
+def with_capture(fast: Estimate, captured_bytes: int, prices: Calibration, unknown: tuple[str, ...] = ()) -> Estimate:
+    """A fast refresh that must first capture ``captured_bytes`` of changed master files (one
+    statement that reads them, and its commit)."""
+    return replace(
+        fast,
+        seconds=fast.seconds + prices.seconds_per_statement + prices.seconds_per_gb_captured * captured_bytes / GB,
+        statements=fast.statements + 1,
+        bytes_captured=captured_bytes,
+        unknown=tuple(dict.fromkeys(fast.unknown + unknown)),
     )
 
 

@@ -20,14 +20,16 @@ from dbt_incremental_mv.logs.contract import LogSpec
 from dbt_incremental_mv.metadata import Metadata
 from dbt_incremental_mv.refresh import capture as capture_phase
 from dbt_incremental_mv.refresh import on_commit as on_commit_phase
-from dbt_incremental_mv.refresh import propagate, publish as publish_phase
+from dbt_incremental_mv.refresh import force, propagate, publish as publish_phase
 from dbt_incremental_mv.refresh import status as status_phase
 from dbt_incremental_mv.refresh.context import Execute, Query, RefreshContext
+from dbt_incremental_mv.refresh.graph import view_consumers
 from dbt_incremental_mv.refresh.mark import mark_logs, nothing_to_refresh
 from dbt_incremental_mv.refresh.plan import RefreshPlan, plan_refresh
 from dbt_incremental_mv.refresh.propagate import Propagation
 from dbt_incremental_mv.refresh.publish import ConcurrentRefreshError, Step  # noqa: F401 - part of the engine's API
 from dbt_incremental_mv.refresh.purge import purge_log
+from dbt_incremental_mv.refresh_plan import RefreshDecision
 from dbt_incremental_mv.sql_text import relation
 
 IDLE = "fast refresh: nothing marked (no master commit or log change since the last refresh); no write"
@@ -63,17 +65,28 @@ class FastRefreshEngine:
         if state is not None and nothing_to_refresh(ctx, plan, state):
             return Propagation([], None, {}, IDLE)
         ctx.metadata.reset_staging()
+        skipped: frozenset[str] = frozenset()  # masters whose capture a complete refresh does without
+        if state is not None and plan.config.refresh_method == "force":
+            early = force.before_capture(ctx, plan, state)
+            if early is not None and early[0].method == "complete":
+                plan.decision = RefreshDecision("complete", early[0].why)
+                skipped = early[1]
         captured = []
         for spec in plan.logs.values():
-            if spec.capture:
+            if spec.capture and spec.master_relation not in skipped:
                 capture = capture_phase.capture(
                     ctx, spec, plan.logged_columns.get(spec.log_relation), spec.log_relation in plan.log_evolutions,
                     exists=spec.log_relation in plan.existing_logs and spec.log_relation not in plan.log_evolutions,
                     position=state.logs.get(spec.log_relation) if state is not None else None,
+                    stops=capture_phase.consumers_stops(
+                        ctx, spec, plan.log_consumers.get(spec.log_relation, ()), {plan.view_relation: state},
+                    ),
                 )
                 if capture.method not in ("none", "reset"):
                     captured.append(f"captured {capture.reason}")
-        marked = mark_logs(ctx, plan, state)
+        marked = mark_logs(ctx, plan, state, uncaptured=skipped)
+        if skipped:
+            captured.append(f"capture of {', '.join(plan.logs[m].master_ref for m in sorted(skipped))} not needed")
         if plan.action == "fast":
             propagation = propagate.fast(ctx, plan, marked, read_at)
         else:
@@ -148,9 +161,11 @@ class FastRefreshEngine:
     def status(self, model: Mapping[str, Any], view_relation: str, graph: Mapping[str, Any]) -> staleness.ViewStatus:
         return status_phase.status(self.ctx, model, view_relation, graph)
 
-    def capture(self, spec: LogSpec, logged: Sequence[str] | None) -> str:
-        """Bring a capture-managed log up to its master's current snapshot; returns what it did."""
-        return capture_phase.capture(self.ctx, spec, logged).reason
+    def capture(self, spec: LogSpec, logged: Sequence[str] | None, graph: Mapping[str, Any] | None = None) -> str:
+        """Bring a capture-managed log up to its master's current snapshot; returns what it did.
+        ``graph``: the project's, for the views reading the log (their capture stops)."""
+        consumers = view_consumers(graph, spec.master_relation) if graph is not None else ()
+        return capture_phase.capture(self.ctx, spec, logged, stops=capture_phase.consumers_stops(self.ctx, spec, consumers)).reason
 
     def capture_plan(self, spec: LogSpec, snapshots: Mapping[str, int], position: LogPosition | None = None) -> CapturePlan:
         return capture_phase.capture_plan(self.ctx, spec, snapshots, position)

@@ -27,6 +27,9 @@ class MarkedLog:
     logged: tuple[str, ...] = ()  # the master columns the log's images carry (empty: not known)
     # (key column, lowest, highest value) of the marked images, from the log files' statistics
     key_bounds: tuple[tuple[str, Bound, Bound], ...] = ()
+    # a complete refresh that did not capture the log: the view reflects master_snapshot, past
+    # the log (recorded as LogPosition.uncaptured)
+    uncaptured: bool = False
 
     @property
     def has_changes(self) -> bool:

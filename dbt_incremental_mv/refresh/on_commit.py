@@ -53,7 +53,10 @@ def on_commit(
             f"refresh_on_commit: no change log is declared for {master_relation} (declare one with meta.mv_log)."
         )
     if spec.capture:
-        captured = capture_phase.capture(ctx, spec, None, per_commit=True)
+        captured = capture_phase.capture(
+            ctx, spec, None, per_commit=True,
+            stops=capture_phase.consumers_stops(ctx, spec, view_consumers(graph, master_relation)),
+        )
         if captured.method == "reset":
             return [f"{captured.reason}: the views reading {master_relation} need a complete refresh (dbt run)"]
         if commits is None:

@@ -25,7 +25,7 @@ from dbt_incremental_mv.logs.contract import (
 )
 from dbt_incremental_mv.refresh import view_classes
 from dbt_incremental_mv.refresh.context import RefreshContext
-from dbt_incremental_mv.refresh.graph import dependency_relations
+from dbt_incremental_mv.refresh.graph import dependency_relations, view_consumers
 from dbt_incremental_mv.refresh.view_state import view_state_at
 from dbt_incremental_mv.refresh_plan import RefreshDecision, decide_refresh
 
@@ -79,6 +79,8 @@ class RefreshPlan:
     log_evolutions: dict[str, LogEvolution] = field(default_factory=dict)  # capture-managed logs to evolve
     read_types: dict[str, dict[str, str]] = field(default_factory=dict)  # master -> column read -> current type
     existing_logs: frozenset[str] = frozenset()  # the logs that existed when planned
+    # by capture-managed log: every fast_refresh view of the project reading it (capture stops)
+    log_consumers: dict[str, tuple[str, ...]] = field(default_factory=dict)
     view_state: ViewState | None = None  # a fast refresh: the view's state, as the staleness check read it
     view_read_at: int | None = None  # ... and the view snapshot it was read from (see publish)
     published_summary: dict[str, str] | None = None  # row counts of the commit publish() put on main
@@ -235,6 +237,9 @@ def plan_refresh(
         log_evolutions=evolutions,
         read_types=read_columns or {},
         existing_logs=frozenset(existing_logs),
+        log_consumers={
+            spec.log_relation: tuple(view_consumers(graph, spec.master_relation)) for spec in logs.values() if spec.capture
+        },
         view_state=view_state,
         view_read_at=view_read_at,
         context=ctx,

@@ -11,11 +11,10 @@ from dataclasses import dataclass
 
 from dbt_incremental_mv import view_table
 from dbt_incremental_mv.bookkeeping import ViewState
-from dbt_incremental_mv.refresh import cost, view_classes
+from dbt_incremental_mv.refresh import force, view_classes
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.plan import RefreshPlan, current_types
-from dbt_incremental_mv.refresh.statement import RefreshStatement
 from dbt_incremental_mv.refresh_plan import RefreshDecision
 from dbt_incremental_mv.refresh.publish import Step, commit_state, open_write_branch, staged, staged_statement, write_branch
 from dbt_incremental_mv.sql_text import idents, relation
@@ -42,7 +41,7 @@ def fast(ctx: RefreshContext, plan: RefreshPlan, marked: dict[str, MarkedLog], r
         return Propagation([], None, marked, f"fast refresh: nothing marked ({kinds}); no write")
     chosen = ""
     if plan.config.refresh_method == "force":
-        choice = choose_by_cost(ctx, plan, marked, statement)
+        choice = force.after_mark(ctx, plan, marked, statement)
         if choice.method == "complete":
             plan.decision = RefreshDecision("complete", choice.why)
             return complete(ctx, plan, marked)
@@ -60,19 +59,6 @@ def fast(ctx: RefreshContext, plan: RefreshPlan, marked: dict[str, MarkedLog], r
         open_write_branch(ctx, plan.view_relation, statement.branch, read_at)
         plan.write_branch = statement.branch
     return Propagation(staged_statement(state, statement), state, marked, summary)
-
-
-def choose_by_cost(
-    ctx: RefreshContext, plan: RefreshPlan, marked: Mapping[str, MarkedLog], statement: RefreshStatement
-) -> cost.Choice:
-    """refresh_method='force': the fast refresh of ``statement`` or a complete refresh, whichever
-    the cost model (cost.py) estimates cheaper, from metadata only; nothing is written yet."""
-    assert plan.definition is not None
-    prices = cost.calibration()
-    fast_estimate = cost.estimate_fast(statement, plan.view_relation, marked, ctx.metadata, prices)
-    masters = [(o.master.name, marked[o.master.name].master_snapshot) for o in plan.definition.occurrences]
-    complete_estimate = cost.estimate_complete(masters, plan.view_relation, ctx.metadata, prices)
-    return cost.choose(fast_estimate, complete_estimate)
 
 
 def complete(ctx: RefreshContext, plan: RefreshPlan, marked: Mapping[str, MarkedLog]) -> Propagation:

@@ -96,7 +96,9 @@ def commit_state(marked, method: str, base: int | None) -> ViewState:
     """The state a refresh's commit records; ``base``: the view snapshot it is made on."""
     return ViewState(
         logs={
-            m.spec.log_relation: LogPosition(m.upto, m.master_snapshot, log_snapshot=m.log_snapshot or None)
+            m.spec.log_relation: LogPosition(
+                m.upto, m.master_snapshot, log_snapshot=m.log_snapshot or None, uncaptured=m.uncaptured
+            )
             for m in marked.values()
         },
         method=method,

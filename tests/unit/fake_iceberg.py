@@ -59,8 +59,10 @@ class FakeIceberg:
         snapshot_id = next(self.ids)
         parent = table.refs.get(branch or on or "main")
         table.sequence += 1
+        sizes = {"total-files-size": str(1024 * len(table.rows))} if name.split(".")[-1].startswith("mlog_") else {}
         table.snapshots[snapshot_id] = Snapshot(
-            snapshot_id, parent, operation, {"operation": operation, "total-records": "0", **(summary or {})}, table.sequence,
+            snapshot_id, parent, operation, {"operation": operation, "total-records": "0", **sizes, **(summary or {})},
+            table.sequence,
             schema_id=0,
         )
         if branch is not None:
@@ -141,6 +143,9 @@ class FakeIceberg:
 
     def drop_temp_view(self, view: str) -> None:
         pass
+
+    def scan_size(self, name: str, snapshot: int | None, range_filter: tuple) -> int | None:
+        return None  # the fake keeps no file statistics: a pruned read's size is not known
 
     def reset_staging(self) -> None:
         self.wap_id = None

@@ -34,3 +34,11 @@ def test_two_refreshes_from_the_same_state_stage_distinct_wap_ids():
     # a state recorded before runs were named still decodes
     old = ViewState(logs={"s.mlog_t": LogPosition(3, 9)}, method="fast", base=41)
     assert ViewState.decode(old.encode()) == old and old.run is None
+
+
+def test_a_position_past_its_log_round_trips_and_older_ids_decode_as_captured():
+    """A complete refresh that skipped the capture records the master snapshot it reflects past
+    the log; ids written before the flag existed (four elements or fewer) decode without it."""
+    past = ViewState(logs={"l": LogPosition(4, 99, uncaptured=True), "m": LogPosition(5, 7, log_snapshot=3)})
+    assert ViewState.decode(past.encode()) == past
+    assert ViewState.decode(ViewState(logs={"l": LogPosition(4, 99, log_snapshot=8)}).encode()).logs["l"].uncaptured is False

@@ -31,7 +31,8 @@ MIN_MAX = "select customer_id, count(*) as n, min(amount) as low, max(amount) as
 MB = 1024**2
 PRICES = cost.Calibration(
     seconds_per_statement=0.5, seconds_per_gb_read=20.0, seconds_per_gb_written=20.0,
-    seconds_per_million_changes=10.0, fast_fixed_seconds=0.2, complete_fixed_seconds=0.2,
+    seconds_per_million_changes=10.0, seconds_per_gb_captured=60.0, fast_fixed_seconds=0.2,
+    complete_fixed_seconds=0.2,
 )
 
 

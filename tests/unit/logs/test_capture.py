@@ -1,4 +1,6 @@
-from dbt_incremental_mv.logs.capture import GONE_IDS_BROADCAST_ROWS, SnapshotInfo, broadcast_gone_ids, plan_capture
+from dbt_incremental_mv.logs.capture import (
+    GONE_IDS_BROADCAST_ROWS, Reflected, SnapshotInfo, broadcast_gone_ids, plan_capture,
+)
 
 
 def chain(*ids, deletes=(), schema_changed_at=None):
@@ -77,3 +79,27 @@ def test_the_gone_rows_ids_are_broadcast_only_when_the_statistics_bound_them_low
     assert broadcast_gone_ids(0) and broadcast_gone_ids(GONE_IDS_BROADCAST_ROWS)
     assert not broadcast_gone_ids(GONE_IDS_BROADCAST_ROWS + 1)
     assert not broadcast_gone_ids(None)  # not known (no statistics, or delete files)
+
+
+def test_a_capture_ends_at_the_oldest_snapshot_a_view_reflects_past_the_log():
+    """A view recomputed without capture reflects master snapshot 3: the capture ends there
+    (its own watermark), so that the view resumes after it; the next capture goes on."""
+    views = Reflected(frozenset({3, 5}))
+    plan = plan_capture(1, True, 6, chain(1, 2, 3, 4, 5, 6), reflected=views)
+    assert (plan.method, plan.start, plan.end, plan.commits) == ("changelog", 1, 3, (2, 3))
+    assert plan_capture(3, True, 6, chain(1, 2, 3, 4, 5, 6), reflected=views).end == 5
+    assert plan_capture(5, True, 6, chain(1, 2, 3, 4, 5, 6), reflected=views).end == 6
+    # the current snapshot itself is no stop (the capture ends there anyway); nor is one not passed
+    assert plan_capture(1, True, 3, chain(1, 2, 3), reflected=Reflected(frozenset({3, 9}))).end == 3
+
+
+def test_changes_no_view_needs_are_not_read():
+    """Every view of the log reflects snapshot 3 or 5 past it: the changes up to 3 are needed by
+    none (a watermark stands for them); those between 3 and 5 are, by the view at 3."""
+    views = Reflected(frozenset({3, 5}), all_past=True)
+    plan = plan_capture(1, True, 6, chain(1, 2, 3, 4, 5, 6), reflected=views)
+    assert (plan.method, plan.start, plan.end, plan.commits) == ("skip", 1, 3, ())
+    assert plan_capture(3, True, 6, chain(1, 2, 3, 4, 5, 6), reflected=views).method == "changelog"
+    # a view that reflects a snapshot the log is captured through already needs what follows it
+    assert plan_capture(1, True, 6, chain(1, 2, 3, 4, 5, 6), reflected=Reflected(frozenset({1, 5}), True)).method == "changelog"
+    assert plan_capture(1, True, 6, chain(1, 2, 3, 4, 5, 6), reflected=Reflected(frozenset({6}), True)).end == 6

@@ -1,0 +1,119 @@
+"""refresh_method='force' (the default) without Spark: a complete refresh chosen before the
+capture skips it, the view records that it reflects the master past its log, and the next
+capture stops at that snapshot so that a fast refresh goes on from there (refresh/force.py,
+refresh/capture.py, refresh/mark.py)."""
+
+from __future__ import annotations
+
+from dbt_incremental_mv.bookkeeping import ViewState
+from dbt_incremental_mv.refresh.engine import FastRefreshEngine
+from tests.unit.fake_iceberg import statement_kinds
+from tests.unit.test_refresh_statements import Warehouse
+
+MB = 1024**2
+
+
+def sized(warehouse: Warehouse, name: str, total: int, added: int = 0, removed: int = 0, operation="overwrite") -> int:
+    """A commit on ``name`` whose summary gives its size (and what it changed)."""
+    return warehouse.fake.commit(name, operation, summary={
+        "total-files-size": str(total), "total-records": str(total // 100),
+        "added-files-size": str(added), "removed-files-size": str(removed),
+    })
+
+
+def built() -> Warehouse:
+    warehouse = Warehouse("aggregate")
+    sized(warehouse, "shop.orders", 100 * MB, operation="append")
+    sized(warehouse, "shop.customers", 10 * MB, operation="append")
+    assert warehouse.refresh().startswith("build (")
+    sized(warehouse, "shop.orders", 100 * MB, operation="append")  # captured by the next refresh
+    warehouse.refresh()
+    sized(warehouse, "shop.v", MB, operation="replace")  # compaction: the view's size, its state looked through
+    return warehouse
+
+
+def state(warehouse: Warehouse) -> ViewState:
+    view = warehouse.fake.load("shop.v")
+    for snapshot in view.ancestry():
+        if snapshot.operation != "replace":
+            return ViewState.decode(snapshot.summary["wap.id"])
+    raise AssertionError("no state")
+
+
+def test_a_rewrite_of_most_of_a_master_is_recomputed_without_capturing_it():
+    warehouse = built()
+    rewrite = sized(warehouse, "shop.orders", 100 * MB, added=90 * MB, removed=90 * MB)
+    line, statements, _ = warehouse.measured()
+    assert line.startswith("complete (estimated "), line
+    assert "capture of shop.orders not needed" in line, line
+    assert not any(kind.startswith("capture") for kind in statement_kinds(warehouse.fake.statements)), statements
+    position = state(warehouse).logs["shop.mlog_orders"]
+    assert (position.uncaptured, position.master_snapshot) == (True, rewrite)
+
+
+def test_the_next_capture_stops_at_the_snapshot_a_recomputed_view_reflects_and_the_view_goes_on_from_it():
+    warehouse = built()
+    rewrite = sized(warehouse, "shop.orders", 100 * MB, added=90 * MB, removed=90 * MB)
+    warehouse.refresh()
+    small = sized(warehouse, "shop.orders", 100 * MB, added=MB // 10, removed=MB // 10)
+    line, statements, _ = warehouse.measured()
+    assert line.startswith("fast refresh: "), line
+    assert f"stopped at master snapshot {rewrite} (a view reflects it)" in line, line
+    # two appends, each with its watermark: at the rewrite, then at the small commit; the
+    # rewrite's changes are needed by no view (the only one reflects it): not read
+    assert "skip (every view reading the log reflects master snapshot" in line, line
+    assert statements[:3] == [
+        "capture: append to mlog_orders", "capture: changelog of orders", "capture: append to mlog_orders",
+    ], statements
+    appends = [sql for sql in warehouse.fake.statements if sql.startswith("insert into `shop`.`mlog_orders`")]
+    assert [f"'W', {rewrite}," in appends[0], f"'W', {small}," in appends[1]] == [True, True]
+    # the rewrite's changes were skipped: only the small commit's are consumed (one count more)
+    assert statements.count("mark: log counts") == 2, statements
+    assert "shop.orders: mixed (+1/-1)" in line, line
+    position = state(warehouse).logs["shop.mlog_orders"]
+    assert (position.uncaptured, position.master_snapshot, state(warehouse).method) == (False, small, "fast")
+    assert warehouse.refresh().startswith("fast refresh: nothing marked"), "nothing left to consume"
+
+
+def test_a_capture_past_that_snapshot_in_one_piece_makes_the_next_refresh_complete():
+    warehouse = built()
+    sized(warehouse, "shop.orders", 100 * MB, added=90 * MB, removed=90 * MB)
+    warehouse.refresh()
+    sized(warehouse, "shop.orders", 100 * MB, added=MB // 10, removed=MB // 10)
+    sized(warehouse, "shop.orders", 100 * MB, added=MB // 10, removed=MB // 10)
+    fake = warehouse.fake
+    spec = next(s for s in _specs(warehouse) if s.master_relation == "shop.orders")
+    FastRefreshEngine(fake.query, fake.execute, fake.metadata()).capture(spec, None)  # no graph: no stops
+    line = warehouse.refresh()
+    assert line.startswith(
+        "complete (fast refresh impossible: the change log of shop.orders was captured past master snapshot"
+    ), line
+    assert not state(warehouse).logs["shop.mlog_orders"].uncaptured
+
+
+def test_a_capture_that_knows_the_project_stops_for_its_views():
+    warehouse = built()
+    rewrite = sized(warehouse, "shop.orders", 100 * MB, added=90 * MB, removed=90 * MB)
+    warehouse.refresh()
+    sized(warehouse, "shop.orders", 100 * MB, added=MB // 10, removed=MB // 10)
+    fake = warehouse.fake
+    spec = next(s for s in _specs(warehouse) if s.master_relation == "shop.orders")
+    done = FastRefreshEngine(fake.query, fake.execute, fake.metadata()).capture(spec, None, warehouse.graph)
+    assert f"stopped at master snapshot {rewrite}" in done, done
+    assert warehouse.refresh().startswith("fast refresh: "), "the view resumes at its snapshot"
+
+
+def test_a_small_change_is_captured_and_refreshed_fast():
+    warehouse = built()
+    sized(warehouse, "shop.orders", 100 * MB, added=MB // 10, removed=MB // 10)
+    line, statements, _ = warehouse.measured()
+    assert line.startswith("fast refresh: "), line
+    assert "force: estimated" in line, line
+    assert statements[:3] == ["capture: changelog of orders", "capture: append to mlog_orders", "mark: log counts"]
+    assert not state(warehouse).logs["shop.mlog_orders"].uncaptured
+
+
+def _specs(warehouse: Warehouse):
+    from dbt_incremental_mv.logs.contract import log_specs_from_graph
+
+    return log_specs_from_graph(warehouse.graph)
