@@ -5,7 +5,7 @@
     bash scripts/bench.sh --scale 1000000 2000000 4000000 --sweep scale --changed-rows 1000
 
 Everything happens in one temporary directory (removed at the end unless ``--keep``): an Iceberg
-warehouse and two dbt projects sharing it.
+warehouse and three dbt projects sharing it.
 
 - project ``fast``: the masters as dbt sources, their change logs as sources with
   ``meta.mv_log`` (``capture: true``, or with ``--logs cdc`` ``capture: false``: logs written by
@@ -13,7 +13,10 @@ warehouse and two dbt projects sharing it.
   view (schema ``mv_fast``);
 - project ``complete``: the same queries with ``refresh_method='complete'`` (schema
   ``mv_complete``) and **no** change logs declared, so it never captures nor purges the logs the
-  ``fast`` views consume.
+  ``fast`` views consume;
+- project ``force`` (capture-managed logs, unless ``--no-force``): the same queries with
+  ``refresh_method='force'`` (the cost model chooses, refresh/cost.py), capturing into logs of
+  its own (schema ``mv_force``), built with the others.
 
 The views (``shop.py``): a filter on one table, an inner join of 3 masters, an outer join, a
 SUM/COUNT/AVG aggregate, an aggregate over a join, MIN/MAX, and two more on order lines.
@@ -32,10 +35,11 @@ then per point (one point, or one per ``--changed`` value with ``--sweep fractio
              (40% amount/status updates, 20% join-key updates, 20% deletes, 20% inserts), as many
              order lines, a few customers and products; ``--spread``, ``--master-mode``,
              ``--logs`` say how
-5. fast      ``dbt run`` of ``fast``; fails unless every view logs ``<view>: fast refresh``
+5. fast      ``dbt run`` of ``fast`` (``refresh_method='fast'``)
 6. verify    every view equals its defining query (EXCEPT ALL both ways, row counts); exit 1
              if not. Also EXPLAINs each view's refresh statement (``--no-explain`` skips)
 7. complete  ``dbt run`` of ``complete`` on the same data
+8. force     ``dbt run`` of ``force`` on the same data, then verify its views
 
 A sweep point runs on the masters and views the previous point left: the fast refresh leaves
 every view equal to its query, so each point measures exactly one change of its size.
@@ -97,12 +101,13 @@ class Progress:
 
 
 # ---------------------------------------------------------------------- the dbt projects
-def _sources(ds, masters: list[str], logs: str | None) -> str:
-    """``sources.yml``: the masters, and with ``logs`` ('capture' or 'cdc') their change logs."""
+def _sources(ds, masters: list[str], logs: str | None, log_schema: str | None = None) -> str:
+    """``sources.yml``: the masters, and with ``logs`` ('capture' or 'cdc') their change logs
+    (in ``log_schema``, default the masters' schema)."""
     lines = ["version: 2", "sources:", f"  - name: {ds.SCHEMA}", f"    schema: {ds.SCHEMA}", "    tables:"]
     lines += [f"      - name: {m}" for m in masters]
     if logs:
-        lines += ["  - name: change_logs", f"    schema: {ds.SCHEMA}", "    tables:"]
+        lines += ["  - name: change_logs", f"    schema: {log_schema or ds.SCHEMA}", "    tables:"]
         for m in masters:
             key = ", ".join(ds.MASTERS[m].key)
             capture = "true" if logs == "capture" else "false"
@@ -122,17 +127,27 @@ def masters_of(ds, views: list[shop.View]) -> list[str]:
 
 def write_projects(
     root: Path, warehouse: Path, ds, views: list[shop.View], args: argparse.Namespace
-) -> tuple[Path, Path]:
+) -> tuple[Path, Path, Path | None]:
+    """The fast, complete and (capture-managed logs only) force projects: the same views with
+    refresh_method 'fast', 'complete' and 'force'. The force project captures into logs of its
+    own (in its schema), so that neither project's capture or purge moves the other's logs."""
     masters = masters_of(ds, views)
     common = {"warehouse": warehouse, "driver_memory": args.driver_memory, "threads": args.threads,
               "on_run_start": ds.WARM_UP}
     fast = write_project(root, "fast", schema="mv_fast", sources_yml=_sources(ds, masters, args.logs),
-                         models={v.name: _model(ds, v, "materialized='fast_refresh'") for v in views}, **common)
+                         models={v.name: _model(ds, v, "materialized='fast_refresh', refresh_method='fast'")
+                                 for v in views}, **common)
     complete = write_project(
         root, "complete", schema="mv_complete", sources_yml=_sources(ds, masters, None),
         models={v.name: _model(ds, v, "materialized='fast_refresh', refresh_method='complete'") for v in views},
         **common)
-    return fast, complete
+    force = None
+    if args.logs == "capture" and not args.no_force:
+        force = write_project(
+            root, "force", schema="mv_force", sources_yml=_sources(ds, masters, args.logs, log_schema="mv_force"),
+            models={v.name: _model(ds, v, "materialized='fast_refresh', refresh_method='force'") for v in views},
+            **common)
+    return fast, complete, force
 
 
 # ---------------------------------------------------------------------- steps
@@ -205,7 +220,7 @@ class Bench:
         self.cdc_logs = masters_of(self.ds, self.views) if args.logs == "cdc" else []  # the change step writes them
         self.progress = Progress()
         self.root = Path(tempfile.mkdtemp(prefix="bench_", dir=args.tmpdir))
-        self.places: dict[int, tuple[Path, Path, Path]] = {}  # per scale: warehouse, fast and complete projects
+        self.places: dict[int, tuple[Path, Path, Path, Path | None]] = {}  # per scale: warehouse, fast, complete, force
         self.results = {
             "name": args.name, "started": datetime.now().isoformat(timespec="seconds"),
             "params": {k: v for k, v in vars(args).items() if k not in ("tmpdir", "out_dir")},
@@ -239,10 +254,10 @@ class Bench:
         """Generate the masters, write the projects, build the views, refresh with nothing changed."""
         root = self.root / str(scale)
         warehouse = root / "warehouse"
-        fast, complete = write_projects(root, warehouse, self.ds, self.views, self.args)
+        fast, complete, force = write_projects(root, warehouse, self.ds, self.views, self.args)
         record = {"scale": scale, "views": [{"name": v.name, "class": v.kind} for v in self.views], "points": []}
         self.results["scales"].append(record)
-        self.places[scale] = (warehouse, fast, complete)
+        self.places[scale] = (warehouse, fast, complete, force)
         self.progress(f"generate masters ({scale:,} orders, {self.args.master_mode})")
         record["generate"] = spark_step("generate", self.payload(warehouse, scale, master_mode=self.args.master_mode,
                                                                  master_format=self.args.master_format,
@@ -254,11 +269,14 @@ class Bench:
         self.progress(f"build: {_models_line(record['build'])}")
         record["noop"] = dbt(fast, "noop")
         self.progress(f"no-op refresh: {_models_line(record['noop'])}")
+        if force is not None:
+            record["force_build"] = dbt(force, "force_build")
+            self.progress(f"build (force project): {_models_line(record['force_build'])}")
         return record
 
     def point(self, record: dict, index: int, fraction: float | None = None, changed_rows: int | None = None) -> dict:
-        """Change, fast refresh, verify, complete refresh."""
-        warehouse, fast, complete = self.places[record["scale"]]
+        """Change, fast refresh, verify, complete refresh, force refresh (and verify it)."""
+        warehouse, fast, complete, force = self.places[record["scale"]]
         point: dict = {"planned_fraction": fraction, "changed_rows": changed_rows}
         payload = self.payload(warehouse, record["scale"], fraction=fraction, changed_rows=changed_rows,
                                spread=self.args.spread, salt=101 + index, cdc_logs=self.cdc_logs)
@@ -274,12 +292,18 @@ class Bench:
         point["verify"] = self.verify(warehouse, record["scale"], run)
         run = point["complete"] = dbt(complete, f"complete_{index}")
         self.progress(f"complete refresh: {_models_line(run)}")
+        if force is not None:
+            run = point["force"] = dbt(force, f"force_{index}")
+            self.progress(f"force refresh: {_models_line(run)}")
+            for name, model in run["models"].items():
+                print(f"      {model['log_lines'][-1] if model['log_lines'] else name}", flush=True)
+            point["force_verify"] = self.verify(warehouse, record["scale"], run, schema="mv_force")
         return point
 
-    def verify(self, warehouse: Path, scale: int, fast_run: dict) -> dict:
-        views = [{"name": v.name, "relation": f"mv_fast.{v.name}",
+    def verify(self, warehouse: Path, scale: int, fast_run: dict, schema: str = "mv_fast") -> dict:
+        views = [{"name": v.name, "relation": f"{schema}.{v.name}",
                   "query": v.query(**{m: f"{self.ds.SCHEMA}.{m}" for m in v.masters})} for v in self.views]
-        explain = {} if self.args.no_explain else refresh_statements(fast_run)
+        explain = {} if self.args.no_explain or schema != "mv_fast" else refresh_statements(fast_run)
         result = spark_step("verify", self.payload(warehouse, scale, views=views, explain=explain))
         wall = result.pop("wall_s")
         outcome = ", ".join(f"{n} {'ok' if v['ok'] else 'WRONG'} ({v['view_rows']:,} rows)" for n, v in result.items())
@@ -344,6 +368,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=1, help="dbt threads (1: every view timed alone)")
     parser.add_argument("--driver-memory", default="2g")
     parser.add_argument("--no-explain", action="store_true", help="do not EXPLAIN the refresh statements")
+    parser.add_argument("--no-force", action="store_true",
+                        help="no force project (refresh_method='force': the cost model's choice, timed against both)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--tmpdir", default=None, help="where to create the temporary directory")
     parser.add_argument("--out-dir", default=str(HERE / "results"))

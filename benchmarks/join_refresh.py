@@ -331,7 +331,7 @@ def benchmark(args: argparse.Namespace) -> dict:
     print(f"join_refresh: orders={args.orders} customers={args.customers} changed={args.changed} "
           f"({args.spread}) masters={args.master_mode} in {root}", flush=True)
     fast = write_project(root, "fast", warehouse, args.driver_memory,
-                         ("mv_fast", model_sql("materialized='fast_refresh'")), FAST_SOURCES)
+                         ("mv_fast", model_sql("materialized='fast_refresh', refresh_method='fast'")), FAST_SOURCES)
     complete = write_project(root, "complete", warehouse, args.driver_memory,
                              ("mv_complete", model_sql("materialized='fast_refresh', refresh_method='complete'")),
                              COMPLETE_SOURCES)

@@ -21,7 +21,7 @@ from dbt_runs import PHASES
 
 CSV_COLUMNS = (
     ["scale", "changed_fraction", "changed_orders", "spread", "master_mode", "master_format", "logs", "view", "class",
-     "fast_s", "complete_s", "speedup", "noop_s", "build_s", "statements_fast", "statements_noop",
+     "fast_s", "complete_s", "speedup", "force_s", "force_method", "force_vs_best", "noop_s", "build_s", "statements_fast", "statements_noop",
      "statements_complete"]
     + [f"fast_{p}_s" for p in PHASES]
     + ["view_rows", "rows_added", "rows_deleted", "verified"]
@@ -45,6 +45,8 @@ def point_rows(results: dict) -> list[dict]:
 
 def _row(p: dict, scale: dict, point: dict, view: str, kind: str) -> dict:
     fast, complete = _model(point.get("fast"), view), _model(point.get("complete"), view)
+    force = _model(point.get("force"), view)
+    best = min(fast["execution_time_s"], complete["execution_time_s"]) if fast and complete else None
     noop, build = _model(scale.get("noop"), view), _model(scale.get("build"), view)
     verify = (point.get("verify") or {}).get(view, {})
     change = point.get("change") or {}
@@ -59,6 +61,9 @@ def _row(p: dict, scale: dict, point: dict, view: str, kind: str) -> dict:
         "complete_s": complete and complete["execution_time_s"],
         "speedup": (round(complete["execution_time_s"] / fast["execution_time_s"], 2)
                     if fast and complete and fast["execution_time_s"] else None),
+        "force_s": force and force["execution_time_s"],
+        "force_method": force and force_method(force, view),
+        "force_vs_best": round(force["execution_time_s"] / best, 2) if force and best else None,
         "noop_s": noop and noop["execution_time_s"],
         "build_s": build and build["execution_time_s"],
         "statements_fast": fast and fast["n_statements"],
@@ -72,6 +77,29 @@ def _row(p: dict, scale: dict, point: dict, view: str, kind: str) -> dict:
     for phase in PHASES:
         row[f"fast_{phase}_s"] = fast and round(fast["phases"].get(phase, 0.0), 2)
     return row
+
+
+def force_method(model: dict, view: str) -> str | None:
+    """What refresh_method='force' ran: 'fast' or 'complete' (from the model's log line)."""
+    for line in reversed(model.get("log_lines") or []):
+        if line.startswith(f"{view}: fast refresh"):
+            return "fast"
+        if line.startswith(f"{view}: complete"):
+            return "complete"
+    return None
+
+
+def totals(rows: list[dict]) -> dict:
+    """Per point, the seconds of all views: fast, complete, force, and force against the better
+    of the two per view (the choice a perfect model would make)."""
+    def total(key: str) -> float | None:
+        values = [r[key] for r in rows]
+        return round(sum(values), 2) if values and None not in values else None
+    best = [min(r["fast_s"], r["complete_s"]) for r in rows if r["fast_s"] is not None and r["complete_s"] is not None]
+    force = total("force_s")
+    return {"fast_s": total("fast_s"), "complete_s": total("complete_s"), "force_s": force,
+            "best_s": round(sum(best), 2) if best else None,
+            "force_vs_best": round(force / sum(best), 2) if force is not None and best and sum(best) else None}
 
 
 # ---------------------------------------------------------------------- files
@@ -116,16 +144,23 @@ def markdown(results: dict) -> str:
             lines += ["", _point_title(point), ""]
             mine = [r for r in rows if r["scale"] == scale["scale"] and r["changed_fraction"] == point.get("fraction")]
             lines += point_table(mine)
-            lines += ["", f"dbt wall s: fast {_wall(point.get('fast'))}, complete {_wall(point.get('complete'))}"]
+            summed = totals(mine)
+            lines += ["", f"dbt wall s: fast {_wall(point.get('fast'))}, complete {_wall(point.get('complete'))}"
+                      + (f", force {_wall(point.get('force'))}" if point.get("force") else "")]
+            if summed["force_s"] is not None:
+                lines.append(f"models s: fast {_fmt(summed['fast_s'])}, complete {_fmt(summed['complete_s'])}, "
+                             f"force {_fmt(summed['force_s'])}; the better of fast and complete per view "
+                             f"{_fmt(summed['best_s'])}: force {_fmt(summed['force_vs_best'], 2)}x of it")
     return "\n".join(lines) + "\n"
 
 
 def point_table(rows: list[dict]) -> list[str]:
-    header = ["view", "class", "fast s", "complete s", "speed-up", "no-op s", "stmts fast", "stmts no-op",
+    header = ["view", "class", "fast s", "complete s", "speed-up", "force s (chose)", "force / best", "no-op s", "stmts fast", "stmts no-op",
               *PHASES, "rows", "rows +/- by fast", "verified"]
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
         cells = [r["view"], r["class"], _fmt(r["fast_s"]), _fmt(r["complete_s"]), _fmt(r["speedup"], 2) + "x",
+                 f"{_fmt(r['force_s'])} ({r['force_method'] or '-'})", _fmt(r["force_vs_best"], 2) + "x",
                  _fmt(r["noop_s"]), _fmt(r["statements_fast"]), _fmt(r["statements_noop"]),
                  *[_fmt(r[f"fast_{p}_s"]) for p in PHASES], _fmt(r["view_rows"]),
                  f"+{_fmt(r['rows_added'])} / -{_fmt(r['rows_deleted'])}",

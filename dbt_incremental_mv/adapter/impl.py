@@ -256,6 +256,30 @@ class SparkMVAdapter(SparkAdapter):
         ]
 
     @available
+    def mv_explain(self, graph: Mapping[str, Any], model_name: str, compiled_sql: str | None = None) -> list[str]:
+        """What the next refresh of one fast_refresh model would do, without doing it (reads only;
+        see refresh/explain.py). ``compiled_sql``: the model's SQL as rendered by the operation
+        (else the definition the built view stores)."""
+        from dbt_incremental_mv.definition import DEFINITION_PROPERTY
+
+        if not isinstance(model_name, str) or not model_name:
+            raise DbtRuntimeError("explain_fast_refresh needs a model: --args '{model: <model name>}'")
+        found = list(self._fast_refresh_models(graph, [model_name]))
+        if not found:
+            raise DbtRuntimeError(
+                f"Model '{model_name}' is not a fast_refresh model: set materialized='fast_refresh' in its config."
+            )
+        node, name = found[0]
+        built = self._relation_exists(name)
+        sql = compiled_sql or node.get("compiled_code")
+        if not sql and built:
+            view = self._metadata().table(name)
+            sql = view.properties.get(DEFINITION_PROPERTY) if view is not None else None
+        if not sql:
+            raise DbtRuntimeError(f"Cannot explain '{model_name}': its SQL could not be rendered; run dbt compile first.")
+        return self._engine().explain(node, sql, name, built, graph)
+
+    @available
     def mv_log_capture(self, graph: Mapping[str, Any], masters: Sequence[str] | None = None) -> list[str]:
         """Append the masters' committed changes to their capture-managed logs."""
         done = []

@@ -1,9 +1,9 @@
 """Refusal of SQL constructs that can never be maintained incrementally, wherever they appear.
 
-Each check walks the whole statement (CTE bodies and derived tables included) and raises on the
-first offending node, so the user gets the construct itself named rather than a knock-on error
-from a later stage. Checks run in a fixed order, most structural first, so a query with several
-problems always reports the same one.
+Each check walks the whole statement (CTE bodies and derived tables included) and yields every
+offending node, so the user gets the construct itself named rather than a knock-on error from a
+later stage. Checks run in a fixed order, most structural first: a refresh reports the first (a
+query with several problems always reports the same one), explain_fast_refresh all of them.
 """
 
 from __future__ import annotations
@@ -21,8 +21,20 @@ _STORAGE_ORDER_HINT = "Remove it; order or cluster the stored table with table p
 
 def refuse_unsupported_constructs(statement: exp.Expression) -> None:
     """Raise UnsupportedViewError for the first construct no fast refresh can maintain."""
+    for refusal in unsupported_constructs(statement):
+        raise refusal
+
+
+def unsupported_constructs(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
+    """Every construct no fast refresh can maintain, in the checks' order; a construct inside
+    one already refused for the same reason (the function of a refused window) is not repeated."""
+    seen: list[UnsupportedViewError] = []
     for check in _CHECKS:
-        check(statement)
+        for refusal in check(statement):
+            if any(r.reason == refusal.reason and refusal.construct in r.construct for r in seen):
+                continue
+            seen.append(refusal)
+            yield refusal
 
 
 def _nodes(statement: exp.Expression, *types: type[exp.Expression]) -> Iterator[exp.Expression]:
@@ -30,12 +42,12 @@ def _nodes(statement: exp.Expression, *types: type[exp.Expression]) -> Iterator[
     return (node for node in statement.dfs() if isinstance(node, types))
 
 
-def _refuse_set_operations(statement: exp.Expression) -> None:
+def _refuse_set_operations(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
     for node in _nodes(statement, exp.SetOperation):
         name = {exp.Union: "UNION", exp.Intersect: "INTERSECT", exp.Except: "EXCEPT"}.get(type(node), "set operation")
         if isinstance(node, exp.Union) and not node.args.get("distinct"):
             name += " ALL"
-        raise UnsupportedViewError(
+        yield UnsupportedViewError(
             name,
             "set operations are not supported: a change to one branch cannot be propagated on its own",
             "Make each branch its own fast_refresh model and combine them downstream",
@@ -50,7 +62,7 @@ def _is_relation_position(subquery: exp.Subquery) -> bool:
     return parent is None or isinstance(parent, (exp.From, exp.Join, exp.With, exp.CTE, exp.Lateral))
 
 
-def _refuse_expression_subqueries(statement: exp.Expression) -> None:
+def _refuse_expression_subqueries(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
     for node in statement.dfs():
         offending = None
         if isinstance(node, exp.Exists) and isinstance(node.this, exp.Query):
@@ -62,7 +74,7 @@ def _refuse_expression_subqueries(statement: exp.Expression) -> None:
         elif isinstance(node, exp.Subquery) and not _is_relation_position(node):
             offending = node
         if offending is not None:
-            raise UnsupportedViewError(
+            yield UnsupportedViewError(
                 describe(offending),
                 "subqueries in SELECT, WHERE or ON (IN/EXISTS/scalar subqueries) are not supported: "
                 "a change to the subquery's table could change every row of the view",
@@ -106,43 +118,44 @@ def _clause_construct(prefix: str, value: object) -> str:
     return describe(value)  # type: ignore[arg-type]
 
 
-def _refuse_clauses(node: exp.Expression, allowed: frozenset[str]) -> None:
+def _refuse_clauses(node: exp.Expression, allowed: frozenset[str]) -> Iterator[UnsupportedViewError]:
     for key, prefix, reason, hint in _CLAUSE_REFUSALS:
         value = node.args.get(key)
         if value:
-            raise UnsupportedViewError(_clause_construct(prefix, value), reason, hint)
+            yield UnsupportedViewError(_clause_construct(prefix, value), reason, hint)
+    refused = {key for key, *_ in _CLAUSE_REFUSALS}
     for key, value in node.args.items():
-        if value and key not in allowed:
-            raise UnsupportedViewError(
+        if value and key not in allowed and key not in refused:
+            yield UnsupportedViewError(
                 key.rstrip("_").upper(), "this clause is not supported in a fast_refresh model", "Remove it"
             )
     if node.args.get("kind"):
-        raise UnsupportedViewError(
+        yield UnsupportedViewError(
             f"SELECT {node.args['kind']}", "this SELECT form is not supported", "Use a plain SELECT"
         )
 
 
-def _refuse_select_clauses(statement: exp.Expression) -> None:
+def _refuse_select_clauses(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
     for node in statement.dfs():
         if isinstance(node, exp.Select):
-            _refuse_clauses(node, _ALLOWED_SELECT_ARGS)
+            yield from _refuse_clauses(node, _ALLOWED_SELECT_ARGS)
             with_ = node.args.get("with_")
             if with_ is not None and with_.args.get("recursive"):
-                raise UnsupportedViewError("WITH RECURSIVE", "recursive CTEs are not supported", _SEPARATE_MODEL)
+                yield UnsupportedViewError("WITH RECURSIVE", "recursive CTEs are not supported", _SEPARATE_MODEL)
         elif isinstance(node, exp.Subquery):
-            _refuse_clauses(node, _ALLOWED_SUBQUERY_ARGS)
+            yield from _refuse_clauses(node, _ALLOWED_SUBQUERY_ARGS)
 
 
-def _refuse_grouping_extensions(statement: exp.Expression) -> None:
+def _refuse_grouping_extensions(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
     for node in _nodes(statement, exp.Group):
         for key in ("grouping_sets", "cube", "rollup", "totals"):
             if node.args.get(key):
-                raise UnsupportedViewError(
+                yield UnsupportedViewError(
                     describe(node), "GROUPING SETS, ROLLUP and CUBE are not supported",
                     "Make one fast_refresh model per grouping and combine them downstream",
                 )
     for node in _nodes(statement, exp.GroupingSets, exp.Rollup, exp.Cube):
-        raise UnsupportedViewError(
+        yield UnsupportedViewError(
             describe(node), "GROUPING SETS, ROLLUP and CUBE are not supported",
             "Make one fast_refresh model per grouping and combine them downstream",
         )
@@ -151,106 +164,106 @@ def _refuse_grouping_extensions(statement: exp.Expression) -> None:
 _TIME_TRAVEL_ARGS = ("version", "when", "system_time", "changes")
 
 
-def _refuse_unsupported_relations(statement: exp.Expression) -> None:
+def _refuse_unsupported_relations(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
     for node in statement.dfs():
         if isinstance(node, exp.Table):
-            _refuse_table_modifiers(node)
+            yield from _refuse_table_modifiers(node)
         elif isinstance(node, exp.Values):
-            raise UnsupportedViewError(
+            yield UnsupportedViewError(
                 "VALUES", "inline VALUES lists are not supported as a source",
                 "Load the rows into a table (e.g. a dbt seed) and ref() it",
             )
         elif isinstance(node, exp.Lateral):
-            raise UnsupportedViewError(
+            yield UnsupportedViewError(
                 describe(node), "LATERAL views and lateral subqueries are not supported",
                 "Compute it in a separate model and ref() that model",
             )
         elif isinstance(node, exp.TableSample):
-            raise UnsupportedViewError(describe(node), "TABLESAMPLE reads a random subset of rows", "Remove it")
+            yield UnsupportedViewError(describe(node), "TABLESAMPLE reads a random subset of rows", "Remove it")
 
 
-def _refuse_table_modifiers(table: exp.Table) -> None:
+def _refuse_table_modifiers(table: exp.Table) -> Iterator[UnsupportedViewError]:
     if not isinstance(table.this, exp.Identifier):
-        raise UnsupportedViewError(
+        yield UnsupportedViewError(
             describe(table), "table-valued functions are not supported as a source",
             "Materialize the function's rows in a separate model and ref() it",
         )
     for key in _TIME_TRAVEL_ARGS:
         if table.args.get(key):
-            raise UnsupportedViewError(
+            yield UnsupportedViewError(
                 describe(table),
                 "time travel in the definition is not supported: the view must follow the current table",
                 "Remove VERSION/TIMESTAMP AS OF; the refresh itself reads consistent snapshots",
             )
     if table.args.get("sample"):
-        raise UnsupportedViewError(describe(table), "TABLESAMPLE reads a random subset of rows", "Remove it")
+        yield UnsupportedViewError(describe(table), "TABLESAMPLE reads a random subset of rows", "Remove it")
     if table.args.get("pivots"):
-        raise UnsupportedViewError(describe(table), "PIVOT/UNPIVOT is not supported", "Pivot in a downstream model")
+        yield UnsupportedViewError(describe(table), "PIVOT/UNPIVOT is not supported", "Pivot in a downstream model")
     if table.args.get("joins"):
-        raise UnsupportedViewError(describe(table), "parenthesised joins are not supported",
+        yield UnsupportedViewError(describe(table), "parenthesised joins are not supported",
                                    "Write the joins as one left-to-right chain")
     for key, value in table.args.items():
         if value and key not in ("this", "db", "catalog", "alias"):
-            raise UnsupportedViewError(
+            yield UnsupportedViewError(
                 describe(table), f"table {key.rstrip('_')} modifiers are not supported", "Remove them"
             )
 
 
-def _refuse_unsupported_joins(statement: exp.Expression) -> None:
+def _refuse_unsupported_joins(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
     for join in _nodes(statement, exp.Join):
         side = (join.args.get("side") or "").upper()
         kind = (join.args.get("kind") or "").upper()
         method = (join.args.get("method") or "").upper()
         if method:
-            raise UnsupportedViewError(
+            yield UnsupportedViewError(
                 f"{method} JOIN", f"{method} joins are not supported",
                 "Write the join condition explicitly with ON a.col = b.col",
             )
         if side == "FULL":
-            raise UnsupportedViewError(
+            yield UnsupportedViewError(
                 "FULL OUTER JOIN",
                 "a full outer join null-extends both sides, so no master is present in every view row to slice "
                 "the refresh by (only inner, LEFT and RIGHT joins are fast refreshed)",
                 "Use a LEFT or RIGHT JOIN, or build the full join downstream from fast_refresh views "
                 "(a LEFT JOIN view plus the unmatched rows of the other side)",
             )
-        if kind in ("SEMI", "ANTI"):
-            raise UnsupportedViewError(
+        elif kind in ("SEMI", "ANTI"):
+            yield UnsupportedViewError(
                 f"{side or 'LEFT'} {kind} JOIN", f"{kind.lower()} joins are not supported (they are EXISTS/NOT EXISTS)",
                 "Use an inner join to a model with one row per key, or filter downstream",
             )
-        if kind not in ("", "INNER", "CROSS", "OUTER"):
-            raise UnsupportedViewError(
+        elif kind not in ("", "INNER", "CROSS", "OUTER"):
+            yield UnsupportedViewError(
                 f"{kind} JOIN", "this join type is not supported", "Use an inner, LEFT or RIGHT join"
             )
         if join.args.get("using"):
             names = [describe(u) for u in join.args["using"]]
-            raise UnsupportedViewError(
+            yield UnsupportedViewError(
                 f"JOIN ... USING ({', '.join(names)})", "JOIN ... USING is not supported",
                 f"Write the condition with ON, e.g. ON a.{names[0]} = b.{names[0]}",
             )
         for key, value in join.args.items():
-            if value and key not in ("this", "on", "side", "kind"):
-                raise UnsupportedViewError(
+            if value and key not in ("this", "on", "side", "kind", "method", "using"):
+                yield UnsupportedViewError(
                     describe(join), f"join {key.rstrip('_')} modifiers are not supported", "Remove them"
                 )
 
 
-def _refuse_window_functions(statement: exp.Expression) -> None:
+def _refuse_window_functions(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
     for node in statement.dfs():
         if isinstance(node, exp.Window) or isinstance(node, functions.WINDOW_ONLY_TYPES):
-            raise UnsupportedViewError(
+            yield UnsupportedViewError(
                 describe(node),
                 "window functions are not supported: a change to one row can change every row of its partition",
                 _SEPARATE_MODEL,
             )
 
 
-def _refuse_nondeterministic_functions(statement: exp.Expression) -> None:
+def _refuse_nondeterministic_functions(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
     for node in statement.dfs():
         if functions.is_nondeterministic(node):
             shown = node.parent if isinstance(node.parent, exp.StrToUnix) else node  # unix_timestamp()
-            raise UnsupportedViewError(
+            yield UnsupportedViewError(
                 describe(shown),
                 "non-deterministic functions are not supported: the stored rows could not be recomputed "
                 "to the same values on refresh",
@@ -258,20 +271,20 @@ def _refuse_nondeterministic_functions(statement: exp.Expression) -> None:
             )
 
 
-def _refuse_generators(statement: exp.Expression) -> None:
+def _refuse_generators(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
     for node in statement.dfs():
         if functions.is_generator(node):
-            raise UnsupportedViewError(
+            yield UnsupportedViewError(
                 describe(node),
                 "generator functions (explode, posexplode, inline, stack, ...) are not supported",
                 "Explode the column in a separate model and ref() that model",
             )
 
 
-def _refuse_unsupported_aggregates(statement: exp.Expression) -> None:
+def _refuse_unsupported_aggregates(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
     for node in statement.dfs():
         if isinstance(node, exp.Filter):
-            raise UnsupportedViewError(
+            yield UnsupportedViewError(
                 describe(node), "aggregate FILTER clauses are not supported",
                 "Move the condition inside the aggregate, e.g. SUM(CASE WHEN cond THEN x END)",
             )
@@ -279,34 +292,34 @@ def _refuse_unsupported_aggregates(statement: exp.Expression) -> None:
             continue
         if not functions.is_maintainable_aggregate(node):
             name = node.name.lower() if isinstance(node, exp.Anonymous) else ""
-            raise UnsupportedViewError(
+            yield UnsupportedViewError(
                 describe(node),
                 "only COUNT, SUM, AVG, MIN and MAX can be maintained incrementally",
                 functions.AGGREGATE_ALTERNATIVES.get(name, "Compute this aggregate in a separate model or downstream"),
             )
         if isinstance(node.this, exp.Distinct):
-            raise UnsupportedViewError(
+            yield UnsupportedViewError(
                 describe(node), "DISTINCT aggregates cannot be maintained from changes",
                 "Group by the distinct column in one fast_refresh model and count its rows in another model",
             )
         if node.expressions:
-            raise UnsupportedViewError(
+            yield UnsupportedViewError(
                 describe(node), "aggregates over several arguments are not supported",
                 "Aggregate a single expression, e.g. COUNT(CASE WHEN a IS NOT NULL AND b IS NOT NULL THEN 1 END)",
             )
         for inner in node.this.walk() if node.this is not None else ():
             if functions.is_aggregate(inner):
-                raise UnsupportedViewError(
+                yield UnsupportedViewError(
                     describe(node), "nested aggregates are not supported",
                     "Aggregate in one model and aggregate again in a downstream model",
                 )
 
 
-def _refuse_unknown_functions(statement: exp.Expression) -> None:
+def _refuse_unknown_functions(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
     for node in statement.dfs():
         if isinstance(node, (exp.Anonymous, exp.AnonymousAggFunc)):
             if node.name.lower() not in functions.DETERMINISTIC_BUILTIN_NAMES:
-                raise UnsupportedViewError(
+                yield UnsupportedViewError(
                     f"{node.name}()",
                     "unknown or user-defined functions are not supported: the refresh cannot tell "
                     "whether they are deterministic",
@@ -314,15 +327,15 @@ def _refuse_unknown_functions(statement: exp.Expression) -> None:
                 )
 
 
-def _refuse_parameters(statement: exp.Expression) -> None:
+def _refuse_parameters(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
     for node in _nodes(statement, exp.Placeholder, exp.Parameter, exp.SessionParameter):
-        raise UnsupportedViewError(
+        yield UnsupportedViewError(
             describe(node), "query parameters and variables are not supported",
             "Render the value into the SQL with Jinja (e.g. a var())",
         )
 
 
-_CHECKS: tuple[Callable[[exp.Expression], None], ...] = (
+_CHECKS: tuple[Callable[[exp.Expression], Iterator[UnsupportedViewError]], ...] = (
     _refuse_set_operations,
     _refuse_expression_subqueries,
     _refuse_select_clauses,

@@ -68,8 +68,16 @@ class LogSpec:
     key: tuple[str, ...]
     capture: bool
 
+    @property
+    def master_name(self) -> str:
+        """The master as the user wrote it (meta.mv_log.master), with its table where that differs:
+        ``shop.orders``, or ``raw.orders (bronze.orders_v2)``."""
+        if self.master_ref.lower() == self.master_relation:
+            return self.master_ref
+        return f"{self.master_ref} ({self.master_relation})"
+
     def describe(self) -> str:
-        return f"change log {self.log_relation} (source '{self.source_name}') of master {self.master_relation}"
+        return f"change log {self.log_relation} (source '{self.source_name}') of master {self.master_name}"
 
 
 def _relation_name(node: Mapping[str, Any]) -> str:
@@ -146,7 +154,7 @@ def logs_by_master(specs: Sequence[LogSpec]) -> dict[str, LogSpec]:
         if spec.master_relation in result:
             other = result[spec.master_relation]
             raise LogContractError(
-                f"Master {spec.master_relation} has two change logs: sources '{other.source_name}' and "
+                f"Master {spec.master_name} has two change logs: sources '{other.source_name}' and "
                 f"'{spec.source_name}'. Declare one."
             )
         result[spec.master_relation] = spec

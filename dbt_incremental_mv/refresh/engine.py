@@ -19,6 +19,7 @@ from dbt_incremental_mv.logs.capture import CapturePlan
 from dbt_incremental_mv.logs.contract import LogSpec
 from dbt_incremental_mv.metadata import Metadata
 from dbt_incremental_mv.refresh import capture as capture_phase
+from dbt_incremental_mv.refresh import explain as explain_phase
 from dbt_incremental_mv.refresh import on_commit as on_commit_phase
 from dbt_incremental_mv.refresh import force, propagate, publish as publish_phase
 from dbt_incremental_mv.refresh import status as status_phase
@@ -86,7 +87,7 @@ class FastRefreshEngine:
                     captured.append(f"captured {capture.reason}")
         marked = mark_logs(ctx, plan, state, uncaptured=skipped)
         if skipped:
-            captured.append(f"capture of {', '.join(plan.logs[m].master_ref for m in sorted(skipped))} not needed")
+            captured.append(f"capture of {', '.join(plan.logs[m].master_name for m in sorted(skipped))} not needed")
         if plan.action == "fast":
             propagation = propagate.fast(ctx, plan, marked, read_at)
         else:
@@ -157,6 +158,9 @@ class FastRefreshEngine:
 
     def stored_definition(self, view: str, graph: Mapping[str, Any]) -> ViewDefinition | str:
         return on_commit_phase.stored_definition(self.ctx, view, graph)
+
+    def explain(self, model: Mapping[str, Any], sql: str, view_relation: str, built: bool, graph: Mapping[str, Any]) -> list[str]:
+        return explain_phase.explain(self.ctx, model, sql, view_relation, built, graph).lines()
 
     def status(self, model: Mapping[str, Any], view_relation: str, graph: Mapping[str, Any]) -> staleness.ViewStatus:
         return status_phase.status(self.ctx, model, view_relation, graph)

@@ -22,6 +22,18 @@ def dependency_relations(model: Mapping[str, Any], graph: Mapping[str, Any]) -> 
     return sorted(found)
 
 
+def dependency_names(model: Mapping[str, Any], graph: Mapping[str, Any]) -> dict[str, str]:
+    """The relations the model reads (as dependency_relations), each with the name the user
+    writes it by: ``source_name.table_name`` for a source, the node's name for a model or seed."""
+    names = {}
+    for node_id in (model.get("depends_on") or {}).get("nodes", []):
+        node = graph.get("nodes", {}).get(node_id) or graph.get("sources", {}).get(node_id)
+        if node is not None and node.get("resource_type") in ("model", "seed", "snapshot", "source"):
+            written = f"{node['source_name']}.{node['name']}" if node["resource_type"] == "source" else node["name"]
+            names[relation_name(node)] = written
+    return dict(sorted(names.items()))
+
+
 def view_consumers(graph: Mapping[str, Any], master_relation: str) -> list[str]:
     """Relations of every fast_refresh model that reads ``master_relation``."""
     consumers = []

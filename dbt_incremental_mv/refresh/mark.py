@@ -80,7 +80,7 @@ def mark_logs(
         if plan.action == "fast" and stats["reset_sequence"] is not None and stats["reset_sequence"] > consumed:
             plan.decision = fallback(
                 plan.model_name, plan.config,
-                f"the history of {spec.master_relation} was rewritten or expired before it was captured",
+                f"the history of {spec.master_name} was rewritten or expired before it was captured",
             )
         master_snapshot = stats["captured_through"] if spec.capture else master_snapshots.get(spec.master_relation)
         if skipped:
@@ -123,7 +123,7 @@ def _resume(
         if resume is None:
             plan.decision = fallback(
                 plan.model_name, plan.config,
-                f"the change log of {request.spec.master_ref} was captured past master snapshot {request.resume_at}, "
+                f"the change log of {request.spec.master_name} was captured past master snapshot {request.resume_at}, "
                 "which the view reflects since a complete refresh, in one piece: the changes before and after it "
                 "cannot be told apart",
             )

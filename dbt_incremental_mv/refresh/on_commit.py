@@ -58,7 +58,7 @@ def on_commit(
             stops=capture_phase.consumers_stops(ctx, spec, view_consumers(graph, master_relation)),
         )
         if captured.method == "reset":
-            return [f"{captured.reason}: the views reading {master_relation} need a complete refresh (dbt run)"]
+            return [f"{captured.reason}: the views reading {spec.master_name} need a complete refresh (dbt run)"]
         if commits is None:
             commits = captured.commits
     elif commits is None:
@@ -67,7 +67,7 @@ def on_commit(
             "to propagate, e.g. refresh_on_commit(commits=[...])."
         )
     if not commits:
-        return [f"{master_relation}: no new commit to propagate"]
+        return [f"{spec.master_name}: no new commit to propagate"]
     return [
         _refresh_view(ctx, view, spec, commit_ids(commits), graph, all_logs, existing)
         for view in view_consumers(graph, master_relation)
@@ -134,7 +134,7 @@ def _refresh_view(
     purged = purge_log(ctx, spec, new_state, view, graph, existing, snapshots.get(spec.log_relation))
     kind = marked[spec.master_relation].kind
     return (
-        f"{view}: on-commit refresh of {spec.master_relation} commit(s) {', '.join(map(str, commits))}: "
+        f"{view}: on-commit refresh of {spec.master_name} commit(s) {', '.join(map(str, commits))}: "
         f"{kind}; steps run: {', '.join(statement.steps_run)}" + (f"; purged {', '.join(purged)}" if purged else "")
     )
 

@@ -25,7 +25,7 @@ from dbt_incremental_mv.logs.contract import (
 )
 from dbt_incremental_mv.refresh import view_classes
 from dbt_incremental_mv.refresh.context import RefreshContext
-from dbt_incremental_mv.refresh.graph import dependency_relations, view_consumers
+from dbt_incremental_mv.refresh.graph import dependency_names, dependency_relations, view_consumers
 from dbt_incremental_mv.refresh.view_state import view_state_at
 from dbt_incremental_mv.refresh_plan import RefreshDecision, decide_refresh
 
@@ -147,6 +147,7 @@ def plan_refresh(
     evolutions: dict[str, LogEvolution] = {}  # capture-managed logs their master's schema changes outgrew
     existing_logs: set[str] = set()
     missing = [m for m in masters if m not in logs]
+    names = dependency_names(model, graph)  # as the user writes them: source_name.table_name, model name
     master_columns = {m: meta.columns(m) for m in masters}
     for master, spec in logs.items():
         if not master_columns[master]:
@@ -172,7 +173,7 @@ def plan_refresh(
         )
     if missing:
         blocker = (
-            f"no change log is declared for master {', '.join(missing)} "
+            f"no change log is declared for master {', '.join(names.get(m, m) for m in missing)} "
             "(declare one as a dbt source with meta.mv_log)"
         )
     else:

@@ -36,7 +36,7 @@ def fast(ctx: RefreshContext, plan: RefreshPlan, marked: dict[str, MarkedLog], r
         return complete(ctx, plan, marked)
     branch = write_branch()
     statement = view_classes.refresh_statement(plan.definition, plan.view_relation, marked, plan.view_types, branch)
-    kinds = ", ".join(f"{m.spec.master_relation}: {m.kind} (+{m.inserts}/-{m.deletes})" for m in marked.values())
+    kinds = ", ".join(f"{m.spec.master_name}: {m.kind} (+{m.inserts}/-{m.deletes})" for m in marked.values())
     if statement is None:
         return Propagation([], None, marked, f"fast refresh: nothing marked ({kinds}); no write")
     chosen = ""

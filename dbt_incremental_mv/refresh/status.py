@@ -47,9 +47,9 @@ def status(ctx: RefreshContext, model: Mapping[str, Any], view_relation: str, gr
             capture = capture_plan(ctx, spec, snapshots, per_commit=True)  # counts the commits
             uncaptured = len(capture.commits)
             if capture.method == "reset":
-                rebuild.append(f"the history of {spec.master_relation} was rewritten or expired before it was captured")
+                rebuild.append(f"the history of {spec.master_name} was rewritten or expired before it was captured")
         if stats["reset_sequence"] is not None and stats["reset_sequence"] > position.sequence:
-            rebuild.append(f"the history of {spec.master_relation} was rewritten or expired before it was captured")
+            rebuild.append(f"the history of {spec.master_name} was rewritten or expired before it was captured")
         pending.append(staleness.PendingChanges(
             spec.master_relation, int(stats["inserts"] or 0) + int(stats["deletes"] or 0), uncaptured
         ))

@@ -1,0 +1,80 @@
+"""explain_fast_refresh without Spark (refresh/explain.py): what the next refresh would do, read
+from metadata only; nothing is captured, written, committed or purged."""
+
+from __future__ import annotations
+
+from dbt_incremental_mv.refresh.context import RefreshContext
+from dbt_incremental_mv.refresh.explain import explain
+from tests.unit.test_refresh_statements import Warehouse
+
+
+def explained(warehouse: Warehouse, sql: str | None = None) -> list[str]:
+    fake = warehouse.fake
+    before = (len(fake.statements), len(fake.commits), {n: dict(t.refs) for n, t in fake.tables.items()})
+    ctx = RefreshContext(fake.query, fake.execute, fake.metadata())
+    lines = explain(ctx, warehouse.model, sql or warehouse.sql, "shop.v", "shop.v" in fake.tables, warehouse.graph).lines()
+    after = (len(fake.statements), len(fake.commits), {n: dict(t.refs) for n, t in fake.tables.items()})
+    assert after[1:] == before[1:], "explain changed nothing"
+    assert all(not sql.lstrip().lower().startswith(("insert", "merge", "delete", "call", "set", "cache"))
+               for sql in fake.statements[before[0]:]), fake.statements[before[0]:]
+    return lines
+
+
+def test_a_model_not_built_yet_shows_its_build_and_the_fast_refresh_that_follows():
+    lines = explained(Warehouse("join"))
+    text = "\n".join(lines)
+    assert lines[:4] == [
+        "-- explain_fast_refresh: v (shop.v, not built yet)", "view class: join", "fast refreshable: yes",
+        "next dbt run: build (first run: building the view in full)",
+    ]
+    assert "-- build\ncreate or replace table `shop`.`v` using iceberg as\nselect o.order_id" in text
+    for phase in ("mark", "write", "publish", "purge"):
+        assert f"-- once built, a fast refresh runs: {phase}" in text, phase
+    assert "delete from `shop`.`v`.`branch_mv_write`" in text
+    assert "-- layout advice (not run)" in text and "alter table `shop`.`v` write ordered by" in text
+
+
+def test_a_built_view_with_a_master_commit_shows_the_capture_the_cost_and_the_writes():
+    warehouse = Warehouse("aggregate")
+    warehouse.refresh()
+    warehouse.change("orders")
+    lines = explained(warehouse)
+    text = "\n".join(lines)
+    assert lines[1:4] == ["view class: aggregate", "fast refreshable: yes", "next dbt run: fast"]
+    assert "-- fast refresh: capture\n-- shop.mlog_orders: changelog (1 new master commit(s))" in text
+    assert "call spark_catalog.system.create_changelog_view(" in text
+    assert next(line for line in lines if line.startswith("cost: ")).endswith(
+        "refresh_method='force' runs fast (fast whenever possible: no size in the metadata of shop.v, shop.orders)"
+    )
+    assert "-- fast refresh: write (on a branch of the view, staged with the refresh's record)" in text
+    assert warehouse.refresh().startswith("fast refresh: "), "the refresh explained still runs as explained"
+
+
+def test_a_view_with_nothing_to_refresh_says_so_and_reads_nothing():
+    warehouse = Warehouse("outer_join")
+    warehouse.refresh()
+    warehouse.fake.statements.clear()
+    lines = explained(warehouse)
+    assert lines[3].startswith("next dbt run: fast: nothing to refresh"), lines[3]
+    assert warehouse.fake.statements == []
+
+
+def test_every_reason_is_listed_each_with_what_to_change_and_masters_named_as_written():
+    warehouse = Warehouse("join")
+    warehouse.refresh()
+    bad = ("select o.order_id, row_number() over (order by o.amount) as rn, rand() as r from shop.orders o "
+           "left semi join shop.customers c on o.customer_id = c.customer_id limit 5")
+    lines = explained(warehouse, bad)
+    assert lines[2] == "fast refreshable: no (4 reasons)"
+    assert [line.split(":")[0].strip() for line in lines[3:7]] == [
+        "1. LIMIT 5", "2. LEFT SEMI JOIN", "3. ROW_NUMBER() OVER (ORDER BY o.amount)", "4. RAND()",
+    ]
+    assert all(". " in line.split(": ", 2)[-1] for line in lines[3:7]), "each says what to change"
+    del warehouse.graph["sources"]["source.p.change_logs.mlog_customers"]
+    lines = explained(warehouse)
+    assert lines[2:4] == [
+        "fast refreshable: no (1 reason)",
+        "  1. shop.customers: no change log is declared for it. Declare one: a dbt source table with "
+        "meta.mv_log: {master: shop.customers, key: [<its unique key>], capture: true}",
+    ]
+    assert lines[4].startswith("next dbt run: complete (fast refresh impossible: no change log is declared")
