@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 REFRESH_METHODS = ("force", "fast", "complete")
-"""``force``: fast when possible, else complete (default); ``fast``: fail when a fast
-refresh is impossible; ``complete``: always recompute the whole view."""
+"""``force``: the cheaper of fast and complete by estimated cost, complete when a fast refresh is
+impossible (default); ``fast``: fail when a fast refresh is impossible; ``complete``: always
+recompute the whole view."""
 
 FILE_FORMAT = "iceberg"
 
@@ -29,6 +30,8 @@ class FastRefreshConfig:
     refresh_method: str = "force"
     refresh_stats: bool = False  # count the groups/rows a fast refresh changes (one extra query)
     on_configuration_change: str = "apply"  # dbt's config: rebuild on a definition change, or fail
+    refresh_history: bool = True  # append a row per refresh to <history_schema>.mv_refresh_history
+    history_schema: str | None = None  # None: the model's schema
 
     @classmethod
     def from_model_config(cls, model_name: str, config: Mapping[str, Any]) -> FastRefreshConfig:
@@ -39,7 +42,7 @@ class FastRefreshConfig:
             allowed = ", ".join(f"'{m}'" for m in REFRESH_METHODS)
             raise ConfigError(
                 f"Model '{model_name}': refresh_method={refresh_method!r} is not supported. "
-                f"Allowed values: {allowed} (default 'force': fast when possible, else complete)."
+                f"Allowed values: {allowed} (default 'force': the cheaper of fast and complete, by estimated cost)."
             )
         file_format = config.get("file_format")
         if file_format is not None and str(file_format).lower() != FILE_FORMAT:
@@ -59,9 +62,20 @@ class FastRefreshConfig:
                 f"Model '{model_name}': on_configuration_change={on_change!r} is not supported by fast_refresh. "
                 "Allowed values: 'apply' (default: rebuild the view when its definition changed), 'fail'."
             )
+        refresh_history = config.get("refresh_history", True)
+        if not isinstance(refresh_history, bool):
+            raise ConfigError(f"Model '{model_name}': refresh_history={refresh_history!r} must be true or false.")
+        history_schema = config.get("history_schema")
+        if history_schema is not None and (not isinstance(history_schema, str) or not history_schema.strip()
+                                           or "." in history_schema or "`" in history_schema):
+            raise ConfigError(
+                f"Model '{model_name}': history_schema={history_schema!r} must name one schema (no dots or "
+                "backticks), e.g. history_schema='ops'."
+            )
         return cls(
             refresh_method=refresh_method.strip().lower(), refresh_stats=refresh_stats,
-            on_configuration_change=on_change.strip().lower(),
+            on_configuration_change=on_change.strip().lower(), refresh_history=refresh_history,
+            history_schema=history_schema.strip().lower() if history_schema else None,
         )
 
 

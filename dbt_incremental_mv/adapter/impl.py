@@ -7,6 +7,8 @@ reads and log maintenance themselves.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,6 +27,12 @@ def _relation_name(relation: BaseRelation) -> str:
 
 class SparkMVAdapter(SparkAdapter):
     ConnectionManager = SparkMVConnectionManager
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._history: dict[str, list] = {}  # history table -> rows kept until the command ends
+        self._history_lock = threading.Lock()
+        self._phase_ended: dict[int, float] = {}  # by plan: when its last timed phase ended
 
     @classmethod
     def get_adapter_run_info(cls, config: Any) -> AdapterTrackingRelationInfo:
@@ -110,12 +118,15 @@ class SparkMVAdapter(SparkAdapter):
         from dbt_incremental_mv.refresh_plan import DefinitionChanged, FastRefreshUnavailable
 
         existing_type = str(existing.type) if existing is not None and existing.type is not None else None
+        started = time.perf_counter()
         try:
             plan = self._engine().plan(
                 model, compiled_code, _relation_name(target), existing_type, bool(full_refresh), graph
             )
             if (model.get("config") or {}).get("grants"):
                 self._check_grants_supported(model["name"], target)
+            plan.timings["plan"] = time.perf_counter() - started
+            self._phase_ended[id(plan)] = time.perf_counter()
             return plan
         except (ConfigError, LogContractError, FastRefreshUnavailable, DefinitionChanged) as exc:
             raise self._people_error(exc) from exc
@@ -138,25 +149,82 @@ class SparkMVAdapter(SparkAdapter):
         """Capture and mark; returns the statements of the propagate step."""
         from dbt_incremental_mv.refresh_plan import FastRefreshUnavailable
 
+        started = time.perf_counter()
         try:
-            return self._engine().mark(plan)
+            propagation = self._engine().mark(plan)
         except FastRefreshUnavailable as exc:
             raise self._people_error(exc) from exc
+        plan.timings["mark"] = time.perf_counter() - started - plan.timings.get("capture", 0.0)
+        self._phase_ended[id(plan)] = time.perf_counter()
+        return propagation
 
     @available
     def fast_refresh_publish(self, plan, wap_id: str) -> None:
         """Publish the refresh's staged commit (a compare-and-swap on the view's main branch)."""
         from dbt_incremental_mv.refresh.engine import ConcurrentRefreshError
 
+        started = time.perf_counter()
+        plan.timings["write"] = started - self._phase_ended.get(id(plan), started)  # the macro ran the writes
         try:
             plan.published_summary = self._engine().publish(plan.view_relation, wap_id, plan)
         except ConcurrentRefreshError as exc:
             raise self._people_error(exc) from exc
+        plan.timings["publish"] = time.perf_counter() - started
+        self._phase_ended[id(plan)] = time.perf_counter()
 
     @available
     def fast_refresh_finish(self, plan, propagation, graph: Mapping[str, Any]) -> str:
-        """Purge what every view has consumed; returns the model's one log line."""
-        return self._engine().finish(plan, propagation, graph, self._relation_exists)
+        """Purge what every view has consumed; returns the model's one log line. Keeps the
+        refresh's history row, written with the others when the dbt command ends."""
+        started = time.perf_counter()
+        if "publish" not in plan.timings:
+            plan.timings["write"] = started - self._phase_ended.pop(id(plan), started)
+        self._phase_ended.pop(id(plan), None)
+        engine = self._engine()
+        line = engine.finish(plan, propagation, graph, self._relation_exists)
+        plan.timings["purge"] = time.perf_counter() - started
+        if plan.config.refresh_history:
+            from dbt_common.invocation import get_invocation_id
+
+            from dbt_incremental_mv.refresh.history import history_relation
+
+            schema = plan.config.history_schema or plan.view_relation.split(".")[0]
+            row = engine.history_row(plan, propagation, line, get_invocation_id())
+            with self._history_lock:
+                self._history.setdefault(history_relation(schema), []).append(row)
+        return line
+
+    # ------------------------------------------------------------ the refresh history
+    def cleanup_connections(self) -> None:
+        """At the end of a dbt command: write the refresh history kept meanwhile (one statement
+        per history table, so that no refresh pays a Spark job for it), then close."""
+        try:
+            self._write_history()
+        finally:
+            super().cleanup_connections()
+
+    def _write_history(self) -> None:
+        from dbt.adapters.events.logging import AdapterLogger
+
+        from dbt_incremental_mv.refresh.history import create_sql, insert_sql
+        from dbt_incremental_mv.sql_text import ident
+
+        with self._history_lock:
+            pending, self._history = self._history, {}
+        if not pending:
+            return
+        with self.connection_named("mv_refresh_history"):
+            for table, rows in sorted(pending.items()):
+                try:
+                    self._run(f"create namespace if not exists {ident(table.split('.')[0])}")
+                    self._run(create_sql(table))
+                    self._run(insert_sql(table, rows))
+                except Exception as exc:  # noqa: BLE001 - the refreshes are done: say so, do not fail them
+                    AdapterLogger("spark_mv").warning(
+                        f"The refresh history ({len(rows)} row(s)) could not be written to {table}: "
+                        f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}. Set refresh_history=false "
+                        "to stop keeping it, or history_schema to write it elsewhere."
+                    )
 
     # ------------------------------------------------------------ operations
     def _log_specs(self, graph: Mapping[str, Any], masters: Sequence[str] | None):
@@ -250,10 +318,34 @@ class SparkMVAdapter(SparkAdapter):
         from dbt_incremental_mv.staleness import view_status
 
         engine = self._engine()
-        return [
-            (engine.status(node, name, graph) if self._relation_exists(name) else view_status(node["name"], built=False)).line()
+        found = [
+            (name, (engine.status(node, name, graph) if self._relation_exists(name) else view_status(node["name"], built=False)).line())
             for node, name in self._fast_refresh_models(graph, models)
         ]
+        last = self._last_refreshes(graph, [name for name, _ in found], models)
+        return [f"{line}; {last[name]}" if name in last else line for name, line in found]
+
+    def _last_refreshes(self, graph: Mapping[str, Any], views: Sequence[str], models: Sequence[str] | None) -> dict[str, str]:
+        """The newest refresh history row of each view, as a few words (one query per history table)."""
+        from dbt_incremental_mv.config import ConfigError, FastRefreshConfig
+        from dbt_incremental_mv.refresh.history import history_relation, last_refresh_line, last_refresh_sql
+
+        tables: dict[str, list[str]] = {}
+        for node, name in self._fast_refresh_models(graph, models):
+            try:
+                config = FastRefreshConfig.from_model_config(node["name"], node.get("config") or {})
+            except ConfigError:
+                continue
+            if config.refresh_history:
+                tables.setdefault(history_relation(config.history_schema or node["schema"]), []).append(name)
+        metadata = self._metadata()
+        last = {}
+        for table, names in sorted(tables.items()):
+            if not metadata.columns(table):
+                continue
+            for view, method, reason, at, total, inserted, deleted in self._query(last_refresh_sql(table, names)):
+                last[view] = last_refresh_line(method, reason, at, total, inserted, deleted)
+        return last
 
     @available
     def mv_explain(self, graph: Mapping[str, Any], model_name: str, compiled_sql: str | None = None) -> list[str]:

@@ -45,6 +45,20 @@ class RefreshContext:
     execute: Execute
     metadata: Metadata
     _stats: dict[tuple, dict[str, Any]] = field(default_factory=dict)
+    statements: int = 0  # SQL statements run through it (the refresh history's count)
+
+    def __post_init__(self) -> None:
+        query, execute = self.query, self.execute
+
+        def counted_query(sql: str) -> Any:
+            self.statements += 1
+            return query(sql)
+
+        def counted_execute(sql: str) -> Any:
+            self.statements += 1
+            return execute(sql)
+
+        self.query, self.execute = counted_query, counted_execute
 
     @classmethod
     def over_sql(cls, query: Query, execute: Execute) -> RefreshContext:

@@ -86,6 +86,8 @@ class RefreshPlan:
     published_summary: dict[str, str] | None = None  # row counts of the commit publish() put on main
     write_branch: str | None = None  # the branch a refresh of several writes stages them on (publish drops it)
     context: RefreshContext | None = field(default=None, repr=False, compare=False)  # the refresh's I/O
+    cost_choice: str | None = None  # refresh_method='force': the estimate that chose (history.py)
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per phase so far (history.py)
 
     @property
     def action(self) -> str:

@@ -28,6 +28,8 @@ class Propagation:
     state: ViewState | None
     marked: dict[str, MarkedLog]
     summary: str
+    steps_run: tuple[str, ...] = ()  # the view class's steps (a fast refresh's)
+    steps_skipped: tuple[str, ...] = ()
 
 
 def fast(ctx: RefreshContext, plan: RefreshPlan, marked: dict[str, MarkedLog], read_at: int | None) -> Propagation:
@@ -42,6 +44,7 @@ def fast(ctx: RefreshContext, plan: RefreshPlan, marked: dict[str, MarkedLog], r
     chosen = ""
     if plan.config.refresh_method == "force":
         choice = force.after_mark(ctx, plan, marked, statement)
+        plan.cost_choice = choice.why
         if choice.method == "complete":
             plan.decision = RefreshDecision("complete", choice.why)
             return complete(ctx, plan, marked)
@@ -58,7 +61,9 @@ def fast(ctx: RefreshContext, plan: RefreshPlan, marked: dict[str, MarkedLog], r
     if statement.branch is not None:
         open_write_branch(ctx, plan.view_relation, statement.branch, read_at)
         plan.write_branch = statement.branch
-    return Propagation(staged_statement(state, statement), state, marked, summary)
+    return Propagation(
+        staged_statement(state, statement), state, marked, summary, tuple(statement.steps_run), tuple(statement.steps_skipped),
+    )
 
 
 def complete(ctx: RefreshContext, plan: RefreshPlan, marked: Mapping[str, MarkedLog]) -> Propagation:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dbt_incremental_mv.bookkeeping import LogPosition, ViewState
@@ -176,12 +176,15 @@ def _publish(meta, view, view_relation: str, wap_id: str, staged_snapshot, branc
     for snapshot in writes:
         for key in SUMMARY_KEYS:
             totals[key] = totals.get(key, 0) + snapshot.count(key)
-    return {k: str(v) for k, v in totals.items() if v}
+    return {**{k: str(v) for k, v in totals.items() if v}, PUBLISHED_SNAPSHOT: str(staged_snapshot.snapshot_id)}
 
 
-def view_rows_line(summary: dict[str, str]) -> str:
-    """Rows a published commit inserted into and deleted from the view (net of the delete files
-    it rewrote: merge-on-read writes a data file's old position deletes again with its new ones)."""
+PUBLISHED_SNAPSHOT = "snapshot-id"  # in publish()'s summary: the view snapshot it published
+
+
+def rows_written(summary: Mapping[str, str]) -> tuple[int, int]:
+    """(inserted, deleted) rows of a published commit (net of the delete files it rewrote:
+    merge-on-read writes a data file's old position deletes again with its new ones)."""
     def count(key: str) -> int:
         return int(summary.get(key) or 0)
 
@@ -190,4 +193,10 @@ def view_rows_line(summary: dict[str, str]) -> str:
                + count("added-equality-deletes") - count("removed-equality-deletes"))
     if count("deleted-records") and not deleted:  # copy-on-write: rewritten rows count as deleted
         deleted = count("deleted-records")
+    return inserted, deleted
+
+
+def view_rows_line(summary: dict[str, str]) -> str:
+    """Rows a published commit inserted into and deleted from the view."""
+    inserted, deleted = rows_written(summary)
     return f"view rows: +{inserted} -{deleted}"

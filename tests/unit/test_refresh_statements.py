@@ -78,7 +78,9 @@ class Warehouse:
                 fake.table("shop.v", columns, dict(plan.tblproperties))
             else:
                 fake.execute(step.sql)
-        return engine.finish(plan, propagation, self.graph, lambda name: name in fake.tables)
+        line = engine.finish(plan, propagation, self.graph, lambda name: name in fake.tables)
+        self.last = (engine, plan, propagation, line)  # what the refresh kept (its history row)
+        return line
 
     def change(self, master: str) -> None:
         self.fake.commit(f"shop.{master}", "overwrite")

@@ -1,0 +1,75 @@
+"""The refresh history (refresh/history.py): the row each refresh keeps, and the one INSERT that
+writes a command's rows; no Spark."""
+
+from __future__ import annotations
+
+import datetime
+
+import sqlglot
+
+from dbt_incremental_mv.refresh.history import COLUMNS, HistoryRow, MarkedCount, create_sql, insert_sql
+from tests.unit.test_refresh_statements import Warehouse
+
+AT = datetime.datetime(2026, 11, 25, 7, 30, tzinfo=datetime.timezone.utc)
+
+
+def row_of(warehouse: Warehouse) -> HistoryRow:
+    engine, plan, propagation, line = warehouse.last
+    return engine.history_row(plan, propagation, line, "inv-1")
+
+
+def test_a_fast_refresh_keeps_its_method_marks_steps_statements_and_snapshot():
+    warehouse = Warehouse("join")
+    warehouse.refresh()
+    build = row_of(warehouse)
+    assert (build.method, build.reason) == ("build", "first run: building the view in full")
+    assert {m.kind for m in build.marked} == {"none"}
+    warehouse.change("orders")
+    warehouse.fake.statements.clear()
+    warehouse.refresh()
+    fast = row_of(warehouse)
+    assert fast.method == "fast" and fast.model == "v" and fast.view == "shop.v"
+    assert fast.marked == (MarkedCount("shop.customers", "none", 0, 0), MarkedCount("shop.orders", "mixed", 1, 1))
+    assert fast.steps_run and fast.statements == len(warehouse.fake.statements)  # the publish is metadata
+    assert fast.view_snapshot == warehouse.fake.tables["shop.v"].refs["main"]
+    assert fast.summary.startswith("fast refresh: ")
+
+
+def test_a_refresh_with_nothing_to_do_keeps_a_row_without_a_statement():
+    warehouse = Warehouse("aggregate")
+    warehouse.refresh()
+    warehouse.fake.statements.clear()
+    warehouse.refresh()
+    idle = row_of(warehouse)
+    assert (idle.method, idle.reason, idle.statements) == ("none", "nothing to refresh", 0)
+    assert idle.view_snapshot == warehouse.fake.tables["shop.v"].refs["main"]
+    assert warehouse.fake.statements == []
+
+
+def test_the_insert_quotes_every_value_and_parses():
+    hostile = HistoryRow(
+        AT, "inv'1", "m", "s.v", "fast", "it's; drop table x --", (MarkedCount("raw.o'rders", "mixed", 3, 2),),
+        ("DELTA orders",), (), 3, 2, 7, {"plan": 0.5, "total": 1.25}, 42, "line\nwith 'quotes'",
+    )
+    empty = HistoryRow(AT, "inv", "m", "s.v", "none", "nothing to refresh")
+    sql = insert_sql("ops.mv_refresh_history", [hostile, empty])
+    assert sql == insert_sql("ops.mv_refresh_history", [hostile, empty]), "deterministic"
+    parsed = sqlglot.parse_one(sql, read="spark")
+    values = parsed.expression.expressions
+    assert len(values) == 2 and all(len(v.expressions) == len(COLUMNS) for v in values)
+    assert "drop table x" not in sql.replace("'it\\'s; drop table x --'", "")
+    assert "cast('2026-11-25 07:30:00.000000' as timestamp)" in sql
+    sqlglot.parse_one(create_sql("ops.mv_refresh_history"), read="spark")
+
+
+def test_mv_status_reads_the_newest_row_of_each_view_in_one_query():
+    from dbt_incremental_mv.refresh.history import last_refresh_line, last_refresh_sql
+
+    sql = last_refresh_sql("ops.mv_refresh_history", ["s.b", "s.a", "s.a"])
+    assert "where view in ('s.a', 's.b')" in sql and "partition by view order by refreshed_at desc" in sql
+    sqlglot.parse_one(sql, read="spark")
+    at = datetime.datetime(2026, 11, 25, 7, 30, 1)
+    assert last_refresh_line("fast", "estimated ...", at, 1.234, 3, 2) == "last refresh 2026-11-25 07:30:01: fast, 1.2 s, rows +3 -2"
+    assert last_refresh_line("complete", "estimated 9.0 s fast vs 2.0 s complete", at, 2.0, None, None) == (
+        "last refresh 2026-11-25 07:30:01: complete, 2.0 s (estimated 9.0 s fast vs 2.0 s complete)"
+    )
