@@ -214,10 +214,12 @@ class SparkMVAdapter(SparkAdapter):
         if not pending:
             return
         with self.connection_named("mv_refresh_history"):
+            metadata = self._metadata()
             for table, rows in sorted(pending.items()):
                 try:
-                    self._run(f"create namespace if not exists {ident(table.split('.')[0])}")
-                    self._run(create_sql(table))
+                    if not metadata.columns(table):
+                        self._run(f"create namespace if not exists {ident(table.split('.')[0])}")
+                        self._run(create_sql(table))
                     self._run(insert_sql(table, rows))
                 except Exception as exc:  # noqa: BLE001 - the refreshes are done: say so, do not fail them
                     AdapterLogger("spark_mv").warning(

@@ -41,6 +41,9 @@ def status(ctx: RefreshContext, model: Mapping[str, Any], view_relation: str, gr
     for spec in plan.logs.values():
         position = state.logs[spec.log_relation]
         snapshots = ctx.metadata.mains([spec.log_relation, spec.master_relation])
+        if position.uncaptured:  # recomputed past the log: pending is what came after that snapshot
+            pending.append(_pending_past_log(ctx, spec, position, snapshots, rebuild))
+            continue
         stats = ctx.stats(StatsRequest(spec, snapshots.get(spec.log_relation), position.sequence, tuple(position.commits)))[0]
         uncaptured = 0
         if spec.capture:
@@ -54,3 +57,33 @@ def status(ctx: RefreshContext, model: Mapping[str, Any], view_relation: str, gr
             spec.master_relation, int(stats["inserts"] or 0) + int(stats["deletes"] or 0), uncaptured
         ))
     return staleness.view_status(name, built=True, rebuild=rebuild, pending=pending)
+
+
+def _pending_past_log(ctx: RefreshContext, spec, position, snapshots, rebuild: list[str]) -> staleness.PendingChanges:
+    """The changes pending for a view recomputed without capturing its log (LogPosition.uncaptured):
+    the master commits after the snapshot it reflects, logged (after the log's watermark there)
+    or not captured yet."""
+    reflected = position.master_snapshot
+    stats = ctx.stats(StatsRequest(spec, snapshots.get(spec.log_relation), position.sequence, tuple(position.commits),
+                                   resume_at=reflected))[0]
+    master = ctx.metadata.table(spec.master_relation)
+    if stats["resume_sequence"] is None:  # no watermark at that snapshot
+        captured = stats["captured_through"]
+        if master is not None and captured is not None and captured != reflected and reflected in {
+            s.snapshot_id for s in master.ancestry(captured)
+        }:
+            rebuild.append(
+                f"the change log of {spec.master_name} was captured past master snapshot {reflected}, which the "
+                "view reflects since a complete refresh, in one piece"
+            )
+            return staleness.PendingChanges(spec.master_relation, 0, 0)
+        since = master.commits_since(reflected) if master is not None else None
+        if since is None:
+            rebuild.append(f"the history of {spec.master_name} was rewritten or expired before it was captured")
+            return staleness.PendingChanges(spec.master_relation, 0, 0)
+        return staleness.PendingChanges(spec.master_relation, 0, len(since))
+    logged = ctx.stats(StatsRequest(spec, snapshots.get(spec.log_relation), int(stats["resume_sequence"])))[0]
+    capture = capture_plan(ctx, spec, snapshots, per_commit=True)
+    return staleness.PendingChanges(
+        spec.master_relation, int(logged["inserts"] or 0) + int(logged["deletes"] or 0), len(capture.commits)
+    )

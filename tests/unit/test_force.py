@@ -6,6 +6,7 @@ refresh/capture.py, refresh/mark.py)."""
 from __future__ import annotations
 
 from dbt_incremental_mv.bookkeeping import ViewState
+from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.engine import FastRefreshEngine
 from tests.unit.fake_iceberg import statement_kinds
 from tests.unit.test_refresh_statements import Warehouse
@@ -117,3 +118,22 @@ def _specs(warehouse: Warehouse):
     from dbt_incremental_mv.logs.contract import log_specs_from_graph
 
     return log_specs_from_graph(warehouse.graph)
+
+
+def test_mv_status_of_a_view_recomputed_past_its_log_counts_what_came_after():
+    from dbt_incremental_mv.refresh.status import status
+
+    warehouse = built()
+    sized(warehouse, "shop.orders", 100 * MB, added=90 * MB, removed=90 * MB)
+    warehouse.refresh()
+    fake = warehouse.fake
+
+    def line() -> str:
+        return status(RefreshContext(fake.query, fake.execute, fake.metadata()), warehouse.model, "shop.v", warehouse.graph).line()
+
+    assert line() == "v: fresh"
+    sized(warehouse, "shop.orders", 100 * MB, added=MB // 10, removed=MB // 10)
+    assert line() == "v: stale (changes pending: shop.orders: 1 uncaptured commit(s))"
+    spec = next(s for s in _specs(warehouse) if s.master_relation == "shop.orders")
+    FastRefreshEngine(fake.query, fake.execute, fake.metadata()).capture(spec, None)  # past it in one piece
+    assert line().startswith("v: needs rebuild (the change log of shop.orders was captured past master snapshot")

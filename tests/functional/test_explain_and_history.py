@@ -1,0 +1,72 @@
+"""explain_fast_refresh (read-only, all reasons, every phase's statements, works unbuilt) and the
+refresh history (one row per refresh, written when the command ends; mv_status shows the newest)."""
+
+import pytest
+from dbt.tests.util import run_dbt, run_dbt_and_capture
+
+from tests.functional.util import capture_sources, relation_exists, rows
+
+SOURCES = capture_sources({"orders": "order_id"})
+TOTALS = ("{{ config(materialized='fast_refresh') }}\n"
+          "select o.customer_id, count(*) as n, sum(o.amount) as total from {{ source('shop', 'orders') }} o "
+          "group by o.customer_id")
+BAD = ("{{ config(materialized='fast_refresh') }}\n"
+       "select o.order_id, row_number() over (order by o.amount) as rn from {{ source('shop', 'orders') }} o limit 5")
+
+
+def explain(model):
+    _, log = run_dbt_and_capture(["run-operation", "explain_fast_refresh", "--args", f"{{model: {model}}}"])
+    return log
+
+
+def snapshots(project, *tables):
+    return {t: rows(project, f"select snapshot_id from {project.test_schema}.{t}.`refs` where name = 'main'") for t in tables}
+
+
+class TestExplainAndHistory:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"totals.sql": TOTALS, "bad.sql": BAD, "sources.yml": SOURCES}
+
+    def test_explain_then_history(self, project):
+        schema = project.test_schema
+        project.run_sql(f"create table {schema}.orders (customer_id bigint, order_id bigint, amount decimal(10,2)) using iceberg")
+        project.run_sql(f"insert into {schema}.orders values (1, 1, 5.00), (1, 2, 50.00), (2, 3, 7.00)")
+
+        # not built yet: the build, then the fast refresh that follows; nothing is created
+        log = explain("totals")
+        assert f"-- explain_fast_refresh: totals ({schema}.totals, not built yet)" in log, log
+        assert "view class: aggregate" in log and "fast refreshable: yes" in log
+        assert "next dbt run: build (first run: building the view in full)" in log
+        for phase in ("mark", "write", "publish", "purge"):
+            assert f"-- once built, a fast refresh runs: {phase}" in log, phase
+        assert not relation_exists(project, "totals") and not relation_exists(project, "mlog_orders")
+
+        # every reason, numbered, each with what to change
+        log = explain("bad")
+        assert "fast refreshable: no (2 reasons)" in log, log
+        assert "1. LIMIT 5: LIMIT keeps an arbitrary subset of rows" in log
+        assert "2. ROW_NUMBER() OVER (ORDER BY o.amount): window functions are not supported" in log
+
+        run_dbt(["run"])
+        project.run_sql(f"insert into {schema}.orders values (3, 4, 1.00)")
+        before = snapshots(project, "totals", "mlog_orders", "orders")
+        log = explain("totals")
+        assert "next dbt run: " in log and "-- fast refresh: capture" in log, log
+        assert "call spark_catalog.system.create_changelog_view(" in log or "mv_files_added_<id>" in log
+        assert "cost: fast ~" in log and "refresh_method='force' runs" in log
+        assert snapshots(project, "totals", "mlog_orders", "orders") == before  # explain changed nothing
+
+        _, refreshed = run_dbt_and_capture(["run", "--select", "totals"])
+        run_dbt(["run", "--select", "totals"])  # nothing to refresh
+        history = rows(project, f"select model, method, statements, view_snapshot, seconds['total'] >= 0, "
+                                f"size(marked) from {schema}.mv_refresh_history where model = 'totals' order by refreshed_at")
+        methods = [h[1] for h in history]
+        assert methods[0] == "build" and methods[-1] == "none" and methods[1] in ("fast", "complete"), history
+        assert history[-1][2] == 0, "a refresh with nothing to do ran no statement"
+        current = rows(project, f"select snapshot_id from {schema}.totals.`refs` where name = 'main'")[0][0]
+        assert history[-1][3] == current and all(h[4] for h in history)
+        assert ("bad", "build") in {(m, x) for m, x, *_ in rows(project, f"select model, method from {schema}.mv_refresh_history")}
+
+        _, log = run_dbt_and_capture(["run-operation", "mv_status", "--args", "{models: [totals]}"])
+        assert "totals: fresh; last refresh " in log and ": none" in log, log
