@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import Literal, Protocol
 
 import sqlglot
@@ -68,11 +70,26 @@ class Calibration:
         )
 
 
-@lru_cache(maxsize=1)
+CALIBRATION_ENV = "DBT_INCREMENTAL_MV_CALIBRATION"
+
+
 def calibration() -> Calibration:
-    """The package's calibration (read once per process)."""
-    text = resources.files("dbt_incremental_mv").joinpath(CALIBRATION_FILE).read_text(encoding="utf-8")
-    return Calibration.from_json(text)
+    """The prices: those of the file ``DBT_INCREMENTAL_MV_CALIBRATION`` names (measured on your
+    cluster: benchmarks/README.md), else the package's (each file read once per process)."""
+    return _calibration(os.environ.get(CALIBRATION_ENV) or None)
+
+
+@lru_cache(maxsize=4)
+def _calibration(path: str | None) -> Calibration:
+    if path is None:
+        return Calibration.from_json(resources.files("dbt_incremental_mv").joinpath(CALIBRATION_FILE).read_text(encoding="utf-8"))
+    try:
+        return Calibration.from_json(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(
+            f"{CALIBRATION_ENV}={path}: not a calibration file ({exc}); copy dbt_incremental_mv/calibration.json "
+            f"and change its prices, or unset {CALIBRATION_ENV} to use the package's"
+        ) from exc
 
 
 # ---------------------------------------------------------------- what a statement reads

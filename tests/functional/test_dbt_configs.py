@@ -31,14 +31,14 @@ def comments(project, table):
 TABLE_MODEL = """
 {{ config(
     materialized='fast_refresh',
-    refresh_method=var('method', 'force'),
+    refresh_method=var('method', 'fast'),
     partition_by=['region'],
     clustered_by=['order_id'],
     buckets=4,
     tblproperties={'owner_team': "sales 'emea'"},
     persist_docs={'relation': true, 'columns': true},
-    pre_hook="insert into {{ this.schema }}.audit select 'pre', '{{ var('method', 'force') }}'",
-    post_hook="insert into {{ this.schema }}.audit select 'post', '{{ var('method', 'force') }}'",
+    pre_hook="insert into {{ this.schema }}.audit select 'pre', '{{ var('method', 'fast') }}'",
+    post_hook="insert into {{ this.schema }}.audit select 'post', '{{ var('method', 'fast') }}'",
 ) }}
 """ + ORDERS
 
@@ -74,7 +74,7 @@ class TestTableConfigs:
     def test_settings_survive_every_kind_of_refresh(self, project):
         schema = create_masters(project)
         project.run_sql(f"create table {schema}.audit (hook string, method string) using iceberg")
-        audit = [("pre", "force"), ("post", "force")]
+        audit = [("pre", "fast"), ("post", "fast")]
         _, log = run_dbt_and_capture(["run"])
         assert "v: build (first run" in log, log
         self.check(project, audit)
@@ -156,7 +156,7 @@ class TestGrantsWithoutAccessControl:
     @pytest.fixture(scope="class")
     def models(self):
         return {
-            "granted.sql": "{{ config(materialized='fast_refresh', grants={'select': ['analyst']}) }}\n" + ORDERS,
+            "granted.sql": "{{ config(materialized='fast_refresh', refresh_method='fast', grants={'select': ['analyst']}) }}\n" + ORDERS,
             "sources.yml": SOURCES,
         }
 
@@ -221,7 +221,7 @@ def access_control(monkeypatch):
     return emulated
 
 
-GRANTED = "{{ config(materialized='fast_refresh', grants={'select': var('readers', ['analyst'])}) }}\n" + ORDERS
+GRANTED = "{{ config(materialized='fast_refresh', refresh_method='fast', grants={'select': var('readers', ['analyst'])}) }}\n" + ORDERS
 
 
 class TestGrantsWithAccessControl:

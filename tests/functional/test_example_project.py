@@ -34,7 +34,7 @@ def test_demo_builds_refreshes_incrementally_and_rebuilds_cleanly(tmp_path):
     second = dbt(project, "run")
     assert "Done. PASS=4 WARN=0 ERROR=0" in second
     line = next(l for l in second.splitlines() if "customer_orders: fast refresh:" in l)
-    assert "shop.orders: mixed" in line and "shop.customers: mixed" in line
+    assert "orders (shop.orders): mixed" in line and "customers (shop.customers): mixed" in line
     assert "steps run: DEL o, DEL c, INS o, INS c" in line
     assert re.search(r"view rows: \+\d+ -\d+", line)
     outer = next(l for l in second.splitlines() if "order_lines_with_products: fast refresh:" in l)

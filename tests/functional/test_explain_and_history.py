@@ -70,3 +70,43 @@ class TestExplainAndHistory:
 
         _, log = run_dbt_and_capture(["run-operation", "mv_status", "--args", "{models: [totals]}"])
         assert "totals: fresh; last refresh " in log and ": none" in log, log
+
+
+FORCED = ("{{ config(materialized='fast_refresh', refresh_method=var('method', 'force')) }}\n"
+          "select o.customer_id, count(*) as n, sum(o.amount) as total from {{ source('shop', 'orders') }} o "
+          "group by o.customer_id")
+QUERY = "select customer_id, count(*) as n, sum(amount) as total from {s}.orders group by customer_id"
+
+
+class TestCostBasedForce:
+    """On a table this small a complete refresh is cheaper: force recomputes without capturing;
+    a later fast refresh resumes where the recomputed view stands (the capture reads none of the
+    changes before it), and the view stays equal to its query throughout."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"v.sql": FORCED, "sources.yml": SOURCES}
+
+    def test_recompute_without_capture_then_resume_fast(self, project):
+        from tests.functional.util import assert_view_matches_query
+
+        schema = project.test_schema
+        project.run_sql(f"create table {schema}.orders (customer_id bigint, order_id bigint, amount decimal(10,2)) using iceberg")
+        project.run_sql(f"insert into {schema}.orders values (1, 1, 5.00), (1, 2, 50.00), (2, 3, 7.00)")
+        run_dbt(["run"])
+        log_before = snapshots(project, "mlog_orders")
+
+        project.run_sql(f"insert into {schema}.orders values (3, 4, 1.00)")
+        project.run_sql(f"update {schema}.orders set amount = 6.00 where order_id = 1")
+        _, log = run_dbt_and_capture(["run"])
+        assert "v: complete (estimated " in log and "capture of shop.orders" in log and "not needed" in log, log
+        assert snapshots(project, "mlog_orders") == log_before, "the capture was skipped"
+        assert_view_matches_query(project, f"{schema}.v", QUERY.format(s=schema), columns="customer_id, n, total")
+
+        project.run_sql(f"delete from {schema}.orders where order_id = 3")
+        project.run_sql(f"insert into {schema}.orders values (2, 5, 2.00)")
+        _, log = run_dbt_and_capture(["run", "--vars", "{method: fast}"])
+        assert "v: fast refresh:" in log and "skip (every view reading the log reflects master snapshot" in log, log
+        assert_view_matches_query(project, f"{schema}.v", QUERY.format(s=schema), columns="customer_id, n, total")
+        _, log = run_dbt_and_capture(["run-operation", "mv_status"])
+        assert "v: fresh" in log, log

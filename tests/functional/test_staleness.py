@@ -5,7 +5,7 @@ import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
 from tests.functional.test_definition_changes import SOURCES  # orders and its captured log
-from tests.functional.util import assert_view_matches_query, rows
+from tests.functional.util import assert_view_matches_query, force_as_a_rule, rows  # noqa: F401 - a fixture
 
 SELECT = "select o.order_id, o.amount from {{ source('shop', 'orders') }} o"
 MODELS = {
@@ -24,6 +24,7 @@ def snapshots(project, *tables):
     return {t: rows(project, f"select snapshot_id from {project.test_schema}.{t}.`refs` where name = 'main'") for t in tables}
 
 
+@pytest.mark.usefixtures("force_as_a_rule")  # v: force's fallback, not its cost-based choice
 class StalenessProject:
     @pytest.fixture(scope="class")
     def models(self):
@@ -110,9 +111,9 @@ class TestMasterHistoryRewritten(StalenessProject):
         run_dbt(["run"])  # captured and consumed
         # the master is rolled back past what was captured
         project.run_sql(f"call spark_catalog.system.rollback_to_snapshot('{schema}.orders', {first})")
-        assert f"needs rebuild (the history of {schema}.orders was rewritten" in status(project)
+        assert f"needs rebuild (the history of shop.orders ({schema}.orders) was rewritten" in status(project)
         _, log = run_dbt_and_capture(["run", "--select", "v_fast"], expect_pass=False)
-        assert f"the history of {schema}.orders was rewritten or expired before it was captured" in log, log
+        assert f"the history of shop.orders ({schema}.orders) was rewritten or expired before it was captured" in log, log
         assert sorted(rows(project, f"select order_id from {schema}.v_fast")) == [(1,), (2,), (3,)]  # unchanged
         _, log = run_dbt_and_capture(["run", "--select", "v"])
         assert "v: complete (fast refresh impossible: " in log and "was rewritten or expired before it was captured" in log, log

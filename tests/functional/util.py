@@ -1,8 +1,11 @@
 """Helpers shared by the functional tests."""
 
+import os
 import re
 from collections import Counter
 from pathlib import Path
+
+import pytest
 
 
 def rows(project, sql):
@@ -74,3 +77,18 @@ def capture_sources(keys: dict[str, str], schema: str = '"{{ target.schema }}"')
         f"version: 2\nsources:\n  - name: shop\n    schema: {schema}\n    tables:\n{masters}"
         f"  - name: mv_logs\n    schema: {schema}\n    tables:\n{logs}"
     )
+
+
+@pytest.fixture(scope="class")
+def force_as_a_rule():
+    """refresh_method='force' as Oracle's rule, fast whenever possible, for tests of its fallback:
+    a calibration (DBT_INCREMENTAL_MV_CALIBRATION) that prices a complete refresh out."""
+    from dbt_incremental_mv.refresh.cost import CALIBRATION_ENV
+
+    previous = os.environ.get(CALIBRATION_ENV)
+    os.environ[CALIBRATION_ENV] = str(Path(__file__).with_name("fast_whenever_possible.json"))
+    yield
+    if previous is None:
+        os.environ.pop(CALIBRATION_ENV, None)
+    else:
+        os.environ[CALIBRATION_ENV] = previous

@@ -82,7 +82,7 @@ class ExampleProject:
 
     @pytest.fixture(scope="class")
     def project_config_update(self):
-        return {"models": {"+materialized": "fast_refresh"}}
+        return {"models": {"+materialized": "fast_refresh", "+refresh_method": "fast"}}  # as the example project
 
 
 class TestExampleProjectOverThrift(ExampleProject):
