@@ -189,3 +189,24 @@ def test_a_calibration_without_a_price_is_refused(missing):
     del document["prices"][missing]
     with pytest.raises(KeyError):
         cost.Calibration.from_json(json.dumps(document))
+
+
+def test_prices_of_your_own_come_from_the_file_the_environment_names(tmp_path, monkeypatch):
+    import json
+
+    package = cost.calibration()
+    mine = tmp_path / "mine.json"
+    mine.write_text(json.dumps({"prices": {**{k: 1.0 for k in (
+        "seconds_per_statement", "seconds_per_gb_read", "seconds_per_gb_written", "seconds_per_million_changes",
+        "seconds_per_gb_captured", "fast_fixed_seconds")}, "complete_fixed_seconds": 99.0}}))
+    monkeypatch.setenv(cost.CALIBRATION_ENV, str(mine))
+    assert cost.calibration().complete_fixed_seconds == 99.0
+    monkeypatch.setenv(cost.CALIBRATION_ENV, str(tmp_path / "missing.json"))
+    try:
+        cost.calibration()
+    except ValueError as exc:
+        assert "DBT_INCREMENTAL_MV_CALIBRATION=" in str(exc) and "not a calibration file" in str(exc)
+    else:
+        raise AssertionError("a missing calibration file must be refused")
+    monkeypatch.delenv(cost.CALIBRATION_ENV)
+    assert cost.calibration() == package
