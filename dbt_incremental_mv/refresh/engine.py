@@ -149,7 +149,7 @@ class FastRefreshEngine:
         done: list[str] = []
         for spec in plan.logs.values():
             marked = propagation.marked.get(spec.master_relation)
-            if marked is not None and marked.upto == marked.consumed and plan.action == "fast":
+            if marked is not None and marked.upto == marked.consumed and (plan.action == "fast" or marked.uncaptured):
                 continue  # this view consumed nothing of the log: it cannot raise what every view consumed
             done += purge_log(
                 ctx, spec, propagation.state, plan.view_relation, graph, existing,

@@ -46,9 +46,9 @@ def mark_logs(
     for spec in specs:
         position = state.logs.get(spec.log_relation) if state else None
         log = meta.table(spec.log_relation)
-        if (position is not None and not position.commits and log is not None
-                and log_properties.no_rows_added_since(log, position.log_snapshot)):
-            unchanged.add(spec.master_relation)
+        if position is not None and (spec.master_relation in uncaptured or (
+                not position.commits and log is not None and log_properties.no_rows_added_since(log, position.log_snapshot))):
+            unchanged.add(spec.master_relation)  # (a log not captured: what it holds is not consumed yet)
             continue
         resume_at = position.master_snapshot if position is not None and position.uncaptured else None
         requests[spec.master_relation] = StatsRequest(
