@@ -46,10 +46,12 @@ class Calibration:
     """The prices of the cost model (``calibration.json``)."""
 
     seconds_per_statement: float  # a Spark statement's fixed price (planning, a job, a commit)
-    seconds_per_gb_read: float  # reading (decoding, joining, aggregating) a GB of Parquet
+    seconds_per_gb_read: float  # a complete refresh's price per GB of masters read (decoded, joined, aggregated)
+    seconds_per_gb_scanned: float  # a fast refresh's per GB its statements read (filtered, few columns)
     seconds_per_gb_written: float  # writing a GB of the view
     seconds_per_million_changes: float  # a fast refresh's price per marked row image
     seconds_per_gb_captured: float  # a capture's price per GB of the data files the master commits changed
+    seconds_per_capture: float  # ... and per log captured (staging the changed files, the log's commit)
     fast_fixed_seconds: float  # what every fast refresh pays besides its statements (publish, bookkeeping)
     complete_fixed_seconds: float  # ... and every complete refresh
     measured: str = ""  # where the prices come from
@@ -61,9 +63,11 @@ class Calibration:
         return cls(
             seconds_per_statement=float(prices["seconds_per_statement"]),
             seconds_per_gb_read=float(prices["seconds_per_gb_read"]),
+            seconds_per_gb_scanned=float(prices["seconds_per_gb_scanned"]),
             seconds_per_gb_written=float(prices["seconds_per_gb_written"]),
             seconds_per_million_changes=float(prices["seconds_per_million_changes"]),
             seconds_per_gb_captured=float(prices["seconds_per_gb_captured"]),
+            seconds_per_capture=float(prices["seconds_per_capture"]),
             fast_fixed_seconds=float(prices["fast_fixed_seconds"]),
             complete_fixed_seconds=float(prices["complete_fixed_seconds"]),
             measured=str(document.get("measured", "")),
@@ -303,7 +307,7 @@ def estimate_fast(
     seconds = (
         prices.fast_fixed_seconds
         + prices.seconds_per_statement * len(statements)
-        + prices.seconds_per_gb_read * read / GB
+        + prices.seconds_per_gb_scanned * read / GB
         + prices.seconds_per_gb_written * written / GB
         + prices.seconds_per_million_changes * changes / 1e6
     )
@@ -314,14 +318,22 @@ def estimate_fast(
     )
 
 
-def with_capture(fast: Estimate, captured_bytes: int, prices: Calibration, unknown: tuple[str, ...] = ()) -> Estimate:
-    """A fast refresh that must first capture ``captured_bytes`` of changed master files (one
-    statement that reads them, and its commit)."""
+def with_capture(
+    fast: Estimate, captures: Sequence[tuple[int, int]], prices: Calibration, unknown: tuple[str, ...] = ()
+) -> Estimate:
+    """A fast refresh that must first capture logs: ``captures`` holds, per log, the bytes of the
+    master's changed data files and the number of views that read the log. A capture is made
+    once for all of them, so each pays its share (a statement that reads the files, its commit)."""
+    seconds = sum(
+        (prices.seconds_per_statement + prices.seconds_per_capture + prices.seconds_per_gb_captured * size / GB)
+        / max(1, readers)
+        for size, readers in captures
+    )
     return replace(
         fast,
-        seconds=fast.seconds + prices.seconds_per_statement + prices.seconds_per_gb_captured * captured_bytes / GB,
-        statements=fast.statements + 1,
-        bytes_captured=captured_bytes,
+        seconds=fast.seconds + seconds,
+        statements=fast.statements + len(captures),
+        bytes_captured=sum(size for size, _ in captures),
         unknown=tuple(dict.fromkeys(fast.unknown + unknown)),
     )
 

@@ -5,8 +5,9 @@ Decided twice, from metadata only, before anything is written to the view:
 1. before the capture, when a capture-managed log has master commits to capture: the capture
    reads every data file those commits changed, and a complete refresh does not need it (it
    reads the masters as they are now). If even the cheapest fast refresh (its statements and
-   the tables they read whole, no change read) plus the capture costs more than a complete
-   refresh, the view is recomputed and the capture skipped: the view records that it reflects
+   the tables they read whole, no change read) plus its share of the capture (made once for
+   every view of the log) costs more than a complete refresh, the view is recomputed and the
+   capture skipped: the view records that it reflects
    the masters' current snapshots past their logs (LogPosition.uncaptured), and the next capture
    of such a log stops at that snapshot so the view can go on from there;
 2. after the mark step, when the changes are counted and the statements rendered: the whole
@@ -86,7 +87,8 @@ def before_capture(ctx: RefreshContext, plan: RefreshPlan, state: ViewState) -> 
     if statement is None:
         return None
     fast = cost.estimate_fast(statement, plan.view_relation, provisional, meta, prices, whole_reads_only=True)
-    captured = sum(pending.values())
-    fast = cost.with_capture(fast, captured, prices, unknown=tuple(unknown))
+    # each log is captured once for every view that reads it: this view pays its share
+    captures = [(size, len(plan.log_consumers.get(plan.logs[master].log_relation, ()))) for master, size in pending.items()]
+    fast = cost.with_capture(fast, captures, prices, unknown=tuple(unknown))
     complete = _complete_estimate(ctx, plan, current, prices)
     return cost.choose(fast, complete), frozenset(pending)

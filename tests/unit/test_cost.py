@@ -30,8 +30,8 @@ MIN_MAX = "select customer_id, count(*) as n, min(amount) as low, max(amount) as
 
 MB = 1024**2
 PRICES = cost.Calibration(
-    seconds_per_statement=0.5, seconds_per_gb_read=20.0, seconds_per_gb_written=20.0,
-    seconds_per_million_changes=10.0, seconds_per_gb_captured=60.0, fast_fixed_seconds=0.2,
+    seconds_per_statement=0.5, seconds_per_gb_read=20.0, seconds_per_gb_scanned=20.0, seconds_per_gb_written=20.0,
+    seconds_per_million_changes=10.0, seconds_per_gb_captured=60.0, seconds_per_capture=1.0, fast_fixed_seconds=0.2,
     complete_fixed_seconds=0.2,
 )
 
@@ -197,8 +197,8 @@ def test_prices_of_your_own_come_from_the_file_the_environment_names(tmp_path, m
     package = cost.calibration()
     mine = tmp_path / "mine.json"
     mine.write_text(json.dumps({"prices": {**{k: 1.0 for k in (
-        "seconds_per_statement", "seconds_per_gb_read", "seconds_per_gb_written", "seconds_per_million_changes",
-        "seconds_per_gb_captured", "fast_fixed_seconds")}, "complete_fixed_seconds": 99.0}}))
+        "seconds_per_statement", "seconds_per_gb_read", "seconds_per_gb_scanned", "seconds_per_gb_written", "seconds_per_million_changes",
+        "seconds_per_gb_captured", "seconds_per_capture", "fast_fixed_seconds")}, "complete_fixed_seconds": 99.0}}))
     monkeypatch.setenv(cost.CALIBRATION_ENV, str(mine))
     assert cost.calibration().complete_fixed_seconds == 99.0
     monkeypatch.setenv(cost.CALIBRATION_ENV, str(tmp_path / "missing.json"))
@@ -210,3 +210,18 @@ def test_prices_of_your_own_come_from_the_file_the_environment_names(tmp_path, m
         raise AssertionError("a missing calibration file must be refused")
     monkeypatch.delenv(cost.CALIBRATION_ENV)
     assert cost.calibration() == package
+
+
+GB = cost.GB
+
+
+def test_a_capture_is_shared_by_the_views_that_read_its_log():
+    """A log is captured once for every view of it: each view's fast estimate carries its share."""
+    base = cost.Estimate("fast", 1.0, 2, 0, 0)
+    alone = cost.with_capture(base, [(GB // 2, 1)], PRICES)
+    shared = cost.with_capture(base, [(GB // 2, 4)], PRICES)
+    capture = PRICES.seconds_per_statement + PRICES.seconds_per_capture + PRICES.seconds_per_gb_captured / 2
+    assert alone.seconds == pytest.approx(1.0 + capture)
+    assert shared.seconds == pytest.approx(1.0 + capture / 4)
+    assert (shared.statements, shared.bytes_captured) == (3, GB // 2)
+    assert "after a capture of 0.50 GB of changed master files" in shared.describe()
