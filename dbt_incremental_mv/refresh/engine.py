@@ -9,7 +9,6 @@ times them.
 
 from __future__ import annotations
 
-import datetime
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -30,11 +29,8 @@ from dbt_incremental_mv.refresh.graph import view_consumers
 from dbt_incremental_mv.refresh.mark import mark_logs, nothing_to_refresh
 from dbt_incremental_mv.refresh.plan import RefreshPlan, plan_refresh
 from dbt_incremental_mv.refresh.propagate import Propagation
-from dbt_incremental_mv.refresh.history import HistoryRow, MarkedCount
-from dbt_incremental_mv.refresh.publish import PUBLISHED_SNAPSHOT, rows_written
 from dbt_incremental_mv.refresh.publish import ConcurrentRefreshError, Step  # noqa: F401 - part of the engine's API
 from dbt_incremental_mv.refresh.purge import purge_log
-from dbt_incremental_mv.refresh_plan import RefreshDecision
 from dbt_incremental_mv.sql_text import relation
 
 IDLE = "fast refresh: nothing marked (no master commit or log change since the last refresh); no write"
@@ -70,14 +66,7 @@ class FastRefreshEngine:
         if state is not None and nothing_to_refresh(ctx, plan, state):
             return Propagation([], None, {}, IDLE)
         ctx.metadata.reset_staging()
-        skipped: frozenset[str] = frozenset()  # masters whose capture a complete refresh does without
-        if state is not None and plan.config.refresh_method == "force":
-            early = force.before_capture(ctx, plan, state)
-            if early is not None:
-                plan.cost_choice = early[0].why
-            if early is not None and early[0].method == "complete":
-                plan.decision = RefreshDecision("complete", early[0].why)
-                skipped = early[1]
+        skipped = force.captures_to_skip(ctx, plan, state)  # force may recompute rather than capture
         captured = []
         started = time.perf_counter()
         for spec in plan.logs.values():
@@ -157,40 +146,9 @@ class FastRefreshEngine:
             )
         return done
 
-    def history_row(self, plan: RefreshPlan, propagation: Propagation, line: str, invocation_id: str) -> HistoryRow:
+    def history_row(self, plan: RefreshPlan, propagation: Propagation, line: str, invocation_id: str) -> history.HistoryRow:
         """The refresh history's row for this refresh (history.py), from what the phases kept."""
-        ctx = self._context(plan, self.ctx)
-        idle = plan.action == "fast" and not propagation.steps
-        method = "none" if idle else plan.action
-        reason = plan.cost_choice if plan.action == "fast" and plan.cost_choice else plan.reason
-        inserted, deleted = rows_written(plan.published_summary) if plan.published_summary else (None, None)
-        snapshot = plan.published_summary.get(PUBLISHED_SNAPSHOT) if plan.published_summary else None
-        if snapshot is None:
-            snapshot = plan.view_read_at if idle else ctx.metadata.main(plan.view_relation)
-        if inserted is None and any(step.kind == "create" for step in propagation.steps):
-            ctx.metadata.forget(plan.view_relation)
-            view = ctx.metadata.table(plan.view_relation)
-            if view is not None and view.current is not None and "total-records" in view.current.summary:
-                inserted, deleted = view.current.count("total-records"), 0
-        return HistoryRow(
-            refreshed_at=datetime.datetime.now(datetime.timezone.utc),
-            invocation_id=invocation_id,
-            model=plan.model_name,
-            view=plan.view_relation,
-            method=method,
-            reason="nothing to refresh" if idle else reason,
-            marked=tuple(
-                MarkedCount(m.spec.master_name, m.kind, m.inserts, m.deletes) for _, m in sorted(propagation.marked.items())
-            ),
-            steps_run=propagation.steps_run,
-            steps_skipped=propagation.steps_skipped,
-            rows_inserted=inserted,
-            rows_deleted=deleted,
-            statements=ctx.statements + sum(1 for step in propagation.steps if step.kind != "publish"),
-            seconds=history.seconds(plan.timings),
-            view_snapshot=int(snapshot) if snapshot is not None else None,
-            summary=line,
-        )
+        return history.refresh_row(self._context(plan, self.ctx), plan, propagation, line, invocation_id)
 
     # ---------------------------------------------------------------- operations
     def on_commit(

@@ -26,6 +26,7 @@ from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.plan import RefreshPlan
 from dbt_incremental_mv.refresh.statement import RefreshStatement
+from dbt_incremental_mv.refresh_plan import RefreshDecision
 
 
 def _complete_estimate(ctx: RefreshContext, plan: RefreshPlan, snapshots: Mapping[str, int], prices: cost.Calibration) -> cost.Estimate:
@@ -42,6 +43,22 @@ def after_mark(
     fast = cost.estimate_fast(statement, plan.view_relation, marked, ctx.metadata, prices)
     complete = _complete_estimate(ctx, plan, {m: log.master_snapshot for m, log in marked.items()}, prices)
     return cost.choose(fast, complete)
+
+
+def captures_to_skip(ctx: RefreshContext, plan: RefreshPlan, state: ViewState | None) -> frozenset[str]:
+    """refresh_method='force', before the capture: the masters whose capture a complete refresh
+    does without, the plan turned complete (empty: capture as usual, decide after the mark)."""
+    if state is None or plan.action != "fast" or plan.config.refresh_method != "force":
+        return frozenset()
+    early = before_capture(ctx, plan, state)
+    if early is None:
+        return frozenset()
+    choice, masters = early
+    plan.cost_choice = choice.why
+    if choice.method != "complete":
+        return frozenset()
+    plan.decision = RefreshDecision("complete", choice.why)
+    return masters
 
 
 def before_capture(ctx: RefreshContext, plan: RefreshPlan, state: ViewState) -> tuple[cost.Choice, frozenset[str]] | None:

@@ -16,7 +16,15 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from typing import TYPE_CHECKING
+
+from dbt_incremental_mv.refresh.publish import PUBLISHED_SNAPSHOT, rows_written
 from dbt_incremental_mv.sql_text import integer, relation, string
+
+if TYPE_CHECKING:
+    from dbt_incremental_mv.refresh.context import RefreshContext
+    from dbt_incremental_mv.refresh.plan import RefreshPlan
+    from dbt_incremental_mv.refresh.propagate import Propagation
 
 HISTORY_TABLE = "mv_refresh_history"
 PHASES = ("plan", "capture", "mark", "write", "publish", "purge")
@@ -67,6 +75,41 @@ class HistoryRow:
     seconds: Mapping[str, float] = field(default_factory=dict)
     view_snapshot: int | None = None
     summary: str = ""
+
+
+def refresh_row(
+    ctx: RefreshContext, plan: RefreshPlan, propagation: Propagation, line: str, invocation_id: str
+) -> HistoryRow:
+    """The row of one finished refresh, from what its phases kept (the plan's decision, timings
+    and cost choice; the marked logs; the published commit's summary)."""
+    idle = plan.action == "fast" and not propagation.steps
+    reason = plan.cost_choice if plan.action == "fast" and plan.cost_choice else plan.reason
+    inserted, deleted = rows_written(plan.published_summary) if plan.published_summary else (None, None)
+    snapshot = plan.published_summary.get(PUBLISHED_SNAPSHOT) if plan.published_summary else None
+    if snapshot is None:
+        snapshot = plan.view_read_at if idle else ctx.metadata.main(plan.view_relation)
+    if inserted is None and any(step.kind == "create" for step in propagation.steps):  # built anew: its size
+        ctx.metadata.forget(plan.view_relation)
+        view = ctx.metadata.table(plan.view_relation)
+        if view is not None and view.current is not None and "total-records" in view.current.summary:
+            inserted, deleted = view.current.count("total-records"), 0
+    return HistoryRow(
+        refreshed_at=datetime.datetime.now(datetime.timezone.utc),
+        invocation_id=invocation_id,
+        model=plan.model_name,
+        view=plan.view_relation,
+        method="none" if idle else plan.action,
+        reason="nothing to refresh" if idle else reason,
+        marked=tuple(MarkedCount(m.spec.master_name, m.kind, m.inserts, m.deletes) for _, m in sorted(propagation.marked.items())),
+        steps_run=propagation.steps_run,
+        steps_skipped=propagation.steps_skipped,
+        rows_inserted=inserted,
+        rows_deleted=deleted,
+        statements=ctx.statements + sum(1 for step in propagation.steps if step.kind != "publish"),
+        seconds=seconds(plan.timings),
+        view_snapshot=int(snapshot) if snapshot is not None else None,
+        summary=line,
+    )
 
 
 def history_relation(schema: str) -> str:
