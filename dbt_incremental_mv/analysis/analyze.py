@@ -31,7 +31,7 @@ def analyze_view(sql: str, masters: Mapping[str, MasterTable]) -> ViewDefinition
     metadata. Raises UnsupportedViewError naming the first construct that prevents an
     incremental refresh.
     """
-    statement = parse_statement(sql)
+    statement = distinct_as_group_by(parse_statement(sql))
     refuse_unsupported_constructs(statement)
     query = Resolver(masters).query(statement)
     _refuse_aggregates_outside_select(query)
@@ -68,6 +68,27 @@ def analyze_view(sql: str, masters: Mapping[str, MasterTable]) -> ViewDefinition
     )
     _refuse_unrenderable(definition)
     return definition
+
+
+def distinct_as_group_by(statement: exp.Query) -> exp.Query:
+    """``SELECT DISTINCT <expressions>`` is a GROUP BY of them without aggregates: a counted group
+    (its hidden count is the number of master rows behind each distinct row), maintained as an
+    aggregate view. Rewritten so when it is the outer query, without GROUP BY, aggregates,
+    DISTINCT ON, ``*`` or literal expressions (GROUP BY 1 would name a position); anything else
+    keeps the DISTINCT, which the construct checks then refuse."""
+    distinct = statement.args.get("distinct") if isinstance(statement, exp.Select) else None
+    if distinct is None or distinct.args.get("on") or statement.args.get("group"):
+        return statement
+    keys = [p.this if isinstance(p, exp.Alias) else p for p in statement.expressions]
+    if not keys or any(
+        k.find(exp.Star) is not None or isinstance(k, exp.Literal) or any(functions.is_aggregate(n) for n in k.walk())
+        for k in keys
+    ):
+        return statement
+    grouped = statement.copy()
+    grouped.set("distinct", None)
+    grouped.set("group", exp.Group(expressions=[k.copy() for k in keys]))
+    return grouped
 
 
 def _view_class(is_aggregate: bool, tree: JoinTree) -> ViewClass:

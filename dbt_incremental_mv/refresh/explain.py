@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dbt_incremental_mv.analysis import MasterTable, analyze_view
+from dbt_incremental_mv.analysis.analyze import distinct_as_group_by
 from dbt_incremental_mv.analysis.constructs import unsupported_constructs
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError
 from dbt_incremental_mv.analysis.parse import parse_statement
@@ -135,7 +136,7 @@ def refusals(ctx: RefreshContext, plan: RefreshPlan, model: Mapping[str, Any], s
         for master, written in dependency_names(model, graph).items() if master not in plan.logs
     ]
     try:
-        reasons += [str(e).removeprefix(PREFIX) for e in unsupported_constructs(parse_statement(sql))]
+        reasons += [str(e).removeprefix(PREFIX) for e in unsupported_constructs(distinct_as_group_by(parse_statement(sql)))]
     except UnsupportedViewError as exc:  # not one query
         return reasons + [str(exc).removeprefix(PREFIX)]
     if reasons:

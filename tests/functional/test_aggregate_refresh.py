@@ -45,6 +45,11 @@ VIEWS = {
         "select count(*) as n, sum(o.amount) as total, max(o.amount) as max_amount, avg(o.weight) as avg_weight "
         f"from {SRC['orders']} o where o.status <> 'cancelled'"
     ),
+    # SELECT DISTINCT: a counted group (a row stays while any master row is behind it), over a join
+    "customer_statuses": (
+        "select distinct c.region_id, o.status, o.amount is null as no_amount "
+        f"from {SRC['orders']} o join {SRC['customers']} c on o.customer_id = c.customer_id"
+    ),
     # over a join: a customer's region update moves its orders to another group
     "region_sales": (
         "select c.region_id, count(*) as n, sum(o.amount) as total, min(o.amount) as min_amount, "

@@ -45,7 +45,8 @@ REFUSALS = [
     ("sort by", f"select o.order_id from {O} sort by o.order_id", "sort by"),
     ("cluster by", f"select o.order_id from {O} cluster by o.order_id", "cluster by"),
     ("distribute by", f"select o.order_id from {O} distribute by o.order_id", "distribute by"),
-    ("distinct", f"select distinct o.status from {O}", "select distinct"),
+    ("distinct star", f"select distinct * from {O}", "select distinct"),
+    ("distinct with aggregates", f"select distinct count(*) as n from {O}", "select distinct"),
     # set operations
     ("union all", f"select o.order_id from {O} union all select o.order_id from {O}", "union all"),
     ("union", f"select o.order_id from {O} union select o.order_id from {O}", "union"),

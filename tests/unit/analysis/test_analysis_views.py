@@ -456,3 +456,14 @@ def test_referenced_columns_include_filters_from_ctes(view):
 def test_readable_repr_shows_sql(view):
     definition = view("select o.order_id from shop.orders o join shop.customers c on o.customer_id = c.customer_id")
     assert "condition='`o`.`customer_id` = `c`.`customer_id`'" in repr(definition.joins[0])
+
+
+def test_select_distinct_is_a_counted_group(view):
+    """SELECT DISTINCT is a GROUP BY of its expressions without aggregates: an aggregate view whose
+    hidden count is the number of master rows behind each distinct row."""
+    distinct = view("select distinct o.customer_id, upper(o.status) as status from shop.orders o where o.amount > 1")
+    grouped = view("select o.customer_id, upper(o.status) as status from shop.orders o where o.amount > 1 "
+                   "group by o.customer_id, upper(o.status)")
+    assert distinct.view_class == grouped.view_class == ViewClass.AGGREGATE
+    assert [h.name for h in distinct.hidden_columns] == ["_mv_count"]
+    assert distinct.render_select() == grouped.render_select()
