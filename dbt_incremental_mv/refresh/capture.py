@@ -116,12 +116,10 @@ def _capture(
         attempt = 0  # stopped at a view's snapshot: the next segment
     if not done:
         return CapturePlan(plan.method, plan.start, plan.end, f"{spec.log_relation}: {plan.method} ({plan.reason})", plan.commits)
-    reasons = [f"{p.method} ({p.reason})" for p in done]
-    if len(done) > 1:
-        reasons = [
-            f"{reason}, stopped at master snapshot {p.end} (a view reflects it)" if p is not done[-1] else reasons[-1]
-            for p, reason in zip(done, reasons)
-        ]
+    reasons = [
+        f"{p.method} ({p.reason})" + (f", stopped at master snapshot {p.end} (a view reflects it)" if p is not done[-1] else "")
+        for p in done
+    ]
     return CapturePlan(
         done[-1].method, done[0].start, done[-1].end, f"{spec.log_relation}: {'; then '.join(reasons)}",
         tuple(c for p in done for c in p.commits),

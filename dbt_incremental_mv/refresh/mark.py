@@ -46,8 +46,9 @@ def mark_logs(
     for spec in specs:
         position = state.logs.get(spec.log_relation) if state else None
         log = meta.table(spec.log_relation)
-        if position is not None and (spec.master_relation in uncaptured or (
-                not position.commits and log is not None and log_properties.no_rows_added_since(log, position.log_snapshot))):
+        if spec.master_relation in uncaptured or (
+                position is not None and not position.commits and log is not None
+                and log_properties.no_rows_added_since(log, position.log_snapshot)):
             unchanged.add(spec.master_relation)  # (a log not captured: what it holds is not consumed yet)
             continue
         resume_at = position.master_snapshot if position is not None and position.uncaptured else None
@@ -56,7 +57,7 @@ def mark_logs(
             tuple(position.commits) if position else (), resume_at=resume_at,
         )
     counted = dict(zip(requests, ctx.stats(*requests.values())))
-    resumed = _resume(ctx, plan, state, requests, counted, uncaptured)
+    resumed = _resume(ctx, plan, requests, counted)
     wants_ranges = plan.action == "fast" and plan.definition is not None and view_classes.uses_key_ranges(plan.definition)
     marked = {}
     for spec in specs:
@@ -64,14 +65,15 @@ def mark_logs(
         consumed = position.sequence if position else 0
         skipped = spec.master_relation in uncaptured
         if spec.master_relation in unchanged:
-            assert position is not None
-            master_snapshot = position.master_snapshot if spec.capture else master_snapshots.get(spec.master_relation)
-            if skipped:
+            if spec.capture and not skipped:
+                assert position is not None
+                master_snapshot = position.master_snapshot
+            else:  # the master as it is now: an ingestion log's, or one this refresh did not capture
                 master_snapshot = master_snapshots.get(spec.master_relation)
             marked[spec.master_relation] = MarkedLog(
                 spec=spec, log_snapshot=log_snapshots.get(spec.log_relation, 0), consumed=consumed, upto=consumed,
                 inserts=0, deletes=0, master_snapshot=master_snapshot if master_snapshot is not None else -1,
-                uncaptured=skipped or position.uncaptured,
+                uncaptured=skipped or (position is not None and position.uncaptured),
             )
             continue
         stats = counted[spec.master_relation]
@@ -83,8 +85,6 @@ def mark_logs(
                 f"the history of {spec.master_name} was rewritten or expired before it was captured",
             )
         master_snapshot = stats["captured_through"] if spec.capture else master_snapshots.get(spec.master_relation)
-        if skipped:
-            master_snapshot = master_snapshots.get(spec.master_relation)
         log_snapshot = log_snapshots.get(spec.log_relation)
         bounds = (
             meta.column_bounds(spec.log_relation, log_snapshot, spec.key, consumed)
@@ -101,14 +101,12 @@ def mark_logs(
             excluded=tuple(position.commits if position else ()),
             logged=tuple(plan.logged_columns.get(spec.log_relation, ())),
             key_bounds=tuple((column, *bounds[column]) for column in spec.key if column in bounds),
-            uncaptured=skipped,
         )
     return marked
 
 
 def _resume(
-    ctx: RefreshContext, plan: RefreshPlan, state: ViewState | None, requests: dict[str, StatsRequest],
-    counted: dict[str, dict], uncaptured: frozenset[str],
+    ctx: RefreshContext, plan: RefreshPlan, requests: dict[str, StatsRequest], counted: dict[str, dict],
 ) -> dict[str, tuple[int, dict]]:
     """Where a view whose position is uncaptured resumes in each such log, and its counts from
     there (one more count statement, on the first refresh after such a complete refresh only)."""
@@ -117,7 +115,7 @@ def _resume(
     resumed: dict[str, tuple[int, dict]] = {}
     again: dict[str, StatsRequest] = {}
     for master, request in requests.items():
-        if request.resume_at is None or master in uncaptured:
+        if request.resume_at is None:
             continue
         resume = counted[master]["resume_sequence"]
         if resume is None:
