@@ -32,7 +32,6 @@ class SparkMVAdapter(SparkAdapter):
         super().__init__(*args, **kwargs)
         self._history: dict[str, list] = {}  # history table -> rows kept until the command ends
         self._history_lock = threading.Lock()
-        self._phase_ended: dict[int, float] = {}  # by plan: when its last timed phase ended
 
     @classmethod
     def get_adapter_run_info(cls, config: Any) -> AdapterTrackingRelationInfo:
@@ -125,8 +124,8 @@ class SparkMVAdapter(SparkAdapter):
             )
             if (model.get("config") or {}).get("grants"):
                 self._check_grants_supported(model["name"], target)
-            plan.timings["plan"] = time.perf_counter() - started
-            self._phase_ended[id(plan)] = time.perf_counter()
+            plan.phase_ended = time.perf_counter()
+            plan.timings["plan"] = plan.phase_ended - started
             return plan
         except (ConfigError, LogContractError, FastRefreshUnavailable, DefinitionChanged) as exc:
             raise self._people_error(exc) from exc
@@ -154,8 +153,8 @@ class SparkMVAdapter(SparkAdapter):
             propagation = self._engine().mark(plan)
         except FastRefreshUnavailable as exc:
             raise self._people_error(exc) from exc
-        plan.timings["mark"] = time.perf_counter() - started - plan.timings.get("capture", 0.0)
-        self._phase_ended[id(plan)] = time.perf_counter()
+        plan.phase_ended = time.perf_counter()
+        plan.timings["mark"] = plan.phase_ended - started - plan.timings.get("capture", 0.0)
         return propagation
 
     @available
@@ -164,13 +163,13 @@ class SparkMVAdapter(SparkAdapter):
         from dbt_incremental_mv.refresh.engine import ConcurrentRefreshError
 
         started = time.perf_counter()
-        plan.timings["write"] = started - self._phase_ended.get(id(plan), started)  # the macro ran the writes
+        plan.timings["write"] = started - (plan.phase_ended or started)  # the macro ran the writes
         try:
             plan.published_summary = self._engine().publish(plan.view_relation, wap_id, plan)
         except ConcurrentRefreshError as exc:
             raise self._people_error(exc) from exc
-        plan.timings["publish"] = time.perf_counter() - started
-        self._phase_ended[id(plan)] = time.perf_counter()
+        plan.phase_ended = time.perf_counter()
+        plan.timings["publish"] = plan.phase_ended - started
 
     @available
     def fast_refresh_finish(self, plan, propagation, graph: Mapping[str, Any]) -> str:
@@ -178,8 +177,7 @@ class SparkMVAdapter(SparkAdapter):
         refresh's history row, written with the others when the dbt command ends."""
         started = time.perf_counter()
         if "publish" not in plan.timings:
-            plan.timings["write"] = started - self._phase_ended.pop(id(plan), started)
-        self._phase_ended.pop(id(plan), None)
+            plan.timings["write"] = started - (plan.phase_ended or started)
         engine = self._engine()
         line = engine.finish(plan, propagation, graph, self._relation_exists)
         plan.timings["purge"] = time.perf_counter() - started

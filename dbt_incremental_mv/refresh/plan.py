@@ -88,6 +88,7 @@ class RefreshPlan:
     context: RefreshContext | None = field(default=None, repr=False, compare=False)  # the refresh's I/O
     cost_choice: str | None = None  # refresh_method='force': the estimate that chose (history.py)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase so far (history.py)
+    phase_ended: float | None = None  # perf_counter when its last timed phase ended (the writes run between)
 
     @property
     def action(self) -> str:
