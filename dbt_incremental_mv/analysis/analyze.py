@@ -39,8 +39,6 @@ def analyze_view(sql: str, masters: Mapping[str, MasterTable]) -> ViewDefinition
     _refuse_keyless_masters(query.occurrences)
     tree = normalize_joins(query)
     is_aggregate = query.is_aggregate
-    if is_aggregate and tree.null_supplying:
-        _refuse_aggregate_over_outer_join(tree)
     refuse_bad_output_names(query.projections)
     group_by = query.group_by or ()
     classified = classify_outputs(query.projections, group_by, is_aggregate)
@@ -129,15 +127,6 @@ def _refuse_keyless_masters(occurrences: Iterable[OccurrenceSource]) -> None:
                     master.name, f"the declared key column {column} is not a column of the table",
                     f"Fix the key declared for {master.name}",
                 )
-
-
-def _refuse_aggregate_over_outer_join(tree: JoinTree) -> None:
-    outer = next(step for step in tree.joins if step.is_outer)
-    raise UnsupportedViewError(
-        f"{outer.kind.upper()} JOIN {outer.alias}", "aggregates over outer joins are not supported yet",
-        "Use inner joins in the aggregate, or build the outer join as its own fast_refresh model and "
-        "aggregate it in a downstream model",
-    )
 
 
 def _referenced_columns(

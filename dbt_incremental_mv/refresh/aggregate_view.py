@@ -46,6 +46,7 @@ from dbt_incremental_mv.analysis import OutputKind, ViewDefinition
 from dbt_incremental_mv.analysis.hidden import ROW_COUNT_COLUMN
 from dbt_incremental_mv.analysis.model import HiddenPurpose
 from dbt_incremental_mv.logs.contract import DELETE, INSERT
+from dbt_incremental_mv.refresh import outer_aggregate
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.semijoin import marked_ranges, reduce_sources
 from dbt_incremental_mv.refresh.statement import (
@@ -61,6 +62,10 @@ RECOMPUTED_PREFIX = "_mv_r_"  # the recomputed value of a column, in the rows th
 
 def blocker(view: ViewDefinition, logged: Mapping[str, Sequence[str]]) -> str | None:
     """Aggregate deltas are read from the logs' images: every column the view reads must be logged."""
+    if view.null_supplying:
+        why = outer_aggregate.blocker(view)
+        if why is not None:
+            return why
     for occurrence in view.occurrences:
         columns = logged.get(occurrence.master.name)
         if columns is None:
@@ -151,19 +156,25 @@ def _delta_terms(view: ViewDefinition, marked: Mapping[str, MarkedLog], argument
         sign: exp.Expression = exp.column(SIGN, table=signed[0], quoted=True)
         for other in signed[1:]:
             sign = exp.Mul(this=sign, expression=exp.column(SIGN, table=other, quoted=True))
-        projections = [
-            exp.Alias(this=view.output(name).expression.copy(), alias=exp.to_identifier(name, quoted=True))
-            for name in view.group_key_columns
-        ]
-        projections += [
-            exp.Alias(this=e.copy(), alias=exp.to_identifier(_Arguments.name(i), quoted=True))
-            for i, e in enumerate(arguments.expressions)
-        ]
-        projections.append(exp.Alias(this=sign, alias=exp.to_identifier(SIGN, quoted=True)))
-        select.set("expressions", projections)
-        select.set("group", None)
-        terms.append(ViewDefinition.render_expression(select))
+        terms.append(_term(view, arguments, select, sign))
     return terms
+
+
+def _term(view: ViewDefinition, arguments: _Arguments, select: exp.Select, sign: exp.Expression) -> str:
+    """A delta term from a select of the defining query: its rows' group keys, aggregated
+    expressions and ``sign``, not grouped."""
+    projections = [
+        exp.Alias(this=view.output(name).expression.copy(), alias=exp.to_identifier(name, quoted=True))
+        for name in view.group_key_columns
+    ]
+    projections += [
+        exp.Alias(this=e.copy(), alias=exp.to_identifier(_Arguments.name(i), quoted=True))
+        for i, e in enumerate(arguments.expressions)
+    ]
+    projections.append(exp.Alias(this=sign, alias=exp.to_identifier(SIGN, quoted=True)))
+    select.set("expressions", projections)
+    select.set("group", None)
+    return ViewDefinition.render_expression(select)
 
 
 def _delta_name(column: str, tag: str) -> str:
@@ -341,11 +352,23 @@ def refresh_statement(
     arguments = _Arguments(view)
     min_max = [o.name for o in view.outputs if o.kind in (OutputKind.MIN, OutputKind.MAX)]
     any_deletes = any(marked[o.master.name].deletes for o in view.occurrences)
-    recompute = bool(min_max) and any_deletes
+    # (over outer joins the old slices' rows are negative whatever the logs hold)
+    recompute = bool(min_max) and (any_deletes or bool(view.null_supplying))
     view_table = relation(view_relation)
     target = branch_target(view_relation, branch)
     keys = view.group_key_columns
-    delta = _delta_query(view, _delta_terms(view, marked, arguments), arguments, min_max)
+    slices: tuple[Cached, ...] = ()
+    if view.null_supplying:  # over outer joins: the affected slices, old and new (outer_aggregate.py)
+        anchors = outer_aggregate.affected_anchor_keys(view, marked, outer_aggregate.old_states(view, marked))
+        slices = (Cached(cached_view(branch, "slices"), anchors),)
+
+        def terms(keys_sql: str) -> list[str]:
+            return outer_aggregate.delta_terms(view, marked, keys_sql, lambda s, sign: _term(view, arguments, s, sign))
+
+        delta = _delta_query(view, terms(f"select * from {ident(slices[0].name)}"), arguments, min_max)
+        delta_in_full = _delta_query(view, terms(anchors), arguments, min_max)
+    else:
+        delta = delta_in_full = _delta_query(view, _delta_terms(view, marked, arguments), arguments, min_max)
     # computed once (the writes name it up to six times), then read from the session's cache
     cached = Cached(cached_view(branch, "delta"), delta)
     from_cache = f"select * from {ident(cached.name)}"
@@ -378,15 +401,15 @@ def refresh_statement(
         # a group whose rows all went is not inserted again; a global aggregate keeps its one row
         + (f"\nwhere {new_count} > 0" if keys else "")
     )
-    run = tuple(f"DELTA {a}" for a in changed)
+    run = tuple(f"{'SLICES' if slices else 'DELTA'} {a}" for a in changed)
     if recompute:
         run += ("MIN/MAX recompute of groups whose extreme was removed",)
-    skipped = tuple(f"DELTA {o.alias}" for o in view.occurrences if o.alias not in changed)
+    skipped = tuple(f"{'SLICES' if slices else 'DELTA'} {o.alias}" for o in view.occurrences if o.alias not in changed)
     if min_max and not recompute:
         skipped += ("MIN/MAX recompute (insert-only)",)
     existed = f"`_mv_t`.{ident(ROW_COUNT_COLUMN)} is not null"
     # (the statistics are read before the writes, and the cached delta: the delta in full)
-    stats_ctes = [f"`_mv_delta` as (\n{delta}\n)", *ctes[1:]]
+    stats_ctes = [f"`_mv_delta` as (\n{delta_in_full}\n)", *ctes[1:]]
     stats = (
         f"with {', '.join(stats_ctes)}\n"
         f"select count_if(not {existed} and {new_count} > 0), count_if({existed} and {new_count} <> 0), "
@@ -396,5 +419,5 @@ def refresh_statement(
     )
     labels = ("groups inserted", "groups updated", "groups deleted", "groups recomputed")
     return refresh_writes(
-        branch, [Write("delete", delete), Write("insert", insert)], run, skipped, stats, labels, (cached,)
+        branch, [Write("delete", delete), Write("insert", insert)], run, skipped, stats, labels, (*slices, cached)
     )

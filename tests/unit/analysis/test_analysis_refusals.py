@@ -97,7 +97,6 @@ REFUSALS = [
     ("aggregate in where", f"select o.order_id from {O} where sum(o.amount) > 1", "sum("),
     ("group by aggregate ordinal", f"select count(*) as n, o.status from {O} group by 1", "group by 1"),
     ("group by ordinal out of range", f"select o.status, count(*) as n from {O} group by 3", "group by 3"),
-    ("outer join in aggregate", f"select c.country, count(*) as n from {OLC} group by c.country", "left join c"),
     ("aggregate over aggregating cte", "with a as (select status, count(*) as n from shop.orders group by status) "
                                        "select sum(n) as total from a", "a"),
     ("having-like filter over aggregating cte", "with a as (select status, count(*) as n from shop.orders "

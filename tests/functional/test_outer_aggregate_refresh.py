@@ -1,0 +1,95 @@
+"""Aggregates over LEFT and RIGHT joins: fast refreshed by the affected slices of the anchor, old
+state minus new state, as signed rows (refresh/outer_aggregate.py)."""
+
+from dataclasses import replace
+
+import pytest
+from dbt.tests.util import run_dbt, run_dbt_and_capture
+
+from tests.functional.differential import Workload, soak_factor
+from tests.functional.test_aggregate_refresh import MASTERS, SRC, defining_query, visible_columns
+from tests.functional.util import rows
+
+VIEWS = {
+    # a customer's orders, zero for customers without any: COUNT(x) of the null-supplying side
+    "customer_orders": (
+        "select c.customer_id, c.segment, count(*) as n_rows, count(o.order_id) as n_orders, "
+        "sum(o.amount) as total, avg(o.weight) as avg_weight, min(o.amount) as min_amount, max(o.quantity) as max_quantity "
+        f"from {SRC['customers']} c left join {SRC['orders']} o on o.customer_id = c.customer_id "
+        "group by c.customer_id, c.segment"
+    ),
+    # grouped by a null-supplying column (the NULL group: orders of no known customer), three
+    # masters, the second outer join hanging off the first one's null-supplying side
+    "orders_by_region": (
+        "select r.region, count(*) as n, sum(o.amount) as total, max(o.amount) as max_amount, "
+        "count(c.customer_id) as known_customers "
+        f"from {SRC['orders']} o left join {SRC['customers']} c on o.customer_id = c.customer_id "
+        f"left join {SRC['regions']} r on c.region_id = r.region_id group by r.region"
+    ),
+    # RIGHT JOIN, residual ON conditions, a WHERE on the anchor
+    "open_orders_per_customer": (
+        "select c.region_id, count(o.order_id) as open_orders, sum(o.quantity) as quantity, "
+        "min(c.customer_id) as first_customer, max(c.customer_id) as last_customer "
+        f"from {SRC['orders']} o right join {SRC['customers']} c on o.customer_id = c.customer_id and o.status = 'open' "
+        "and (o.amount is null or o.amount > 0) where c.segment is null or c.segment <> 'corporate' group by c.region_id"
+    ),
+    # a global aggregate
+    "region_totals": (
+        "select count(*) as n, count(c.customer_id) as customers, max(c.segment) as max_segment, avg(c.region_id) as avg_region "
+        f"from {SRC['regions']} r left join {SRC['customers']} c on c.region_id = r.region_id"
+    ),
+    # SELECT DISTINCT over a LEFT JOIN
+    "segment_statuses": (
+        "select distinct c.segment, o.status "
+        f"from {SRC['customers']} c left join {SRC['orders']} o on o.customer_id = c.customer_id"
+    ),
+}
+
+
+class TestOuterJoinAggregateRefresh:
+    @pytest.fixture(scope="class")
+    def models(self):
+        files = {f"{name}.sql": "{{ config(materialized='fast_refresh', refresh_method='fast') }}\n" + sql
+                 for name, sql in VIEWS.items()}
+        files["sources.yml"] = Workload.sources_yml(MASTERS)
+        return files
+
+    def check_all(self, workload):
+        for name, sql in VIEWS.items():
+            workload.check(name, defining_query(workload.project, sql), visible_columns(workload.project, name))
+
+    @pytest.mark.parametrize("seed", [11])
+    def test_randomized_workload(self, project, seed):
+        workload = Workload(project, [replace(m, rows={}) for m in MASTERS], seed)
+        workload.create(initial_rows=8)
+        results = run_dbt(["run"])
+        assert all(r.status == "success" for r in results)
+        self.check_all(workload)
+
+        for round_number in range(4 * soak_factor()):
+            workload.alternating_round(round_number, operations=8)
+            results, log = run_dbt_and_capture(["run"])
+            assert all(r.status == "success" for r in results), log
+            assert log.count("fast refresh:") == len(VIEWS), log
+            self.check_all(workload)
+
+        # by kind: inserts only (a null-extended row goes when the first partner comes), deletes
+        # only (it comes back when the last one goes), updates and key changes
+        for kinds in (("insert",), ("delete",), ("update_key", "update")):
+            workload.round(12, kinds=kinds)
+            results, log = run_dbt_and_capture(["run"])
+            assert all(r.status == "success" for r in results), log
+            assert "SLICES" in log
+            self.check_all(workload)
+
+        # every order goes: customers keep their zero rows
+        for key in sorted(workload.masters["orders"].rows):
+            workload.sql(f"delete from {project.test_schema}.orders where order_id = {key}")
+        workload.masters["orders"].rows.clear()
+        run_dbt(["run"])
+        self.check_all(workload)
+        assert rows(project, f"select count(*) from {project.test_schema}.customer_orders where n_orders <> 0") == [(0,)]
+
+        workload.round(8, masters=["orders"], kinds=("insert",))
+        run_dbt(["run"])
+        self.check_all(workload)
