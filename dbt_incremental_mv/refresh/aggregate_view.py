@@ -129,34 +129,54 @@ def _old_state(log: MarkedLog, columns: list[str]) -> tuple[str, bool]:
     return f"(\n{current}\nunion all\n{_signed_images(log, columns, invert=True)}\n)", True
 
 
-def _delta_terms(view: ViewDefinition, marked: Mapping[str, MarkedLog], arguments: _Arguments) -> list[str]:
-    """One SELECT per changed occurrence: its signed images joined with the others."""
+def _delta_terms(
+    view: ViewDefinition, marked: Mapping[str, MarkedLog], arguments: _Arguments, keys: outer_aggregate.Keys,
+) -> list[str]:
+    """The delta, a telescoping sum over the changed occurrences: each one's change with the
+    occurrences before it in their new state and those after it in their old state. An occurrence
+    no outer join null-extends (every one of an inner-join view) makes one SELECT: its signed
+    images joined with the others, the query being linear in it. The change of a null-supplying
+    one is not linear: outer_aggregate.py makes its terms, with the others as real rows.
+    ``keys(alias, query)``: what reads the affected anchor keys ``query`` returns (a cached view)."""
     changed = [o.alias for o in view.occurrences if marked[o.master.name].has_changes]
     columns = {o.alias: sorted(view.referenced_columns[o.alias], key=str.casefold) or list(marked[o.master.name].spec.key) for o in view.occurrences}
     terms = []
     for position, alias in enumerate(view.aliases):
         if alias not in changed:
             continue
+        outer_change = alias in view.null_supplying
         sources: dict[str, str] = {}
         signed: list[str] = []
         for other_position, other in enumerate(view.aliases):
             log = marked[view.occurrence(other).master.name]
             if other == alias:
-                sources[other] = f"(\n{_signed_images(log, columns[other])}\n)"
-                signed.append(other)
+                if not outer_change:
+                    sources[other] = f"(\n{_signed_images(log, columns[other])}\n)"
+                    signed.append(other)
             elif other_position < position:
                 sources[other] = log.master_as_of()  # already changed: new state
+            elif outer_change or other in view.null_supplying:  # an outer join needs real rows
+                sources[other] = outer_aggregate.old_state(log, outer_aggregate.read_columns(view, other))
             else:
                 source, has_sign = _old_state(log, columns[other])
                 sources[other] = source
                 if has_sign:
                     signed.append(other)
-        sources = reduce_sources(view, sources, {alias: marked_ranges(marked[view.occurrence(alias).master.name])})
+
+        def project(select: exp.Select, sign: exp.Expression, signed: list[str] = signed) -> str:
+            for other in signed:
+                sign = exp.Mul(this=sign, expression=exp.column(SIGN, table=other, quoted=True))
+            return _term(view, arguments, select, sign)
+
+        if outer_change:
+            terms += outer_aggregate.null_supplying_terms(view, alias, marked, sources, project, keys)
+            continue
+        if not view.null_supplying:
+            sources = reduce_sources(view, sources, {alias: marked_ranges(marked[view.occurrence(alias).master.name])})
+        else:  # what is joined on its key, read for its changed keys only (outer_aggregate.py)
+            sources = outer_aggregate.restrict_to_changed_keys(view, alias, marked[view.occurrence(alias).master.name], sources)
         select = view.select_expression(sources, include_hidden=False)
-        sign: exp.Expression = exp.column(SIGN, table=signed[0], quoted=True)
-        for other in signed[1:]:
-            sign = exp.Mul(this=sign, expression=exp.column(SIGN, table=other, quoted=True))
-        terms.append(_term(view, arguments, select, sign))
+        terms.append(project(select, exp.column(SIGN, table=signed[0], quoted=True), signed[1:]))
     return terms
 
 
@@ -357,18 +377,19 @@ def refresh_statement(
     view_table = relation(view_relation)
     target = branch_target(view_relation, branch)
     keys = view.group_key_columns
-    slices: tuple[Cached, ...] = ()
-    if view.null_supplying:  # over outer joins: the affected slices, old and new (outer_aggregate.py)
-        anchors = outer_aggregate.affected_anchor_keys(view, marked, outer_aggregate.old_states(view, marked))
-        slices = (Cached(cached_view(branch, "slices"), anchors),)
+    slices: list[Cached] = []  # the affected anchor keys of a change sliced by them (outer_aggregate.py)
+    inline: list[bool] = []
 
-        def terms(keys_sql: str) -> list[str]:
-            return outer_aggregate.delta_terms(view, marked, keys_sql, lambda s, sign: _term(view, arguments, s, sign))
+    def anchor_keys(alias: str, query: str) -> str:
+        if inline:
+            return query
+        slices.append(Cached(cached_view(branch, f"slices_{alias}"), query))
+        return f"select * from {ident(slices[-1].name)}"
 
-        delta = _delta_query(view, terms(f"select * from {ident(slices[0].name)}"), arguments, min_max)
-        delta_in_full = _delta_query(view, terms(anchors), arguments, min_max)
-    else:
-        delta = delta_in_full = _delta_query(view, _delta_terms(view, marked, arguments), arguments, min_max)
+    delta = _delta_query(view, _delta_terms(view, marked, arguments, anchor_keys), arguments, min_max)
+    # (the statistics run before the cached views are made: they compute the anchor keys inline)
+    inline.append(True)
+    delta_in_full = _delta_query(view, _delta_terms(view, marked, arguments, anchor_keys), arguments, min_max) if slices else delta
     # computed once (the writes name it up to six times), then read from the session's cache
     cached = Cached(cached_view(branch, "delta"), delta)
     from_cache = f"select * from {ident(cached.name)}"
@@ -401,10 +422,13 @@ def refresh_statement(
         # a group whose rows all went is not inserted again; a global aggregate keeps its one row
         + (f"\nwhere {new_count} > 0" if keys else "")
     )
-    run = tuple(f"{'SLICES' if slices else 'DELTA'} {a}" for a in changed)
+    sliced = {c.name.rsplit("_slices_", 1)[1] for c in slices}
+    run = tuple(
+        f"{'SLICES' if a in sliced else 'ROWS' if a in view.null_supplying else 'DELTA'} {a}" for a in changed
+    )
     if recompute:
         run += ("MIN/MAX recompute of groups whose extreme was removed",)
-    skipped = tuple(f"{'SLICES' if slices else 'DELTA'} {o.alias}" for o in view.occurrences if o.alias not in changed)
+    skipped = tuple(f"DELTA {o.alias}" for o in view.occurrences if o.alias not in changed)
     if min_max and not recompute:
         skipped += ("MIN/MAX recompute (insert-only)",)
     existed = f"`_mv_t`.{ident(ROW_COUNT_COLUMN)} is not null"

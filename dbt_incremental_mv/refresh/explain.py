@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dbt_incremental_mv.analysis import MasterTable, analyze_view
+from dbt_incremental_mv.analysis import MasterTable, ViewClass, ViewDefinition, analyze_view
 from dbt_incremental_mv.analysis.analyze import distinct_as_group_by
 from dbt_incremental_mv.analysis.constructs import unsupported_constructs
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError
@@ -27,7 +27,7 @@ from dbt_incremental_mv.layout import layout_advice
 from dbt_incremental_mv.logs import sql as log_sql
 from dbt_incremental_mv.logs.capture import CapturePlan
 from dbt_incremental_mv.logs.contract import LogContractError, LogSpec
-from dbt_incremental_mv.refresh import cost, force, view_classes
+from dbt_incremental_mv.refresh import cost, force, outer_aggregate, view_classes
 from dbt_incremental_mv.refresh.capture import capture_plan, consumers_stops
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.graph import dependency_names
@@ -90,7 +90,7 @@ def explain(ctx: RefreshContext, model: Mapping[str, Any], sql: str, view_relati
         return found
     found.refusals = refusals(ctx, plan, model, sql, graph)
     definition = plan.definition
-    found.view_class = definition.view_class.value if definition is not None else None
+    found.view_class = _class_of(definition) if definition is not None else None
     found.next_run = plan.action if plan.action == "fast" else f"{plan.action} ({plan.reason})"
     if method == "fast" and found.refusals:
         found.next_run = "fails before anything is changed: refresh_method='fast' and the view cannot be fast refreshed"
@@ -125,6 +125,13 @@ def explain(ctx: RefreshContext, model: Mapping[str, Any], sql: str, view_relati
 
 
 # ---------------------------------------------------------------------- reasons
+def _class_of(definition: ViewDefinition) -> str:
+    """The view class, and for an aggregate over outer joins the anchor its delta is sliced by."""
+    if definition.view_class is ViewClass.AGGREGATE and definition.null_supplying:
+        return f"{definition.view_class.value} over outer joins (its delta: the slices of {outer_aggregate.anchor(definition)})"
+    return definition.view_class.value
+
+
 def refusals(ctx: RefreshContext, plan: RefreshPlan, model: Mapping[str, Any], sql: str,
              graph: Mapping[str, Any]) -> list[str]:
     """Every reason the view cannot be fast refreshed, each with what to change: masters without

@@ -1,11 +1,13 @@
 """The aggregate refresh statement, generated without Spark: shape, determinism, step skipping."""
 
+import dataclasses
+
 import pytest
 import sqlglot
 
 from dbt_incremental_mv.analysis import MasterTable, analyze_view
 from dbt_incremental_mv.logs.contract import LogSpec
-from dbt_incremental_mv.refresh import aggregate_view, view_classes
+from dbt_incremental_mv.refresh import aggregate_view, outer_aggregate, view_classes
 from dbt_incremental_mv.refresh.marked import MarkedLog
 
 LINES = MasterTable(
@@ -164,3 +166,108 @@ def test_the_delta_is_computed_once_and_both_writes_read_it():
     # statistics are read before the writes: they compute the delta themselves
     assert "`mv_write_delta`" not in made.stats_sql and cached.sql in made.stats_sql
 
+
+
+# ---------------------------------------------------------------- aggregates over outer joins
+CUSTOMERS = MasterTable("shop.customers", (("customer_id", "bigint"), ("segment", "string")), ("customer_id",))
+SALES = MasterTable(
+    "shop.sales", (("sale_id", "bigint"), ("customer_id", "bigint"), ("amount", "decimal(10,2)")), ("sale_id",)
+)
+OUTER_MASTERS = {m.name: m for m in (CUSTOMERS, SALES)}
+PER_SEGMENT = (
+    "select c.segment, count(*) as n, count(s.sale_id) as sales, sum(s.amount) as total, max(s.amount) as top "
+    "from shop.customers c left join shop.sales s on s.customer_id = c.customer_id where c.segment <> 'x' "
+    "group by c.segment"
+)
+
+
+def outer_statement(sql, logged=(), **changes):
+    view = analyze_view(sql, OUTER_MASTERS)
+    logs = {}
+    for name in {o.master.name for o in view.occurrences}:
+        log = marked(OUTER_MASTERS[name], *changes.get(name, (0, 0)))
+        logs[name] = dataclasses.replace(log, logged=tuple(logged)) if logged else log
+    return view, aggregate_view.refresh_statement(view, "shop.v", logs, {})
+
+
+def test_an_aggregate_over_a_left_join_is_an_aggregate_view_sliced_by_its_anchor():
+    view = analyze_view(PER_SEGMENT, OUTER_MASTERS)
+    assert view.view_class.value == "aggregate" and view.null_supplying == {"s"}
+    assert outer_aggregate.anchor(view) == "c" and view_classes.blocker(view) is None
+    right = analyze_view(
+        "select c.segment, count(s.sale_id) as n from shop.sales s right join shop.customers c "
+        "on s.customer_id = c.customer_id group by c.segment", OUTER_MASTERS,
+    )
+    assert outer_aggregate.anchor(right) == "c"
+
+
+def test_outer_aggregate_change_of_the_null_supplying_side_applies_row_by_row():
+    first = outer_statement(PER_SEGMENT, **{"shop.sales": (2, 1)})[1]
+    assert first.sql == outer_statement(PER_SEGMENT, **{"shop.sales": (2, 1)})[1].sql
+    assert [c.name for c in first.cached] == ["mv_write_delta"]  # no slices: row by row
+    delta = first.cached[0].sql
+    for sql in (delta, *(w.sql for w in first.writes), first.stats_sql):
+        sqlglot.parse_one(sql, read="spark")
+    changed, extended = delta.split("\nunion all\n")
+    # the customers joined with the sales' signed images, where a sale is present
+    assert "`s`.`_mv_s` AS `_mv_sign`" in changed and changed.endswith("WHERE `c`.`segment` <> 'x' AND NOT `s`.`_mv_s` IS NULL")
+    # the null-extended rows of the customers whose sales went from some to none (+1) or back (-1):
+    # the sales read as none, the customers joined with the transitions counted from the sales' new rows
+    assert "`shop`.`sales` VERSION AS OF 123 WHERE FALSE) AS `s`" in extended
+    assert "CASE WHEN COALESCE(`_mv_n`.`_mv_n`, 0) = 0 THEN 1 ELSE -1 END AS `_mv_t`" in extended
+    assert "WHERE (COALESCE(`_mv_n`.`_mv_n`, 0) = 0) <> (COALESCE(`_mv_n`.`_mv_n`, 0) - `_mv_d`.`_mv_d` = 0)" in extended
+    assert "AS `_mv_t` ON `c`.`customer_id` = `_mv_t`.`_mv_v0` WHERE `c`.`segment` <> 'x'\n)" in extended
+    assert first.steps_run[0] == "ROWS s" and first.steps_skipped == ("DELTA c",)
+
+
+def test_outer_aggregate_change_of_the_anchor_is_linear_with_the_other_side_read_for_its_keys():
+    statement = outer_statement(PER_SEGMENT, **{"shop.customers": (1, 1), "shop.sales": (1, 1)})[1]
+    anchor_term, *_ = statement.cached[0].sql.split("\nunion all\n")
+    # the customers' signed images left joined with the sales' old rows (real rows: the outer
+    # join needs them), read for the changed customers only
+    assert "`c`.`_mv_sign` AS `_mv_sign`" in anchor_term and "HAVING SUM(`_mv_net`) > 0" in anchor_term
+    assert anchor_term.count("WHERE (`customer_id`) IN (SELECT /*+ BROADCAST */") == 1
+    assert statement.steps_run[:2] == ("DELTA c", "ROWS s")
+
+
+THREE = (
+    "select r.name, count(*) as n, sum(s.amount) as total from shop.sales s "
+    "left join shop.customers c on s.customer_id = c.customer_id "
+    "left join shop.regions r on c.region_id = r.region_id group by r.name"
+)
+
+
+def test_outer_aggregate_by_slices_when_a_later_join_reads_the_changed_side():
+    regions = MasterTable("shop.regions", (("region_id", "bigint"), ("name", "string")), ("region_id",))
+    customers = MasterTable("shop.customers", (("customer_id", "bigint"), ("region_id", "bigint")), ("customer_id",))
+    masters = {m.name: m for m in (SALES, customers, regions)}
+    view = analyze_view(THREE, masters)
+    logs = {name: marked(m, 1, 1) for name, m in masters.items()}
+    statement = aggregate_view.refresh_statement(view, "shop.v", logs, {})
+    # customers: the regions' join reads them, so their change recomputes the affected sales'
+    # slices (new minus old); regions: a leaf, row by row
+    assert statement.steps_run[:3] == ("DELTA s", "SLICES c", "ROWS r")
+    slices, delta = statement.cached
+    assert slices.name == "mv_write_slices_c"
+    # the anchor keys of the join's rows holding a changed customer, new state and old
+    assert slices.sql.count("WHERE NOT `c`.`customer_id` IS NULL") == 2
+    terms = delta.sql.split("\nunion all\n")
+    assert sum("FROM `mv_write_slices_c`" in t for t in terms) == 2
+    assert "mv_write_slices_c" not in statement.stats_sql  # the statistics compute them inline
+
+
+def test_outer_aggregate_old_state_by_log_kind():
+    view = analyze_view(PER_SEGMENT, OUTER_MASTERS)
+    columns = outer_aggregate.read_columns(view, "s")
+    assert columns == ["amount", "customer_id", "sale_id"]
+    log = marked(SALES, 2, 0)
+    assert "LEFT ANTI JOIN".lower() in outer_aggregate.old_state(log, columns).lower()
+    assert "_mv_net" not in outer_aggregate.old_state(log, columns)
+    deleted = outer_aggregate.old_state(marked(SALES, 0, 2), columns)
+    assert "union all" in deleted and "`_mv_op` = 'D'" in deleted and "_mv_net" not in deleted
+    assert outer_aggregate.old_state(marked(SALES), columns) == "`shop`.`sales` version as of 123"
+
+
+def test_outer_aggregate_min_max_recomputes_even_when_only_inserts_are_marked():
+    _, statement = outer_statement(PER_SEGMENT, **{"shop.sales": (3, 0)})
+    assert "MIN/MAX recompute of groups whose extreme was removed" in statement.steps_run
