@@ -213,7 +213,7 @@ VIEWS = (
          "from {orders} o\njoin {customers} c on o.customer_id = c.customer_id\ngroup by c.country"),
     View("orders_by_segment", "agg-outer", ("customers", "orders"),
          "select c.segment, count(*) as customer_rows, count(o.order_id) as order_count, sum(o.amount) as revenue,\n"
-         "       max(o.amount) as max_amount\n"
+         "       avg(o.amount) as avg_amount\n"
          "from {customers} c\nleft join {orders} o on o.customer_id = c.customer_id\ngroup by c.segment"),
     View("amount_range_by_customer", "minmax", ("orders",),
          "select customer_id, count(*) as order_count, min(amount) as min_amount, max(amount) as max_amount\n"

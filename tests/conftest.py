@@ -14,7 +14,9 @@ def pytest_collection_modifyitems(config, items):
 # The default run's floor of random DML operations (issue 7), checked when every randomized
 # differential test of the view classes ran and passed.
 MIN_OPERATIONS = 2000
-RANDOMIZED = ("test_join_refresh.py", "test_outer_join_refresh.py", "test_aggregate_refresh.py")
+RANDOMIZED = (
+    "test_join_refresh.py", "test_outer_join_refresh.py", "test_aggregate_refresh.py", "test_outer_aggregate_refresh.py",
+)
 _randomized_passed = set()
 
 

@@ -1,5 +1,6 @@
 """Fast refresh of aggregate views (ViewClass.AGGREGATE): GROUP BY or global aggregates with
-COUNT(*), COUNT(x), SUM(x), AVG(x), MIN(x), MAX(x) over one master or inner joins of several.
+COUNT(*), COUNT(x), SUM(x), AVG(x), MIN(x), MAX(x) over one master, inner joins of several, or
+LEFT/RIGHT joins.
 
 The refresh is ONE ``MERGE`` into the view, fed by the *signed net delta* of every affected
 group (SQL Server's indexed-view maintenance, Oracle's aggregate fast refresh):
@@ -33,6 +34,10 @@ group (SQL Server's indexed-view maintenance, Oracle's aggregate fast refresh):
    recomputes every group the log mentions; here deleting a non-extreme row recomputes nothing.
    (A positive row that is not really new always comes with an equal negative one, which flags
    the group whenever that positive could have won, so candidates never overstate.)
+5. **Outer joins.** Over LEFT/RIGHT joins the sum of step 1 still holds for the masters no outer
+   join null-extends (the query is linear in them); a null-supplying master's change is applied
+   row by row or by slices (outer_aggregate.py). Its negative rows may remove a stored extreme
+   whatever the logs hold, so MIN/MAX groups are checked (and recomputed) then too.
 """
 
 from __future__ import annotations
@@ -140,14 +145,17 @@ def _delta_terms(
     ``keys(alias, query)``: what reads the affected anchor keys ``query`` returns (a cached view)."""
     changed = [o.alias for o in view.occurrences if marked[o.master.name].has_changes]
     columns = {o.alias: sorted(view.referenced_columns[o.alias], key=str.casefold) or list(marked[o.master.name].spec.key) for o in view.occurrences}
+    # the sum holds in any order: over outer joins the null-supplying changes go first, so that
+    # the others' terms read them in their new state (no old state of a fact is rebuilt)
+    order = sorted(view.aliases, key=lambda a: a not in view.null_supplying) if view.null_supplying else list(view.aliases)
     terms = []
-    for position, alias in enumerate(view.aliases):
+    for position, alias in enumerate(order):
         if alias not in changed:
             continue
         outer_change = alias in view.null_supplying
         sources: dict[str, str] = {}
         signed: list[str] = []
-        for other_position, other in enumerate(view.aliases):
+        for other_position, other in enumerate(order):
             log = marked[view.occurrence(other).master.name]
             if other == alias:
                 if not outer_change:

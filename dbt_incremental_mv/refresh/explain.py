@@ -128,7 +128,7 @@ def explain(ctx: RefreshContext, model: Mapping[str, Any], sql: str, view_relati
 def _class_of(definition: ViewDefinition) -> str:
     """The view class, and for an aggregate over outer joins the anchor its delta is sliced by."""
     if definition.view_class is ViewClass.AGGREGATE and definition.null_supplying:
-        return f"{definition.view_class.value} over outer joins (its delta: the slices of {outer_aggregate.anchor(definition)})"
+        return f"{definition.view_class.value} over outer joins (anchor: {outer_aggregate.anchor(definition)})"
     return definition.view_class.value
 
 

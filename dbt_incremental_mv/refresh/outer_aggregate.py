@@ -188,8 +188,9 @@ def _transitions(step: JoinStep, log: MarkedLog, columns: list[str]) -> str:
     )
     on = " and ".join(f"`_mv_d`.{ident(n)} = `_mv_n`.{ident(n)}" for n in names)
     count = "coalesce(`_mv_n`.`_mv_n`, 0)"
-    return (
-        f"select {', '.join(f'`_mv_d`.{ident(n)}' for n in names)}, case when {count} = 0 then 1 else -1 end as `_mv_t`\n"
+    return (  # (the counts are a few rows, whatever Spark estimates from the fact's size)
+        f"select /*+ BROADCAST(`_mv_n`) */ {', '.join(f'`_mv_d`.{ident(n)}' for n in names)}, "
+        f"case when {count} = 0 then 1 else -1 end as `_mv_t`\n"
         f"from (\n{net}\n) as `_mv_d` left join (\n{now}\n) as `_mv_n` on {on}\n"
         f"where ({count} = 0) <> ({count} - `_mv_d`.`_mv_d` = 0)"
     )
@@ -213,7 +214,7 @@ def _row_terms(view: ViewDefinition, step: JoinStep, log: MarkedLog, states: Map
         for p, n in zip(step.equi_pairs, _value_names(step))
     ))
     extended = extended.join(
-        exp.Subquery(this=exp.maybe_parse(_transitions(step, log, columns), dialect="spark"),
+        exp.Subquery(this=exp.maybe_parse(broadcast(_transitions(step, log, columns)), dialect="spark"),
                      alias=exp.TableAlias(this=exp.to_identifier("_mv_t", quoted=True))),
         on=on, join_type="inner",
     )

@@ -78,3 +78,10 @@ def test_every_reason_is_listed_each_with_what_to_change_and_masters_named_as_wr
         "meta.mv_log: {master: shop.customers, key: [<its unique key>], capture: true}",
     ]
     assert lines[4].startswith("next dbt run: complete (fast refresh impossible: no change log is declared")
+
+
+def test_an_aggregate_over_an_outer_join_is_fast_refreshable_and_names_its_anchor():
+    sql = ("select c.country, count(o.order_id) as n from shop.customers c "
+           "left join shop.orders o on o.customer_id = c.customer_id group by c.country")
+    lines = explained(Warehouse("outer_join"), sql)
+    assert lines[1:3] == ["view class: aggregate over outer joins (anchor: c)", "fast refreshable: yes"]
