@@ -153,6 +153,9 @@ def _delta_terms(
         if alias not in changed:
             continue
         outer_change = alias in view.null_supplying
+        # real rows where an outer join reads them, and for a change applied by slices (which
+        # recompute rows); a change applied row by row is linear in the other masters
+        real_rows = outer_change and outer_aggregate.by_row_step(view, alias) is None
         sources: dict[str, str] = {}
         signed: list[str] = []
         for other_position, other in enumerate(order):
@@ -163,7 +166,7 @@ def _delta_terms(
                     signed.append(other)
             elif other_position < position:
                 sources[other] = log.master_as_of()  # already changed: new state
-            elif outer_change or other in view.null_supplying:  # an outer join needs real rows
+            elif real_rows or other in view.null_supplying:
                 sources[other] = outer_aggregate.old_state(log, outer_aggregate.read_columns(view, other))
             else:
                 source, has_sign = _old_state(log, columns[other])

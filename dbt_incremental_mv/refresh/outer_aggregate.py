@@ -115,8 +115,9 @@ def null_supplying_terms(
     project: Project, keys: Keys,
 ) -> list[str]:
     """The delta terms of the change of ``alias``, an occurrence an outer join null-extends, with
-    every other occurrence read from ``states`` (real rows: the new state of those before it in
-    the telescoping sum, the old state of those after it)."""
+    every other occurrence read from ``states`` (the new state of those before it in the
+    telescoping sum, the old state of those after it: real rows when the change is applied by
+    slices or an outer join reads them; else possibly signed, ``project`` multiplying the signs)."""
     log = marked[view.occurrence(alias).master.name]
     step = by_row_step(view, alias)
     if step is not None:
