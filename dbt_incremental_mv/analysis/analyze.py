@@ -8,6 +8,7 @@ the joins, classify the outputs, add the hidden columns, and check that the resu
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from types import MappingProxyType
 
 from sqlglot import exp
@@ -16,6 +17,7 @@ from sqlglot.errors import SqlglotError
 from dbt_incremental_mv.analysis import functions, render
 from dbt_incremental_mv.analysis.constructs import refuse_unsupported_constructs
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
+from dbt_incremental_mv.analysis.having import resolve_having, split_having
 from dbt_incremental_mv.analysis.hidden import aggregate_hidden_columns, key_hidden_columns
 from dbt_incremental_mv.analysis.joins import JoinTree, normalize_joins
 from dbt_incremental_mv.analysis.model import MasterOccurrence, MasterTable, ViewClass, ViewDefinition
@@ -31,7 +33,7 @@ def analyze_view(sql: str, masters: Mapping[str, MasterTable]) -> ViewDefinition
     metadata. Raises UnsupportedViewError naming the first construct that prevents an
     incremental refresh.
     """
-    statement = distinct_as_group_by(parse_statement(sql))
+    statement, having_condition = split_having(distinct_as_group_by(parse_statement(sql)))
     refuse_unsupported_constructs(statement)
     query = Resolver(masters).query(statement)
     _refuse_aggregates_outside_select(query)
@@ -64,6 +66,9 @@ def analyze_view(sql: str, masters: Mapping[str, MasterTable]) -> ViewDefinition
         group_key_columns=classified.group_key_columns,
         referenced_columns=read,
     )
+    if having_condition is not None:
+        having = resolve_having(having_condition, statement, masters, classified.outputs, classified.group_key_columns)
+        definition = replace(definition, having=having)
     _refuse_unrenderable(definition)
     return definition
 
@@ -148,6 +153,8 @@ def _rendered_parts(definition: ViewDefinition) -> Iterable[exp.Expression]:
     yield from definition.where_conjuncts
     yield from (s.condition for s in definition.joins if s.condition is not None)
     yield from definition.group_by
+    if definition.having is not None:
+        yield definition.having
 
 
 def _refuse_unrenderable(definition: ViewDefinition) -> None:

@@ -204,6 +204,8 @@ class ViewDefinition(_ReadableRepr):
     null_supplying: frozenset[str]
     group_key_columns: tuple[str, ...]
     referenced_columns: Mapping[str, frozenset[str]] = field(hash=False)
+    # HAVING over the stored column names (analysis/having.py), or None
+    having: exp.Expression | None = None
 
     @property
     def stored_columns(self) -> tuple[str, ...]:
@@ -250,7 +252,15 @@ class ViewDefinition(_ReadableRepr):
         sqlglot Table/Subquery/Select), which keeps the occurrence's alias and must provide the
         master's columns. ``include_hidden=False`` selects the visible outputs only.
         """
-        return render.render_select(self, sources, include_hidden=include_hidden, pretty=pretty)
+        rendered = render.render_select(self, sources, include_hidden=include_hidden, pretty=pretty)
+        if self.having is None:
+            return rendered
+        # the groups that pass, filtered on the stored columns (hidden ones included)
+        query = rendered if include_hidden else render.render_select(self, sources, pretty=pretty)
+        filtered = f"select * from (\n{query}\n) as `_mv_g`\nwhere {render.render_expression(self.having)}"
+        if include_hidden:
+            return filtered
+        return f"select {', '.join(render.render_expression(exp.column(o.name, quoted=True)) for o in self.outputs)} from (\n{filtered}\n)"
 
     def select_expression(
         self,

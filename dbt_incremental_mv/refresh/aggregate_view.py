@@ -331,13 +331,13 @@ def _group_match(left: str, right: str, columns: Sequence[str]) -> str:
 
 
 def _recompute_ctes(view: ViewDefinition, marked: Mapping[str, MarkedLog], min_max: list[str]) -> list[str]:
-    """The groups whose stored extreme a negative row may have removed, recomputed from the
-    masters as of the marked snapshot: the groups with negative rows, less those stored with
-    every extreme safe (a group not in the view has no stored extreme and is recomputed)."""
+    """The groups recomputed from the masters as of the marked snapshot (``_mv_flagged``): those
+    whose stored extreme a negative row may have removed (``min_max``: the groups with negative
+    rows, less those stored with every extreme safe; a group not in the view has no stored
+    extreme and is recomputed), and for a view with HAVING every group of the delta the view does
+    not hold (it did not pass, or did not exist: its state is not stored)."""
     keys = view.group_key_columns
     projection = ", ".join(f"`_mv_d`.{ident(c)}" for c in keys) or "1 as `_mv_one`"
-    negative = " or ".join(f"`_mv_d`.{ident(_delta_name(c, 'n'))} is not null" for c in min_max)
-    safe = " and ".join(_safe(view, c, "`_mv_d`", "`_mv_v`") for c in min_max)
     group = [view.output(name).expression for name in keys]
     restricted = view.select_expression({o.alias: marked[o.master.name].master_as_of() for o in view.occurrences})
     if keys:  # the flagged groups' rows only: a semi join below the aggregation
@@ -355,13 +355,28 @@ def _recompute_ctes(view: ViewDefinition, marked: Mapping[str, MarkedLog], min_m
         f"`_mv_q`.{ident(c)}" if c in keys else f"`_mv_q`.{ident(c)} as {ident(RECOMPUTED_PREFIX + c)}"
         for c in view.stored_columns
     )
-    return [
-        f"`_mv_negative` as (\nselect {projection} from `_mv_delta` as `_mv_d` where {negative}\n)",
-        f"`_mv_safe` as (\nselect {projection} from `_mv_delta` as `_mv_d`\n"
-        f"join `_mv_stored` as `_mv_v` on {_group_match('`_mv_d`', '`_mv_v`', keys)}\nwhere {safe}\n)",
-        f"`_mv_flagged` as (\nselect `_mv_n`.* from `_mv_negative` as `_mv_n`\n"
-        f"left anti join ({broadcast('select * from `_mv_safe`')}) as `_mv_s` "
-        f"on {_group_match('`_mv_n`', '`_mv_s`', keys or ('_mv_one',))}\n)",
+    ctes, flagged = [], []
+    if min_max:
+        negative = " or ".join(f"`_mv_d`.{ident(_delta_name(c, 'n'))} is not null" for c in min_max)
+        safe = " and ".join(_safe(view, c, "`_mv_d`", "`_mv_v`") for c in min_max)
+        ctes += [
+            f"`_mv_negative` as (\nselect {projection} from `_mv_delta` as `_mv_d` where {negative}\n)",
+            f"`_mv_safe` as (\nselect {projection} from `_mv_delta` as `_mv_d`\n"
+            f"join `_mv_stored` as `_mv_v` on {_group_match('`_mv_d`', '`_mv_v`', keys)}\nwhere {safe}\n)",
+        ]
+        flagged.append(
+            "select `_mv_n`.* from `_mv_negative` as `_mv_n`\n"
+            f"left anti join ({broadcast('select * from `_mv_safe`')}) as `_mv_s` "
+            f"on {_group_match('`_mv_n`', '`_mv_s`', keys or ('_mv_one',))}"
+        )
+    if view.having is not None:  # the delta's groups the view does not hold
+        flagged.append(
+            f"select {projection} from `_mv_delta` as `_mv_d`\n"
+            f"left anti join `_mv_stored` as `_mv_v` on {_group_match('`_mv_d`', '`_mv_v`', keys)}"
+        )
+    union = "\nunion\n".join(flagged)
+    return ctes + [
+        f"`_mv_flagged` as (\n{union}\n)",
         f"`_mv_recompute` as (\nselect {recomputed}, true as {ident(RECOMPUTED)} from (\n"
         f"{ViewDefinition.render_expression(restricted)}\n) as `_mv_q`{flagged_only}\n)",
     ]
@@ -384,7 +399,9 @@ def refresh_statement(
     min_max = [o.name for o in view.outputs if o.kind in (OutputKind.MIN, OutputKind.MAX)]
     any_deletes = any(marked[o.master.name].deletes for o in view.occurrences)
     # (over outer joins the old slices' rows are negative whatever the logs hold)
-    recompute = bool(min_max) and (any_deletes or bool(view.null_supplying))
+    extremes = bool(min_max) and (any_deletes or bool(view.null_supplying))
+    # with HAVING, groups the view does not hold are recomputed (their state is not stored)
+    recompute = extremes or view.having is not None
     view_table = relation(view_relation)
     target = branch_target(view_relation, branch)
     keys = view.group_key_columns
@@ -412,7 +429,7 @@ def refresh_statement(
     rows = "select `_mv_d`.*"
     joins = ""
     if recompute:
-        ctes += _recompute_ctes(view, marked, min_max)
+        ctes += _recompute_ctes(view, marked, min_max if extremes else [])
         recomputed = [f"`_mv_r`.{ident(RECOMPUTED_PREFIX + c)}" for c in view.stored_columns if c not in keys]
         rows += f", {', '.join(recomputed)}, coalesce(`_mv_r`.{ident(RECOMPUTED)}, false) as {ident(RECOMPUTED)}"
         joins = f"\nleft join `_mv_recompute` as `_mv_r` on {_group_match('`_mv_d`', '`_mv_r`', keys)}"
@@ -427,31 +444,45 @@ def refresh_statement(
         f"delete from {target} as `_mv_v`\n"
         f"where {broadcast_exists(from_cache, '`_mv_k`', _group_match('`_mv_k`', '`_mv_v`', keys))}"
     )
-    insert = (
-        f"insert into {target} ({idents(stored)})\nwith {', '.join(ctes)}\n"
+    new_rows = (
         f"select {', '.join(f'{values[c]} as {ident(c)}' for c in stored)}\n{from_source}"
         # a group whose rows all went is not inserted again; a global aggregate keeps its one row
         + (f"\nwhere {new_count} > 0" if keys else "")
     )
+    if view.having is not None:  # and a group that does not pass is not stored
+        new_rows = f"select * from (\n{new_rows}\n) as `_mv_h`\nwhere {ViewDefinition.render_expression(view.having)}"
+    insert = f"insert into {target} ({idents(stored)})\nwith {', '.join(ctes)}\n{new_rows}"
     sliced = {c.name.rsplit("_slices_", 1)[1] for c in slices}
     run = tuple(
         f"{'SLICES' if a in sliced else 'ROWS' if a in view.null_supplying else 'DELTA'} {a}" for a in changed
     )
-    if recompute:
+    if extremes:
         run += ("MIN/MAX recompute of groups whose extreme was removed",)
+    if view.having is not None:
+        run += ("HAVING: recompute of groups the view does not hold",)
     skipped = tuple(f"DELTA {o.alias}" for o in view.occurrences if o.alias not in changed)
-    if min_max and not recompute:
+    if min_max and not extremes:
         skipped += ("MIN/MAX recompute (insert-only)",)
-    existed = f"`_mv_t`.{ident(ROW_COUNT_COLUMN)} is not null"
     # (the statistics are read before the writes, and the cached delta: the delta in full)
     stats_ctes = [f"`_mv_delta` as (\n{delta_in_full}\n)", *ctes[1:]]
-    stats = (
-        f"with {', '.join(stats_ctes)}\n"
-        f"select count_if(not {existed} and {new_count} > 0), count_if({existed} and {new_count} <> 0), "
-        f"count_if({existed} and {new_count} = 0), "
-        + (f"count_if(`_mv_s`.{ident(RECOMPUTED)})" if recompute else "0")
-        + f"\n{from_source}"
-    )
+    existed = f"`_mv_t`.{ident(ROW_COUNT_COLUMN)} is not null"
+    recomputed = f"count_if(`_mv_s`.{ident(RECOMPUTED)})" if recompute else "0"
+    if view.having is None:
+        stats = (
+            f"with {', '.join(stats_ctes)}\n"
+            f"select count_if(not {existed} and {new_count} > 0), count_if({existed} and {new_count} <> 0), "
+            f"count_if({existed} and {new_count} = 0), {recomputed}\n{from_source}"
+        )
+    else:  # a group is in the view after the refresh when it has rows and passes
+        passes = f"(`_mv_h`.{ident(ROW_COUNT_COLUMN)} > 0 and coalesce({ViewDefinition.render_expression(view.having)}, false))"
+        flag = f"`_mv_s`.{ident(RECOMPUTED)}" if recompute else "false"
+        stats = (
+            f"with {', '.join(stats_ctes)}\n"
+            f"select count_if(not `_mv_existed` and {passes}), count_if(`_mv_existed` and {passes}), "
+            f"count_if(`_mv_existed` and not {passes}), count_if(`_mv_recomputed_group`)\nfrom (\n"
+            f"select {', '.join(f'{values[c]} as {ident(c)}' for c in stored)}, {existed} as `_mv_existed`, "
+            f"{flag} as `_mv_recomputed_group`\n{from_source}\n) as `_mv_h`"
+        )
     labels = ("groups inserted", "groups updated", "groups deleted", "groups recomputed")
     return refresh_writes(
         branch, [Write("delete", delete), Write("insert", insert)], run, skipped, stats, labels, (*slices, cached)

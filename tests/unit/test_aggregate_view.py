@@ -274,3 +274,49 @@ def test_outer_aggregate_old_state_by_log_kind():
 def test_outer_aggregate_min_max_recomputes_even_when_only_inserts_are_marked():
     _, statement = outer_statement(PER_SEGMENT, **{"shop.sales": (3, 0)})
     assert "MIN/MAX recompute of groups whose extreme was removed" in statement.steps_run
+
+
+# ---------------------------------------------------------------- HAVING
+BY_PRODUCT_HAVING = (
+    "select product_id, count(*) as n, sum(qty * price) as revenue, max(price) as max_price from shop.lines "
+    "group by product_id having count(*) > 2 and revenue > 10 and sum(qty * price) < 1000 and product_id <> 7"
+)
+
+
+def test_having_is_analysed_over_the_stored_columns():
+    view = analyze_view(BY_PRODUCT_HAVING, MASTERS)
+    assert view.view_class.value == "aggregate"
+    assert ViewDefinition_sql(view.having) == (
+        "`n` > 2 AND `revenue` > 10 AND `revenue` < 1000 AND `product_id` <> 7"
+    )
+    # the defining query: the groups that pass, filtered on the stored row (hidden count included)
+    query = view.render_select()
+    assert query.endswith("as `_mv_g`\nwhere `n` > 2 AND `revenue` > 10 AND `revenue` < 1000 AND `product_id` <> 7")
+    sqlglot.parse_one(query, read="spark")
+    # COUNT(*) not selected is the hidden row count
+    hidden = analyze_view("select product_id, sum(qty) as q from shop.lines group by product_id having count(*) > 1", MASTERS)
+    assert ViewDefinition_sql(hidden.having) == "`_mv_count` > 1"
+
+
+def ViewDefinition_sql(expression):
+    return expression.sql(dialect="spark", identify=True)
+
+
+def test_having_recomputes_the_groups_the_view_does_not_hold_and_stores_only_those_that_pass():
+    statement = aggregate_view.refresh_statement(
+        analyze_view(BY_PRODUCT_HAVING, MASTERS), "shop.v", {"shop.lines": marked(LINES, 2, 0)}, {}
+    )
+    delete, insert = statement.writes
+    for sql in (delete.sql, insert.sql, statement.stats_sql):
+        sqlglot.parse_one(sql, read="spark")
+    # insert-only: no MIN/MAX check, but the delta's groups missing from the view are recomputed
+    assert "`_mv_negative`" not in insert.sql
+    assert "`_mv_flagged` as (\nselect `_mv_d`.`product_id` from `_mv_delta` as `_mv_d`\nleft anti join `_mv_stored`" in insert.sql
+    assert insert.sql.endswith("as `_mv_h`\nwhere `n` > 2 AND `revenue` > 10 AND `revenue` < 1000 AND `product_id` <> 7")
+    assert statement.steps_run == ("DELTA lines", "HAVING: recompute of groups the view does not hold")
+    # with deletes, both kinds of flagged groups, each group once
+    mixed = aggregate_view.refresh_statement(
+        analyze_view(BY_PRODUCT_HAVING, MASTERS), "shop.v", {"shop.lines": marked(LINES, 2, 1)}, {}
+    )
+    flagged = mixed.writes[1].sql.split("`_mv_flagged` as (\n", 1)[1].split("`_mv_recompute` as (", 1)[0]
+    assert flagged.count("\nunion\n") == 1 and "`_mv_negative`" in flagged and "left anti join `_mv_stored`" in flagged

@@ -67,7 +67,11 @@ REFUSALS = [
                        "on c.customer_id = (select max(customer_id) from shop.customers)", "(select max(customer_id)"),
     ("any subquery", f"select o.order_id from {O} where o.amount = any (select amount from shop.orders)", "any"),
     # grouping
-    ("having", f"select o.status, count(*) as n from {O} group by o.status having count(*) > 1", "count(*) > 1"),
+    ("having without group by", f"select count(*) as n from {O} having count(*) > 1", "count(*) > 1"),
+    ("having an aggregate not selected", f"select o.status, count(*) as n from {O} group by o.status having sum(o.amount) > 1",
+     "sum(o.amount)"),
+    ("having an ungrouped column", f"select o.status, count(*) as n from {O} group by o.status having n > 1 "
+     "or o.amount > 2", "o.amount"),
     ("grouping sets", f"select o.status, count(*) as n from {O} group by grouping sets ((o.status), ())",
      "grouping sets"),
     ("rollup", f"select o.status, count(*) as n from {O} group by rollup (o.status)", "rollup"),
