@@ -87,8 +87,8 @@ _CLAUSE_REFUSALS: tuple[tuple[str, str, str, str], ...] = (
     # (arg key, construct prefix, reason, hint)
     ("distinct", "SELECT DISTINCT", "DISTINCT is not supported",
      "Use GROUP BY over the selected columns instead; grouped views are maintained incrementally"),
-    ("having", "", "HAVING is not supported: a group can enter or leave the view on any change",
-     "Select the aggregates and filter in a downstream model"),
+    ("having", "", "HAVING is fast refreshed on the outer query's GROUP BY only (here it has none, or it "
+     "filters a subquery or CTE)", "Move the grouping and its HAVING to the outer query, or filter in a downstream model"),
     ("qualify", "", "QUALIFY is not supported (it filters on window functions)", _SEPARATE_MODEL),
     ("windows", "WINDOW clause", "window functions are not supported", _SEPARATE_MODEL),
     ("laterals", "", "LATERAL VIEW generates rows from a column and is not supported",

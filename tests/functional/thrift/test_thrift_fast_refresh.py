@@ -95,7 +95,7 @@ class TestExampleProjectOverThrift(ExampleProject):
     def test_build_refresh_and_full_refresh(self, project):
         results, log = run_dbt_and_capture(["build"])
         assert all(r.status in ("success", "pass") for r in results), log
-        assert len([r for r in results if r.node.resource_type == "model"]) == len(VIEWS) == 6
+        assert len([r for r in results if r.node.resource_type == "model"]) == len(VIEWS) == 7
         for view in VIEWS:
             assert re.search(rf"{view}: build \(first run", log), f"no build line for {view}"
             describe = rows(project, f"describe extended {project.test_schema}.{view}")
