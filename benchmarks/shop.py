@@ -215,6 +215,9 @@ VIEWS = (
          "select c.segment, count(*) as customer_rows, count(o.order_id) as order_count, sum(o.amount) as revenue,\n"
          "       avg(o.amount) as avg_amount\n"
          "from {customers} c\nleft join {orders} o on o.customer_id = c.customer_id\ngroup by c.segment"),
+    View("frequent_customers", "having", ("orders",),
+         "select customer_id, count(*) as order_count, sum(amount) as revenue\n"
+         "from {orders}\ngroup by customer_id\nhaving count(*) >= 12"),
     View("amount_range_by_customer", "minmax", ("orders",),
          "select customer_id, count(*) as order_count, min(amount) as min_amount, max(amount) as max_amount\n"
          "from {orders}\ngroup by customer_id"),

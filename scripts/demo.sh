@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up the plugin and runs the example project on the embedded Spark + Iceberg:
-# builds seeds, the six fast_refresh views and their tests, changes some master rows,
+# builds seeds, the seven fast_refresh views and their tests, changes some master rows,
 # refreshes the views (the join view incrementally) and tests them again.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
