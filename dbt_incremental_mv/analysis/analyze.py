@@ -33,7 +33,7 @@ def analyze_view(sql: str, masters: Mapping[str, MasterTable]) -> ViewDefinition
     metadata. Raises UnsupportedViewError naming the first construct that prevents an
     incremental refresh.
     """
-    statement, having_condition = split_having(distinct_as_group_by(parse_statement(sql)))
+    statement, having_condition = rewritten_statement(sql)
     refuse_unsupported_constructs(statement)
     query = Resolver(masters).query(statement)
     _refuse_aggregates_outside_select(query)
@@ -71,6 +71,12 @@ def analyze_view(sql: str, masters: Mapping[str, MasterTable]) -> ViewDefinition
         definition = replace(definition, having=having)
     _refuse_unrenderable(definition)
     return definition
+
+
+def rewritten_statement(sql: str) -> tuple[exp.Query, exp.Expression | None]:
+    """The query as the analysis reads it: ``SELECT DISTINCT`` as the GROUP BY it equals, and the
+    outer query's HAVING taken apart (analysis/having.py), returned with the query without it."""
+    return split_having(distinct_as_group_by(parse_statement(sql)))
 
 
 def distinct_as_group_by(statement: exp.Query) -> exp.Query:

@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dbt_incremental_mv.analysis import MasterTable, ViewClass, ViewDefinition, analyze_view
-from dbt_incremental_mv.analysis.analyze import distinct_as_group_by
+from dbt_incremental_mv.analysis.analyze import rewritten_statement
 from dbt_incremental_mv.analysis.constructs import unsupported_constructs
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError
-from dbt_incremental_mv.analysis.parse import parse_statement
 from dbt_incremental_mv.bookkeeping import ViewState
 from dbt_incremental_mv.config import ConfigError
 from dbt_incremental_mv.layout import layout_advice
@@ -126,10 +125,13 @@ def explain(ctx: RefreshContext, model: Mapping[str, Any], sql: str, view_relati
 
 # ---------------------------------------------------------------------- reasons
 def _class_of(definition: ViewDefinition) -> str:
-    """The view class, and for an aggregate over outer joins the anchor its delta is sliced by."""
+    """The view class; for an aggregate, over outer joins (and their anchor) and with HAVING."""
+    text = definition.view_class.value
     if definition.view_class is ViewClass.AGGREGATE and definition.null_supplying:
-        return f"{definition.view_class.value} over outer joins (anchor: {outer_aggregate.anchor(definition)})"
-    return definition.view_class.value
+        text += f" over outer joins (anchor: {outer_aggregate.anchor(definition)})"
+    if definition.having is not None:
+        text += " with HAVING (the groups it does not hold are recomputed when changed)"
+    return text
 
 
 def refusals(ctx: RefreshContext, plan: RefreshPlan, model: Mapping[str, Any], sql: str,
@@ -143,7 +145,7 @@ def refusals(ctx: RefreshContext, plan: RefreshPlan, model: Mapping[str, Any], s
         for master, written in dependency_names(model, graph).items() if master not in plan.logs
     ]
     try:
-        reasons += [str(e).removeprefix(PREFIX) for e in unsupported_constructs(distinct_as_group_by(parse_statement(sql)))]
+        reasons += [str(e).removeprefix(PREFIX) for e in unsupported_constructs(rewritten_statement(sql)[0])]
     except UnsupportedViewError as exc:  # not one query
         return reasons + [str(exc).removeprefix(PREFIX)]
     if reasons:

@@ -85,3 +85,12 @@ def test_an_aggregate_over_an_outer_join_is_fast_refreshable_and_names_its_ancho
            "left join shop.orders o on o.customer_id = c.customer_id group by c.country")
     lines = explained(Warehouse("outer_join"), sql)
     assert lines[1:3] == ["view class: aggregate over outer joins (anchor: c)", "fast refreshable: yes"]
+
+
+def test_a_having_view_is_fast_refreshable_and_says_how():
+    sql = "select customer_id, count(*) as n from shop.orders group by customer_id having count(*) > 1"
+    lines = explained(Warehouse("aggregate"), sql)
+    assert lines[1:3] == [
+        "view class: aggregate with HAVING (the groups it does not hold are recomputed when changed)",
+        "fast refreshable: yes",
+    ]

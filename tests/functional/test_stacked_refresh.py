@@ -1,0 +1,80 @@
+"""A chain of three stacked fast_refresh models: a join over the masters, a filter over the join,
+an aggregate with HAVING over the filter. Each upstream model is the master of the next one, its
+change log captured from its Iceberg history after dbt refreshed it (models run in DAG order)."""
+
+from dataclasses import replace
+
+import pytest
+from dbt.tests.util import run_dbt, run_dbt_and_capture
+
+from tests.functional.differential import Workload, soak_factor
+from tests.functional.test_aggregate_refresh import MASTERS, visible_columns
+
+SRC = {name: f"{{{{ source('shop', '{name}') }}}}" for name in ("customers", "orders")}
+VIEWS = {
+    "order_regions": (  # over the masters
+        "select o.order_id, o.status, o.amount, o.quantity, c.customer_id, c.region_id "
+        f"from {SRC['orders']} o join {SRC['customers']} c on o.customer_id = c.customer_id"
+    ),
+    "live_order_regions": (  # over order_regions
+        "select r.order_id, r.region_id, r.amount, r.quantity from {{ ref('order_regions') }} r "
+        "where r.status is null or r.status <> 'cancelled'"
+    ),
+    "region_totals": (  # over live_order_regions
+        "select l.region_id, count(*) as n, sum(l.amount) as total, max(l.quantity) as max_quantity "
+        "from {{ ref('live_order_regions') }} l group by l.region_id having count(*) >= 2"
+    ),
+}
+LOGS = """
+  - name: model_logs
+    schema: "{{ target.schema }}"
+    tables:
+      - name: mlog_order_regions
+        meta: {mv_log: {master: order_regions, key: [order_id], capture: true}}
+      - name: mlog_live_order_regions
+        meta: {mv_log: {master: live_order_regions, key: [order_id], capture: true}}
+"""
+
+
+def defining_query(schema, sql):
+    for name in ("orders", "customers"):
+        sql = sql.replace(SRC[name], f"{schema}.{name}")
+    for name in VIEWS:
+        sql = sql.replace(f"{{{{ ref('{name}') }}}}", f"{schema}.{name}")
+    return sql
+
+
+class TestThreeStackedViews:
+    @pytest.fixture(scope="class")
+    def models(self):
+        files = {f"{name}.sql": "{{ config(materialized='fast_refresh', refresh_method='fast') }}\n" + sql
+                 for name, sql in VIEWS.items()}
+        files["sources.yml"] = Workload.sources_yml(MASTERS[:2]) + LOGS
+        return files
+
+    def check_all(self, workload):
+        schema = workload.project.test_schema
+        for name, sql in VIEWS.items():
+            workload.check(name, defining_query(schema, sql), visible_columns(workload.project, name))
+
+    @pytest.mark.parametrize("seed", [31])
+    def test_randomized_workload(self, project, seed):
+        workload = Workload(project, [replace(m, rows={}) for m in MASTERS[:2]], seed)
+        workload.create(initial_rows=10)
+        results = run_dbt(["run"])
+        assert [r.node.name for r in results] == list(VIEWS)  # in DAG order
+        self.check_all(workload)
+
+        for round_number in range(4 * soak_factor()):
+            workload.alternating_round(round_number, operations=8)
+            results, log = run_dbt_and_capture(["run"])
+            assert all(r.status == "success" for r in results), log
+            # every level fast refreshed from the level below's change (its log captured)
+            assert log.count("fast refresh:") == len(VIEWS), log
+            self.check_all(workload)
+
+        for kinds in (("insert",), ("delete",), ("update_key", "update")):
+            workload.round(10, kinds=kinds)
+            results, log = run_dbt_and_capture(["run"])
+            assert all(r.status == "success" for r in results), log
+            self.check_all(workload)
