@@ -101,9 +101,11 @@ class Progress:
 
 
 # ---------------------------------------------------------------------- the dbt projects
-def _sources(ds, masters: list[str], logs: str | None, log_schema: str | None = None) -> str:
+def _sources(ds, masters: list[str], logs: str | None, log_schema: str | None = None,
+             views: list[shop.View] = ()) -> str:
     """``sources.yml``: the masters, and with ``logs`` ('capture' or 'cdc') their change logs
-    (in ``log_schema``, default the masters' schema)."""
+    (in ``log_schema``, default the masters' schema), and the capture-managed logs of the
+    ``views`` other views read (in ``log_schema``)."""
     lines = ["version: 2", "sources:", f"  - name: {ds.SCHEMA}", f"    schema: {ds.SCHEMA}", "    tables:"]
     lines += [f"      - name: {m}" for m in masters]
     if logs:
@@ -113,11 +115,19 @@ def _sources(ds, masters: list[str], logs: str | None, log_schema: str | None = 
             capture = "true" if logs == "capture" else "false"
             lines += [f"      - name: {ds.log_name(m)}", "        meta:",
                       f"          mv_log: {{master: {ds.SCHEMA}.{m}, key: [{key}], capture: {capture}}}"]
+    read = {m for v in views for m in v.masters}
+    upstream = [v for v in views if v.name in read]
+    if upstream:  # views read by views: their logs, captured from their history
+        lines += ["  - name: view_logs", f"    schema: {log_schema or 'mv_fast'}", "    tables:"]
+        for view in upstream:
+            lines += [f"      - name: {ds.log_name(view.name)}", "        meta:",
+                      f"          mv_log: {{master: {view.name}, key: [{', '.join(view.key)}], capture: true}}"]
     return "\n".join(lines) + "\n"
 
 
 def _model(ds, view: shop.View, config: str) -> str:
-    tables = {m: "{{ source('" + ds.SCHEMA + "', '" + m + "') }}" for m in view.masters}
+    tables = {m: "{{ source('" + ds.SCHEMA + "', '" + m + "') }}" if m in ds.MASTERS else "{{ ref('" + m + "') }}"
+              for m in view.masters}
     return "{{ config(" + config + ") }}\n" + view.query(**tables) + "\n"
 
 
@@ -134,7 +144,7 @@ def write_projects(
     masters = masters_of(ds, views)
     common = {"warehouse": warehouse, "driver_memory": args.driver_memory, "threads": args.threads,
               "on_run_start": ds.WARM_UP}
-    fast = write_project(root, "fast", schema="mv_fast", sources_yml=_sources(ds, masters, args.logs),
+    fast = write_project(root, "fast", schema="mv_fast", sources_yml=_sources(ds, masters, args.logs, views=views),
                          models={v.name: _model(ds, v, "materialized='fast_refresh', refresh_method='fast'")
                                  for v in views}, **common)
     complete = write_project(
@@ -144,7 +154,8 @@ def write_projects(
     force = None
     if args.logs == "capture" and not args.no_force:
         force = write_project(
-            root, "force", schema="mv_force", sources_yml=_sources(ds, masters, args.logs, log_schema="mv_force"),
+            root, "force", schema="mv_force",
+            sources_yml=_sources(ds, masters, args.logs, log_schema="mv_force", views=views),
             models={v.name: _model(ds, v, "materialized='fast_refresh', refresh_method='force'") for v in views},
             **common)
     return fast, complete, force
@@ -302,7 +313,8 @@ class Bench:
 
     def verify(self, warehouse: Path, scale: int, fast_run: dict, schema: str = "mv_fast") -> dict:
         views = [{"name": v.name, "relation": f"{schema}.{v.name}",
-                  "query": v.query(**{m: f"{self.ds.SCHEMA}.{m}" for m in v.masters})} for v in self.views]
+                  "query": v.query(**{m: f"{self.ds.SCHEMA if m in self.ds.MASTERS else schema}.{m}" for m in v.masters})}
+                 for v in self.views]
         explain = {} if self.args.no_explain or schema != "mv_fast" else refresh_statements(fast_run)
         result = spark_step("verify", self.payload(warehouse, scale, views=views, explain=explain))
         wall = result.pop("wall_s")

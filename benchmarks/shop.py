@@ -186,8 +186,9 @@ def generate_statements(s: Sizes, master_mode: str, master_format: int = 2) -> l
 class View:
     name: str
     kind: str  # the view class
-    masters: tuple[str, ...]
+    masters: tuple[str, ...]  # tables of the dataset, or views of this list (a view over a view)
     sql: str  # the defining query; masters as {orders}, {customers}, ...
+    key: tuple[str, ...] = ()  # its unique key, when another view reads it (the key of its change log)
 
     def query(self, **tables: str) -> str:
         return self.sql.format(**tables)
@@ -195,7 +196,12 @@ class View:
 
 VIEWS = (
     View("shipped_orders", "filter", ("orders",),
-         "select order_id, customer_id, order_date, amount\nfrom {orders}\nwhere status = 'shipped'"),
+         "select order_id, customer_id, order_date, amount\nfrom {orders}\nwhere status = 'shipped'",
+         key=("order_id",)),
+    # a view over a view: its master is shipped_orders, whose change log is captured from its history
+    View("shipped_by_month", "stacked", ("shipped_orders",),
+         "select trunc(order_date, 'MM') as month, count(*) as order_count, sum(amount) as revenue\n"
+         "from {shipped_orders}\ngroup by trunc(order_date, 'MM')"),
     View("order_details", "join3", ("orders", "customers", "products"),
          "select o.order_id, o.order_date, o.status, o.amount, c.customer_id, c.name as customer_name, c.country,\n"
          "       p.product_id, p.name as product_name, p.category\n"
@@ -239,6 +245,10 @@ def select_views(names: list[str] | None, lines: bool) -> list[View]:
     if not names:
         return available
     chosen = named_views(VIEWS, names)
+    known = {v.name for v in chosen}
+    upstream = [m for v in chosen for m in v.masters if m in {w.name for w in VIEWS} and m not in known]
+    if upstream:
+        raise ValueError(f"view(s) {', '.join(upstream)} must be selected too: other selected views read them")
     missing = [v.name for v in chosen if v not in available]
     if missing:
         raise ValueError(f"view(s) {', '.join(missing)} read order_lines, which --no-lines does not generate")
