@@ -320,3 +320,14 @@ def test_having_recomputes_the_groups_the_view_does_not_hold_and_stores_only_tho
     )
     flagged = mixed.writes[1].sql.split("`_mv_flagged` as (\n", 1)[1].split("`_mv_recompute` as (", 1)[0]
     assert flagged.count("\nunion\n") == 1 and "`_mv_negative`" in flagged and "left anti join `_mv_stored`" in flagged
+
+
+def test_outer_aggregate_row_by_row_applies_the_joins_own_filter_to_images_and_counts():
+    sql = ("select c.segment, count(s.sale_id) as sales from shop.customers c left join shop.sales s "
+           "on s.customer_id = c.customer_id and s.amount > 0 group by c.segment")
+    statement = outer_statement(sql, **{"shop.sales": (1, 1)})[1]
+    changed, extended = statement.cached[0].sql.split("\nunion all\n")
+    # an image failing the filter joins no customer (the ON keeps it), and neither the images'
+    # net count nor the new rows' count of a customer includes rows failing it
+    assert "ON `c`.`customer_id` = `s`.`customer_id` AND `s`.`amount` > 0" in changed
+    assert extended.count("WHERE NOT `s`.`customer_id` IS NULL AND (`s`.`amount` > 0)") == 3  # net twice (values), counts once
