@@ -50,7 +50,7 @@ from sqlglot import exp
 from dbt_incremental_mv.analysis import OutputKind, ViewDefinition
 from dbt_incremental_mv.analysis.hidden import ROW_COUNT_COLUMN
 from dbt_incremental_mv.analysis.model import HiddenPurpose
-from dbt_incremental_mv.logs.contract import DELETE, INSERT
+from dbt_incremental_mv.logs.contract import DELETE
 from dbt_incremental_mv.refresh import outer_aggregate
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.semijoin import marked_ranges, reduce_sources
@@ -58,7 +58,7 @@ from dbt_incremental_mv.refresh.statement import (
     WRITE_BRANCH, Cached, RefreshStatement, Write, branch_target, broadcast_exists, cached_view,
     refresh_writes,
 )
-from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation, string
+from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation
 
 SIGN = "_mv_sign"
 RECOMPUTED = "_mv_recomputed"
@@ -110,12 +110,6 @@ class _Arguments:
         return f"_mv_x{index}"
 
 
-def _signed_images(log: MarkedLog, columns: list[str], invert: bool = False) -> str:
-    positive, negative = (DELETE, INSERT) if invert else (INSERT, DELETE)
-    sign = f"case {ident('_mv_op')} when {string(positive)} then 1 when {string(negative)} then -1 end"
-    return f"select {idents(columns)}, {sign} as {ident(SIGN)} from (\n{log.images(columns)}\n)"
-
-
 def _old_state(log: MarkedLog, columns: list[str]) -> tuple[str, bool]:
     """The occurrence's master before the marked changes, and whether its rows carry signs."""
     new = log.master_as_of()
@@ -131,7 +125,7 @@ def _old_state(log: MarkedLog, columns: list[str]) -> tuple[str, bool]:
     if not log.inserts:  # only deletes: the new rows plus the deleted ones
         deleted = f"select {idents(columns)}, 1 as {ident(SIGN)} from (\n{log.images(columns, DELETE)}\n)"
         return f"(\n{current}\nunion all\n{deleted}\n)", True
-    return f"(\n{current}\nunion all\n{_signed_images(log, columns, invert=True)}\n)", True
+    return f"(\n{current}\nunion all\n{log.signed_images(columns, invert=True)}\n)", True
 
 
 def _delta_terms(
@@ -162,7 +156,7 @@ def _delta_terms(
             log = marked[view.occurrence(other).master.name]
             if other == alias:
                 if not outer_change:
-                    sources[other] = f"(\n{_signed_images(log, columns[other])}\n)"
+                    sources[other] = f"(\n{log.signed_images(columns[other])}\n)"
                     signed.append(other)
             elif other_position < position:
                 sources[other] = log.master_as_of()  # already changed: new state

@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dbt_incremental_mv.logs import sql as log_sql
-from dbt_incremental_mv.logs.contract import LogSpec, may_have_been_widened, normalize_type
+from dbt_incremental_mv.logs.contract import DELETE, INSERT, LogSpec, may_have_been_widened, normalize_type
 from dbt_incremental_mv.metadata import Bound
-from dbt_incremental_mv.sql_text import between, ident, integer, relation, string
+from dbt_incremental_mv.sql_text import between, ident, idents, integer, relation, string
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,13 @@ class MarkedLog:
         """Whether the log's images carry every one of ``columns`` (master column names)."""
         have = {c.casefold() for c in self.logged}
         return bool(columns) and all(c.casefold() in have for c in columns)
+
+    def signed_images(self, columns: tuple[str, ...] | list[str], sign: str = "_mv_sign", invert: bool = False) -> str:
+        """The marked images' ``columns`` and their sign, named ``sign``: an after image counts +1
+        and a before image -1 (the other way round with ``invert``)."""
+        positive, negative = (DELETE, INSERT) if invert else (INSERT, DELETE)
+        case = f"case {ident('_mv_op')} when {string(positive)} then 1 when {string(negative)} then -1 end"
+        return f"select {idents(columns)}, {case} as {ident(sign)} from (\n{self.images(columns)}\n)"
 
     def images(self, columns: tuple[str, ...] | list[str], op: str | None = None) -> str:
         """The marked images' ``columns`` and ``_mv_op`` (only ``op`` images when given)."""

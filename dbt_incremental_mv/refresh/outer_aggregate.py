@@ -45,16 +45,12 @@ from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.analysis.joins import references
 from dbt_incremental_mv.analysis.links import KeyLink, key_links
 from dbt_incremental_mv.analysis.model import JoinKind, JoinStep
-from dbt_incremental_mv.logs.contract import DELETE, INSERT
+from dbt_incremental_mv.logs.contract import DELETE
 from dbt_incremental_mv.refresh.marked import MarkedLog
-from dbt_incremental_mv.sql_text import broadcast, ident, idents, string
+from dbt_incremental_mv.refresh.outer_join_view import anchor
+from dbt_incremental_mv.sql_text import broadcast, ident, idents
 
 NET = "_mv_net"  # a changed key's signed count of one version of its row
-
-
-def anchor(view: ViewDefinition) -> str:
-    """The first occurrence no outer join null-extends (analysis refuses FULL joins)."""
-    return next(o.alias for o in view.occurrences if o.alias not in view.null_supplying)
 
 
 def blocker(view: ViewDefinition) -> str | None:
@@ -87,11 +83,10 @@ def old_state(log: MarkedLog, columns: list[str]) -> str:
     if not log.inserts:  # only deletes: the new rows and the deleted ones
         return f"(select {idents(columns)} from {new}\nunion all\nselect {idents(columns)} from (\n{log.images(columns, DELETE)}\n))"
     unchanged = f"select {listed} from {new} as `_mv_m` left anti join ({log.changed_keys()}) as `_mv_k` on {on}"
-    sign = f"case {ident('_mv_op')} when {string(DELETE)} then 1 when {string(INSERT)} then -1 end"
     now = (
         f"select {listed}, 1 as {ident(NET)} from {new} as `_mv_m` left semi join ({log.changed_keys()}) as `_mv_k` on {on}"
     )
-    images = f"select {idents(columns)}, {sign} as {ident(NET)} from (\n{log.images(columns)}\n)"
+    images = log.signed_images(columns, NET, invert=True)
     rebuilt = (
         f"select {idents(columns)} from (\n{now}\nunion all\n{images}\n)\n"
         f"group by {idents(columns)} having sum({ident(NET)}) > 0"
@@ -179,8 +174,7 @@ def _transitions(step: JoinStep, log: MarkedLog, columns: list[str]) -> str:
     signed count: the old count."""
     names = _value_names(step)
     listed = idents(names)
-    sign = f"case {ident('_mv_op')} when {string(INSERT)} then 1 when {string(DELETE)} then -1 end"
-    images = f"(select {idents(columns)}, {sign} as `_mv_s` from (\n{log.images(columns)}\n))"
+    images = f"({log.signed_images(columns, '_mv_s')})"
     net = f"select {listed}, sum(`_mv_s`) as `_mv_d` from (\n{_own_values(step, images, '`_mv_s`')}\n) group by {listed}"
     wanted = f"select distinct {listed} from (\n{net}\n)"
     now = (
@@ -203,8 +197,7 @@ def _row_terms(view: ViewDefinition, step: JoinStep, log: MarkedLog, states: Map
     come (+1) or go (-1) for the join values whose rows went from some to none or back."""
     alias = step.alias
     columns = read_columns(view, alias)
-    sign = f"case {ident('_mv_op')} when {string(INSERT)} then 1 when {string(DELETE)} then -1 end"
-    signed = f"(select {idents(columns)}, {sign} as `_mv_s` from (\n{log.images(columns)}\n))"
+    signed = f"({log.signed_images(columns, '_mv_s')})"
     changed = view.select_expression({**states, alias: signed}, include_hidden=False)
     changed = changed.where(exp.Not(this=exp.Is(this=exp.column("_mv_s", table=alias, quoted=True), expression=exp.Null())))
     terms = [project(changed, exp.column("_mv_s", table=alias, quoted=True))]
