@@ -32,6 +32,7 @@ class FastRefreshConfig:
     on_configuration_change: str = "apply"  # dbt's config: rebuild on a definition change, or fail
     refresh_history: bool = True  # append a row per refresh to <history_schema>.mv_refresh_history
     history_schema: str | None = None  # None: the model's schema
+    mv_log: bool = False  # the refresh appends what it changed to the view's declared change log
 
     @classmethod
     def from_model_config(cls, model_name: str, config: Mapping[str, Any]) -> FastRefreshConfig:
@@ -72,7 +73,14 @@ class FastRefreshConfig:
                 f"Model '{model_name}': history_schema={history_schema!r} must name one schema (no dots or "
                 "backticks), e.g. history_schema='ops'."
             )
+        mv_log = config.get("mv_log", False)
+        if not isinstance(mv_log, bool):
+            raise ConfigError(
+                f"Model '{model_name}': mv_log={mv_log!r} must be true or false (true: each refresh appends the "
+                "rows it changed to the view's change log, for the fast_refresh models built on this one)."
+            )
         return cls(
+            mv_log=mv_log,
             refresh_method=refresh_method.strip().lower(), refresh_stats=refresh_stats,
             on_configuration_change=on_change.strip().lower(), refresh_history=refresh_history,
             history_schema=history_schema.strip().lower() if history_schema else None,

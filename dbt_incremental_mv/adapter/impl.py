@@ -158,6 +158,11 @@ class SparkMVAdapter(SparkAdapter):
         return propagation
 
     @available
+    def fast_refresh_log(self, plan, wap_id: str) -> None:
+        """mv_log=true: write what the staged refresh changed to a branch of the view's change log."""
+        self._engine().write_own_log(plan, wap_id)
+
+    @available
     def fast_refresh_publish(self, plan, wap_id: str) -> None:
         """Publish the refresh's staged commit (a compare-and-swap on the view's main branch)."""
         from dbt_incremental_mv.refresh.engine import ConcurrentRefreshError
@@ -244,6 +249,25 @@ class SparkMVAdapter(SparkAdapter):
                 )
             specs = [s for s in specs if s.master_ref.lower() in wanted]
         return specs
+
+    @available
+    def mv_logged_merge(self, model: Mapping[str, Any], new_rows: BaseRelation, target: BaseRelation,
+                        graph: Mapping[str, Any]) -> str:
+        """The ``logged_merge`` incremental strategy (refresh/logged_merge.py): merge the model's new
+        rows and append what changed to its change log. Returns what was done, for the log."""
+        from dbt_incremental_mv.logs.contract import LogContractError, logs_by_master, log_specs_from_graph
+        from dbt_incremental_mv.refresh import logged_merge
+
+        table = _relation_name(target)
+        name = model.get("name", table)
+        try:
+            spec = logs_by_master(log_specs_from_graph(graph)).get(table)
+            config = logged_merge.MergeConfig.from_model_config(name, dict(model.get("config") or {}), spec)
+            assert spec is not None
+            line = logged_merge.run(self._engine().ctx, config, spec, table, new_rows.identifier)
+        except (LogContractError, logged_merge.LoggedMergeError) as exc:
+            raise self._people_error(exc) from exc
+        return line
 
     @available
     def mv_log_create(self, graph: Mapping[str, Any], masters: Sequence[str] | None = None) -> list[str]:

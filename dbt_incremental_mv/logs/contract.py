@@ -80,6 +80,18 @@ class LogSpec:
         return f"change log {self.log_relation} (source '{self.source_name}') of master {self.master_name}"
 
 
+LOGGED_MERGE = "logged_merge"  # the incremental strategy that writes the model's change log as it merges
+
+
+def keeps_own_log(node: Mapping[str, Any]) -> bool:
+    """Whether a model writes its change log itself: a ``fast_refresh`` model with
+    ``mv_log=true``, or an incremental model merged by the ``logged_merge`` strategy."""
+    config = node.get("config") or {}
+    if config.get("materialized") == "fast_refresh":
+        return config.get(META_KEY) is True
+    return config.get("materialized") == "incremental" and config.get("incremental_strategy") == LOGGED_MERGE
+
+
 def _relation_name(node: Mapping[str, Any]) -> str:
     name = node.get("identifier") or node.get("alias") or node["name"]
     return f"{node['schema']}.{name}".lower()
@@ -137,6 +149,9 @@ def _spec_from_source(graph: Mapping[str, Any], source: Mapping[str, Any], block
     capture = block.get("capture", False)
     if not isinstance(capture, bool):
         raise LogContractError(f"{where}: meta.{META_KEY}.capture must be true or false, not {capture!r}.")
+    # a log its master writes itself is capture-managed too: capture appends what a crash between
+    # the master's commit and the log's left out (refresh/own_log.py)
+    capture = capture or keeps_own_log(candidates[0])
     return LogSpec(
         source_name=f"{source['source_name']}.{source['name']}",
         log_relation=_relation_name(source),

@@ -175,6 +175,25 @@ def _capture_by_lineage(
     )
 
 
+def log_commit(
+    spec: LogSpec, logged: Sequence[str], table_relation: str, before: int, after: int, touched: str,
+    branch: str | None = None,
+) -> str:
+    """Append the changes one commit of the log's master made (``before`` -> ``after``), written by
+    the master's own writer, which knows which rows it touched: ``touched`` is a predicate over the
+    master's rows (alias ``_mv_v``) that every row the commit deleted or inserted meets. Only those
+    rows are read, at both snapshots (the writer's filter pushed to both scans); rows that meet it
+    but did not change are on both sides and cancel. Every change is attributed to ``after``, and
+    the watermark moves there."""
+    def side(snapshot: int) -> str:
+        return (
+            f"(select {idents(logged)} from {relation(table_relation)} version as of {integer(snapshot)} as `_mv_v`\n"
+            f"where {touched})"
+        )
+
+    return _capture_difference(spec, logged, side(before), side(after), after, branch)
+
+
 def _capture_difference(
     spec: LogSpec, logged: Sequence[str], old_rows: str | None, new_rows: str | None, end: int, branch: str | None,
 ) -> str:

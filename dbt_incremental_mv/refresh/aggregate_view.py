@@ -434,10 +434,8 @@ def refresh_statement(
     from_source = (
         f"from `_mv_source` as `_mv_s`\nleft join `_mv_stored` as `_mv_t` on {_group_match('`_mv_s`', '`_mv_t`', keys)}"
     )
-    delete = (
-        f"delete from {target} as `_mv_v`\n"
-        f"where {broadcast_exists(from_cache, '`_mv_k`', _group_match('`_mv_k`', '`_mv_v`', keys))}"
-    )
+    of_delta_groups = broadcast_exists(from_cache, '`_mv_k`', _group_match('`_mv_k`', '`_mv_v`', keys))
+    delete = f"delete from {target} as `_mv_v`\nwhere {of_delta_groups}"
     new_rows = (
         f"select {', '.join(f'{values[c]} as {ident(c)}' for c in stored)}\n{from_source}"
         # a group whose rows all went is not inserted again; a global aggregate keeps its one row
@@ -479,5 +477,6 @@ def refresh_statement(
         )
     labels = ("groups inserted", "groups updated", "groups deleted", "groups recomputed")
     return refresh_writes(
-        branch, [Write("delete", delete), Write("insert", insert)], run, skipped, stats, labels, (*slices, cached)
+        branch, [Write("delete", delete), Write("insert", insert)], run, skipped, stats, labels, (*slices, cached),
+        touched=of_delta_groups,
     )

@@ -22,7 +22,7 @@ from dbt_incremental_mv.metadata import Metadata
 from dbt_incremental_mv.refresh import capture as capture_phase
 from dbt_incremental_mv.refresh import explain as explain_phase
 from dbt_incremental_mv.refresh import on_commit as on_commit_phase
-from dbt_incremental_mv.refresh import force, history, propagate, publish as publish_phase
+from dbt_incremental_mv.refresh import force, history, own_log, propagate, publish as publish_phase
 from dbt_incremental_mv.refresh import status as status_phase
 from dbt_incremental_mv.refresh.context import Execute, Query, RefreshContext
 from dbt_incremental_mv.refresh.graph import view_consumers
@@ -93,16 +93,44 @@ class FastRefreshEngine:
             propagation.summary += "; " + "; ".join(captured)
         return propagation
 
-    # ---------------------------------------------------------------- publish
+    # ---------------------------------------------------------------- own log + publish
+    def write_own_log(self, plan: RefreshPlan, wap_id: str) -> None:
+        """mv_log=true: write the rows this fast refresh changed to a branch of the view's own
+        change log, published after the view's commit (see own_log.py)."""
+        ctx = self._context(plan, self.ctx)
+        assert plan.own_log is not None and plan.touched_rows is not None and plan.view_read_at is not None
+        staged = publish_phase.staged_snapshot(ctx, plan.view_relation, wap_id)
+        if staged is None:
+            return  # publish reports it
+        written = own_log.write(ctx, plan.own_log, plan.view_relation, plan.view_read_at, staged.snapshot_id, plan.touched_rows)
+        if isinstance(written, str):
+            plan.own_log_note = f"{plan.own_log.log_relation} not written ({written})"
+        else:
+            plan.pending_log = written
+
     def publish(self, view_relation: str, wap_id: str, plan: RefreshPlan | None = None) -> dict[str, str]:
-        """Publish the staged commit as a compare-and-swap (see publish.py)."""
+        """Publish the staged commit as a compare-and-swap (see publish.py), then the rows
+        written to the view's own log for it, if any."""
         ctx = self._context(plan, self.ctx) if plan is not None else self.ctx
-        return publish_phase.publish(ctx, view_relation, wap_id, plan.write_branch if plan is not None else None)
+        pending = getattr(plan, "pending_log", None)
+        try:
+            summary = publish_phase.publish(ctx, view_relation, wap_id, plan.write_branch if plan is not None else None)
+        except BaseException:
+            if pending is not None:
+                own_log.abandon(ctx, [pending])
+            raise
+        if plan is not None and pending is not None:
+            plan.pending_log = None
+            plan.own_log_note = own_log.publish(ctx, pending)
+        return summary
 
     # ---------------------------------------------------------------- report + purge
     def finish(self, plan: RefreshPlan, propagation: Propagation, graph: Mapping[str, Any], existing: Callable[[str], bool]) -> str:
         """Purge what every view has consumed; returns the model's one log line."""
         touched = self.touched_rows(plan, propagation)
+        if plan.own_log is not None:  # a log the view keeps starts with its first build
+            created = own_log.ensure_exists(self._context(plan, self.ctx), plan.own_log)
+            plan.own_log_note = created or plan.own_log_note
         purged = self.purge(plan, propagation, graph, existing)
         if plan.action == "fast":
             line = propagation.summary
@@ -110,6 +138,8 @@ class FastRefreshEngine:
             line = f"{plan.action} ({plan.reason}): {propagation.summary}"
         if touched:
             line += f"; {touched}"
+        if plan.own_log_note:
+            line += f"; {plan.own_log_note}"
         if purged:
             line += f"; purged {', '.join(purged)}"
         return line

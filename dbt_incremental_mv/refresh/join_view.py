@@ -138,4 +138,5 @@ def refresh_statement(
             for alias, own, links in _ins_groups(view, ins_aliases)
         )
         writes.append(Write("insert", f"insert into {target} ({idents(view.stored_columns)})\n{ins_query}"))
-    return refresh_writes(branch, writes, run, skipped)
+    # every row deleted or inserted has the key of a changed occurrence among its changed keys
+    return refresh_writes(branch, writes, run, skipped, touched=_del_condition(view, marked, changed))

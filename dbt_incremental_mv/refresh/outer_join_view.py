@@ -228,10 +228,12 @@ def refresh_statement(
     if changed == [root] and not root_log.deletes:  # new anchor rows: their slices are new
         rows = _slices(view, marked, root_log.changed_keys("inserts"), marked_only=True)
         writes = [Write("insert", f"insert into {target} ({idents(stored)})\n{rows}")]
-        return refresh_writes(branch, writes, (f"INS {root}",), skipped)
+        touched = in_changed(root_log, root_hidden, root_log.changed_keys())
+        return refresh_writes(branch, writes, (f"INS {root}",), skipped, touched=touched)
     if changed == [root] and not root_log.inserts:  # anchor rows gone: so are their slices
-        sql = f"delete from {target}\nwhere {in_changed(root_log, root_hidden, root_log.changed_keys())}"
-        return refresh_writes(branch, [Write("delete", sql)], (f"DEL {root}",), skipped)
+        touched = in_changed(root_log, root_hidden, root_log.changed_keys())
+        return refresh_writes(branch, [Write("delete", f"delete from {target}\nwhere {touched}")], (f"DEL {root}",), skipped,
+                              touched=touched)
     # the affected keys read the view as it was (main): the DELETE goes to the write branch;
     # both writes read them, computed once (they join the changed rows with the masters)
     by_row = _by_row(view, changed)
@@ -241,12 +243,13 @@ def refresh_statement(
     keys = f"select {idents(root_log.spec.key)} from {ident(name)}"
     if by_row is None:
         affected = Cached(name, _distinct_keys(root_log, whole))
+        in_slices = f"({idents(root_hidden)}) in ({broadcast(keys)})"
         writes = [
-            Write("delete", f"delete from {on_branch}\nwhere ({idents(root_hidden)}) in ({broadcast(keys)})"),
+            Write("delete", f"delete from {on_branch}\nwhere {in_slices}"),
             Write("insert", f"insert into {on_branch} ({idents(stored)})\n{_slices(view, marked, keys)}"),
         ]
         run = tuple(f"SLICES {a}" for a in changed) + ("DEL+INS slices",)
-        return refresh_writes(branch, writes, run, skipped, cached=(affected,))
+        return refresh_writes(branch, writes, run, skipped, cached=(affected,), touched=in_slices)
     # Oracle's outer-join algorithm for ``by_row`` (X): the view rows of its changed rows are
     # deleted and inserted, and the anchors its images name (the affected ones) only get their
     # null-extended row fixed: deleted when the anchor had no row of X and has some now, inserted
@@ -270,4 +273,4 @@ def refresh_statement(
         Write("insert", f"insert into {on_branch} ({idents(stored)})\n{new_rows}"),
     ]
     run = (f"ROWS {by_row}",) + tuple(f"SLICES {a}" for a in changed if a != by_row) + ("DEL+INS rows",)
-    return refresh_writes(branch, writes, run, skipped, cached=(affected,))
+    return refresh_writes(branch, writes, run, skipped, cached=(affected,), touched=rows_of)

@@ -11,7 +11,7 @@ from typing import Any
 from dbt_incremental_mv import staleness, view_table
 from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewDefinition, analyze_view
 from dbt_incremental_mv.bookkeeping import LogPosition, ViewState
-from dbt_incremental_mv.config import FastRefreshConfig
+from dbt_incremental_mv.config import ConfigError, FastRefreshConfig
 from dbt_incremental_mv.definition import COLUMNS_PROPERTY, DEFINITION_PROPERTY, definition_change, encode_columns
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.logs.contract import (
@@ -87,6 +87,10 @@ class RefreshPlan:
     write_branch: str | None = None  # the branch a refresh of several writes stages them on (publish drops it)
     context: RefreshContext | None = field(default=None, repr=False, compare=False)  # the refresh's I/O
     cost_choice: str | None = None  # refresh_method='force': the estimate that chose (history.py)
+    own_log: LogSpec | None = None  # mv_log=true: the view's own change log, written by each fast refresh
+    touched_rows: str | None = None  # a fast refresh: a filter of the rows it changes (RefreshStatement.touched)
+    pending_log: Any = None  # own_log.PendingLog: its rows for this refresh, published after the view's
+    own_log_note: str | None = None  # what was done with the own log, for the log line
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase so far (history.py)
     phase_ended: float | None = None  # perf_counter when its last timed phase ended (the writes run between)
 
@@ -143,6 +147,13 @@ def plan_refresh(
     masters = dependency_relations(model, graph)
     all_logs = logs_by_master(log_specs_from_graph(graph))
     logs = {m: all_logs[m] for m in masters if m in all_logs}
+    own_log = all_logs.get(view_relation.lower()) if config.mv_log else None
+    if config.mv_log and own_log is None:
+        raise ConfigError(
+            f"Model '{name}': mv_log=true, but no change log of {name} is declared. Declare one as a dbt "
+            f"source whose meta.mv_log names this model as its master and the view's unique key, e.g. "
+            f"meta: {{mv_log: {{master: {name}, key: [<key columns>]}}}}."
+        )
     meta = ctx.metadata
     blocker = None
     definition = None
@@ -247,6 +258,7 @@ def plan_refresh(
         view_state=view_state,
         view_read_at=view_read_at,
         context=ctx,
+        own_log=own_log,
     )
 
 

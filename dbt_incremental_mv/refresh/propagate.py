@@ -61,8 +61,11 @@ def fast(ctx: RefreshContext, plan: RefreshPlan, marked: dict[str, MarkedLog], r
     if statement.branch is not None:
         open_write_branch(ctx, plan.view_relation, statement.branch, read_at)
         plan.write_branch = statement.branch
+    log = plan.own_log is not None and statement.touched is not None
+    plan.touched_rows = statement.touched if log else None
     return Propagation(
-        staged_statement(state, statement), state, marked, summary, tuple(statement.steps_run), tuple(statement.steps_skipped),
+        staged_statement(state, statement, log), state, marked, summary, tuple(statement.steps_run),
+        tuple(statement.steps_skipped),
     )
 
 

@@ -59,14 +59,25 @@ def staged(state: ViewState, name: str, write: str, before: Sequence[Write] = ()
     ]
 
 
-def staged_statement(state: ViewState, statement: RefreshStatement) -> list[Step]:
+def staged_statement(state: ViewState, statement: RefreshStatement, log: bool = False) -> list[Step]:
     """The steps of a view class's writes: all staged on the write branch but the last; the
-    cached views they read made first and dropped after the last write."""
+    cached views they read made first and dropped after the last write. ``log``: the view keeps
+    its own change log: its rows are written after the writes, while the cached views the
+    writes' filter reads still exist (``log`` step, run by own_log.py)."""
     *before, last = statement.writes
     steps = staged(state, "main", last.sql, before)
     made = [Step("cache", f"cache table {ident(c.name)} as\n{c.sql}") for c in statement.cached]
     dropped = [Step("uncache", drop_cached(c.name)) for c in statement.cached]
-    return made + steps[:-1] + dropped + steps[-1:]
+    logged = [Step("log", steps[-1].sql, kind="log")] if log else []
+    return made + steps[:-1] + logged + dropped + steps[-1:]
+
+
+def staged_snapshot(ctx: RefreshContext, view_relation: str, wap_id: str):
+    """The view's snapshot staged with ``wap_id`` (None: gone, or never made)."""
+    ctx.metadata.forget(view_relation)
+    view = ctx.metadata.table(view_relation)
+    found = [s for s in (view.snapshots.values() if view is not None else ()) if s.summary.get("wap.id") == wap_id]
+    return found[-1] if found else None
 
 
 def drop_cached(name: str) -> str:
@@ -133,18 +144,16 @@ def publish(ctx: RefreshContext, view_relation: str, wap_id: str, branch: str | 
     writes' row counts (their Iceberg summaries, added up).
     """
     meta = ctx.metadata
-    meta.forget(view_relation)
-    view = meta.table(view_relation)
-    found = [s for s in (view.snapshots.values() if view is not None else ()) if s.summary.get("wap.id") == wap_id]
-    if not found:
+    staged = staged_snapshot(ctx, view_relation, wap_id)
+    if staged is None:
         raise ConcurrentRefreshError(f"the staged refresh of {view_relation} is gone (expired?); rerun the refresh")
-    staged_snapshot = found[-1]
+    view = meta.table(view_relation)
     lost = ConcurrentRefreshError(
         f"another refresh of {view_relation} committed while this one ran: this run's changes were not "
         "applied (the view is correct as the other refresh left it); rerun to pick up anything newer"
     )
     try:
-        return _publish(meta, view, view_relation, wap_id, staged_snapshot, branch, lost)
+        return _publish(meta, view, view_relation, wap_id, staged, branch, lost)
     except ConcurrentRefreshError:
         if branch is not None:  # this run's writes: nothing will publish them
             meta.drop_branch(view_relation, branch)

@@ -57,6 +57,9 @@ class RefreshStatement:
     stats_labels: tuple[str, ...] = ()  # what each column of the stats row counts
     branch: str | None = None  # the write branch of a refresh of several writes (None: one write)
     cached: tuple[Cached, ...] = ()  # computed before the writes, dropped after them
+    # a predicate over the view's rows (alias ``_mv_v``) that every row the writes delete or
+    # insert meets, at the snapshot it is in: what a view keeping its own log reads (own_log.py)
+    touched: str | None = None
 
     @property
     def sql(self) -> str:
@@ -77,10 +80,12 @@ def cached_view(branch: str, what: str) -> str:
 def refresh_writes(
     branch: str, writes: list[Write], steps_run: tuple[str, ...], steps_skipped: tuple[str, ...],
     stats_sql: str | None = None, stats_labels: tuple[str, ...] = (), cached: tuple[Cached, ...] = (),
+    touched: str | None = None,
 ) -> RefreshStatement:
     """A RefreshStatement of ``writes`` (their SQL already aimed at the branch when there are several)."""
     return RefreshStatement(
-        tuple(writes), steps_run, steps_skipped, stats_sql, stats_labels, branch if len(writes) > 1 else None, cached
+        tuple(writes), steps_run, steps_skipped, stats_sql, stats_labels, branch if len(writes) > 1 else None, cached,
+        touched,
     )
 
 

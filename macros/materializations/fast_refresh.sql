@@ -6,7 +6,8 @@
     mark     capture the masters' new commits into their logs; fix which log rows and master snapshots
              this refresh uses; return the propagate statements
     run      the statements: one staged Iceberg commit on the view, published atomically with the
-             record of what it consumed
+             record of what it consumed (mv_log=true: what it changed written to the view's own
+             change log first, on a branch the publish moves the log to)
     finish   purge log rows that every dependent view has consumed; log one line: what was done and why
 #}
 {% materialization fast_refresh, adapter='spark_mv' %}
@@ -27,6 +28,8 @@
   {%- for step in propagation.steps -%}
     {%- if step.kind == 'publish' -%}
       {% do adapter.fast_refresh_publish(plan, step.sql) %}
+    {%- elif step.kind == 'log' -%}
+      {% do adapter.fast_refresh_log(plan, step.sql) %}
     {%- else -%}
       {%- call statement(step.name) -%}
         {%- if step.kind == 'create' -%}

@@ -72,6 +72,8 @@ class Warehouse:
         for step in propagation.steps:
             if step.kind == "publish":
                 plan.published_summary = engine.publish("shop.v", step.sql, plan)
+            elif step.kind == "log":
+                engine.write_own_log(plan, step.sql)
             elif step.kind == "create":
                 fake.statements.append(f"create or replace table shop.v as {step.sql}")
                 columns = [(c, "string") for c in plan.definition.stored_columns]
@@ -135,6 +137,33 @@ def test_a_small_refresh_runs_only_the_statements_that_move_data(warehouse):
     ], commits
     assert commits[4].endswith("['1-marks', '2-changes']"), commits[4]
     assert not warehouse.fake.tables["shop.v"].refs.keys() - {"main"}  # the write branch went with the publish
+
+
+def test_a_view_keeping_its_own_log_pays_one_statement_for_it_and_two_metadata_commits(warehouse):
+    """mv_log=true: the rows the refresh changed go to the view's log in one statement (no read of
+    the log, no capture), on a branch published right after the view (own_log.py)."""
+    fake = warehouse.fake
+    view_columns = fake.columns("shop.v")
+    log = fake.table("shop.mlog_v", view_columns + LOG_COLUMNS, {"format-version": "3"})
+    fake.log_rows(log.name, "W", commit=fake.tables["shop.v"].refs["main"])
+    log.properties["dbt_incremental_mv.capture"] = f'{{"log": {log.refs["main"]}, "master": {fake.tables["shop.v"].refs["main"]}}}'
+    warehouse.model["config"]["mv_log"] = True
+    warehouse.graph["sources"]["source.p.model_logs.mlog_v"] = {
+        "resource_type": "source", "source_name": "model_logs", "name": "mlog_v", "schema": "shop", "identifier": "mlog_v",
+        "meta": {"mv_log": {"master": "v", "key": ["customer_id"]}},
+    }
+    warehouse.change("orders")
+    line, statements, commits = warehouse.measured()
+    assert "; logged " in line and "to shop.mlog_v" in line, line
+    cached = {"aggregate": "delta", "outer_join": "keys"}.get(warehouse.view_class)
+    assert statements[statements.index("unstage") + 1:] == [
+        "capture: append to mlog_v",  # the view's changed rows, read at both snapshots through the writes' filter
+        *([f"uncache: {cached}"] if cached else []),
+    ], statements
+    assert [c.split(" ")[0] for c in commits][3:6] == ["create", "fast_forward", "fast_forward"], commits
+    assert commits[4] == f"fast_forward shop.v -> {fake.tables['shop.v'].refs['main']}"  # the view first, then its log
+    assert commits[5].startswith("fast_forward shop.mlog_v")
+    assert "captured_through" not in " ".join(statements)
 
 
 def test_several_commits_are_captured_by_their_changed_files_read_once(warehouse):

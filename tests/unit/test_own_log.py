@@ -1,0 +1,155 @@
+"""Logs written at refresh time (refresh/own_log.py, refresh/logged_merge.py), without Spark: the
+fake catalog records every statement and metadata commit, so the order of the two commits and the
+cost of the log (one statement) are pinned."""
+
+import pytest
+
+from dbt_incremental_mv.bookkeeping import ViewState
+from dbt_incremental_mv.config import ConfigError, FastRefreshConfig
+from dbt_incremental_mv.logs import properties as log_properties
+from dbt_incremental_mv.logs.contract import LogSpec, log_specs_from_graph
+from dbt_incremental_mv.refresh import own_log
+from dbt_incremental_mv.refresh.context import RefreshContext
+from dbt_incremental_mv.refresh.logged_merge import LoggedMergeError, MergeConfig, keys_merged, merge_sql
+from dbt_incremental_mv.refresh.publish import staged_statement
+from dbt_incremental_mv.refresh.statement import Cached, RefreshStatement, Write
+from tests.unit.fake_iceberg import LOG_COLUMNS, FakeIceberg
+
+VIEW = [("region_id", "bigint"), ("n", "bigint"), ("_mv_count", "bigint")]
+SPEC = LogSpec("logs.mlog_v", "shop.mlog_v", "v", "shop.v", ("region_id",), True)
+TOUCHED = "(`region_id`) in (select /*+ BROADCAST */ * from (\nselect * from `b_delta`\n))"
+
+
+def warehouse(captured_through_view_main: bool = True, columns=VIEW):
+    fake = FakeIceberg()
+    view = fake.table("shop.v", VIEW)
+    log = fake.table("shop.mlog_v", columns + LOG_COLUMNS, {"format-version": "3"})
+    through = view.refs["main"] if captured_through_view_main else view.refs["main"] - 1
+    fake.log_rows(log.name, "W", commit=through)
+    log.properties.update(log_properties.capture_property(through, log.refs["main"]))
+    ctx = RefreshContext(fake.query, fake.execute, fake.metadata())
+    return fake, ctx
+
+
+def test_a_refresh_writes_its_changes_to_a_branch_of_the_log_in_one_statement_then_publishes_after_the_view():
+    fake, ctx = warehouse()
+    before = fake.tables["shop.v"].refs["main"]
+    after = fake.commit("shop.v", "overwrite", branch=None)  # the refresh's staged write
+    log_main = fake.tables["shop.mlog_v"].refs["main"]
+    pending = own_log.write(ctx, SPEC, "shop.v", before, after, TOUCHED)
+    assert isinstance(pending, own_log.PendingLog)
+    assert len(fake.statements) == 1  # the log rows: no read of the log, no capture
+    insert = fake.statements[0]
+    assert insert.startswith("insert into `shop`.`mlog_v`.`branch_mv_capture_")
+    assert f"version as of {before} as `_mv_v`\nwhere {TOUCHED}" in insert
+    assert f"version as of {after} as `_mv_v`\nwhere {TOUCHED}" in insert
+    assert "`region_id`, `n`, `_mv_count`" in insert  # every column of the view, hidden ones too
+    assert fake.tables["shop.mlog_v"].refs["main"] == log_main  # nobody reads the rows yet
+
+    fake.tables["shop.v"].refs["main"] = after  # the view's publish
+    assert own_log.publish(ctx, pending).startswith("logged ")
+    log = fake.load("shop.mlog_v")
+    assert log.current.snapshot_id != log_main and pending.branch not in log.branches
+    assert log_properties.captured_through(log).master_snapshot == after  # its readers capture nothing
+    assert len(fake.statements) == 1
+
+
+def test_a_log_behind_its_view_is_left_to_its_readers_capture():
+    fake, ctx = warehouse(captured_through_view_main=False)
+    before = fake.tables["shop.v"].refs["main"]
+    after = fake.commit("shop.v", "overwrite", branch=None)
+    result = own_log.write(ctx, SPEC, "shop.v", before, after, TOUCHED)
+    assert isinstance(result, str) and "next capture catches up" in result
+    assert fake.statements == [] and fake.load("shop.mlog_v").branches == {}
+
+
+def test_a_log_whose_columns_are_not_the_views_is_not_written():
+    fake, ctx = warehouse(columns=VIEW[:2])
+    before = fake.tables["shop.v"].refs["main"]
+    result = own_log.write(ctx, SPEC, "shop.v", before, fake.commit("shop.v", "overwrite", branch=None), TOUCHED)
+    assert "columns differ" in result and fake.statements == []
+
+
+def test_a_log_commit_that_loses_the_race_drops_its_branch_and_leaves_the_change_to_capture():
+    fake, ctx = warehouse()
+    before = fake.tables["shop.v"].refs["main"]
+    after = fake.commit("shop.v", "overwrite", branch=None)
+    pending = own_log.write(ctx, SPEC, "shop.v", before, after, TOUCHED)
+    fake.commit("shop.mlog_v", "delete")  # e.g. another process's purge
+    assert "its next capture appends this change" in own_log.publish(ctx, pending)
+    assert pending.branch not in fake.load("shop.mlog_v").branches
+
+
+def test_an_unpublished_view_write_abandons_its_log_rows():
+    fake, ctx = warehouse()
+    before = fake.tables["shop.v"].refs["main"]
+    pending = own_log.write(ctx, SPEC, "shop.v", before, fake.commit("shop.v", "overwrite", branch=None), TOUCHED)
+    own_log.abandon(ctx, [pending])
+    assert fake.load("shop.mlog_v").branches == {}
+
+
+def test_the_log_step_runs_after_the_writes_while_their_cached_views_exist_and_before_the_publish():
+    statement = RefreshStatement(
+        (Write("delete", "delete from b"), Write("insert", "insert into b select 1")), ("DELTA o",), (),
+        branch="b", cached=(Cached("b_delta", "select 1"),), touched=TOUCHED,
+    )
+    steps = staged_statement(ViewState(logs={}, method="fast", base=1, run="r"), statement, log=True)
+    assert [s.name for s in steps] == ["cache", "delete", "stage", "main", "unstage", "log", "uncache", "publish"]
+    assert steps[5].sql == steps[-1].sql  # the staged commit's id: the log rows belong to it
+    assert "log" not in [s.name for s in staged_statement(ViewState(logs={}, method="fast", base=1), statement)]
+
+
+def graph(model_config, log_meta):
+    return {
+        "nodes": {"model.p.v": {"resource_type": "model", "name": "v", "schema": "shop", "config": model_config}},
+        "sources": {"source.p.logs.mlog_v": {
+            "source_name": "logs", "name": "mlog_v", "schema": "shop", "meta": {"mv_log": log_meta},
+        }},
+    }
+
+
+@pytest.mark.parametrize("config", [
+    {"materialized": "fast_refresh", "mv_log": True},
+    {"materialized": "incremental", "incremental_strategy": "logged_merge"},
+])
+def test_a_log_its_master_writes_is_capture_managed_for_the_commits_a_crash_left_out(config):
+    [spec] = log_specs_from_graph(graph(config, {"master": "v", "key": ["region_id"]}))
+    assert spec.capture
+    [plain] = log_specs_from_graph(graph({"materialized": "fast_refresh"}, {"master": "v", "key": ["region_id"]}))
+    assert not plain.capture
+
+
+def test_mv_log_must_be_a_boolean():
+    assert FastRefreshConfig.from_model_config("v", {"mv_log": True}).mv_log
+    with pytest.raises(ConfigError, match="mv_log='yes' must be true or false"):
+        FastRefreshConfig.from_model_config("v", {"mv_log": "yes"})
+
+
+def test_a_logged_merge_names_what_is_missing():
+    with pytest.raises(LoggedMergeError, match="no change log of stg is declared"):
+        MergeConfig.from_model_config("stg", {"unique_key": "id"}, None)
+    spec = LogSpec("logs.mlog_stg", "shop.mlog_stg", "stg", "shop.stg", ("id",), True)
+    with pytest.raises(LoggedMergeError, match="set unique_key"):
+        MergeConfig.from_model_config("stg", {}, spec)
+    with pytest.raises(LoggedMergeError, match=r"unique_key \['code'\] differs from the key"):
+        MergeConfig.from_model_config("stg", {"unique_key": "code"}, spec)
+
+
+def test_a_logged_merge_is_dbts_merge_into_the_write_branch_and_logs_the_keys_it_read():
+    spec = LogSpec("logs.mlog_stg", "shop.mlog_stg", "stg", "shop.stg", ("id", "day"), True)
+    config = MergeConfig.from_model_config(
+        "stg", {"unique_key": ["day", "id"], "incremental_predicates": ["DBT_INTERNAL_DEST.day > '2026-01-01'"]}, spec,
+    )
+    sql = merge_sql(config, "`shop`.`stg`.`branch_b`", "new_rows", ["id", "day", "v"])
+    assert sql == (
+        "merge into `shop`.`stg`.`branch_b` as DBT_INTERNAL_DEST\nusing `new_rows` as DBT_INTERNAL_SOURCE\n"
+        "on DBT_INTERNAL_DEST.`id` = DBT_INTERNAL_SOURCE.`id` and DBT_INTERNAL_DEST.`day` = DBT_INTERNAL_SOURCE.`day` "
+        "and (DBT_INTERNAL_DEST.day > '2026-01-01')\n"
+        "when matched then update set *\nwhen not matched then insert *"
+    )
+    assert keys_merged(config, "new_rows") == (
+        "(`id`, `day`) in (select /*+ BROADCAST */ * from (\nselect `id`, `day` from `new_rows`\n))"
+    )
+    excluded = MergeConfig.from_model_config("stg", {"unique_key": ["id", "day"], "merge_exclude_columns": ["v"]}, spec)
+    assert "update set DBT_INTERNAL_DEST.`id` = DBT_INTERNAL_SOURCE.`id`, DBT_INTERNAL_DEST.`day`" in merge_sql(
+        excluded, "t", "new_rows", ["id", "day", "v"])
