@@ -102,10 +102,11 @@ class Progress:
 
 # ---------------------------------------------------------------------- the dbt projects
 def _sources(ds, masters: list[str], logs: str | None, log_schema: str | None = None,
-             views: list[shop.View] = ()) -> str:
+             views: list[shop.View] = (), view_logs: str = "capture") -> str:
     """``sources.yml``: the masters, and with ``logs`` ('capture' or 'cdc') their change logs
-    (in ``log_schema``, default the masters' schema), and the capture-managed logs of the
-    ``views`` other views read (in ``log_schema``)."""
+    (in ``log_schema``, default the masters' schema), and the logs of the ``views`` other views
+    read (in ``log_schema``): captured from their history, or with ``view_logs='written'``
+    written by their refreshes (the views get mv_log=true, see _model)."""
     lines = ["version: 2", "sources:", f"  - name: {ds.SCHEMA}", f"    schema: {ds.SCHEMA}", "    tables:"]
     lines += [f"      - name: {m}" for m in masters]
     if logs:
@@ -117,15 +118,19 @@ def _sources(ds, masters: list[str], logs: str | None, log_schema: str | None = 
                       f"          mv_log: {{master: {ds.SCHEMA}.{m}, key: [{key}], capture: {capture}}}"]
     read = {m for v in views for m in v.masters}
     upstream = [v for v in views if v.name in read]
-    if upstream:  # views read by views: their logs, captured from their history
+    if upstream:  # views read by views: their logs, captured from their history or written by them
         lines += ["  - name: view_logs", f"    schema: {log_schema or 'mv_fast'}", "    tables:"]
+        capture = ", capture: true" if view_logs == "capture" else ""
         for view in upstream:
             lines += [f"      - name: {ds.log_name(view.name)}", "        meta:",
-                      f"          mv_log: {{master: {view.name}, key: [{', '.join(view.key)}], capture: true}}"]
+                      f"          mv_log: {{master: {view.name}, key: [{', '.join(view.key)}]{capture}}}"]
     return "\n".join(lines) + "\n"
 
 
-def _model(ds, view: shop.View, config: str) -> str:
+def _model(ds, view: shop.View, config: str, views: list[shop.View] = (), view_logs: str = "capture") -> str:
+    """A model of ``view``; with ``view_logs='written'`` a view other ``views`` read keeps its own log."""
+    if view_logs == "written" and any(view.name in v.masters for v in views):
+        config += ", mv_log=true"
     tables = {m: "{{ source('" + ds.SCHEMA + "', '" + m + "') }}" if m in ds.MASTERS else "{{ ref('" + m + "') }}"
               for m in view.masters}
     return "{{ config(" + config + ") }}\n" + view.query(**tables) + "\n"
@@ -144,8 +149,10 @@ def write_projects(
     masters = masters_of(ds, views)
     common = {"warehouse": warehouse, "driver_memory": args.driver_memory, "threads": args.threads,
               "on_run_start": ds.WARM_UP}
-    fast = write_project(root, "fast", schema="mv_fast", sources_yml=_sources(ds, masters, args.logs, views=views),
-                         models={v.name: _model(ds, v, "materialized='fast_refresh', refresh_method='fast'")
+    fast = write_project(root, "fast", schema="mv_fast",
+                         sources_yml=_sources(ds, masters, args.logs, views=views, view_logs=args.view_logs),
+                         models={v.name: _model(ds, v, "materialized='fast_refresh', refresh_method='fast'", views,
+                                                args.view_logs)
                                  for v in views}, **common)
     complete = write_project(
         root, "complete", schema="mv_complete", sources_yml=_sources(ds, masters, None),
@@ -155,8 +162,9 @@ def write_projects(
     if args.logs == "capture" and not args.no_force:
         force = write_project(
             root, "force", schema="mv_force",
-            sources_yml=_sources(ds, masters, args.logs, log_schema="mv_force", views=views),
-            models={v.name: _model(ds, v, "materialized='fast_refresh', refresh_method='force'") for v in views},
+            sources_yml=_sources(ds, masters, args.logs, log_schema="mv_force", views=views, view_logs=args.view_logs),
+            models={v.name: _model(ds, v, "materialized='fast_refresh', refresh_method='force'", views, args.view_logs)
+                    for v in views},
             **common)
     return fast, complete, force
 
@@ -371,6 +379,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="masters' Iceberg format version (3: row lineage, which capture reads)")
     parser.add_argument("--logs", choices=("capture", "cdc"), default="capture",
                         help="change logs filled by the plugin from Iceberg history, or written by the change step")
+    parser.add_argument("--view-logs", choices=("capture", "written"), default="capture",
+                        help="the logs of views other views read: captured from their history, or written by their "
+                             "refreshes (mv_log=true)")
     parser.add_argument("--no-lines", action="store_true", help="no order_lines master (and no views on it)")
     parser.add_argument("--products", type=int, default=10_000)
     parser.add_argument("--files", type=int, default=8, help="data files per master when generated")

@@ -239,9 +239,20 @@ def _fast_phases(
     steps = staged_statement(commit_state(marked, "fast", base=None), statement)
     phases.append((f"{title}: write (on a branch of the view, staged with the refresh's record)",
                    [s.sql for s in steps if s.kind != "publish"]))
+    if plan.own_log is not None and statement.touched is not None:  # mv_log=true
+        spec = plan.own_log
+        phases.append((f"{title}: log (mv_log=true: what the refresh changed, to a branch of {spec.log_relation})", [
+            f"-- one insert into a branch of {spec.log_relation}: the view's rows meeting the writes' filter (below), "
+            "read at the view's main and at the staged refresh and compared (one aggregate: rows that did not change "
+            "cancel), and a watermark at the staged refresh",
+            f"-- filter: {' '.join(statement.touched.split())}",
+        ]))
     phases.append((f"{title}: publish", [
         f"-- fast-forward main of {plan.view_relation} to the staged snapshot, if main is still the snapshot the "
         "refresh read (a compare-and-swap: Iceberg metadata, no job); the write branch is dropped with it",
+        *([f"-- then main of {plan.own_log.log_relation} to its branch, if main is still where the branch began "
+           "(a compare-and-swap; if not, or after a crash between the two, its readers' capture appends the change)"]
+          if plan.own_log is not None and statement.touched is not None else []),
     ]))
     purge = []
     for spec in plan.logs.values():
