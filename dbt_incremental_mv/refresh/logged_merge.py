@@ -5,7 +5,7 @@ built on it read their changes from the log without capturing the model's histor
 One run of the strategy (the commits ordered as own_log.py explains):
 
 1. the model's new rows (dbt's temporary view) are computed once into a cached view, so every
-   later read sees the same rows;
+   later read sees the same rows (none: nothing else runs, no commit);
 2. ``MERGE`` of them into a write branch of the model's table made at its current snapshot;
 3. the rows of the keys merged, as they were and as they are on the branch, compared into a
    branch of the log (only the rows that changed are logged);
@@ -105,14 +105,14 @@ def run(ctx: RefreshContext, config: MergeConfig, spec: LogSpec, table: str, new
     ctx.execute(f"cache table {ident(cached)} as\nselect * from {ident(new_rows)}")
     pending = None
     try:
+        if not ctx.query(f"select 1 from {ident(cached)} limit 1"):  # (read from the cache)
+            return "no new rows: nothing merged or logged"
         meta.create_branch(table, branch, base)
         columns = [c for c, _ in meta.columns(table)]
         ctx.execute(merge_sql(config, branch_target(table, branch), cached, columns))
         meta.forget(table)
         merged = meta.branch_head(table, branch)
         assert merged is not None
-        if merged == base:
-            return "merged nothing (no new rows)"
         written = own_log.write(ctx, spec, table, base, merged, keys_merged(config, cached))
         if isinstance(written, str):
             note = f"{spec.log_relation} not written ({written})"

@@ -94,3 +94,15 @@ def test_a_having_view_is_fast_refreshable_and_says_how():
         "view class: aggregate with HAVING (the groups it does not hold are recomputed when changed)",
         "fast refreshable: yes",
     ]
+
+
+def test_a_view_keeping_its_own_log_shows_the_log_step_between_the_writes_and_the_publish():
+    warehouse = Warehouse("join")
+    warehouse.refresh()
+    warehouse.keep_own_log()
+    warehouse.change("orders")
+    text = "\n".join(explained(warehouse))
+    log = "-- fast refresh: log (mv_log=true: what the refresh changed, to a branch of shop.mlog_v)"
+    assert text.index("-- fast refresh: write") < text.index(log) < text.index("-- fast refresh: publish"), text
+    assert "-- filter: (`_mv_o_order_id`) in (select /*+ BROADCAST */" in text
+    assert "-- then main of shop.mlog_v to its branch" in text

@@ -84,6 +84,18 @@ class Warehouse:
         self.last = (engine, plan, propagation, line)  # what the refresh kept (its history row)
         return line
 
+    def keep_own_log(self) -> None:
+        """mv_log=true, with the view's log declared and in step with the built view."""
+        fake, view = self.fake, self.fake.tables["shop.v"]
+        log = fake.table("shop.mlog_v", fake.columns("shop.v") + LOG_COLUMNS, {"format-version": "3"})
+        fake.log_rows(log.name, "W", commit=view.refs["main"])
+        log.properties["dbt_incremental_mv.capture"] = f'{{"log": {log.refs["main"]}, "master": {view.refs["main"]}}}'
+        self.model["config"]["mv_log"] = True
+        self.graph["sources"]["source.p.model_logs.mlog_v"] = {
+            "resource_type": "source", "source_name": "model_logs", "name": "mlog_v", "schema": "shop",
+            "identifier": "mlog_v", "meta": {"mv_log": {"master": "v", "key": ["customer_id"]}},
+        }
+
     def change(self, master: str) -> None:
         self.fake.commit(f"shop.{master}", "overwrite")
 
@@ -143,15 +155,7 @@ def test_a_view_keeping_its_own_log_pays_one_statement_for_it_and_two_metadata_c
     """mv_log=true: the rows the refresh changed go to the view's log in one statement (no read of
     the log, no capture), on a branch published right after the view (own_log.py)."""
     fake = warehouse.fake
-    view_columns = fake.columns("shop.v")
-    log = fake.table("shop.mlog_v", view_columns + LOG_COLUMNS, {"format-version": "3"})
-    fake.log_rows(log.name, "W", commit=fake.tables["shop.v"].refs["main"])
-    log.properties["dbt_incremental_mv.capture"] = f'{{"log": {log.refs["main"]}, "master": {fake.tables["shop.v"].refs["main"]}}}'
-    warehouse.model["config"]["mv_log"] = True
-    warehouse.graph["sources"]["source.p.model_logs.mlog_v"] = {
-        "resource_type": "source", "source_name": "model_logs", "name": "mlog_v", "schema": "shop", "identifier": "mlog_v",
-        "meta": {"mv_log": {"master": "v", "key": ["customer_id"]}},
-    }
+    warehouse.keep_own_log()
     warehouse.change("orders")
     line, statements, commits = warehouse.measured()
     assert "; logged " in line and "to shop.mlog_v" in line, line
