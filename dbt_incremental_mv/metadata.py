@@ -617,6 +617,20 @@ class JvmCatalog:
             raise
         return changed
 
+    def stage_appended_files(self, name: str, snapshot: int) -> ChangedFiles | None:
+        """Stage the data files the append commit ``snapshot`` added: exactly the rows it inserted
+        (no delete file of an earlier commit applies to a newer data file), read from the
+        commit's own manifests. None: not an append, or not readable with the current schema."""
+        table = self._table(name)
+        if table is None:
+            return None
+        commit = table.snapshot(snapshot)
+        if commit is None or str(commit.operation()) != "append" or _schema_id(commit) != int(table.schema().schemaId()):
+            return None
+        _, added = self._files_changed_by(table, [commit])
+        view = self._stage(table, f"mv_files_appended_{uuid.uuid4().hex[:16]}", added) if added else None
+        return ChangedFiles(None, view, 0, len(added), view, len(added))
+
     def _files_changed_by(self, table: Any, commits: Sequence[Any]) -> tuple[list[Any], list[Any]]:
         """Scan tasks of the data files ``commits`` (oldest first, no delete files anywhere)
         removed that were live before them, and of those they added that are still live: read
@@ -975,6 +989,17 @@ class Metadata:
         finally:
             if changed is not None:
                 self.catalog.unstage_changed_files(changed)
+
+    @contextmanager
+    def appended_files(self, name: str, snapshot: int) -> Iterator[ChangedFiles | None]:
+        """The data files the append commit ``snapshot`` of ``name`` added, staged for one read
+        while the block runs (session mode only; None: not staged, read otherwise)."""
+        appended = self.catalog.stage_appended_files(name, snapshot) if self.in_jvm else None
+        try:
+            yield appended
+        finally:
+            if appended is not None:
+                self.catalog.unstage_changed_files(appended)
 
     def drop_temp_view(self, view: str) -> None:
         self.catalog.drop_temp_view(view)

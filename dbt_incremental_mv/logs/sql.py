@@ -194,6 +194,16 @@ def log_commit(
     return _capture_difference(spec, logged, side(before), side(after), after, branch)
 
 
+def log_changes(
+    spec: LogSpec, logged: Sequence[str], deleted: str | None, inserted: str | None, after: int, branch: str | None = None,
+) -> str:
+    """Append the changes of the master's commit ``after`` given as the rows it deleted and the
+    rows it inserted (queries of the logged columns; None: none), compared so that a row deleted
+    and inserted again with the same values is not logged; the watermark moves to ``after``."""
+    return _capture_difference(spec, logged, f"({deleted})" if deleted else None, f"({inserted})" if inserted else None,
+                               after, branch)
+
+
 def _capture_difference(
     spec: LogSpec, logged: Sequence[str], old_rows: str | None, new_rows: str | None, end: int, branch: str | None,
 ) -> str:

@@ -478,5 +478,5 @@ def refresh_statement(
     labels = ("groups inserted", "groups updated", "groups deleted", "groups recomputed")
     return refresh_writes(
         branch, [Write("delete", delete), Write("insert", insert)], run, skipped, stats, labels, (*slices, cached),
-        touched=of_delta_groups,
+        touched=of_delta_groups, deleted=of_delta_groups,
     )

@@ -98,11 +98,11 @@ class FastRefreshEngine:
         """mv_log=true: write the rows this fast refresh changed to a branch of the view's own
         change log, published after the view's commit (see own_log.py)."""
         ctx = self._context(plan, self.ctx)
-        assert plan.own_log is not None and plan.touched_rows is not None and plan.view_read_at is not None
+        assert plan.own_log is not None and plan.changed_rows is not None and plan.view_read_at is not None
         staged = publish_phase.staged_snapshot(ctx, plan.view_relation, wap_id)
         if staged is None:
             return  # publish reports it
-        written = own_log.write(ctx, plan.own_log, plan.view_relation, plan.view_read_at, staged.snapshot_id, plan.touched_rows)
+        written = own_log.write(ctx, plan.own_log, plan.view_relation, plan.view_read_at, staged.snapshot_id, plan.changed_rows)
         if isinstance(written, str):
             plan.own_log_note = f"{plan.own_log.log_relation} not written ({written})"
         else:

@@ -242,9 +242,11 @@ def _fast_phases(
     if plan.own_log is not None and statement.touched is not None:  # mv_log=true
         spec = plan.own_log
         phases.append((f"{title}: log (mv_log=true: what the refresh changed, to a branch of {spec.log_relation})", [
-            f"-- one insert into a branch of {spec.log_relation}: the view's rows meeting the writes' filter (below), "
-            "read at the view's main and at the staged refresh and compared (one aggregate: rows that did not change "
-            "cancel), and a watermark at the staged refresh",
+            f"-- one insert into a branch of {spec.log_relation}: the rows the DELETE removes (its condition, below, on "
+            "the view as it was) and the rows in the data files the INSERT's commit adds (staged from its manifest; "
+            "over the Thrift Server: the view's rows meeting the filter below at both snapshots), compared (one "
+            "aggregate: a row deleted and inserted again unchanged is not logged), and a watermark at the staged refresh",
+            *([f"-- deleted: {' '.join(statement.deleted.split())}"] if statement.deleted else []),
             f"-- filter: {' '.join(statement.touched.split())}",
         ]))
     phases.append((f"{title}: publish", [

@@ -128,9 +128,10 @@ def refresh_statement(
         return None
     target = relation(view_relation) if not (del_aliases and ins_aliases) else branch_target(view_relation, branch)
     writes = []
-    if del_aliases:
+    deleted = _del_condition(view, marked, del_aliases) if del_aliases else None
+    if deleted is not None:
         # An update marks both images: its key is deleted and re-inserted, so DEL covers every image.
-        writes.append(Write("delete", f"delete from {target}\nwhere {_del_condition(view, marked, del_aliases)}"))
+        writes.append(Write("delete", f"delete from {target}\nwhere {deleted}"))
     if ins_aliases:
         sources = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
         ins_query = "\nunion\n".join(
@@ -139,4 +140,4 @@ def refresh_statement(
         )
         writes.append(Write("insert", f"insert into {target} ({idents(view.stored_columns)})\n{ins_query}"))
     # every row deleted or inserted has the key of a changed occurrence among its changed keys
-    return refresh_writes(branch, writes, run, skipped, touched=_del_condition(view, marked, changed))
+    return refresh_writes(branch, writes, run, skipped, touched=_del_condition(view, marked, changed), deleted=deleted)

@@ -113,7 +113,7 @@ def run(ctx: RefreshContext, config: MergeConfig, spec: LogSpec, table: str, new
         meta.forget(table)
         merged = meta.branch_head(table, branch)
         assert merged is not None
-        written = own_log.write(ctx, spec, table, base, merged, keys_merged(config, cached))
+        written = own_log.write(ctx, spec, table, base, merged, own_log.ChangedRows(keys_merged(config, cached)))
         if isinstance(written, str):
             note = f"{spec.log_relation} not written ({written})"
         else:

@@ -233,7 +233,7 @@ def refresh_statement(
     if changed == [root] and not root_log.inserts:  # anchor rows gone: so are their slices
         touched = in_changed(root_log, root_hidden, root_log.changed_keys())
         return refresh_writes(branch, [Write("delete", f"delete from {target}\nwhere {touched}")], (f"DEL {root}",), skipped,
-                              touched=touched)
+                              touched=touched, deleted=touched)
     # the affected keys read the view as it was (main): the DELETE goes to the write branch;
     # both writes read them, computed once (they join the changed rows with the masters)
     by_row = _by_row(view, changed)
@@ -249,7 +249,7 @@ def refresh_statement(
             Write("insert", f"insert into {on_branch} ({idents(stored)})\n{_slices(view, marked, keys)}"),
         ]
         run = tuple(f"SLICES {a}" for a in changed) + ("DEL+INS slices",)
-        return refresh_writes(branch, writes, run, skipped, cached=(affected,), touched=in_slices)
+        return refresh_writes(branch, writes, run, skipped, cached=(affected,), touched=in_slices, deleted=in_slices)
     # Oracle's outer-join algorithm for ``by_row`` (X): the view rows of its changed rows are
     # deleted and inserted, and the anchors its images name (the affected ones) only get their
     # null-extended row fixed: deleted when the anchor had no row of X and has some now, inserted
@@ -273,4 +273,4 @@ def refresh_statement(
         Write("insert", f"insert into {on_branch} ({idents(stored)})\n{new_rows}"),
     ]
     run = (f"ROWS {by_row}",) + tuple(f"SLICES {a}" for a in changed if a != by_row) + ("DEL+INS rows",)
-    return refresh_writes(branch, writes, run, skipped, cached=(affected,), touched=rows_of)
+    return refresh_writes(branch, writes, run, skipped, cached=(affected,), touched=rows_of, deleted=rows_of)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,7 @@ from dbt_incremental_mv.logs import sql as log_sql
 from dbt_incremental_mv.logs.contract import CONTRACT_COLUMNS, LogSpec, log_specs_from_graph, normalize_type
 from dbt_incremental_mv.refresh import capture as capture_phase
 from dbt_incremental_mv.refresh.context import RefreshContext
+from dbt_incremental_mv.sql_text import ident, idents, integer, relation
 
 BRANCH_PREFIX = "mv_capture_"  # the same as capture's: a killed process's branch is dropped the same way
 
@@ -47,6 +49,16 @@ class PendingLog:
     branch: str
     commit: int  # the table snapshot the rows belong to (the staged write)
     images: int  # log rows written (before and after images)
+
+
+@dataclass(frozen=True)
+class ChangedRows:
+    """Which rows of its table one commit changed, as the writer knows them (alias ``_mv_v``)."""
+
+    touched: str  # every row the commit deleted or inserted meets it, at the snapshot it is in
+    known: bool = False  # ``deleted`` and ``inserted`` describe the commit's writes exactly
+    deleted: str | None = None  # the DELETE's own condition: exactly the rows deleted (None: no DELETE)
+    inserted: bool = False  # the last write is an INSERT: the new data files of its commit hold exactly the rows inserted
 
 
 def own_logs(graph: Mapping[str, Any], table_relation: str) -> list[LogSpec]:
@@ -69,12 +81,15 @@ def logged_columns(ctx: RefreshContext, spec: LogSpec, table_relation: str) -> l
 
 
 def write(
-    ctx: RefreshContext, spec: LogSpec, table_relation: str, before: int, after: int, touched: str,
+    ctx: RefreshContext, spec: LogSpec, table_relation: str, before: int, after: int, rows: ChangedRows,
 ) -> PendingLog | str:
     """Write the changes of the table's commit ``before`` -> ``after`` (staged, not yet on main)
-    to a branch of the log; ``touched``: a predicate over the table's rows (alias ``_mv_v``)
-    that every row the commit deleted or inserted meets. Returns what to publish after the
-    table's write, or why nothing was written (the log is not in step with the table)."""
+    to a branch of the log. Returns what to publish after the table's write, or why nothing was
+    written (the log is not in step with the table).
+
+    What is read: when the writes are known (``rows.known``), the rows the DELETE deleted (its
+    condition, at ``before``) and, in session mode, the data files the INSERT's commit added
+    (nothing else of the table); otherwise the rows meeting ``rows.touched`` at both snapshots."""
     meta = ctx.metadata
     meta.forget(spec.log_relation)
     columns = logged_columns(ctx, spec, table_relation)
@@ -89,7 +104,17 @@ def write(
     branch = f"{BRANCH_PREFIX}{uuid.uuid4().hex[:16]}"
     meta.create_branch(spec.log_relation, branch, log_snapshot)
     try:
-        ctx.execute(log_sql.log_commit(spec, columns, table_relation, before, after, touched, branch))
+        with meta.appended_files(table_relation, after) if rows.known and rows.inserted else nullcontext() as appended:
+            if rows.known and (not rows.inserted or appended is not None):
+                deleted = (
+                    f"select {idents(columns)} from {relation(table_relation)} version as of {integer(before)} as `_mv_v`\n"
+                    f"where {rows.deleted}" if rows.deleted is not None else None
+                )
+                inserted = (f"select {idents(columns)} from {ident(appended.added_view)}"
+                            if appended is not None and appended.added_view else None)
+                ctx.execute(log_sql.log_changes(spec, columns, deleted, inserted, after, branch))
+            else:
+                ctx.execute(log_sql.log_commit(spec, columns, table_relation, before, after, rows.touched, branch))
     except Exception:
         meta.drop_branch(spec.log_relation, branch)
         raise

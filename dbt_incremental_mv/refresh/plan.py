@@ -88,7 +88,7 @@ class RefreshPlan:
     context: RefreshContext | None = field(default=None, repr=False, compare=False)  # the refresh's I/O
     cost_choice: str | None = None  # refresh_method='force': the estimate that chose (history.py)
     own_log: LogSpec | None = None  # mv_log=true: the view's own change log, written by each fast refresh
-    touched_rows: str | None = None  # a fast refresh: a filter of the rows it changes (RefreshStatement.touched)
+    changed_rows: Any = None  # own_log.ChangedRows: which rows this fast refresh changes (for the own log)
     pending_log: Any = None  # own_log.PendingLog: its rows for this refresh, published after the view's
     own_log_note: str | None = None  # what was done with the own log, for the log line
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase so far (history.py)

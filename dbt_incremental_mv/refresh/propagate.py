@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from dbt_incremental_mv import view_table
 from dbt_incremental_mv.bookkeeping import ViewState
-from dbt_incremental_mv.refresh import force, view_classes
+from dbt_incremental_mv.refresh import force, own_log, view_classes
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.plan import RefreshPlan, current_types
@@ -62,7 +62,9 @@ def fast(ctx: RefreshContext, plan: RefreshPlan, marked: dict[str, MarkedLog], r
         open_write_branch(ctx, plan.view_relation, statement.branch, read_at)
         plan.write_branch = statement.branch
     log = plan.own_log is not None and statement.touched is not None
-    plan.touched_rows = statement.touched if log else None
+    plan.changed_rows = own_log.ChangedRows(
+        statement.touched, known=True, deleted=statement.deleted, inserted=statement.inserts_last,
+    ) if log else None
     return Propagation(
         staged_statement(state, statement, log), state, marked, summary, tuple(statement.steps_run),
         tuple(statement.steps_skipped),

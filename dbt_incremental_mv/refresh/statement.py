@@ -60,6 +60,14 @@ class RefreshStatement:
     # a predicate over the view's rows (alias ``_mv_v``) that every row the writes delete or
     # insert meets, at the snapshot it is in: what a view keeping its own log reads (own_log.py)
     touched: str | None = None
+    # the DELETE's own condition (alias ``_mv_v``): exactly the rows it deletes (None: no DELETE)
+    deleted: str | None = None
+
+    @property
+    def inserts_last(self) -> bool:
+        """Whether the last write (the staged one) is an INSERT: its commit's new files hold
+        exactly the rows the refresh inserted."""
+        return self.writes[-1].name == "insert"
 
     @property
     def sql(self) -> str:
@@ -80,12 +88,12 @@ def cached_view(branch: str, what: str) -> str:
 def refresh_writes(
     branch: str, writes: list[Write], steps_run: tuple[str, ...], steps_skipped: tuple[str, ...],
     stats_sql: str | None = None, stats_labels: tuple[str, ...] = (), cached: tuple[Cached, ...] = (),
-    touched: str | None = None,
+    touched: str | None = None, deleted: str | None = None,
 ) -> RefreshStatement:
     """A RefreshStatement of ``writes`` (their SQL already aimed at the branch when there are several)."""
     return RefreshStatement(
         tuple(writes), steps_run, steps_skipped, stats_sql, stats_labels, branch if len(writes) > 1 else None, cached,
-        touched,
+        touched, deleted,
     )
 
 

@@ -138,6 +138,14 @@ class FakeIceberg:
         self.staged.append(changed)
         return changed
 
+    def stage_appended_files(self, name: str, snapshot: int) -> ChangedFiles | None:
+        if self.tables[name].snapshots[snapshot].operation != "append":
+            return None
+        self.files_staged.append((name, snapshot, snapshot))
+        changed = ChangedFiles(None, f"mv_files_appended_{len(self.files_staged)}", 0, 1, f"mv_files_appended_{len(self.files_staged)}", 1)
+        self.staged.append(changed)
+        return changed
+
     def unstage_changed_files(self, changed: ChangedFiles) -> None:
         self.staged.remove(changed)
 

@@ -36,7 +36,7 @@ def test_a_refresh_writes_its_changes_to_a_branch_of_the_log_in_one_statement_th
     before = fake.tables["shop.v"].refs["main"]
     after = fake.commit("shop.v", "overwrite", branch=None)  # the refresh's staged write
     log_main = fake.tables["shop.mlog_v"].refs["main"]
-    pending = own_log.write(ctx, SPEC, "shop.v", before, after, TOUCHED)
+    pending = own_log.write(ctx, SPEC, "shop.v", before, after, own_log.ChangedRows(TOUCHED))
     assert isinstance(pending, own_log.PendingLog)
     assert len(fake.statements) == 1  # the log rows: no read of the log, no capture
     insert = fake.statements[0]
@@ -54,11 +54,34 @@ def test_a_refresh_writes_its_changes_to_a_branch_of_the_log_in_one_statement_th
     assert len(fake.statements) == 1
 
 
+DELETED = "exists (select /*+ BROADCAST */ 1 from (\nselect * from `b_delta`\n) as `_mv_k` where `_mv_k`.`region_id` <=> `_mv_v`.`region_id`)"
+
+
+def test_a_refresh_whose_writes_are_known_logs_the_deleted_rows_and_the_files_its_insert_added_only():
+    fake, ctx = warehouse()
+    before = fake.tables["shop.v"].refs["main"]
+    fake.commit("shop.v", "overwrite", branch="b")  # the DELETE, on the write branch
+    after = fake.commit("shop.v", "append", branch=None, on="b")  # the INSERT, staged: an append
+    rows = own_log.ChangedRows(TOUCHED, known=True, deleted=DELETED, inserted=True)
+    assert isinstance(own_log.write(ctx, SPEC, "shop.v", before, after, rows), own_log.PendingLog)
+    [insert] = fake.statements
+    # the deleted rows: the DELETE's own condition on the view as it was; the inserted ones: the
+    # data files the INSERT's commit added (staged from its manifest), not the view as it is
+    assert f"from `shop`.`v` version as of {before} as `_mv_v`\nwhere {DELETED}" in insert
+    assert "from `mv_files_appended_1`" in insert and f"version as of {after}" not in insert
+    assert fake.files_staged == [("shop.v", after, after)] and fake.staged == []  # unstaged after
+    # a delete-only refresh reads its deleted rows only
+    fake.statements.clear()
+    gone = fake.commit("shop.v", "overwrite", branch=None)
+    own_log.write(ctx, SPEC, "shop.v", before, gone, own_log.ChangedRows(TOUCHED, known=True, deleted=DELETED))
+    assert "mv_files_appended" not in fake.statements[0] and f"version as of {gone}" not in fake.statements[0]
+
+
 def test_a_log_behind_its_view_is_left_to_its_readers_capture():
     fake, ctx = warehouse(captured_through_view_main=False)
     before = fake.tables["shop.v"].refs["main"]
     after = fake.commit("shop.v", "overwrite", branch=None)
-    result = own_log.write(ctx, SPEC, "shop.v", before, after, TOUCHED)
+    result = own_log.write(ctx, SPEC, "shop.v", before, after, own_log.ChangedRows(TOUCHED))
     assert isinstance(result, str) and "next capture catches up" in result
     assert fake.statements == [] and fake.load("shop.mlog_v").branches == {}
 
@@ -66,7 +89,7 @@ def test_a_log_behind_its_view_is_left_to_its_readers_capture():
 def test_a_log_whose_columns_are_not_the_views_is_not_written():
     fake, ctx = warehouse(columns=VIEW[:2])
     before = fake.tables["shop.v"].refs["main"]
-    result = own_log.write(ctx, SPEC, "shop.v", before, fake.commit("shop.v", "overwrite", branch=None), TOUCHED)
+    result = own_log.write(ctx, SPEC, "shop.v", before, fake.commit("shop.v", "overwrite", branch=None), own_log.ChangedRows(TOUCHED))
     assert "columns differ" in result and fake.statements == []
 
 
@@ -74,7 +97,7 @@ def test_a_log_commit_that_loses_the_race_drops_its_branch_and_leaves_the_change
     fake, ctx = warehouse()
     before = fake.tables["shop.v"].refs["main"]
     after = fake.commit("shop.v", "overwrite", branch=None)
-    pending = own_log.write(ctx, SPEC, "shop.v", before, after, TOUCHED)
+    pending = own_log.write(ctx, SPEC, "shop.v", before, after, own_log.ChangedRows(TOUCHED))
     fake.commit("shop.mlog_v", "delete")  # e.g. another process's purge
     assert "its next capture appends this change" in own_log.publish(ctx, pending)
     assert pending.branch not in fake.load("shop.mlog_v").branches
@@ -83,7 +106,7 @@ def test_a_log_commit_that_loses_the_race_drops_its_branch_and_leaves_the_change
 def test_an_unpublished_view_write_abandons_its_log_rows():
     fake, ctx = warehouse()
     before = fake.tables["shop.v"].refs["main"]
-    pending = own_log.write(ctx, SPEC, "shop.v", before, fake.commit("shop.v", "overwrite", branch=None), TOUCHED)
+    pending = own_log.write(ctx, SPEC, "shop.v", before, fake.commit("shop.v", "overwrite", branch=None), own_log.ChangedRows(TOUCHED))
     own_log.abandon(ctx, [pending])
     assert fake.load("shop.mlog_v").branches == {}
 

@@ -168,6 +168,8 @@ def test_a_view_keeping_its_own_log_pays_one_statement_for_it_and_two_metadata_c
     assert commits[4] == f"fast_forward shop.v -> {fake.tables['shop.v'].refs['main']}"  # the view first, then its log
     assert commits[5].startswith("fast_forward shop.mlog_v")
     assert "captured_through" not in " ".join(statements)
+    # what it reads: the rows the DELETE removed (none for an insert-only refresh) and the files the INSERT added
+    assert "from `mv_files_appended_" in fake.statements[statements.index("capture: append to mlog_v")]
 
 
 def test_several_commits_are_captured_by_their_changed_files_read_once(warehouse):

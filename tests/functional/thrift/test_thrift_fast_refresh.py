@@ -205,3 +205,52 @@ class TestServerSideParametersOverThrift:
 
     def test_unprefixed_parameters_apply(self, project):
         assert rows(project, "set spark.sql.session.timeZone") == [("spark.sql.session.timeZone", "Asia/Tokyo")]
+
+
+class TestLoggedIncrementalOverThrift:
+    """The logged_merge incremental strategy and a view over it, over SQL: the model's merge and
+    its log rows go through branches and CALL fast_forward (no Java API), the view reads the log
+    the model wrote (no capture of the model's history)."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        columns = ("order_id", "status", "amount")
+        changed = " and ".join(f"t.{c} <=> r.{c}" for c in columns)
+        return {
+            "stg_orders.sql": (
+                "{{ config(materialized='incremental', incremental_strategy='logged_merge', unique_key='order_id', "
+                "file_format='iceberg') }}\nselect r.order_id, r.status, r.amount from {{ source('raw', 'orders') }} r\n"
+                "{% if is_incremental() %}where not exists (select 1 from {{ this }} t where " + changed + "){% endif %}"
+            ),
+            "orders_by_status.sql": (
+                "{{ config(materialized='fast_refresh', refresh_method='fast') }}\n"
+                "select status, count(*) as n, sum(amount) as total from {{ ref('stg_orders') }} group by status"
+            ),
+            "sources.yml": (
+                "version: 2\nsources:\n  - name: raw\n    schema: \"{{ target.schema }}\"\n    tables:\n      - name: orders\n"
+                "  - name: model_logs\n    schema: \"{{ target.schema }}\"\n    tables:\n      - name: mlog_stg_orders\n"
+                "        meta: {mv_log: {master: stg_orders, key: [order_id]}}\n"
+            ),
+        }
+
+    def test_the_merge_logs_its_changes_and_the_view_reads_them(self, project):
+        s = project.test_schema
+        project.run_sql(f"create table {s}.orders (order_id bigint, status string, amount int) using iceberg")
+        project.run_sql(f"insert into {s}.orders values (1, 'open', 10), (2, 'open', 20), (3, 'paid', null)")
+        run_dbt(["run"])
+        query = {"orders_by_status": f"select status, count(*) as n, sum(amount) as total from {s}.stg_orders group by status"}
+        project.run_sql(f"insert into {s}.orders values (4, 'paid', 5)")
+        project.run_sql(f"update {s}.orders set status = 'paid', amount = 11 where order_id = 1")
+        run_dbt(["run"])  # (the log was created by the first build of orders_by_status)
+        project.run_sql(f"update {s}.orders set amount = 99 where order_id = 2")
+        project.run_sql(f"insert into {s}.orders values (5, null, 1)")
+        results, log = run_dbt_and_capture(["run"])
+        assert all(r.status == "success" for r in results), log
+        assert re.search(rf"stg_orders: merged into {s}.stg_orders; logged 3 image\(s\) to {s}.mlog_stg_orders", log), log
+        line = next(line for line in log.splitlines() if "orders_by_status: fast refresh:" in line)
+        assert "mixed (+2/-1)" in line and "captured" not in line, line
+        for view, sql in query.items():
+            expected = sorted(rows(project, sql), key=str)
+            assert sorted(rows(project, f"select status, n, total from {s}.{view}"), key=str) == expected
+        results, log = run_dbt_and_capture(["run"])
+        assert "stg_orders: no new rows: nothing merged or logged" in log, log
