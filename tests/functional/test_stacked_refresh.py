@@ -65,7 +65,8 @@ class TestThreeStackedViews:
         assert [r.node.name for r in results] == list(VIEWS)  # in DAG order
         self.check_all(workload)
 
-        for round_number in range(4 * soak_factor()):
+        # (the chain below, whose levels write their logs, runs longer: this one covers capture)
+        for round_number in range(2 * soak_factor()):
             workload.alternating_round(round_number, operations=8)
             results, log = run_dbt_and_capture(["run"])
             assert all(r.status == "success" for r in results), log
@@ -73,7 +74,7 @@ class TestThreeStackedViews:
             assert log.count("fast refresh:") == len(VIEWS), log
             self.check_all(workload)
 
-        for kinds in (("insert",), ("delete",), ("update_key", "update")):
+        for kinds in (("insert", "delete"), ("update_key", "update")):
             workload.round(10, kinds=kinds)
             results, log = run_dbt_and_capture(["run"])
             assert all(r.status == "success" for r in results), log
