@@ -264,7 +264,9 @@ class SparkMVAdapter(SparkAdapter):
             spec = logs_by_master(log_specs_from_graph(graph)).get(table)
             config = logged_merge.MergeConfig.from_model_config(name, dict(model.get("config") or {}), spec)
             assert spec is not None
-            line = logged_merge.run(self._engine().ctx, config, spec, table, new_rows.identifier)
+            # a SQL model's new rows are a temporary view, a Python model's a table
+            source = _relation_name(new_rows) if new_rows.schema else new_rows.identifier
+            line = logged_merge.run(self._engine().ctx, config, spec, table, source)
         except (LogContractError, logged_merge.LoggedMergeError) as exc:
             raise self._people_error(exc) from exc
         return line

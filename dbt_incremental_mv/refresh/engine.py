@@ -130,6 +130,8 @@ class FastRefreshEngine:
         touched = self.touched_rows(plan, propagation)
         if plan.own_log is not None:  # a log the view keeps starts with its first build
             created = own_log.ensure_exists(self._context(plan, self.ctx), plan.own_log)
+            if created is None and plan.own_log_note is None and propagation.steps and plan.action not in ("fast", "build"):
+                created = f"{plan.own_log.log_relation} not written (a complete refresh: its readers capture the change)"
             plan.own_log_note = created or plan.own_log_note
         purged = self.purge(plan, propagation, graph, existing)
         if plan.action == "fast":

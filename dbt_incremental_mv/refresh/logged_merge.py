@@ -25,7 +25,7 @@ from dbt_incremental_mv.refresh import own_log
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.publish import write_branch
 from dbt_incremental_mv.refresh.statement import branch_target
-from dbt_incremental_mv.sql_text import broadcast, ident, idents
+from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation
 
 SOURCE, DEST = "DBT_INTERNAL_SOURCE", "DBT_INTERNAL_DEST"  # dbt's aliases (incremental_predicates name them)
 
@@ -92,7 +92,8 @@ def keys_merged(config: MergeConfig, source_view: str) -> str:
 
 
 def run(ctx: RefreshContext, config: MergeConfig, spec: LogSpec, table: str, new_rows: str) -> str:
-    """Merge ``new_rows`` (dbt's temporary view of the model's new rows) into ``table`` and log
+    """Merge ``new_rows`` (dbt's temporary view of the model's new rows, or ``schema.table`` of a
+    Python model's) into ``table`` and log
     the change; returns what was done (for the log)."""
     meta = ctx.metadata
     note = own_log.ensure_exists(ctx, spec)  # first merge since the log was declared: logged from here on
@@ -102,7 +103,8 @@ def run(ctx: RefreshContext, config: MergeConfig, spec: LogSpec, table: str, new
         raise LoggedMergeError(f"Model '{config.model_name}': its table {table} has no snapshot to merge into.")
     cached = f"mv_merge_{secrets.token_hex(6)}"
     branch = write_branch()
-    ctx.execute(f"cache table {ident(cached)} as\nselect * from {ident(new_rows)}")
+    source = relation(new_rows) if "." in new_rows else ident(new_rows)
+    ctx.execute(f"cache table {ident(cached)} as\nselect * from {source}")
     pending = None
     try:
         if not ctx.query(f"select 1 from {ident(cached)} limit 1"):  # (read from the cache)

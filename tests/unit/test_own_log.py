@@ -176,3 +176,49 @@ def test_a_logged_merge_is_dbts_merge_into_the_write_branch_and_logs_the_keys_it
     excluded = MergeConfig.from_model_config("stg", {"unique_key": ["id", "day"], "merge_exclude_columns": ["v"]}, spec)
     assert "update set DBT_INTERNAL_DEST.`id` = DBT_INTERNAL_SOURCE.`id`, DBT_INTERNAL_DEST.`day`" in merge_sql(
         excluded, "t", "new_rows", ["id", "day", "v"])
+
+
+def merge_warehouse(new_rows: int):
+    fake = FakeIceberg()
+    fake.table("shop.stg", [("id", "bigint"), ("v", "string")])
+    log = fake.table("shop.mlog_stg", [("id", "bigint"), ("v", "string")] + LOG_COLUMNS, {"format-version": "3"})
+    fake.log_rows(log.name, "W", commit=fake.tables["shop.stg"].refs["main"])
+    log.properties.update(log_properties.capture_property(fake.tables["shop.stg"].refs["main"], log.refs["main"]))
+    answer = fake.query
+
+    def query(sql):
+        if sql.startswith("select 1 from `mv_merge_"):
+            fake.statements.append(sql)
+            return [(1,)] * new_rows
+        return answer(sql)
+    ctx = RefreshContext(query, fake.execute, fake.metadata())
+    spec = LogSpec("logs.mlog_stg", "shop.mlog_stg", "stg", "shop.stg", ("id",), True)
+    return fake, ctx, spec, MergeConfig.from_model_config("stg", {"unique_key": "id"}, spec)
+
+
+def test_a_logged_merge_merges_on_a_branch_logs_the_keys_it_merged_then_publishes_the_table_and_then_its_log():
+    from dbt_incremental_mv.refresh import logged_merge
+
+    fake, ctx, spec, config = merge_warehouse(new_rows=1)
+    base = fake.tables["shop.stg"].refs["main"]
+    line = logged_merge.run(ctx, config, spec, "shop.stg", "stg__dbt_tmp")
+    assert line.startswith("merged into shop.stg; logged "), line
+    cache, probe, merge, log = fake.statements
+    assert cache.startswith("cache table `mv_merge_") and cache.endswith("select * from `stg__dbt_tmp`")
+    assert probe.startswith("select 1 from `mv_merge_") and probe.endswith("limit 1")
+    assert merge.startswith("merge into `shop`.`stg`.`branch_mv_write_")
+    assert log.startswith("insert into `shop`.`mlog_stg`.`branch_mv_capture_") and f"version as of {base}" in log
+    merged = fake.tables["shop.stg"].refs["main"]
+    assert merged != base and f"version as of {merged}" in log and "(`id`) in (select /*+ BROADCAST */" in log
+    assert [c.split(" ")[0] for c in fake.commits] == ["create", "create", "fast_forward", "fast_forward"]
+    assert fake.commits[2].startswith("fast_forward shop.stg") and fake.commits[3].startswith("fast_forward shop.mlog_stg")
+    assert log_properties.captured_through(fake.load("shop.mlog_stg")).master_snapshot == merged
+    assert fake.tables["shop.stg"].refs.keys() == {"main"} and fake.tables["shop.mlog_stg"].refs.keys() == {"main"}
+
+
+def test_a_logged_merge_without_new_rows_commits_nothing():
+    from dbt_incremental_mv.refresh import logged_merge
+
+    fake, ctx, spec, config = merge_warehouse(new_rows=0)
+    assert logged_merge.run(ctx, config, spec, "shop.stg", "stg__dbt_tmp") == "no new rows: nothing merged or logged"
+    assert len(fake.statements) == 2 and fake.commits == []
