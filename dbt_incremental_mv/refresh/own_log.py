@@ -24,15 +24,14 @@ from the table's Iceberg history, exactly once (capture's own compare-and-swap).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any
 
 from dbt_incremental_mv.conflicts import lost_race
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.logs import sql as log_sql
-from dbt_incremental_mv.logs.contract import CONTRACT_COLUMNS, LogSpec, log_specs_from_graph, normalize_type
+from dbt_incremental_mv.logs.contract import CONTRACT_COLUMNS, LogSpec, normalize_type
 from dbt_incremental_mv.refresh import capture as capture_phase
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.sql_text import ident, idents, integer, relation
@@ -59,11 +58,6 @@ class ChangedRows:
     known: bool = False  # ``deleted`` and ``inserted`` describe the commit's writes exactly
     deleted: str | None = None  # the DELETE's own condition: exactly the rows deleted (None: no DELETE)
     inserted: bool = False  # the last write is an INSERT: the new data files of its commit hold exactly the rows inserted
-
-
-def own_logs(graph: Mapping[str, Any], table_relation: str) -> list[LogSpec]:
-    """The declared change logs whose master is ``table_relation``."""
-    return [spec for spec in log_specs_from_graph(graph) if spec.master_relation == table_relation.lower()]
 
 
 def logged_columns(ctx: RefreshContext, spec: LogSpec, table_relation: str) -> list[str] | str:
