@@ -265,7 +265,8 @@ class SparkMVAdapter(SparkAdapter):
             config = logged_merge.MergeConfig.from_model_config(name, dict(model.get("config") or {}), spec)
             assert spec is not None
             # a SQL model's new rows are a temporary view, a Python model's a table
-            source = _relation_name(new_rows) if new_rows.schema else new_rows.identifier
+            # (a SQL model's relation keeps its schema but does not render it: include_policy)
+            source = _relation_name(new_rows) if new_rows.include_policy.schema else new_rows.identifier
             line = logged_merge.run(self._engine().ctx, config, spec, table, source)
         except (LogContractError, logged_merge.LoggedMergeError) as exc:
             raise self._people_error(exc) from exc
