@@ -1,5 +1,5 @@
 """Logs written at refresh time: a table that keeps its own change log (a ``fast_refresh`` model
-with ``mv_log=true``, an incremental model merged by the ``mv_logged_merge`` strategy) appends the
+with ``mv_log=true``, an incremental model merged by the ``logged_merge`` strategy) appends the
 rows each of its commits deleted and inserted to that log itself. It knows which rows it touched,
 so the log costs a read of those rows, not a capture of the table's history.
 
