@@ -16,7 +16,7 @@ def pytest_collection_modifyitems(config, items):
 MIN_OPERATIONS = 2000
 RANDOMIZED = (
     "test_join_refresh.py", "test_outer_join_refresh.py", "test_aggregate_refresh.py", "test_outer_aggregate_refresh.py",
-    "test_having_refresh.py", "test_stacked_refresh.py",
+    "test_having_refresh.py", "test_stacked_refresh.py", "test_union_all_refresh.py",
 )
 _randomized_passed = set()
 

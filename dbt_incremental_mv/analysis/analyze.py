@@ -24,6 +24,7 @@ from dbt_incremental_mv.analysis.model import MasterOccurrence, MasterTable, Vie
 from dbt_incremental_mv.analysis.outputs import classify_outputs, refuse_bad_output_names
 from dbt_incremental_mv.analysis.parse import parse_statement
 from dbt_incremental_mv.analysis.scope import OccurrenceSource, ResolvedQuery, Resolver
+from dbt_incremental_mv.analysis.union import analyze_union, map_union_branches, named_projections, union_all_branches
 
 
 def analyze_view(sql: str, masters: Mapping[str, MasterTable]) -> ViewDefinition:
@@ -33,7 +34,19 @@ def analyze_view(sql: str, masters: Mapping[str, MasterTable]) -> ViewDefinition
     metadata. Raises UnsupportedViewError naming the first construct that prevents an
     incremental refresh.
     """
-    statement, having_condition = rewritten_statement(sql)
+    statement = parse_statement(sql)
+    branches = union_all_branches(statement)
+    if branches is not None:
+        refuse_unsupported_constructs(rewritten_query(statement))
+        first = analyze_query(branches[0], masters)
+        names = tuple(o.name for o in first.outputs)
+        return analyze_union([first, *(analyze_query(named_projections(b, names), masters) for b in branches[1:])])
+    return analyze_query(statement, masters)
+
+
+def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> ViewDefinition:
+    """Analyse one SELECT (a whole view, or a branch of a UNION ALL view)."""
+    statement, having_condition = split_having(distinct_as_group_by(statement))
     refuse_unsupported_constructs(statement)
     query = Resolver(masters).query(statement)
     _refuse_aggregates_outside_select(query)
@@ -73,10 +86,18 @@ def analyze_view(sql: str, masters: Mapping[str, MasterTable]) -> ViewDefinition
     return definition
 
 
-def rewritten_statement(sql: str) -> tuple[exp.Query, exp.Expression | None]:
+def rewritten_statement(sql: str) -> exp.Query:
+    """The query as the construct checks read it (see rewritten_query)."""
+    return rewritten_query(parse_statement(sql))
+
+
+def rewritten_query(statement: exp.Query) -> exp.Query:
     """The query as the analysis reads it: ``SELECT DISTINCT`` as the GROUP BY it equals, and the
-    outer query's HAVING taken apart (analysis/having.py), returned with the query without it."""
-    return split_having(distinct_as_group_by(parse_statement(sql)))
+    outer query's HAVING taken apart (analysis/having.py, resolved on its own); for a top-level
+    UNION ALL, each branch so."""
+    if union_all_branches(statement) is None:
+        return split_having(distinct_as_group_by(statement))[0]
+    return map_union_branches(statement, lambda b: split_having(distinct_as_group_by(b))[0])
 
 
 def distinct_as_group_by(statement: exp.Query) -> exp.Query:

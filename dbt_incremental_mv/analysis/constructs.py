@@ -14,6 +14,7 @@ from sqlglot import exp
 
 from dbt_incremental_mv.analysis import functions
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
+from dbt_incremental_mv.analysis.union import top_level_unions
 
 _SEPARATE_MODEL = "Compute it in a separate (table or view) model and ref() that model, or compute it downstream"
 _STORAGE_ORDER_HINT = "Remove it; order or cluster the stored table with table properties"
@@ -43,14 +44,27 @@ def _nodes(statement: exp.Expression, *types: type[exp.Expression]) -> Iterator[
 
 
 def _refuse_set_operations(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
+    """Every set operation but a top-level UNION ALL (analysis/union.py), and clauses on that one."""
+    top = top_level_unions(statement)
+    for node in top:
+        yield from _refuse_clauses(node, _ALLOWED_UNION_ARGS)
     for node in _nodes(statement, exp.SetOperation):
+        if any(node is t for t in top):
+            continue
         name = {exp.Union: "UNION", exp.Intersect: "INTERSECT", exp.Except: "EXCEPT"}.get(type(node), "set operation")
         if isinstance(node, exp.Union) and not node.args.get("distinct"):
-            name += " ALL"
+            yield UnsupportedViewError(
+                "UNION ALL", "UNION ALL is fast refreshed as the outermost query only (here it is in a subquery, "
+                "a CTE or under another set operation)",
+                "Make the UNION ALL the model's query itself, or its branches separate models",
+            )
+            continue
         yield UnsupportedViewError(
             name,
-            "set operations are not supported: a change to one branch cannot be propagated on its own",
-            "Make each branch its own fast_refresh model and combine them downstream",
+            "set operations other than UNION ALL are not supported: whether a row is in the result depends on "
+            "the other branches' rows",
+            "Use UNION ALL of fast-refreshable branches (and a DISTINCT or GROUP BY in a downstream model), "
+            "or make each branch its own fast_refresh model and combine them downstream",
         )
 
 
@@ -108,6 +122,7 @@ _CLAUSE_REFUSALS: tuple[tuple[str, str, str, str], ...] = (
 
 _ALLOWED_SELECT_ARGS = frozenset({"expressions", "from_", "joins", "where", "group", "with_", "hint", "kind"})
 _ALLOWED_SUBQUERY_ARGS = frozenset({"this", "alias"})
+_ALLOWED_UNION_ARGS = frozenset({"this", "expression", "distinct", "with_"})
 
 
 def _clause_construct(prefix: str, value: object) -> str:

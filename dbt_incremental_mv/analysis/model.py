@@ -119,11 +119,13 @@ class JoinStep(_ReadableRepr):
 
 
 class ViewClass(Enum):
-    """How a view is maintained: by occurrence keys (JOIN, OUTER_JOIN) or by groups (AGGREGATE)."""
+    """How a view is maintained: by occurrence keys (JOIN, OUTER_JOIN), by groups (AGGREGATE), or
+    branch by branch (UNION_ALL: each branch one of the others, its rows marked by ``_mv_branch``)."""
 
     JOIN = "join"
     OUTER_JOIN = "outer_join"
     AGGREGATE = "aggregate"
+    UNION_ALL = "union_all"
 
 
 class OutputKind(StrEnum):
@@ -163,6 +165,8 @@ class HiddenPurpose(StrEnum):
     """COUNT(x) for SUM(x)/AVG(x): tells an all-NULL group (NULL result) from a zero sum."""
     SUM = "sum"
     """SUM(x) for AVG(x): the average is recomputed exactly as sum / count."""
+    BRANCH = "branch"
+    """The UNION ALL branch a row comes from (1, 2, ...): part of every branch's row identity."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -206,6 +210,10 @@ class ViewDefinition(_ReadableRepr):
     referenced_columns: Mapping[str, frozenset[str]] = field(hash=False)
     # HAVING over the stored column names (analysis/having.py), or None
     having: exp.Expression | None = None
+    # UNION_ALL: the branches, each a view of another class selecting the same visible columns
+    # plus ``_mv_branch`` (analysis/union.py); the union's occurrences are theirs (aliases unique
+    # across branches) and its hidden columns ``_mv_branch`` then theirs (shared by name)
+    branches: tuple[ViewDefinition, ...] = ()
 
     @property
     def stored_columns(self) -> tuple[str, ...]:
@@ -252,6 +260,8 @@ class ViewDefinition(_ReadableRepr):
         sqlglot Table/Subquery/Select), which keeps the occurrence's alias and must provide the
         master's columns. ``include_hidden=False`` selects the visible outputs only.
         """
+        if self.branches:
+            return self._render_union(sources, include_hidden, pretty)
         rendered = render.render_select(self, sources, include_hidden=include_hidden, pretty=pretty)
         if self.having is None:
             return rendered
@@ -262,15 +272,41 @@ class ViewDefinition(_ReadableRepr):
             return filtered
         return f"select {', '.join(render.render_expression(exp.column(o.name, quoted=True)) for o in self.outputs)} from (\n{filtered}\n)"
 
+    def _render_union(
+        self, sources: Mapping[str, str | exp.Expression] | None, include_hidden: bool, pretty: bool
+    ) -> str:
+        """Each branch's query laid out as the union's stored columns (NULL for the columns of
+        other branches, typed by the union), combined with UNION ALL."""
+        sources = dict(sources or {})
+        unknown = sorted(set(sources) - set(self.aliases))
+        if unknown:
+            raise KeyError(f"no occurrence with alias {', '.join(unknown)} (aliases: {', '.join(self.aliases)})")
+        columns = self.stored_columns if include_hidden else tuple(o.name for o in self.outputs)
+        parts = []
+        for number, branch in enumerate(self.branches, start=1):
+            query = branch.render_select({a: s for a, s in sources.items() if a in branch.aliases}, pretty=pretty)
+            parts.append(f"select {branch_columns(branch, columns)} from (\n{query}\n) as `_mv_b{number}`")
+        return "\nunion all\n".join(parts)
+
     def select_expression(
         self,
         sources: Mapping[str, str | exp.Expression] | None = None,
         include_hidden: bool = True,
     ) -> exp.Select:
         """The defining query as a fresh sqlglot Select (for callers that compose trees)."""
+        if self.branches:
+            raise TypeError("a UNION ALL view has no single SELECT: compose its branches'")
         return render.build_select(self, sources, include_hidden=include_hidden)
 
     @staticmethod
     def render_expression(expression: exp.Expression, *, pretty: bool = False) -> str:
         """One of the definition's expressions as Spark SQL, identifiers quoted."""
         return render.render_expression(expression, pretty=pretty)
+
+
+def branch_columns(branch: ViewDefinition, columns: tuple[str, ...]) -> str:
+    """A SELECT list giving ``columns`` from a row of ``branch``: its own columns, NULL for the
+    others (typed by the union they go into: the stored table's type, or the other branches')."""
+    own = set(branch.stored_columns)
+    quoted = (render.render_expression(exp.to_identifier(c, quoted=True)) for c in columns)
+    return ", ".join(q if c in own else f"null as {q}" for c, q in zip(columns, quoted))

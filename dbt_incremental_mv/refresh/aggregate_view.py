@@ -443,7 +443,8 @@ def refresh_statement(
     )
     if view.having is not None:  # and a group that does not pass is not stored
         new_rows = f"select * from (\n{new_rows}\n) as `_mv_h`\nwhere {ViewDefinition.render_expression(view.having)}"
-    insert = f"insert into {target} ({idents(stored)})\nwith {', '.join(ctes)}\n{new_rows}"
+    inserted = f"with {', '.join(ctes)}\n{new_rows}"
+    insert = f"insert into {target} ({idents(stored)})\n{inserted}"
     sliced = {c.name.rsplit("_slices_", 1)[1] for c in slices}
     run = tuple(
         f"{'SLICES' if a in sliced else 'ROWS' if a in view.null_supplying else 'DELTA'} {a}" for a in changed
@@ -478,5 +479,5 @@ def refresh_statement(
     labels = ("groups inserted", "groups updated", "groups deleted", "groups recomputed")
     return refresh_writes(
         branch, [Write("delete", delete), Write("insert", insert)], run, skipped, stats, labels, (*slices, cached),
-        touched=of_delta_groups, deleted=of_delta_groups,
+        touched=of_delta_groups, deleted=of_delta_groups, inserted=inserted,
     )

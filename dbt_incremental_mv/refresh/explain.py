@@ -145,7 +145,7 @@ def refusals(ctx: RefreshContext, plan: RefreshPlan, model: Mapping[str, Any], s
         for master, written in dependency_names(model, graph).items() if master not in plan.logs
     ]
     try:
-        reasons += [str(e).removeprefix(PREFIX) for e in unsupported_constructs(rewritten_statement(sql)[0])]
+        reasons += [str(e).removeprefix(PREFIX) for e in unsupported_constructs(rewritten_statement(sql))]
     except UnsupportedViewError as exc:  # not one query
         return reasons + [str(exc).removeprefix(PREFIX)]
     if reasons:

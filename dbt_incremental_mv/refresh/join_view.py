@@ -132,6 +132,7 @@ def refresh_statement(
     if deleted is not None:
         # An update marks both images: its key is deleted and re-inserted, so DEL covers every image.
         writes.append(Write("delete", f"delete from {target}\nwhere {deleted}"))
+    ins_query = None
     if ins_aliases:
         sources = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
         ins_query = "\nunion\n".join(
@@ -140,4 +141,6 @@ def refresh_statement(
         )
         writes.append(Write("insert", f"insert into {target} ({idents(view.stored_columns)})\n{ins_query}"))
     # every row deleted or inserted has the key of a changed occurrence among its changed keys
-    return refresh_writes(branch, writes, run, skipped, touched=_del_condition(view, marked, changed), deleted=deleted)
+    return refresh_writes(
+        branch, writes, run, skipped, touched=_del_condition(view, marked, changed), deleted=deleted, inserted=ins_query,
+    )

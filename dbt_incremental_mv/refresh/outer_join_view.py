@@ -229,7 +229,7 @@ def refresh_statement(
         rows = _slices(view, marked, root_log.changed_keys("inserts"), marked_only=True)
         writes = [Write("insert", f"insert into {target} ({idents(stored)})\n{rows}")]
         touched = in_changed(root_log, root_hidden, root_log.changed_keys())
-        return refresh_writes(branch, writes, (f"INS {root}",), skipped, touched=touched)
+        return refresh_writes(branch, writes, (f"INS {root}",), skipped, touched=touched, inserted=rows)
     if changed == [root] and not root_log.inserts:  # anchor rows gone: so are their slices
         touched = in_changed(root_log, root_hidden, root_log.changed_keys())
         return refresh_writes(branch, [Write("delete", f"delete from {target}\nwhere {touched}")], (f"DEL {root}",), skipped,
@@ -244,12 +244,15 @@ def refresh_statement(
     if by_row is None:
         affected = Cached(name, _distinct_keys(root_log, whole))
         in_slices = f"({idents(root_hidden)}) in ({broadcast(keys)})"
+        slices = _slices(view, marked, keys)
         writes = [
             Write("delete", f"delete from {on_branch}\nwhere {in_slices}"),
-            Write("insert", f"insert into {on_branch} ({idents(stored)})\n{_slices(view, marked, keys)}"),
+            Write("insert", f"insert into {on_branch} ({idents(stored)})\n{slices}"),
         ]
         run = tuple(f"SLICES {a}" for a in changed) + ("DEL+INS slices",)
-        return refresh_writes(branch, writes, run, skipped, cached=(affected,), touched=in_slices, deleted=in_slices)
+        return refresh_writes(
+            branch, writes, run, skipped, cached=(affected,), touched=in_slices, deleted=in_slices, inserted=slices,
+        )
     # Oracle's outer-join algorithm for ``by_row`` (X): the view rows of its changed rows are
     # deleted and inserted, and the anchors its images name (the affected ones) only get their
     # null-extended row fixed: deleted when the anchor had no row of X and has some now, inserted
@@ -273,4 +276,6 @@ def refresh_statement(
         Write("insert", f"insert into {on_branch} ({idents(stored)})\n{new_rows}"),
     ]
     run = (f"ROWS {by_row}",) + tuple(f"SLICES {a}" for a in changed if a != by_row) + ("DEL+INS rows",)
-    return refresh_writes(branch, writes, run, skipped, cached=(affected,), touched=rows_of, deleted=rows_of)
+    return refresh_writes(
+        branch, writes, run, skipped, cached=(affected,), touched=rows_of, deleted=rows_of, inserted=new_rows,
+    )

@@ -62,6 +62,9 @@ class RefreshStatement:
     touched: str | None = None
     # the DELETE's own condition (alias ``_mv_v``): exactly the rows it deletes (None: no DELETE)
     deleted: str | None = None
+    # the INSERT's query (the view's stored columns, in order; it reads the view as it was, never
+    # the write branch), None without an INSERT: what a UNION ALL view combines (union_view.py)
+    inserted: str | None = None
 
     @property
     def inserts_last(self) -> bool:
@@ -88,12 +91,12 @@ def cached_view(branch: str, what: str) -> str:
 def refresh_writes(
     branch: str, writes: list[Write], steps_run: tuple[str, ...], steps_skipped: tuple[str, ...],
     stats_sql: str | None = None, stats_labels: tuple[str, ...] = (), cached: tuple[Cached, ...] = (),
-    touched: str | None = None, deleted: str | None = None,
+    touched: str | None = None, deleted: str | None = None, inserted: str | None = None,
 ) -> RefreshStatement:
     """A RefreshStatement of ``writes`` (their SQL already aimed at the branch when there are several)."""
     return RefreshStatement(
         tuple(writes), steps_run, steps_skipped, stats_sql, stats_labels, branch if len(writes) > 1 else None, cached,
-        touched, deleted,
+        touched, deleted, inserted,
     )
 
 

@@ -21,6 +21,7 @@ MODULES: dict[ViewClass, str] = {
     ViewClass.JOIN: "join_view",
     ViewClass.OUTER_JOIN: "outer_join_view",
     ViewClass.AGGREGATE: "aggregate_view",
+    ViewClass.UNION_ALL: "union_view",
 }
 
 # the classes whose writes filter by the marked keys (statement.in_changed), and so use their
@@ -32,6 +33,8 @@ KEY_RANGE_CLASSES = frozenset({ViewClass.JOIN, ViewClass.OUTER_JOIN})
 def uses_key_ranges(view: ViewDefinition) -> bool:
     """Whether a fast refresh of ``view`` filters by the marked keys' range (the mark step then
     reads the log files' statistics for it)."""
+    if view.branches:
+        return any(uses_key_ranges(branch) for branch in view.branches)
     return view.view_class in KEY_RANGE_CLASSES or (
         view.view_class is ViewClass.AGGREGATE and len(view.occurrences) >= REDUCED_FROM
     )

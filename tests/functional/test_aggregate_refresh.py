@@ -77,25 +77,39 @@ def visible_columns(project, view):
             if name and not name.startswith("_mv_") and not name.startswith("#")]
 
 
-class TestAggregateRefresh:
+class ShopViews:
+    """A randomized differential test of fast_refresh models over the shop masters (``VIEWS``:
+    model name -> SQL, ``CONFIG``: their config arguments)."""
+
+    VIEWS: dict[str, str] = {}
+    CONFIG = "materialized='fast_refresh', refresh_method='fast'"
+
     @pytest.fixture(scope="class")
     def models(self):
-        files = {f"{name}.sql": "{{ config(materialized='fast_refresh', refresh_method='fast') }}\n" + sql
-                 for name, sql in VIEWS.items()}
+        files = {f"{name}.sql": f"{{{{ config({self.CONFIG}) }}}}\n" + sql for name, sql in self.VIEWS.items()}
         files["sources.yml"] = Workload.sources_yml(MASTERS)
         return files
 
     def check_all(self, workload):
-        for name, sql in VIEWS.items():
+        for name, sql in self.VIEWS.items():
             workload.check(name, defining_query(workload.project, sql), visible_columns(workload.project, name))
 
-    @pytest.mark.parametrize("seed", [7])
-    def test_randomized_workload(self, project, seed):
+    def built(self, project, seed: int, initial_rows: int = 10) -> Workload:
+        """The masters with ``initial_rows`` random rows each, the views built and checked."""
         workload = Workload(project, [replace(m, rows={}) for m in MASTERS], seed)
-        workload.create(initial_rows=10)
+        workload.create(initial_rows=initial_rows)
         results = run_dbt(["run"])
         assert all(r.status == "success" for r in results)
         self.check_all(workload)
+        return workload
+
+
+class TestAggregateRefresh(ShopViews):
+    VIEWS = VIEWS
+
+    @pytest.mark.parametrize("seed", [7])
+    def test_randomized_workload(self, project, seed):
+        workload = self.built(project, seed)
 
         for round_number in range(4 * soak_factor()):
             workload.alternating_round(round_number, operations=8)

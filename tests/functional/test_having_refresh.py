@@ -3,13 +3,12 @@ to the groups it holds and recomputes from the masters the groups of the delta i
 (they failed the filter or did not exist), so groups enter and leave the view as changes arrive."""
 
 import re
-from dataclasses import replace
 
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
-from tests.functional.differential import Workload, soak_factor
-from tests.functional.test_aggregate_refresh import MASTERS, SRC, defining_query, visible_columns
+from tests.functional.differential import soak_factor
+from tests.functional.test_aggregate_refresh import SRC, ShopViews
 from tests.functional.util import rows
 
 VIEWS = {
@@ -38,25 +37,13 @@ VIEWS = {
 }
 
 
-class TestHavingRefresh:
-    @pytest.fixture(scope="class")
-    def models(self):
-        files = {f"{name}.sql": "{{ config(materialized='fast_refresh', refresh_method='fast', refresh_stats=true) }}\n" + sql
-                 for name, sql in VIEWS.items()}
-        files["sources.yml"] = Workload.sources_yml(MASTERS)
-        return files
-
-    def check_all(self, workload):
-        for name, sql in VIEWS.items():
-            workload.check(name, defining_query(workload.project, sql), visible_columns(workload.project, name))
+class TestHavingRefresh(ShopViews):
+    VIEWS = VIEWS
+    CONFIG = "materialized='fast_refresh', refresh_method='fast', refresh_stats=true"
 
     @pytest.mark.parametrize("seed", [23])
     def test_randomized_workload(self, project, seed):
-        workload = Workload(project, [replace(m, rows={}) for m in MASTERS], seed)
-        workload.create(initial_rows=10)
-        results = run_dbt(["run"])
-        assert all(r.status == "success" for r in results)
-        self.check_all(workload)
+        workload = self.built(project, seed)
 
         entered = left = 0
         for round_number in range(4 * soak_factor()):

@@ -1,13 +1,11 @@
 """Aggregates over LEFT and RIGHT joins: fast refreshed by the affected slices of the anchor, old
 state minus new state, as signed rows (refresh/outer_aggregate.py)."""
 
-from dataclasses import replace
-
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
-from tests.functional.differential import Workload, soak_factor
-from tests.functional.test_aggregate_refresh import MASTERS, SRC, defining_query, visible_columns
+from tests.functional.differential import soak_factor
+from tests.functional.test_aggregate_refresh import SRC, ShopViews
 from tests.functional.util import rows
 
 VIEWS = {
@@ -47,25 +45,12 @@ VIEWS = {
 }
 
 
-class TestOuterJoinAggregateRefresh:
-    @pytest.fixture(scope="class")
-    def models(self):
-        files = {f"{name}.sql": "{{ config(materialized='fast_refresh', refresh_method='fast') }}\n" + sql
-                 for name, sql in VIEWS.items()}
-        files["sources.yml"] = Workload.sources_yml(MASTERS)
-        return files
-
-    def check_all(self, workload):
-        for name, sql in VIEWS.items():
-            workload.check(name, defining_query(workload.project, sql), visible_columns(workload.project, name))
+class TestOuterJoinAggregateRefresh(ShopViews):
+    VIEWS = VIEWS
 
     @pytest.mark.parametrize("seed", [11])
     def test_randomized_workload(self, project, seed):
-        workload = Workload(project, [replace(m, rows={}) for m in MASTERS], seed)
-        workload.create(initial_rows=8)
-        results = run_dbt(["run"])
-        assert all(r.status == "success" for r in results)
-        self.check_all(workload)
+        workload = self.built(project, seed, initial_rows=8)
 
         for round_number in range(4 * soak_factor()):
             workload.alternating_round(round_number, operations=8)

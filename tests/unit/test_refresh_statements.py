@@ -22,6 +22,9 @@ VIEWS = {
     "outer_join": "select c.customer_id, c.name, o.order_id, o.amount from shop.customers c "
                   "left join shop.orders o on o.customer_id = c.customer_id",
     "aggregate": "select customer_id, count(*) as n, sum(amount) as total from shop.orders group by customer_id",
+    # a join branch and an aggregate branch: their writes combined (one DELETE, one INSERT)
+    "union_all": "select o.customer_id, o.amount from shop.orders o "
+                 "union all select customer_id, sum(amount) from shop.orders group by customer_id",
 }
 
 
@@ -128,7 +131,7 @@ def test_a_small_refresh_runs_only_the_statements_that_move_data(warehouse):
     # the change has inserts, updates and deletes: two writes, neither shuffling the view
     # what both writes read is computed once: an aggregate's delta (the INSERT reads it several
     # times), an outer join's affected slices
-    cached = {"aggregate": "delta", "outer_join": "keys"}.get(warehouse.view_class)
+    cached = {"aggregate": "delta", "outer_join": "keys", "union_all": "delta"}.get(warehouse.view_class)
     assert statements == [
         "capture: changelog of orders",  # Iceberg's changelog of the master's new commits
         "capture: append to mlog_orders",  # ... appended to a branch of the log
@@ -159,7 +162,7 @@ def test_a_view_keeping_its_own_log_pays_one_statement_for_it_and_two_metadata_c
     warehouse.change("orders")
     line, statements, commits = warehouse.measured()
     assert "; logged " in line and "to shop.mlog_v" in line, line
-    cached = {"aggregate": "delta", "outer_join": "keys"}.get(warehouse.view_class)
+    cached = {"aggregate": "delta", "outer_join": "keys", "union_all": "delta"}.get(warehouse.view_class)
     assert statements[statements.index("unstage") + 1:] == [
         "capture: append to mlog_v",  # the view's changed rows, read at both snapshots through the writes' filter
         *([f"uncache: {cached}"] if cached else []),

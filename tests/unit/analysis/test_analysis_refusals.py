@@ -48,7 +48,16 @@ REFUSALS = [
     ("distinct star", f"select distinct * from {O}", "select distinct"),
     ("distinct with aggregates", f"select distinct count(*) as n from {O}", "select distinct"),
     # set operations
-    ("union all", f"select o.order_id from {O} union all select o.order_id from {O}", "union all"),
+    ("union all of different widths", f"select o.order_id, o.amount from {O} union all select o.order_id from {O}",
+     "union all branch 2"),
+    ("union all branch without group by", f"select o.status, count(*) as n from {O} group by o.status "
+     f"union all select max(o.status), count(*) from {O}", "union all branch 2"),
+    ("union all ordered", f"select o.order_id from {O} union all select o.order_id from {O} order by 1", "order by"),
+    ("union all limited", f"select o.order_id from {O} union all select o.order_id from {O} limit 3", "limit"),
+    ("union all branch with a window", f"select o.order_id from {O} union all "
+     f"select row_number() over (order by o.order_id) as n from {O}", "over ("),
+    ("union all under union", f"(select o.order_id from {O} union all select o.order_id from {O}) union "
+     f"select o.order_id from {O}", "union"),
     ("union", f"select o.order_id from {O} union select o.order_id from {O}", "union"),
     ("intersect", f"select o.order_id from {O} intersect select o.order_id from {O}", "intersect"),
     ("except", f"select o.order_id from {O} except select o.order_id from {O}", "except"),

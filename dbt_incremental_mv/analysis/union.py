@@ -1,0 +1,269 @@
+"""UNION ALL views: a top-level ``UNION ALL`` of branches that are each fast refreshable.
+
+Oracle fast refreshes a UNION ALL materialized view whose branches are each fast refreshable
+and that selects a *UNION ALL marker*, a constant that differs per branch: a change to one
+branch's masters is applied to that branch's rows only. The plugin adds the marker itself: the
+stored table has a hidden ``_mv_branch`` column (1, 2, ... in written order), and every branch
+is maintained by its own class (join, outer join, aggregate, HAVING, DISTINCT) on its own rows:
+
+- each branch selects the union's columns (named as the first branch names them, by position)
+  plus ``cast(<n> as int) as _mv_branch``; an aggregate branch also groups by it, so its groups
+  are matched (deleted, read, recomputed) within its own rows only;
+- occurrence aliases are made unique across branches (``o`` in branches 1 and 2 is ``o`` and
+  ``o_2``), so a join branch's hidden key columns are its own: NULL on the other branches' rows,
+  its DELETE cannot match them;
+- the stored table holds the visible columns, ``_mv_branch``, then each branch's hidden columns
+  (aggregate helpers of the same name and purpose, ``_mv_count`` of two aggregate branches, are
+  one column: each row holds its own branch's value); a row leaves the other branches' hidden
+  columns NULL.
+
+A refresh runs every changed branch's writes as one DELETE and one INSERT (refresh/union_view.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from types import MappingProxyType
+
+from sqlglot import exp
+
+from dbt_incremental_mv.analysis.errors import UnsupportedViewError
+from dbt_incremental_mv.analysis.hidden import aggregate_hidden_columns, key_hidden_columns
+from dbt_incremental_mv.analysis.model import (
+    EquiPair, HiddenColumn, HiddenPurpose, JoinStep, MasterOccurrence, OutputColumn, ViewClass, ViewDefinition,
+)
+from dbt_incremental_mv.analysis.scope import column_node
+
+BRANCH_COLUMN = "_mv_branch"
+
+
+def union_all_branches(statement: exp.Query) -> list[exp.Query] | None:
+    """The branches of a top-level ``UNION ALL`` (nested ones flattened), left to right, each
+    carrying the union's WITH clause; None when ``statement`` is not one. ORDER BY or LIMIT on
+    the union stay on it (the construct checks refuse them)."""
+    if not _is_union_all(statement):
+        return None
+    shared = statement.args.get("with_")
+    branches = []
+    for branch in _flattened(statement):
+        if shared is not None:
+            branch = branch.copy()
+            own = branch.args.get("with_")
+            ctes = [c.copy() for c in shared.expressions] + (list(own.expressions) if own is not None else [])
+            branch.set("with_", exp.With(expressions=ctes, recursive=shared.args.get("recursive")))
+        branches.append(branch)
+    return branches
+
+
+def map_union_branches(statement: exp.Query, rewrite: Callable[[exp.Query], exp.Query]) -> exp.Query:
+    """A copy of the top-level UNION ALL ``statement`` with each branch replaced by ``rewrite(branch)``."""
+    copy = statement.copy()
+    nodes = _union_nodes(copy)
+    for node in nodes:
+        for side in ("this", "expression"):
+            child = _unwrapped(node.args[side])
+            if not any(child is n for n in nodes):
+                node.set(side, rewrite(child))
+    return copy
+
+
+def top_level_unions(statement: exp.Expression) -> list[exp.Expression]:
+    """The UNION ALL nodes that make up a top-level UNION ALL (the construct checks accept them)."""
+    return _union_nodes(statement) if isinstance(statement, exp.Query) and _is_union_all(statement) else []
+
+
+def _is_union_all(node: exp.Expression) -> bool:
+    return isinstance(node, exp.Union) and not node.args.get("distinct")
+
+
+def _unwrapped(node: exp.Expression) -> exp.Expression:
+    """``(query)`` without an alias is the query."""
+    while isinstance(node, exp.Subquery) and set(k for k, v in node.args.items() if v) == {"this"}:
+        node = node.this
+    return node
+
+
+def _union_nodes(statement: exp.Expression) -> list[exp.Expression]:
+    nodes = [statement]
+    for side in ("this", "expression"):
+        child = _unwrapped(statement.args[side])
+        if _is_union_all(child) and not any(child.args.get(k) for k in ("with_", "order", "limit", "offset")):
+            nodes += _union_nodes(child)
+    return nodes
+
+
+def _flattened(statement: exp.Expression) -> list[exp.Query]:
+    nodes = _union_nodes(statement)
+    branches: list[exp.Query] = []
+    for side in ("this", "expression"):
+        child = _unwrapped(statement.args[side])
+        branches += _flattened(child) if any(child is n for n in nodes[1:]) else [child]
+    return branches
+
+
+def named_projections(branch: exp.Query, names: Sequence[str]) -> exp.Query:
+    """A later branch with its unnamed expressions named as the first branch names their column
+    (UNION ALL takes the first branch's names; Spark would invent a name for them)."""
+    projections = branch.expressions if isinstance(branch, exp.Select) else []
+    if len(projections) != len(names) or any(_is_star(p) for p in projections):
+        return branch
+    named = branch.copy()
+    taken = {p.alias_or_name.casefold() for p in projections}
+    for position, (projection, name) in enumerate(zip(named.expressions, names)):
+        if not isinstance(projection, (exp.Alias, exp.Column)):
+            alias = name if name.casefold() not in taken else f"{name}_{position + 1}"
+            projection.replace(exp.alias_(projection.copy(), exp.to_identifier(alias, quoted=True)))
+    return named
+
+
+def _is_star(projection: exp.Expression) -> bool:
+    return isinstance(projection, exp.Star) or isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)
+
+
+def analyze_union(branches: Sequence[ViewDefinition]) -> ViewDefinition:
+    """The UNION ALL of the analysed ``branches`` (in written order) as one ViewDefinition."""
+    names = tuple(o.name for o in branches[0].outputs)
+    taken: set[str] = set()
+    prepared = []
+    for number, branch in enumerate(branches, start=1):
+        _refuse_unmaintainable_branch(number, branch, len(names))
+        aliases = _unique_aliases(branch, number, taken)
+        outputs = {o.name: name for o, name in zip(branch.outputs, names)}
+        prepared.append(_with_marker(_renamed(branch, aliases, outputs), number))
+    keys: dict[str | None, list[HiddenColumn]] = {}  # alias -> its key columns, named over every join branch
+    for column in key_hidden_columns(tuple(o for b in prepared if not b.is_aggregate for o in b.occurrences)):
+        keys.setdefault(column.occurrence, []).append(column)
+    prepared = [
+        b if b.is_aggregate else replace(b, hidden_columns=tuple(h for o in b.occurrences for h in keys.get(o.alias, ())))
+        for b in prepared
+    ]
+    marker = HiddenColumn(BRANCH_COLUMN, _marker(1), HiddenPurpose.BRANCH)
+    return ViewDefinition(
+        occurrences=tuple(o for b in prepared for o in b.occurrences),
+        joins=(),
+        where_conjuncts=(),
+        outputs=tuple(o for o in prepared[0].outputs if o.name != BRANCH_COLUMN),
+        group_by=(),
+        is_aggregate=False,
+        view_class=ViewClass.UNION_ALL,
+        hidden_columns=(marker, *_shared_hidden_columns(prepared)),
+        null_supplying=frozenset().union(*(b.null_supplying for b in prepared)),
+        group_key_columns=(),
+        referenced_columns=MappingProxyType({a: c for b in prepared for a, c in b.referenced_columns.items()}),
+        branches=tuple(prepared),
+    )
+
+
+def _refuse_unmaintainable_branch(number: int, branch: ViewDefinition, width: int) -> None:
+    if len(branch.outputs) != width:
+        raise UnsupportedViewError(
+            f"UNION ALL branch {number}",
+            f"it selects {len(branch.outputs)} columns and the first branch {width}",
+            "Select the same number of columns in every branch",
+        )
+    if branch.is_aggregate and not branch.group_by:
+        raise UnsupportedViewError(
+            f"UNION ALL branch {number}",
+            "it aggregates without GROUP BY: its one row exists even over no rows, which a branch's "
+            "groups cannot express",
+            "Group the branch by a column, or make it its own fast_refresh model",
+        )
+
+
+def _unique_aliases(branch: ViewDefinition, number: int, taken: set[str]) -> dict[str, str]:
+    """Each alias of ``branch`` renamed ``<alias>_<branch number>`` (then ``_2``, ...) when an
+    earlier branch uses it; ``taken`` gains the branch's aliases."""
+    own = set(branch.aliases)
+    renamed = {}
+    for alias in branch.aliases:
+        new = alias
+        if new in taken:
+            new = f"{alias}_{number}"
+            while new in taken or new in own:
+                new += "_"
+        renamed[alias] = new
+        taken.add(new)
+    return renamed
+
+
+def _renamed(view: ViewDefinition, aliases: dict[str, str], names: dict[str, str]) -> ViewDefinition:
+    """``view`` with its occurrences renamed by ``aliases`` and its outputs by ``names``."""
+
+    def expression(node: exp.Expression) -> exp.Expression:
+        def rename(column: exp.Expression) -> exp.Expression:
+            if isinstance(column, exp.Column) and column.table in aliases:
+                return column_node(aliases[column.table], column.name)
+            return column
+
+        return node.copy().transform(rename)
+
+    def stored(node: exp.Expression) -> exp.Expression:  # HAVING reads stored names
+        def rename(column: exp.Expression) -> exp.Expression:
+            if isinstance(column, exp.Column) and not column.table and column.name in names:
+                return exp.column(names[column.name], quoted=True)
+            return column
+
+        return node.copy().transform(rename)
+
+    outputs = tuple(
+        OutputColumn(names[o.name], expression(o.expression), o.kind, expression(o.argument) if o.argument else None)
+        for o in view.outputs
+    )
+    joins = tuple(
+        JoinStep(
+            aliases[s.alias], s.kind,
+            tuple(EquiPair(expression(p.left), expression(p.right), p.null_safe) for p in s.equi_pairs),
+            expression(s.condition) if s.condition is not None else None,
+            tuple(expression(r) for r in s.residual),
+        )
+        for s in view.joins
+    )
+    return replace(
+        view,
+        occurrences=tuple(MasterOccurrence(aliases[o.alias], o.master) for o in view.occurrences),
+        joins=joins,
+        where_conjuncts=tuple(expression(c) for c in view.where_conjuncts),
+        outputs=outputs,
+        group_by=tuple(expression(g) for g in view.group_by),
+        hidden_columns=aggregate_hidden_columns(outputs) if view.is_aggregate else (),
+        null_supplying=frozenset(aliases[a] for a in view.null_supplying),
+        group_key_columns=tuple(names[c] for c in view.group_key_columns),
+        referenced_columns=MappingProxyType({aliases[a]: c for a, c in view.referenced_columns.items()}),
+        having=stored(view.having) if view.having is not None else None,
+    )
+
+
+def _marker(number: int) -> exp.Expression:
+    # (a cast, not a bare literal: GROUP BY 2 would name the second column)
+    return exp.Cast(this=exp.Literal.number(number), to=exp.DataType.build("int"))
+
+
+def _with_marker(branch: ViewDefinition, number: int) -> ViewDefinition:
+    """The branch selecting ``_mv_branch`` = ``number`` too; an aggregate branch groups by it."""
+    outputs = (*branch.outputs, OutputColumn(BRANCH_COLUMN, _marker(number)))
+    if not branch.is_aggregate:
+        return replace(branch, outputs=outputs)
+    return replace(
+        branch, outputs=outputs, group_by=(*branch.group_by, _marker(number)),
+        group_key_columns=(*branch.group_key_columns, BRANCH_COLUMN),
+    )
+
+
+def _shared_hidden_columns(branches: Sequence[ViewDefinition]) -> list[HiddenColumn]:
+    """Every branch's hidden columns, in branch order, one column per name: two branches share a
+    name only for an aggregate helper of the same purpose (each row holds its own branch's)."""
+    columns: dict[str, HiddenColumn] = {}
+    for number, branch in enumerate(branches, start=1):
+        for column in branch.hidden_columns:
+            first = columns.get(column.name.casefold())
+            if first is None:
+                columns[column.name.casefold()] = column
+            elif first.purpose is not column.purpose or column.purpose is HiddenPurpose.ROW_KEY:
+                raise UnsupportedViewError(
+                    column.name,
+                    f"UNION ALL branch {number} needs a hidden column of this name for another purpose than an "
+                    "earlier branch",
+                    "Rename the table aliases of one of the branches",
+                )
+    return list(columns.values())

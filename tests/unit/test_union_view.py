@@ -1,0 +1,135 @@
+"""UNION ALL views without Spark: the analysis (branches, marker, unique aliases, shared hidden
+columns) and the refresh statement (the changed branches' writes as one DELETE and one INSERT)."""
+
+import pytest
+import sqlglot
+
+from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewClass, analyze_view
+from dbt_incremental_mv.logs.contract import LogSpec
+from dbt_incremental_mv.refresh import union_view, view_classes
+from dbt_incremental_mv.refresh.marked import MarkedLog
+
+ORDERS = MasterTable(
+    "shop.orders", (("order_id", "bigint"), ("customer_id", "bigint"), ("amount", "decimal(10,2)"), ("status", "string")),
+    ("order_id",),
+)
+CUSTOMERS = MasterTable("shop.customers", (("customer_id", "bigint"), ("segment", "string")), ("customer_id",))
+MASTERS = {m.name: m for m in (ORDERS, CUSTOMERS)}
+
+MIXED = (
+    "select o.customer_id as id, o.amount as value from shop.orders o where o.status = 'open' "
+    "union all select c.customer_id, o.amount * 2 from shop.orders o join shop.customers c on o.customer_id = c.customer_id "
+    "union all select o.customer_id, sum(o.amount) from shop.orders o group by o.customer_id"
+)
+
+
+def marked(master, inserts=0, deletes=0):
+    spec = LogSpec("logs", f"logs.mlog_{master.name.split('.')[1]}", master.name, master.name, master.key, True)
+    return MarkedLog(spec, 11, 5, 9, inserts, deletes, 123)
+
+
+def statement(sql, **changes):
+    view = analyze_view(sql, MASTERS)
+    logs = {name: marked(MASTERS[name], *changes.get(name, (0, 0))) for name in MASTERS}
+    return union_view.refresh_statement(view, "shop.v", logs, {"value": "decimal(20,2)"})
+
+
+def test_each_branch_is_a_view_of_its_own_class_marked_by_its_number():
+    view = analyze_view(MIXED, MASTERS)
+    assert view.view_class is ViewClass.UNION_ALL
+    assert [b.view_class for b in view.branches] == [ViewClass.JOIN, ViewClass.JOIN, ViewClass.AGGREGATE]
+    # the same alias in two branches is made unique: each join branch's keys are its own columns
+    assert [b.aliases for b in view.branches] == [("o",), ("o_2", "c"), ("o_3",)]
+    assert view.stored_columns == (
+        "id", "value", "_mv_branch", "_mv_o_order_id", "_mv_o_2_order_id", "_mv_c_customer_id", "_mv_count",
+        "_mv_cnt_value",
+    )
+    # the first branch names the columns; the aggregate branch groups by its marker too
+    assert [o.name for o in view.branches[1].outputs] == ["id", "value", "_mv_branch"]
+    assert view.branches[2].group_key_columns == ("id", "_mv_branch")
+    assert "GROUP BY `o_3`.`customer_id`, CAST(3 AS INT)" in view.render_select()
+    assert set(view.referenced_columns) == {"o", "o_2", "c", "o_3"}
+
+
+def test_the_defining_query_lays_every_branch_out_as_the_stored_columns():
+    rendered = analyze_view(MIXED, MASTERS).render_select()
+    parts = rendered.split("\nunion all\n")
+    assert len(parts) == 3
+    assert parts[0].startswith("select `id`, `value`, `_mv_branch`, `_mv_o_order_id`, null as `_mv_o_2_order_id`")
+    assert parts[2].startswith("select `id`, `value`, `_mv_branch`, null as `_mv_o_order_id`, null as `_mv_o_2_order_id`, "
+                               "null as `_mv_c_customer_id`, `_mv_count`, `_mv_cnt_value` from (")
+    assert isinstance(sqlglot.parse_one(rendered, read="spark"), sqlglot.exp.Union)
+    visible = analyze_view(MIXED, MASTERS).render_select(include_hidden=False)
+    assert visible.count("select `id`, `value` from (") == 3
+
+
+def test_aggregate_helpers_of_the_same_name_are_one_column_shared_by_the_branches():
+    view = analyze_view(
+        "select o.status, count(*) as n, avg(o.amount) as a from shop.orders o group by o.status "
+        "union all select c.segment, count(*), avg(o.amount) from shop.orders o join shop.customers c "
+        "on o.customer_id = c.customer_id group by c.segment having count(*) > 2", MASTERS,
+    )
+    assert view.stored_columns == ("status", "n", "a", "_mv_branch", "_mv_count", "_mv_cnt_a", "_mv_sum_a")
+    assert view.branches[1].having is not None
+
+
+def test_a_union_all_inside_a_cte_and_other_set_operations_stay_refused():
+    with pytest.raises(UnsupportedViewError, match="outermost query only"):
+        analyze_view("with u as (select order_id from shop.orders union all select order_id from shop.orders) "
+                     "select order_id from u", MASTERS)
+    with pytest.raises(UnsupportedViewError, match="other than UNION ALL"):
+        analyze_view("select order_id from shop.orders union select order_id from shop.orders", MASTERS)
+
+
+def test_a_branch_that_cannot_be_fast_refreshed_is_named():
+    with pytest.raises(UnsupportedViewError) as caught:
+        analyze_view("select order_id from shop.orders union all select order_id from shop.orders "
+                     "union all select count(*) from shop.orders", MASTERS)
+    assert caught.value.construct == "UNION ALL branch 3"
+
+
+def test_the_union_with_clause_is_every_branch_s():
+    view = analyze_view(
+        "with open_orders as (select * from shop.orders where status = 'open') "
+        "select order_id from open_orders union all select customer_id from shop.customers", MASTERS,
+    )
+    assert [b.occurrences[0].master.name for b in view.branches] == ["shop.orders", "shop.customers"]
+
+
+def test_only_the_changed_branches_are_refreshed():
+    assert statement(MIXED) is None
+    only_customers = statement(MIXED, **{"shop.customers": (1, 1)})
+    assert only_customers.steps_skipped[:2] == ("branch 1", "branch 3")
+    assert all(step.startswith("branch 2: ") for step in only_customers.steps_run)
+
+
+def test_the_branches_writes_are_one_delete_and_one_insert_on_the_write_branch():
+    first = statement(MIXED, **{"shop.orders": (2, 1)})
+    assert first.sql == statement(MIXED, **{"shop.orders": (2, 1)}).sql  # deterministic
+    delete, insert = first.writes
+    assert first.branch == "mv_write"
+    assert delete.sql.startswith("delete from `shop`.`v`.`branch_mv_write` as `_mv_v`\nwhere (")
+    assert delete.sql.count("\n   or (") == 2  # three branches' conditions
+    assert insert.sql.startswith("insert into `shop`.`v`.`branch_mv_write` (`id`, `value`, `_mv_branch`, ")
+    assert insert.sql.count("\nunion all\nselect `id`, `value`, `_mv_branch`") == 2
+    for write in first.writes:
+        sqlglot.parse_one(write.sql, read="spark")
+    # the aggregate branch's cached delta carries its branch's number; the own log reads the combined condition
+    assert [c.name for c in first.cached] == ["mv_write_3_delta"]
+    assert first.deleted in delete.sql and first.inserts_last
+    assert first.touched.count("\n   or (") == 2
+    assert first.stats_labels == ("branch 3 groups inserted", "branch 3 groups updated", "branch 3 groups deleted",
+                                  "branch 3 groups recomputed")
+
+
+def test_an_insert_only_change_of_join_branches_is_one_insert_on_main():
+    joins = "select o.order_id from shop.orders o union all select c.customer_id from shop.customers c"
+    inserted = statement(joins, **{"shop.orders": (3, 0), "shop.customers": (1, 0)})
+    assert [w.name for w in inserted.writes] == ["insert"] and inserted.branch is None
+    assert inserted.writes[0].sql.startswith("insert into `shop`.`v` (`order_id`, `_mv_branch`, ")
+
+
+def test_a_union_uses_key_ranges_when_a_branch_does():
+    view = analyze_view(MIXED, MASTERS)
+    assert view_classes.uses_key_ranges(view)
+    assert view_classes.blocker(view) is None
