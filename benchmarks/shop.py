@@ -227,6 +227,13 @@ VIEWS = (
     View("amount_range_by_customer", "minmax", ("orders",),
          "select customer_id, count(*) as order_count, min(amount) as min_amount, max(amount) as max_amount\n"
          "from {orders}\ngroup by customer_id"),
+    # UNION ALL: a filter branch and an aggregate branch (labelled by constants), one DELETE and one INSERT
+    View("order_events", "union", ("orders", "customers"),
+         "select o.order_id as id, o.order_date as day, o.amount, 'returned order' as kind\n"
+         "from {orders} o\nwhere o.status = 'returned'\n"
+         "union all\n"
+         "select c.customer_id, max(o.order_date), sum(o.amount), 'customer total'\n"
+         "from {orders} o\njoin {customers} c on o.customer_id = c.customer_id\ngroup by c.customer_id"),
     View("line_items", "join3-lines", ("order_lines", "orders", "products"),
          "select l.order_id, l.line_no, l.quantity, l.unit_price, o.order_date, o.status, p.product_id, p.category\n"
          "from {order_lines} l\njoin {orders} o on l.order_id = o.order_id\n"

@@ -35,7 +35,7 @@ def layout_advice(view: ViewDefinition, view_relation: str) -> list[str]:
     elif view.group_key_columns:
         advice.append(f"alter table {relation(view_relation)} write ordered by {idents(view.group_key_columns)}")
     join_columns: dict[str, list[str]] = {}
-    for step in view.joins:
+    for step in (s for part in view.branches or (view,) for s in part.joins):  # (a UNION ALL's: its branches')
         master = view.occurrence(step.alias).master
         for pair in step.equi_pairs:
             for column in _columns(pair.right):

@@ -55,8 +55,8 @@ def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> V
     tree = normalize_joins(query)
     is_aggregate = query.is_aggregate
     refuse_bad_output_names(query.projections)
-    group_by = query.group_by or ()
-    classified = classify_outputs(query.projections, group_by, is_aggregate)
+    classified = classify_outputs(query.projections, query.group_by or (), is_aggregate)
+    group_by = classified.group_by
     hidden = aggregate_hidden_columns(classified.outputs) if is_aggregate else key_hidden_columns(occurrences)
     read = _referenced_columns(
         occurrences,
@@ -104,15 +104,17 @@ def distinct_as_group_by(statement: exp.Query) -> exp.Query:
     """``SELECT DISTINCT <expressions>`` is a GROUP BY of them without aggregates: a counted group
     (its hidden count is the number of master rows behind each distinct row), maintained as an
     aggregate view. Rewritten so when it is the outer query, without GROUP BY, aggregates,
-    DISTINCT ON, ``*`` or literal expressions (GROUP BY 1 would name a position); anything else
-    keeps the DISTINCT, which the construct checks then refuse."""
+    DISTINCT ON or ``*``, and selects a column; anything else keeps the DISTINCT, which the
+    construct checks then refuse."""
     distinct = statement.args.get("distinct") if isinstance(statement, exp.Select) else None
     if distinct is None or distinct.args.get("on") or statement.args.get("group"):
         return statement
-    keys = [p.this if isinstance(p, exp.Alias) else p for p in statement.expressions]
+    selected = [p.this if isinstance(p, exp.Alias) else p for p in statement.expressions]
+    # (constants are no GROUP BY items: GROUP BY 1 would name a position; the analysis makes a
+    # selected constant a group key of its own, outputs.py)
+    keys = [k for k in selected if k.find(exp.Column) is not None]
     if not keys or any(
-        k.find(exp.Star) is not None or isinstance(k, exp.Literal) or any(functions.is_aggregate(n) for n in k.walk())
-        for k in keys
+        k.find(exp.Star) is not None or any(functions.is_aggregate(n) for n in k.walk()) for k in selected
     ):
         return statement
     grouped = statement.copy()

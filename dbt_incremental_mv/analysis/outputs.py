@@ -25,6 +25,7 @@ _KINDS: dict[type[exp.Expression], OutputKind] = {
 class ClassifiedOutputs:
     outputs: tuple[OutputColumn, ...]
     group_key_columns: tuple[str, ...]
+    group_by: tuple[exp.Expression, ...] = ()  # the GROUP BY, with the constants selected (see below)
 
 
 def refuse_bad_output_names(projections: tuple[Projection, ...]) -> None:
@@ -49,9 +50,33 @@ def classify_outputs(
     projections: tuple[Projection, ...], group_by: tuple[exp.Expression, ...], is_aggregate: bool
 ) -> ClassifiedOutputs:
     if not is_aggregate:
-        return ClassifiedOutputs(tuple(OutputColumn(p.name, p.expression) for p in projections), ())
-    outputs = tuple(_aggregate_view_output(p, group_by) for p in projections)
-    return ClassifiedOutputs(outputs, _group_key_columns(outputs, group_by))
+        return ClassifiedOutputs(tuple(OutputColumn(p.name, p.expression) for p in projections), (), group_by)
+    # A constant selected next to a GROUP BY (``'web' as channel``, a UNION ALL branch's label) is
+    # one more group key: grouping by it changes no group, and it is stored and matched like one.
+    constants = [_constant_key(p.expression) for p in projections if group_by and _is_constant(p.expression)]
+    group_by = (*group_by, *constants)
+    outputs = tuple(
+        OutputColumn(p.name, _constant_key(p.expression)) if group_by and _is_constant(p.expression)
+        else _aggregate_view_output(p, group_by)
+        for p in projections
+    )
+    return ClassifiedOutputs(outputs, _group_key_columns(outputs, group_by), group_by)
+
+
+def _is_constant(expression: exp.Expression) -> bool:
+    """Reads no column and aggregates nothing (the construct checks refused what is not deterministic)."""
+    return expression.find(exp.Column) is None and not functions.contains_aggregate(expression)
+
+
+def _constant_key(expression: exp.Expression) -> exp.Expression:
+    """The constant as a GROUP BY expression: an integer literal cast to int (a bare ``GROUP BY 2``
+    would name the second column; the type is the literal's own)."""
+    expression = _strip_parentheses(expression)
+    if isinstance(expression, exp.Literal) and not expression.is_string and expression.is_int:
+        value = int(expression.this)
+        if -(2**31) <= value < 2**31:
+            return exp.Cast(this=expression.copy(), to=exp.DataType.build("int"))
+    return expression.copy()
 
 
 def _aggregate_view_output(projection: Projection, group_by: tuple[exp.Expression, ...]) -> OutputColumn:
@@ -89,7 +114,9 @@ def _is_non_null_constant(node: exp.Expression | None) -> bool:
 def _group_key_columns(outputs: tuple[OutputColumn, ...], group_by: tuple[exp.Expression, ...]) -> tuple[str, ...]:
     names = []
     for expression in group_by:
-        holder = next((o for o in outputs if not o.is_aggregate and o.expression == expression), None)
+        holders = [o for o in outputs if not o.is_aggregate and o.expression == expression]
+        # (two outputs of one expression, e.g. the same constant twice: each is a group key)
+        holder = next((o for o in holders if o.name not in names), holders[0] if holders else None)
         if holder is None:
             raise UnsupportedViewError(
                 describe(expression), "every GROUP BY expression must also be selected: groups are matched "

@@ -126,6 +126,9 @@ def explain(ctx: RefreshContext, model: Mapping[str, Any], sql: str, view_relati
 # ---------------------------------------------------------------------- reasons
 def _class_of(definition: ViewDefinition) -> str:
     """The view class; for an aggregate, over outer joins (and their anchor) and with HAVING."""
+    if definition.branches:
+        shown = "; ".join(f"branch {n}: {_class_of(b)}" for n, b in enumerate(definition.branches, start=1))
+        return f"{definition.view_class.value} ({shown}; each maintained on its own rows, marked by _mv_branch)"
     text = definition.view_class.value
     if definition.view_class is ViewClass.AGGREGATE and definition.null_supplying:
         text += f" over outer joins (anchor: {outer_aggregate.anchor(definition)})"

@@ -28,13 +28,13 @@ VIEWS = {
         "union all "
         f"select distinct c.segment, cast(1 as bigint), cast(null as decimal(14,6)), cast(null as double) from {C} c"
     ),
-    # a join branch, an outer join branch and an aggregate (MAX) branch in one view
+    # a join branch, an outer join branch and an aggregate (MAX) branch labelled by a constant
     "customer_lines": (
         f"select o.customer_id as id, o.status as label, o.amount as value from {O} o where o.status = 'open' "
         "union all "
         f"select c.customer_id, c.segment, o.amount from {C} c left join {O} o on o.customer_id = c.customer_id "
         "union all "
-        f"select o.customer_id, o.status, max(o.amount) from {O} o group by o.customer_id, o.status"
+        f"select o.customer_id, 'max', max(o.amount) from {O} o group by o.customer_id"
     ),
 }
 

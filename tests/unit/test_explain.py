@@ -96,6 +96,20 @@ def test_a_having_view_is_fast_refreshable_and_says_how():
     ]
 
 
+def test_a_union_all_view_names_each_branch_s_class_and_shows_one_delete_and_one_insert():
+    warehouse = Warehouse("union_all")
+    warehouse.refresh()
+    warehouse.change("orders")
+    lines = explained(warehouse)
+    assert lines[1:3] == [
+        "view class: union_all (branch 1: join; branch 2: aggregate; each maintained on its own rows, marked by "
+        "_mv_branch)",
+        "fast refreshable: yes",
+    ]
+    text = "\n".join(lines)
+    assert text.count("delete from `shop`.`v`.`branch_") == 1 and text.count("insert into `shop`.`v`.`branch_") == 1
+
+
 def test_a_view_keeping_its_own_log_shows_the_log_step_between_the_writes_and_the_publish():
     warehouse = Warehouse("join")
     warehouse.refresh()

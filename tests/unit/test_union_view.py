@@ -133,3 +133,24 @@ def test_a_union_uses_key_ranges_when_a_branch_does():
     view = analyze_view(MIXED, MASTERS)
     assert view_classes.uses_key_ranges(view)
     assert view_classes.blocker(view) is None
+
+
+def test_a_constant_selected_by_an_aggregate_branch_is_a_group_key():
+    view = analyze_view(
+        "select o.status as label, 'orders' as kind, 1 as one, count(*) as n from shop.orders o group by o.status "
+        "union all select distinct c.segment, 'customers', 2, cast(null as bigint) from shop.customers c", MASTERS,
+    )
+    first, second = view.branches
+    assert first.group_key_columns == ("label", "kind", "one", "_mv_branch")
+    assert "GROUP BY `o`.`status`, 'orders', CAST(1 AS INT), CAST(1 AS INT)" in first.render_select()
+    assert second.is_aggregate and second.group_key_columns == ("label", "kind", "one", "n", "_mv_branch")
+    with pytest.raises(UnsupportedViewError, match="neither aggregated nor in GROUP BY"):
+        analyze_view("select 'all' as kind, count(*) as n from shop.orders", MASTERS)  # a global aggregate
+
+
+def test_layout_advice_covers_every_branch_s_keys_and_joins():
+    from dbt_incremental_mv.layout import layout_advice
+
+    advice = layout_advice(analyze_view(MIXED, MASTERS), "shop.v")
+    assert advice[0] == "alter table `shop`.`v` write ordered by `_mv_o_order_id`, `_mv_o_2_order_id`, `_mv_c_customer_id`"
+    assert "alter table `shop`.`customers` write ordered by `customer_id`" in advice
