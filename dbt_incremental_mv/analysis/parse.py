@@ -31,7 +31,7 @@ def parse_statement(sql: str) -> exp.Query:
             "multiple statements", f"the model holds {len(statements)} statements; a view is defined by one query",
             "Keep one SELECT in the model; move other statements to hooks",
         )
-    statement = _unwrap_parentheses(statements[0])
+    statement = unwrap_parentheses(statements[0])
     if not isinstance(statement, exp.Query) or isinstance(statement, exp.Subquery):
         raise UnsupportedViewError(
             _statement_name(statement), "only a SELECT query can define a fast_refresh model",
@@ -40,7 +40,7 @@ def parse_statement(sql: str) -> exp.Query:
     return statement
 
 
-def _unwrap_parentheses(statement: exp.Expression) -> exp.Expression:
+def unwrap_parentheses(statement: exp.Expression) -> exp.Expression:
     """``(select ...)`` as a whole statement is the select itself (when nothing else is attached)."""
     while isinstance(statement, exp.Subquery) and set(k for k, v in statement.args.items() if v) == {"this"}:
         statement = statement.this

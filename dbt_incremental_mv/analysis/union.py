@@ -33,6 +33,7 @@ from dbt_incremental_mv.analysis.hidden import aggregate_hidden_columns, key_hid
 from dbt_incremental_mv.analysis.model import (
     EquiPair, HiddenColumn, HiddenPurpose, JoinStep, MasterOccurrence, OutputColumn, ViewClass, ViewDefinition,
 )
+from dbt_incremental_mv.analysis.parse import unwrap_parentheses
 from dbt_incremental_mv.analysis.scope import column_node
 
 BRANCH_COLUMN = "_mv_branch"
@@ -62,7 +63,7 @@ def map_union_branches(statement: exp.Query, rewrite: Callable[[exp.Query], exp.
     nodes = _union_nodes(copy)
     for node in nodes:
         for side in ("this", "expression"):
-            child = _unwrapped(node.args[side])
+            child = unwrap_parentheses(node.args[side])
             if not any(child is n for n in nodes):
                 node.set(side, rewrite(child))
     return copy
@@ -77,17 +78,10 @@ def _is_union_all(node: exp.Expression) -> bool:
     return isinstance(node, exp.Union) and not node.args.get("distinct")
 
 
-def _unwrapped(node: exp.Expression) -> exp.Expression:
-    """``(query)`` without an alias is the query."""
-    while isinstance(node, exp.Subquery) and set(k for k, v in node.args.items() if v) == {"this"}:
-        node = node.this
-    return node
-
-
 def _union_nodes(statement: exp.Expression) -> list[exp.Expression]:
     nodes = [statement]
     for side in ("this", "expression"):
-        child = _unwrapped(statement.args[side])
+        child = unwrap_parentheses(statement.args[side])
         if _is_union_all(child) and not any(child.args.get(k) for k in ("with_", "order", "limit", "offset")):
             nodes += _union_nodes(child)
     return nodes
@@ -97,7 +91,7 @@ def _flattened(statement: exp.Expression) -> list[exp.Query]:
     nodes = _union_nodes(statement)
     branches: list[exp.Query] = []
     for side in ("this", "expression"):
-        child = _unwrapped(statement.args[side])
+        child = unwrap_parentheses(statement.args[side])
         branches += _flattened(child) if any(child is n for n in nodes[1:]) else [child]
     return branches
 
