@@ -111,7 +111,7 @@ class TestAggregateRefresh(ShopViews):
     def test_randomized_workload(self, project, seed):
         workload = self.built(project, seed)
 
-        for round_number in range(4 * soak_factor()):
+        for round_number in range(3 * soak_factor()):
             workload.alternating_round(round_number, operations=8)
             results, log = run_dbt_and_capture(["run"])
             assert all(r.status == "success" for r in results), log

@@ -49,7 +49,7 @@ class TestUnionAllRefresh(ShopViews):
         schema = project.test_schema
         assert rows(project, f"select distinct _mv_branch from {schema}.customer_lines order by 1") == [(1,), (2,), (3,)]
 
-        for round_number in range(4 * soak_factor()):
+        for round_number in range(3 * soak_factor()):
             workload.alternating_round(round_number, operations=8)
             results, log = run_dbt_and_capture(["run"])
             assert all(r.status == "success" for r in results), log
