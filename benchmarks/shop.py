@@ -234,6 +234,13 @@ VIEWS = (
          "union all\n"
          "select c.customer_id, max(o.order_date), sum(o.amount), 'customer total'\n"
          "from {orders} o\njoin {customers} c on o.customer_id = c.customer_id\ngroup by c.customer_id"),
+    # order_events' two branches as views of their own (what the union costs against them)
+    View("returned_orders", "filter", ("orders",),
+         "select o.order_id as id, o.order_date as day, o.amount, 'returned order' as kind\n"
+         "from {orders} o\nwhere o.status = 'returned'"),
+    View("customer_totals", "agg-join", ("orders", "customers"),
+         "select c.customer_id, max(o.order_date) as last_day, sum(o.amount) as amount, 'customer total' as kind\n"
+         "from {orders} o\njoin {customers} c on o.customer_id = c.customer_id\ngroup by c.customer_id"),
     View("line_items", "join3-lines", ("order_lines", "orders", "products"),
          "select l.order_id, l.line_no, l.quantity, l.unit_price, o.order_date, o.status, p.product_id, p.category\n"
          "from {order_lines} l\njoin {orders} o on l.order_id = o.order_id\n"
