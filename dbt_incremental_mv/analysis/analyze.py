@@ -2,7 +2,8 @@
 
 The flow reads top to bottom: parse one query, refuse constructs that can never be maintained,
 resolve every FROM item to a master occurrence and every column to ``alias.column``, normalize
-the joins, classify the outputs, add the hidden columns, and check that the result renders.
+the joins, classify the outputs, add the hidden columns, and check that the result renders. A
+top-level UNION ALL is analysed branch by branch, then combined (analysis/union.py).
 """
 
 from __future__ import annotations
