@@ -3,8 +3,9 @@
 ``analyze_view(sql, masters)`` parses a model's compiled Spark SQL with sqlglot, resolves it
 to occurrences of master tables, classifies it (JOIN, OUTER_JOIN, AGGREGATE, or a UNION_ALL of
 branches of those), decides which hidden columns the stored table needs, and renders the
-normalized defining query with substitutable sources for the refresh engine. What cannot be maintained is refused with an
-UnsupportedViewError that names the construct, says why, and says what to do.
+normalized defining query with substitutable sources for the refresh engine. What cannot be
+maintained is refused with an UnsupportedViewError that names the construct, says why, and says
+what to do.
 
 Pure Python: imports only the standard library and sqlglot.
 """

@@ -25,7 +25,9 @@ from dbt_incremental_mv.analysis.model import MasterOccurrence, MasterTable, Vie
 from dbt_incremental_mv.analysis.outputs import classify_outputs, refuse_bad_output_names
 from dbt_incremental_mv.analysis.parse import parse_statement
 from dbt_incremental_mv.analysis.scope import OccurrenceSource, ResolvedQuery, Resolver
-from dbt_incremental_mv.analysis.union import analyze_union, map_union_branches, named_projections, union_all_branches
+from dbt_incremental_mv.analysis.union import (
+    analyze_union, map_union_branches, named_projections, top_level_unions, union_all_branches,
+)
 
 
 def analyze_view(sql: str, masters: Mapping[str, MasterTable]) -> ViewDefinition:
@@ -96,7 +98,7 @@ def rewritten_query(statement: exp.Query) -> exp.Query:
     """The query as the analysis reads it: ``SELECT DISTINCT`` as the GROUP BY it equals, and the
     outer query's HAVING taken apart (analysis/having.py, resolved on its own); for a top-level
     UNION ALL, each branch so."""
-    if union_all_branches(statement) is None:
+    if not top_level_unions(statement):
         return split_having(distinct_as_group_by(statement))[0]
     return map_union_branches(statement, lambda b: split_having(distinct_as_group_by(b))[0])
 

@@ -277,16 +277,14 @@ class ViewDefinition(_ReadableRepr):
     ) -> str:
         """Each branch's query laid out as the union's stored columns (NULL for the columns of
         other branches, typed by the union), combined with UNION ALL."""
-        sources = dict(sources or {})
-        unknown = sorted(set(sources) - set(self.aliases))
-        if unknown:
-            raise KeyError(f"no occurrence with alias {', '.join(unknown)} (aliases: {', '.join(self.aliases)})")
+        sources = render.known_sources(self, sources)
         columns = self.stored_columns if include_hidden else tuple(o.name for o in self.outputs)
-        parts = []
-        for number, branch in enumerate(self.branches, start=1):
-            query = branch.render_select({a: s for a, s in sources.items() if a in branch.aliases}, pretty=pretty)
-            parts.append(f"select {branch_columns(branch, columns)} from (\n{query}\n) as `_mv_b{number}`")
-        return "\nunion all\n".join(parts)
+        return "\nunion all\n".join(
+            branch_rows(number, branch, branch.render_select(
+                {a: s for a, s in sources.items() if a in branch.aliases}, pretty=pretty,
+            ), columns)
+            for number, branch in enumerate(self.branches, start=1)
+        )
 
     def select_expression(
         self,
@@ -304,9 +302,11 @@ class ViewDefinition(_ReadableRepr):
         return render.render_expression(expression, pretty=pretty)
 
 
-def branch_columns(branch: ViewDefinition, columns: tuple[str, ...]) -> str:
-    """A SELECT list giving ``columns`` from a row of ``branch``: its own columns, NULL for the
-    others (typed by the union they go into: the stored table's type, or the other branches')."""
+def branch_rows(number: int, branch: ViewDefinition, query: str, columns: tuple[str, ...]) -> str:
+    """The rows ``query`` returns (``branch``'s stored columns, branch ``number`` of a UNION ALL)
+    laid out as ``columns``: the branch's own, NULL for the others (typed by the union they go
+    into: the stored table's type, or the other branches')."""
     own = set(branch.stored_columns)
     quoted = (render.render_expression(exp.to_identifier(c, quoted=True)) for c in columns)
-    return ", ".join(q if c in own else f"null as {q}" for c, q in zip(columns, quoted))
+    listed = ", ".join(q if c in own else f"null as {q}" for c, q in zip(columns, quoted))
+    return f"select {listed} from (\n{query}\n) as `_mv_b{number}`"

@@ -50,11 +50,7 @@ def build_select(
     include_hidden: bool = True,
 ) -> exp.Select:
     """The defining query as a new tree (nothing in it is shared with ``definition``)."""
-    sources = dict(sources or {})
-    unknown = sorted(set(sources) - set(definition.aliases))
-    if unknown:
-        raise KeyError(f"no occurrence with alias {', '.join(unknown)} (aliases: {', '.join(definition.aliases)})")
-
+    sources = known_sources(definition, sources)
     projections = [_aliased(o.expression, o.name) for o in definition.outputs]
     if include_hidden:
         projections += [_aliased(h.expression, h.name) for h in definition.hidden_columns]
@@ -70,6 +66,15 @@ def build_select(
     if definition.group_by:
         select.set("group", exp.Group(expressions=[e.copy() for e in definition.group_by]))
     return select
+
+
+def known_sources(definition: ViewDefinition, sources: Mapping[str, Source] | None) -> dict[str, Source]:
+    """``sources`` as a dict; KeyError naming any alias that is not one of the definition's."""
+    sources = dict(sources or {})
+    unknown = sorted(set(sources) - set(definition.aliases))
+    if unknown:
+        raise KeyError(f"no occurrence with alias {', '.join(unknown)} (aliases: {', '.join(definition.aliases)})")
+    return sources
 
 
 def conjunction(conjuncts: tuple[exp.Expression, ...] | list[exp.Expression]) -> exp.Expression:

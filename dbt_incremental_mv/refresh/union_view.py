@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from dbt_incremental_mv.analysis import ViewDefinition
-from dbt_incremental_mv.analysis.model import branch_columns
+from dbt_incremental_mv.analysis.model import branch_rows
 from dbt_incremental_mv.refresh import view_classes
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.statement import (
@@ -61,8 +61,7 @@ def refresh_statement(
         return None
     deletes = [s.deleted for _, _, s in parts if s.deleted is not None]
     inserts = [
-        f"select {branch_columns(part, view.stored_columns)} from (\n{s.inserted}\n) as `_mv_b{number}`"
-        for number, part, s in parts if s.inserted is not None
+        branch_rows(number, part, s.inserted, view.stored_columns) for number, part, s in parts if s.inserted is not None
     ]
     target = branch_target(view_relation, branch) if deletes and inserts else relation(view_relation)
     writes = []
