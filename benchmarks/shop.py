@@ -194,6 +194,15 @@ class View:
         return self.sql.format(**tables)
 
 
+RETURNED_ORDERS = (
+    "select o.order_id as id, o.order_date as day, o.amount, 'returned order' as kind\n"
+    "from {orders} o\nwhere o.status = 'returned'"
+)
+CUSTOMER_TOTALS = (
+    "select c.customer_id, max(o.order_date) as last_day, sum(o.amount) as amount, 'customer total' as kind\n"
+    "from {orders} o\njoin {customers} c on o.customer_id = c.customer_id\ngroup by c.customer_id"
+)
+
 VIEWS = (
     View("shipped_orders", "filter", ("orders",),
          "select order_id, customer_id, order_date, amount\nfrom {orders}\nwhere status = 'shipped'",
@@ -227,20 +236,11 @@ VIEWS = (
     View("amount_range_by_customer", "minmax", ("orders",),
          "select customer_id, count(*) as order_count, min(amount) as min_amount, max(amount) as max_amount\n"
          "from {orders}\ngroup by customer_id"),
-    # UNION ALL: a filter branch and an aggregate branch (labelled by constants), one DELETE and one INSERT
-    View("order_events", "union", ("orders", "customers"),
-         "select o.order_id as id, o.order_date as day, o.amount, 'returned order' as kind\n"
-         "from {orders} o\nwhere o.status = 'returned'\n"
-         "union all\n"
-         "select c.customer_id, max(o.order_date), sum(o.amount), 'customer total'\n"
-         "from {orders} o\njoin {customers} c on o.customer_id = c.customer_id\ngroup by c.customer_id"),
-    # order_events' two branches as views of their own (what the union costs against them)
-    View("returned_orders", "filter", ("orders",),
-         "select o.order_id as id, o.order_date as day, o.amount, 'returned order' as kind\n"
-         "from {orders} o\nwhere o.status = 'returned'"),
-    View("customer_totals", "agg-join", ("orders", "customers"),
-         "select c.customer_id, max(o.order_date) as last_day, sum(o.amount) as amount, 'customer total' as kind\n"
-         "from {orders} o\njoin {customers} c on o.customer_id = c.customer_id\ngroup by c.customer_id"),
+    # UNION ALL: a filter branch and an aggregate branch (labelled by constants), one DELETE and one
+    # INSERT; its two branches are also views of their own (what the union costs against them)
+    View("order_events", "union", ("orders", "customers"), f"{RETURNED_ORDERS}\nunion all\n{CUSTOMER_TOTALS}"),
+    View("returned_orders", "filter", ("orders",), RETURNED_ORDERS),
+    View("customer_totals", "agg-join", ("orders", "customers"), CUSTOMER_TOTALS),
     View("line_items", "join3-lines", ("order_lines", "orders", "products"),
          "select l.order_id, l.line_no, l.quantity, l.unit_price, o.order_date, o.status, p.product_id, p.category\n"
          "from {order_lines} l\njoin {orders} o on l.order_id = o.order_id\n"
