@@ -94,6 +94,13 @@ class ShopViews:
         for name, sql in self.VIEWS.items():
             workload.check(name, defining_query(workload.project, sql), visible_columns(workload.project, name))
 
+    def refreshed(self, workload) -> str:
+        """``dbt run``, every model successful, every view checked against its query; the log."""
+        results, log = run_dbt_and_capture(["run"])
+        assert all(r.status == "success" for r in results), log
+        self.check_all(workload)
+        return log
+
     def built(self, project, seed: int, initial_rows: int = 10) -> Workload:
         """The masters with ``initial_rows`` random rows each, the views built and checked."""
         workload = Workload(project, [replace(m, rows={}) for m in MASTERS], seed)
@@ -113,37 +120,30 @@ class TestAggregateRefresh(ShopViews):
 
         for round_number in range(3 * soak_factor()):
             workload.alternating_round(round_number, operations=8)
-            results, log = run_dbt_and_capture(["run"])
-            assert all(r.status == "success" for r in results), log
+            log = self.refreshed(workload)
             assert log.count("fast refresh:") == len(VIEWS), log
-            self.check_all(workload)
 
         # insert-only: MIN/MAX merge with greatest/least, no recompute
         workload.round(6, kinds=("insert",))
-        results, log = run_dbt_and_capture(["run"])
+        log = self.refreshed(workload)
         assert "skipped: MIN/MAX recompute (insert-only)" in log
-        self.check_all(workload)
 
         # dimension updates only: rows move between groups of the join aggregates
         workload.round(5, masters=["customers", "regions"], kinds=("update", "update_key"))
-        results, log = run_dbt_and_capture(["run"])
-        assert all(r.status == "success" for r in results), log
-        self.check_all(workload)
+        self.refreshed(workload)
 
         # every order goes: groups disappear, the global row stays with count 0
         for key in sorted(workload.masters["orders"].rows):
             workload.sql(f"delete from {project.test_schema}.orders where order_id = {key}")
         workload.masters["orders"].rows.clear()
-        results, log = run_dbt_and_capture(["run"])
+        log = self.refreshed(workload)
         assert "delete-only" in log
-        self.check_all(workload)
         assert rows(project, f"select count(*) from {project.test_schema}.order_stats") == [(0,)]
         assert rows(project, f"select n, total from {project.test_schema}.order_totals") == [(0, None)]
 
         # and come back
         workload.round(8, masters=["orders"], kinds=("insert",))
-        run_dbt(["run"])
-        self.check_all(workload)
+        self.refreshed(workload)
 
 
 MAX_VIEW = (

@@ -2,7 +2,6 @@
 state minus new state, as signed rows (refresh/outer_aggregate.py)."""
 
 import pytest
-from dbt.tests.util import run_dbt, run_dbt_and_capture
 
 from tests.functional.differential import soak_factor
 from tests.functional.test_aggregate_refresh import SRC, ShopViews
@@ -54,28 +53,22 @@ class TestOuterJoinAggregateRefresh(ShopViews):
 
         for round_number in range(2 * soak_factor()):
             workload.alternating_round(round_number, operations=8)
-            results, log = run_dbt_and_capture(["run"])
-            assert all(r.status == "success" for r in results), log
+            log = self.refreshed(workload)
             assert log.count("fast refresh:") == len(VIEWS), log
-            self.check_all(workload)
 
         # by kind: inserts only (a null-extended row goes when the first partner comes), deletes
         # only (it comes back when the last one goes), updates and key changes
         for kinds in (("insert",), ("delete",), ("update_key", "update")):
             workload.round(12, kinds=kinds)
-            results, log = run_dbt_and_capture(["run"])
-            assert all(r.status == "success" for r in results), log
+            log = self.refreshed(workload)
             assert "SLICES" in log
-            self.check_all(workload)
 
         # every order goes: customers keep their zero rows
         for key in sorted(workload.masters["orders"].rows):
             workload.sql(f"delete from {project.test_schema}.orders where order_id = {key}")
         workload.masters["orders"].rows.clear()
-        run_dbt(["run"])
-        self.check_all(workload)
+        self.refreshed(workload)
         assert rows(project, f"select count(*) from {project.test_schema}.customer_orders where n_orders <> 0") == [(0,)]
 
         workload.round(8, masters=["orders"], kinds=("insert",))
-        run_dbt(["run"])
-        self.check_all(workload)
+        self.refreshed(workload)

@@ -2,7 +2,6 @@
 ``_mv_branch``), the changed branches' writes combined into one DELETE and one INSERT."""
 
 import pytest
-from dbt.tests.util import run_dbt, run_dbt_and_capture
 
 from tests.functional.differential import soak_factor
 from tests.functional.test_aggregate_refresh import SRC, ShopViews
@@ -51,24 +50,18 @@ class TestUnionAllRefresh(ShopViews):
 
         for round_number in range(3 * soak_factor()):
             workload.alternating_round(round_number, operations=8)
-            results, log = run_dbt_and_capture(["run"])
-            assert all(r.status == "success" for r in results), log
+            log = self.refreshed(workload)
             assert log.count("fast refresh:") == len(VIEWS), log
-            self.check_all(workload)
 
         # by kind, one master at a time: a change reaches only the branches reading it
         for masters, kinds in ((["customers"], ("insert", "update")), (["orders"], ("delete", "update_key"))):
             workload.round(8, masters=masters, kinds=kinds)
-            results, log = run_dbt_and_capture(["run"])
-            assert all(r.status == "success" for r in results), log
-            self.check_all(workload)
+            self.refreshed(workload)
 
         # every order goes, then new ones
         for key in sorted(workload.masters["orders"].rows):
             workload.sql(f"delete from {schema}.orders where order_id = {key}")
         workload.masters["orders"].rows.clear()
-        run_dbt(["run"])
-        self.check_all(workload)
+        self.refreshed(workload)
         workload.round(10, masters=["orders"], kinds=("insert",))
-        run_dbt(["run"])
-        self.check_all(workload)
+        self.refreshed(workload)
