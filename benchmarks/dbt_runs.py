@@ -142,8 +142,25 @@ def model_runs(log_dir: Path, target_dir: Path) -> dict[str, dict]:
             "status": result["status"],
             "log_lines": [e["info"]["msg"] for e in mine if e["info"]["name"] == "JinjaLogInfo"],
             **breakdown,
+            **reads_of(calls),
         }
     return out
+
+
+def reads_of(calls: list[dict]) -> dict:
+    """What the model's refresh read (``dbt_timed.py``'s ``reads`` event): per statement, and in
+    total ``files_read``, ``bytes_read`` (the scanned data files' size) and ``input_bytes``."""
+    events = [c for c in calls if c["kind"] == "reads"]
+    if not events:
+        return {}
+    statements = events[-1]["statements"]
+    inputs = [s["input_bytes"] for s in statements if s["input_bytes"] is not None]
+    return {
+        "reads": statements,
+        "files_read": sum(t["files"] for s in statements for t in s["scans"]),
+        "bytes_read": sum(t["bytes"] for s in statements for t in s["scans"]),
+        "input_bytes": sum(inputs) if inputs else None,
+    }
 
 
 def _calls_of_node(timed: list[dict], node_events: list[dict], thread: str | None) -> list[dict]:

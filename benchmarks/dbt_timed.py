@@ -69,9 +69,39 @@ def _timed(function, kind: str, log: EventLog):
     return wrapper
 
 
+def _reads_reported(function, log: EventLog):
+    """Wrap ``fast_refresh_finish``: after it, log what the refresh's statements read
+    (``plan.reads``, session mode): one ``reads`` event per model."""
+    @functools.wraps(function)
+    def wrapper(self, plan, *args, **kwargs):
+        try:
+            return function(self, plan, *args, **kwargs)
+        finally:
+            reads = getattr(plan, "reads", None)
+            if reads is not None:
+                log.write({
+                    "kind": "reads", "name": "reads", "start": time.time(), "end": time.time(),
+                    "thread": threading.current_thread().name, "view": plan.view_relation,
+                    "statements": [
+                        {"statement": s.statement, "input_bytes": s.input_bytes,
+                         "scans": [{"table": t.table, "files": t.files, "skipped_files": t.skipped_files,
+                                    "bytes": t.bytes, "rows": t.rows} for t in s.scans]}
+                        for s in reads.statements
+                    ],
+                })
+
+    return wrapper
+
+
 def install(log: EventLog) -> list[str]:
     """Wrap every hook that exists; returns the ones that do not."""
     missing = []
+    try:  # first, so that the timer wraps it
+        from dbt_incremental_mv.adapter import impl
+
+        impl.SparkMVAdapter.fast_refresh_finish = _reads_reported(impl.SparkMVAdapter.fast_refresh_finish, log)
+    except (ImportError, AttributeError):
+        missing.append("dbt_incremental_mv.adapter.impl.SparkMVAdapter.fast_refresh_finish (reads)")
     for module_name, path, kind in HOOKS:
         try:
             owner = importlib.import_module(module_name)

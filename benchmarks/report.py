@@ -24,7 +24,9 @@ CSV_COLUMNS = (
      "fast_s", "complete_s", "speedup", "force_s", "force_method", "force_vs_best", "noop_s", "build_s", "statements_fast", "statements_noop",
      "statements_complete"]
     + [f"fast_{p}_s" for p in PHASES]
-    + ["view_rows", "rows_added", "rows_deleted", "verified"]
+    + ["view_rows", "rows_added", "rows_deleted", "verified",
+       "files_read_fast", "files_read_complete", "mb_read_fast", "mb_read_complete", "read_ratio",
+       "input_mb_fast", "input_mb_complete", "input_ratio"]
 )
 
 
@@ -76,7 +78,32 @@ def _row(p: dict, scale: dict, point: dict, view: str, kind: str) -> dict:
     }
     for phase in PHASES:
         row[f"fast_{phase}_s"] = fast and round(fast["phases"].get(phase, 0.0), 2)
+    row.update(_reads_columns(fast, complete))
     return row
+
+
+MB = 1024 * 1024
+
+
+def _reads_columns(fast: dict | None, complete: dict | None) -> dict:
+    """Data files and bytes each refresh read (the scanned files' size, and what its tasks read),
+    and fast / complete: the figure that does not drift with the machine's load."""
+    def value(model: dict | None, key: str):
+        return (model or {}).get(key)
+
+    def mb(size):
+        return round(size / MB, 2) if size is not None else None
+
+    def ratio(a, b):
+        return round(a / b, 4) if a is not None and b else None
+
+    return {
+        "files_read_fast": value(fast, "files_read"), "files_read_complete": value(complete, "files_read"),
+        "mb_read_fast": mb(value(fast, "bytes_read")), "mb_read_complete": mb(value(complete, "bytes_read")),
+        "read_ratio": ratio(value(fast, "bytes_read"), value(complete, "bytes_read")),
+        "input_mb_fast": mb(value(fast, "input_bytes")), "input_mb_complete": mb(value(complete, "input_bytes")),
+        "input_ratio": ratio(value(fast, "input_bytes"), value(complete, "input_bytes")),
+    }
 
 
 def force_method(model: dict, view: str) -> str | None:
@@ -100,6 +127,22 @@ def totals(rows: list[dict]) -> dict:
     return {"fast_s": total("fast_s"), "complete_s": total("complete_s"), "force_s": force,
             "best_s": round(sum(best), 2) if best else None,
             "force_vs_best": round(force / sum(best), 2) if force is not None and best and sum(best) else None}
+
+
+def read_totals(rows: list[dict]) -> str:
+    """All views' reads: the data files scanned (MB) and the bytes their tasks read, fast vs complete."""
+    def total(key: str) -> float | None:
+        values = [r[key] for r in rows]
+        return sum(values) if values and None not in values else None
+    scanned_fast, scanned_complete = total("mb_read_fast"), total("mb_read_complete")
+    if scanned_fast is None or scanned_complete is None:
+        return ""
+    line = (f"read: data files scanned fast {scanned_fast:.1f} MB, complete {scanned_complete:.1f} MB"
+            f" ({scanned_fast / scanned_complete:.1%})" if scanned_complete else "")
+    input_fast, input_complete = total("input_mb_fast"), total("input_mb_complete")
+    if input_fast is not None and input_complete:
+        line += f"; read by tasks fast {input_fast:.1f} MB, complete {input_complete:.1f} MB ({input_fast / input_complete:.1%})"
+    return line
 
 
 # ---------------------------------------------------------------------- files
@@ -147,6 +190,11 @@ def markdown(results: dict) -> str:
             summed = totals(mine)
             lines += ["", f"dbt wall s: fast {_wall(point.get('fast'))}, complete {_wall(point.get('complete'))}"
                       + (f", force {_wall(point.get('force'))}" if point.get("force") else "")]
+            lines.append(f"models s: fast {_fmt(summed['fast_s'])}, complete {_fmt(summed['complete_s'])}"
+                         + (f" ({summed['complete_s'] / summed['fast_s']:.2f}x)" if summed['fast_s'] and summed['complete_s'] else ""))
+            read = read_totals(mine)
+            if read:
+                lines.append(read)
             if summed["force_s"] is not None:
                 lines.append(f"models s: fast {_fmt(summed['fast_s'])}, complete {_fmt(summed['complete_s'])}, "
                              f"force {_fmt(summed['force_s'])}; the better of fast and complete per view "
@@ -156,17 +204,26 @@ def markdown(results: dict) -> str:
 
 def point_table(rows: list[dict]) -> list[str]:
     header = ["view", "class", "fast s", "complete s", "speed-up", "force s (chose)", "force / best", "no-op s", "stmts fast", "stmts no-op",
-              *PHASES, "rows", "rows +/- by fast", "verified"]
+              *PHASES, "files fast / complete", "MB scanned fast / complete", "scanned", "MB read by tasks fast / complete",
+              "read", "rows", "rows +/- by fast", "verified"]
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
         cells = [r["view"], r["class"], _fmt(r["fast_s"]), _fmt(r["complete_s"]), _fmt(r["speedup"], 2) + "x",
                  f"{_fmt(r['force_s'])} ({r['force_method'] or '-'})", _fmt(r["force_vs_best"], 2) + "x",
                  _fmt(r["noop_s"]), _fmt(r["statements_fast"]), _fmt(r["statements_noop"]),
-                 *[_fmt(r[f"fast_{p}_s"]) for p in PHASES], _fmt(r["view_rows"]),
+                 *[_fmt(r[f"fast_{p}_s"]) for p in PHASES],
+                 f"{_fmt(r['files_read_fast'])} / {_fmt(r['files_read_complete'])}",
+                 f"{_fmt(r['mb_read_fast'])} / {_fmt(r['mb_read_complete'])}", _percent(r["read_ratio"]),
+                 f"{_fmt(r['input_mb_fast'])} / {_fmt(r['input_mb_complete'])}", _percent(r["input_ratio"]),
+                 _fmt(r["view_rows"]),
                  f"+{_fmt(r['rows_added'])} / -{_fmt(r['rows_deleted'])}",
                  {True: "yes", False: "NO"}.get(r["verified"], "-")]
         out.append("| " + " | ".join(cells) + " |")
     return out
+
+
+def _percent(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:.1%}"
 
 
 def rows_text(scale: dict) -> str:

@@ -83,6 +83,13 @@ class SparkMVAdapter(SparkAdapter):
                 return Metadata(JvmCatalog(session, on_commit=FaultInjection.after))
         return Metadata(SqlCatalog(self._query, self._run))
 
+    def _session_connection(self):
+        """The embedded session's connection of this thread (it records reads), or None."""
+        from dbt_incremental_mv.adapter.session import IsolatedSessionConnection
+
+        handle = getattr(self.connections.get_thread_connection().handle, "handle", None)
+        return handle if isinstance(handle, IsolatedSessionConnection) else None
+
     def _engine(self):
         from dbt_incremental_mv.refresh.engine import FastRefreshEngine
 
@@ -118,6 +125,9 @@ class SparkMVAdapter(SparkAdapter):
 
         existing_type = str(existing.type) if existing is not None and existing.type is not None else None
         started = time.perf_counter()
+        session = self._session_connection()
+        if session is not None:  # what every statement of the refresh reads, until it finishes
+            session.start_recording()
         try:
             plan = self._engine().plan(
                 model, compiled_code, _relation_name(target), existing_type, bool(full_refresh), graph
@@ -186,6 +196,13 @@ class SparkMVAdapter(SparkAdapter):
         engine = self._engine()
         line = engine.finish(plan, propagation, graph, self._relation_exists)
         plan.timings["purge"] = time.perf_counter() - started
+        session = self._session_connection()
+        if session is not None and session.recording is not None:
+            from dbt_incremental_mv.reads import Reads
+
+            plan.reads = Reads.of(session.stop_recording())
+            if propagation.steps:
+                line += f"; {plan.reads.describe()}"
         if plan.config.refresh_history:
             from dbt_common.invocation import get_invocation_id
 
@@ -209,7 +226,7 @@ class SparkMVAdapter(SparkAdapter):
     def _write_history(self) -> None:
         from dbt.adapters.events.logging import AdapterLogger
 
-        from dbt_incremental_mv.refresh.history import create_sql, insert_sql
+        from dbt_incremental_mv.refresh.history import create_sql, insert_sql, missing_columns_sql
         from dbt_incremental_mv.sql_text import ident
 
         with self._history_lock:
@@ -220,9 +237,12 @@ class SparkMVAdapter(SparkAdapter):
             metadata = self._metadata()
             for table, rows in sorted(pending.items()):
                 try:
-                    if not metadata.columns(table):
+                    existing = [name for name, _ in metadata.columns(table)]
+                    if not existing:
                         self._run(f"create namespace if not exists {ident(table.split('.')[0])}")
                         self._run(create_sql(table))
+                    for statement in missing_columns_sql(table, existing) if existing else ():
+                        self._run(statement)  # a history table made by an earlier version
                     self._run(insert_sql(table, rows))
                 except Exception as exc:  # noqa: BLE001 - the refreshes are done: say so, do not fail them
                     AdapterLogger("spark_mv").warning(

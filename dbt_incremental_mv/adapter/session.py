@@ -5,30 +5,106 @@ a ``SET`` in one thread (the refresh sets ``spark.wap.id`` to stage its commit) 
 into statements of other threads. Here each dbt connection gets its own
 ``SparkSession.newSession()``: same JVM, SparkContext and catalogs, separate SQL
 configuration and temporary views.
+
+While a refresh records its reads (``IsolatedSessionConnection.recording``), each statement runs
+under a job group of its own and, once executed, what it read is appended (scan_metrics.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from dbt.adapters.spark.session import Cursor
 from dbt_common.exceptions import DbtRuntimeError
 
+from dbt_incremental_mv.reads import StatementReads
+
 
 class IsolatedCursor(Cursor):
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Any, connection: IsolatedSessionConnection | None = None) -> None:
         super().__init__()
         self._session = session
+        self._connection = connection
+        # (job group, newest SQL execution before it, sql) of a statement to measure once it ran
+        self._pending: tuple[str, int, str] | None = None
 
     def execute(self, sql: str, *parameters: Any) -> None:
         from pyspark.sql.utils import AnalysisException
 
         if parameters:
             sql = sql % parameters
+        self._pending = None
+        group = self._job_group(sql)
+        before = self._latest_execution() if group is not None else -1
         try:
-            self._df = self._session.sql(sql)
+            with self._jobs_in(group):
+                self._df = self._session.sql(sql)
         except AnalysisException as exc:
             raise DbtRuntimeError(str(exc)) from exc
+        if group is not None:
+            self._pending = (group, before, sql)
+            if self._is_command():  # run as it was submitted: measure it now
+                self._measure()
+
+    def fetchall(self):  # noqa: ANN201 - dbt-spark's signature
+        with self._jobs_in(self._pending[0] if self._pending else None):
+            rows = super().fetchall()
+        self._measure()
+        return rows
+
+    def fetchone(self):  # noqa: ANN201
+        with self._jobs_in(self._pending[0] if self._pending else None):
+            row = super().fetchone()
+        self._measure()
+        return row
+
+    def _job_group(self, sql: str) -> str | None:
+        """A job group of its own for a statement whose reads are recorded, else None."""
+        if self._connection is None or self._connection.recording is None:
+            return None
+        from dbt_incremental_mv.adapter import scan_metrics
+
+        return scan_metrics.new_job_group()
+
+    @contextmanager
+    def _jobs_in(self, group: str | None) -> Iterator[None]:
+        """Run the Spark jobs started meanwhile under ``group`` (their input bytes are counted)."""
+        if group is None:
+            yield
+            return
+        context = self._session.sparkContext
+        context.setJobGroup(group, group, False)
+        try:
+            yield
+        finally:
+            context._jsc.clearJobGroup()
+
+    def _latest_execution(self) -> int:
+        from dbt_incremental_mv.adapter import scan_metrics
+
+        return scan_metrics.latest_execution(self._session)
+
+    def _is_command(self) -> bool:
+        try:
+            return self._df._jdf.logicalPlan().getClass().getSimpleName() == "CommandResult"
+        except Exception:  # noqa: BLE001 - unknown: measured when fetched
+            return False
+
+    def _measure(self) -> None:
+        """Record what the pending statement read (a command runs when submitted, a query when
+        fetched; one never fetched read nothing)."""
+        pending, self._pending = self._pending, None
+        connection = self._connection
+        if pending is None or self._df is None or connection is None or connection.recording is None:
+            return
+        from dbt_incremental_mv.adapter import scan_metrics
+
+        group, before, sql = pending
+        reads = scan_metrics.statement_reads(self._session, before, group, sql)
+        if reads is not None:
+            connection.recording.append(reads)
 
 
 class IsolatedSessionConnection:
@@ -36,6 +112,15 @@ class IsolatedSessionConnection:
 
     def __init__(self, session: Any) -> None:
         self.session = session
+        # the reads of the statements run while a refresh records them (None: not recording)
+        self.recording: list[StatementReads] | None = None
 
     def cursor(self) -> IsolatedCursor:
-        return IsolatedCursor(self.session)
+        return IsolatedCursor(self.session, self)
+
+    def start_recording(self) -> None:
+        self.recording = []
+
+    def stop_recording(self) -> list[StatementReads]:
+        recorded, self.recording = self.recording or [], None
+        return recorded

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from typing import TYPE_CHECKING
 
+from dbt_incremental_mv.reads import Reads
 from dbt_incremental_mv.refresh.publish import PUBLISHED_SNAPSHOT, rows_written
 from dbt_incremental_mv.sql_text import integer, relation, string
 
@@ -47,7 +48,14 @@ COLUMNS = (
     ("seconds", "map<string,double>", "seconds per phase: plan, capture, mark, write, publish, purge, total"),
     ("view_snapshot", "bigint", "the view's snapshot after the refresh"),
     ("summary", "string", "the model's log line"),
+    ("files_read", "bigint", "data files its statements scanned (Iceberg scan planning; NULL: not measured, over SQL)"),
+    ("files_skipped", "bigint", "data files their filters let Iceberg skip"),
+    ("bytes_read", "bigint", "the size of the data files scanned"),
+    ("input_bytes", "bigint", "bytes its statements' tasks read from storage (columns read, row groups skipped)"),
+    ("reads", "array<struct<table:string,files:bigint,skipped_files:bigint,bytes:bigint>>",
+     "per table scanned: data files read and skipped, their bytes"),
 )
+READS_TYPE = "array<struct<table:string,files:bigint,skipped_files:bigint,bytes:bigint>>"
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,7 @@ class HistoryRow:
     seconds: Mapping[str, float] = field(default_factory=dict)
     view_snapshot: int | None = None
     summary: str = ""
+    reads: Reads | None = None  # what its statements read (None: not measured)
 
 
 def refresh_row(
@@ -109,6 +118,7 @@ def refresh_row(
         seconds=seconds(plan.timings),
         view_snapshot=int(snapshot) if snapshot is not None else None,
         summary=line,
+        reads=plan.reads,
     )
 
 
@@ -164,7 +174,34 @@ def _values(row: HistoryRow) -> str:
         string(row.method), string(row.reason), marked, _strings(row.steps_run), _strings(row.steps_skipped),
         _optional(row.rows_inserted), _optional(row.rows_deleted), "cast(null as bigint)",
         f"cast({integer(row.statements)} as int)", seconds, _optional(row.view_snapshot), string(row.summary),
+        *_reads(row.reads),
     ])
+
+
+def _reads(reads: Reads | None) -> list[str]:
+    """files_read, files_skipped, bytes_read, input_bytes and reads of a row."""
+    if reads is None:
+        return ["cast(null as bigint)"] * 4 + [f"cast(null as {READS_TYPE})"]
+    tables = reads.by_table()
+    per_table = (
+        "array(" + ", ".join(
+            f"named_struct('table', {string(t.table)}, 'files', {integer(t.files)}, "
+            f"'skipped_files', {integer(t.skipped_files)}, 'bytes', {integer(t.bytes)})"
+            for t in tables
+        ) + ")"
+        if tables else f"cast(array() as {READS_TYPE})"
+    )
+    return [integer(reads.files), integer(reads.skipped_files), integer(reads.bytes), _optional(reads.input_bytes),
+            per_table]
+
+
+def missing_columns_sql(table: str, existing: Sequence[str]) -> list[str]:
+    """ALTER TABLE statements adding the columns a history table made by an earlier version lacks."""
+    have = {c.lower() for c in existing}
+    return [
+        f"alter table {relation(table)} add columns ({name} {kind} comment {string(doc)})"
+        for name, kind, doc in COLUMNS if name not in have
+    ]
 
 
 def seconds(timings: Mapping[str, float]) -> dict[str, float]:

@@ -93,6 +93,7 @@ class RefreshPlan:
     own_log_note: str | None = None  # what was done with the own log, for the log line
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase so far (history.py)
     phase_ended: float | None = None  # perf_counter when its last timed phase ended (the writes run between)
+    reads: Any = None  # reads.Reads: what the refresh's statements read (session mode), once it finished
 
     @property
     def action(self) -> str:

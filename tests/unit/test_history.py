@@ -73,3 +73,41 @@ def test_mv_status_reads_the_newest_row_of_each_view_in_one_query():
     assert last_refresh_line("complete", "estimated 9.0 s fast vs 2.0 s complete", at, 2.0, None, None) == (
         "last refresh 2026-11-25 07:30:01: complete, 2.0 s (estimated 9.0 s fast vs 2.0 s complete)"
     )
+
+
+def test_the_reads_of_a_refresh_are_kept_in_total_and_per_table():
+    from dbt_incremental_mv.reads import Reads, StatementReads, TableScan
+    from dbt_incremental_mv.refresh.history import missing_columns_sql
+
+    reads = Reads.of([
+        StatementReads("delete from v", (TableScan("s.v", 2, 6, 2000, 10), TableScan("s.mlog_o", 1, 0, 100, 3)), 1500),
+        StatementReads("insert into v", (TableScan("s.o", 3, 5, 3000, 40), TableScan("s.v", 1, 7, 1000, 2)), None),
+    ])
+    assert (reads.files, reads.skipped_files, reads.bytes, reads.input_bytes) == (7, 18, 6100, 1500)
+    assert [(t.table, t.files, t.skipped_files, t.bytes, t.scans) for t in reads.by_table()] == [
+        ("s.o", 3, 5, 3000, 1), ("s.v", 3, 13, 3000, 2), ("s.mlog_o", 1, 0, 100, 1),
+    ]
+    assert reads.describe() == "read 7 data files (6 KB), skipped 18: s.o 3 (3 KB), s.v 3 (3 KB), s.mlog_o 1 (0 KB)"
+    measured = HistoryRow(AT, "inv", "m", "s.v", "fast", "r", reads=reads)
+    unknown = HistoryRow(AT, "inv", "m", "s.v", "complete", "r")
+    sql = insert_sql("ops.mv_refresh_history", [measured, unknown])
+    values = sqlglot.parse_one(sql, read="spark").expression.expressions
+    assert all(len(v.expressions) == len(COLUMNS) for v in values)
+    assert "named_struct('table', 's.v', 'files', 3, 'skipped_files', 13, 'bytes', 3000)" in sql
+    assert "cast(null as array<struct<table:string,files:bigint,skipped_files:bigint,bytes:bigint>>)" in sql
+    # a history table made by an earlier version gets the new columns, nothing else
+    older = [name for name, _, _ in COLUMNS if name not in ("files_read", "reads")]
+    added = missing_columns_sql("ops.mv_refresh_history", older)
+    assert [s.split(" add columns (")[1].split()[0] for s in added] == ["files_read", "reads"]
+    for statement in added:
+        sqlglot.parse_one(statement, read="spark")
+    assert missing_columns_sql("ops.mv_refresh_history", [name for name, _, _ in COLUMNS]) == []
+
+
+def test_a_statement_is_named_by_its_first_words_and_its_scans_by_table():
+    from dbt_incremental_mv.adapter.scan_metrics import _number, label, table_name
+
+    assert label("/* {\"app\": \"dbt\"} */\n  insert into   `s`.`v`\nselect 1") == "insert into `s`.`v` select 1"
+    assert table_name("BatchScan spark_catalog.tpch.orders") == "tpch.orders"
+    assert table_name("BatchScan other.db.t") == "other.db.t"
+    assert (_number("187,500"), _number("1765704"), _number("n/a")) == (187500, 1765704, 0)
