@@ -222,6 +222,15 @@ Bound = int | str | datetime.date
 
 
 @dataclass(frozen=True)
+class WrittenSince:
+    """The data files of a table snapshot written after a sequence number (a log's rows a view
+    has not consumed): their records, and the range of values each column holds in them."""
+
+    records: int
+    bounds: dict[str, tuple[Bound, Bound]]
+
+
+@dataclass(frozen=True)
 class ChangedFiles:
     """The data files of a table that differ between two snapshots, staged to be read once:
     temp views over the rows live at the start snapshot in the files gone since (or whose
@@ -449,16 +458,16 @@ class JvmCatalog:
         logger.debug("%s", description)
         self.on_commit(description)
 
-    def column_bounds(
+    def written_since(
         self, name: str, snapshot: int, columns: Sequence[str], after_sequence: int
-    ) -> dict[str, tuple[Bound, Bound]]:
-        """The range of values each of ``columns`` holds in the data files of ``snapshot``
-        written after sequence ``after_sequence``, from the files' column statistics (a scan
-        plan: manifests only, no data read). A column is left out when a file has no bounds
-        for it (statistics off, or a type not in BOUNDED_TYPES)."""
+    ) -> WrittenSince | None:
+        """The records of the data files of ``snapshot`` written after sequence
+        ``after_sequence``, and the range of values each of ``columns`` holds in them, from the
+        files' statistics (a scan plan: manifests only, no data read). A column is left out when
+        a file has no bounds for it (statistics off, or a type not in BOUNDED_TYPES)."""
         table = self._table(name)
-        if table is None or not columns:
-            return {}
+        if table is None:
+            return None
         jvm = self.session._jvm
         at = table.snapshot(snapshot)
         schema = table.schemas().get(at.schemaId()) if at is not None else None
@@ -469,13 +478,15 @@ class JvmCatalog:
                 fields[column] = found
         lows: dict[str, Any] = {}
         highs: dict[str, Any] = {}
+        records = 0
         with closing(_planned_files(table.newScan().useSnapshot(snapshot).includeColumnStats())) as files:
             for data_file in files:
-                if not fields:
-                    break
                 written = data_file.dataSequenceNumber()
                 if written is not None and int(written) <= after_sequence:
                     continue  # every row in it was written at or before that sequence
+                records += int(data_file.recordCount())
+                if not fields:
+                    continue
                 lowers, uppers = data_file.lowerBounds(), data_file.upperBounds()
                 values, nulls = data_file.valueCounts(), data_file.nullValueCounts()
                 for column, found in list(fields.items()):
@@ -493,7 +504,7 @@ class JvmCatalog:
                     high = _bound(jvm, found, upper)
                     lows[column] = low if column not in lows else min(lows[column], low)
                     highs[column] = high if column not in highs else max(highs[column], high)
-        return {c: (lows[c], highs[c]) for c in fields if c in lows}
+        return WrittenSince(records, {c: (lows[c], highs[c]) for c in fields if c in lows})
 
     def branch_head(self, name: str, branch: str) -> int | None:
         table = self._table(name)
@@ -940,14 +951,14 @@ class Metadata:
         """The live data files of a table (session mode only: the Java API's scan plan)."""
         return self.catalog.data_files(name, upper_bound_of)
 
-    def column_bounds(
+    def written_since(
         self, name: str, snapshot: int, columns: Sequence[str], after_sequence: int
-    ) -> dict[str, tuple[Bound, Bound]]:
-        """The range of values of ``columns`` in the rows of ``name`` (at ``snapshot``) written
-        after ``after_sequence``, from file statistics; empty over SQL (it would cost a job)."""
+    ) -> WrittenSince | None:
+        """The records of ``name`` (at ``snapshot``) written after ``after_sequence`` and the range
+        of values of ``columns`` in them, from file statistics; None over SQL (it would cost a job)."""
         if not self.in_jvm:
-            return {}
-        return self.catalog.column_bounds(name, snapshot, columns, after_sequence)
+            return None
+        return self.catalog.written_since(name, snapshot, columns, after_sequence)
 
     def table_size(self, name: str, snapshot: int | None = None) -> tuple[int, int] | None:
         """(bytes of the live files, live records) of ``name`` at ``snapshot`` (None: main), from

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from dbt_incremental_mv.logs.contract import (
     COMMIT_COLUMN,
@@ -288,6 +289,81 @@ def log_stats(
     )
 
 
+@dataclass(frozen=True)
+class KeyProbe:
+    """What the mark step reads of a log's marked images for one view, besides their counts.
+
+    ``consolidate_by``: the master columns the view reads (its key among them): images are
+    netted by them, so that an update that changed none of them (its before and after images
+    agree on every one) cancels out; None: not netted (the log lacks a column the view reads).
+    ``literal_key``: the distinct keys are read (up to ``LITERAL_KEYS`` + 1), each with whether
+    it has an after image (their types can be literals, and the images are few enough to list).
+    ``buckets``: (kind, lowest value, width) of ``KEY_BUCKETS`` buckets spanning the first key
+    column's marked values (``integer`` values, or ``date`` as days; from the log files'
+    statistics): the occupied buckets are read."""
+
+    key: tuple[str, ...]
+    consolidate_by: tuple[str, ...] | None = None
+    literal_key: bool = False
+    buckets: tuple[str, float, float] | None = None
+
+
+LITERAL_KEYS = 200  # Iceberg prunes by an IN list of at most this many values (IN_PREDICATE_LIMIT)
+KEY_BUCKETS = 1024
+NET = "_mv_net"
+
+
+def _net_images(rows: str, probe: KeyProbe) -> str:
+    """The marked images ``rows`` as (columns, ``_mv_net``): netted by ``probe.consolidate_by``
+    (a row of values with its signed count, when not zero), else each image with +1 or -1."""
+    sign = f"case when {ident(OP_COLUMN)} = {string(INSERT)} then 1 else -1 end"
+    if probe.consolidate_by is None:
+        return f"select {idents(probe.key)}, {sign} as {ident(NET)} from (\n{rows}\n)"
+    columns = idents(probe.consolidate_by)
+    return (
+        f"select {columns}, sum({sign}) as {ident(NET)} from (\n{rows}\n)\n"
+        f"group by {columns} having sum({sign}) <> 0"
+    )
+
+
+def _double(value: float) -> str:
+    return f"cast({string(repr(float(value)))} as double)"
+
+
+def key_probe(
+    spec: LogSpec, log_snapshot: int, consumed: int | None, probe: KeyProbe, excluded: Sequence[int] = (),
+    only: Sequence[int] | None = None,
+) -> str:
+    """One row, from one read of the marked images: the view's net counts of after and before
+    images (``net_inserts``, ``net_deletes``), the distinct keys of its net images
+    (``marked_keys``, JSON: up to LITERAL_KEYS + 1 of ``{"k0": .., "k1": .., "i": <has an after
+    image>}``, or NULL) and the occupied buckets of the first key column (``key_buckets``, JSON
+    list of bucket numbers, or NULL). See KeyProbe."""
+    columns = list(dict.fromkeys([*probe.key, *(probe.consolidate_by or ())]))
+    rows = marked_changes(spec, log_snapshot, consumed, 0, columns, excluded, only, upto_any=True)
+    n = ident(NET)
+    per_key = (
+        f"select {idents(probe.key)}, sum(greatest({n}, 0)) as {ident('_mv_ins')}, "
+        f"sum(greatest(-{n}, 0)) as {ident('_mv_del')}, max({n} > 0) as {ident('i')}\n"
+        f"from (\n{_net_images(rows, probe)}\n) group by {idents(probe.key)}"
+    )
+    parts = [f"sum({ident('_mv_ins')}) as net_inserts", f"sum({ident('_mv_del')}) as net_deletes"]
+    if probe.literal_key:
+        listed = ", ".join([*(f"{ident(k)} as {ident(f'k{i}')}" for i, k in enumerate(probe.key)), ident("i")])
+        parts.append(f"to_json(slice(collect_list(struct({listed})), 1, {LITERAL_KEYS + 1})) as marked_keys")
+    else:
+        parts.append("cast(null as string) as marked_keys")
+    if probe.buckets is not None:
+        kind, low, width = probe.buckets
+        first = ident(probe.key[0])
+        value = f"unix_date({first})" if kind == "date" else f"cast({first} as double)"
+        bucket = f"cast(floor(({value} - {_double(low)}) / {_double(width)}) as int)"
+        parts.append(f"to_json(array_sort(collect_set({bucket}))) as key_buckets")
+    else:
+        parts.append("cast(null as string) as key_buckets")
+    return f"select " + ",\n  ".join(parts) + f"\nfrom (\n{per_key}\n)"
+
+
 def marked_changes(
     spec: LogSpec,
     log_snapshot: int,
@@ -296,13 +372,39 @@ def marked_changes(
     columns: Sequence[str],
     excluded: Sequence[int] = (),
     only: Sequence[int] | None = None,
+    upto_any: bool = False,
 ) -> str:
-    """The log rows a refresh consumes: images not consumed yet, up to sequence ``upto``."""
+    """The log rows a refresh consumes: images not consumed yet, up to sequence ``upto``
+    (``upto_any``: every one in the log snapshot, as the mark step counts them)."""
     seq = ident(SEQUENCE_COLUMN)
+    through = "" if upto_any else f" and {seq} <= {integer(upto)}"
     return (
         f"select {idents([*columns, OP_COLUMN])} from {relation(spec.log_relation)} version as of {integer(log_snapshot)}\n"
-        f"where {ident(OP_COLUMN)} in ({string(INSERT)}, {string(DELETE)}) and {seq} <= {integer(upto)}"
+        f"where {ident(OP_COLUMN)} in ({string(INSERT)}, {string(DELETE)}){through}"
         f" and {unconsumed(consumed, excluded, only)}"
+    )
+
+
+def net_marked_changes(
+    spec: LogSpec,
+    log_snapshot: int,
+    consumed: int | None,
+    upto: int,
+    columns: Sequence[str],
+    consolidate_by: Sequence[str],
+    excluded: Sequence[int] = (),
+    only: Sequence[int] | None = None,
+) -> str:
+    """The marked images netted by ``consolidate_by`` (a superset of ``columns``): each row of
+    those values whose after images (+1) and before images (-1) do not cancel out, as that many
+    images of its sign, its ``columns`` and ``_mv_op``. An update that changed none of the
+    columns is gone; whatever the view reads of the others is exactly as the raw images say."""
+    rows = marked_changes(spec, log_snapshot, consumed, upto, consolidate_by, excluded, only)
+    net = _net_images(rows, KeyProbe(key=spec.key, consolidate_by=tuple(consolidate_by)))
+    n = ident(NET)
+    return (
+        f"select {idents(columns)}, case when {n} > 0 then {string(INSERT)} else {string(DELETE)} end as {ident(OP_COLUMN)}\n"
+        f"from (\n{net}\n) lateral view explode(sequence(1, abs({n}))) {ident('_mv_copies')} as {ident('_mv_copy')}"
     )
 
 

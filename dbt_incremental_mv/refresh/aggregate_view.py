@@ -56,7 +56,7 @@ from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.semijoin import marked_ranges, reduce_sources
 from dbt_incremental_mv.refresh.statement import (
     WRITE_BRANCH, Cached, RefreshStatement, Write, branch_target, broadcast_exists, cached_view,
-    refresh_writes,
+    delete_write, refresh_writes,
 )
 from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation
 
@@ -318,6 +318,52 @@ def _new_values(view: ViewDefinition, view_types: Mapping[str, str], recompute: 
     return result
 
 
+def _rewrite(
+    view: ViewDefinition, view_relation: str, marked: Mapping[str, MarkedLog], view_types: Mapping[str, str],
+    branch: str, changed: list[str],
+) -> RefreshStatement | None:
+    """A small view rewritten whole, in ONE statement: its stored rows full-outer-joined with the
+    delta (computed inline, read once), the delta's groups with their new values, the others as
+    they are. A copy-on-write overwrite of a few rows costs less than caching the delta, deleting
+    its groups and inserting them (three Spark statements). Not for views that recompute groups
+    from the masters (MIN/MAX after deletes, HAVING): they read the delta several times, None."""
+    min_max = [o.name for o in view.outputs if o.kind in (OutputKind.MIN, OutputKind.MAX)]
+    any_deletes = any(marked[o.master.name].deletes for o in view.occurrences)
+    if view.having is not None or (min_max and (any_deletes or view.null_supplying)):
+        return None
+    arguments = _Arguments(view)
+
+    def anchor_keys(alias: str, query: str) -> str:  # the slices' anchor keys: inline, read once
+        return query
+
+    delta = _delta_query(view, _delta_terms(view, marked, arguments, anchor_keys), arguments, min_max)
+    keys = view.group_key_columns
+    values = _new_values(view, view_types, False, "`_mv_t`", "`_mv_s`")
+    # an unchanged group keeps its stored values exactly; a new group's keys come from the delta
+    stored = view.stored_columns
+    in_delta = "coalesce(`_mv_s`.`_mv_in_delta`, false)"
+    kept = [
+        f"case when {in_delta} then {values[c]} else `_mv_t`.{ident(c)} end as {ident(c)}"
+        if c not in keys else f"coalesce(`_mv_s`.{ident(c)}, `_mv_t`.{ident(c)}) as {ident(c)}"
+        for c in stored
+    ]
+    new_count = values[ROW_COUNT_COLUMN]
+    joined = (
+        f"select {', '.join(kept)}, {in_delta} as `_mv_changed`, {new_count} as `_mv_new_count`\n"
+        f"from (select *, true as `_mv_in_delta` from (\n{delta}\n)) as `_mv_s`\n"
+        f"full outer join {relation(view_relation)} as `_mv_t` on {_group_match('`_mv_s`', '`_mv_t`', keys)}"
+    )
+    # a group whose rows all went is not written again; a global aggregate keeps its one row
+    where = "\nwhere not `_mv_changed` or `_mv_new_count` > 0" if keys else ""
+    rows = f"select {idents(stored)} from (\n{joined}\n){where}"
+    target = relation(view_relation)
+    write = Write("overwrite", f"insert overwrite {target} ({idents(stored)})\n{rows}")
+    run = tuple(f"{'ROWS' if a in view.null_supplying else 'DELTA'} {a}" for a in changed) + ("rewrite of the view",)
+    skipped = tuple(f"DELTA {o.alias}" for o in view.occurrences if o.alias not in changed)
+    touched = broadcast_exists(delta, "`_mv_k`", _group_match("`_mv_k`", "`_mv_v`", keys))
+    return refresh_writes(branch, [write], run, skipped, touched=touched)
+
+
 def _group_match(left: str, right: str, columns: Sequence[str]) -> str:
     if not columns:
         return "true"
@@ -376,18 +422,28 @@ def _recompute_ctes(view: ViewDefinition, marked: Mapping[str, MarkedLog], min_m
     ]
 
 
+SMALL_VIEW_ROWS = 100_000  # a view of at most this many groups is rewritten whole by one statement
+
+
 def refresh_statement(
     view: ViewDefinition,
     view_relation: str,
     marked: Mapping[str, MarkedLog],
     view_types: Mapping[str, str] | None = None,
     branch: str = WRITE_BRANCH,
+    view_rows: int | None = None,
 ) -> RefreshStatement | None:
     """The writes that apply the marked changes, or None when nothing is marked: a DELETE of the
-    delta's groups on the write branch, then an INSERT of their new rows staged on it."""
+    delta's groups on the write branch, then an INSERT of their new rows staged on it; or, for a
+    view of at most SMALL_VIEW_ROWS groups (``view_rows``: its rows, None when it must not be
+    rewritten), one statement rewriting it whole (see _rewrite)."""
     changed = [o.alias for o in view.occurrences if marked[o.master.name].has_changes]
     if not changed:
         return None
+    if view_rows is not None and view_rows <= SMALL_VIEW_ROWS:
+        rewritten = _rewrite(view, view_relation, marked, view_types or {}, branch, changed)
+        if rewritten is not None:
+            return rewritten
     view_types = view_types or {}
     arguments = _Arguments(view)
     min_max = [o.name for o in view.outputs if o.kind in (OutputKind.MIN, OutputKind.MAX)]
@@ -435,7 +491,7 @@ def refresh_statement(
         f"from `_mv_source` as `_mv_s`\nleft join `_mv_stored` as `_mv_t` on {_group_match('`_mv_s`', '`_mv_t`', keys)}"
     )
     of_delta_groups = broadcast_exists(from_cache, '`_mv_k`', _group_match('`_mv_k`', '`_mv_v`', keys))
-    delete = f"delete from {target} as `_mv_v`\nwhere {of_delta_groups}"
+    delete = delete_write(target, of_delta_groups, "`_mv_v`")
     new_rows = (
         f"select {', '.join(f'{values[c]} as {ident(c)}' for c in stored)}\n{from_source}"
         # a group whose rows all went is not inserted again; a global aggregate keeps its one row
@@ -478,6 +534,6 @@ def refresh_statement(
         )
     labels = ("groups inserted", "groups updated", "groups deleted", "groups recomputed")
     return refresh_writes(
-        branch, [Write("delete", delete), Write("insert", insert)], run, skipped, stats, labels, (*slices, cached),
+        branch, [delete, Write("insert", insert)], run, skipped, stats, labels, (*slices, cached),
         touched=of_delta_groups, deleted=of_delta_groups, inserted=inserted,
     )

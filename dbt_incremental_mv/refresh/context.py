@@ -18,9 +18,13 @@ STATS_COLUMNS = (
     "max_sequence", "inserts", "deletes", "captured_through", "watermarks", "watermark_sequence",
     "reset_sequence", "oldest_change", "resume_sequence",
 )
+PROBE_COLUMNS = ("net_inserts", "net_deletes", "marked_keys", "key_buckets")  # log_sql.key_probe's
+NO_PROBE = "cast(null as bigint) as net_inserts, cast(null as bigint) as net_deletes, " \
+    "cast(null as string) as marked_keys, cast(null as string) as key_buckets"
 NO_ROWS = {"max_sequence": 0, "inserts": 0, "deletes": 0, "captured_through": None, "watermarks": 0,
            "watermark_sequence": None, "reset_sequence": None, "oldest_change": None,
-           "resume_sequence": None}
+           "resume_sequence": None, "net_inserts": None, "net_deletes": None, "marked_keys": None,
+           "key_buckets": None}
 
 
 @dataclass(frozen=True)
@@ -33,10 +37,20 @@ class StatsRequest:
     excluded: tuple[int, ...] = ()
     only: tuple[int, ...] | None = None
     resume_at: int | None = None  # the master snapshot an uncaptured position resumes at
+    probe: log_sql.KeyProbe | None = None  # a fast refresh's: its net images and their keys (mark.py)
 
     @property
     def key(self) -> tuple:
-        return (self.spec.log_relation, self.log_snapshot, self.consumed, self.excluded, self.only, self.resume_at)
+        return (self.spec.log_relation, self.log_snapshot, self.consumed, self.excluded, self.only, self.resume_at,
+                self.probe)
+
+    def sql(self) -> str:
+        """The counts (log_sql.log_stats), and the probe's reads (log_sql.key_probe) or NULLs."""
+        stats = log_sql.log_stats(self.spec, self.log_snapshot, self.consumed, self.excluded, self.only, self.resume_at)
+        if self.probe is None:
+            return f"select *, {NO_PROBE} from (\n{stats}\n)"
+        probe = log_sql.key_probe(self.spec, self.log_snapshot, self.consumed, self.probe, self.excluded, self.only)
+        return f"select * from (\n{stats}\n) cross join (\n{probe}\n)"
 
 
 @dataclass
@@ -69,13 +83,12 @@ class RefreshContext:
         missing = [r for r in dict.fromkeys(requests) if r.log_snapshot is not None and r.key not in self._stats]
         if missing:
             sql = "\nunion all\n".join(
-                f"select {i} as request, * from (\n{log_sql.log_stats(r.spec, r.log_snapshot, r.consumed, r.excluded, r.only, r.resume_at)}\n)"
-                for i, r in enumerate(missing)
+                f"select {i} as request, * from (\n{r.sql()}\n)" for i, r in enumerate(missing)
             )
             # one row per request (an aggregate without group by always returns one row)
             for row in self.query(sql):
                 request = missing[int(row[0])]
-                stats = dict(zip(["log_relation", *STATS_COLUMNS], row[1:]))
+                stats = dict(zip(["log_relation", *STATS_COLUMNS, *PROBE_COLUMNS], row[1:]))
                 stats["max_sequence"] = stats["max_sequence"] or 0
                 self._stats[request.key] = stats
         return [dict(self._stats[r.key]) if r.log_snapshot is not None else dict(NO_ROWS) for r in requests]

@@ -137,12 +137,19 @@ def _bound(node: exp.Expression) -> Bound | None:
 
 def range_filter(condition: exp.Expression | None) -> RangeFilter | None:
     """The part of a WHERE condition Iceberg prunes data files by: ranges of a column between
-    literals, combined by AND and OR; anything else (an IN of a subquery, a comparison of two
-    columns) prunes nothing. None: no file can be skipped."""
+    literals and IN lists of literals (each value a range of its own), combined by AND and OR;
+    anything else (an IN of a subquery, a comparison of two columns) prunes nothing. None: no
+    file can be skipped."""
     if condition is None:
         return None
     if isinstance(condition, exp.Paren):
         return range_filter(condition.this)
+    if isinstance(condition, exp.In) and isinstance(condition.this, exp.Column) and not condition.args.get("query"):
+        values = [_bound(v) for v in condition.expressions]
+        if not values or any(v is None for v in values):
+            return None
+        points = tuple(("range", condition.this.name.lower(), v, v) for v in values)
+        return points[0] if len(points) == 1 else ("or", points)
     if isinstance(condition, exp.Between) and isinstance(condition.this, exp.Column):
         low, high = _bound(condition.args["low"]), _bound(condition.args["high"])
         if low is not None and high is not None and type(low) is type(high):

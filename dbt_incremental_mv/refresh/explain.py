@@ -32,7 +32,7 @@ from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.graph import dependency_names
 from dbt_incremental_mv.refresh.mark import mark_logs, nothing_to_refresh
 from dbt_incremental_mv.refresh.marked import MarkedLog
-from dbt_incremental_mv.refresh.plan import RefreshPlan, plan_refresh
+from dbt_incremental_mv.refresh.plan import RefreshPlan, plan_refresh, rewritable_rows
 from dbt_incremental_mv.refresh.publish import commit_state, staged_statement
 from dbt_incremental_mv.sql_text import relation
 
@@ -113,7 +113,9 @@ def explain(ctx: RefreshContext, model: Mapping[str, Any], sql: str, view_relati
         marked = _provisional(ctx, plan, state)
     else:
         marked = mark_logs(ctx, plan, state)
-        statement = view_classes.refresh_statement(definition, view_relation, marked, plan.view_types)
+        statement = view_classes.refresh_statement(
+            definition, view_relation, marked, plan.view_types, view_rows=rewritable_rows(ctx, plan),
+        )
         choice = force.after_mark(ctx, plan, marked, statement) if statement is not None else None
     if choice is not None:
         found.cost = _choice_line(choice, plan.config.refresh_method)
@@ -235,7 +237,9 @@ def _fast_phases(
     counts = [log_sql.log_stats(m.spec, m.log_snapshot, m.consumed, m.excluded) for m in marked.values()]
     phases.append((f"{title}: mark (the counts of every log that gained rows, in one statement)",
                    ["\nunion all\n".join(f"select {i} as request, * from (\n{sql}\n)" for i, sql in enumerate(counts))]))
-    statement = view_classes.refresh_statement(definition, plan.view_relation, marked, plan.view_types)
+    statement = view_classes.refresh_statement(
+        definition, plan.view_relation, marked, plan.view_types, view_rows=rewritable_rows(ctx, plan),
+    )
     if statement is None:
         phases.append((f"{title}: write", ["-- nothing to write for these changes"]))
         return phases

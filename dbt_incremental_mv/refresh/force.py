@@ -24,7 +24,7 @@ from dbt_incremental_mv.refresh import cost, view_classes
 from dbt_incremental_mv.refresh.capture import capture_plan
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked import MarkedLog
-from dbt_incremental_mv.refresh.plan import RefreshPlan
+from dbt_incremental_mv.refresh.plan import RefreshPlan, rewritable_rows
 from dbt_incremental_mv.refresh.statement import RefreshStatement
 from dbt_incremental_mv.refresh_plan import RefreshDecision
 
@@ -100,7 +100,9 @@ def before_capture(ctx: RefreshContext, plan: RefreshPlan, state: ViewState) -> 
             (position.sequence if position else 0) + 1, int(changed), int(changed),
             current.get(spec.master_relation, -1),
         )
-    statement = view_classes.refresh_statement(plan.definition, plan.view_relation, provisional, plan.view_types)
+    statement = view_classes.refresh_statement(
+        plan.definition, plan.view_relation, provisional, plan.view_types, view_rows=rewritable_rows(ctx, plan),
+    )
     if statement is None:
         return None
     fast = cost.estimate_fast(statement, plan.view_relation, provisional, meta, prices, whole_reads_only=True)

@@ -11,10 +11,17 @@ INSERT, published together as one atomic Iceberg commit (statement.py):
 - otherwise the DELETE on the refresh's write branch, then the INSERT staged on it.
 
 Neither shuffles the view: the DELETE scans the view's hidden key columns against the changed
-keys (broadcast), the INSERT does not read the view. The INS rows of several masters are
-combined with UNION (distinct): a new view row whose masters changed in the same refresh comes
-out of each master's INS query, but every view row is unique by its hidden key columns, so
-removing duplicates is exact.
+keys (broadcast), the INSERT does not read the view. The INS queries of several masters are
+made disjoint and combined with UNION ALL (no distinct, so no shuffle of the rows they make): a
+new view row whose masters changed in the same refresh would come out of each one's INS query,
+so each query after the first leaves out the rows of the earlier ones, each reading the
+occurrence an earlier one restricted without the keys that restricted it (Oracle's INS steps
+run one after the other and each sees the rows the earlier ones inserted; here they are one
+statement).
+
+The marked keys restrict the reads (marked.py): literals when few, which Spark pushes to the
+masters' scans and the view's (the DELETE's OR of the masters' conditions too), else the log's
+keys within the ranges of their first column.
 
 **One scan of the fact for its dimensions' INS steps.** The INS step of a dimension ``c``
 joined by ``o.customer_id = c.customer_id`` (its whole key) makes the same rows as the defining
@@ -35,36 +42,42 @@ from dbt_incremental_mv.analysis.links import KeyLink, key_links
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.semijoin import marked_ranges, reduce_sources
 from dbt_incremental_mv.refresh.statement import (
-    WRITE_BRANCH, RefreshStatement, Write, branch_target, in_changed, refresh_writes,
+    WRITE_BRANCH, RefreshStatement, Write, any_changed, branch_target, delete_write, in_changed, refresh_writes,
 )
 from dbt_incremental_mv.sql_text import ident, idents, relation
 
 
-def _restricted(
+def _restriction(
     view: ViewDefinition, marked: Mapping[str, MarkedLog], alias: str, own: bool, links: list[KeyLink]
 ) -> str:
-    """``alias`` as of its marked snapshot, restricted to the rows the INS steps of itself (when
-    ``own``) and of the dimensions ``links`` tie to it read: a disjunction."""
+    """The rows of ``alias`` the INS steps of itself (when ``own``) and of the dimensions
+    ``links`` tie to it read: a disjunction over its own columns."""
     log = marked[view.occurrence(alias).master.name]
     parts = []
     if own:
-        parts.append(in_changed(log, log.spec.key, log.changed_keys("inserts")))
+        parts.append(in_changed(log, log.spec.key, "inserts"))
     for link in links:
         dimension = marked[view.occurrence(link.source).master.name]
-        parts.append(in_changed(dimension, link.columns, dimension.changed_keys("inserts")))
-    return f"(select * from {log.master_as_of()} where {' or '.join(parts)})"
+        parts.append(in_changed(dimension, link.columns, "inserts"))
+    return " or ".join(parts)
 
 
 def _ins_sources(
     view: ViewDefinition, marked: Mapping[str, MarkedLog], sources: Mapping[str, str], alias: str, own: bool,
-    links: list[KeyLink],
+    links: list[KeyLink], earlier: Mapping[str, list[str]],
 ) -> dict[str, str]:
-    """What one INS query reads: ``alias`` restricted (see _restricted), the other masters
-    reduced to the rows that join it (semijoin.py). Its rows lie in the range of its marked keys
-    when it is restricted to them alone."""
+    """What one INS query reads: ``alias`` restricted (see _restriction), each occurrence an
+    earlier INS query restricted without those rows (``earlier``: alias -> its restrictions), the
+    other masters reduced to the rows that join it (semijoin.py). Its rows lie in the range of
+    its marked keys when it is restricted to them alone."""
     log = marked[view.occurrence(alias).master.name]
     ranges = marked_ranges(log) if own and not links else {}
-    restricted = {**sources, alias: _restricted(view, marked, alias, own, links)}
+    restricted = dict(sources)
+    for other, conditions in earlier.items():
+        kept = " and ".join(f"not coalesce({c}, false)" for c in conditions)
+        restricted[other] = f"(select * from {sources[other]} where {kept})"
+    mine = _restriction(view, marked, alias, own, links)
+    restricted[alias] = f"(select * from {restricted[alias]} where {mine})"
     return reduce_sources(view, restricted, {alias: ranges})
 
 
@@ -92,13 +105,12 @@ def _ins_groups(view: ViewDefinition, ins_aliases: list[str]) -> list[tuple[str,
 
 def _del_condition(view: ViewDefinition, marked: Mapping[str, MarkedLog], aliases: list[str]) -> str:
     """View rows whose hidden key for any changed occurrence is among its master's changed keys."""
-    parts = []
+    conditions = []
     for alias in aliases:
         log = marked[view.occurrence(alias).master.name]
-        columns = view.key_columns(alias)
-        by_source = {h.source_column.lower(): h.name for h in columns}
-        parts.append(in_changed(log, [by_source[k] for k in log.spec.key], log.changed_keys()))
-    return "\n   or ".join(parts)
+        by_source = {h.source_column.lower(): h.name for h in view.key_columns(alias)}
+        conditions.append((log, [by_source[k.lower()] for k in log.spec.key]))
+    return any_changed(conditions)
 
 
 def refresh_statement(
@@ -107,6 +119,7 @@ def refresh_statement(
     marked: Mapping[str, MarkedLog],
     view_types: Mapping[str, str] | None = None,
     branch: str = WRITE_BRANCH,
+    view_rows: int | None = None,  # (not used: the view is never rewritten whole)
 ) -> RefreshStatement | None:
     """The writes that apply the marked changes, or None when nothing is marked.
 
@@ -131,14 +144,15 @@ def refresh_statement(
     deleted = _del_condition(view, marked, del_aliases) if del_aliases else None
     if deleted is not None:
         # An update marks both images: its key is deleted and re-inserted, so DEL covers every image.
-        writes.append(Write("delete", f"delete from {target}\nwhere {deleted}"))
+        writes.append(delete_write(target, deleted))
     ins_query = None
     if ins_aliases:
         sources = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
-        ins_query = "\nunion\n".join(
-            view.render_select(_ins_sources(view, marked, sources, alias, own, links))
-            for alias, own, links in _ins_groups(view, ins_aliases)
-        )
+        queries, earlier = [], {}
+        for alias, own, links in _ins_groups(view, ins_aliases):
+            queries.append(view.render_select(_ins_sources(view, marked, sources, alias, own, links, earlier)))
+            earlier.setdefault(alias, []).append(_restriction(view, marked, alias, own, links))
+        ins_query = "\nunion all\n".join(queries)
         writes.append(Write("insert", f"insert into {target} ({idents(view.stored_columns)})\n{ins_query}"))
     # every row deleted or inserted has the key of a changed occurrence among its changed keys
     return refresh_writes(

@@ -5,17 +5,34 @@ A log that provably gained no row since the view's position (no commit since but
 and the plugin's purges) is not read; the others are counted in one statement. In session mode
 the range of the marked keys comes with them, from the statistics of the log files written after
 the position (metadata only): the writes add it to their filters, so that Iceberg reads only the
-files of the masters and of the view that can hold those keys."""
+files of the masters and of the view that can hold those keys.
+
+A fast refresh also reads, in the same statement, what its writes restrict the masters and the
+view by (see marked.py): the view's net images (an update changing no column the view reads is
+skipped) and their keys, as literals when few, else as ranges of the first key column."""
 
 from __future__ import annotations
+
+import datetime
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
 
 from dbt_incremental_mv import staleness
 from dbt_incremental_mv.bookkeeping import ViewState
 from dbt_incremental_mv.logs import properties as log_properties
-from dbt_incremental_mv.refresh import view_classes
+from dbt_incremental_mv.logs.contract import LogSpec, normalize_type
+from dbt_incremental_mv.logs.sql import KEY_BUCKETS, LITERAL_KEYS, KeyProbe
+from dbt_incremental_mv.metadata import EPOCH, Bound
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
-from dbt_incremental_mv.refresh.marked import MarkedLog
+from dbt_incremental_mv.refresh.marked import KeyValues, MarkedLog
 from dbt_incremental_mv.refresh.plan import RefreshPlan, fallback
+
+INTEGER_TYPES = frozenset({"tinyint", "smallint", "int", "integer", "bigint", "byte", "short", "long"})
+LITERAL_TYPES = INTEGER_TYPES | {"string", "date"}
+MAX_RANGES = 16  # disjoint ranges of the first key column, at most (an OR Iceberg evaluates per file)
+LISTED_IMAGES = 100_000  # the keys are listed (then kept as literals if few) when the log holds at most this many new rows
 
 
 def nothing_to_refresh(ctx: RefreshContext, plan: RefreshPlan, state: ViewState) -> bool:
@@ -55,10 +72,10 @@ def mark_logs(
         requests[spec.master_relation] = StatsRequest(
             spec, log_snapshots.get(spec.log_relation), position.sequence if position else 0,
             tuple(position.commits) if position else (), resume_at=resume_at,
+            probe=key_probe(ctx, plan, spec, log_snapshots.get(spec.log_relation), position.sequence if position else 0),
         )
     counted = dict(zip(requests, ctx.stats(*requests.values())))
     resumed = _resume(ctx, plan, requests, counted)
-    wants_ranges = plan.action == "fast" and plan.definition is not None and view_classes.uses_key_ranges(plan.definition)
     marked = {}
     for spec in specs:
         position = state.logs.get(spec.log_relation) if state else None
@@ -85,24 +102,146 @@ def mark_logs(
                 f"the history of {spec.master_name} was rewritten or expired before it was captured",
             )
         master_snapshot = stats["captured_through"] if spec.capture else master_snapshots.get(spec.master_relation)
-        log_snapshot = log_snapshots.get(spec.log_relation)
-        bounds = (
-            meta.column_bounds(spec.log_relation, log_snapshot, spec.key, consumed)
-            if wants_ranges and log_snapshot is not None and (stats["inserts"] or stats["deletes"]) else {}
-        )
-        marked[spec.master_relation] = MarkedLog(
-            spec=spec,
-            log_snapshot=log_snapshots.get(spec.log_relation, 0),
-            consumed=consumed,
-            upto=max(stats["max_sequence"], consumed),
-            inserts=int(stats["inserts"]),
-            deletes=int(stats["deletes"]),
-            master_snapshot=master_snapshot if master_snapshot is not None else -1,
-            excluded=tuple(position.commits if position else ()),
-            logged=tuple(plan.logged_columns.get(spec.log_relation, ())),
-            key_bounds=tuple((column, *bounds[column]) for column in spec.key if column in bounds),
-        )
+        probe = requests[spec.master_relation].probe
+        marked[spec.master_relation] = MarkedLog(**{
+            "spec": spec,
+            "log_snapshot": log_snapshots.get(spec.log_relation, 0),
+            "consumed": consumed,
+            "upto": max(stats["max_sequence"], consumed),
+            "inserts": int(stats["inserts"]),
+            "deletes": int(stats["deletes"]),
+            "master_snapshot": master_snapshot if master_snapshot is not None else -1,
+            "excluded": tuple(position.commits if position else ()),
+            "logged": tuple(plan.logged_columns.get(spec.log_relation, ())),
+            **probed(stats, probe, key_types(plan, spec)),  # the view's net counts replace the log's
+        })
     return marked
+
+
+def key_types(plan: RefreshPlan, spec: LogSpec) -> tuple[str | None, ...]:
+    """The Spark types of the master's key columns (None: not known)."""
+    occurrence = next((o for o in plan.definition.occurrences if o.master.name == spec.master_relation), None) \
+        if plan.definition is not None else None
+    types = {c.casefold(): normalize_type(t) for c, t in occurrence.master.columns} if occurrence is not None else {}
+    return tuple(types.get(k.casefold()) for k in spec.key)
+
+
+def key_probe(
+    ctx: RefreshContext, plan: RefreshPlan, spec: LogSpec, log_snapshot: int | None, consumed: int,
+) -> KeyProbe | None:
+    """What a fast refresh reads of the log's marked images besides their counts (logs/sql.py):
+    netted by the columns the view reads of the master (when the log carries them all); their
+    keys, when their types allow literals and the log's files written since the view's position
+    hold few enough rows to list them; the occupied buckets of an integer or date first key over
+    the span those files' statistics give (session mode)."""
+    if plan.action != "fast" or plan.definition is None or log_snapshot is None:
+        return None
+    occurrences = [o for o in plan.definition.occurrences if o.master.name == spec.master_relation]
+    if not occurrences:
+        return None
+    read: dict[str, str] = {}
+    for occurrence in occurrences:
+        for column in plan.definition.referenced_columns[occurrence.alias]:
+            read.setdefault(column.casefold(), column)
+    for column in spec.key:
+        read.setdefault(column.casefold(), column)
+    logged = {c.casefold() for c in plan.logged_columns.get(spec.log_relation, ())}
+    netted = tuple(sorted(read.values(), key=str.casefold)) if logged and set(read) <= logged else None
+    types = key_types(plan, spec)
+    written = ctx.metadata.written_since(spec.log_relation, log_snapshot, spec.key[:1], consumed)
+    literal_key = written is not None and written.records <= LISTED_IMAGES and all(t in LITERAL_TYPES for t in types)
+    bounds = written.bounds.get(spec.key[0]) if written is not None else None
+    return KeyProbe(tuple(spec.key), netted, literal_key, _buckets(types[0] if types else None, bounds))
+
+
+def _buckets(spark_type: str | None, bounds: tuple[Bound, Bound] | None) -> tuple[str, float, float] | None:
+    """(kind, lowest value, width) of KEY_BUCKETS buckets over the first key column's ``bounds``."""
+    if bounds is None:
+        return None
+    low, high = bounds
+    if spark_type in INTEGER_TYPES and isinstance(low, int) and isinstance(high, int):
+        kind, first, last = "integer", low, high
+    elif spark_type == "date" and isinstance(low, datetime.date) and isinstance(high, datetime.date):
+        kind, first, last = "date", (low - EPOCH).days, (high - EPOCH).days
+    else:
+        return None
+    return kind, float(first), max((last - first + 1) / KEY_BUCKETS, 1.0)
+
+
+def probed(stats: Mapping[str, Any], probe: KeyProbe | None, types: tuple[str | None, ...]) -> dict[str, Any]:
+    """The MarkedLog fields the probe's reads give: the view's net counts and the updates it
+    skips, the images netted (when some cancelled out), the keys as literals, their ranges."""
+    if probe is None or stats.get("net_inserts") is None:
+        return {}
+    inserts, deletes = int(stats["net_inserts"] or 0), int(stats["net_deletes"] or 0)
+    raw = int(stats["inserts"] or 0) + int(stats["deletes"] or 0)
+    skipped = max(0, raw - inserts - deletes) // 2
+    keys, insert_keys = marked_keys(stats.get("marked_keys"), types)
+    return {
+        "inserts": inserts,
+        "deletes": deletes,
+        "skipped": skipped,
+        "consolidated": probe.consolidate_by if skipped else None,
+        "key_values": keys,
+        "insert_key_values": insert_keys,
+        "key_ranges": key_ranges(stats.get("key_buckets"), probe.buckets),
+    }
+
+
+def _value(raw: Any, spark_type: str | None) -> Bound | None:
+    if raw is None:
+        return None
+    if spark_type == "date":
+        return datetime.date.fromisoformat(str(raw))
+    if spark_type in INTEGER_TYPES:
+        return int(raw)
+    return str(raw)
+
+
+def _order(key: tuple) -> tuple:
+    return tuple((value is None, value if value is not None else 0) for value in key)
+
+
+def marked_keys(text: str | None, types: tuple[str | None, ...]) -> tuple[KeyValues | None, KeyValues | None]:
+    """Every marked key and those with an after image, sorted (None: more than LITERAL_KEYS, or
+    not read)."""
+    if text is None:
+        return None, None
+    rows = json.loads(text)
+    if len(rows) > LITERAL_KEYS:
+        return None, None
+    keyed = sorted(
+        ((tuple(_value(row.get(f"k{i}"), t) for i, t in enumerate(types)), bool(row.get("i"))) for row in rows),
+        key=lambda pair: _order(pair[0]),
+    )
+    return tuple(k for k, _ in keyed), tuple(k for k, inserted in keyed if inserted)
+
+
+def key_ranges(text: str | None, buckets: tuple[str, float, float] | None) -> tuple[tuple[Bound, Bound], ...]:
+    """The occupied buckets of the first key column as at most MAX_RANGES disjoint ranges holding
+    every marked key: adjacent buckets merged, then split only at the widest gaps."""
+    if text is None or buckets is None:
+        return ()
+    kind, low, width = buckets
+    occupied = sorted({int(b) for b in json.loads(text) if b is not None})
+    if not occupied:
+        return ()
+    spans: list[list[int]] = []
+    for bucket in occupied:
+        first, last = math.floor(low + bucket * width), math.ceil(low + (bucket + 1) * width)
+        if spans and first <= spans[-1][1] + 1:
+            spans[-1][1] = max(spans[-1][1], last)
+        else:
+            spans.append([first, last])
+    gaps = sorted(range(1, len(spans)), key=lambda i: (-(spans[i][0] - spans[i - 1][1]), i))
+    cuts = sorted(gaps[: MAX_RANGES - 1])
+    ranges, start = [], 0
+    for cut in [*cuts, len(spans)]:
+        ranges.append((spans[start][0], spans[cut - 1][1]))
+        start = cut
+    if kind == "date":
+        return tuple((EPOCH + datetime.timedelta(days=a), EPOCH + datetime.timedelta(days=b)) for a, b in ranges)
+    return tuple(ranges)
 
 
 def _resume(
@@ -127,7 +266,7 @@ def _resume(
             )
             return {}
         consumed = max(int(resume), request.consumed)
-        again[master] = StatsRequest(request.spec, request.log_snapshot, consumed, request.excluded)
+        again[master] = StatsRequest(request.spec, request.log_snapshot, consumed, request.excluded, probe=request.probe)
     for (master, request), stats in zip(again.items(), ctx.stats(*again.values())):
         resumed[master] = (request.consumed, stats)
     return resumed

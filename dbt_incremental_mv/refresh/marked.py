@@ -1,4 +1,19 @@
-"""What one refresh consumes from the change log of each master (the result of the mark step)."""
+"""What one refresh consumes from the change log of each master (the result of the mark step).
+
+Besides the counts, the mark step reads what the view's writes restrict the masters and the
+view by (logs/sql.py, ``key_probe``):
+
+- **the net images**: images netted by the columns the view reads, so that an update changing
+  none of them (before and after images agree on each) is dropped (``skipped``), like Oracle's
+  change vectors; the statements then read the netted images (``consolidated``);
+- **the marked keys**: every distinct key when there are at most ``LITERAL_KEYS`` (and the key's
+  types can be literals), written into the statements as an ``IN`` list of literals: Spark
+  pushes it to each scan, Iceberg skips the data files (and with bloom filters the row groups)
+  that hold none of them, and no statement reads the log for its keys; more keys are read from
+  the log, within the **ranges** of the first key column that hold them (several disjoint ranges
+  from the occupied buckets of its marked span: changes at the oldest and the newest keys prune
+  both ends, not the whole table between them).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +23,9 @@ from dataclasses import dataclass
 from dbt_incremental_mv.logs import sql as log_sql
 from dbt_incremental_mv.logs.contract import DELETE, INSERT, LogSpec, may_have_been_widened, normalize_type
 from dbt_incremental_mv.metadata import Bound
-from dbt_incremental_mv.sql_text import between, ident, idents, integer, relation, string
+from dbt_incremental_mv.sql_text import between, broadcast, ident, idents, integer, literal, relation, string
+
+KeyValues = tuple[tuple[Bound, ...], ...]  # distinct keys, each a tuple in key order
 
 
 @dataclass(frozen=True)
@@ -25,11 +42,16 @@ class MarkedLog:
     excluded: tuple[int, ...] = ()  # commits the view already consumed on commit
     only: tuple[int, ...] | None = None  # on-commit refresh: just these commits
     logged: tuple[str, ...] = ()  # the master columns the log's images carry (empty: not known)
-    # (key column, lowest, highest value) of the marked images, from the log files' statistics
-    key_bounds: tuple[tuple[str, Bound, Bound], ...] = ()
     # a complete refresh that did not capture the log: the view reflects master_snapshot, past
     # the log (recorded as LogPosition.uncaptured)
     uncaptured: bool = False
+    # the images netted by these columns (those the view reads): some cancelled out (see above)
+    consolidated: tuple[str, ...] | None = None
+    skipped: int = 0  # updates dropped: their images agree on every column the view reads
+    key_values: KeyValues | None = None  # every marked key, when few (see above); None: not known
+    insert_key_values: KeyValues | None = None  # ... those with an after image
+    # disjoint ranges of the first key column holding every marked key (empty: not known)
+    key_ranges: tuple[tuple[Bound, Bound], ...] = ()
 
     @property
     def has_changes(self) -> bool:
@@ -67,27 +89,37 @@ class MarkedLog:
 
     def changed_keys(self, images: str = "all") -> str:
         """Distinct keys of the marked images: ``all``, or only after images (``inserts``)."""
-        rows = log_sql.marked_changes(
-            self.spec, self.log_snapshot, self.consumed, self.upto, self.spec.key, self.excluded, self.only
-        )
-        if images == "inserts":
-            rows += " and `_mv_op` = 'I'"
-        return f"select distinct {', '.join(f'`{k}`' for k in self.spec.key)} from (\n{rows}\n)"
+        rows = self.images(self.spec.key, INSERT if images == "inserts" else None)
+        return f"select distinct {idents(self.spec.key)} from (\n{rows}\n)"
+
+    def known_keys(self, images: str = "all") -> KeyValues | None:
+        """The marked keys as values (``all``, or those with an after image), when known."""
+        return self.key_values if images == "all" else self.insert_key_values
+
+    def key_condition(self, columns: Sequence[str], images: str = "all") -> str:
+        """``columns`` (holding this log's key, in key order: rendered column references) among
+        the marked keys (``all``, or those with an after image): an ``IN`` list of literals when
+        the keys are known, else an ``IN`` of the log's keys (broadcast) within their ranges."""
+        known = self.known_keys(images)
+        if known is not None:
+            return literal_in(columns, known)
+        exact = f"({', '.join(columns)}) in ({broadcast(self.changed_keys(images))})"
+        ranged = self.key_prefilter(columns)
+        return f"({ranged} and {exact})" if ranged else exact
+
+    def key_prefilter(self, columns: Sequence[str]) -> str | None:
+        """What Spark pushes to a scan of ``columns`` (rendered, in key order) for the marked
+        keys: the literals, or the ranges of the first column; None: nothing."""
+        if self.key_values is not None:
+            return literal_in(columns, self.key_values)
+        if not self.key_ranges:
+            return None
+        ranges = [between(columns[0], low, high) for low, high in self.key_ranges]
+        return ranges[0] if len(ranges) == 1 else f"({' or '.join(ranges)})"
 
     def key_range(self, names: Sequence[str] | None = None) -> str | None:
-        """``k BETWEEN lowest AND highest`` for each key column whose marked values are bounded
-        (named ``names``, in key order, e.g. the view's hidden key columns), or None.
-
-        Redundant with an ``IN`` of the changed keys, but Spark pushes it down to the scan, where
-        Iceberg skips the data files whose statistics are outside it: when changes cluster
-        (recent rows), the master or the view is read a few files at a time."""
-        renamed = dict(zip(self.spec.key, names or self.spec.key))
-        parts = [
-            between(ident(renamed[column]), low, high)
-            for column, low, high in self.key_bounds
-            if column in renamed
-        ]
-        return " and ".join(parts) or None
+        """The marked keys' prefilter over the columns ``names`` (quoted here; default the key)."""
+        return self.key_prefilter([ident(n) for n in (names or self.spec.key)])
 
     def logs_columns(self, columns: tuple[str, ...] | list[str]) -> bool:
         """Whether the log's images carry every one of ``columns`` (master column names)."""
@@ -101,12 +133,31 @@ class MarkedLog:
         case = f"case {ident('_mv_op')} when {string(positive)} then 1 when {string(negative)} then -1 end"
         return f"select {idents(columns)}, {case} as {ident(sign)} from (\n{self.images(columns)}\n)"
 
-    def images(self, columns: tuple[str, ...] | list[str], op: str | None = None) -> str:
-        """The marked images' ``columns`` and ``_mv_op`` (only ``op`` images when given)."""
-        rows = log_sql.marked_changes(
-            self.spec, self.log_snapshot, self.consumed, self.upto, columns, self.excluded, self.only
-        )
+    def images(self, columns: tuple[str, ...] | list[str] | Sequence[str], op: str | None = None) -> str:
+        """The marked images' ``columns`` and ``_mv_op`` (only ``op`` images when given): netted
+        by the view's columns when some cancelled out (``consolidated``)."""
+        if self.consolidated is not None:
+            rows = log_sql.net_marked_changes(
+                self.spec, self.log_snapshot, self.consumed, self.upto, columns, self.consolidated, self.excluded, self.only,
+            )
+        else:
+            rows = log_sql.marked_changes(
+                self.spec, self.log_snapshot, self.consumed, self.upto, columns, self.excluded, self.only
+            )
         if op is not None:
-            rows += f" and `_mv_op` = {string(op)}"
+            rows = f"select * from (\n{rows}\n) where `_mv_op` = {string(op)}"
         return rows
 
+
+def literal_in(columns: Sequence[str], keys: KeyValues) -> str:
+    """``columns`` (rendered) among ``keys`` (tuples of literal values): ``c in (..)``, or for a
+    key of several columns the first one's values (what Iceberg prunes by) and the tuples. A
+    key with a NULL matches nothing (as with an IN of a subquery). ``false`` for no key."""
+    keys = tuple(k for k in keys if all(v is not None for v in k))
+    if not keys:
+        return "false"
+    if len(columns) == 1:
+        return f"{columns[0]} in ({', '.join(literal(k[0]) for k in keys)})"
+    first = ", ".join(literal(v) for v in dict.fromkeys(k[0] for k in keys))
+    tuples = ", ".join("(" + ", ".join(literal(v) for v in k) + ")" for k in keys)
+    return f"({columns[0]} in ({first}) and ({', '.join(columns)}) in ({tuples}))"

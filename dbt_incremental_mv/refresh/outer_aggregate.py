@@ -48,6 +48,7 @@ from dbt_incremental_mv.analysis.model import JoinKind, JoinStep
 from dbt_incremental_mv.logs.contract import DELETE
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.outer_join_view import anchor
+from dbt_incremental_mv.refresh.statement import in_changed
 from dbt_incremental_mv.sql_text import broadcast, ident, idents
 
 NET = "_mv_net"  # a changed key's signed count of one version of its row
@@ -127,7 +128,7 @@ def restrict_to_changed_keys(view: ViewDefinition, alias: str, log: MarkedLog, s
     out = dict(sources)
     for link in key_links(view):
         if link.source == alias and link.target != alias:
-            out[link.target] = _restricted(out[link.target], link.columns, log.changed_keys())
+            out[link.target] = f"(select * from {out[link.target]} where {in_changed(log, link.columns)})"
     return out
 
 
@@ -260,9 +261,8 @@ def affected_anchor_keys(view: ViewDefinition, alias: str, log: MarkedLog, state
         present = " and ".join(f"{ident(c)} is not null" for c in link.columns)
         return f"select distinct {named} from (\n{log.images(link.columns)}\n) where {present}"
     key = view.occurrence(alias).master.key
-    changed = log.changed_keys()
     parts = [
-        _anchor_keys_of_rows(view, {**states, alias: _restricted(state, key, changed)}, alias)
+        _anchor_keys_of_rows(view, {**states, alias: f"(select * from {state} where {in_changed(log, key)})"}, alias)
         for state in (log.master_as_of(), old_state(log, read_columns(view, alias)))
     ]
     union = "\nunion all\n".join(f"select {idents(root_key)} from (\n{p}\n)" for p in parts)

@@ -56,7 +56,7 @@ from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.analysis.links import KeyLink, key_links
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.statement import (
-    WRITE_BRANCH, Cached, RefreshStatement, Write, branch_target, broadcast_exists, cached_view, in_changed,
+    WRITE_BRANCH, Cached, RefreshStatement, Write, branch_target, broadcast_exists, cached_view, delete_write, in_changed,
     refresh_writes,
 )
 from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation
@@ -75,28 +75,31 @@ def blocker(view: ViewDefinition, logged: Mapping[str, object]) -> str | None:
     return None
 
 
-def _among(log: MarkedLog, columns: list[str] | tuple[str, ...], keys_sql: str, marked_only: bool) -> str:
-    """``columns`` (holding ``log``'s key) among the keys ``keys_sql`` returns; when they are
-    only keys its log marked (``marked_only``), within their range (statement.in_changed)."""
-    return in_changed(log, columns, keys_sql) if marked_only else f"({idents(columns)}) in ({broadcast(keys_sql)})"
+def _among(log: MarkedLog, columns: list[str] | tuple[str, ...], keys_sql: str | None = None, images: str | None = None) -> str:
+    """``columns`` (holding ``log``'s key) among the keys ``keys_sql`` returns, or among the keys
+    its log marked (``images``: ``all`` or ``inserts``, see statement.in_changed)."""
+    if images is not None:
+        return in_changed(log, columns, images)
+    assert keys_sql is not None
+    return f"({idents(columns)}) in ({broadcast(keys_sql)})"
 
 
-def _restricted(log: MarkedLog, keys_sql: str, *, marked_only: bool = False) -> str:
-    """The master as of its marked snapshot, restricted to the keys ``keys_sql`` returns (see _among)."""
-    return f"(select * from {log.master_as_of()} where {_among(log, log.spec.key, keys_sql, marked_only)})"
+def _restricted(log: MarkedLog, keys_sql: str | None = None, images: str | None = None) -> str:
+    """The master as of its marked snapshot, restricted to some keys (see _among)."""
+    return f"(select * from {log.master_as_of()} where {_among(log, log.spec.key, keys_sql, images)})"
 
 
-def _slices(view: ViewDefinition, marked: Mapping[str, MarkedLog], keys_sql: str, *, marked_only: bool = False) -> str:
-    """The defining query's slices of the anchor keys ``keys_sql`` returns (named as the anchor's
-    key columns): the anchor restricted to them, and so is every occurrence joined on its key.
-    ``marked_only``: they are keys the anchor's log marked (see _among)."""
+def _slices(view: ViewDefinition, marked: Mapping[str, MarkedLog], keys_sql: str | None = None, images: str | None = None) -> str:
+    """The defining query's slices of some anchor keys (see _among: ``keys_sql`` names them as the
+    anchor's key columns; ``images``: the keys the anchor's log marked): the anchor restricted to
+    them, and so is every occurrence joined on its key."""
     root = anchor(view)
     root_log = marked[view.occurrence(root).master.name]
-    restricted = {root: _restricted(root_log, keys_sql, marked_only=marked_only)}
+    restricted = {root: _restricted(root_log, keys_sql, images)}
     for link in key_links(view):
         if link.source == root and link.target not in restricted:
             master = marked[view.occurrence(link.target).master.name]
-            condition = _among(root_log, link.columns, keys_sql, marked_only)
+            condition = _among(root_log, link.columns, keys_sql, images)
             restricted[link.target] = f"(select * from {master.master_as_of()} where {condition})"
     return _new_state(view, marked, restricted)
 
@@ -142,11 +145,11 @@ def _anchor_key_parts(
         # the slices its rows were in and are in now: the anchor keys its before and after images hold
         return [_linked_anchor_keys(link, root_log, log.images(link.columns))]
     hidden = _hidden_key(view, alias, log)
-    old = f"select {renamed} from {relation(view_relation)} where {in_changed(log, hidden, log.changed_keys())}"
+    old = f"select {renamed} from {relation(view_relation)} where {in_changed(log, hidden)}"
     if link is not None:  # the new slices it makes: the anchor keys its rows hold, no join needed
-        return [old, _linked_anchor_keys(link, root_log, _restricted(log, log.changed_keys(), marked_only=True))]
+        return [old, _linked_anchor_keys(link, root_log, _restricted(log, images="all"))]
     present = " and ".join(f"{ident(h)} is not null" for h in hidden)
-    new_rows = _new_state(view, marked, {alias: _restricted(log, log.changed_keys(), marked_only=True)})
+    new_rows = _new_state(view, marked, {alias: _restricted(log, images="all")})
     return [old, f"select {renamed} from (\n{new_rows}\n) where {present}"]  # the new slices it makes
 
 
@@ -191,9 +194,9 @@ def _row_pairs(
         return [_linked_anchor_keys(link, root_log, log.images(columns), own)]
     old = (  # the view rows it is in now
         f"select {_anchor_key_from_view(view, root_log)}, {idents(hidden)} from {relation(view_relation)} "
-        f"where {in_changed(log, hidden, log.changed_keys())}"
+        f"where {in_changed(log, hidden)}"
     )
-    return [old, _linked_anchor_keys(link, root_log, _restricted(log, log.changed_keys(), marked_only=True), own)]
+    return [old, _linked_anchor_keys(link, root_log, _restricted(log, images="all"), own)]
 
 
 def _row_filter(root_log: MarkedLog, root_hidden: list[str], x_hidden: list[str], keys: str, whole: bool, row: str) -> str:
@@ -214,6 +217,7 @@ def refresh_statement(
     marked: Mapping[str, MarkedLog],
     view_types: Mapping[str, str] | None = None,
     branch: str = WRITE_BRANCH,
+    view_rows: int | None = None,  # (not used: the view is never rewritten whole)
 ) -> RefreshStatement | None:
     """The writes that apply the marked changes, or None when nothing is marked."""
     changed = [o.alias for o in view.occurrences if marked[o.master.name].has_changes]
@@ -226,13 +230,13 @@ def refresh_statement(
     stored = view.stored_columns
     skipped = tuple(f"SLICES {o.alias}" for o in view.occurrences if o.alias not in changed)
     if changed == [root] and not root_log.deletes:  # new anchor rows: their slices are new
-        rows = _slices(view, marked, root_log.changed_keys("inserts"), marked_only=True)
+        rows = _slices(view, marked, images="inserts")
         writes = [Write("insert", f"insert into {target} ({idents(stored)})\n{rows}")]
-        touched = in_changed(root_log, root_hidden, root_log.changed_keys())
+        touched = in_changed(root_log, root_hidden)
         return refresh_writes(branch, writes, (f"INS {root}",), skipped, touched=touched, inserted=rows)
     if changed == [root] and not root_log.inserts:  # anchor rows gone: so are their slices
-        touched = in_changed(root_log, root_hidden, root_log.changed_keys())
-        return refresh_writes(branch, [Write("delete", f"delete from {target}\nwhere {touched}")], (f"DEL {root}",), skipped,
+        touched = in_changed(root_log, root_hidden)
+        return refresh_writes(branch, [delete_write(target, touched)], (f"DEL {root}",), skipped,
                               touched=touched, deleted=touched)
     # the affected keys read the view as it was (main): the DELETE goes to the write branch;
     # both writes read them, computed once (they join the changed rows with the masters)
@@ -246,7 +250,7 @@ def refresh_statement(
         in_slices = f"({idents(root_hidden)}) in ({broadcast(keys)})"
         slices = _slices(view, marked, keys)
         writes = [
-            Write("delete", f"delete from {on_branch}\nwhere {in_slices}"),
+            delete_write(on_branch, in_slices),
             Write("insert", f"insert into {on_branch} ({idents(stored)})\n{slices}"),
         ]
         run = tuple(f"SLICES {a}" for a in changed) + ("DEL+INS slices",)
@@ -272,7 +276,7 @@ def refresh_statement(
     # rows that did not change
     new_rows = f"select * from (\n{_slices(view, marked, keys)}\n) as `_mv_v`\nwhere {rows_of}"
     writes = [
-        Write("delete", f"delete from {on_branch} as `_mv_v`\nwhere {rows_of}"),
+        delete_write(on_branch, rows_of, "`_mv_v`"),
         Write("insert", f"insert into {on_branch} ({idents(stored)})\n{new_rows}"),
     ]
     run = (f"ROWS {by_row}",) + tuple(f"SLICES {a}" for a in changed if a != by_row) + ("DEL+INS rows",)

@@ -124,6 +124,16 @@ def current_types(plan: RefreshPlan, alias: str) -> dict[str, str]:
     return {c: types[c.lower()] for c in plan.definition.referenced_columns[alias] if c.lower() in types}
 
 
+def rewritable_rows(ctx: RefreshContext, plan: RefreshPlan) -> int | None:
+    """The view's rows, when a view class may rewrite it whole (a small aggregate view): not when
+    it keeps its own log (which reads the rows its writes changed) or is partitioned (an overwrite
+    in dynamic mode would keep a partition whose groups all went)."""
+    if plan.own_log is not None or plan.partition_spec:
+        return None
+    size = ctx.metadata.table_size(plan.view_relation)
+    return size[1] if size is not None else None
+
+
 def fallback(name: str, config: FastRefreshConfig, reason: str) -> RefreshDecision:
     """A complete refresh because of ``reason`` (or the refusal under refresh_method='fast')."""
     return decide_refresh(name, config, existing_type="table", full_refresh=False, fast_refresh_blocker=reason)

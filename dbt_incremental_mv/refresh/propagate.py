@@ -14,7 +14,7 @@ from dbt_incremental_mv.bookkeeping import ViewState
 from dbt_incremental_mv.refresh import force, own_log, view_classes
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked import MarkedLog
-from dbt_incremental_mv.refresh.plan import RefreshPlan, current_types
+from dbt_incremental_mv.refresh.plan import RefreshPlan, current_types, rewritable_rows
 from dbt_incremental_mv.refresh_plan import RefreshDecision
 from dbt_incremental_mv.refresh.publish import Step, commit_state, open_write_branch, staged, staged_statement, write_branch
 from dbt_incremental_mv.sql_text import idents, relation
@@ -37,8 +37,10 @@ def fast(ctx: RefreshContext, plan: RefreshPlan, marked: dict[str, MarkedLog], r
     if plan.action != "fast":  # a log was reset while marking
         return complete(ctx, plan, marked)
     branch = write_branch()
-    statement = view_classes.refresh_statement(plan.definition, plan.view_relation, marked, plan.view_types, branch)
-    kinds = ", ".join(f"{m.spec.master_name}: {m.kind} (+{m.inserts}/-{m.deletes})" for m in marked.values())
+    statement = view_classes.refresh_statement(
+        plan.definition, plan.view_relation, marked, plan.view_types, branch, rewritable_rows(ctx, plan),
+    )
+    kinds = ", ".join(f"{m.spec.master_name}: {m.kind} (+{m.inserts}/-{m.deletes}{_skipped(m)})" for m in marked.values())
     if statement is None:
         return Propagation([], None, marked, f"fast refresh: nothing marked ({kinds}); no write")
     chosen = ""
@@ -69,6 +71,13 @@ def fast(ctx: RefreshContext, plan: RefreshPlan, marked: dict[str, MarkedLog], r
         staged_statement(state, statement, log), state, marked, summary, tuple(statement.steps_run),
         tuple(statement.steps_skipped),
     )
+
+
+def _skipped(log: MarkedLog) -> str:
+    """How many updates of the log the view skips: they changed no column it reads."""
+    if not log.skipped:
+        return ""
+    return f"; {log.skipped} update{'s' if log.skipped != 1 else ''} skipped: no column the view reads changed"
 
 
 def complete(ctx: RefreshContext, plan: RefreshPlan, marked: Mapping[str, MarkedLog]) -> Propagation:

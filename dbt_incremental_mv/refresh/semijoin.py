@@ -17,17 +17,18 @@ the join's equality onto the restricted side too, and reads it once more for not
   line items of changed orders): always. The neighbour is then streamed through a broadcast semi
   join instead of being shuffled; the price is reading the restricted side once more for its keys;
 - **to the occurrence whose key the restricted one holds** (the orders of changed line items):
-  only when the log files' statistics bound those values (the marked keys' range, see
-  MarkedLog.key_range), so that Iceberg skips the neighbour's files outside it. Without a range
-  the neighbour is already streamed against the broadcast change, and an extra ``IN`` only adds a
-  Spark job (measured: a 1.07 s delta became 1.71 s).
+  only when the marked keys bound those values (their literals or ranges, see marked.py), so
+  that Iceberg skips the neighbour's files outside them. Without them the neighbour is already
+  streamed against the broadcast change, and an extra ``IN`` only adds a Spark job (measured: a
+  1.07 s delta became 1.71 s).
 
 A view of two masters is left as it is: its one join is between the restricted side, whose
 size Spark estimates small (a log), and its neighbour, which Spark then streams against it.
 
-A range is known for a restricted side's key columns when its rows are a log's marked images
-(or the master restricted to their keys), and it moves with the values through each link. Only
-inner links: a neighbour row that matches none of the restricted rows makes no row of the query.
+Values or ranges are known for a restricted side's key columns when its rows are a log's marked
+images (or the master restricted to their keys), and they move with the values through each
+link, as a filter Spark pushes to the neighbour's scan. Only inner links: a neighbour row that
+matches none of the restricted rows makes no row of the query.
 """
 
 from __future__ import annotations
@@ -36,18 +37,37 @@ from collections.abc import Mapping
 
 from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.analysis.links import key_links
-from dbt_incremental_mv.metadata import Bound
 from dbt_incremental_mv.refresh.marked import MarkedLog
-from dbt_incremental_mv.sql_text import between, broadcast, ident, idents
+from dbt_incremental_mv.sql_text import between, broadcast, ident, idents, literal
 
-# column (case-folded) -> (lowest, highest) value among a restricted side's rows
-Ranges = dict[str, tuple[Bound, Bound]]
+# what is known of a column's values among a restricted side's rows: ("values", the distinct
+# values) or ("ranges", disjoint (lowest, highest) ranges holding them)
+Known = tuple[str, tuple]
+# column (case-folded) -> what is known of its values
+Ranges = dict[str, Known]
 REDUCED_FROM = 3  # masters in a view whose refresh queries are reduced (see above)
 
 
 def marked_ranges(log: MarkedLog) -> Ranges:
-    """The ranges of the key columns of ``log``'s marked images (from the log files' statistics)."""
-    return {column.casefold(): (low, high) for column, low, high in log.key_bounds}
+    """What the mark step knows of the key columns of ``log``'s marked images: every column's
+    values when the keys are literals, else the ranges of the first column."""
+    if log.key_values is not None:
+        return {
+            column.casefold(): ("values", tuple(dict.fromkeys(k[i] for k in log.key_values if k[i] is not None)))
+            for i, column in enumerate(log.spec.key)
+        }
+    if log.key_ranges:
+        return {log.spec.key[0].casefold(): ("ranges", log.key_ranges)}
+    return {}
+
+
+def known_filter(column: str, known: Known) -> str:
+    """``column`` (rendered) within what is known of its values: a filter Spark pushes to a scan."""
+    kind, items = known
+    if kind == "values":
+        return f"{column} in ({', '.join(literal(v) for v in items)})" if items else "false"
+    ranges = [between(column, low, high) for low, high in items]
+    return ranges[0] if len(ranges) == 1 else f"({' or '.join(ranges)})"
 
 
 def reduce_sources(
@@ -77,7 +97,7 @@ def reduce_sources(
             if link.target == alias and not pairs:
                 continue
             carried = {t.casefold(): ranges[alias][o.casefold()] for o, t in pairs}
-            bounded = [between(f"`_mv_y`.{ident(t)}", *carried[t.casefold()]) for _, t in pairs]
+            bounded = [known_filter(f"`_mv_y`.{ident(t)}", carried[t.casefold()]) for _, t in pairs]
             values = f"select distinct {idents(ours)} from {out[alias]}"
             on = " and ".join(f"`_mv_y`.{ident(t)} = `_mv_r`.{ident(o)}" for o, t in zip(ours, theirs))
             where = f"\nwhere {' and '.join(bounded)}" if bounded else ""

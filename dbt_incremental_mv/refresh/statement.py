@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dbt_incremental_mv.refresh.marked import MarkedLog
-from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation
+from dbt_incremental_mv.sql_text import ident, idents, relation
 
 # the write branch's name when the caller does not choose one (unit tests, EXPLAIN)
 WRITE_BRANCH = "mv_write"
@@ -78,6 +78,21 @@ class RefreshStatement:
         return ";\n".join(w.sql for w in self.writes)
 
 
+# Conjoined to every DELETE of a view: a condition Spark can check against Iceberg's file
+# statistics alone (literals, no subquery) would be run as a metadata-only delete, which Iceberg
+# commits straight to the table, not staged with ``spark.wap.id``: the write would escape the
+# refresh's atomic commit, and a delete of nothing would stage nothing to publish. A subquery
+# (of one row, never read from a table) keeps it a row-level delete, still pruned by the literals.
+ROW_LEVEL = "exists (select 1)"
+
+
+def delete_write(target: str, condition: str, alias: str | None = None) -> Write:
+    """The DELETE of the rows of ``target`` (as ``alias``) meeting ``condition``, row-level and
+    staged (see ROW_LEVEL)."""
+    named = f" as {alias}" if alias else ""
+    return Write("delete", f"delete from {target}{named}\nwhere ({condition})\nand {ROW_LEVEL}")
+
+
 def branch_target(view_relation: str, branch: str) -> str:
     """The view's write branch as a table identifier (``db.view.branch_<name>``)."""
     return f"{relation(view_relation)}.{ident('branch_' + branch)}"
@@ -100,13 +115,23 @@ def refresh_writes(
     )
 
 
-def in_changed(log: MarkedLog, columns: Sequence[str], keys_sql: str) -> str:
-    """``columns`` (holding ``log``'s key, in key order) among the keys ``keys_sql`` returns (a
-    broadcast IN), within the marked keys' range when the log files' statistics bound it: see
-    MarkedLog.key_range (only the keys the log marked: ``keys_sql`` returns a subset of them)."""
-    condition = f"({idents(columns)}) in ({broadcast(keys_sql)})"
-    bounded = log.key_range(columns)
-    return f"({bounded} and {condition})" if bounded else condition
+def in_changed(log: MarkedLog, columns: Sequence[str], images: str = "all") -> str:
+    """``columns`` (holding ``log``'s key, in key order) among the keys it marked (``all``, or
+    those with an after image): MarkedLog.key_condition."""
+    return log.key_condition([ident(c) for c in columns], images)
+
+
+def any_changed(conditions: Sequence[tuple[MarkedLog, Sequence[str]]]) -> str:
+    """Rows whose ``columns`` hold a key its log marked, for any of the (log, columns) pairs: the
+    OR of their conditions, behind the OR of their prefilters when every one has one (a
+    condition with a subquery is not pushed to a scan; an OR of literals and ranges is, and
+    Iceberg skips the files none of them can match)."""
+    parts = [in_changed(log, columns) for log, columns in conditions]
+    exact = parts[0] if len(parts) == 1 else "\n   or ".join(parts)
+    prefilters = [log.key_prefilter([ident(c) for c in columns]) for log, columns in conditions]
+    if len(parts) == 1 or any(p is None for p in prefilters) or all(p == c for p, c in zip(prefilters, parts)):
+        return exact
+    return f"({' or '.join(prefilters)})\nand ({exact})"
 
 
 def broadcast_exists(query: str, alias: str, condition: str) -> str:

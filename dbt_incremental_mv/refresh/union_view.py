@@ -25,7 +25,7 @@ from dbt_incremental_mv.analysis.model import branch_rows
 from dbt_incremental_mv.refresh import view_classes
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.statement import (
-    WRITE_BRANCH, RefreshStatement, Write, branch_target, refresh_writes,
+    WRITE_BRANCH, RefreshStatement, Write, branch_target, delete_write, refresh_writes,
 )
 from dbt_incremental_mv.sql_text import idents, relation
 
@@ -45,6 +45,7 @@ def refresh_statement(
     marked: Mapping[str, MarkedLog],
     view_types: Mapping[str, str] | None = None,
     branch: str = WRITE_BRANCH,
+    view_rows: int | None = None,  # (not used: the view is never rewritten whole)
 ) -> RefreshStatement | None:
     """The writes that apply the marked changes to every branch they touch, or None."""
     parts: list[tuple[int, ViewDefinition, RefreshStatement]] = []
@@ -67,7 +68,7 @@ def refresh_statement(
     writes = []
     deleted = "\n   or ".join(f"({d})" for d in deletes) if deletes else None
     if deleted is not None:
-        writes.append(Write("delete", f"delete from {target} as `_mv_v`\nwhere {deleted}"))
+        writes.append(delete_write(target, deleted, "`_mv_v`"))
     inserted = "\nunion all\n".join(inserts) if inserts else None
     if inserted is not None:
         writes.append(Write("insert", f"insert into {target} ({idents(view.stored_columns)})\n{inserted}"))

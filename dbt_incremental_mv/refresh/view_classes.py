@@ -1,9 +1,11 @@
 """Which module refreshes which view class.
 
 Every view-class module exposes ``refresh_statement(view, view_relation, marked, view_types,
-branch)`` returning a :class:`RefreshStatement` (its writes: one atomic commit on the view) or
-None when nothing is marked. ``view_types`` maps the stored table's columns to their Spark
-types; ``branch`` names the write branch a refresh of several writes stages them on.
+branch, view_rows)`` returning a :class:`RefreshStatement` (its writes: one atomic commit on the
+view) or None when nothing is marked. ``view_types`` maps the stored table's columns to their
+Spark types; ``branch`` names the write branch a refresh of several writes stages them on;
+``view_rows``: the view's rows when it may be rewritten whole (None: it may not, e.g. a branch of
+a UNION ALL, whose writes are combined).
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from importlib import import_module
 
 from dbt_incremental_mv.analysis import ViewClass, ViewDefinition
 from dbt_incremental_mv.refresh.marked import MarkedLog
-from dbt_incremental_mv.refresh.semijoin import REDUCED_FROM
 from dbt_incremental_mv.refresh.statement import WRITE_BRANCH, RefreshStatement
 
 # module (in dbt_incremental_mv.refresh) of each fast-refreshable view class
@@ -24,22 +25,7 @@ MODULES: dict[ViewClass, str] = {
     ViewClass.UNION_ALL: "union_view",
 }
 
-# the classes whose writes filter by the marked keys (statement.in_changed), and so use their
-# range; an aggregate's writes filter by groups: it uses the range only where its delta reduces
-# the masters joined to a change (semijoin.py: three masters or more)
-KEY_RANGE_CLASSES = frozenset({ViewClass.JOIN, ViewClass.OUTER_JOIN})
-
-
-def uses_key_ranges(view: ViewDefinition) -> bool:
-    """Whether a fast refresh of ``view`` filters by the marked keys' range (the mark step then
-    reads the log files' statistics for it)."""
-    if view.branches:
-        return any(uses_key_ranges(branch) for branch in view.branches)
-    return view.view_class in KEY_RANGE_CLASSES or (
-        view.view_class is ViewClass.AGGREGATE and len(view.occurrences) >= REDUCED_FROM
-    )
-
-Refresher = Callable[[ViewDefinition, str, Mapping[str, MarkedLog], Mapping[str, str], str], "RefreshStatement | None"]
+Refresher = Callable[[ViewDefinition, str, Mapping[str, MarkedLog], Mapping[str, str], str, "int | None"], "RefreshStatement | None"]
 
 
 def refresher(view_class: ViewClass) -> Refresher | None:
@@ -72,8 +58,9 @@ def blocker(view: ViewDefinition, logged: Mapping[str, Sequence[str]] | None = N
 def refresh_statement(
     view: ViewDefinition, view_relation: str, marked: Mapping[str, MarkedLog], view_types: Mapping[str, str],
     branch: str = WRITE_BRANCH,
+    view_rows: int | None = None,
 ) -> RefreshStatement | None:
     function = refresher(view.view_class)
     if function is None:
         raise ValueError(f"fast refresh of {view.view_class.value} views is not available")
-    return function(view, view_relation, marked, view_types, branch)
+    return function(view, view_relation, marked, view_types, branch, view_rows)

@@ -57,9 +57,9 @@ def test_the_jvm_maps_the_class_archive_setup_built(tmp_path):
 
 
 def test_column_bounds_come_from_the_statistics_of_the_files_written_after_a_sequence(project):
-    """The marked keys' range (refresh/mark.py) is read from the log files' column statistics:
-    only files written after the view's position count, files of NULLs only are skipped, and a
-    column without usable statistics is left out."""
+    """The span the marked keys are bucketed over (refresh/mark.py) is read from the log files'
+    column statistics: only files written after the view's position count (their records too),
+    files of NULLs only are skipped, and a column without usable statistics is left out."""
     import datetime
 
     adapter = project.adapter
@@ -77,11 +77,14 @@ def test_column_bounds_come_from_the_statistics_of_the_files_written_after_a_seq
         assert metadata.in_jvm
         snapshot = metadata.main(table)
         columns = ["k", "d", "name", "price", "missing"]
-        assert metadata.column_bounds(table, snapshot, columns, 0) == {
+        written = metadata.written_since(table, snapshot, columns, 0)
+        assert written.records == 4 and written.bounds == {
             "k": (5, 100), "d": (datetime.date(2023, 1, 1), datetime.date(2024, 3, 1)), "name": ("al", "zed"),
         }
-        assert metadata.column_bounds(table, snapshot, ["k"], 1) == {"k": (100, 100)}  # the first file is older
-        assert metadata.column_bounds(table, snapshot, ["k"], 3) == {}
+        later = metadata.written_since(table, snapshot, ["k"], 1)  # the first file is older
+        assert (later.records, later.bounds) == (2, {"k": (100, 100)})
+        none = metadata.written_since(table, snapshot, ["k"], 3)
+        assert (none.records, none.bounds) == (0, {})
 
 
 def write_equality_deletes(session, table_name, ids):

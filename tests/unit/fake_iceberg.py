@@ -40,7 +40,7 @@ class FakeIceberg:
         self.statements: list[str] = []  # every SQL statement, reads included
         self.commits: list[str] = []  # metadata commits (fast-forwards, branches)
         self.wap_id: str | None = None
-        self.bounds_read: list[tuple[str, tuple[str, ...]]] = []  # column_bounds calls: (table, columns)
+        self.bounds_read: list[tuple[str, tuple[str, ...]]] = []  # written_since calls: (table, columns)
         self.staged: list[ChangedFiles] = []  # changed files staged for a capture, and not unstaged yet
         self.files_staged: list[tuple[str, int, int]] = []  # every stage_changed_files call: (table, start, end)
 
@@ -120,9 +120,11 @@ class FakeIceberg:
             for path, ops in sorted(files.items())
         ]
 
-    def column_bounds(self, name: str, snapshot: int, columns, after_sequence: int) -> dict:
+    def written_since(self, name: str, snapshot: int, columns, after_sequence: int):
+        from dbt_incremental_mv.metadata import WrittenSince
+
         self.bounds_read.append((name, tuple(columns)))
-        return {}  # the fake keeps no column statistics
+        return WrittenSince(0, {})  # the fake keeps no file statistics
 
     def delete_data_files(self, name: str, paths) -> None:
         table = self.tables[name]
@@ -212,7 +214,7 @@ class FakeIceberg:
             request, table.name, max((r[1] for r in table.rows), default=None), inserts, deletes,
             newest_mark[2] if newest_mark else None,
             len(marks), newest_mark[1] if newest_mark else None, None, min((r[1] for r in changes), default=None),
-            resume,
+            resume, None, None, None, None,  # no key probe: the fake keeps no column values
         )
 
 

@@ -53,10 +53,11 @@ def test_delete_of_the_changed_groups_then_insert_of_their_new_rows_deterministi
     assert isinstance(sqlglot.parse_one(insert.sql, read="spark"), sqlglot.exp.Insert)
     # both go to the write branch; the second one is staged on it and published
     assert first.branch == "mv_write"
-    assert delete.sql.startswith("delete from `shop`.`v`.`branch_mv_write` as `_mv_v`\nwhere exists (select /*+ BROADCAST */ 1")
+    assert delete.sql.startswith("delete from `shop`.`v`.`branch_mv_write` as `_mv_v`\nwhere (exists (select /*+ BROADCAST */ 1")
+    assert delete.sql.endswith("\nand exists (select 1)")  # never a metadata-only delete: it would not be staged
     assert insert.sql.startswith("insert into `shop`.`v`.`branch_mv_write` (")
     # groups are matched null-safely; the delta is broadcast wherever it filters the view
-    assert delete.sql.endswith("as `_mv_k` where `_mv_k`.`product_id` <=> `_mv_v`.`product_id`)")
+    assert delete.sql.endswith("as `_mv_k` where `_mv_k`.`product_id` <=> `_mv_v`.`product_id`))\nand exists (select 1)")
     stored = insert.sql.split("`_mv_stored` as (", 1)[1].split("\n)", 1)[0]
     assert stored.startswith("\nselect * from `shop`.`v` as `_mv_v`\nwhere exists (select /*+ BROADCAST */ 1 from (")
     assert "left join `_mv_stored` as `_mv_t` on `_mv_s`.`product_id` <=> `_mv_t`.`product_id`" in insert.sql
@@ -125,7 +126,7 @@ def test_global_aggregate_keeps_its_row():
     for changes in ((0, 3), (2, 1)):
         only = statement(GLOBAL, **{"shop.lines": changes})
         delete, insert = only.writes
-        assert delete.sql.endswith("as `_mv_k` where true)")  # its one row is replaced
+        assert delete.sql.endswith("as `_mv_k` where true))\nand exists (select 1)")  # its one row is replaced
         assert "> 0" not in insert.sql.rsplit("left join `_mv_stored`", 1)[1]  # ... even at count 0
 
 
@@ -331,3 +332,27 @@ def test_outer_aggregate_row_by_row_applies_the_joins_own_filter_to_images_and_c
     # net count nor the new rows' count of a customer includes rows failing it
     assert "ON `c`.`customer_id` = `s`.`customer_id` AND `s`.`amount` > 0" in changed
     assert extended.count("WHERE NOT `s`.`customer_id` IS NULL AND (`s`.`amount` > 0)") == 3  # net twice (values), counts once
+
+
+def test_a_small_view_is_rewritten_whole_by_one_statement_reading_the_delta_once():
+    view = analyze_view(BY_STATUS.replace(", max(o.day) as last_day", ""), MASTERS)
+    logs = {"shop.lines": marked(LINES, 2, 1), "shop.orders": marked(ORDERS)}
+    rewrite = aggregate_view.refresh_statement(view, "shop.v", logs, {"n": "bigint"}, view_rows=25)
+    assert [w.name for w in rewrite.writes] == ["overwrite"] and rewrite.cached == () and rewrite.branch is None
+    sql = rewrite.writes[0].sql
+    assert sql.startswith("insert overwrite `shop`.`v` (") and isinstance(sqlglot.parse_one(sql, read="spark"), sqlglot.exp.Insert)
+    parsed = sqlglot.parse_one(sql, read="spark")
+    assert sum(1 for t in parsed.find_all(sqlglot.exp.Table) if t.name == "mlog_lines") == 1  # the delta, once
+    assert "full outer join `shop`.`v` as `_mv_t` on `_mv_s`.`status` <=> `_mv_t`.`status`" in sql
+    # an unchanged group keeps its stored values; a group whose rows all went is not written
+    assert "case when coalesce(`_mv_s`.`_mv_in_delta`, false) then " in sql and "else `_mv_t`.`qty` end as `qty`" in sql
+    assert sql.endswith("where not `_mv_changed` or `_mv_new_count` > 0")
+    assert rewrite.steps_run == ("DELTA l", "rewrite of the view")
+    # bigger views, and deletes under a MIN/MAX (its groups are recomputed): DELETE and INSERT
+    assert [w.name for w in aggregate_view.refresh_statement(view, "shop.v", logs, {}, view_rows=10**6).writes] == ["delete", "insert"]
+    assert [w.name for w in aggregate_view.refresh_statement(view, "shop.v", logs, {}, view_rows=None).writes] == ["delete", "insert"]
+    extremes = analyze_view(BY_PRODUCT, MASTERS)
+    deleted = aggregate_view.refresh_statement(extremes, "shop.v", {"shop.lines": marked(LINES, 0, 1)}, {}, view_rows=5)
+    assert [w.name for w in deleted.writes] == ["delete", "insert"]
+    inserted = aggregate_view.refresh_statement(extremes, "shop.v", {"shop.lines": marked(LINES, 3, 0)}, {}, view_rows=5)
+    assert [w.name for w in inserted.writes] == ["overwrite"]

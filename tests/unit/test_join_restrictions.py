@@ -79,7 +79,7 @@ def test_the_ins_steps_of_a_fact_and_its_dimensions_read_the_fact_once():
     assert " union" not in insert.lower()  # one query: no duplicate to remove
     where = insert[insert.index("`shop`.`orders` VERSION AS OF"):]
     for column, log in (("order_id", "mlog_orders"), ("customer_id", "mlog_customers"), ("product_id", "mlog_products")):
-        assert f"(`{column}`) IN (SELECT /*+ BROADCAST */ * FROM (SELECT DISTINCT `{column}` FROM (SELECT `{column}`, `_mv_op` FROM `logs`.`{log}`" in where
+        assert f"(`{column}`) IN (SELECT /*+ BROADCAST */ * FROM (SELECT DISTINCT `{column}` FROM (SELECT * FROM (SELECT `{column}`, `_mv_op` FROM `logs`.`{log}`" in where
     # only dimensions changed: the fact is still read once, its own keys not among the filters
     logs["shop.orders"] = marked(ORDERS, 0, 0)
     insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
@@ -120,24 +120,44 @@ def test_an_outer_join_takes_the_affected_anchors_from_the_images_when_the_log_c
 
 def test_the_marked_keys_range_joins_the_filters_of_the_writes():
     view = analyze_view("select order_id, amount from shop.orders where amount > 0", MASTERS)
-    logs = {"shop.orders": marked(ORDERS, key_bounds=(("order_id", 1000, 2000),))}
+    logs = {"shop.orders": marked(ORDERS, key_ranges=((1000, 2000),))}
     statement = join_view.refresh_statement(view, "shop.v", logs)
     delete, insert = statement.writes
-    assert "where (`_mv_orders_order_id` between 1000 and 2000 and (`_mv_orders_order_id`) in (" in delete.sql
+    assert "where ((`_mv_orders_order_id` between 1000 and 2000 and (`_mv_orders_order_id`) in (" in delete.sql
     assert "WHERE (`order_id` BETWEEN 1000 AND 2000 AND (`order_id`) IN (" in insert.sql
-    # no bounds known (statistics off, or SQL mode): the IN alone
+    # changes at both ends of the keys: two ranges, not one spanning the table between them
+    logs = {"shop.orders": marked(ORDERS, key_ranges=((1, 50), (9000, 9100)))}
+    delete = join_view.refresh_statement(view, "shop.v", logs).writes[0].sql
+    assert "where (((`_mv_orders_order_id` between 1 and 50 or `_mv_orders_order_id` between 9000 and 9100) and (" in delete
+    # nothing known (SQL mode): the IN alone
     logs = {"shop.orders": marked(ORDERS)}
     assert "between" not in join_view.refresh_statement(view, "shop.v", logs).sql.lower()
 
 
-def test_a_key_range_is_rendered_as_literals_of_its_type():
+def test_few_marked_keys_are_literals_and_no_write_reads_the_log_for_them():
+    view = analyze_view("select order_id, amount from shop.orders where amount > 0", MASTERS)
+    logs = {"shop.orders": marked(ORDERS, key_values=((7,), (9,), (12,)), insert_key_values=((9,),))}
+    delete, insert = join_view.refresh_statement(view, "shop.v", logs).writes
+    # (a subquery that reads nothing keeps it a row-level delete, staged: statement.ROW_LEVEL)
+    assert delete.sql == "delete from `shop`.`v`.`branch_mv_write`\nwhere (`_mv_orders_order_id` in (7, 9, 12))\nand exists (select 1)"
+    assert "WHERE `order_id` IN (9)" in insert.sql and "mlog_orders" not in insert.sql + delete.sql
+    # no after image: nothing to insert from that log
+    logs = {"shop.orders": marked(ORDERS, key_values=((7,),), insert_key_values=())}
+    statement = join_view.refresh_statement(view, "shop.v", logs)
+    assert "WHERE FALSE" in statement.writes[-1].sql
+
+
+def test_key_literals_and_ranges_are_rendered_as_literals_of_their_type():
     spec = LogSpec("logs", "logs.mlog_x", "shop.x", "shop.x", ("day", "name", "n"), True)
-    log = MarkedLog(spec, 1, 0, 1, 1, 0, 1, key_bounds=(
-        ("day", datetime.date(2024, 1, 31), datetime.date(2024, 2, 2)), ("name", "a'b", "c"), ("n", -5, 7),
-    ))
-    assert log.key_range(["d", "s", "i"]) == (
-        "`d` between date '2024-01-31' and date '2024-02-02' and `s` between 'a\\'b' and 'c' and `i` between -5 and 7"
+    keys = ((datetime.date(2024, 1, 31), "a'b", -5), (datetime.date(2024, 2, 2), "c", None), (datetime.date(2024, 2, 2), "c", 7))
+    log = MarkedLog(spec, 1, 0, 1, 1, 0, 1, key_values=keys)
+    # the first column's values (what Iceberg prunes by) and the tuples; a key with a NULL matches nothing
+    assert log.key_condition(["`d`", "`s`", "`i`"]) == (
+        "(`d` in (date '2024-01-31', date '2024-02-02') and (`d`, `s`, `i`) in "
+        "((date '2024-01-31', 'a\\'b', -5), (date '2024-02-02', 'c', 7)))"
     )
+    ranged = MarkedLog(spec, 1, 0, 1, 1, 0, 1, key_ranges=((datetime.date(2024, 1, 31), datetime.date(2024, 2, 2)),))
+    assert ranged.key_range(["d", "s", "i"]) == "`d` between date '2024-01-31' and date '2024-02-02'"
     assert MarkedLog(spec, 1, 0, 1, 1, 0, 1).key_range() is None
 
 
@@ -163,7 +183,7 @@ def test_an_outer_join_applies_its_inner_rows_changes_row_by_row():
         "(`_mv_v`.`_mv_o_order_id` = `_mv_k`.`_mv_o_order_id`)))"
     )
     delete, insert = (w.sql for w in statement.writes)
-    assert delete == f"delete from `shop`.`v`.`branch_mv_write` as `_mv_v`\nwhere {rows_of}"
+    assert delete == f"delete from `shop`.`v`.`branch_mv_write` as `_mv_v`\nwhere ({rows_of})\nand exists (select 1)"
     # the new rows: the affected slices, read once, less the rows of unchanged orders
     assert scans_of(insert, "shop.orders") == 1 and insert.endswith(f") as `_mv_v`\nwhere {rows_of}")
     # a changed customer too: its slice is recomputed whole, flagged in the affected keys
@@ -188,7 +208,7 @@ def test_an_outer_join_recomputes_slices_for_inner_rows_not_joined_on_the_anchor
     logs = {"shop.orders": marked(ORDERS), "shop.customers": marked(CUSTOMERS, 0, 0)}
     statement = outer_join_view.refresh_statement(view, "shop.v", logs)
     assert statement.steps_run == ("SLICES o", "DEL+INS slices")
-    assert statement.writes[0].sql.endswith("where (`_mv_c_customer_id`) in (select /*+ BROADCAST */ * from (\nselect `customer_id` from `mv_write_keys`\n))")
+    assert statement.writes[0].sql.endswith("where ((`_mv_c_customer_id`) in (select /*+ BROADCAST */ * from (\nselect `customer_id` from `mv_write_keys`\n)))\nand exists (select 1)")
 
 
 CHAIN = (
@@ -211,7 +231,7 @@ def test_the_rows_joining_a_changed_dimension_are_found_without_shuffling_the_ma
     line items with the restricted orders (a sort-merge join that shuffles every line item)."""
     view = analyze_view(CHAIN, MASTERS)
     logs = {
-        "shop.customers": marked(CUSTOMERS, key_bounds=(("customer_id", 7, 9),)),
+        "shop.customers": marked(CUSTOMERS, key_ranges=((7, 9),)),
         "shop.orders": marked(ORDERS, 0, 0),
         "shop.lines": marked(LINES, 0, 0),
     }
@@ -230,7 +250,7 @@ def test_a_dimension_is_reduced_by_its_facts_changes_only_where_their_range_prun
     logs = {
         "shop.customers": marked(CUSTOMERS, 0, 0),
         "shop.orders": marked(ORDERS, 0, 0),
-        "shop.lines": marked(LINES, key_bounds=(("order_id", 100, 120), ("line_no", 1, 3))),
+        "shop.lines": marked(LINES, key_ranges=((100, 120),)),
     }
     insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
     # the orders of the changed lines, within the lines' order_id range (Iceberg skips the other files)
@@ -270,16 +290,14 @@ def test_an_aggregates_delta_term_reads_the_fact_of_a_changed_dimension_through_
     assert "SEMI" not in aggregate_view.refresh_statement(two, "shop.v", logs).cached[0].sql
 
 
-def test_the_mark_step_reads_the_key_range_for_aggregates_only_where_their_delta_reduces_masters():
-    from dbt_incremental_mv.refresh.view_classes import uses_key_ranges
-
-    three = analyze_view(
-        "select c.name, sum(l.qty) as qty from shop.lines l join shop.orders o on l.order_id = o.order_id "
-        "join shop.customers c on o.customer_id = c.customer_id group by c.name", MASTERS,
-    )
-    two = analyze_view(
-        "select c.name, sum(o.amount) as amount from shop.orders o join shop.customers c "
-        "on o.customer_id = c.customer_id group by c.name", MASTERS,
-    )
-    assert uses_key_ranges(three) and not uses_key_ranges(two)
-    assert uses_key_ranges(analyze_view(STAR, MASTERS)) and uses_key_ranges(analyze_view(OUTER, MASTERS))
+def test_literal_keys_move_to_the_neighbours_of_a_changed_master_as_literals():
+    view = analyze_view(CHAIN, MASTERS)
+    logs = {
+        "shop.customers": marked(CUSTOMERS, 0, 0),
+        "shop.orders": marked(ORDERS, 0, 0),
+        "shop.lines": marked(LINES, key_values=((100, 1), (100, 2), (120, 1)), insert_key_values=((100, 1),)),
+    }
+    insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
+    orders = _from_clause_of(insert, "o")
+    assert orders.endswith("WHERE `_mv_y`.`order_id` IN (100, 120)) AS `o`")
+    assert "mlog_lines" not in insert

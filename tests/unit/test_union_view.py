@@ -129,9 +129,8 @@ def test_an_insert_only_change_of_join_branches_is_one_insert_on_main():
     assert inserted.writes[0].sql.startswith("insert into `shop`.`v` (`order_id`, `_mv_branch`, ")
 
 
-def test_a_union_uses_key_ranges_when_a_branch_does():
+def test_a_union_of_fast_refreshable_branches_is_fast_refreshable():
     view = analyze_view(MIXED, MASTERS)
-    assert view_classes.uses_key_ranges(view)
     assert view_classes.blocker(view) is None
 
 

@@ -1,0 +1,78 @@
+"""The mark step's probe (refresh/mark.py, logs/sql.py key_probe): the view's net images, their
+keys as literals, the ranges of the first key column; no Spark."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+import sqlglot
+
+from dbt_incremental_mv.logs import sql as log_sql
+from dbt_incremental_mv.logs.contract import LogSpec
+from dbt_incremental_mv.refresh import mark
+
+SPEC = LogSpec("logs", "logs.mlog_orders", "orders", "shop.orders", ("order_id",), True)
+
+
+def test_the_probe_nets_images_by_the_columns_the_view_reads_in_one_read_of_the_log():
+    probe = log_sql.KeyProbe(("order_id",), ("amount", "order_id"), True, ("integer", 1.0, 2.0))
+    sql = log_sql.key_probe(SPEC, 7, 3, probe)
+    parsed = sqlglot.parse_one(sql, read="spark")
+    assert sum(1 for t in parsed.find_all(sqlglot.exp.Table) if t.name == "mlog_orders") == 1
+    assert "group by `amount`, `order_id` having sum(" in sql  # an update of other columns cancels out
+    assert "to_json(slice(collect_list(struct(`order_id` as `k0`, `i`)), 1, 201)) as marked_keys" in sql
+    assert "cast(floor((cast(`order_id` as double) - cast('1.0' as double)) / cast('2.0' as double)) as int)" in sql
+    # a log that lacks a column the view reads: each image counts, nothing nets out
+    plain = log_sql.key_probe(SPEC, 7, 3, log_sql.KeyProbe(("order_id",)))
+    assert "having" not in plain and "cast(null as string) as marked_keys" in plain
+    sqlglot.parse_one(plain, read="spark")
+
+
+def test_the_net_images_keep_the_raw_images_of_the_columns_that_changed():
+    sql = log_sql.net_marked_changes(SPEC, 7, 3, 9, ["order_id"], ["amount", "order_id"])
+    assert "explode(sequence(1, abs(`_mv_net`)))" in sql and "group by `amount`, `order_id`" in sql
+    sqlglot.parse_one(sql, read="spark")
+
+
+def test_few_keys_come_back_as_sorted_literals_with_whether_they_have_an_after_image():
+    text = json.dumps([{"k0": 9, "k1": "b", "i": True}, {"k0": 2, "k1": None, "i": False}, {"k0": 2, "k1": "a", "i": True}])
+    keys, inserted = mark.marked_keys(text, ("bigint", "string"))
+    assert keys == ((2, "a"), (2, None), (9, "b")) and inserted == ((2, "a"), (9, "b"))
+    dates, _ = mark.marked_keys(json.dumps([{"k0": "2024-02-29", "i": False}]), ("date",))
+    assert dates == ((datetime.date(2024, 2, 29),),)
+    # more than Iceberg prunes by: not literals
+    many = json.dumps([{"k0": i, "i": True} for i in range(log_sql.LITERAL_KEYS + 1)])
+    assert mark.marked_keys(many, ("bigint",)) == (None, None)
+    assert mark.marked_keys(None, ("bigint",)) == (None, None)
+
+
+def test_occupied_buckets_become_disjoint_ranges_split_at_the_widest_gaps():
+    # keys 1..1024 bucketed by 1: the oldest and the newest changed, two ranges
+    buckets = ("integer", 1.0, 1.0)
+    assert mark.key_ranges(json.dumps([0, 1, 2, 1020, 1021]), buckets) == ((1, 4), (1021, 1023))
+    # more clusters than MAX_RANGES: merged across the narrowest gaps only
+    spread = [i * 10 for i in range(mark.MAX_RANGES + 4)]
+    ranges = mark.key_ranges(json.dumps(spread), buckets)
+    assert len(ranges) == mark.MAX_RANGES
+    assert all(a[1] < b[0] for a, b in zip(ranges, ranges[1:]))
+    assert all(any(lo <= 1 + s <= hi for lo, hi in ranges) for s in spread)
+    # dates are buckets of days
+    days = ("date", float((datetime.date(2024, 1, 1) - mark.EPOCH).days), 1.0)
+    assert mark.key_ranges("[0, 3]", days) == (
+        (datetime.date(2024, 1, 1), datetime.date(2024, 1, 2)), (datetime.date(2024, 1, 4), datetime.date(2024, 1, 5)),
+    )
+    assert mark.key_ranges(None, buckets) == () and mark.key_ranges("[]", buckets) == ()
+
+
+def test_the_view_counts_replace_the_logs_and_the_skipped_updates_are_counted():
+    probe = log_sql.KeyProbe(("order_id",), ("amount", "order_id"), True, None)
+    stats = {"inserts": 10, "deletes": 10, "net_inserts": 4, "net_deletes": 6, "marked_keys": '[{"k0": 1, "i": true}]',
+             "key_buckets": None}
+    fields = mark.probed(stats, probe, ("bigint",))
+    assert (fields["inserts"], fields["deletes"], fields["skipped"]) == (4, 6, 5)
+    assert fields["consolidated"] == ("amount", "order_id") and fields["key_values"] == ((1,),)
+    # nothing cancelled out: the raw images are the net ones, read as they are
+    stats.update(net_inserts=10, net_deletes=10)
+    assert mark.probed(stats, probe, ("bigint",))["consolidated"] is None
+    assert mark.probed(stats, None, ("bigint",)) == {}
