@@ -33,6 +33,8 @@ class FastRefreshConfig:
     refresh_history: bool = True  # append a row per refresh to <history_schema>.mv_refresh_history
     history_schema: str | None = None  # None: the model's schema
     mv_log: bool = False  # the refresh appends what it changed to the view's declared change log
+    # a fast refresh of an aggregate view of at most this many rows rewrites it whole, in one statement
+    rewrite_rows: int = 100_000
 
     @classmethod
     def from_model_config(cls, model_name: str, config: Mapping[str, Any]) -> FastRefreshConfig:
@@ -79,8 +81,15 @@ class FastRefreshConfig:
                 f"Model '{model_name}': mv_log={mv_log!r} must be true or false (true: each refresh appends the "
                 "rows it changed to the view's change log, for the fast_refresh models built on this one)."
             )
+        rewrite_rows = config.get("rewrite_rows", 100_000)
+        if isinstance(rewrite_rows, bool) or not isinstance(rewrite_rows, int) or rewrite_rows < 0:
+            raise ConfigError(
+                f"Model '{model_name}': rewrite_rows={rewrite_rows!r} must be a whole number of rows, 0 or more "
+                "(an aggregate view of at most that many rows is rewritten whole by one statement when fast "
+                "refreshed; 0: never)."
+            )
         return cls(
-            mv_log=mv_log,
+            mv_log=mv_log, rewrite_rows=rewrite_rows,
             refresh_method=refresh_method.strip().lower(), refresh_stats=refresh_stats,
             on_configuration_change=on_change.strip().lower(), refresh_history=refresh_history,
             history_schema=history_schema.strip().lower() if history_schema else None,

@@ -422,9 +422,6 @@ def _recompute_ctes(view: ViewDefinition, marked: Mapping[str, MarkedLog], min_m
     ]
 
 
-SMALL_VIEW_ROWS = 100_000  # a view of at most this many groups is rewritten whole by one statement
-
-
 def refresh_statement(
     view: ViewDefinition,
     view_relation: str,
@@ -435,12 +432,12 @@ def refresh_statement(
 ) -> RefreshStatement | None:
     """The writes that apply the marked changes, or None when nothing is marked: a DELETE of the
     delta's groups on the write branch, then an INSERT of their new rows staged on it; or, for a
-    view of at most SMALL_VIEW_ROWS groups (``view_rows``: its rows, None when it must not be
-    rewritten), one statement rewriting it whole (see _rewrite)."""
+    small view (``view_rows``: its rows when small enough to be rewritten, config rewrite_rows),
+    one statement rewriting it whole (see _rewrite)."""
     changed = [o.alias for o in view.occurrences if marked[o.master.name].has_changes]
     if not changed:
         return None
-    if view_rows is not None and view_rows <= SMALL_VIEW_ROWS:
+    if view_rows is not None:
         rewritten = _rewrite(view, view_relation, marked, view_types or {}, branch, changed)
         if rewritten is not None:
             return rewritten

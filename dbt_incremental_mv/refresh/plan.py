@@ -12,6 +12,7 @@ from dbt_incremental_mv import staleness, view_table
 from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewDefinition, analyze_view
 from dbt_incremental_mv.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.config import ConfigError, FastRefreshConfig
+from dbt_incremental_mv.layout import ViewLayout, view_layout
 from dbt_incremental_mv.definition import COLUMNS_PROPERTY, DEFINITION_PROPERTY, definition_change, encode_columns
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.logs.contract import (
@@ -94,6 +95,7 @@ class RefreshPlan:
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase so far (history.py)
     phase_ended: float | None = None  # perf_counter when its last timed phase ended (the writes run between)
     reads: Any = None  # reads.Reads: what the refresh's statements read (session mode), once it finished
+    layout: ViewLayout = field(default_factory=ViewLayout)  # how a build or complete refresh writes the view
 
     @property
     def action(self) -> str:
@@ -125,13 +127,14 @@ def current_types(plan: RefreshPlan, alias: str) -> dict[str, str]:
 
 
 def rewritable_rows(ctx: RefreshContext, plan: RefreshPlan) -> int | None:
-    """The view's rows, when a view class may rewrite it whole (a small aggregate view): not when
-    it keeps its own log (which reads the rows its writes changed) or is partitioned (an overwrite
-    in dynamic mode would keep a partition whose groups all went)."""
-    if plan.own_log is not None or plan.partition_spec:
+    """The view's rows, when it is small enough for a view class to rewrite it whole (config
+    ``rewrite_rows``); None otherwise, and when it keeps its own log (which reads the rows its
+    writes changed) or is partitioned (an overwrite in dynamic mode would keep a partition whose
+    groups all went)."""
+    if plan.own_log is not None or plan.partition_spec or not plan.config.rewrite_rows:
         return None
     size = ctx.metadata.table_size(plan.view_relation)
-    return size[1] if size is not None else None
+    return size[1] if size is not None and size[1] <= plan.config.rewrite_rows else None
 
 
 def fallback(name: str, config: FastRefreshConfig, reason: str) -> RefreshDecision:
@@ -238,6 +241,10 @@ def plan_refresh(
     if out_of_step is not None:
         decision = fallback(name, config, out_of_step)
     user_tblproperties = {str(k): str(v) for k, v in user_properties.items()}
+    layout = ViewLayout()
+    if definition is not None and decision.action != "fast":  # (a fast refresh writes no new table)
+        sizes = {m: meta.table_size(m) for m in masters}
+        layout = view_layout(definition, {m: size[1] for m, size in sizes.items() if size is not None})
     return RefreshPlan(
         model_name=name,
         view_relation=view_relation,
@@ -249,6 +256,7 @@ def plan_refresh(
         compiled_sql=compiled_sql,
         config=config,
         tblproperties={
+            **layout.properties(),
             **view_defaults(user_tblproperties),
             **user_tblproperties,
             **REQUIRED_VIEW_PROPERTIES,
@@ -270,6 +278,7 @@ def plan_refresh(
         view_read_at=view_read_at,
         context=ctx,
         own_log=own_log,
+        layout=layout,
     )
 
 

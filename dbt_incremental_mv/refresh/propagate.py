@@ -86,10 +86,10 @@ def complete(ctx: RefreshContext, plan: RefreshPlan, marked: Mapping[str, Marked
         o.master.name in marked and marked[o.master.name].master_snapshot >= 0 for o in definition.occurrences
     )
     if pinned:
-        query = definition.render_select({
+        query = plan.layout.sorted_query(definition.render_select({
             o.alias: marked[o.master.name].master_as_of_current_types(current_types(plan, o.alias))
             for o in definition.occurrences
-        })
+        }))
         columns = definition.stored_columns
         base = ctx.metadata.main(plan.view_relation) if plan.existing_columns else None
         state = commit_state(marked, plan.action, base=base)
