@@ -310,9 +310,9 @@ class Current:
 class Picker:
     """Picks disjoint sets of about ``count`` existing rows of a master, by a rank of their key.
 
-    ``clustered``: the newest keys (rank = distance from the highest key); ``scattered``: a hash
-    of the key salted per change, so the rows are spread over every data file (the count of a
-    set then varies like a binomial). Keys are dense up to ``max_key`` but for deleted rows:
+    ``clustered``: the newest keys (rank = distance from the highest key); ``oldest``: the oldest
+    keys (rank = the key); ``scattered``: a hash of the key salted per change, so the rows are
+    spread over every data file (the count of a set then varies like a binomial). Keys are dense up to ``max_key`` but for deleted rows:
     each set's rank range is widened by ``(max_key + 1) / rows`` so it holds ``count`` rows.
     """
 
@@ -326,6 +326,8 @@ class Picker:
         modulus = self.max_key + 1
         if self.spread == "clustered":
             return f"({self.max_key} - {self.key})"
+        if self.spread == "oldest":
+            return f"{self.key}"
         return f"pmod(xxhash64({self.key}, {self.salt}), {modulus})"
 
     def sets(self, counts: dict[str, int]) -> dict[str, str]:

@@ -23,7 +23,9 @@ updated (status, total price, comment: some move in or out of Q13's outer join) 
 to another customer; as many line items as orders x 3 updated (quantity, discount, return flag),
 a third of them moved to another part (the MIN/MAX view's group key); 20 customers updated
 (nation, market segment), 5 deleted, 5 inserted (with no orders). One statement per kind and
-master, each one master commit.
+master, each one master commit. ``--spread clustered`` changes the ends of the key space, as
+TPC-H's refresh functions do: the new orders get the next keys, the deleted orders (and their
+lines) are the oldest, the updated ones the newest.
 """
 
 from __future__ import annotations
@@ -234,6 +236,10 @@ def change_plan(s: Sizes, cur: Current, changed_orders: int, spread: str, salt: 
     kinds = {kind: _share(changed_orders, share) for kind, share in SHARES.items() if kind != "inserts"}
     orders_rows = Picker("o_orderkey", cur.max_order_id, cur.orders, spread, salt).sets(kinds)
     their_lines = Picker("l_orderkey", cur.max_order_id, cur.orders, spread, salt).sets(kinds)
+    if spread == "clustered":  # RF2 deletes old orders: the oldest keys
+        deleted = {"deletes": kinds["deletes"]}
+        orders_rows["deletes"] = Picker("o_orderkey", cur.max_order_id, cur.orders, "oldest", salt).sets(deleted)["deletes"]
+        their_lines["deletes"] = Picker("l_orderkey", cur.max_order_id, cur.orders, "oldest", salt).sets(deleted)["deletes"]
     first, count = cur.max_order_id + 1, _share(changed_orders, SHARES["inserts"])
     new_orders = f"o_orderkey >= {first} and o_orderkey < {first + count}"
     new_lines = f"l_orderkey >= {first} and l_orderkey < {first + count}"

@@ -262,11 +262,13 @@ def unconsumed(consumed: int | None, excluded: Sequence[int] = (), only: Sequenc
 
 def log_stats(
     spec: LogSpec, log_snapshot: int, consumed: int | None, excluded: Sequence[int] = (), only: Sequence[int] | None = None,
-    resume_at: int | None = None,
+    resume_at: int | None = None, listed: KeyProbe | None = None,
 ) -> str:
     """What a refresh would consume from a log pinned at ``log_snapshot``, counted by kind;
     ``resume_at``: also the sequence of the watermark at that master snapshot (a view refreshed
-    completely without capture resumes there: bookkeeping.LogPosition.uncaptured)."""
+    completely without capture resumes there: bookkeeping.LogPosition.uncaptured); ``listed``:
+    also every image it would consume, as JSON ``[{"o": op, "k": {"k0": ..}, "v": {"v0": ..}}]``
+    (``images``; its key and the probe's columns: see KeyProbe)."""
     seq = ident(SEQUENCE_COLUMN)
     op = ident(OP_COLUMN)
     after = unconsumed(consumed, excluded, only)
@@ -282,11 +284,25 @@ def log_stats(
         f"  max({seq}) filter (where {op} = {string(RESET)}) as reset_sequence,\n"
         f"  min({seq}) filter (where not {watermark}) as oldest_change,\n"
         + (
-            f"  max({seq}) filter (where {watermark} and {ident(COMMIT_COLUMN)} = {integer(resume_at)}) as resume_sequence\n"
-            if resume_at is not None else "  cast(null as bigint) as resume_sequence\n"
+            f"  max({seq}) filter (where {watermark} and {ident(COMMIT_COLUMN)} = {integer(resume_at)}) as resume_sequence,\n"
+            if resume_at is not None else "  cast(null as bigint) as resume_sequence,\n"
         )
+        + f"  {_listed_images(listed, after)} as images\n"
         + f"from {relation(spec.log_relation)} version as of {integer(log_snapshot)}"
     )
+
+
+def _listed_images(probe: KeyProbe | None, after: str) -> str:
+    """The images a view consumes as one JSON list (see log_stats), or NULL."""
+    if probe is None or not probe.listed:
+        return "cast(null as string)"
+    op = ident(OP_COLUMN)
+    key = ", ".join(f"{ident(k)} as {ident(f'k{i}')}" for i, k in enumerate(probe.key))
+    values = ", ".join(f"{ident(c)} as {ident(f'v{i}')}" for i, c in enumerate(probe.consolidate_by or ()))
+    image = f"struct({op} as {ident('o')}, struct({key}) as {ident('k')}" + (
+        f", struct({values}) as {ident('v')})" if values else ")"
+    )
+    return f"to_json(collect_list({image}) filter (where {op} in ({string(INSERT)}, {string(DELETE)}) and {after}))"
 
 
 @dataclass(frozen=True)
@@ -296,14 +312,18 @@ class KeyProbe:
     ``consolidate_by``: the master columns the view reads (its key among them): images are
     netted by them, so that an update that changed none of them (its before and after images
     agree on every one) cancels out; None: not netted (the log lacks a column the view reads).
-    ``literal_key``: the distinct keys are read (up to ``LITERAL_KEYS`` + 1), each with whether
-    it has an after image (their types can be literals, and the images are few enough to list).
-    ``buckets``: (kind, lowest value, width) of ``KEY_BUCKETS`` buckets spanning the first key
-    column's marked values (``integer`` values, or ``date`` as days; from the log files'
-    statistics): the occupied buckets are read."""
+
+    ``listed``: the marked images are few (the log files written since the view's position say
+    so): each one's op, key and ``consolidate_by`` values are listed by the counting statement
+    itself (``log_stats``: same scan, no shuffle), and the mark step nets them (refresh/mark.py).
+    Otherwise ``key_probe`` nets them in SQL, reading the distinct keys when ``literal_key`` (their
+    types can be literals) and, for ``buckets`` (kind, lowest value, width of ``KEY_BUCKETS``
+    buckets spanning the first key column's marked values, from the files' statistics), the
+    occupied buckets."""
 
     key: tuple[str, ...]
     consolidate_by: tuple[str, ...] | None = None
+    listed: bool = False
     literal_key: bool = False
     buckets: tuple[str, float, float] | None = None
 

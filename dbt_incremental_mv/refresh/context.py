@@ -16,14 +16,14 @@ Execute = Callable[[str], None]
 
 STATS_COLUMNS = (
     "max_sequence", "inserts", "deletes", "captured_through", "watermarks", "watermark_sequence",
-    "reset_sequence", "oldest_change", "resume_sequence",
+    "reset_sequence", "oldest_change", "resume_sequence", "images",
 )
 PROBE_COLUMNS = ("net_inserts", "net_deletes", "marked_keys", "key_buckets")  # log_sql.key_probe's
 NO_PROBE = "cast(null as bigint) as net_inserts, cast(null as bigint) as net_deletes, " \
     "cast(null as string) as marked_keys, cast(null as string) as key_buckets"
 NO_ROWS = {"max_sequence": 0, "inserts": 0, "deletes": 0, "captured_through": None, "watermarks": 0,
            "watermark_sequence": None, "reset_sequence": None, "oldest_change": None,
-           "resume_sequence": None, "net_inserts": None, "net_deletes": None, "marked_keys": None,
+           "resume_sequence": None, "images": None, "net_inserts": None, "net_deletes": None, "marked_keys": None,
            "key_buckets": None}
 
 
@@ -45,9 +45,12 @@ class StatsRequest:
                 self.probe)
 
     def sql(self) -> str:
-        """The counts (log_sql.log_stats), and the probe's reads (log_sql.key_probe) or NULLs."""
-        stats = log_sql.log_stats(self.spec, self.log_snapshot, self.consumed, self.excluded, self.only, self.resume_at)
-        if self.probe is None:
+        """The counts (log_sql.log_stats, listing the images for a listed probe), and an
+        aggregated probe's reads (log_sql.key_probe) or NULLs."""
+        stats = log_sql.log_stats(
+            self.spec, self.log_snapshot, self.consumed, self.excluded, self.only, self.resume_at, self.probe,
+        )
+        if self.probe is None or self.probe.listed:
             return f"select *, {NO_PROBE} from (\n{stats}\n)"
         probe = log_sql.key_probe(self.spec, self.log_snapshot, self.consumed, self.probe, self.excluded, self.only)
         return f"select * from (\n{stats}\n) cross join (\n{probe}\n)"

@@ -42,42 +42,38 @@ from dbt_incremental_mv.analysis.links import KeyLink, key_links
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.semijoin import marked_ranges, reduce_sources
 from dbt_incremental_mv.refresh.statement import (
-    WRITE_BRANCH, RefreshStatement, Write, any_changed, branch_target, delete_write, in_changed, refresh_writes,
+    WRITE_BRANCH, KeyRestriction, RefreshStatement, Write, any_of, branch_target, delete_write, refresh_writes,
+    split_by_literal,
 )
 from dbt_incremental_mv.sql_text import ident, idents, relation
 
 
-def _restriction(
+def _ins_restrictions(
     view: ViewDefinition, marked: Mapping[str, MarkedLog], alias: str, own: bool, links: list[KeyLink]
-) -> str:
+) -> list[KeyRestriction]:
     """The rows of ``alias`` the INS steps of itself (when ``own``) and of the dimensions
-    ``links`` tie to it read: a disjunction over its own columns."""
+    ``links`` tie to it read, each a restriction of its own columns."""
     log = marked[view.occurrence(alias).master.name]
-    parts = []
-    if own:
-        parts.append(in_changed(log, log.spec.key, "inserts"))
+    found = [KeyRestriction(log, log.spec.key, "inserts")] if own else []
     for link in links:
-        dimension = marked[view.occurrence(link.source).master.name]
-        parts.append(in_changed(dimension, link.columns, "inserts"))
-    return " or ".join(parts)
+        found.append(KeyRestriction(marked[view.occurrence(link.source).master.name], link.columns, "inserts"))
+    return found
 
 
 def _ins_sources(
-    view: ViewDefinition, marked: Mapping[str, MarkedLog], sources: Mapping[str, str], alias: str, own: bool,
-    links: list[KeyLink], earlier: Mapping[str, list[str]],
+    view: ViewDefinition, sources: Mapping[str, str], alias: str, restrictions: list[KeyRestriction],
+    earlier: Mapping[str, list[KeyRestriction]], own: KeyRestriction | None,
 ) -> dict[str, str]:
-    """What one INS query reads: ``alias`` restricted (see _restriction), each occurrence an
-    earlier INS query restricted without those rows (``earlier``: alias -> its restrictions), the
-    other masters reduced to the rows that join it (semijoin.py). Its rows lie in the range of
-    its marked keys when it is restricted to them alone."""
-    log = marked[view.occurrence(alias).master.name]
-    ranges = marked_ranges(log) if own and not links else {}
+    """What one INS query reads: ``alias`` restricted to any of ``restrictions``, each occurrence
+    an earlier INS query restricted without those rows (``earlier``: alias -> its restrictions),
+    the other masters reduced to the rows that join it (semijoin.py). Its rows lie in the range of
+    its marked keys when it is restricted to them alone (``own``)."""
     restricted = dict(sources)
-    for other, conditions in earlier.items():
-        kept = " and ".join(f"not coalesce({c}, false)" for c in conditions)
-        restricted[other] = f"(select * from {sources[other]} where {kept})"
-    mine = _restriction(view, marked, alias, own, links)
-    restricted[alias] = f"(select * from {restricted[alias]} where {mine})"
+    for other, done in earlier.items():
+        for restriction in done:
+            restricted[other] = restriction.excluded_from(restricted[other])
+    restricted[alias] = f"(select * from {restricted[alias]} where {any_of(restrictions)})"
+    ranges = marked_ranges(own.log) if own is not None and restrictions == [own] else {}
     return reduce_sources(view, restricted, {alias: ranges})
 
 
@@ -103,14 +99,14 @@ def _ins_groups(view: ViewDefinition, ins_aliases: list[str]) -> list[tuple[str,
     return groups
 
 
-def _del_condition(view: ViewDefinition, marked: Mapping[str, MarkedLog], aliases: list[str]) -> str:
-    """View rows whose hidden key for any changed occurrence is among its master's changed keys."""
-    conditions = []
+def _del_restrictions(view: ViewDefinition, marked: Mapping[str, MarkedLog], aliases: list[str]) -> list[KeyRestriction]:
+    """View rows whose hidden key for a changed occurrence is among its master's changed keys."""
+    found = []
     for alias in aliases:
         log = marked[view.occurrence(alias).master.name]
         by_source = {h.source_column.lower(): h.name for h in view.key_columns(alias)}
-        conditions.append((log, [by_source[k.lower()] for k in log.spec.key]))
-    return any_changed(conditions)
+        found.append(KeyRestriction(log, tuple(by_source[k.lower()] for k in log.spec.key)))
+    return found
 
 
 def refresh_statement(
@@ -139,22 +135,30 @@ def refresh_statement(
     )
     if not changed:
         return None
-    target = relation(view_relation) if not (del_aliases and ins_aliases) else branch_target(view_relation, branch)
-    writes = []
-    deleted = _del_condition(view, marked, del_aliases) if del_aliases else None
-    if deleted is not None:
-        # An update marks both images: its key is deleted and re-inserted, so DEL covers every image.
-        writes.append(delete_write(target, deleted))
+    deletes = split_by_literal(_del_restrictions(view, marked, del_aliases))
+    several = len(deletes) + bool(ins_aliases) > 1
+    target = branch_target(view_relation, branch) if several else relation(view_relation)
+    # An update marks both images: its key is deleted and re-inserted, so DEL covers every image.
+    writes = [delete_write(target, any_of(group)) for group in deletes]
     ins_query = None
     if ins_aliases:
         sources = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
-        queries, earlier = [], {}
+        queries: list[str] = []
+        earlier: dict[str, list[KeyRestriction]] = {}
         for alias, own, links in _ins_groups(view, ins_aliases):
-            queries.append(view.render_select(_ins_sources(view, marked, sources, alias, own, links, earlier)))
-            earlier.setdefault(alias, []).append(_restriction(view, marked, alias, own, links))
+            restrictions = _ins_restrictions(view, marked, alias, own, links)
+            mine = restrictions[0] if own else None
+            # its own keys' ranges prune its files: a query of their own when they are not
+            # literals (see KeyRestriction); its dimensions' keys (scattered in it) prune nothing
+            groups = [[mine], restrictions[1:]] if mine is not None and not mine.literal and links else [restrictions]
+            for group in groups:
+                queries.append(view.render_select(_ins_sources(view, sources, alias, group, earlier, mine)))
+                earlier.setdefault(alias, []).extend(group)
         ins_query = "\nunion all\n".join(queries)
         writes.append(Write("insert", f"insert into {target} ({idents(view.stored_columns)})\n{ins_query}"))
+    deleted = any_of([r for group in deletes for r in group]) if deletes else None
     # every row deleted or inserted has the key of a changed occurrence among its changed keys
     return refresh_writes(
-        branch, writes, run, skipped, touched=_del_condition(view, marked, changed), deleted=deleted, inserted=ins_query,
+        branch, writes, run, skipped, touched=any_of(_del_restrictions(view, marked, changed)), deleted=deleted,
+        inserted=ins_query,
     )

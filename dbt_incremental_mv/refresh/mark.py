@@ -16,13 +16,15 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import os
+from collections import Counter, defaultdict
 from collections.abc import Mapping
 from typing import Any
 
 from dbt_incremental_mv import staleness
 from dbt_incremental_mv.bookkeeping import ViewState
 from dbt_incremental_mv.logs import properties as log_properties
-from dbt_incremental_mv.logs.contract import LogSpec, normalize_type
+from dbt_incremental_mv.logs.contract import INSERT, LogSpec, normalize_type
 from dbt_incremental_mv.logs.sql import KEY_BUCKETS, LITERAL_KEYS, KeyProbe
 from dbt_incremental_mv.metadata import EPOCH, Bound
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
@@ -32,7 +34,27 @@ from dbt_incremental_mv.refresh.plan import RefreshPlan, fallback
 INTEGER_TYPES = frozenset({"tinyint", "smallint", "int", "integer", "bigint", "byte", "short", "long"})
 LITERAL_TYPES = INTEGER_TYPES | {"string", "date"}
 MAX_RANGES = 16  # disjoint ranges of the first key column, at most (an OR Iceberg evaluates per file)
-LISTED_IMAGES = 100_000  # the keys are listed (then kept as literals if few) when the log holds at most this many new rows
+LISTED_VALUES = 1_000_000  # the images are listed to the mark step when they hold at most this many values
+# Tuning and test knobs: how many keys at most become literals (0: none, the logs are read for
+# them), how many values the images listed to the mark step hold at most (0: netted in SQL).
+LITERAL_KEYS_ENV = "DBT_INCREMENTAL_MV_LITERAL_KEYS"
+LISTED_VALUES_ENV = "DBT_INCREMENTAL_MV_LISTED_VALUES"
+
+
+def _limit(variable: str, default: int) -> int:
+    try:
+        return max(0, int(os.environ.get(variable, default)))
+    except ValueError:
+        return default
+
+
+def literal_keys() -> int:
+    """At most this many marked keys become literals (default LITERAL_KEYS: Iceberg's IN limit)."""
+    return min(_limit(LITERAL_KEYS_ENV, LITERAL_KEYS), LITERAL_KEYS)
+
+
+def listed_values() -> int:
+    return _limit(LISTED_VALUES_ENV, LISTED_VALUES)
 
 
 def nothing_to_refresh(ctx: RefreshContext, plan: RefreshPlan, state: ViewState) -> bool:
@@ -130,10 +152,11 @@ def key_probe(
     ctx: RefreshContext, plan: RefreshPlan, spec: LogSpec, log_snapshot: int | None, consumed: int,
 ) -> KeyProbe | None:
     """What a fast refresh reads of the log's marked images besides their counts (logs/sql.py):
-    netted by the columns the view reads of the master (when the log carries them all); their
-    keys, when their types allow literals and the log's files written since the view's position
-    hold few enough rows to list them; the occupied buckets of an integer or date first key over
-    the span those files' statistics give (session mode)."""
+    netted by the columns the view reads of the master (when the log carries them all). When the
+    log's files written since the view's position hold few rows (session mode: their statistics),
+    the images are listed by the counting statement and netted here; otherwise netted in SQL,
+    with their keys (when their types allow literals) and the occupied buckets of an integer or
+    date first key over the span those files' statistics give."""
     if plan.action != "fast" or plan.definition is None or log_snapshot is None:
         return None
     occurrences = [o for o in plan.definition.occurrences if o.master.name == spec.master_relation]
@@ -148,10 +171,13 @@ def key_probe(
     logged = {c.casefold() for c in plan.logged_columns.get(spec.log_relation, ())}
     netted = tuple(sorted(read.values(), key=str.casefold)) if logged and set(read) <= logged else None
     types = key_types(plan, spec)
+    literal_key = all(t in LITERAL_TYPES for t in types)
     written = ctx.metadata.written_since(spec.log_relation, log_snapshot, spec.key[:1], consumed)
-    literal_key = written is not None and written.records <= LISTED_IMAGES and all(t in LITERAL_TYPES for t in types)
+    if written is not None and written.records * (len(spec.key) + len(netted or ())) <= listed_values():
+        return KeyProbe(tuple(spec.key), netted, listed=True)
     bounds = written.bounds.get(spec.key[0]) if written is not None else None
-    return KeyProbe(tuple(spec.key), netted, literal_key, _buckets(types[0] if types else None, bounds))
+    return KeyProbe(tuple(spec.key), netted, literal_key=literal_key and written is not None,
+                    buckets=_buckets(types[0] if types else None, bounds))
 
 
 def _buckets(spark_type: str | None, bounds: tuple[Bound, Bound] | None) -> tuple[str, float, float] | None:
@@ -170,8 +196,13 @@ def _buckets(spark_type: str | None, bounds: tuple[Bound, Bound] | None) -> tupl
 
 def probed(stats: Mapping[str, Any], probe: KeyProbe | None, types: tuple[str | None, ...]) -> dict[str, Any]:
     """The MarkedLog fields the probe's reads give: the view's net counts and the updates it
-    skips, the images netted (when some cancelled out), the keys as literals, their ranges."""
-    if probe is None or stats.get("net_inserts") is None:
+    skips, the images to net downstream (when some cancelled out and the keys are not listed),
+    the keys as literals, their ranges."""
+    if probe is None:
+        return {}
+    if stats.get("images") is not None:
+        return listed(stats["images"], probe, types, int(stats["inserts"] or 0) + int(stats["deletes"] or 0))
+    if stats.get("net_inserts") is None:
         return {}
     inserts, deletes = int(stats["net_inserts"] or 0), int(stats["net_deletes"] or 0)
     raw = int(stats["inserts"] or 0) + int(stats["deletes"] or 0)
@@ -186,6 +217,63 @@ def probed(stats: Mapping[str, Any], probe: KeyProbe | None, types: tuple[str | 
         "insert_key_values": insert_keys,
         "key_ranges": key_ranges(stats.get("key_buckets"), probe.buckets),
     }
+
+
+def listed(text: str, probe: KeyProbe, types: tuple[str | None, ...], raw: int) -> dict[str, Any]:
+    """The MarkedLog fields from the listed images (log_sql.log_stats, ``images``): netted per key
+    by the values of the columns the view reads (each image counts when they are not known), the
+    keys left as literals when at most LITERAL_KEYS and their types allow, the exact ranges of an
+    integer or date first key."""
+    by_key: dict[tuple, Counter] = defaultdict(Counter)
+    for image in json.loads(text):
+        key = tuple(_value((image.get("k") or {}).get(f"k{i}"), t) for i, t in enumerate(types))
+        if probe.consolidate_by is None:  # not netted: every image counts
+            values: tuple = (len(by_key[key]),)
+        else:
+            found = image.get("v") or {}
+            values = tuple(json.dumps(found.get(f"v{i}"), sort_keys=True) for i in range(len(probe.consolidate_by)))
+        by_key[key][values] += 1 if image.get("o") == INSERT else -1
+    inserts = deletes = 0
+    changed: dict[tuple, bool] = {}  # key -> whether it has an after image
+    for key, counts in by_key.items():
+        after = sum(n for n in counts.values() if n > 0)
+        before = -sum(n for n in counts.values() if n < 0)
+        if after or before:
+            changed[key] = after > 0
+        inserts, deletes = inserts + after, deletes + before
+    skipped = max(0, raw - inserts - deletes) // 2
+    literal = all(t in LITERAL_TYPES for t in types) and len(changed) <= literal_keys()
+    ordered = sorted(changed, key=_order)
+    first = types[0] if types else None
+    bounded = first in INTEGER_TYPES or first == "date"
+    return {
+        "inserts": inserts,
+        "deletes": deletes,
+        "skipped": skipped,
+        "consolidated": probe.consolidate_by if skipped and not literal else None,
+        "key_values": tuple(ordered) if literal else None,
+        "insert_key_values": tuple(k for k in ordered if changed[k]) if literal else None,
+        "key_ranges": exact_ranges([k[0] for k in ordered if k[0] is not None]) if bounded else (),
+    }
+
+
+def exact_ranges(values: list) -> tuple[tuple[Bound, Bound], ...]:
+    """Sorted distinct integer or date ``values`` as at most MAX_RANGES disjoint ranges holding
+    them all: split only at the widest gaps between consecutive values."""
+    distinct = sorted(set(values))
+    if not distinct:
+        return ()
+
+    def gap(i: int) -> int:
+        low, high = distinct[i - 1], distinct[i]
+        return (high - low).days if isinstance(low, datetime.date) else int(high) - int(low)
+
+    cuts = sorted(sorted(range(1, len(distinct)), key=lambda i: (-gap(i), i))[: MAX_RANGES - 1])
+    ranges, start = [], 0
+    for cut in [*cuts, len(distinct)]:
+        ranges.append((distinct[start], distinct[cut - 1]))
+        start = cut
+    return tuple(ranges)
 
 
 def _value(raw: Any, spark_type: str | None) -> Bound | None:
@@ -208,7 +296,7 @@ def marked_keys(text: str | None, types: tuple[str | None, ...]) -> tuple[KeyVal
     if text is None:
         return None, None
     rows = json.loads(text)
-    if len(rows) > LITERAL_KEYS:
+    if len(rows) > literal_keys():
         return None, None
     keyed = sorted(
         ((tuple(_value(row.get(f"k{i}"), t) for i, t in enumerate(types)), bool(row.get("i"))) for row in rows),

@@ -5,7 +5,8 @@ view by (logs/sql.py, ``key_probe``):
 
 - **the net images**: images netted by the columns the view reads, so that an update changing
   none of them (before and after images agree on each) is dropped (``skipped``), like Oracle's
-  change vectors; the statements then read the netted images (``consolidated``);
+  change vectors; the statements then read the images of the keys left (listed as literals), or
+  the netted images (``consolidated``);
 - **the marked keys**: every distinct key when there are at most ``LITERAL_KEYS`` (and the key's
   types can be literals), written into the statements as an ``IN`` list of literals: Spark
   pushes it to each scan, Iceberg skips the data files (and with bloom filters the row groups)
@@ -144,6 +145,8 @@ class MarkedLog:
             rows = log_sql.marked_changes(
                 self.spec, self.log_snapshot, self.consumed, self.upto, columns, self.excluded, self.only
             )
+            if self.skipped and self.key_values is not None:  # the listed keys left: the others cancelled out
+                rows = f"select * from (\n{rows}\n) where {literal_in([ident(k) for k in self.spec.key], self.key_values)}"
         if op is not None:
             rows = f"select * from (\n{rows}\n) where `_mv_op` = {string(op)}"
         return rows

@@ -27,7 +27,8 @@ size Spark estimates small (a log), and its neighbour, which Spark then streams 
 
 Values or ranges are known for a restricted side's key columns when its rows are a log's marked
 images (or the master restricted to their keys), and they move with the values through each
-link, as a filter Spark pushes to the neighbour's scan. Only inner links: a neighbour row that
+link, as a filter Spark pushes to the neighbour's scan; literal values restrict the neighbour by
+themselves (no semi join: the restricted side is not read again). Only inner links: a neighbour row that
 matches none of the restricted rows makes no row of the query.
 """
 
@@ -98,6 +99,13 @@ def reduce_sources(
                 continue
             carried = {t.casefold(): ranges[alias][o.casefold()] for o, t in pairs}
             bounded = [known_filter(f"`_mv_y`.{ident(t)}", carried[t.casefold()]) for _, t in pairs]
+            if len(pairs) == len(ours) and all(carried[t.casefold()][0] == "values" for _, t in pairs):
+                # the join values are literals: they restrict the neighbour without reading the
+                # restricted side again (a superset of its partners, as any reduction may be)
+                out[neighbour] = f"(select `_mv_y`.* from {out[neighbour]} as `_mv_y`\nwhere {' and '.join(bounded)})"
+                ranges[neighbour] = carried
+                queue.append(neighbour)
+                continue
             values = f"select distinct {idents(ours)} from {out[alias]}"
             on = " and ".join(f"`_mv_y`.{ident(t)} = `_mv_r`.{ident(o)}" for o, t in zip(ours, theirs))
             where = f"\nwhere {' and '.join(bounded)}" if bounded else ""

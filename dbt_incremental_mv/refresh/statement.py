@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dbt_incremental_mv.refresh.marked import MarkedLog
-from dbt_incremental_mv.sql_text import ident, idents, relation
+from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation
 
 # the write branch's name when the caller does not choose one (unit tests, EXPLAIN)
 WRITE_BRANCH = "mv_write"
@@ -121,17 +121,49 @@ def in_changed(log: MarkedLog, columns: Sequence[str], images: str = "all") -> s
     return log.key_condition([ident(c) for c in columns], images)
 
 
-def any_changed(conditions: Sequence[tuple[MarkedLog, Sequence[str]]]) -> str:
-    """Rows whose ``columns`` hold a key its log marked, for any of the (log, columns) pairs: the
-    OR of their conditions, behind the OR of their prefilters when every one has one (a
-    condition with a subquery is not pushed to a scan; an OR of literals and ranges is, and
-    Iceberg skips the files none of them can match)."""
-    parts = [in_changed(log, columns) for log, columns in conditions]
-    exact = parts[0] if len(parts) == 1 else "\n   or ".join(parts)
-    prefilters = [log.key_prefilter([ident(c) for c in columns]) for log, columns in conditions]
-    if len(parts) == 1 or any(p is None for p in prefilters) or all(p == c for p, c in zip(prefilters, parts)):
-        return exact
-    return f"({' or '.join(prefilters)})\nand ({exact})"
+@dataclass(frozen=True)
+class KeyRestriction:
+    """Rows whose ``columns`` (master or view column names, holding ``log``'s key in key order)
+    are among the keys ``log`` marked (``images``: ``all``, or those with an after image).
+
+    Literal keys make a condition Spark pushes to the scan. Otherwise the condition holds an IN
+    of a subquery (the log's keys), which Spark 3.5 pushes nothing of once it sits inside a
+    disjunction: not even the conjuncts beside it (their ranges). So a restriction with a
+    subquery is never OR-ed with another: it restricts a statement (or a query) of its own,
+    where its ranges are pushed."""
+
+    log: MarkedLog
+    columns: tuple[str, ...]
+    images: str = "all"
+
+    @property
+    def literal(self) -> bool:
+        return self.log.known_keys(self.images) is not None
+
+    def condition(self, qualifier: str = "") -> str:
+        """The condition over the columns (``qualifier``: a table alias they are qualified by)."""
+        return self.log.key_condition([f"{qualifier}{ident(c)}" for c in self.columns], self.images)
+
+    def excluded_from(self, source: str) -> str:
+        """``source``'s rows NOT meeting the condition (a row with a NULL in the columns included):
+        a filter for literal keys, an anti join with the keys otherwise (no subquery expression)."""
+        if self.literal:
+            return f"(select * from {source} where not coalesce({self.condition()}, false))"
+        on = " and ".join(f"`_mv_x`.{ident(c)} = `_mv_k`.{ident(k)}" for c, k in zip(self.columns, self.log.spec.key))
+        keys = broadcast(self.log.changed_keys(self.images))
+        return f"(select `_mv_x`.* from {source} as `_mv_x` left anti join ({keys}) as `_mv_k` on {on})"
+
+
+def split_by_literal(restrictions: Sequence[KeyRestriction]) -> list[list[KeyRestriction]]:
+    """The restrictions as groups to OR within one statement: the literal ones together, each
+    one with a subquery alone (see KeyRestriction)."""
+    literal = [r for r in restrictions if r.literal]
+    return ([literal] if literal else []) + [[r] for r in restrictions if not r.literal]
+
+
+def any_of(restrictions: Sequence[KeyRestriction]) -> str:
+    """Rows meeting any of ``restrictions``: the OR of their conditions."""
+    return "\n   or ".join(r.condition() for r in restrictions)
 
 
 def broadcast_exists(query: str, alias: str, condition: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+from contextlib import contextmanager
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -32,6 +33,26 @@ def batch_size() -> int:
     """Random operations in one batched round (one multi-row MERGE per master): their number
     costs next to nothing, the refresh after them is what takes time. Grows with the soak factor."""
     return 330 * soak_factor()
+
+
+@contextmanager
+def keys_read_from_logs(on: bool = True):
+    """Within the block (when ``on``), fast refreshes read their marked keys from the logs and net
+    their images in SQL (refresh/mark.py's knobs at 0), the path of changes too large for
+    literals; outside it small test changes always take the literal path."""
+    from dbt_incremental_mv.refresh.mark import LISTED_VALUES_ENV, LITERAL_KEYS_ENV
+
+    saved = {name: os.environ.get(name) for name in (LITERAL_KEYS_ENV, LISTED_VALUES_ENV)}
+    if on:
+        os.environ.update({LITERAL_KEYS_ENV: "0", LISTED_VALUES_ENV: "0"})
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def comparable(value):

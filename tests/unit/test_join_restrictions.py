@@ -73,10 +73,17 @@ def test_key_links_follow_equalities_that_cover_a_whole_key_of_the_same_type():
 
 def test_the_ins_steps_of_a_fact_and_its_dimensions_read_the_fact_once():
     view = analyze_view(STAR, MASTERS)
-    logs = {m: marked(MASTERS[m]) for m in ("shop.orders", "shop.customers", "shop.products")}
+    literal = {"key_values": ((7,),), "insert_key_values": ((7,),)}
+    logs = {m: marked(MASTERS[m], **literal) for m in ("shop.orders", "shop.customers", "shop.products")}
     insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
     assert scans_of(insert, "shop.orders") == 1  # was one per INS step: 3
     assert " union" not in insert.lower()  # one query: no duplicate to remove
+    assert "WHERE `order_id` IN (7) OR `customer_id` IN (7) OR `product_id` IN (7)" in insert
+    # keys read from the logs: the fact's own ones a query of their own (an IN of a subquery in
+    # an OR would keep Spark from pushing its ranges to the scan), its dimensions' together
+    logs = {m: marked(MASTERS[m]) for m in ("shop.orders", "shop.customers", "shop.products")}
+    insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
+    assert scans_of(insert, "shop.orders") == 2 and insert.lower().count("\nunion all\n") == 1
     where = insert[insert.index("`shop`.`orders` VERSION AS OF"):]
     for column, log in (("order_id", "mlog_orders"), ("customer_id", "mlog_customers"), ("product_id", "mlog_products")):
         assert f"(`{column}`) IN (SELECT /*+ BROADCAST */ * FROM (SELECT DISTINCT `{column}` FROM (SELECT * FROM (SELECT `{column}`, `_mv_op` FROM `logs`.`{log}`" in where
@@ -301,3 +308,22 @@ def test_literal_keys_move_to_the_neighbours_of_a_changed_master_as_literals():
     orders = _from_clause_of(insert, "o")
     assert orders.endswith("WHERE `_mv_y`.`order_id` IN (100, 120)) AS `o`")
     assert "mlog_lines" not in insert
+
+
+def test_a_delete_by_keys_read_from_a_log_is_a_statement_of_its_own_that_spark_prunes():
+    """Spark 3.5 pushes nothing of a condition with an IN of a subquery inside an OR, not even
+    the conjuncts beside it: literal keys are deleted together, each log read for its keys alone."""
+    view = analyze_view(CHAIN, MASTERS)
+    logs = {
+        "shop.customers": marked(CUSTOMERS, key_values=((7,), (9,)), insert_key_values=((9,),)),
+        "shop.orders": marked(ORDERS, key_ranges=((100, 200),)),
+        "shop.lines": marked(LINES, key_values=((100, 1),), insert_key_values=()),
+    }
+    statement = join_view.refresh_statement(view, "shop.v", logs)
+    assert [w.name for w in statement.writes] == ["delete", "delete", "insert"] and statement.branch == "mv_write"
+    literal, ranged = (w.sql for w in statement.writes[:2])
+    assert literal.startswith("delete from `shop`.`v`.`branch_mv_write`\nwhere (`_mv_c_customer_id` in (7, 9)\n   or (`_mv_l_order_id` in (100)")
+    assert "select" not in literal.split("\nand exists")[0].lower()  # no subquery: all of it pushed
+    assert ranged.startswith("delete from `shop`.`v`.`branch_mv_write`\nwhere ((`_mv_o_order_id` between 100 and 200 and (`_mv_o_order_id`) in (")
+    # every deleted row is one of them (a view keeping its own log reads these rows)
+    assert statement.deleted.count("`_mv_c_customer_id` in (7, 9)") == 1 and "`_mv_o_order_id` between 100 and 200" in statement.deleted

@@ -16,7 +16,7 @@ SPEC = LogSpec("logs", "logs.mlog_orders", "orders", "shop.orders", ("order_id",
 
 
 def test_the_probe_nets_images_by_the_columns_the_view_reads_in_one_read_of_the_log():
-    probe = log_sql.KeyProbe(("order_id",), ("amount", "order_id"), True, ("integer", 1.0, 2.0))
+    probe = log_sql.KeyProbe(("order_id",), ("amount", "order_id"), literal_key=True, buckets=("integer", 1.0, 2.0))
     sql = log_sql.key_probe(SPEC, 7, 3, probe)
     parsed = sqlglot.parse_one(sql, read="spark")
     assert sum(1 for t in parsed.find_all(sqlglot.exp.Table) if t.name == "mlog_orders") == 1
@@ -66,7 +66,7 @@ def test_occupied_buckets_become_disjoint_ranges_split_at_the_widest_gaps():
 
 
 def test_the_view_counts_replace_the_logs_and_the_skipped_updates_are_counted():
-    probe = log_sql.KeyProbe(("order_id",), ("amount", "order_id"), True, None)
+    probe = log_sql.KeyProbe(("order_id",), ("amount", "order_id"), literal_key=True)
     stats = {"inserts": 10, "deletes": 10, "net_inserts": 4, "net_deletes": 6, "marked_keys": '[{"k0": 1, "i": true}]',
              "key_buckets": None}
     fields = mark.probed(stats, probe, ("bigint",))
@@ -76,3 +76,35 @@ def test_the_view_counts_replace_the_logs_and_the_skipped_updates_are_counted():
     stats.update(net_inserts=10, net_deletes=10)
     assert mark.probed(stats, probe, ("bigint",))["consolidated"] is None
     assert mark.probed(stats, None, ("bigint",)) == {}
+
+
+def test_few_images_are_listed_by_the_counting_statement_and_netted_here():
+    probe = log_sql.KeyProbe(("order_id",), ("amount", "order_id"), listed=True)
+    sql = log_sql.log_stats(SPEC, 7, 3, listed=probe)
+    assert "to_json(collect_list(struct(`_mv_op` as `o`, struct(`order_id` as `k0`) as `k`, struct(`amount` as `v0`, " \
+        "`order_id` as `v1`) as `v`)) filter (where `_mv_op` in ('I', 'D') and `_last_updated_sequence_number` > 3)) as images" in sql
+    assert sum(1 for t in sqlglot.parse_one(sql, read="spark").find_all(sqlglot.exp.Table)) == 1  # the same scan
+    images = [
+        {"o": "D", "k": {"k0": 1}, "v": {"v0": 5.0, "v1": 1}}, {"o": "I", "k": {"k0": 1}, "v": {"v0": 5.0, "v1": 1}},  # no change
+        {"o": "D", "k": {"k0": 2}, "v": {"v0": 5.0, "v1": 2}}, {"o": "I", "k": {"k0": 2}, "v": {"v1": 2}},  # amount -> NULL
+        {"o": "I", "k": {"k0": 9}, "v": {"v0": 1.5, "v1": 9}},  # new
+        {"o": "D", "k": {"k0": 4}, "v": {"v0": 2.0, "v1": 4}},  # gone
+    ]
+    fields = mark.listed(json.dumps(images), probe, ("bigint",), raw=6)
+    assert (fields["inserts"], fields["deletes"], fields["skipped"]) == (2, 2, 1)
+    assert fields["key_values"] == ((2,), (4,), (9,)) and fields["insert_key_values"] == ((2,), (9,))
+    assert fields["key_ranges"] == ((2, 2), (4, 4), (9, 9)) and fields["consolidated"] is None
+    # a log without the view's columns: every image counts, nothing is skipped
+    plain = mark.listed(json.dumps([{k: v for k, v in i.items() if k != "v"} for i in images]),
+                        log_sql.KeyProbe(("order_id",), listed=True), ("bigint",), raw=6)
+    assert (plain["inserts"], plain["deletes"], plain["skipped"]) == (3, 3, 0)
+
+
+def test_exact_ranges_split_the_keys_at_their_widest_gaps():
+    assert mark.exact_ranges([1, 2, 3, 1000, 1001, 5]) == ((1, 1), (2, 2), (3, 3), (5, 5), (1000, 1000), (1001, 1001))
+    many = list(range(1, 40)) + list(range(10_000, 10_050)) + [500_000]
+    ranges = mark.exact_ranges(many)
+    assert len(ranges) <= mark.MAX_RANGES and ranges[-1] == (500_000, 500_000)
+    assert all(any(lo <= v <= hi for lo, hi in ranges) for v in many)
+    day = datetime.date(2024, 1, 1)
+    assert mark.exact_ranges([day]) == ((day, day),) and mark.exact_ranges([]) == ()
