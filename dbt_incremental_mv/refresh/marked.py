@@ -141,12 +141,15 @@ class MarkedLog:
             rows = log_sql.net_marked_changes(
                 self.spec, self.log_snapshot, self.consumed, self.upto, columns, self.consolidated, self.excluded, self.only,
             )
+        elif self.skipped and self.key_values is not None:  # the listed keys left: the others cancelled out
+            read = list(dict.fromkeys([*columns, *self.spec.key]))
+            rows = log_sql.marked_changes(self.spec, self.log_snapshot, self.consumed, self.upto, read, self.excluded, self.only)
+            kept = literal_in([ident(k) for k in self.spec.key], self.key_values)
+            rows = f"select {idents([*columns, '_mv_op'])} from (\n{rows}\n) where {kept}"
         else:
             rows = log_sql.marked_changes(
                 self.spec, self.log_snapshot, self.consumed, self.upto, columns, self.excluded, self.only
             )
-            if self.skipped and self.key_values is not None:  # the listed keys left: the others cancelled out
-                rows = f"select * from (\n{rows}\n) where {literal_in([ident(k) for k in self.spec.key], self.key_values)}"
         if op is not None:
             rows = f"select * from (\n{rows}\n) where `_mv_op` = {string(op)}"
         return rows

@@ -108,3 +108,13 @@ def test_exact_ranges_split_the_keys_at_their_widest_gaps():
     assert all(any(lo <= v <= hi for lo, hi in ranges) for v in many)
     day = datetime.date(2024, 1, 1)
     assert mark.exact_ranges([day]) == ((day, day),) and mark.exact_ranges([]) == ()
+
+
+def test_the_images_of_the_keys_left_are_read_whatever_columns_a_statement_wants():
+    from dbt_incremental_mv.refresh.marked import MarkedLog
+
+    log = MarkedLog(SPEC, 7, 3, 9, 2, 2, 123, skipped=1, key_values=((2,), (9,)), insert_key_values=((9,),))
+    images = log.images(["amount"])
+    assert images.startswith("select `amount`, `_mv_op` from (\nselect `amount`, `order_id`, `_mv_op` from `logs`.`mlog_orders`")
+    assert images.endswith(") where `order_id` in (2, 9)")
+    sqlglot.parse_one(images, read="spark")
