@@ -60,7 +60,7 @@ def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> V
     refuse_bad_output_names(query.projections)
     classified = classify_outputs(query.projections, query.group_by or (), is_aggregate)
     group_by = classified.group_by
-    hidden = aggregate_hidden_columns(classified.outputs) if is_aggregate else key_hidden_columns(occurrences)
+    hidden = aggregate_hidden_columns(classified.outputs, bool(group_by)) if is_aggregate else key_hidden_columns(occurrences)
     read = _referenced_columns(
         occurrences,
         [o.expression for o in classified.outputs],

@@ -11,8 +11,11 @@ alias ends.
 Aggregate views store ``_mv_count`` = COUNT(*) (a group disappears at zero); for each SUM(x)
 and AVG(x) output ``_mv_cnt_{output}`` = COUNT(x) (a sum over only NULLs is NULL, not 0); and for
 each AVG(x) output ``_mv_sum_{output}`` = SUM(x) (the average is recomputed exactly as sum /
-count). Two outputs needing the same helper share one column, named after the first of them.
-Output names cannot start with ``_mv_`` and are unique, so none of these names can collide.
+count); for each MIN(x) and MAX(x) output ``_mv_cnt_{output}`` = COUNT(x) and ``_mv_top_{output}``,
+its reserve: the RESERVE most extreme distinct values of x with their counts (a refresh that
+deletes the extreme takes the next one from it). Two outputs needing the same helper share one
+column, named after the first of them. Output names cannot start with ``_mv_`` and are unique,
+so none of these names can collide.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dbt_incremental_mv.analysis.model import HiddenColumn, HiddenPurpose, Maste
 from dbt_incremental_mv.analysis.scope import column_node
 
 ROW_COUNT_COLUMN = "_mv_count"
+RESERVE = 4  # values a MIN/MAX reserve keeps per group
 
 
 def key_column_name(alias: str, column: str, *, length_prefixed: bool = False) -> str:
@@ -48,13 +52,15 @@ def key_hidden_columns(occurrences: tuple[MasterOccurrence, ...]) -> tuple[Hidde
     )
 
 
-def aggregate_hidden_columns(outputs: tuple[OutputColumn, ...]) -> tuple[HiddenColumn, ...]:
-    """``_mv_count``, then per SUM/AVG output (in output order) its COUNT(x) and, for AVG, SUM(x)."""
+def aggregate_hidden_columns(outputs: tuple[OutputColumn, ...], grouped: bool = True) -> tuple[HiddenColumn, ...]:
+    """``_mv_count``, then per SUM/AVG/MIN/MAX output (in output order) its COUNT(x) and, for AVG,
+    SUM(x), for MIN/MAX of a GROUP BY (``grouped``) its reserve. (A global aggregate's reserve
+    would rank all its rows in one task: its MIN/MAX is recomputed when its extreme goes.)"""
     columns: list[HiddenColumn] = [
         HiddenColumn(ROW_COUNT_COLUMN, exp.Count(this=exp.Star(), big_int=True), HiddenPurpose.ROW_COUNT)
     ]
     for output in outputs:
-        if output.kind not in (OutputKind.SUM, OutputKind.AVG):
+        if output.kind not in (OutputKind.SUM, OutputKind.AVG, OutputKind.MIN, OutputKind.MAX):
             continue
         assert output.argument is not None
         needed = [(HiddenPurpose.NONNULL_COUNT, exp.Count(this=output.argument.copy(), big_int=True), "cnt")]
@@ -63,6 +69,9 @@ def aggregate_hidden_columns(outputs: tuple[OutputColumn, ...]) -> tuple[HiddenC
         for purpose, expression, tag in needed:
             candidate = HiddenColumn(f"_mv_{tag}_{output.name}", expression, purpose, outputs=(output.name,))
             _add_or_share(columns, candidate)
+        if output.kind in (OutputKind.MIN, OutputKind.MAX) and grouped:
+            columns.append(HiddenColumn(f"_mv_top_{output.name}", output.argument.copy(), HiddenPurpose.RESERVE,
+                                        outputs=(output.name,)))
     return tuple(columns)
 
 

@@ -167,6 +167,10 @@ class HiddenPurpose(StrEnum):
     """SUM(x) for AVG(x): the average is recomputed exactly as sum / count."""
     BRANCH = "branch"
     """The UNION ALL branch a row comes from (1, 2, ...): part of every branch's row identity."""
+    RESERVE = "reserve"
+    """For MIN(x)/MAX(x): the group's RESERVE most extreme distinct values of x with their counts,
+    ``array<struct<v, n>>`` from the extreme (``expression`` is x): a delete of the extreme is
+    answered from it; the group is recomputed only when it runs out."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -242,6 +246,11 @@ class ViewDefinition(_ReadableRepr):
             h for h in self.hidden_columns if h.purpose is HiddenPurpose.ROW_KEY and h.occurrence == alias
         )
 
+    @property
+    def reserves(self) -> tuple[HiddenColumn, ...]:
+        """The hidden MIN/MAX reserves (HiddenPurpose.RESERVE), in stored order."""
+        return tuple(h for h in self.hidden_columns if h.purpose is HiddenPurpose.RESERVE)
+
     def support_columns(self, output_name: str) -> tuple[HiddenColumn, ...]:
         """The hidden aggregate columns that ``output_name`` (a SUM or AVG output) relies on."""
         return tuple(h for h in self.hidden_columns if output_name in h.outputs)
@@ -290,11 +299,13 @@ class ViewDefinition(_ReadableRepr):
         self,
         sources: Mapping[str, str | exp.Expression] | None = None,
         include_hidden: bool = True,
+        row_filter: exp.Expression | None = None,
     ) -> exp.Select:
-        """The defining query as a fresh sqlglot Select (for callers that compose trees)."""
+        """The defining query as a fresh sqlglot Select (for callers that compose trees);
+        ``row_filter``: a condition over the occurrences' columns its rows must also meet."""
         if self.branches:
             raise TypeError("a UNION ALL view has no single SELECT: compose its branches'")
-        return render.build_select(self, sources, include_hidden=include_hidden)
+        return render.build_select(self, sources, include_hidden=include_hidden, row_filter=row_filter)
 
     @staticmethod
     def render_expression(expression: exp.Expression, *, pretty: bool = False) -> str:

@@ -48,23 +48,107 @@ def build_select(
     sources: Mapping[str, Source] | None = None,
     *,
     include_hidden: bool = True,
+    row_filter: exp.Expression | None = None,
 ) -> exp.Select:
-    """The defining query as a new tree (nothing in it is shared with ``definition``)."""
+    """The defining query as a new tree (nothing in it is shared with ``definition``);
+    ``row_filter``: a condition over the occurrences' columns its rows must also meet (before
+    grouping). A view with MIN/MAX reserves (and its hidden columns wanted) is a two-level query:
+    see _with_reserves."""
     sources = known_sources(definition, sources)
+    if include_hidden and definition.reserves:
+        return _with_reserves(definition, sources, row_filter)
     projections = [_aliased(o.expression, o.name) for o in definition.outputs]
     if include_hidden:
         projections += [_aliased(h.expression, h.name) for h in definition.hidden_columns]
+    select = _rows(definition, sources, projections, row_filter)
+    if definition.group_by:
+        select.set("group", exp.Group(expressions=[e.copy() for e in definition.group_by]))
+    return select
 
-    first, *others = definition.occurrences
+
+def _rows(
+    definition: ViewDefinition, sources: Mapping[str, Source], projections: list[exp.Expression],
+    row_filter: exp.Expression | None,
+) -> exp.Select:
+    """``projections`` of the rows of the query's FROM, joins and WHERE (and ``row_filter``)."""
+    first = definition.occurrences[0]
     select = exp.Select(expressions=projections)
     select.set("from_", exp.From(this=_relation(first, sources.get(first.alias))))
     joins = [_join(step, definition.occurrence(step.alias), sources.get(step.alias)) for step in definition.joins]
     if joins:
         select.set("joins", joins)
-    if definition.where_conjuncts:
-        select.set("where", exp.Where(this=conjunction(definition.where_conjuncts)))
+    conjuncts = list(definition.where_conjuncts) + ([row_filter] if row_filter is not None else [])
+    if conjuncts:
+        select.set("where", exp.Where(this=conjunction(conjuncts)))
+    return select
+
+
+ROWS = "_mv_w"  # the ranked rows a view with reserves groups
+
+
+def _with_reserves(
+    definition: ViewDefinition, sources: Mapping[str, Source], row_filter: exp.Expression | None,
+) -> exp.Select:
+    """The query of a view with MIN/MAX reserves: its rows (every column they use renamed
+    ``_mv_c<i>``) ranked by each reserve's argument within their group, from the extreme
+    (``dense_rank``: equal values share a rank), then grouped as written, each reserve being
+    the values of ranks 1 to RESERVE with their counts. The window sorts each group's rows
+    (memory-safe, where collecting a group's values would hold them all at once); the outputs'
+    aggregates are computed over the same rows, with their own types."""
+    from dbt_incremental_mv.analysis.hidden import RESERVE
+    from dbt_incremental_mv.analysis.model import HiddenPurpose, OutputKind
+
+    used: dict[tuple[str, str], str] = {}
+    parts = [o.expression for o in definition.outputs] + [h.expression for h in definition.hidden_columns]
+    for node in (*parts, *definition.group_by):
+        for column in node.find_all(exp.Column):
+            used.setdefault((column.table, column.name), "")
+    for index, key in enumerate(sorted(used)):
+        used[key] = f"_mv_c{index}"
+
+    def renamed(node: exp.Expression) -> exp.Expression:
+        def swap(found: exp.Expression) -> exp.Expression:
+            if isinstance(found, exp.Column) and (found.table, found.name) in used:
+                return exp.column(used[(found.table, found.name)], table=ROWS, quoted=True)
+            return found
+        return node.copy().transform(swap)
+
+    inner = [
+        exp.Alias(this=exp.column(name, table=table, quoted=True) if table else exp.column(name, quoted=True),
+                  alias=exp.to_identifier(new, quoted=True))
+        for (table, name), new in sorted(used.items(), key=lambda item: item[1])
+    ]
+    ranks = []
+    for index, reserve in enumerate(definition.reserves):
+        kind = definition.output(reserve.outputs[0]).kind
+        order = exp.Ordered(this=reserve.expression.copy(), desc=kind is OutputKind.MAX, nulls_first=False)
+        window = exp.Window(
+            this=exp.Anonymous(this="dense_rank", expressions=[]),
+            partition_by=[e.copy() for e in definition.group_by],
+            order=exp.Order(expressions=[order]),
+        )
+        ranks.append(f"_mv_rank{index}")
+        inner.append(exp.Alias(this=window, alias=exp.to_identifier(ranks[-1], quoted=True)))
+    rows = _rows(definition, sources, inner, row_filter)
+
+    projections = [_aliased(renamed(o.expression), o.name) for o in definition.outputs]
+    for hidden in definition.hidden_columns:
+        if hidden.purpose is not HiddenPurpose.RESERVE:
+            projections.append(_aliased(renamed(hidden.expression), hidden.name))
+            continue
+        rank = ranks[definition.reserves.index(hidden)]
+        value = render_expression(renamed(hidden.expression))
+        entries = ", ".join(
+            f"named_struct('v', max(case when `{ROWS}`.`{rank}` = {i} then {value} end), "
+            f"'n', count_if(`{ROWS}`.`{rank}` = {i}))"
+            for i in range(1, RESERVE + 1)
+        )
+        reserve = exp.maybe_parse(f"filter(array({entries}), `_mv_e` -> `_mv_e`.`v` is not null)", dialect=DIALECT)
+        projections.append(_aliased(reserve, hidden.name))
+    select = exp.Select(expressions=projections)
+    select.set("from_", exp.From(this=exp.Subquery(this=rows, alias=_table_alias(ROWS))))
     if definition.group_by:
-        select.set("group", exp.Group(expressions=[e.copy() for e in definition.group_by]))
+        select.set("group", exp.Group(expressions=[renamed(e) for e in definition.group_by]))
     return select
 
 

@@ -220,7 +220,7 @@ def _renamed(view: ViewDefinition, aliases: dict[str, str], names: dict[str, str
         where_conjuncts=tuple(expression(c) for c in view.where_conjuncts),
         outputs=outputs,
         group_by=tuple(expression(g) for g in view.group_by),
-        hidden_columns=aggregate_hidden_columns(outputs) if view.is_aggregate else (),
+        hidden_columns=aggregate_hidden_columns(outputs, bool(view.group_by)) if view.is_aggregate else (),
         null_supplying=frozenset(aliases[a] for a in view.null_supplying),
         group_key_columns=tuple(names[c] for c in view.group_key_columns),
         referenced_columns=MappingProxyType({aliases[a]: c for a, c in view.referenced_columns.items()}),

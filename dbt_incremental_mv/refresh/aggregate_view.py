@@ -48,8 +48,8 @@ import sqlglot
 from sqlglot import exp
 
 from dbt_incremental_mv.analysis import OutputKind, ViewDefinition
-from dbt_incremental_mv.analysis.hidden import ROW_COUNT_COLUMN
-from dbt_incremental_mv.analysis.model import HiddenPurpose
+from dbt_incremental_mv.analysis.hidden import RESERVE, ROW_COUNT_COLUMN
+from dbt_incremental_mv.analysis.model import HiddenColumn, HiddenPurpose
 from dbt_incremental_mv.logs.contract import DELETE
 from dbt_incremental_mv.refresh import outer_aggregate
 from dbt_incremental_mv.refresh.marked import MarkedLog
@@ -95,7 +95,7 @@ class _Arguments:
             if output.argument is not None:
                 self.by_column[output.name] = self._index(output.argument)
         for hidden in view.hidden_columns:
-            if hidden.purpose is not HiddenPurpose.ROW_COUNT:
+            if hidden.purpose not in (HiddenPurpose.ROW_COUNT, HiddenPurpose.RESERVE):  # (a reserve's: its output's)
                 self.by_column[hidden.name] = self._index(hidden.expression.this)
 
     def _index(self, expression: exp.Expression) -> int:
@@ -207,7 +207,15 @@ def _delta_name(column: str, tag: str) -> str:
 
 
 def _delta_query(view: ViewDefinition, terms: list[str], arguments: _Arguments, min_max: list[str]) -> str:
-    """Per group: the signed net change of the row count and of every aggregate."""
+    """Per group: the signed net change of the row count and of every aggregate (the delta
+    ``terms`` read once; see _delta_of_rows)."""
+    return _delta_of_rows(view, "(\n" + "\nunion all\n".join(terms) + "\n)", arguments, min_max)
+
+
+def _delta_of_rows(view: ViewDefinition, rows: str, arguments: _Arguments, min_max: list[str]) -> str:
+    """Per group: the signed net change of the row count and of every aggregate, from the delta
+    rows ``rows`` (a relation: a subquery or a cached view), and each reserve's change (its
+    argument's values netted: _reserve_deltas), which reads them once more."""
     s = ident(SIGN)
     parts = [ident(c) for c in view.group_key_columns] + [f"sum({s}) as {ident(_delta_name(ROW_COUNT_COLUMN, ''))}"]
     for column in _counted_columns(view):
@@ -221,9 +229,18 @@ def _delta_query(view: ViewDefinition, terms: list[str], arguments: _Arguments, 
         function = "max" if view.output(column).kind is OutputKind.MAX else "min"
         parts.append(f"{function}(case when {s} > 0 then {x} end) as {ident(_delta_name(column, 'p'))}")
         parts.append(f"{function}(case when {s} < 0 then {x} end) as {ident(_delta_name(column, 'n'))}")
-    union = "\nunion all\n".join(terms)
     group = f"\ngroup by {idents(view.group_key_columns)}" if view.group_key_columns else ""
-    return f"select {', '.join(parts)}\nfrom (\n{union}\n){group}"
+    delta = f"select {', '.join(parts)}\nfrom {rows}{group}"
+    reserves = _reserve_deltas(view, rows, arguments)
+    if not reserves:
+        return delta
+    keys = view.group_key_columns
+    joined = ", ".join(f"`_mv_r{i}`.{ident(column)}" for i, (column, _) in enumerate(reserves))
+    joins = "".join(
+        f"\nleft join (\n{query}\n) as `_mv_r{i}` on {_group_match('`_mv_g`', f'`_mv_r{i}`', keys)}"
+        for i, (_, query) in enumerate(reserves)
+    )
+    return f"select `_mv_g`.*, {joined} from (\n{delta}\n) as `_mv_g`{joins}"
 
 
 def _counted_columns(view: ViewDefinition) -> list[str]:
@@ -306,6 +323,10 @@ def _new_values(view: ViewDefinition, view_types: Mapping[str, str], recompute: 
             values[output.name] = (
                 f"case when {values[counted]} = 0 then null else ({values[total]}) / ({values[counted]}) end"
             )
+        elif output.kind in (OutputKind.MIN, OutputKind.MAX) and _reserve_of(view, output.name) is not None:
+            reserve = _reserve(view, output.name, view_types, stored, source)
+            values[output.name] = f"try_element_at({reserve}, 1).`v`"
+            values[_reserve_of(view, output.name).name] = reserve
         elif output.kind in (OutputKind.MIN, OutputKind.MAX):
             function = "greatest" if output.kind is OutputKind.MAX else "least"
             values[output.name] = f"{function}({old(output.name)}, {delta(output.name, 'p')})"
@@ -370,35 +391,51 @@ def _group_match(left: str, right: str, columns: Sequence[str]) -> str:
     return " and ".join(f"{left}.{ident(c)} <=> {right}.{ident(c)}" for c in columns)
 
 
-def _recompute_ctes(view: ViewDefinition, marked: Mapping[str, MarkedLog], min_max: list[str]) -> list[str]:
+def _recompute_ctes(
+    view: ViewDefinition, marked: Mapping[str, MarkedLog], min_max: list[str], view_types: Mapping[str, str],
+) -> list[str]:
     """The groups recomputed from the masters as of the marked snapshot (``_mv_flagged``): those
-    whose stored extreme a negative row may have removed (``min_max``: the groups with negative
-    rows, less those stored with every extreme safe; a group not in the view has no stored
-    extreme and is recomputed), and for a view with HAVING every group of the delta the view does
-    not hold (it did not pass, or did not exist: its state is not stored)."""
+    whose stored extreme a negative row may have removed (``min_max``), and for a view with
+    HAVING every group of the delta the view does not hold (it did not pass, or did not exist:
+    its state is not stored). Of an output with a reserve, the groups whose reserve ran out while
+    they still have values (see _reserve); of one without (a global aggregate), the groups with
+    negative rows, less those stored with every extreme safe (a group not in the view has no
+    stored extreme and is recomputed)."""
     keys = view.group_key_columns
     projection = ", ".join(f"`_mv_d`.{ident(c)}" for c in keys) or "1 as `_mv_one`"
     group = [view.output(name).expression for name in keys]
-    restricted = view.select_expression({o.alias: marked[o.master.name].master_as_of() for o in view.occurrences})
+    sources = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
     if keys:  # the flagged groups' rows only: a semi join below the aggregation
         correlated = " and ".join(
             f"`_mv_f`.{ident(name)} <=> ({ViewDefinition.render_expression(expression)})"
             for name, expression in zip(keys, group)
         )
-        restricted = restricted.where(
-            sqlglot.parse_one(f"exists (select 1 from `_mv_flagged` as `_mv_f` where {correlated})", read="spark")
-        )
+        flagged_rows = sqlglot.parse_one(f"exists (select 1 from `_mv_flagged` as `_mv_f` where {correlated})", read="spark")
+        restricted = view.select_expression(sources, row_filter=flagged_rows)
         flagged_only = ""
     else:  # a global aggregate has its one row even over no rows: filter after it
+        restricted = view.select_expression(sources)
         flagged_only = "\nwhere exists (select 1 from `_mv_flagged`)"
     recomputed = ", ".join(
         f"`_mv_q`.{ident(c)}" if c in keys else f"`_mv_q`.{ident(c)} as {ident(RECOMPUTED_PREFIX + c)}"
         for c in view.stored_columns
     )
     ctes, flagged = [], []
-    if min_max:
-        negative = " or ".join(f"`_mv_d`.{ident(_delta_name(c, 'n'))} is not null" for c in min_max)
-        safe = " and ".join(_safe(view, c, "`_mv_d`", "`_mv_v`") for c in min_max)
+    reserved = [c for c in min_max if _reserve_of(view, c) is not None]
+    plain = [c for c in min_max if c not in reserved]
+    if reserved:
+        exhausted = " or ".join(
+            f"(size({_reserve(view, c, view_types, '`_mv_v`', '`_mv_d`')}) = 0 and "
+            f"{_new_count(view, c, '`_mv_v`', '`_mv_d`')} > 0)"
+            for c in reserved
+        )
+        flagged.append(
+            f"select {projection} from `_mv_delta` as `_mv_d`\n"
+            f"left join `_mv_stored` as `_mv_v` on {_group_match('`_mv_d`', '`_mv_v`', keys)}\nwhere {exhausted}"
+        )
+    if plain:
+        negative = " or ".join(f"`_mv_d`.{ident(_delta_name(c, 'n'))} is not null" for c in plain)
+        safe = " and ".join(_safe(view, c, "`_mv_d`", "`_mv_v`") for c in plain)
         ctes += [
             f"`_mv_negative` as (\nselect {projection} from `_mv_delta` as `_mv_d` where {negative}\n)",
             f"`_mv_safe` as (\nselect {projection} from `_mv_delta` as `_mv_d`\n"
@@ -420,6 +457,80 @@ def _recompute_ctes(view: ViewDefinition, marked: Mapping[str, MarkedLog], min_m
         f"`_mv_recompute` as (\nselect {recomputed}, true as {ident(RECOMPUTED)} from (\n"
         f"{ViewDefinition.render_expression(restricted)}\n) as `_mv_q`{flagged_only}\n)",
     ]
+
+
+# ---------------------------------------------------------------- MIN/MAX reserves
+def _reserve_of(view: ViewDefinition, output: str) -> HiddenColumn | None:
+    """The reserve of a MIN/MAX output (analysis/hidden.py), or None (a global aggregate's)."""
+    return next((h for h in view.reserves if output in h.outputs), None)
+
+
+def _reserve_delta_name(output: str) -> str:
+    return f"_mv_dr_{output}"
+
+
+def _reserve_deltas(view: ViewDefinition, terms: str, arguments: _Arguments) -> list[tuple[str, str]]:
+    """Per reserve: (its delta column, a query of it per group): the delta's values of the
+    reserve's argument netted (value, signed count), the RESERVE most extreme of its positive ones
+    and of its negative ones (no others can reach the reserve: see _reserve)."""
+    keys = idents(view.group_key_columns)
+    found = []
+    for reserve in view.reserves:
+        name = reserve.outputs[0]
+        x = ident(_Arguments.name(arguments.by_column[name]))
+        order = "desc" if view.output(name).kind is OutputKind.MAX else "asc"
+        column = _reserve_delta_name(name)
+        found.append((column, (
+            f"select {keys}, collect_list(named_struct('v', `_mv_v`, 'n', `_mv_n`)) as {ident(column)} from (\n"
+            f"select *, row_number() over (partition by {keys}, `_mv_n` > 0 order by `_mv_v` {order}) as `_mv_rk` from (\n"
+            f"select {keys}, {x} as `_mv_v`, sum({ident(SIGN)}) as `_mv_n` from {terms}\n"
+            f"where {x} is not null group by {keys}, {x} having sum({ident(SIGN)}) <> 0\n)\n"
+            f") where `_mv_rk` <= {RESERVE} group by {keys}"
+        )))
+    return found
+
+
+def _reserve(view: ViewDefinition, output: str, view_types: Mapping[str, str], stored: str, delta: str) -> str:
+    """The new reserve of MIN/MAX ``output`` (stored row ``stored``, delta row ``delta``).
+
+    A reserve holds the group's most extreme distinct values with their counts: exactly every
+    value from the extreme down to its last one (its floor). So a change at or beyond the floor
+    is merged in (counts added, values gone dropped), and one short of it cannot be placed and
+    is left out (which values lie between is not known), unless the reserve is complete (its
+    counts add up to the group's COUNT(x): it holds every value). The RESERVE most extreme of
+    the result are kept. The new extreme is its first value; a group whose reserve runs out
+    while it still has values is recomputed."""
+    hidden = _reserve_of(view, output)
+    assert hidden is not None
+    stored_type = next((t for c, t in view_types.items() if c.casefold() == hidden.name.casefold()), None)
+    typed = f"cast({{}} as {stored_type})" if stored_type else "{}"
+    maximum = view.output(output).kind is OutputKind.MAX
+    empty = typed.format("array()")
+    old = f"coalesce({stored}.{ident(hidden.name)}, {empty})"
+    change = f"coalesce({typed.format(f'{delta}.{ident(_reserve_delta_name(output))}')}, {empty})"
+    count = _nonnull_count_of(view, output)
+    complete = f"(aggregate({old}, cast(0 as bigint), (`_mv_a`, `_mv_e`) -> `_mv_a` + `_mv_e`.`n`) = coalesce({stored}.{ident(count)}, 0))"
+    reaches = ">=" if maximum else "<="
+    kept = f"filter({change}, `_mv_e` -> {complete} or `_mv_e`.`v` {reaches} try_element_at({old}, -1).`v`)"
+    merged = (
+        f"map_zip_with(map_from_entries(transform({old}, `_mv_e` -> struct(`_mv_e`.`v`, `_mv_e`.`n`))), "
+        f"map_from_entries(transform({kept}, `_mv_e` -> struct(`_mv_e`.`v`, `_mv_e`.`n`))), "
+        f"(`_mv_k`, `_mv_p`, `_mv_q`) -> coalesce(`_mv_p`, 0) + coalesce(`_mv_q`, 0))"
+    )
+    before, after = (">", "<") if maximum else ("<", ">")
+    ordered = (
+        f"array_sort(transform(filter(map_entries({merged}), `_mv_e` -> `_mv_e`.`value` > 0), "
+        f"`_mv_e` -> named_struct('v', `_mv_e`.`key`, 'n', `_mv_e`.`value`)), "
+        f"(`_mv_l`, `_mv_r`) -> case when `_mv_l`.`v` {before} `_mv_r`.`v` then -1 "
+        f"when `_mv_l`.`v` {after} `_mv_r`.`v` then 1 else 0 end)"
+    )
+    return f"slice({ordered}, 1, {RESERVE})"
+
+
+def _new_count(view: ViewDefinition, output: str, stored: str, delta: str) -> str:
+    """The group's COUNT(x) after the refresh, for MIN/MAX ``output``."""
+    count = _nonnull_count_of(view, output)
+    return f"(coalesce({stored}.{ident(count)}, 0) + coalesce({delta}.{ident(_delta_name(count, ''))}, 0))"
 
 
 def refresh_statement(
@@ -461,13 +572,20 @@ def refresh_statement(
         slices.append(Cached(cached_view(branch, f"slices_{alias}"), query))
         return f"select * from {ident(slices[-1].name)}"
 
-    delta = _delta_query(view, _delta_terms(view, marked, arguments, anchor_keys), arguments, min_max)
+    terms = _delta_terms(view, marked, arguments, anchor_keys)
+    delta = _delta_query(view, terms, arguments, min_max)
     # (the statistics run before the cached views are made: they compute the anchor keys inline)
     inline.append(True)
     delta_in_full = _delta_query(view, _delta_terms(view, marked, arguments, anchor_keys), arguments, min_max) if slices else delta
-    # computed once (the writes name it up to six times), then read from the session's cache
+    # computed once (the writes name it up to six times), then read from the session's cache;
+    # with reserves, the delta reads its rows once more per reserve: over several masters they
+    # are cached first (one statement more), a single master's are its log's images
+    rows_cached = ()
+    if view.reserves and len(view.occurrences) > 1:
+        rows_cached = (Cached(cached_view(branch, "terms"), "\nunion all\n".join(terms)),)
+        delta = _delta_of_rows(view, ident(rows_cached[0].name), arguments, min_max)
     cached = Cached(cached_view(branch, "delta"), delta)
-    from_cache = f"select * from {ident(cached.name)}"
+    from_cache = groups = f"select * from {ident(cached.name)}"
     # the stored rows of the delta's groups: a scan of the view with the delta broadcast, so
     # what is joined afterwards is a few rows, never the whole view
     in_delta = broadcast_exists("select * from `_mv_delta`", "`_mv_k`", _group_match("`_mv_k`", "`_mv_v`", keys))
@@ -476,7 +594,7 @@ def refresh_statement(
     rows = "select `_mv_d`.*"
     joins = ""
     if recompute:
-        ctes += _recompute_ctes(view, marked, min_max if extremes else [])
+        ctes += _recompute_ctes(view, marked, min_max if extremes else [], view_types)
         recomputed = [f"`_mv_r`.{ident(RECOMPUTED_PREFIX + c)}" for c in view.stored_columns if c not in keys]
         rows += f", {', '.join(recomputed)}, coalesce(`_mv_r`.{ident(RECOMPUTED)}, false) as {ident(RECOMPUTED)}"
         joins = f"\nleft join `_mv_recompute` as `_mv_r` on {_group_match('`_mv_d`', '`_mv_r`', keys)}"
@@ -487,7 +605,7 @@ def refresh_statement(
     from_source = (
         f"from `_mv_source` as `_mv_s`\nleft join `_mv_stored` as `_mv_t` on {_group_match('`_mv_s`', '`_mv_t`', keys)}"
     )
-    of_delta_groups = broadcast_exists(from_cache, '`_mv_k`', _group_match('`_mv_k`', '`_mv_v`', keys))
+    of_delta_groups = broadcast_exists(groups, '`_mv_k`', _group_match('`_mv_k`', '`_mv_v`', keys))
     delete = delete_write(target, of_delta_groups, "`_mv_v`")
     new_rows = (
         f"select {', '.join(f'{values[c]} as {ident(c)}' for c in stored)}\n{from_source}"
@@ -502,7 +620,9 @@ def refresh_statement(
     run = tuple(
         f"{'SLICES' if a in sliced else 'ROWS' if a in view.null_supplying else 'DELTA'} {a}" for a in changed
     )
-    if extremes:
+    if extremes and view.reserves:
+        run += ("MIN/MAX from the reserves, recompute of groups whose reserve ran out",)
+    elif extremes:
         run += ("MIN/MAX recompute of groups whose extreme was removed",)
     if view.having is not None:
         run += ("HAVING: recompute of groups the view does not hold",)
@@ -531,6 +651,6 @@ def refresh_statement(
         )
     labels = ("groups inserted", "groups updated", "groups deleted", "groups recomputed")
     return refresh_writes(
-        branch, [delete, Write("insert", insert)], run, skipped, stats, labels, (*slices, cached),
+        branch, [delete, Write("insert", insert)], run, skipped, stats, labels, (*slices, *rows_cached, cached),
         touched=of_delta_groups, deleted=of_delta_groups, inserted=inserted,
     )

@@ -28,9 +28,9 @@ from dbt_incremental_mv.logs.capture import CapturePlan
 from dbt_incremental_mv.logs.contract import LogContractError, LogSpec
 from dbt_incremental_mv.refresh import cost, force, outer_aggregate, view_classes
 from dbt_incremental_mv.refresh.capture import capture_plan, consumers_stops
-from dbt_incremental_mv.refresh.context import RefreshContext
+from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 from dbt_incremental_mv.refresh.graph import dependency_names
-from dbt_incremental_mv.refresh.mark import mark_logs, nothing_to_refresh
+from dbt_incremental_mv.refresh.mark import key_probe, mark_logs, nothing_to_refresh
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.plan import RefreshPlan, plan_refresh, rewritable_rows
 from dbt_incremental_mv.refresh.publish import commit_state, staged_statement
@@ -234,9 +234,13 @@ def _fast_phases(
             spec = plan.logs[master]
             statements += capture_statements(spec, list(plan.logged_columns.get(spec.log_relation, ())), capture)
         phases.append((f"{title}: capture", statements))
-    counts = [log_sql.log_stats(m.spec, m.log_snapshot, m.consumed, m.excluded) for m in marked.values()]
-    phases.append((f"{title}: mark (the counts of every log that gained rows, in one statement)",
-                   ["\nunion all\n".join(f"select {i} as request, * from (\n{sql}\n)" for i, sql in enumerate(counts))]))
+    requests = [
+        StatsRequest(m.spec, m.log_snapshot, m.consumed or 0, m.excluded,
+                     probe=key_probe(ctx, plan, m.spec, m.log_snapshot, m.consumed or 0))
+        for m in marked.values()
+    ]
+    phases.append((f"{title}: mark (the counts of every log that gained rows, the view's net images and keys, in one statement)",
+                   ["\nunion all\n".join(f"select {i} as request, * from (\n{r.sql()}\n)" for i, r in enumerate(requests))]))
     statement = view_classes.refresh_statement(
         definition, plan.view_relation, marked, plan.view_types, view_rows=rewritable_rows(ctx, plan),
     )

@@ -235,6 +235,13 @@ def plan_refresh(
             f"the change log {log} is recreated ({evolutions[log].describe()} in its master), so the "
             "changes it holds are lost" for log in recreated
         ))
+    lacking = [c for c in (definition.stored_columns if definition is not None else ()) if c.lower() not in
+               {e.lower() for e in existing_columns or ()}]
+    if decision.action == "fast" and lacking:  # built by an earlier version of the plugin
+        decision = fallback(name, config, (
+            f"the view lacks the hidden column{'s' if len(lacking) > 1 else ''} {', '.join(lacking)} this version of "
+            "the plugin keeps to refresh it (it was built by an earlier version): rebuilt once"
+        ))
     out_of_step, view_state, view_read_at = None, None, None
     if decision.action == "fast":
         out_of_step, view_state, view_read_at = check_staleness(ctx, view_relation, logs, existing_logs)

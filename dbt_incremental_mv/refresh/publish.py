@@ -198,10 +198,10 @@ def rows_written(summary: Mapping[str, str]) -> tuple[int, int]:
         return int(summary.get(key) or 0)
 
     inserted = count("added-records")
-    deleted = (count("added-position-deletes") - count("removed-position-deletes")
+    # rows of the data files removed (a copy-on-write rewrite, an overwrite), less those of them
+    # already deleted by position, plus the rows the delete files added delete
+    deleted = (count("deleted-records") + count("added-position-deletes") - count("removed-position-deletes")
                + count("added-equality-deletes") - count("removed-equality-deletes"))
-    if count("deleted-records") and not deleted:  # copy-on-write: rewritten rows count as deleted
-        deleted = count("deleted-records")
     return inserted, deleted
 
 

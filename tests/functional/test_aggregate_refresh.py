@@ -157,8 +157,8 @@ class TestAggregateRefresh(ShopViews):
         self.refreshed(workload)
 
 
-MAX_VIEW = (
-    "{{ config(materialized='fast_refresh', refresh_method='fast', refresh_stats=true) }}\n"
+MAX_VIEW = (  # (never rewritten whole: each refresh counts the groups it changes, refresh_stats)
+    "{{ config(materialized='fast_refresh', refresh_method='fast', refresh_stats=true, rewrite_rows=0) }}\n"
     "select o.customer_id, count(*) as n, max(o.amount) as max_amount, min(o.amount) as min_amount "
     "from {{ source('shop', 'orders') }} o group by o.customer_id"
 )
@@ -169,44 +169,58 @@ class TestMinMaxRecomputesOnlyWhatItMust:
     def models(self):
         return {"max_by_customer.sql": MAX_VIEW, "sources.yml": Workload.sources_yml(MASTERS[1:2])}
 
-    def test_recompute_only_groups_whose_extreme_went(self, project):
+    def test_a_removed_extreme_comes_from_the_reserve_and_only_an_exhausted_group_is_recomputed(self, project):
         schema = project.test_schema
         project.run_sql(MASTERS[1].ddl(schema))
+        seven = ", ".join(f"({10 + v}, 40, {v}.00, 0.1, 1, 'open')" for v in range(1, 8))  # 7 values: more than a reserve
         project.run_sql(
             f"insert into {schema}.orders values "
             "(1, 10, 5.00, 0.1, 1, 'open'), (2, 10, 7.00, 0.1, 1, 'open'), (3, 10, 9.00, 0.1, 1, 'open'), "
-            "(4, 20, 1.00, 0.1, 1, 'open'), (5, 20, 3.00, 0.1, 1, 'open'), (6, 30, null, 0.1, 1, 'open')"
+            f"(4, 20, 1.00, 0.1, 1, 'open'), (5, 20, 3.00, 0.1, 1, 'open'), (6, 30, null, 0.1, 1, 'open'), {seven}"
         )
         run_dbt(["run"])
         view = f"{schema}.max_by_customer"
         query = f"select o.customer_id, count(*), max(o.amount), min(o.amount) from {schema}.orders o group by o.customer_id"
 
+        def refreshed() -> str:
+            _, log = run_dbt_and_capture(["run"])
+            assert sorted(rows(project, f"select customer_id, n, max_amount, min_amount from {view}")) == sorted(rows(project, query))
+            return log
+
         # deleting rows that are neither the max nor the min of their group recomputes no group
         project.run_sql(f"delete from {schema}.orders where order_id = 2")
         project.run_sql(f"insert into {schema}.orders values (7, 20, 2.00, 0.1, 1, 'open')")
-        _, log = run_dbt_and_capture(["run"])
+        log = refreshed()
         assert "groups updated: 2" in log and "groups recomputed: 0" in log, log
-        assert sorted(rows(project, f"select customer_id, n, max_amount, min_amount from {view}")) == sorted(rows(project, query))
 
-        # deleting the max of group 10 recomputes that group only
-        project.run_sql(f"delete from {schema}.orders where order_id = 3")
+        # deleting the max of group 10 and the max and min of group 40: the next values are in
+        # their reserves (group 40 keeps its 4 highest and 4 lowest values), nothing is recomputed
+        project.run_sql(f"delete from {schema}.orders where order_id in (3, 17, 11)")
         project.run_sql(f"update {schema}.orders set amount = 2.50 where order_id = 7")
-        _, log = run_dbt_and_capture(["run"])
-        assert "groups recomputed: 1" in log, log
-        assert sorted(rows(project, f"select customer_id, n, max_amount, min_amount from {view}")) == sorted(rows(project, query))
+        log = refreshed()
+        assert "groups recomputed: 0" in log and "MIN/MAX from the reserves" in log, log
 
-        # the max of group 20 updated upwards, its min downwards: the new values win, no recompute;
-        # the max of group 10 updated downwards below another row: recomputed
+        # a value reaching the reserve's floor joins it (group 40's max reserve: 6, 5, 4)
+        project.run_sql(f"insert into {schema}.orders values (18, 40, 4.50, 0.1, 1, 'open')")
+        log = refreshed()
+        assert "groups recomputed: 0" in log, log
+        # its max reserve runs out (6, 5, 4.5, 4 all gone) while 2 and 3 remain: recomputed
+        project.run_sql(f"delete from {schema}.orders where order_id in (16, 15, 18, 14)")
+        log = refreshed()
+        assert "groups recomputed: 1" in log, log
+        # and its reserve is whole again: the next max deleted is answered from it
+        project.run_sql(f"delete from {schema}.orders where order_id = 13")
+        log = refreshed()
+        assert "groups recomputed: 0" in log, log
+
+        # the max of group 20 updated upwards, its min downwards: the new values win, no recompute
         project.run_sql(f"update {schema}.orders set amount = 3.50 where order_id = 5")
         project.run_sql(f"update {schema}.orders set amount = 0.50 where order_id = 4")
-        project.run_sql(f"update {schema}.orders set amount = 4.00 where order_id = 1")
-        _, log = run_dbt_and_capture(["run"])
-        assert sorted(rows(project, f"select customer_id, n, max_amount, min_amount from {view}")) == sorted(rows(project, query))
-        assert "groups updated: 2" in log and "groups recomputed: 1" in log, log
+        log = refreshed()
+        assert "groups updated: 1" in log and "groups recomputed: 0" in log, log
 
         # a group's last row goes and a NULL-only group gets a value: delete + update, no recompute
         project.run_sql(f"delete from {schema}.orders where order_id = 1")
         project.run_sql(f"insert into {schema}.orders values (8, 30, 4.00, 0.1, 1, 'open')")
-        _, log = run_dbt_and_capture(["run"])
-        assert sorted(rows(project, f"select customer_id, n, max_amount, min_amount from {view}")) == sorted(rows(project, query))
+        log = refreshed()
         assert "groups deleted: 1" in log and "groups recomputed: 0" in log, log

@@ -80,12 +80,46 @@ def test_insert_only_never_recomputes_min_max():
     insert_only = statement(BY_PRODUCT, **{"shop.lines": (3, 0)})
     assert "`_mv_recompute` as (" not in insert_only.sql
     assert "MIN/MAX recompute (insert-only)" in insert_only.steps_skipped
-    assert "greatest(`_mv_t`.`max_price`" in insert_only.sql and "least(`_mv_t`.`min_qty`" in insert_only.sql
+    # the new extreme is the first value of the reserve the delta's values are merged into
+    assert "try_element_at(slice(array_sort(" in insert_only.sql
     mixed = statement(BY_PRODUCT, **{"shop.lines": (3, 2)})
     assert "`_mv_recompute` as (" in mixed.sql
+    assert "MIN/MAX from the reserves, recompute of groups whose reserve ran out" in mixed.steps_run
+    # only groups whose reserve ran out while they still have values are recomputed
+    flagged = mixed.writes[1].sql.split("`_mv_flagged` as (", 1)[1].split("`_mv_recompute` as (", 1)[0]
+    assert "(size(slice(" in flagged and "= 0 and (coalesce(`_mv_v`.`_mv_cnt_min_qty`, 0) + coalesce(`_mv_d`.`_mv_d__mv_cnt_min_qty`, 0)) > 0)" in flagged
+    # recomputed from the flagged groups' rows only (a semi join below the ranking and the aggregation)
+    recompute = mixed.sql.split("`_mv_recompute` as (", 1)[1]
+    assert (
+        "WHERE EXISTS(SELECT 1 FROM `_mv_flagged` AS `_mv_f` WHERE `_mv_f`.`product_id` IS NOT DISTINCT FROM "
+        "(`lines`.`product_id`))) AS `_mv_w` GROUP BY `_mv_w`.`_mv_c"
+    ) in recompute
+
+
+def test_a_reserve_takes_in_what_reaches_its_floor_and_the_delta_its_most_extreme_values():
+    view = analyze_view(BY_PRODUCT, MASTERS)
+    types = {"_mv_top_max_price": "array<struct<v:decimal(10,2),n:bigint>>"}
+    mixed = aggregate_view.refresh_statement(view, "shop.v", {"shop.lines": marked(LINES, 3, 2)}, types)
+    delta = mixed.cached[0].sql
+    # per group, the argument's values netted, the RESERVE most extreme of each sign
+    assert ("row_number() over (partition by `product_id`, `_mv_n` > 0 order by `_mv_v` desc) as `_mv_rk`" in delta
+            and "where `_mv_rk` <= 4 group by `product_id`" in delta)
+    insert = mixed.writes[1].sql
+    # what reaches the stored floor (or everything, when the reserve holds all the group's values)
+    assert ("(aggregate(coalesce(`_mv_t`.`_mv_top_max_price`, cast(array() as array<struct<v:decimal(10,2),n:bigint>>)), "
+            "cast(0 as bigint), (`_mv_a`, `_mv_e`) -> `_mv_a` + `_mv_e`.`n`) = coalesce(`_mv_t`.`_mv_cnt_avg_price`, 0)) or "
+            "`_mv_e`.`v` >= try_element_at(") in insert
+    assert "map_zip_with(" in insert and "(`_mv_l`, `_mv_r`) -> case when `_mv_l`.`v` > `_mv_r`.`v` then -1" in insert
+    for sql in (delta, *(w.sql for w in mixed.writes)):
+        sqlglot.parse_one(sql, read="spark")
+
+
+def test_a_global_aggregate_recomputes_its_extreme_when_a_removed_value_may_be_it():
+    view = analyze_view("select count(*) as n, max(price) as max_price, min(qty) as min_qty from shop.lines", MASTERS)
+    assert view.reserves == ()
+    mixed = aggregate_view.refresh_statement(view, "shop.v", {"shop.lines": marked(LINES, 3, 2)}, {})
     assert "MIN/MAX recompute of groups whose extreme was removed" in mixed.steps_run
-    # only groups where a removed value reaches the stored extreme are recomputed: the others
-    # (every removed value beyond the stored extreme) are safe
+    # only a removed value reaching the stored extreme recomputes it: the others
     # (every removed value beyond the stored extreme, or a new value beyond every removed one) are safe
     assert (
         "(`_mv_d`.`_mv_dn_max_price` is null or (`_mv_v`.`max_price` is not null and `_mv_d`.`_mv_dn_max_price` < "
@@ -95,12 +129,8 @@ def test_insert_only_never_recomputes_min_max():
         "(`_mv_d`.`_mv_dn_min_qty` is null or (`_mv_v`.`min_qty` is not null and `_mv_d`.`_mv_dn_min_qty` > "
         "`_mv_v`.`min_qty`) or `_mv_d`.`_mv_dn_min_qty` > `_mv_d`.`_mv_dp_min_qty`)"
     ) in mixed.sql
-    # recomputed from the flagged groups' rows only (a semi join below the aggregation)
-    recompute = mixed.sql.split("`_mv_recompute` as (", 1)[1]
-    assert (
-        "WHERE EXISTS(SELECT 1 FROM `_mv_flagged` AS `_mv_f` WHERE `_mv_f`.`product_id` IS NOT DISTINCT FROM "
-        "(`lines`.`product_id`)) GROUP BY `lines`.`product_id`"
-    ) in recompute
+    insert_only = aggregate_view.refresh_statement(view, "shop.v", {"shop.lines": marked(LINES, 3, 0)}, {})
+    assert "greatest(`_mv_t`.`max_price`" in insert_only.sql and "least(`_mv_t`.`min_qty`" in insert_only.sql
 
 
 def test_no_min_max_no_recompute_even_with_deletes():
@@ -157,15 +187,18 @@ def test_the_delta_is_computed_once_and_both_writes_read_it():
     """Spark inlines a CTE at each reference: the delta (a union of joins of logs and masters) is
     cached once instead of being evaluated by the DELETE and five times by the INSERT."""
     made = statement(BY_STATUS, **{"shop.orders": (1, 1), "shop.lines": (2, 0)})
-    (cached,) = made.cached
-    assert cached.name == "mv_write_delta"
+    # (with a MIN/MAX reserve over several masters, the delta's rows are cached first: the
+    # delta reads them once more for the reserve)
+    rows, cached = made.cached
+    assert (rows.name, cached.name) == ("mv_write_terms", "mv_write_delta")
+    assert "`mv_write_terms`" in cached.sql and "VERSION AS OF" not in cached.sql
     delete, insert = made.writes
     for write in (delete.sql, insert.sql):
         assert "`mv_write_delta`" in write
         assert "VERSION AS OF" not in write.split("`_mv_recompute`")[0]  # no log or master read before the recompute
-    assert "union all" in cached.sql.lower()
+    assert "union all" in rows.sql.lower()
     # statistics are read before the writes: they compute the delta themselves
-    assert "`mv_write_delta`" not in made.stats_sql and cached.sql in made.stats_sql
+    assert "`mv_write_delta`" not in made.stats_sql and rows.sql in made.stats_sql
 
 
 
@@ -205,7 +238,7 @@ def test_an_aggregate_over_a_left_join_is_an_aggregate_view_sliced_by_its_anchor
 def test_outer_aggregate_change_of_the_null_supplying_side_applies_row_by_row():
     first = outer_statement(PER_SEGMENT, **{"shop.sales": (2, 1)})[1]
     assert first.sql == outer_statement(PER_SEGMENT, **{"shop.sales": (2, 1)})[1].sql
-    assert [c.name for c in first.cached] == ["mv_write_delta"]  # no slices: row by row
+    assert [c.name for c in first.cached] == ["mv_write_terms", "mv_write_delta"]  # no slices: row by row
     delta = first.cached[0].sql
     for sql in (delta, *(w.sql for w in first.writes), first.stats_sql):
         sqlglot.parse_one(sql, read="spark")
@@ -217,7 +250,7 @@ def test_outer_aggregate_change_of_the_null_supplying_side_applies_row_by_row():
     assert "`shop`.`sales` VERSION AS OF 123 WHERE FALSE) AS `s`" in extended
     assert "CASE WHEN COALESCE(`_mv_n`.`_mv_n`, 0) = 0 THEN 1 ELSE -1 END AS `_mv_t`" in extended
     assert "WHERE (COALESCE(`_mv_n`.`_mv_n`, 0) = 0) <> (COALESCE(`_mv_n`.`_mv_n`, 0) - `_mv_d`.`_mv_d` = 0)" in extended
-    assert "AS `_mv_t` ON `c`.`customer_id` = `_mv_t`.`_mv_v0` WHERE `c`.`segment` <> 'x'\n)" in extended
+    assert extended.endswith("AS `_mv_t` ON `c`.`customer_id` = `_mv_t`.`_mv_v0` WHERE `c`.`segment` <> 'x'")
     assert first.steps_run[0] == "ROWS s" and first.steps_skipped == ("DELTA c",)
 
 
@@ -272,9 +305,10 @@ def test_outer_aggregate_old_state_by_log_kind():
     assert outer_aggregate.old_state(marked(SALES), columns) == "`shop`.`sales` version as of 123"
 
 
-def test_outer_aggregate_min_max_recomputes_even_when_only_inserts_are_marked():
+def test_outer_aggregate_min_max_checks_its_reserves_even_when_only_inserts_are_marked():
+    # (a slice's unchanged rows come with both signs: they cancel out in the reserve's delta)
     _, statement = outer_statement(PER_SEGMENT, **{"shop.sales": (3, 0)})
-    assert "MIN/MAX recompute of groups whose extreme was removed" in statement.steps_run
+    assert "MIN/MAX from the reserves, recompute of groups whose reserve ran out" in statement.steps_run
 
 
 # ---------------------------------------------------------------- HAVING
@@ -320,7 +354,7 @@ def test_having_recomputes_the_groups_the_view_does_not_hold_and_stores_only_tho
         analyze_view(BY_PRODUCT_HAVING, MASTERS), "shop.v", {"shop.lines": marked(LINES, 2, 1)}, {}
     )
     flagged = mixed.writes[1].sql.split("`_mv_flagged` as (\n", 1)[1].split("`_mv_recompute` as (", 1)[0]
-    assert flagged.count("\nunion\n") == 1 and "`_mv_negative`" in flagged and "left anti join `_mv_stored`" in flagged
+    assert flagged.count("\nunion\n") == 1 and "(size(slice(" in flagged and "left anti join `_mv_stored`" in flagged
 
 
 def test_outer_aggregate_row_by_row_applies_the_joins_own_filter_to_images_and_counts():

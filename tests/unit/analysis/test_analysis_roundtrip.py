@@ -59,7 +59,8 @@ def test_accepted_views_render_to_a_fixed_point(view, rendered, expected_class, 
     assert definition.view_class is expected_class
     full = rendered(definition)
     visible = rendered(definition, include_hidden=False)
-    assert full.startswith(visible.split(" FROM ", 1)[0])
+    if not definition.reserves:  # (a view with reserves ranks its rows first: analysis/render.py)
+        assert full.startswith(visible.split(" FROM ", 1)[0])
     again = view(visible)
     assert again.render_select(include_hidden=False) == visible
     assert again.render_select() == full

@@ -309,14 +309,23 @@ def test_aggregate_with_group_by_over_one_table(view, rendered):
         ("_mv_cnt_revenue", "COUNT(`order_lines`.`quantity` * `order_lines`.`unit_price`)",
          HiddenPurpose.NONNULL_COUNT, ("revenue",)),
         ("_mv_cnt_avg_unit_price", "COUNT(`order_lines`.`unit_price`)", HiddenPurpose.NONNULL_COUNT,
-         ("avg_unit_price",)),
+         ("avg_unit_price", "min_unit_price", "max_unit_price")),
         ("_mv_sum_avg_unit_price", "SUM(`order_lines`.`unit_price`)", HiddenPurpose.SUM, ("avg_unit_price",)),
+        ("_mv_top_min_unit_price", "`order_lines`.`unit_price`", HiddenPurpose.RESERVE, ("min_unit_price",)),
+        ("_mv_top_max_unit_price", "`order_lines`.`unit_price`", HiddenPurpose.RESERVE, ("max_unit_price",)),
     ]
     assert [h.name for h in definition.support_columns("avg_unit_price")] == [
         "_mv_cnt_avg_unit_price", "_mv_sum_avg_unit_price",
     ]
+    # the reserves: its rows ranked within their group by the argument, from the extreme, then grouped
     text = rendered(definition)
-    assert text.endswith("FROM `shop`.`order_lines` AS `order_lines` GROUP BY `order_lines`.`product_id`")
+    assert "DENSE_RANK() OVER (PARTITION BY `order_lines`.`product_id` ORDER BY `order_lines`.`unit_price` ASC NULLS LAST) AS `_mv_rank0`" in text
+    assert "DENSE_RANK() OVER (PARTITION BY `order_lines`.`product_id` ORDER BY `order_lines`.`unit_price` DESC) AS `_mv_rank1`" in text  # (DESC: NULLS LAST by default)
+    assert "STRUCT(MAX(CASE WHEN `_mv_w`.`_mv_rank1` = 4 THEN `_mv_w`.`_mv_c2` END) AS `v`, COUNT_IF(`_mv_w`.`_mv_rank1` = 4) AS `n`)" in text
+    assert text.endswith("FROM `shop`.`order_lines` AS `order_lines`) AS `_mv_w` GROUP BY `_mv_w`.`_mv_c0`")
+    # the visible columns alone: the query as written
+    visible = rendered(definition, include_hidden=False)
+    assert visible.endswith("FROM `shop`.`order_lines` AS `order_lines` GROUP BY `order_lines`.`product_id`")
 
 
 def test_global_aggregate_without_group_by(view, rendered):
@@ -344,7 +353,9 @@ def test_aggregate_over_inner_joins(view, rendered):
     assert definition.view_class is ViewClass.AGGREGATE
     assert definition.aliases == ("o", "c", "l")
     assert definition.group_key_columns == ("country",)
-    assert [h.name for h in definition.hidden_columns] == ["_mv_count", "_mv_cnt_revenue"]
+    assert [h.name for h in definition.hidden_columns] == [
+        "_mv_count", "_mv_cnt_revenue", "_mv_cnt_last_order_date", "_mv_top_last_order_date",
+    ]
     assert definition.referenced_columns["l"] == frozenset({"order_id", "quantity", "unit_price"})
     rendered(definition)
 
