@@ -116,14 +116,18 @@ class TestCaptureLosingARace(RobustnessTests):
 class TestKilledRefresh(RobustnessTests):
     # the capture's branch written; the view's first write on its write branch; published, before the purge (a JVM
     # start each: the in-process fault test above covers every other statement)
-    KILL_POINTS = ("insert into", "delete from", "'main', 'mv_publish_")
+    # (an insert-only change of the small aggregate view: rewritten whole by one overwrite)
+    KILL_POINTS = ("insert into", "delete from", "'main', 'mv_publish_", "insert overwrite")
 
     @pytest.mark.parametrize("point", KILL_POINTS)
     def test_a_killed_refresh_is_rerun_to_the_same_view(self, project, profiles_root, point):
         workload = getattr(type(self), "_workload", None)
         if workload is None:
             workload = type(self)._workload = self.workload(project, seed=29)
-        workload.round(10, batched=True)
+        if point == "insert overwrite":
+            workload.round(6, masters=["orders"], kinds=("insert",))
+        else:
+            workload.round(10, batched=True)
         env = {**os.environ, "DBT_INCREMENTAL_MV_FAULT_AT": point, "DBT_INCREMENTAL_MV_FAULT_KILL": "1"}
         env.pop("DBT_INCREMENTAL_MV_FAULT_AFTER", None)
         done = subprocess.run(
@@ -161,8 +165,9 @@ class TestTwoRefreshesOfOneView(RobustnessTests):
             self.check(workload, "customer_totals")
         workload.round(6, masters=["orders"], kinds=("insert",))  # insert-only: an append, the case
         FaultInjection.on_fault = lambda: spark.sql(competitor).collect()  # cherry-picking got wrong
-        try:
-            run("--select", "customer_totals", fault_at="delete from", expect_pass=False)
+        try:  # (the small view is rewritten whole: one overwrite, staged, published as a compare-and-swap)
+            results, log = run("--select", "customer_totals", fault_at="insert overwrite", expect_pass=False)
+            assert "another refresh of" in log and "committed while this one ran" in log, log
         finally:
             FaultInjection.on_fault = None
         run()
