@@ -385,6 +385,26 @@ def _rewrite(
     return refresh_writes(branch, [write], run, skipped, touched=touched)
 
 
+STORED = "`_mv_t`"  # in the cached delta: the group's stored row, a struct of the view's columns
+
+
+def _with_stored_rows(view: ViewDefinition, delta: str, view_relation: str) -> str:
+    """Each group of ``delta`` with its stored row (``_mv_t``: a struct of the view's columns,
+    NULL fields for a group the view does not hold): the view read once, through a semi join
+    with the delta's groups broadcast, so what is joined is a few rows, never the whole view.
+    Cached with the delta, the writes read both from the session's cache."""
+    keys = view.group_key_columns
+    # (the delta written out twice: Spark finds no cached data for a query whose WITH is read twice)
+    stored = (
+        f"select `_mv_v`.* from {relation(view_relation)} as `_mv_v`\n"
+        f"left semi join ({broadcast(delta)}) as `_mv_k` on {_group_match('`_mv_k`', '`_mv_v`', keys)}"
+    )
+    return (
+        f"select `_mv_d`.*, struct(`_mv_v`.*) as {STORED} from (\n{delta}\n) as `_mv_d`\n"
+        f"left join (\n{stored}\n) as `_mv_v` on {_group_match('`_mv_d`', '`_mv_v`', keys)}"
+    )
+
+
 def _group_match(left: str, right: str, columns: Sequence[str]) -> str:
     if not columns:
         return "true"
@@ -423,34 +443,20 @@ def _recompute_ctes(
     ctes, flagged = [], []
     reserved = [c for c in min_max if _reserve_of(view, c) is not None]
     plain = [c for c in min_max if c not in reserved]
+    stored = f"`_mv_d`.{STORED}"  # the group's stored row (NULL fields when the view has none)
+    held = f"{stored}.{ident(ROW_COUNT_COLUMN)} is not null"
     if reserved:
         exhausted = " or ".join(
-            f"(size({_reserve(view, c, view_types, '`_mv_v`', '`_mv_d`')}) = 0 and "
-            f"{_new_count(view, c, '`_mv_v`', '`_mv_d`')} > 0)"
+            f"(size({_reserve(view, c, view_types, stored, '`_mv_d`')}) = 0 and {_new_count(view, c, stored, '`_mv_d`')} > 0)"
             for c in reserved
         )
-        flagged.append(
-            f"select {projection} from `_mv_delta` as `_mv_d`\n"
-            f"left join `_mv_stored` as `_mv_v` on {_group_match('`_mv_d`', '`_mv_v`', keys)}\nwhere {exhausted}"
-        )
+        flagged.append(f"select {projection} from `_mv_delta` as `_mv_d`\nwhere {exhausted}")
     if plain:
         negative = " or ".join(f"`_mv_d`.{ident(_delta_name(c, 'n'))} is not null" for c in plain)
-        safe = " and ".join(_safe(view, c, "`_mv_d`", "`_mv_v`") for c in plain)
-        ctes += [
-            f"`_mv_negative` as (\nselect {projection} from `_mv_delta` as `_mv_d` where {negative}\n)",
-            f"`_mv_safe` as (\nselect {projection} from `_mv_delta` as `_mv_d`\n"
-            f"join `_mv_stored` as `_mv_v` on {_group_match('`_mv_d`', '`_mv_v`', keys)}\nwhere {safe}\n)",
-        ]
-        flagged.append(
-            "select `_mv_n`.* from `_mv_negative` as `_mv_n`\n"
-            f"left anti join ({broadcast('select * from `_mv_safe`')}) as `_mv_s` "
-            f"on {_group_match('`_mv_n`', '`_mv_s`', keys or ('_mv_one',))}"
-        )
+        safe = " and ".join(_safe(view, c, "`_mv_d`", stored) for c in plain)
+        flagged.append(f"select {projection} from `_mv_delta` as `_mv_d`\nwhere ({negative}) and not coalesce({held} and {safe}, false)")
     if view.having is not None:  # the delta's groups the view does not hold
-        flagged.append(
-            f"select {projection} from `_mv_delta` as `_mv_d`\n"
-            f"left anti join `_mv_stored` as `_mv_v` on {_group_match('`_mv_d`', '`_mv_v`', keys)}"
-        )
+        flagged.append(f"select {projection} from `_mv_delta` as `_mv_d`\nwhere not {held}")
     union = "\nunion\n".join(flagged)
     return ctes + [
         f"`_mv_flagged` as (\n{union}\n)",
@@ -584,13 +590,9 @@ def refresh_statement(
     if view.reserves and len(view.occurrences) > 1:
         rows_cached = (Cached(cached_view(branch, "terms"), "\nunion all\n".join(terms)),)
         delta = _delta_of_rows(view, ident(rows_cached[0].name), arguments, min_max)
-    cached = Cached(cached_view(branch, "delta"), delta)
+    cached = Cached(cached_view(branch, "delta"), _with_stored_rows(view, delta, view_relation))
     from_cache = groups = f"select * from {ident(cached.name)}"
-    # the stored rows of the delta's groups: a scan of the view with the delta broadcast, so
-    # what is joined afterwards is a few rows, never the whole view
-    in_delta = broadcast_exists("select * from `_mv_delta`", "`_mv_k`", _group_match("`_mv_k`", "`_mv_v`", keys))
-    stored_rows = f"`_mv_stored` as (\nselect * from {view_table} as `_mv_v`\nwhere {in_delta}\n)"
-    ctes = [f"`_mv_delta` as (\n{from_cache}\n)", stored_rows]
+    ctes = [f"`_mv_delta` as (\n{from_cache}\n)"]
     rows = "select `_mv_d`.*"
     joins = ""
     if recompute:
@@ -599,12 +601,10 @@ def refresh_statement(
         rows += f", {', '.join(recomputed)}, coalesce(`_mv_r`.{ident(RECOMPUTED)}, false) as {ident(RECOMPUTED)}"
         joins = f"\nleft join `_mv_recompute` as `_mv_r` on {_group_match('`_mv_d`', '`_mv_r`', keys)}"
     ctes.append(f"`_mv_source` as (\n{rows}\nfrom `_mv_delta` as `_mv_d`{joins}\n)")
-    values = _new_values(view, view_types, recompute, "`_mv_t`", "`_mv_s`")
+    values = _new_values(view, view_types, recompute, f"`_mv_s`.{STORED}", "`_mv_s`")
     new_count = values[ROW_COUNT_COLUMN]
     stored = view.stored_columns
-    from_source = (
-        f"from `_mv_source` as `_mv_s`\nleft join `_mv_stored` as `_mv_t` on {_group_match('`_mv_s`', '`_mv_t`', keys)}"
-    )
+    from_source = "from `_mv_source` as `_mv_s`"
     of_delta_groups = broadcast_exists(groups, '`_mv_k`', _group_match('`_mv_k`', '`_mv_v`', keys))
     delete = delete_write(target, of_delta_groups, "`_mv_v`")
     new_rows = (
@@ -630,8 +630,8 @@ def refresh_statement(
     if min_max and not extremes:
         skipped += ("MIN/MAX recompute (insert-only)",)
     # (the statistics are read before the writes, and the cached delta: the delta in full)
-    stats_ctes = [f"`_mv_delta` as (\n{delta_in_full}\n)", *ctes[1:]]
-    existed = f"`_mv_t`.{ident(ROW_COUNT_COLUMN)} is not null"
+    stats_ctes = [f"`_mv_delta` as (\n{_with_stored_rows(view, delta_in_full, view_relation)}\n)", *ctes[1:]]
+    existed = f"`_mv_s`.{STORED}.{ident(ROW_COUNT_COLUMN)} is not null"
     recomputed = f"count_if(`_mv_s`.{ident(RECOMPUTED)})" if recompute else "0"
     if view.having is None:
         stats = (

@@ -40,6 +40,11 @@ def statement(sql, **changes):
     return aggregate_view.refresh_statement(view, "shop.v", logs, {"n": "bigint", "avg_price": "decimal(14,6)"})
 
 
+def delta_of(cached_sql: str) -> str:
+    """The delta in the cached statement (which joins each of its groups with its stored row)."""
+    return cached_sql.split("from (\n", 1)[1].split("\n) as `_mv_d`\nleft join (", 1)[0]
+
+
 def test_nothing_marked_means_no_statement():
     assert statement(BY_PRODUCT) is None
 
@@ -58,12 +63,16 @@ def test_delete_of_the_changed_groups_then_insert_of_their_new_rows_deterministi
     assert insert.sql.startswith("insert into `shop`.`v`.`branch_mv_write` (")
     # groups are matched null-safely; the delta is broadcast wherever it filters the view
     assert delete.sql.endswith("as `_mv_k` where `_mv_k`.`product_id` <=> `_mv_v`.`product_id`))\nand exists (select 1)")
-    stored = insert.sql.split("`_mv_stored` as (", 1)[1].split("\n)", 1)[0]
-    assert stored.startswith("\nselect * from `shop`.`v` as `_mv_v`\nwhere exists (select /*+ BROADCAST */ 1 from (")
-    assert "left join `_mv_stored` as `_mv_t` on `_mv_s`.`product_id` <=> `_mv_t`.`product_id`" in insert.sql
+    # the cached delta carries each group's stored row: the view read once, through a semi join
+    # with the delta's groups broadcast (a join, not an EXISTS, so that Spark finds the cache)
+    (cached,) = first.cached
+    assert cached.sql.startswith("select `_mv_d`.*, struct(`_mv_v`.*) as `_mv_t` from (\n")
+    assert ("left join (\nselect `_mv_v`.* from `shop`.`v` as `_mv_v`\nleft semi join (select /*+ BROADCAST */ * from (\n"
+            in cached.sql) and cached.sql.endswith("as `_mv_v` on `_mv_d`.`product_id` <=> `_mv_v`.`product_id`")
+    assert "`shop`.`v`" not in insert.sql.split("insert into", 1)[1].split("\n", 1)[1]  # the INSERT reads the cache only
     # a group whose rows all went is not inserted again
     assert insert.sql.endswith(
-        "else (coalesce(`_mv_t`.`_mv_count`, 0) + coalesce(`_mv_s`.`_mv_d__mv_count`, 0)) end > 0"
+        "else (coalesce(`_mv_s`.`_mv_t`.`_mv_count`, 0) + coalesce(`_mv_s`.`_mv_d__mv_count`, 0)) end > 0"
     )
     # AVG is stored in its own type, from the hidden sum and count
     assert "as decimal(14,6)) as `avg_price`" in insert.sql
@@ -71,7 +80,7 @@ def test_delete_of_the_changed_groups_then_insert_of_their_new_rows_deterministi
 
 
 def test_single_master_reads_only_its_log():
-    delta = statement(BY_PRODUCT, **{"shop.lines": (3, 0)}).cached[0].sql
+    delta = delta_of(statement(BY_PRODUCT, **{"shop.lines": (3, 0)}).cached[0].sql)
     assert "`logs`.`mlog_lines` VERSION AS OF 11" in delta
     assert "`shop`.`lines`" not in delta
 
@@ -87,7 +96,7 @@ def test_insert_only_never_recomputes_min_max():
     assert "MIN/MAX from the reserves, recompute of groups whose reserve ran out" in mixed.steps_run
     # only groups whose reserve ran out while they still have values are recomputed
     flagged = mixed.writes[1].sql.split("`_mv_flagged` as (", 1)[1].split("`_mv_recompute` as (", 1)[0]
-    assert "(size(slice(" in flagged and "= 0 and (coalesce(`_mv_v`.`_mv_cnt_min_qty`, 0) + coalesce(`_mv_d`.`_mv_d__mv_cnt_min_qty`, 0)) > 0)" in flagged
+    assert "(size(slice(" in flagged and "= 0 and (coalesce(`_mv_d`.`_mv_t`.`_mv_cnt_min_qty`, 0) + coalesce(`_mv_d`.`_mv_d__mv_cnt_min_qty`, 0)) > 0)" in flagged
     # recomputed from the flagged groups' rows only (a semi join below the ranking and the aggregation)
     recompute = mixed.sql.split("`_mv_recompute` as (", 1)[1]
     assert (
@@ -106,8 +115,8 @@ def test_a_reserve_takes_in_what_reaches_its_floor_and_the_delta_its_most_extrem
             and "where `_mv_rk` <= 4 group by `product_id`" in delta)
     insert = mixed.writes[1].sql
     # what reaches the stored floor (or everything, when the reserve holds all the group's values)
-    assert ("(aggregate(coalesce(`_mv_t`.`_mv_top_max_price`, cast(array() as array<struct<v:decimal(10,2),n:bigint>>)), "
-            "cast(0 as bigint), (`_mv_a`, `_mv_e`) -> `_mv_a` + `_mv_e`.`n`) = coalesce(`_mv_t`.`_mv_cnt_avg_price`, 0)) or "
+    assert ("(aggregate(coalesce(`_mv_s`.`_mv_t`.`_mv_top_max_price`, cast(array() as array<struct<v:decimal(10,2),n:bigint>>)), "
+            "cast(0 as bigint), (`_mv_a`, `_mv_e`) -> `_mv_a` + `_mv_e`.`n`) = coalesce(`_mv_s`.`_mv_t`.`_mv_cnt_avg_price`, 0)) or "
             "`_mv_e`.`v` >= try_element_at(") in insert
     assert "map_zip_with(" in insert and "(`_mv_l`, `_mv_r`) -> case when `_mv_l`.`v` > `_mv_r`.`v` then -1" in insert
     for sql in (delta, *(w.sql for w in mixed.writes)):
@@ -121,16 +130,17 @@ def test_a_global_aggregate_recomputes_its_extreme_when_a_removed_value_may_be_i
     assert "MIN/MAX recompute of groups whose extreme was removed" in mixed.steps_run
     # only a removed value reaching the stored extreme recomputes it: the others
     # (every removed value beyond the stored extreme, or a new value beyond every removed one) are safe
+    stored = "`_mv_d`.`_mv_t`"  # the group's stored row, in the cached delta
     assert (
-        "(`_mv_d`.`_mv_dn_max_price` is null or (`_mv_v`.`max_price` is not null and `_mv_d`.`_mv_dn_max_price` < "
-        "`_mv_v`.`max_price`) or `_mv_d`.`_mv_dn_max_price` < `_mv_d`.`_mv_dp_max_price`)"
+        f"(`_mv_d`.`_mv_dn_max_price` is null or ({stored}.`max_price` is not null and `_mv_d`.`_mv_dn_max_price` < "
+        f"{stored}.`max_price`) or `_mv_d`.`_mv_dn_max_price` < `_mv_d`.`_mv_dp_max_price`)"
     ) in mixed.sql
     assert (
-        "(`_mv_d`.`_mv_dn_min_qty` is null or (`_mv_v`.`min_qty` is not null and `_mv_d`.`_mv_dn_min_qty` > "
-        "`_mv_v`.`min_qty`) or `_mv_d`.`_mv_dn_min_qty` > `_mv_d`.`_mv_dp_min_qty`)"
+        f"(`_mv_d`.`_mv_dn_min_qty` is null or ({stored}.`min_qty` is not null and `_mv_d`.`_mv_dn_min_qty` > "
+        f"{stored}.`min_qty`) or `_mv_d`.`_mv_dn_min_qty` > `_mv_d`.`_mv_dp_min_qty`)"
     ) in mixed.sql
     insert_only = aggregate_view.refresh_statement(view, "shop.v", {"shop.lines": marked(LINES, 3, 0)}, {})
-    assert "greatest(`_mv_t`.`max_price`" in insert_only.sql and "least(`_mv_t`.`min_qty`" in insert_only.sql
+    assert "greatest(`_mv_s`.`_mv_t`.`max_price`" in insert_only.sql and "least(`_mv_s`.`_mv_t`.`min_qty`" in insert_only.sql
 
 
 def test_no_min_max_no_recompute_even_with_deletes():
@@ -157,7 +167,7 @@ def test_global_aggregate_keeps_its_row():
         only = statement(GLOBAL, **{"shop.lines": changes})
         delete, insert = only.writes
         assert delete.sql.endswith("as `_mv_k` where true))\nand exists (select 1)")  # its one row is replaced
-        assert "> 0" not in insert.sql.rsplit("left join `_mv_stored`", 1)[1]  # ... even at count 0
+        assert "> 0" not in insert.sql.rsplit("from `_mv_source` as `_mv_s`", 1)[1]  # ... even at count 0
 
 
 def test_global_min_max_is_recomputed_only_when_flagged():
@@ -240,7 +250,7 @@ def test_outer_aggregate_change_of_the_null_supplying_side_applies_row_by_row():
     assert first.sql == outer_statement(PER_SEGMENT, **{"shop.sales": (2, 1)})[1].sql
     assert [c.name for c in first.cached] == ["mv_write_terms", "mv_write_delta"]  # no slices: row by row
     delta = first.cached[0].sql
-    for sql in (delta, *(w.sql for w in first.writes), first.stats_sql):
+    for sql in (delta, first.cached[1].sql, *(w.sql for w in first.writes), first.stats_sql):
         sqlglot.parse_one(sql, read="spark")
     changed, extended = delta.split("\nunion all\n")
     # the customers joined with the sales' signed images, where a sale is present
@@ -288,7 +298,7 @@ def test_outer_aggregate_by_slices_when_a_later_join_reads_the_changed_side():
     assert slices.name == "mv_write_slices_c"
     # the anchor keys of the join's rows holding a changed customer, new state and old
     assert slices.sql.count("WHERE NOT `c`.`customer_id` IS NULL") == 2
-    terms = delta.sql.split("\nunion all\n")
+    terms = delta_of(delta.sql).split("\nunion all\n")
     assert sum("FROM `mv_write_slices_c`" in t for t in terms) == 2
     assert "mv_write_slices_c" not in statement.stats_sql  # the statistics compute them inline
 
@@ -346,7 +356,7 @@ def test_having_recomputes_the_groups_the_view_does_not_hold_and_stores_only_tho
         sqlglot.parse_one(sql, read="spark")
     # insert-only: no MIN/MAX check, but the delta's groups missing from the view are recomputed
     assert "`_mv_negative`" not in insert.sql
-    assert "`_mv_flagged` as (\nselect `_mv_d`.`product_id` from `_mv_delta` as `_mv_d`\nleft anti join `_mv_stored`" in insert.sql
+    assert "`_mv_flagged` as (\nselect `_mv_d`.`product_id` from `_mv_delta` as `_mv_d`\nwhere not `_mv_d`.`_mv_t`.`_mv_count` is not null" in insert.sql
     assert insert.sql.endswith("as `_mv_h`\nwhere `n` > 2 AND `revenue` > 10 AND `revenue` < 1000 AND `product_id` <> 7")
     assert statement.steps_run == ("DELTA lines", "HAVING: recompute of groups the view does not hold")
     # with deletes, both kinds of flagged groups, each group once
@@ -354,14 +364,14 @@ def test_having_recomputes_the_groups_the_view_does_not_hold_and_stores_only_tho
         analyze_view(BY_PRODUCT_HAVING, MASTERS), "shop.v", {"shop.lines": marked(LINES, 2, 1)}, {}
     )
     flagged = mixed.writes[1].sql.split("`_mv_flagged` as (\n", 1)[1].split("`_mv_recompute` as (", 1)[0]
-    assert flagged.count("\nunion\n") == 1 and "(size(slice(" in flagged and "left anti join `_mv_stored`" in flagged
+    assert flagged.count("\nunion\n") == 1 and "(size(slice(" in flagged and "where not `_mv_d`.`_mv_t`.`_mv_count` is not null" in flagged
 
 
 def test_outer_aggregate_row_by_row_applies_the_joins_own_filter_to_images_and_counts():
     sql = ("select c.segment, count(s.sale_id) as sales from shop.customers c left join shop.sales s "
            "on s.customer_id = c.customer_id and s.amount > 0 group by c.segment")
     statement = outer_statement(sql, **{"shop.sales": (1, 1)})[1]
-    changed, extended = statement.cached[0].sql.split("\nunion all\n")
+    changed, extended = delta_of(statement.cached[0].sql).split("\nunion all\n")
     # an image failing the filter joins no customer (the ON keeps it), and neither the images'
     # net count nor the new rows' count of a customer includes rows failing it
     assert "ON `c`.`customer_id` = `s`.`customer_id` AND `s`.`amount` > 0" in changed
