@@ -298,10 +298,12 @@ class Bench:
         warehouse, fast, complete, force = self.places[record["scale"]]
         point: dict = {"planned_fraction": fraction, "changed_rows": changed_rows}
         payload = self.payload(warehouse, record["scale"], fraction=fraction, changed_rows=changed_rows,
-                               spread=self.args.spread, salt=101 + index, cdc_logs=self.cdc_logs)
+                               spread=self.args.spread, salt=101 + index, cdc_logs=self.cdc_logs,
+                               dimensions=not self.args.no_dimension_changes)
         change = point["change"] = spark_step("change", payload)
         point["fraction"] = change["changed_orders"] / change["orders_before"]
-        self.progress(f"change: {change['changed_orders']:,} orders ({point['fraction']:.4%}) + dimensions, "
+        self.progress(f"change: {change['changed_orders']:,} orders ({point['fraction']:.4%})"
+                      f"{'' if self.args.no_dimension_changes else ' + dimensions'}, "
                       f"{len(change['counts'])} master commits, {change['wall_s']:.1f} s: {change['counts']}")
         run = point["fast"] = dbt(fast, f"fast_{index}")
         self.progress(f"fast refresh: {_models_line(run)}")
@@ -382,6 +384,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--view-logs", choices=("capture", "written"), default="capture",
                         help="the logs of views other views read: captured from their history, or written by their "
                              "refreshes (mv_log=true)")
+    parser.add_argument("--no-dimension-changes", action="store_true",
+                        help="change the facts only (orders and their lines), no customer or product: what "
+                             "the dimension changes cost a refresh is the difference")
     parser.add_argument("--no-lines", action="store_true", help="no order_lines master (and no views on it)")
     parser.add_argument("--products", type=int, default=10_000)
     parser.add_argument("--files", type=int, default=8, help="data files per master when generated")
@@ -437,7 +442,8 @@ def default_name(args: argparse.Namespace) -> str:
     lines = "_nolines" if args.no_lines and args.dataset == "shop" else ""
     data = "" if args.dataset == "shop" else f"{args.dataset}_"
     version = "" if args.master_format == 2 else f"-v{args.master_format}"
-    return f"bench_{data}{sweep}{scales}_{changed}_{args.spread}_{args.master_mode}{version}_{args.logs}{lines}"
+    facts = "_facts" if args.no_dimension_changes else ""
+    return f"bench_{data}{sweep}{scales}_{changed}_{args.spread}_{args.master_mode}{version}_{args.logs}{lines}{facts}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -174,7 +174,8 @@ def markdown(results: dict) -> str:
         f"- started {results['started']}, {machine['cores']} cores, load average {_fmt(machine['load_start'][0])} "
         f"-> {_fmt(machine.get('load_end', [None])[0])}, total {_fmt(results.get('total_s'))} s",
         f"- spread {p['spread']}, masters {p['master_mode']} (Iceberg v{p.get('master_format', 2)}), logs {p['logs']}, order lines "
-        f"{'no' if p['no_lines'] else 'yes'}, threads {p['threads']}, driver memory {p['driver_memory']}",
+        f"{'no' if p['no_lines'] else 'yes'}, dimension changes {'no' if p.get('no_dimension_changes') else 'yes'}, "
+        f"threads {p['threads']}, driver memory {p['driver_memory']}",
         "- seconds: model `execution_time` from `run_results.json` (fast, complete, no-op); the fast refresh's "
         "phases from the timed plugin calls (`dbt_timed.py`); statements: SQL statements the model ran "
         "(Iceberg metadata reads and commits through the Java API are not statements)",

@@ -48,6 +48,8 @@ class Master:
     columns: str  # DDL column list
 
 
+# The masters a change touches a few rows of, each row joining many of the facts' (--no-dimension-changes).
+DIMENSIONS = ("customers", "products")
 MASTERS = {
     "orders": Master("orders", ("order_id",),
                      "order_id bigint, customer_id bigint, product_id bigint, order_date date, status string, "

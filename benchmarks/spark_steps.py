@@ -79,6 +79,8 @@ def step_change(spark, p: dict) -> dict:
     cur = ds.current_state(lambda sql: spark.sql(sql).first(), s)
     changed = p.get("changed_rows") or max(1, round(p["fraction"] * cur.orders))
     changes = ds.change_plan(s, cur, changed, p["spread"], p["salt"])
+    if not p.get("dimensions", True):
+        changes = [c for c in changes if c.master not in ds.DIMENSIONS]
     columns = {m: spark.table(f"{ds.SCHEMA}.{m}").columns for m in s.masters}
     started_ms = scalar(spark, "select cast(unix_millis(current_timestamp()) as bigint)")
     out: dict = {"orders_before": cur.orders, "changed_orders_planned": changed, "counts": {}, "seconds": {},

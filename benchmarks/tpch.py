@@ -54,6 +54,8 @@ SHARES = {"updates": 0.4, "key_updates": 0.2, "deletes": 0.2, "inserts": 0.2}
 LINE_UPDATES_PER_ORDER = 3  # line items updated per changed order (a third of them change part)
 CUSTOMER_UPDATES, CUSTOMER_DELETES, CUSTOMER_INSERTS = 20, 5, 5
 
+# The masters a change touches a few rows of, each row joining many of the facts' (--no-dimension-changes).
+DIMENSIONS = ("customer",)
 MASTERS = {
     "lineitem": Master("lineitem", ("l_orderkey", "l_linenumber"),
                        "l_orderkey bigint, l_linenumber int, l_partkey bigint, l_suppkey bigint, "
