@@ -291,10 +291,14 @@ def _cast(expression: str, column: str, view_types: Mapping[str, str]) -> str:
     return f"cast({expression} as {spark_type})" if spark_type else expression
 
 
-def _new_values(view: ViewDefinition, view_types: Mapping[str, str], recompute: bool, stored: str, source: str) -> dict[str, str]:
+def _new_values(
+    view: ViewDefinition, view_types: Mapping[str, str], recompute: bool, stored: str, source: str,
+    reserves_in_source: bool = False,
+) -> dict[str, str]:
     """Each stored column's value after the refresh, from the row ``source`` (the group's delta
     and, for recomputed groups, its recomputed values) and the stored row ``stored`` (all NULL
-    for a new group)."""
+    for a new group); ``reserves_in_source``: the new reserves are columns of ``source``
+    (_with_new_reserves), not computed here."""
     def old(column: str) -> str:
         return f"{stored}.{ident(column)}"
 
@@ -324,7 +328,10 @@ def _new_values(view: ViewDefinition, view_types: Mapping[str, str], recompute: 
                 f"case when {values[counted]} = 0 then null else ({values[total]}) / ({values[counted]}) end"
             )
         elif output.kind in (OutputKind.MIN, OutputKind.MAX) and _reserve_of(view, output.name) is not None:
-            reserve = _reserve(view, output.name, view_types, stored, source)
+            reserve = (
+                f"{source}.{ident(_new_reserve_name(output.name))}" if reserves_in_source
+                else _reserve(view, output.name, view_types, stored, source)
+            )
             values[output.name] = f"try_element_at({reserve}, 1).`v`"
             values[_reserve_of(view, output.name).name] = reserve
         elif output.kind in (OutputKind.MIN, OutputKind.MAX):
@@ -405,6 +412,25 @@ def _with_stored_rows(view: ViewDefinition, delta: str, view_relation: str) -> s
     )
 
 
+def _new_reserve_name(output: str) -> str:
+    return f"_mv_nr_{output}"
+
+
+def _with_new_reserves(view: ViewDefinition, view_types: Mapping[str, str], rows: str) -> str:
+    """The delta's groups with their stored rows (``rows``: _with_stored_rows) and each MIN/MAX
+    reserve's new value (``_mv_nr_<output>``): merged once per group where the delta is cached,
+    not in each of the several places the writes read it (Spark evaluates the higher-order
+    functions of a merge row by row, interpreted)."""
+    if not view.reserves:
+        return rows
+    merged = ", ".join(
+        f"{_reserve(view, reserve.outputs[0], view_types, f'`_mv_c`.{STORED}', '`_mv_c`')} "
+        f"as {ident(_new_reserve_name(reserve.outputs[0]))}"
+        for reserve in view.reserves
+    )
+    return f"select `_mv_c`.*, {merged} from (\n{rows}\n) as `_mv_c`"
+
+
 def _group_match(left: str, right: str, columns: Sequence[str]) -> str:
     if not columns:
         return "true"
@@ -447,7 +473,7 @@ def _recompute_ctes(
     held = f"{stored}.{ident(ROW_COUNT_COLUMN)} is not null"
     if reserved:
         exhausted = " or ".join(
-            f"(size({_reserve(view, c, view_types, stored, '`_mv_d`')}) = 0 and {_new_count(view, c, stored, '`_mv_d`')} > 0)"
+            f"(size(`_mv_d`.{ident(_new_reserve_name(c))}) = 0 and {_new_count(view, c, stored, '`_mv_d`')} > 0)"
             for c in reserved
         )
         flagged.append(f"select {projection} from `_mv_delta` as `_mv_d`\nwhere {exhausted}")
@@ -590,7 +616,7 @@ def refresh_statement(
     if view.reserves and len(view.occurrences) > 1:
         rows_cached = (Cached(cached_view(branch, "terms"), "\nunion all\n".join(terms)),)
         delta = _delta_of_rows(view, ident(rows_cached[0].name), arguments, min_max)
-    cached = Cached(cached_view(branch, "delta"), _with_stored_rows(view, delta, view_relation))
+    cached = Cached(cached_view(branch, "delta"), _with_new_reserves(view, view_types, _with_stored_rows(view, delta, view_relation)))
     from_cache = groups = f"select * from {ident(cached.name)}"
     ctes = [f"`_mv_delta` as (\n{from_cache}\n)"]
     rows = "select `_mv_d`.*"
@@ -601,7 +627,7 @@ def refresh_statement(
         rows += f", {', '.join(recomputed)}, coalesce(`_mv_r`.{ident(RECOMPUTED)}, false) as {ident(RECOMPUTED)}"
         joins = f"\nleft join `_mv_recompute` as `_mv_r` on {_group_match('`_mv_d`', '`_mv_r`', keys)}"
     ctes.append(f"`_mv_source` as (\n{rows}\nfrom `_mv_delta` as `_mv_d`{joins}\n)")
-    values = _new_values(view, view_types, recompute, f"`_mv_s`.{STORED}", "`_mv_s`")
+    values = _new_values(view, view_types, recompute, f"`_mv_s`.{STORED}", "`_mv_s`", reserves_in_source=True)
     new_count = values[ROW_COUNT_COLUMN]
     stored = view.stored_columns
     from_source = "from `_mv_source` as `_mv_s`"
@@ -630,7 +656,8 @@ def refresh_statement(
     if min_max and not extremes:
         skipped += ("MIN/MAX recompute (insert-only)",)
     # (the statistics are read before the writes, and the cached delta: the delta in full)
-    stats_ctes = [f"`_mv_delta` as (\n{_with_stored_rows(view, delta_in_full, view_relation)}\n)", *ctes[1:]]
+    in_full = _with_new_reserves(view, view_types, _with_stored_rows(view, delta_in_full, view_relation))
+    stats_ctes = [f"`_mv_delta` as (\n{in_full}\n)", *ctes[1:]]
     existed = f"`_mv_s`.{STORED}.{ident(ROW_COUNT_COLUMN)} is not null"
     recomputed = f"count_if(`_mv_s`.{ident(RECOMPUTED)})" if recompute else "0"
     if view.having is None:

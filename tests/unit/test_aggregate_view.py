@@ -66,9 +66,12 @@ def test_delete_of_the_changed_groups_then_insert_of_their_new_rows_deterministi
     # the cached delta carries each group's stored row: the view read once, through a semi join
     # with the delta's groups broadcast (a join, not an EXISTS, so that Spark finds the cache)
     (cached,) = first.cached
-    assert cached.sql.startswith("select `_mv_d`.*, struct(`_mv_v`.*) as `_mv_t` from (\n")
+    assert "select `_mv_d`.*, struct(`_mv_v`.*) as `_mv_t` from (\n" in cached.sql
     assert ("left join (\nselect `_mv_v`.* from `shop`.`v` as `_mv_v`\nleft semi join (select /*+ BROADCAST */ * from (\n"
-            in cached.sql) and cached.sql.endswith("as `_mv_v` on `_mv_d`.`product_id` <=> `_mv_v`.`product_id`")
+            in cached.sql) and cached.sql.endswith("as `_mv_v` on `_mv_d`.`product_id` <=> `_mv_v`.`product_id`\n) as `_mv_c`")
+    # each MIN/MAX reserve is merged once per group, where the delta is cached: the writes read it
+    assert cached.sql.startswith("select `_mv_c`.*, slice(array_sort(") and cached.sql.count("map_zip_with(") == 2  # min_qty, max_price
+    assert "map_zip_with(" not in insert.sql and "try_element_at(`_mv_s`.`_mv_nr_max_price`, 1).`v`" in insert.sql
     assert "`shop`.`v`" not in insert.sql.split("insert into", 1)[1].split("\n", 1)[1]  # the INSERT reads the cache only
     # a group whose rows all went is not inserted again
     assert insert.sql.endswith(
@@ -90,13 +93,14 @@ def test_insert_only_never_recomputes_min_max():
     assert "`_mv_recompute` as (" not in insert_only.sql
     assert "MIN/MAX recompute (insert-only)" in insert_only.steps_skipped
     # the new extreme is the first value of the reserve the delta's values are merged into
-    assert "try_element_at(slice(array_sort(" in insert_only.sql
+    assert "try_element_at(`_mv_s`.`_mv_nr_min_qty`, 1).`v`" in insert_only.sql
+    assert "as `_mv_nr_min_qty`" in insert_only.cached[0].sql
     mixed = statement(BY_PRODUCT, **{"shop.lines": (3, 2)})
     assert "`_mv_recompute` as (" in mixed.sql
     assert "MIN/MAX from the reserves, recompute of groups whose reserve ran out" in mixed.steps_run
     # only groups whose reserve ran out while they still have values are recomputed
     flagged = mixed.writes[1].sql.split("`_mv_flagged` as (", 1)[1].split("`_mv_recompute` as (", 1)[0]
-    assert "(size(slice(" in flagged and "= 0 and (coalesce(`_mv_d`.`_mv_t`.`_mv_cnt_min_qty`, 0) + coalesce(`_mv_d`.`_mv_d__mv_cnt_min_qty`, 0)) > 0)" in flagged
+    assert "(size(`_mv_d`.`_mv_nr_min_qty`) = 0 and (coalesce(`_mv_d`.`_mv_t`.`_mv_cnt_min_qty`, 0) + coalesce(`_mv_d`.`_mv_d__mv_cnt_min_qty`, 0)) > 0)" in flagged
     # recomputed from the flagged groups' rows only (a semi join below the ranking and the aggregation)
     recompute = mixed.sql.split("`_mv_recompute` as (", 1)[1]
     assert (
@@ -113,12 +117,12 @@ def test_a_reserve_takes_in_what_reaches_its_floor_and_the_delta_its_most_extrem
     # per group, the argument's values netted, the RESERVE most extreme of each sign
     assert ("row_number() over (partition by `product_id`, `_mv_n` > 0 order by `_mv_v` desc) as `_mv_rk`" in delta
             and "where `_mv_rk` <= 4 group by `product_id`" in delta)
-    insert = mixed.writes[1].sql
-    # what reaches the stored floor (or everything, when the reserve holds all the group's values)
-    assert ("(aggregate(coalesce(`_mv_s`.`_mv_t`.`_mv_top_max_price`, cast(array() as array<struct<v:decimal(10,2),n:bigint>>)), "
-            "cast(0 as bigint), (`_mv_a`, `_mv_e`) -> `_mv_a` + `_mv_e`.`n`) = coalesce(`_mv_s`.`_mv_t`.`_mv_cnt_avg_price`, 0)) or "
-            "`_mv_e`.`v` >= try_element_at(") in insert
-    assert "map_zip_with(" in insert and "(`_mv_l`, `_mv_r`) -> case when `_mv_l`.`v` > `_mv_r`.`v` then -1" in insert
+    # what reaches the stored floor (or everything, when the reserve holds all the group's values),
+    # merged where the delta is cached
+    assert ("(aggregate(coalesce(`_mv_c`.`_mv_t`.`_mv_top_max_price`, cast(array() as array<struct<v:decimal(10,2),n:bigint>>)), "
+            "cast(0 as bigint), (`_mv_a`, `_mv_e`) -> `_mv_a` + `_mv_e`.`n`) = coalesce(`_mv_c`.`_mv_t`.`_mv_cnt_avg_price`, 0)) or "
+            "`_mv_e`.`v` >= try_element_at(") in delta
+    assert "map_zip_with(" in delta and "(`_mv_l`, `_mv_r`) -> case when `_mv_l`.`v` > `_mv_r`.`v` then -1" in delta
     for sql in (delta, *(w.sql for w in mixed.writes)):
         sqlglot.parse_one(sql, read="spark")
 
@@ -364,7 +368,7 @@ def test_having_recomputes_the_groups_the_view_does_not_hold_and_stores_only_tho
         analyze_view(BY_PRODUCT_HAVING, MASTERS), "shop.v", {"shop.lines": marked(LINES, 2, 1)}, {}
     )
     flagged = mixed.writes[1].sql.split("`_mv_flagged` as (\n", 1)[1].split("`_mv_recompute` as (", 1)[0]
-    assert flagged.count("\nunion\n") == 1 and "(size(slice(" in flagged and "where not `_mv_d`.`_mv_t`.`_mv_count` is not null" in flagged
+    assert flagged.count("\nunion\n") == 1 and "(size(`_mv_d`.`_mv_nr_max_price`) = 0" in flagged and "where not `_mv_d`.`_mv_t`.`_mv_count` is not null" in flagged
 
 
 def test_outer_aggregate_row_by_row_applies_the_joins_own_filter_to_images_and_counts():
