@@ -29,7 +29,8 @@ def summary(paths: list[Path]) -> str:
         f"{r['machine']['load_start'][0]:.1f} -> {r['machine'].get('load_end', [float('nan')])[0]:.1f}" for r in runs
     )
     lines = [
-        f"medians of {len(runs)} runs ({', '.join(p.stem for p in paths)}); load average at start -> end: {loads}",
+        f"{'one run' if len(runs) == 1 else f'medians of {len(runs)} runs'} ({', '.join(p.stem for p in paths)}); "
+        f"load average at start -> end: {loads}",
         "",
         "| view | class | fast s | complete s | complete / fast | MB of data files fast / complete | files | "
         "MB read by tasks fast / complete | tasks |",
