@@ -16,9 +16,6 @@ from pathlib import Path
 
 from report import point_rows
 
-MB = 1_000_000
-
-
 def summary(paths: list[Path]) -> str:
     runs = [json.loads(p.read_text()) for p in paths]
     rows_by_view: dict[str, list[dict]] = {}

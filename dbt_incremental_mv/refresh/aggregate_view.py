@@ -416,6 +416,12 @@ def _new_reserve_name(output: str) -> str:
     return f"_mv_nr_{output}"
 
 
+def _cached_delta(view: ViewDefinition, view_types: Mapping[str, str], delta: str, view_relation: str) -> str:
+    """What the refresh caches of ``delta``: each group with its stored row (_with_stored_rows)
+    and its new MIN/MAX reserves (_with_new_reserves)."""
+    return _with_new_reserves(view, view_types, _with_stored_rows(view, delta, view_relation))
+
+
 def _with_new_reserves(view: ViewDefinition, view_types: Mapping[str, str], rows: str) -> str:
     """The delta's groups with their stored rows (``rows``: _with_stored_rows) and each MIN/MAX
     reserve's new value (``_mv_nr_<output>``): merged once per group where the delta is cached,
@@ -438,7 +444,7 @@ def _group_match(left: str, right: str, columns: Sequence[str]) -> str:
 
 
 def _recompute_ctes(
-    view: ViewDefinition, marked: Mapping[str, MarkedLog], min_max: list[str], view_types: Mapping[str, str],
+    view: ViewDefinition, marked: Mapping[str, MarkedLog], min_max: list[str],
 ) -> list[str]:
     """The groups recomputed from the masters as of the marked snapshot (``_mv_flagged``): those
     whose stored extreme a negative row may have removed (``min_max``), and for a view with
@@ -592,7 +598,6 @@ def refresh_statement(
     extremes = bool(min_max) and (any_deletes or bool(view.null_supplying))
     # with HAVING, groups the view does not hold are recomputed (their state is not stored)
     recompute = extremes or view.having is not None
-    view_table = relation(view_relation)
     target = branch_target(view_relation, branch)
     keys = view.group_key_columns
     slices: list[Cached] = []  # the affected anchor keys of a change sliced by them (outer_aggregate.py)
@@ -616,13 +621,13 @@ def refresh_statement(
     if view.reserves and len(view.occurrences) > 1:
         rows_cached = (Cached(cached_view(branch, "terms"), "\nunion all\n".join(terms)),)
         delta = _delta_of_rows(view, ident(rows_cached[0].name), arguments, min_max)
-    cached = Cached(cached_view(branch, "delta"), _with_new_reserves(view, view_types, _with_stored_rows(view, delta, view_relation)))
+    cached = Cached(cached_view(branch, "delta"), _cached_delta(view, view_types, delta, view_relation))
     from_cache = groups = f"select * from {ident(cached.name)}"
     ctes = [f"`_mv_delta` as (\n{from_cache}\n)"]
     rows = "select `_mv_d`.*"
     joins = ""
     if recompute:
-        ctes += _recompute_ctes(view, marked, min_max if extremes else [], view_types)
+        ctes += _recompute_ctes(view, marked, min_max if extremes else [])
         recomputed = [f"`_mv_r`.{ident(RECOMPUTED_PREFIX + c)}" for c in view.stored_columns if c not in keys]
         rows += f", {', '.join(recomputed)}, coalesce(`_mv_r`.{ident(RECOMPUTED)}, false) as {ident(RECOMPUTED)}"
         joins = f"\nleft join `_mv_recompute` as `_mv_r` on {_group_match('`_mv_d`', '`_mv_r`', keys)}"
@@ -656,8 +661,7 @@ def refresh_statement(
     if min_max and not extremes:
         skipped += ("MIN/MAX recompute (insert-only)",)
     # (the statistics are read before the writes, and the cached delta: the delta in full)
-    in_full = _with_new_reserves(view, view_types, _with_stored_rows(view, delta_in_full, view_relation))
-    stats_ctes = [f"`_mv_delta` as (\n{in_full}\n)", *ctes[1:]]
+    stats_ctes = [f"`_mv_delta` as (\n{_cached_delta(view, view_types, delta_in_full, view_relation)}\n)", *ctes[1:]]
     existed = f"`_mv_s`.{STORED}.{ident(ROW_COUNT_COLUMN)} is not null"
     recomputed = f"count_if(`_mv_s`.{ident(RECOMPUTED)})" if recompute else "0"
     if view.having is None:
