@@ -67,14 +67,16 @@ def _ins_sources(
     """What one INS query reads: ``alias`` restricted to any of ``restrictions``, each occurrence
     an earlier INS query restricted without those rows (``earlier``: alias -> its restrictions),
     the other masters reduced to the rows that join it (semijoin.py). Its rows lie in the range of
-    its marked keys when it is restricted to them alone (``own``)."""
+    its marked keys, and its keys among them, when it is restricted to them alone (``own``)."""
     restricted = dict(sources)
     for other, done in earlier.items():
         for restriction in done:
             restricted[other] = restriction.excluded_from(restricted[other])
     restricted[alias] = f"(select * from {restricted[alias]} where {any_of(restrictions)})"
-    ranges = marked_ranges(own.log) if own is not None and restrictions == [own] else {}
-    return reduce_sources(view, restricted, {alias: ranges})
+    alone = own is not None and restrictions == [own]
+    ranges = marked_ranges(own.log) if alone else {}
+    key_sets = {alias: own.log.changed_keys(own.images)} if alone else {}
+    return reduce_sources(view, restricted, {alias: ranges}, key_sets)
 
 
 def _ins_groups(view: ViewDefinition, ins_aliases: list[str]) -> list[tuple[str, bool, list[KeyLink]]]:

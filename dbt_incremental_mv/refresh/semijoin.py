@@ -30,6 +30,12 @@ images (or the master restricted to their keys), and they move with the values t
 link, as a filter Spark pushes to the neighbour's scan; literal values restrict the neighbour by
 themselves (no semi join: the restricted side is not read again). Only inner links: a neighbour row that
 matches none of the restricted rows makes no row of the query.
+
+**Keys from the log, not the master.** A side restricted to a log's marked keys (an INS step's
+master) has no key outside them: when a link's columns on its side are among its key columns,
+their values are read from the log's keys (``key_sets``) instead of from the restricted master
+(TPC-H-shaped data: the orders of changed line items were found by reading ``lineitem`` once
+more, two of its data files at scale factor 10, for ``l_orderkey`` values the log holds).
 """
 
 from __future__ import annotations
@@ -72,11 +78,14 @@ def known_filter(column: str, known: Known) -> str:
 
 
 def reduce_sources(
-    view: ViewDefinition, sources: Mapping[str, str], restricted: Mapping[str, Ranges]
+    view: ViewDefinition, sources: Mapping[str, str], restricted: Mapping[str, Ranges],
+    key_sets: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """``sources`` (alias -> what the query reads for it) with the occurrences reachable from the
     ``restricted`` ones (alias -> the ranges known on its columns) through inner key links
-    restricted in turn, breadth first, each at most once."""
+    restricted in turn, breadth first, each at most once. ``key_sets``: alias -> a query of
+    keys its restricted rows' keys are among (its master's key columns, named as in the master)."""
+    key_sets = key_sets or {}
     out = dict(sources)
     if len(view.occurrences) < REDUCED_FROM:  # the restricted side and its neighbour: a broadcast join already
         return out
@@ -106,7 +115,11 @@ def reduce_sources(
                 ranges[neighbour] = carried
                 queue.append(neighbour)
                 continue
-            values = f"select distinct {idents(ours)} from {out[alias]}"
+            key = {c.casefold() for c in view.occurrence(alias).master.key}
+            if alias in key_sets and all(o.casefold() in key for o in ours):  # (a superset of the values)
+                values = f"select distinct {idents(ours)} from (\n{key_sets[alias]}\n)"
+            else:
+                values = f"select distinct {idents(ours)} from {out[alias]}"
             on = " and ".join(f"`_mv_y`.{ident(t)} = `_mv_r`.{ident(o)}" for o, t in zip(ours, theirs))
             where = f"\nwhere {' and '.join(bounded)}" if bounded else ""
             out[neighbour] = (
