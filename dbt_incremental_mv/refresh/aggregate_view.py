@@ -206,10 +206,15 @@ def _delta_name(column: str, tag: str) -> str:
     return f"_mv_d{tag}_{column}"
 
 
+def _delta_rows(terms: list[str]) -> str:
+    """The delta ``terms`` as one relation (a subquery)."""
+    return "(\n" + "\nunion all\n".join(terms) + "\n)"
+
+
 def _delta_query(view: ViewDefinition, terms: list[str], arguments: _Arguments, min_max: list[str]) -> str:
     """Per group: the signed net change of the row count and of every aggregate (the delta
     ``terms`` read once; see _delta_of_rows)."""
-    return _delta_of_rows(view, "(\n" + "\nunion all\n".join(terms) + "\n)", arguments, min_max)
+    return _delta_of_rows(view, _delta_rows(terms), arguments, min_max)
 
 
 def _delta_of_rows(view: ViewDefinition, rows: str, arguments: _Arguments, min_max: list[str]) -> str:
@@ -235,7 +240,7 @@ def _delta_of_rows(view: ViewDefinition, rows: str, arguments: _Arguments, min_m
     if not reserves:
         return delta
     keys = view.group_key_columns
-    joined = ", ".join(f"`_mv_r{i}`.{ident(column)}" for i, (column, _) in enumerate(reserves))
+    joined = ", ".join(f"`_mv_r{i}`.{ident(column)}" for i, (columns, _) in enumerate(reserves) for column in columns)
     joins = "".join(
         f"\nleft join (\n{query}\n) as `_mv_r{i}` on {_group_match('`_mv_g`', f'`_mv_r{i}`', keys)}"
         for i, (_, query) in enumerate(reserves)
@@ -395,16 +400,20 @@ def _rewrite(
 STORED = "`_mv_t`"  # in the cached delta: the group's stored row, a struct of the view's columns
 
 
-def _with_stored_rows(view: ViewDefinition, delta: str, view_relation: str) -> str:
+def _with_stored_rows(view: ViewDefinition, delta: str, rows: str, view_relation: str) -> str:
     """Each group of ``delta`` with its stored row (``_mv_t``: a struct of the view's columns,
     NULL fields for a group the view does not hold): the view read once, through a semi join
-    with the delta's groups broadcast, so what is joined is a few rows, never the whole view.
-    Cached with the delta, the writes read both from the session's cache."""
+    with the group keys of the delta's rows (``rows``) broadcast, so what is joined is a few
+    rows, never the whole view. Cached with the delta, the writes read both from the session's
+    cache. (The semi join takes the keys, not the delta: Spark reuses no exchange between the
+    two, and the delta's aggregations and reserves, each a scan of the rows and two to four
+    shuffles, were computed twice: at TPC-H scale factor 1, 6 scans of the log in one statement.)"""
     keys = view.group_key_columns
-    # (the delta written out twice: Spark finds no cached data for a query whose WITH is read twice)
+    # (the rows written out twice: Spark finds no cached data for a query whose WITH is read twice)
+    groups = f"select distinct {idents(keys)} from {rows}" if keys else delta
     stored = (
         f"select `_mv_v`.* from {relation(view_relation)} as `_mv_v`\n"
-        f"left semi join ({broadcast(delta)}) as `_mv_k` on {_group_match('`_mv_k`', '`_mv_v`', keys)}"
+        f"left semi join ({broadcast(groups)}) as `_mv_k` on {_group_match('`_mv_k`', '`_mv_v`', keys)}"
     )
     return (
         f"select `_mv_d`.*, struct(`_mv_v`.*) as {STORED} from (\n{delta}\n) as `_mv_d`\n"
@@ -416,10 +425,10 @@ def _new_reserve_name(output: str) -> str:
     return f"_mv_nr_{output}"
 
 
-def _cached_delta(view: ViewDefinition, view_types: Mapping[str, str], delta: str, view_relation: str) -> str:
-    """What the refresh caches of ``delta``: each group with its stored row (_with_stored_rows)
-    and its new MIN/MAX reserves (_with_new_reserves)."""
-    return _with_new_reserves(view, view_types, _with_stored_rows(view, delta, view_relation))
+def _cached_delta(view: ViewDefinition, view_types: Mapping[str, str], delta: str, rows: str, view_relation: str) -> str:
+    """What the refresh caches of ``delta`` (of the delta rows ``rows``): each group with its
+    stored row (_with_stored_rows) and its new MIN/MAX reserves (_with_new_reserves)."""
+    return _with_new_reserves(view, view_types, _with_stored_rows(view, delta, rows, view_relation))
 
 
 def _with_new_reserves(view: ViewDefinition, view_types: Mapping[str, str], rows: str) -> str:
@@ -507,23 +516,35 @@ def _reserve_delta_name(output: str) -> str:
     return f"_mv_dr_{output}"
 
 
-def _reserve_deltas(view: ViewDefinition, terms: str, arguments: _Arguments) -> list[tuple[str, str]]:
-    """Per reserve: (its delta column, a query of it per group): the delta's values of the
-    reserve's argument netted (value, signed count), the RESERVE most extreme of its positive ones
-    and of its negative ones (no others can reach the reserve: see _reserve)."""
+def _reserve_deltas(view: ViewDefinition, terms: str, arguments: _Arguments) -> list[tuple[tuple[str, ...], str]]:
+    """Per argument of reserves: (their delta columns, a query of them per group): the delta's
+    values of the argument netted (value, signed count), and per reserve the RESERVE most extreme
+    of its positive ones and of its negative ones (no others can reach the reserve: see
+    _reserve). Reserves of one argument (a MIN and a MAX of the same column) share the netting:
+    one read of the rows, one aggregation, one shuffle for both rankings."""
     keys = idents(view.group_key_columns)
-    found = []
+    by_argument: dict[str, list[str]] = {}
     for reserve in view.reserves:
         name = reserve.outputs[0]
-        x = ident(_Arguments.name(arguments.by_column[name]))
-        order = "desc" if view.output(name).kind is OutputKind.MAX else "asc"
-        column = _reserve_delta_name(name)
-        found.append((column, (
-            f"select {keys}, collect_list(named_struct('v', `_mv_v`, 'n', `_mv_n`)) as {ident(column)} from (\n"
-            f"select *, row_number() over (partition by {keys}, `_mv_n` > 0 order by `_mv_v` {order}) as `_mv_rk` from (\n"
+        by_argument.setdefault(_Arguments.name(arguments.by_column[name]), []).append(name)
+    found = []
+    for argument, names in by_argument.items():
+        x = ident(argument)
+        ranks = [(f"`_mv_rk{i}`", "desc" if view.output(name).kind is OutputKind.MAX else "asc") for i, name in enumerate(names)]
+        ranked = ", ".join(
+            f"row_number() over (partition by {keys}, `_mv_n` > 0 order by `_mv_v` {order}) as {rank}" for rank, order in ranks
+        )
+        lists = ", ".join(
+            f"collect_list(case when {rank} <= {RESERVE} then named_struct('v', `_mv_v`, 'n', `_mv_n`) end) "
+            f"as {ident(_reserve_delta_name(name))}"
+            for (rank, _), name in zip(ranks, names)
+        )
+        found.append((tuple(_reserve_delta_name(name) for name in names), (
+            f"select {keys}, {lists} from (\n"
+            f"select *, {ranked} from (\n"
             f"select {keys}, {x} as `_mv_v`, sum({ident(SIGN)}) as `_mv_n` from {terms}\n"
             f"where {x} is not null group by {keys}, {x} having sum({ident(SIGN)}) <> 0\n)\n"
-            f") where `_mv_rk` <= {RESERVE} group by {keys}"
+            f") where {' or '.join(f'{rank} <= {RESERVE}' for rank, _ in ranks)} group by {keys}"
         )))
     return found
 
@@ -610,18 +631,21 @@ def refresh_statement(
         return f"select * from {ident(slices[-1].name)}"
 
     terms = _delta_terms(view, marked, arguments, anchor_keys)
-    delta = _delta_query(view, terms, arguments, min_max)
+    delta_rows = _delta_rows(terms)
+    delta = _delta_of_rows(view, delta_rows, arguments, min_max)
     # (the statistics run before the cached views are made: they compute the anchor keys inline)
     inline.append(True)
-    delta_in_full = _delta_query(view, _delta_terms(view, marked, arguments, anchor_keys), arguments, min_max) if slices else delta
+    rows_in_full = _delta_rows(_delta_terms(view, marked, arguments, anchor_keys)) if slices else delta_rows
+    delta_in_full = _delta_of_rows(view, rows_in_full, arguments, min_max) if slices else delta
     # computed once (the writes name it up to six times), then read from the session's cache;
     # with reserves, the delta reads its rows once more per reserve: over several masters they
     # are cached first (one statement more), a single master's are its log's images
     rows_cached = ()
     if view.reserves and len(view.occurrences) > 1:
         rows_cached = (Cached(cached_view(branch, "terms"), "\nunion all\n".join(terms)),)
-        delta = _delta_of_rows(view, ident(rows_cached[0].name), arguments, min_max)
-    cached = Cached(cached_view(branch, "delta"), _cached_delta(view, view_types, delta, view_relation))
+        delta_rows = ident(rows_cached[0].name)
+        delta = _delta_of_rows(view, delta_rows, arguments, min_max)
+    cached = Cached(cached_view(branch, "delta"), _cached_delta(view, view_types, delta, delta_rows, view_relation))
     from_cache = groups = f"select * from {ident(cached.name)}"
     ctes = [f"`_mv_delta` as (\n{from_cache}\n)"]
     rows = "select `_mv_d`.*"
@@ -661,7 +685,7 @@ def refresh_statement(
     if min_max and not extremes:
         skipped += ("MIN/MAX recompute (insert-only)",)
     # (the statistics are read before the writes, and the cached delta: the delta in full)
-    stats_ctes = [f"`_mv_delta` as (\n{_cached_delta(view, view_types, delta_in_full, view_relation)}\n)", *ctes[1:]]
+    stats_ctes = [f"`_mv_delta` as (\n{_cached_delta(view, view_types, delta_in_full, rows_in_full, view_relation)}\n)", *ctes[1:]]
     existed = f"`_mv_s`.{STORED}.{ident(ROW_COUNT_COLUMN)} is not null"
     recomputed = f"count_if(`_mv_s`.{ident(RECOMPUTED)})" if recompute else "0"
     if view.having is None:

@@ -64,11 +64,15 @@ def test_delete_of_the_changed_groups_then_insert_of_their_new_rows_deterministi
     # groups are matched null-safely; the delta is broadcast wherever it filters the view
     assert delete.sql.endswith("as `_mv_k` where `_mv_k`.`product_id` <=> `_mv_v`.`product_id`))\nand exists (select 1)")
     # the cached delta carries each group's stored row: the view read once, through a semi join
-    # with the delta's groups broadcast (a join, not an EXISTS, so that Spark finds the cache)
+    # with the delta's groups broadcast (a join, not an EXISTS, so that Spark finds the cache):
+    # the group keys of the delta's rows, not the delta again with its aggregations and reserves
     (cached,) = first.cached
     assert "select `_mv_d`.*, struct(`_mv_v`.*) as `_mv_t` from (\n" in cached.sql
     assert ("left join (\nselect `_mv_v`.* from `shop`.`v` as `_mv_v`\nleft semi join (select /*+ BROADCAST */ * from (\n"
-            in cached.sql) and cached.sql.endswith("as `_mv_v` on `_mv_d`.`product_id` <=> `_mv_v`.`product_id`\n) as `_mv_c`")
+            "select distinct `product_id` from (\n" in cached.sql
+            ) and cached.sql.endswith("as `_mv_v` on `_mv_d`.`product_id` <=> `_mv_v`.`product_id`\n) as `_mv_c`")
+    # the log read by the delta (its sums, one read per MIN/MAX reserve) and once for the keys
+    assert cached.sql.count("FROM `logs`.`mlog_lines`") == 1 + len(analyze_view(BY_PRODUCT, MASTERS).reserves) + 1
     # each MIN/MAX reserve is merged once per group, where the delta is cached: the writes read it
     assert cached.sql.startswith("select `_mv_c`.*, slice(array_sort(") and cached.sql.count("map_zip_with(") == 2  # min_qty, max_price
     assert "map_zip_with(" not in insert.sql and "try_element_at(`_mv_s`.`_mv_nr_max_price`, 1).`v`" in insert.sql
@@ -115,8 +119,8 @@ def test_a_reserve_takes_in_what_reaches_its_floor_and_the_delta_its_most_extrem
     mixed = aggregate_view.refresh_statement(view, "shop.v", {"shop.lines": marked(LINES, 3, 2)}, types)
     delta = mixed.cached[0].sql
     # per group, the argument's values netted, the RESERVE most extreme of each sign
-    assert ("row_number() over (partition by `product_id`, `_mv_n` > 0 order by `_mv_v` desc) as `_mv_rk`" in delta
-            and "where `_mv_rk` <= 4 group by `product_id`" in delta)
+    assert ("row_number() over (partition by `product_id`, `_mv_n` > 0 order by `_mv_v` desc) as `_mv_rk0`" in delta
+            and "where `_mv_rk0` <= 4 group by `product_id`" in delta)
     # what reaches the stored floor (or everything, when the reserve holds all the group's values),
     # merged where the delta is cached
     assert ("(aggregate(coalesce(`_mv_c`.`_mv_t`.`_mv_top_max_price`, cast(array() as array<struct<v:decimal(10,2),n:bigint>>)), "
@@ -404,3 +408,21 @@ def test_a_small_view_is_rewritten_whole_by_one_statement_reading_the_delta_once
     assert [w.name for w in deleted.writes] == ["delete", "insert"]
     inserted = aggregate_view.refresh_statement(extremes, "shop.v", {"shop.lines": marked(LINES, 3, 0)}, {}, view_rows=5)
     assert [w.name for w in inserted.writes] == ["overwrite"]
+
+
+def test_a_min_and_a_max_of_one_column_share_the_netting_of_its_values():
+    """One read of the delta's rows, one aggregation and one shuffle for both reserves' deltas
+    (TPC-H's part_price_range: min and max of l_extendedprice)."""
+    view = analyze_view(
+        "select product_id, count(*) as n, min(price) as low, max(price) as high from shop.lines group by product_id",
+        MASTERS,
+    )
+    statement = aggregate_view.refresh_statement(view, "shop.v", {"shop.lines": marked(LINES, 3, 2)})
+    delta = delta_of(statement.cached[0].sql)
+    assert delta.count("group by `product_id`, `_mv_x0` having") == 1, delta
+    assert ("row_number() over (partition by `product_id`, `_mv_n` > 0 order by `_mv_v` asc) as `_mv_rk0`, "
+            "row_number() over (partition by `product_id`, `_mv_n` > 0 order by `_mv_v` desc) as `_mv_rk1`") in delta
+    assert ("collect_list(case when `_mv_rk0` <= 4 then named_struct('v', `_mv_v`, 'n', `_mv_n`) end) as `_mv_dr_low`, "
+            "collect_list(case when `_mv_rk1` <= 4 then named_struct('v', `_mv_v`, 'n', `_mv_n`) end) as `_mv_dr_high`") in delta
+    assert ") where `_mv_rk0` <= 4 or `_mv_rk1` <= 4 group by `product_id`" in delta
+    assert "select `_mv_g`.*, `_mv_r0`.`_mv_dr_low`, `_mv_r0`.`_mv_dr_high` from (" in delta
