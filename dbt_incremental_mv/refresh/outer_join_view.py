@@ -199,13 +199,18 @@ def _row_pairs(
     return [old, _linked_anchor_keys(link, root_log, _restricted(log, images="all"), own)]
 
 
+def _null_extended(x_hidden: list[str], row: str) -> str:
+    """Whether the view row ``row`` (an alias) is null-extended in X (its hidden key NULL)."""
+    return " and ".join(f"{row}.{ident(h)} is null" for h in x_hidden)
+
+
 def _row_filter(root_log: MarkedLog, root_hidden: list[str], x_hidden: list[str], keys: str, whole: bool, row: str) -> str:
     """Whether the view row ``row`` (an alias) is one the row-by-row refresh rewrites: a row of a
     changed row of X (its anchor and key in the pairs), a null-extended row of an affected anchor,
     or any row of a slice recomputed whole. One semi join on the anchor key with the pairs
     broadcast: a row of another anchor is dismissed by one hash probe."""
     anchor_match = " and ".join(f"`_mv_k`.{ident(k)} = {row}.{ident(h)}" for k, h in zip(root_log.spec.key, root_hidden))
-    x_null = " and ".join(f"{row}.{ident(h)} is null" for h in x_hidden)
+    x_null = _null_extended(x_hidden, row)
     x_match = " and ".join(f"{row}.{ident(h)} = `_mv_k`.{ident(h)}" for h in x_hidden)
     which = ([f"`_mv_k`.{ident(WHOLE)}"] if whole else []) + [f"({x_null})", f"({x_match})"]
     return broadcast_exists(keys, "`_mv_k`", f"{anchor_match} and ({' or '.join(which)})")
@@ -280,7 +285,7 @@ def refresh_statement(
     # master's hidden key, layout.py), so the files between are not planned
     prefilter = None if whole else x_log.key_prefilter([f"`_mv_v`.{ident(h)}" for h in x_hidden])
     nulls_or_marked = (
-        f"(({' and '.join(f'`_mv_v`.{ident(h)} is null' for h in x_hidden)}) or {prefilter})\nand " if prefilter else ""
+        f"(({_null_extended(x_hidden, '`_mv_v`')}) or {prefilter})\nand " if prefilter else ""
     )
     writes = [
         delete_write(on_branch, f"{nulls_or_marked}{rows_of}", "`_mv_v`"),
