@@ -5,12 +5,17 @@ Oracle's FORCE is a rule (fast whenever possible); Databricks and Snowflake reco
 change is large. Here the estimate is made once the mark step has fixed what a fast refresh would
 apply (its changes counted, its statements rendered) and before anything is written to the view:
 
-- a fast refresh costs its statements (a fixed price each: a Spark job or more), the bytes its
-  statements read (every table reference in them, at the snapshot it names, less the data files
-  a range filter lets Iceberg skip: the scan is planned from manifests, no data read), and its
-  changes (each marked row image is joined, shuffled and written);
+- a fast refresh costs its statements (a fixed price each, and a price per stage of its plan: a
+  join, an aggregation, a window, a DISTINCT, a union, each a shuffle), the bytes its statements
+  read (every table reference in them, at the snapshot it names, less the data files a range
+  filter lets Iceberg skip: the scan is planned from manifests, no data read), and its changes
+  (each marked row image is joined, shuffled and written);
 - a complete refresh costs one statement, the bytes of every master occurrence its defining
-  query reads, and the view it writes again.
+  query reads (priced more for each join and aggregation they go through, and again for each
+  window that ranks them: the MIN/MAX reserves), and the view it writes again: its hidden
+  columns with it, sorted by its layout (layout.py), which costs more than the plain query's
+  write (at TPC-H scale factor 10 the 3-way join is rebuilt in 51 s where its query alone runs
+  in 29 s).
 
 The prices (seconds per statement, per GB read and written, per million changes) are
 measured by the benchmark (``benchmarks/README.md``, "Cost-based force") and shipped as data,
@@ -32,6 +37,7 @@ from typing import Literal, Protocol
 import sqlglot
 from sqlglot import exp
 
+from dbt_incremental_mv.analysis.model import ViewDefinition
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.statement import RefreshStatement
 
@@ -54,6 +60,13 @@ class Calibration:
     seconds_per_capture: float  # ... and per log captured (staging the changed files, the log's commit)
     fast_fixed_seconds: float  # what every fast refresh pays besides its statements (publish, bookkeeping)
     complete_fixed_seconds: float  # ... and every complete refresh
+    # (prices added later: a calibration file without them prices as before, 0)
+    seconds_per_stage: float = 0.0  # a fast refresh's per stage of a statement's plan (statement_stages)
+    seconds_per_gb_shuffled: float = 0.0  # a complete refresh's per GB of masters read, per join or aggregation
+    seconds_per_gb_sorted: float = 0.0  # ... and per window ranking them (a MIN/MAX reserve)
+    # a complete refresh's per GB of the view it writes again, its hidden columns with it, sorted
+    # (layout.py); None: seconds_per_gb_written
+    seconds_per_gb_rebuilt: float | None = None
     measured: str = ""  # where the prices come from
 
     @classmethod
@@ -70,6 +83,10 @@ class Calibration:
             seconds_per_capture=float(prices["seconds_per_capture"]),
             fast_fixed_seconds=float(prices["fast_fixed_seconds"]),
             complete_fixed_seconds=float(prices["complete_fixed_seconds"]),
+            seconds_per_stage=float(prices.get("seconds_per_stage", 0.0)),
+            seconds_per_gb_shuffled=float(prices.get("seconds_per_gb_shuffled", 0.0)),
+            seconds_per_gb_sorted=float(prices.get("seconds_per_gb_sorted", 0.0)),
+            seconds_per_gb_rebuilt=float(prices["seconds_per_gb_rebuilt"]) if "seconds_per_gb_rebuilt" in prices else None,
             measured=str(document.get("measured", "")),
         )
 
@@ -209,6 +226,65 @@ def table_reads(sql: str, view_relation: str) -> list[TableRead]:
     return reads
 
 
+# ---------------------------------------------------------------- the shape of a query
+
+
+def statement_stages(sql: str) -> int:
+    """The stages a statement's plan adds besides its scans: its joins (the semi joins of EXISTS
+    included), its grouped and DISTINCT selects, its window functions and its unions, each a
+    shuffle or a sort in Spark's plan. The benchmark's statements cost about a tenth of a second
+    per stage whatever they read (benchmarks/README.md, "Cost-based force")."""
+    tree = sqlglot.parse_one(sql, read="spark")
+    selects = list(tree.find_all(exp.Select))
+    return (
+        sum(1 for _ in tree.find_all(exp.Join))
+        + sum(1 for _ in tree.find_all(exp.Exists))
+        + sum(1 for s in selects if s.args.get("group"))
+        + sum(1 for s in selects if s.args.get("distinct"))
+        + sum(1 for _ in tree.find_all(exp.Window))
+        + sum(1 for _ in tree.find_all(exp.Union))
+    )
+
+
+def query_stages(view: ViewDefinition) -> tuple[int, int]:
+    """(joins and aggregations, windows) of a complete refresh's query: a view's joins, its
+    GROUP BY, and the two rankings (one per direction) each MIN/MAX reserve is built by; a
+    UNION ALL's branches summed."""
+    if view.branches:
+        shapes = [query_stages(b) for b in view.branches]
+        return sum(s for s, _ in shapes), sum(w for _, w in shapes)
+    return len(view.joins) + int(view.is_aggregate), len(view.reserves)
+
+
+def fast_seconds(
+    prices: Calibration, stages: Sequence[int], read: int, written: int, changes: int
+) -> float:
+    """A fast refresh's price: its statements (``stages``: each one's, statement_stages), the bytes
+    they read, write and the changes they apply."""
+    return (
+        prices.fast_fixed_seconds
+        + prices.seconds_per_statement * len(stages)
+        + prices.seconds_per_stage * sum(stages)
+        + prices.seconds_per_gb_scanned * read / GB
+        + prices.seconds_per_gb_written * written / GB
+        + prices.seconds_per_million_changes * changes / 1e6
+    )
+
+
+def complete_seconds(prices: Calibration, read: int, stages: int, windows: int, written: int) -> float:
+    """A complete refresh's price: one statement reading ``read`` bytes of masters through
+    ``stages`` joins and aggregations and ``windows`` rankings (query_stages), writing ``written``
+    (the view again, sorted)."""
+    rebuilt = prices.seconds_per_gb_written if prices.seconds_per_gb_rebuilt is None else prices.seconds_per_gb_rebuilt
+    return (
+        prices.complete_fixed_seconds
+        + prices.seconds_per_statement
+        + (prices.seconds_per_gb_read + prices.seconds_per_gb_shuffled * stages + prices.seconds_per_gb_sorted * windows)
+        * read / GB
+        + rebuilt * written / GB
+    )
+
+
 # ---------------------------------------------------------------- sizes
 
 
@@ -234,13 +310,15 @@ class Estimate:
     largest_read: tuple[str, float] | None = None
     unknown: tuple[str, ...] = ()  # tables whose size the metadata does not give
     bytes_captured: int = 0  # the data files a capture it needs reads (decided before the capture)
+    stages: int = 0  # joins, aggregations, windows... of its statements (statement_stages, query_stages)
 
     def describe(self) -> str:
         read = f"reads {self.bytes_read / GB:.2f} GB"
         if self.largest_read is not None and self.method == "fast":
             name, share = self.largest_read
             read += f" ({share:.0%} of {name})"
-        parts = [f"{self.statements} statement{'s' if self.statements != 1 else ''}", read]
+        shape = f" ({self.stages} stage{'s' if self.stages != 1 else ''})" if self.stages else ""
+        parts = [f"{self.statements} statement{'s' if self.statements != 1 else ''}{shape}", read]
         if self.method == "complete":
             parts.append(f"writes {self.bytes_written / GB:.2f} GB")
         elif self.bytes_captured:
@@ -311,17 +389,11 @@ def estimate_fast(
     view = sizes.table_size(view_relation)
     view_bytes, view_rows = view if view is not None else (0, 0)
     written = int(min(changes, view_rows) * (view_bytes / view_rows)) if view_rows else 0
-    seconds = (
-        prices.fast_fixed_seconds
-        + prices.seconds_per_statement * len(statements)
-        + prices.seconds_per_gb_scanned * read / GB
-        + prices.seconds_per_gb_written * written / GB
-        + prices.seconds_per_million_changes * changes / 1e6
-    )
+    stages = [statement_stages(sql) for sql in statements]
     return Estimate(
-        "fast", seconds, len(statements), read, written, changes,
+        "fast", fast_seconds(prices, stages, read, written, changes), len(statements), read, written, changes,
         (largest[2], largest[0] / largest[1]) if largest is not None else None,
-        tuple(dict.fromkeys(unknown)),
+        tuple(dict.fromkeys(unknown)), stages=sum(stages),
     )
 
 
@@ -346,10 +418,12 @@ def with_capture(
 
 
 def estimate_complete(
-    masters_read: Sequence[tuple[str, int | None]], view_relation: str, sizes: Sizes, prices: Calibration
+    masters_read: Sequence[tuple[str, int | None]], view_relation: str, sizes: Sizes, prices: Calibration,
+    shape: tuple[int, int] = (0, 0),
 ) -> Estimate:
     """A complete refresh: its query reads every master occurrence (``masters_read``: relation and
-    the snapshot it is pinned to) and writes the view again (its current size)."""
+    the snapshot it is pinned to) through ``shape`` (query_stages: its joins and aggregations, its
+    windows) and writes the view again (its current size)."""
     read, unknown = 0, []
     for name, snapshot in masters_read:
         size = sizes.table_size(name, snapshot)
@@ -361,13 +435,11 @@ def estimate_complete(
     if view is None:
         unknown.append(view_relation)
     written = view[0] if view is not None else 0
-    seconds = (
-        prices.complete_fixed_seconds
-        + prices.seconds_per_statement
-        + prices.seconds_per_gb_read * read / GB
-        + prices.seconds_per_gb_written * written / GB
+    stages, windows = shape
+    return Estimate(
+        "complete", complete_seconds(prices, read, stages, windows, written), 1, read, written,
+        unknown=tuple(dict.fromkeys(unknown)), stages=stages + windows,
     )
-    return Estimate("complete", seconds, 1, read, written, unknown=tuple(dict.fromkeys(unknown)))
 
 
 def choose(fast: Estimate, complete: Estimate) -> Choice:

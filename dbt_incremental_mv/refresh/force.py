@@ -32,7 +32,7 @@ from dbt_incremental_mv.refresh_plan import RefreshDecision
 def _complete_estimate(ctx: RefreshContext, plan: RefreshPlan, snapshots: Mapping[str, int], prices: cost.Calibration) -> cost.Estimate:
     assert plan.definition is not None
     masters = [(o.master.name, snapshots.get(o.master.name)) for o in plan.definition.occurrences]
-    return cost.estimate_complete(masters, plan.view_relation, ctx.metadata, prices)
+    return cost.estimate_complete(masters, plan.view_relation, ctx.metadata, prices, cost.query_stages(plan.definition))
 
 
 def after_mark(

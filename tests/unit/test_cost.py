@@ -125,7 +125,9 @@ def test_a_few_changes_in_a_big_view_are_fast_and_the_estimate_says_why():
     choice = cost.choose(fast, complete)
     assert choice.method == "fast"
     assert choice.why.startswith(f"estimated {fast.seconds:.1f} s fast vs {complete.seconds:.1f} s complete: ")
-    assert "fast 2 statements, reads 0.07 GB" in choice.why and "100 changes" in choice.why
+    # each statement takes the log's distinct keys; the DELETE's EXISTS, the INSERT's join
+    assert [cost.statement_stages(w.sql) for w in statement.writes] == [2, 2] and fast.stages == 4
+    assert "fast 2 statements (4 stages), reads 0.07 GB" in choice.why and "100 changes" in choice.why
     assert "complete 1 statement, reads 1.03 GB, writes 0.78 GB" in choice.why
 
 
@@ -226,3 +228,45 @@ def test_a_capture_is_shared_by_the_views_that_read_its_log():
     assert shared.seconds == pytest.approx(1.0 + capture / 4)
     assert (shared.statements, shared.bytes_captured) == (3, GB // 2)
     assert "after a capture of 0.50 GB of changed master files" in shared.describe()
+
+
+def test_a_statement_is_priced_by_the_stages_of_its_plan():
+    """Joins (EXISTS too), grouped and DISTINCT selects, windows and unions: each a shuffle or a sort."""
+    assert cost.statement_stages("select a from t") == 0
+    assert cost.statement_stages("select a, count(*) from t join u on t.k = u.k group by a") == 2
+    assert cost.statement_stages("select distinct a from t union all select a from u") == 2
+    assert cost.statement_stages("select a, row_number() over (partition by b order by c) from t") == 1
+    assert cost.statement_stages("delete from t where exists (select 1 from u where u.k = t.k)") == 1
+    prices = dataclasses.replace(PRICES, seconds_per_stage=0.25)
+    flat = cost.fast_seconds(prices, [0, 0], 0, 0, 0)
+    assert cost.fast_seconds(prices, [3, 1], 0, 0, 0) == pytest.approx(flat + 4 * 0.25)
+
+
+def test_a_complete_refresh_is_priced_by_its_joins_and_the_rankings_of_its_reserves():
+    """A MIN/MAX view's rebuild ranks the fact's values twice (its reserves): several times the
+    plain aggregate's price, which force must not take for the rebuild's."""
+    assert cost.query_stages(analyze_view(JOIN, MASTERS)) == (1, 0)
+    assert cost.query_stages(analyze_view(BY_COUNTRY, MASTERS)) == (2, 0)
+    assert cost.query_stages(analyze_view(MIN_MAX, MASTERS)) == (1, 2)
+    prices = dataclasses.replace(PRICES, seconds_per_gb_shuffled=5.0, seconds_per_gb_sorted=30.0)
+    sizes = Sizes(SIZES)
+    plain = cost.estimate_complete([("shop.orders", 123)], "shop.v", sizes, prices, (1, 0))
+    ranked = cost.estimate_complete([("shop.orders", 123)], "shop.v", sizes, prices, (1, 2))
+    read = SIZES["shop.orders"][0] / GB
+    assert ranked.seconds == pytest.approx(plain.seconds + 2 * 30.0 * read)
+    assert ranked.describe().startswith("1 statement (3 stages), reads 0.98 GB")
+
+
+def test_a_calibration_file_of_an_earlier_version_prices_the_stages_at_nothing():
+    import json
+
+    earlier = {f.name: 1.0 for f in dataclasses.fields(cost.Calibration) if f.name != "measured"}
+    for added in ("seconds_per_stage", "seconds_per_gb_shuffled", "seconds_per_gb_sorted", "seconds_per_gb_rebuilt"):
+        del earlier[added]
+    prices = cost.Calibration.from_json(json.dumps({"prices": earlier}))
+    assert (prices.seconds_per_stage, prices.seconds_per_gb_shuffled, prices.seconds_per_gb_sorted) == (0, 0, 0)
+    assert prices.seconds_per_statement == 1.0
+    # the view written again is priced as any write
+    rebuilt = dataclasses.replace(prices, seconds_per_gb_rebuilt=5.0)
+    assert cost.complete_seconds(prices, 0, 0, 0, GB) == pytest.approx(cost.complete_seconds(prices, 0, 0, 0, 0) + 1.0)
+    assert cost.complete_seconds(rebuilt, 0, 0, 0, GB) == pytest.approx(cost.complete_seconds(prices, 0, 0, 0, 0) + 5.0)

@@ -108,7 +108,7 @@ def test_a_capture_that_knows_the_project_stops_for_its_views():
 
 def test_a_small_change_is_captured_and_refreshed_fast():
     warehouse = built()
-    sized(warehouse, "shop.orders", 100 * MB, added=MB // 10, removed=MB // 10)
+    sized(warehouse, "shop.orders", 1000 * MB, added=MB // 10, removed=MB // 10)  # a small change of a big master
     line, statements, _ = warehouse.measured()
     assert line.startswith("fast refresh: "), line
     assert "force: estimated" in line, line
