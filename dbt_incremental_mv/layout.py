@@ -11,7 +11,10 @@ can: ranges and literals of the fact's keys are pruned by the files' and row gro
 literals of a dimension's keys by the bloom filters. (A sort within each write task, Spark's
 ``SORT BY``, left every file spanning the whole key: at TPC-H scale factor 10 each DELETE of
 the 3-way join planned all 8 of the view's files for changes at both ends of the key.) What that
-costs a complete refresh: a sampling job and a shuffle of the view's rows.
+costs a complete refresh: a sampling job and a shuffle of the view's rows. Measured on the
+view's build: the TPC-H 3-way join at scale factor 10 in 47-51 s (35-36 s sorted within tasks,
+29 s for the plain query without hidden columns); the shop's at 100M orders in 446 s (101 s
+for the plain query). A build that sorts only where the view is small enough is not built.
 
 Oracle's DEL step wants an index on each rowid column of the view and its INS step indexes on
 the masters' join columns. Iceberg has no indexes; it prunes data files by the min/max
