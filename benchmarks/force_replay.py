@@ -10,10 +10,10 @@ way force does (dbt_incremental_mv/refresh/cost.py: ``statement_stages``, ``fast
 decides), the complete refresh's bytes read through the stages and windows of the view's build
 (the fast project's first run: a view refreshed fast keeps its hidden columns, the MIN/MAX reserves
 ranked by windows, and its layout sorts it, so a forced rebuild runs that query, not the complete
-project's plain one), and the view's size (the largest scan of it). It prints the choice per view against the measured
-times and, per run, force's total against the better method of every view (the issue's "within
-1.1x"), and against the better of each view's fast refresh and its own rebuild (timed by the
-fast project's build statement).
+project's plain one), and the view's size (the largest scan of it). It prints the choice per view
+against the measured times and, per run, force's total against the better method of every view
+(the issue's "within 1.1x"), and against the better of each view's fast refresh and its own
+rebuild (timed by the fast project's build statement).
 
 Replays a run's decisions without running force: runs with ingestion-written logs have no force
 project, and a refit of the prices can be checked against every committed run.
@@ -31,8 +31,6 @@ from sqlglot import exp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dbt_incremental_mv.refresh import cost  # noqa: E402
-
-GIB = cost.GB
 
 
 def _model(run: dict | None, view: str) -> dict | None:
@@ -77,7 +75,7 @@ def replay(results: dict, prices: cost.Calibration) -> list[dict]:
                 view_bytes = _view_bytes(fast, f"{schema}.{view}")
                 shape, rebuilt = _build(build)
                 estimate_fast = cost.fast_seconds(prices, stages, read, 0, 0)
-                estimate_complete = cost.complete_seconds(prices, complete.get("bytes_read", 0), *shape, view_bytes)
+                estimate_complete = cost.complete_seconds(prices, complete["bytes_read"], *shape, view_bytes)
                 measured_fast = fast["execution_time_s"]
                 # a forced rebuild runs the build's query (hidden columns, the view sorted), not the
                 # complete project's plain one

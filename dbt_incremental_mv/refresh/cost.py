@@ -17,8 +17,8 @@ apply (its changes counted, its statements rendered) and before anything is writ
   write (at TPC-H scale factor 10 the 3-way join is rebuilt in 51 s where its query alone runs
   in 29 s).
 
-The prices (seconds per statement, per GB read and written, per million changes) are
-measured by the benchmark (``benchmarks/README.md``, "Cost-based force") and shipped as data,
+The prices (seconds per statement and per stage of its plan, per GB read, shuffled, sorted,
+written and rebuilt, per million changes, per capture) are measured by the benchmark (``benchmarks/README.md``, "Cost-based force") and shipped as data,
 ``dbt_incremental_mv/calibration.json``, not written into the code.
 """
 
@@ -193,12 +193,18 @@ def _relation(table: exp.Table, view_relation: str) -> str:
     return name
 
 
+@lru_cache(maxsize=256)
+def _parsed(sql: str) -> exp.Expression:
+    """A statement's syntax tree, parsed once for what it reads and for its stages (read only)."""
+    return sqlglot.parse_one(sql, read="spark")
+
+
 def table_reads(sql: str, view_relation: str) -> list[TableRead]:
     """Every table a statement reads (a DELETE or MERGE its target too), with the snapshot it names
     and the static range filter of a scan that reads that table alone (``select ... from t where``,
     ``delete from t where``). Temporary views (the refresh's cached deltas) are left out: they are
     in memory, and the statement that computed them is counted for what it read."""
-    tree = sqlglot.parse_one(sql, read="spark")
+    tree = _parsed(sql)
     reads = []
     for table in tree.find_all(exp.Table):
         if not table.db:
@@ -234,7 +240,7 @@ def statement_stages(sql: str) -> int:
     included), its grouped and DISTINCT selects, its window functions and its unions, each a
     shuffle or a sort in Spark's plan. The benchmark's statements cost about a tenth of a second
     per stage whatever they read (benchmarks/README.md, "Cost-based force")."""
-    tree = sqlglot.parse_one(sql, read="spark")
+    tree = _parsed(sql)
     selects = list(tree.find_all(exp.Select))
     return (
         sum(1 for _ in tree.find_all(exp.Join))
@@ -248,8 +254,8 @@ def statement_stages(sql: str) -> int:
 
 def query_stages(view: ViewDefinition) -> tuple[int, int]:
     """(joins and aggregations, windows) of a complete refresh's query: a view's joins, its
-    GROUP BY, and the two rankings (one per direction) each MIN/MAX reserve is built by; a
-    UNION ALL's branches summed."""
+    GROUP BY, and the ranking window each MIN/MAX reserve is built by (render.py); a UNION ALL's
+    branches summed."""
     if view.branches:
         shapes = [query_stages(b) for b in view.branches]
         return sum(s for s, _ in shapes), sum(w for _, w in shapes)
