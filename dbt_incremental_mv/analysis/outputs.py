@@ -69,10 +69,12 @@ def _is_constant(expression: exp.Expression) -> bool:
 
 def _constant_key(expression: exp.Expression) -> exp.Expression:
     """The constant as a GROUP BY expression: an integer literal cast to int (a bare ``GROUP BY 2``
-    would name the second column; the type is the literal's own)."""
+    would name the second column, and Spark reads ``-1`` as a position too; the type is the
+    literal's own)."""
     expression = _strip_parentheses(expression)
-    if isinstance(expression, exp.Literal) and not expression.is_string and expression.is_int:
-        value = int(expression.this)
+    literal = _strip_parentheses(expression.this) if isinstance(expression, exp.Neg) else expression
+    if isinstance(literal, exp.Literal) and not literal.is_string and literal.is_int:
+        value = int(literal.this) * (-1 if literal is not expression else 1)
         if -(2**31) <= value < 2**31:
             return exp.Cast(this=expression.copy(), to=exp.DataType.build("int"))
     return expression.copy()

@@ -35,6 +35,14 @@ VIEWS = {
         "union all "
         f"select o.customer_id, 'max', max(o.amount) from {O} o group by o.customer_id"
     ),
+    # an outer join branch and an aggregate branch selecting a negative integer constant (a group
+    # key, which Spark read as a position in GROUP BY: GROUP_BY_POS_OUT_OF_RANGE at the build)
+    "segment_orders": (
+        f"select c.segment, o.order_id, o.amount from {C} c left join {O} o on o.customer_id = c.customer_id "
+        "union all "
+        f"select c.segment, -1 as order_id, sum(o.amount) from {O} o join {C} c on o.customer_id = c.customer_id "
+        "group by c.segment"
+    ),
 }
 
 

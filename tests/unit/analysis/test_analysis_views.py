@@ -391,6 +391,21 @@ def test_group_keys_follow_group_by_order(view):
     assert definition.group_key_columns == ("cust", "status")
 
 
+def test_a_selected_integer_constant_is_a_group_key_spark_cannot_read_as_a_position(view, rendered):
+    """Spark reads ``GROUP BY 2`` and ``GROUP BY -1`` as positions in the SELECT list (acceptance:
+    ``-1 as order_id`` in a UNION ALL branch failed its build with GROUP_BY_POS_OUT_OF_RANGE)."""
+    definition = view(
+        "select status, -1 as order_id, (-(2)) as two, 2 as plus, -3000000000 as big, count(*) as n "
+        "from shop.orders group by status"
+    )
+    keys = [sql_of(g) for g in definition.group_by][1:]
+    assert keys == ["CAST(-1 AS INT)", "CAST(-(2) AS INT)", "CAST(2 AS INT)", "-3000000000"]  # (a bigint: no position)
+    query = sqlglot.parse_one(rendered(definition), read="spark")
+    items = query.args["group"].expressions
+    positions = [i for i in items if isinstance(i, exp.Literal) or isinstance(i, exp.Neg) and sql_of(i) != "-3000000000"]
+    assert len(items) == 5 and positions == []
+
+
 def test_count_of_a_constant_is_count_star(view):
     definition = view("select status, count(1) as n from shop.orders group by status")
     output = definition.output("n")
