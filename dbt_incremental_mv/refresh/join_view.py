@@ -31,21 +31,32 @@ restricted to ``key IN <its changed keys> OR customer_id IN <changed customers> 
 rest read in full. Separately, each INS step read the fact in full for its dimension (a star of
 three changed masters: three scans of the fact, each with a shuffle of the joined dimension);
 together they read it once.
+
+**One scan of each master when a dimension changed with the fact's children, keys scattered.**
+A changed dimension's rows are scattered in the fact, so its INS step reads the fact and the
+fact's children (the line items of a customer's orders) whole; with scattered keys the INS
+steps of the changed orders and line items read them whole again. Then all the INS steps are
+one query (``_folded_ins_query``): the fact restricted to its own keys, its dimensions' and
+those its changed children hold, the children to the fact rows so found, filtered to the rows
+of an inserted key. With clustered keys the separate steps read within their ranges and were
+faster (TPC-H scale factor 10: benchmarks/README.md, "One query for all the INS steps").
 """
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping, Sequence
 
 from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.analysis.links import KeyLink, key_links
+from dbt_incremental_mv.logs.contract import INSERT
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.semijoin import marked_ranges, reduce_sources
 from dbt_incremental_mv.refresh.statement import (
     WRITE_BRANCH, KeyRestriction, RefreshStatement, Write, any_of, branch_target, delete_write, refresh_writes,
     split_by_literal,
 )
-from dbt_incremental_mv.sql_text import ident, idents, relation
+from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation
 
 
 def _ins_restrictions(
@@ -101,13 +112,106 @@ def _ins_groups(view: ViewDefinition, ins_aliases: list[str]) -> list[tuple[str,
     return groups
 
 
-def _del_restrictions(view: ViewDefinition, marked: Mapping[str, MarkedLog], aliases: list[str]) -> list[KeyRestriction]:
-    """View rows whose hidden key for a changed occurrence is among its master's changed keys."""
+def _folded_ins_query(
+    view: ViewDefinition, marked: Mapping[str, MarkedLog], sources: Mapping[str, str], ins_aliases: list[str],
+) -> str | None:
+    """The INS steps as one query that reads each master once, or None (then the INS queries
+    of ``_ins_groups``).
+
+    It applies around a *hub*: an occurrence with changed dimensions (linked to its columns)
+    and changed children (holding its key), every other changed occurrence being one of those
+    (the first such in the view's order), when the hub's or a child's own keys are scattered
+    (``_scattered``): their own INS steps would read the fact whole too. A dimension's INS step finds its rows through the
+    hub and reads the hub and its children whole (a dimension's rows are scattered in them);
+    the hub's and the children's own INS steps would then read them again, within their keys'
+    ranges (clustered changes) or whole (scattered). Folded: the view's query over the hub
+    restricted to its own keys, its dimensions' keys and the keys its changed children hold in
+    their after images, each child reduced to the hub rows so found (a broadcast semi join,
+    semijoin.py), the rest read in full; of its rows, those whose hidden key of a changed
+    occurrence is among that master's inserted keys: exactly the rows the INS steps make, each
+    once (no INS query excludes another's rows)."""
+    inner = [link for link in key_links(view) if link.inner]
+    for hub in view.aliases:
+        links: list[KeyLink] = []  # the hub's changed dimensions (one link each)
+        children: list[KeyLink] = []  # its changed occurrences holding its key
+        for alias in ins_aliases:
+            into = next((k for k in inner if k.source == alias and k.target == hub), None)
+            held = next((k for k in inner if k.source == hub and k.target == alias), None)
+            if alias == hub:
+                continue
+            if into is not None:
+                links.append(into)
+            elif held is not None and _images_carry(marked[view.occurrence(alias).master.name], held.columns):
+                children.append(held)
+            else:
+                break
+        else:
+            spread = [marked[view.occurrence(a).master.name] for a in (hub, *(k.target for k in children)) if a in ins_aliases]
+            if links and children and any(_scattered(log) for log in spread):
+                return _folded_query(view, marked, sources, ins_aliases, hub, links, children)
+    return None
+
+
+SCATTERED = 0.5  # the share of their span the marked keys' ranges cover, above which they prune little
+
+
+def _scattered(log: MarkedLog) -> bool:
+    """Whether the log's marked keys (read from the log, not literals) lie in two or more ranges
+    covering at least SCATTERED of the span from the lowest to the highest (integer or date keys):
+    an INS step restricted to them reads its master, and the fact joined to it, nearly whole. One
+    range says nothing of the master's span (a few new keys at its end, or every key)."""
+    if log.known_keys("inserts") is not None or len(log.key_ranges) < 2:
+        return False
+    try:
+        spans = [(_ordinal(low), _ordinal(high)) for low, high in log.key_ranges]
+    except TypeError:
+        return False
+    covered = sum(high - low + 1 for low, high in spans)
+    whole = max(high for _, high in spans) - min(low for low, _ in spans) + 1
+    return covered >= SCATTERED * whole
+
+
+def _ordinal(bound: object) -> int:
+    """An integer or date bound as an integer (TypeError for any other type)."""
+    if isinstance(bound, bool) or not isinstance(bound, (int, datetime.date)):
+        raise TypeError(bound)
+    return bound if isinstance(bound, int) else bound.toordinal()
+
+
+def _images_carry(log: MarkedLog, columns: tuple[str, ...]) -> bool:
+    """Whether ``log``'s images carry ``columns``: key columns, or columns it says it logs."""
+    key = {c.casefold() for c in log.spec.key}
+    return all(c.casefold() in key for c in columns) or log.logs_columns(columns)
+
+
+def _folded_query(
+    view: ViewDefinition, marked: Mapping[str, MarkedLog], sources: Mapping[str, str], ins_aliases: list[str],
+    hub: str, links: list[KeyLink], children: list[KeyLink],
+) -> str:
+    """The folded INS query around ``hub`` (``_folded_ins_query``)."""
+    hub_key = view.occurrence(hub).master.key
+    found = [r.condition() for r in _ins_restrictions(view, marked, hub, hub in ins_aliases, links)]
+    for link in children:
+        log = marked[view.occurrence(link.target).master.name]
+        held = f"select distinct {idents(link.columns)} from (\n{log.images(link.columns, INSERT)}\n)"
+        found.append(f"({idents(hub_key)}) in ({broadcast(held)})")
+    restricted = dict(sources)
+    restricted[hub] = f"(select * from {sources[hub]}\nwhere " + "\n   or ".join(f"({f})" for f in found) + ")"
+    query = view.render_select(reduce_sources(view, restricted, {hub: {}}))
+    inserted = any_of(_hidden_restrictions(view, marked, ins_aliases, "inserts"))
+    return f"select * from (\n{query}\n) as `_mv_i`\nwhere {inserted}"
+
+
+def _hidden_restrictions(
+    view: ViewDefinition, marked: Mapping[str, MarkedLog], aliases: list[str], images: str = "all"
+) -> list[KeyRestriction]:
+    """View rows whose hidden key for a changed occurrence is among its master's changed keys
+    (``images``: ``all``, or those with an after image)."""
     found = []
     for alias in aliases:
         log = marked[view.occurrence(alias).master.name]
         by_source = {h.source_column.lower(): h.name for h in view.key_columns(alias)}
-        found.append(KeyRestriction(log, tuple(by_source[k.lower()] for k in log.spec.key)))
+        found.append(KeyRestriction(log, tuple(by_source[k.lower()] for k in log.spec.key), images))
     return found
 
 
@@ -137,7 +241,7 @@ def refresh_statement(
     )
     if not changed:
         return None
-    deletes = split_by_literal(_del_restrictions(view, marked, del_aliases))
+    deletes = split_by_literal(_hidden_restrictions(view, marked, del_aliases))
     several = len(deletes) + bool(ins_aliases) > 1
     target = branch_target(view_relation, branch) if several else relation(view_relation)
     # An update marks both images: its key is deleted and re-inserted, so DEL covers every image.
@@ -145,9 +249,10 @@ def refresh_statement(
     ins_query = None
     if ins_aliases:
         sources = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
-        queries: list[str] = []
+        folded = _folded_ins_query(view, marked, sources, ins_aliases)
+        queries: list[str] = [folded] if folded is not None else []
         earlier: dict[str, list[KeyRestriction]] = {}
-        for alias, own, links in _ins_groups(view, ins_aliases):
+        for alias, own, links in _ins_groups(view, ins_aliases) if folded is None else ():
             restrictions = _ins_restrictions(view, marked, alias, own, links)
             mine = restrictions[0] if own else None
             # its own keys' ranges prune its files: a query of their own when they are not
@@ -161,6 +266,6 @@ def refresh_statement(
     deleted = any_of([r for group in deletes for r in group]) if deletes else None
     # every row deleted or inserted has the key of a changed occurrence among its changed keys
     return refresh_writes(
-        branch, writes, run, skipped, touched=any_of(_del_restrictions(view, marked, changed)), deleted=deleted,
+        branch, writes, run, skipped, touched=any_of(_hidden_restrictions(view, marked, changed)), deleted=deleted,
         inserted=ins_query,
     )

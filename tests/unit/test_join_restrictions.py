@@ -355,3 +355,54 @@ def test_an_outer_joins_row_by_row_delete_reads_only_the_views_null_rows_and_the
     logs["shop.customers"] = marked(CUSTOMERS)
     delete = outer_join_view.refresh_statement(view, "shop.v", logs).writes[0].sql
     assert "is null) or (" not in delete.split("exists")[0], delete
+
+
+def test_the_ins_steps_of_a_fact_its_dimension_and_its_children_are_one_query_reading_each_master_once():
+    """A changed customer's INS step reads the orders and the lines whole (its orders are
+    anywhere): the INS steps of changed orders and lines are folded into that query instead of
+    reading the lines again, each within its keys' ranges."""
+    view = analyze_view(CHAIN, MASTERS)
+    logs = {
+        "shop.customers": marked(CUSTOMERS, key_values=((7,), (9,)), insert_key_values=((9,),)),
+        "shop.orders": marked(ORDERS, key_ranges=((100, 200), (210, 300))),  # scattered: 192 of 201 keys
+        "shop.lines": marked(LINES, key_ranges=((150, 300),)),
+    }
+    insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
+    assert "union all" not in insert.lower()
+    assert scans_of(insert, "shop.lines") == 1 and scans_of(insert, "shop.customers") == 1
+    assert scans_of(insert, "shop.orders") == 2  # the hub, and its keys the lines are reduced to
+    orders = _from_clause_of(insert, "o")
+    # the orders: changed, of a changed customer, or holding a changed line
+    assert "WHERE (((`order_id` BETWEEN 100 AND 200 OR `order_id` BETWEEN 210 AND 300) AND (`order_id`) IN (SELECT /*+ BROADCAST */" in orders
+    assert "OR (`customer_id` IN (9)) OR ((`order_id`) IN (SELECT /*+ BROADCAST */ * FROM (SELECT DISTINCT `order_id` FROM (SELECT * FROM (SELECT `order_id`, `_mv_op` FROM `logs`.`mlog_lines`" in orders
+    assert _from_clause_of(insert, "l").startswith("(SELECT `_mv_y`.* FROM `shop`.`lines` VERSION AS OF 123 AS `_mv_y` LEFT SEMI JOIN (SELECT /*+ BROADCAST */ * FROM (SELECT DISTINCT `order_id` FROM (SELECT * FROM `shop`.`orders` VERSION AS OF 123 WHERE (((`order_id` BETWEEN 100 AND 200")
+    # of the rows so read, those of an inserted key of a changed master (the rest are unchanged)
+    where = insert[insert.rindex(") as `_mv_i`\nwhere "):]
+    assert "`_mv_c_customer_id` in (9)" in where
+    assert "((`_mv_o_order_id` between 100 and 200 or `_mv_o_order_id` between 210 and 300) and (`_mv_o_order_id`) in (" in where
+    assert "(`_mv_l_order_id` between 150 and 300 and (`_mv_l_order_id`, `_mv_l_line_no`) in (" in where
+    # clustered keys (two narrow ranges far apart, one range, literals): each INS step reads within
+    # its own keys' ranges, the customers' alone reads the facts whole (measured: folding them was
+    # slower there)
+    for clustered in ({"key_ranges": ((1, 10), (10_000, 10_010))}, {"key_ranges": ((1, 10_000),)},
+                      {"key_values": ((7,), (8,)), "insert_key_values": ((7,),)}):
+        logs["shop.orders"] = marked(ORDERS, **clustered)
+        insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
+        assert "_mv_i" not in insert and scans_of(insert, "shop.lines") >= 2, clustered
+    # ... or the lines' keys scattered (dates too)
+    logs["shop.lines"] = marked(LINES, key_ranges=((1, 10), (12, 20)))
+    assert "_mv_i" in join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
+    logs["shop.lines"] = marked(LINES, key_ranges=((datetime.date(2026, 1, 1), datetime.date(2026, 1, 2)), (datetime.date(2026, 1, 4), datetime.date(2026, 1, 4))))
+    assert "_mv_i" in join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
+    logs["shop.orders"] = marked(ORDERS, key_ranges=((100, 200), (210, 300)))
+    logs["shop.lines"] = marked(LINES, key_ranges=((150, 300),))
+    # no dimension changed: the orders' and the lines' INS steps keep their own ranges
+    logs["shop.customers"] = marked(CUSTOMERS, 0, 0)
+    insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
+    assert "_mv_i" not in insert and scans_of(insert, "shop.lines") == 2
+    # a second dimension of the orders (products) is folded too
+    view = analyze_view(CHAIN + " join shop.products p on p.product_id = o.product_id", MASTERS)
+    logs["shop.customers"] = marked(CUSTOMERS, key_values=((7,),), insert_key_values=((7,),))
+    logs["shop.products"] = marked(PRODUCTS)
+    insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
+    assert "_mv_i" in insert and scans_of(insert, "shop.lines") == 1 and "union all" not in insert.lower()
