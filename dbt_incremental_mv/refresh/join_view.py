@@ -120,11 +120,11 @@ def _folded_ins_query(
 
     It applies around a *hub*: an occurrence with changed dimensions (linked to its columns)
     and changed children (holding its key), every other changed occurrence being one of those
-    (the first such in the view's order), when the hub's or a child's own keys are scattered
-    (``_scattered``): their own INS steps would read the fact whole too. A dimension's INS step finds its rows through the
-    hub and reads the hub and its children whole (a dimension's rows are scattered in them);
-    the hub's and the children's own INS steps would then read them again, within their keys'
-    ranges (clustered changes) or whole (scattered). Folded: the view's query over the hub
+    (the first such in the view's order). A dimension's INS step finds its rows through the hub
+    and reads the hub and its children whole (a dimension's rows are scattered in them); the
+    hub's and the children's own INS steps read them again, within their keys' ranges, so the
+    fold is done only when the hub's or a child's own keys are scattered (``_scattered``: then
+    those ranges are nearly the whole table). Folded: the view's query over the hub
     restricted to its own keys, its dimensions' keys and the keys its changed children hold in
     their after images, each child reduced to the hub rows so found (a broadcast semi join,
     semijoin.py), the rest read in full; of its rows, those whose hidden key of a changed
@@ -135,10 +135,10 @@ def _folded_ins_query(
         links: list[KeyLink] = []  # the hub's changed dimensions (one link each)
         children: list[KeyLink] = []  # its changed occurrences holding its key
         for alias in ins_aliases:
-            into = next((k for k in inner if k.source == alias and k.target == hub), None)
-            held = next((k for k in inner if k.source == hub and k.target == alias), None)
             if alias == hub:
                 continue
+            into = next((k for k in inner if k.source == alias and k.target == hub), None)
+            held = next((k for k in inner if k.source == hub and k.target == alias), None)
             if into is not None:
                 links.append(into)
             elif held is not None and _images_carry(marked[view.occurrence(alias).master.name], held.columns):
@@ -146,8 +146,8 @@ def _folded_ins_query(
             else:
                 break
         else:
-            spread = [marked[view.occurrence(a).master.name] for a in (hub, *(k.target for k in children)) if a in ins_aliases]
-            if links and children and any(_scattered(log) for log in spread):
+            own = [a for a in (hub, *(k.target for k in children)) if a in ins_aliases]
+            if links and children and any(_scattered(marked[view.occurrence(a).master.name]) for a in own):
                 return _folded_query(view, marked, sources, ins_aliases, hub, links, children)
     return None
 
