@@ -141,7 +141,7 @@ def _folded_ins_query(
             held = next((k for k in inner if k.source == hub and k.target == alias), None)
             if into is not None:
                 links.append(into)
-            elif held is not None and _images_carry(marked[view.occurrence(alias).master.name], held.columns):
+            elif held is not None and marked[view.occurrence(alias).master.name].logs_columns(held.columns):
                 children.append(held)
             else:
                 break
@@ -178,12 +178,6 @@ def _ordinal(bound: object) -> int:
     return bound if isinstance(bound, int) else bound.toordinal()
 
 
-def _images_carry(log: MarkedLog, columns: tuple[str, ...]) -> bool:
-    """Whether ``log``'s images carry ``columns``: key columns, or columns it says it logs."""
-    key = {c.casefold() for c in log.spec.key}
-    return all(c.casefold() in key for c in columns) or log.logs_columns(columns)
-
-
 def _folded_query(
     view: ViewDefinition, marked: Mapping[str, MarkedLog], sources: Mapping[str, str], ins_aliases: list[str],
     hub: str, links: list[KeyLink], children: list[KeyLink],
@@ -213,6 +207,25 @@ def _hidden_restrictions(
         by_source = {h.source_column.lower(): h.name for h in view.key_columns(alias)}
         found.append(KeyRestriction(log, tuple(by_source[k.lower()] for k in log.spec.key), images))
     return found
+
+
+def _ins_queries(
+    view: ViewDefinition, marked: Mapping[str, MarkedLog], sources: Mapping[str, str], ins_aliases: list[str],
+) -> list[str]:
+    """The INS steps as disjoint queries, one per group of ``_ins_groups`` (two when its own keys
+    are read from the log and it runs dimensions' steps too)."""
+    queries: list[str] = []
+    earlier: dict[str, list[KeyRestriction]] = {}
+    for alias, own, links in _ins_groups(view, ins_aliases):
+        restrictions = _ins_restrictions(view, marked, alias, own, links)
+        mine = restrictions[0] if own else None
+        # its own keys' ranges prune its files: a query of their own when they are not
+        # literals (see KeyRestriction); its dimensions' keys (scattered in it) prune nothing
+        groups = [[mine], restrictions[1:]] if mine is not None and not mine.literal and links else [restrictions]
+        for group in groups:
+            queries.append(view.render_select(_ins_sources(view, sources, alias, group, earlier, mine)))
+            earlier.setdefault(alias, []).extend(group)
+    return queries
 
 
 def refresh_statement(
@@ -250,18 +263,10 @@ def refresh_statement(
     if ins_aliases:
         sources = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
         folded = _folded_ins_query(view, marked, sources, ins_aliases)
-        queries: list[str] = [folded] if folded is not None else []
-        earlier: dict[str, list[KeyRestriction]] = {}
-        for alias, own, links in _ins_groups(view, ins_aliases) if folded is None else ():
-            restrictions = _ins_restrictions(view, marked, alias, own, links)
-            mine = restrictions[0] if own else None
-            # its own keys' ranges prune its files: a query of their own when they are not
-            # literals (see KeyRestriction); its dimensions' keys (scattered in it) prune nothing
-            groups = [[mine], restrictions[1:]] if mine is not None and not mine.literal and links else [restrictions]
-            for group in groups:
-                queries.append(view.render_select(_ins_sources(view, sources, alias, group, earlier, mine)))
-                earlier.setdefault(alias, []).extend(group)
-        ins_query = "\nunion all\n".join(queries)
+        if folded is None:
+            ins_query = "\nunion all\n".join(_ins_queries(view, marked, sources, ins_aliases))
+        else:
+            ins_query = folded
         writes.append(Write("insert", f"insert into {target} ({idents(view.stored_columns)})\n{ins_query}"))
     deleted = any_of([r for group in deletes for r in group]) if deletes else None
     # every row deleted or inserted has the key of a changed occurrence among its changed keys

@@ -357,6 +357,9 @@ def test_an_outer_joins_row_by_row_delete_reads_only_the_views_null_rows_and_the
     assert "is null) or (" not in delete.split("exists")[0], delete
 
 
+LINE_COLUMNS = tuple(c for c, _ in LINES.columns)  # what a log of the lines carries (plan.logged_columns)
+
+
 def test_the_ins_steps_of_a_fact_its_dimension_and_its_children_are_one_query_reading_each_master_once():
     """A changed customer's INS step reads the orders and the lines whole (its orders are
     anywhere): the INS steps of changed orders and lines are folded into that query instead of
@@ -365,7 +368,7 @@ def test_the_ins_steps_of_a_fact_its_dimension_and_its_children_are_one_query_re
     logs = {
         "shop.customers": marked(CUSTOMERS, key_values=((7,), (9,)), insert_key_values=((9,),)),
         "shop.orders": marked(ORDERS, key_ranges=((100, 200), (210, 300))),  # scattered: 192 of 201 keys
-        "shop.lines": marked(LINES, key_ranges=((150, 300),)),
+        "shop.lines": marked(LINES, key_ranges=((150, 300),), logged=LINE_COLUMNS),
     }
     insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
     assert "union all" not in insert.lower()
@@ -390,12 +393,12 @@ def test_the_ins_steps_of_a_fact_its_dimension_and_its_children_are_one_query_re
         insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
         assert "_mv_i" not in insert and scans_of(insert, "shop.lines") >= 2, clustered
     # ... or the lines' keys scattered (dates too)
-    logs["shop.lines"] = marked(LINES, key_ranges=((1, 10), (12, 20)))
+    logs["shop.lines"] = marked(LINES, key_ranges=((1, 10), (12, 20)), logged=LINE_COLUMNS)
     assert "_mv_i" in join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
-    logs["shop.lines"] = marked(LINES, key_ranges=((datetime.date(2026, 1, 1), datetime.date(2026, 1, 2)), (datetime.date(2026, 1, 4), datetime.date(2026, 1, 4))))
+    logs["shop.lines"] = marked(LINES, key_ranges=((datetime.date(2026, 1, 1), datetime.date(2026, 1, 2)), (datetime.date(2026, 1, 4), datetime.date(2026, 1, 4))), logged=LINE_COLUMNS)
     assert "_mv_i" in join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
     logs["shop.orders"] = marked(ORDERS, key_ranges=((100, 200), (210, 300)))
-    logs["shop.lines"] = marked(LINES, key_ranges=((150, 300),))
+    logs["shop.lines"] = marked(LINES, key_ranges=((150, 300),), logged=LINE_COLUMNS)
     # no dimension changed: the orders' and the lines' INS steps keep their own ranges
     logs["shop.customers"] = marked(CUSTOMERS, 0, 0)
     insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
