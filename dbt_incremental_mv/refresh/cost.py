@@ -18,7 +18,8 @@ apply (its changes counted, its statements rendered) and before anything is writ
   in 29 s).
 
 The prices (seconds per statement and per stage of its plan, per GB read, shuffled, sorted,
-written and rebuilt, per million changes, per capture) are measured by the benchmark (``benchmarks/README.md``, "Cost-based force") and shipped as data,
+written and rebuilt, per million changes, per capture) are measured by the benchmark
+(``benchmarks/README.md``, "Cost-based force") and shipped as data,
 ``dbt_incremental_mv/calibration.json``, not written into the code.
 """
 
