@@ -30,7 +30,7 @@ from dbt_incremental_mv.refresh import cost, force, outer_aggregate, view_classe
 from dbt_incremental_mv.refresh.capture import capture_plan, consumers_stops
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 from dbt_incremental_mv.refresh.graph import dependency_names
-from dbt_incremental_mv.refresh.mark import key_probe, mark_logs, nothing_to_refresh
+from dbt_incremental_mv.refresh.mark import key_probe, mark_logs, netting_columns, nothing_to_refresh
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.plan import RefreshPlan, plan_refresh, rewritable_rows
 from dbt_incremental_mv.refresh.publish import commit_state, staged_statement
@@ -216,7 +216,8 @@ def _provisional(ctx: RefreshContext, plan: RefreshPlan, state: ViewState | None
         consumed = position.sequence if position is not None else 0
         reflected = position.master_snapshot if position is not None and position.master_snapshot is not None else 0
         marked[master] = MarkedLog(
-            spec, snapshots.get(spec.log_relation, 0), consumed, consumed + 1, 1, 1, reflected, logged=tuple(plan.logged_columns.get(spec.log_relation, ())),
+            spec, snapshots.get(spec.log_relation, 0), consumed, consumed + 1, 1, 1, reflected,
+            logged=tuple(plan.logged_columns.get(spec.log_relation, ())), netted_by=netting_columns(plan, spec),
         )
     return marked
 

@@ -21,7 +21,9 @@ statement).
 
 The marked keys restrict the reads (marked.py): literals when few, which Spark pushes to the
 masters' scans and the view's (the DELETE's OR of the masters' conditions too), else the log's
-keys within the ranges of their first column.
+keys within the ranges of their first column. A master's own INS step reads no master at all
+when its log carries every column the view reads of it: its rows are the log's after images
+(``_inserted_rows``; with scattered keys the master's rows of them are in every data file).
 
 **One scan of the fact for its dimensions' INS steps.** The INS step of a dimension ``c``
 joined by ``o.customer_id = c.customer_id`` (its whole key) makes the same rows as the defining
@@ -79,15 +81,30 @@ def _ins_sources(
     an earlier INS query restricted without those rows (``earlier``: alias -> its restrictions),
     the other masters reduced to the rows that join it (semijoin.py). Its rows lie in the range of
     its marked keys, and its keys among them, when it is restricted to them alone (``own``)."""
+    alone = own is not None and restrictions == [own]
+    logged = _inserted_rows(view, own.log, alias) if alone and own is not None else None
     restricted = dict(sources)
+    if logged is not None:
+        restricted[alias] = logged
     for other, done in earlier.items():
         for restriction in done:
             restricted[other] = restriction.excluded_from(restricted[other])
-    restricted[alias] = f"(select * from {restricted[alias]} where {any_of(restrictions)})"
-    alone = own is not None and restrictions == [own]
+    if logged is None:
+        restricted[alias] = f"(select * from {restricted[alias]} where {any_of(restrictions)})"
     ranges = marked_ranges(own.log) if alone else {}
     key_sets = {alias: own.log.changed_keys(own.images)} if alone else {}
     return reduce_sources(view, restricted, {alias: ranges}, key_sets)
+
+
+def _inserted_rows(view: ViewDefinition, log: MarkedLog, alias: str) -> str | None:
+    """What an occurrence's own INS step reads of it when its log carries every column the view
+    reads of it: the log's after images of the marked keys (MarkedLog.inserted_rows), not the
+    master within their ranges (a filter view of scattered changes read its master whole for
+    them). None: the images are not netted by those columns (the log lacks one)."""
+    netted = {c.casefold() for c in log.netted_by or ()}
+    if not netted or any(c.casefold() not in netted for c in view.referenced_columns[alias]):
+        return None
+    return log.inserted_rows({c.casefold(): t for c, t in view.occurrence(alias).master.columns})
 
 
 def _ins_groups(view: ViewDefinition, ins_aliases: list[str]) -> list[tuple[str, bool, list[KeyLink]]]:

@@ -28,7 +28,7 @@ from dbt_incremental_mv.logs.contract import INSERT, LogSpec, normalize_type
 from dbt_incremental_mv.logs.sql import KEY_BUCKETS, LITERAL_KEYS, KeyProbe
 from dbt_incremental_mv.metadata import EPOCH, Bound
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
-from dbt_incremental_mv.refresh.marked import KeyValues, MarkedLog
+from dbt_incremental_mv.refresh.marked import KeyValues, MarkedLog, netted_columns
 from dbt_incremental_mv.refresh.plan import RefreshPlan, fallback
 
 INTEGER_TYPES = frozenset({"tinyint", "smallint", "int", "integer", "bigint", "byte", "short", "long"})
@@ -152,6 +152,15 @@ def key_types(plan: RefreshPlan, spec: LogSpec) -> tuple[str | None, ...]:
     return tuple(types.get(k.casefold()) for k in spec.key)
 
 
+def netting_columns(plan: RefreshPlan, spec: LogSpec) -> tuple[str, ...] | None:
+    """What the view's marked images of ``spec``'s log are netted by (marked.netted_columns: the
+    columns it reads of the master), when the log carries them all; None: each image counts."""
+    assert plan.definition is not None
+    read = netted_columns(plan.definition, spec)
+    logged = {c.casefold() for c in plan.logged_columns.get(spec.log_relation, ())}
+    return read if logged and {c.casefold() for c in read} <= logged else None
+
+
 def key_probe(
     ctx: RefreshContext, plan: RefreshPlan, spec: LogSpec, log_snapshot: int | None, consumed: int,
 ) -> KeyProbe | None:
@@ -163,17 +172,9 @@ def key_probe(
     date first key over the span those files' statistics give."""
     if plan.action != "fast" or plan.definition is None or log_snapshot is None:
         return None
-    occurrences = [o for o in plan.definition.occurrences if o.master.name == spec.master_relation]
-    if not occurrences:
+    if not any(o.master.name == spec.master_relation for o in plan.definition.occurrences):
         return None
-    read: dict[str, str] = {}
-    for occurrence in occurrences:
-        for column in plan.definition.referenced_columns[occurrence.alias]:
-            read.setdefault(column.casefold(), column)
-    for column in spec.key:
-        read.setdefault(column.casefold(), column)
-    logged = {c.casefold() for c in plan.logged_columns.get(spec.log_relation, ())}
-    netted = tuple(sorted(read.values(), key=str.casefold)) if logged and set(read) <= logged else None
+    netted = netting_columns(plan, spec)
     types = key_types(plan, spec)
     literal_key = all(t in LITERAL_TYPES for t in types)
     written = ctx.metadata.written_since(spec.log_relation, log_snapshot, spec.key[:1], consumed)
@@ -201,7 +202,7 @@ def _buckets(spark_type: str | None, bounds: tuple[Bound, Bound] | None) -> tupl
 def probed(stats: Mapping[str, Any], probe: KeyProbe | None, types: tuple[str | None, ...]) -> dict[str, Any]:
     """The MarkedLog fields the probe's reads give: the view's net counts and the updates it
     skips, the images to net downstream (when some cancelled out and the keys are not listed),
-    the keys as literals, their ranges."""
+    the columns they were netted by, the keys as literals, their ranges."""
     if probe is None:
         return {}
     if stats.get("images") is not None:
@@ -217,6 +218,7 @@ def probed(stats: Mapping[str, Any], probe: KeyProbe | None, types: tuple[str | 
         "deletes": deletes,
         "skipped": skipped,
         "consolidated": probe.consolidate_by if skipped else None,
+        "netted_by": probe.consolidate_by,
         "key_values": keys,
         "insert_key_values": insert_keys,
         "key_ranges": key_ranges(stats.get("key_buckets"), probe.buckets),
@@ -258,6 +260,7 @@ def listed(text: str, probe: KeyProbe, types: tuple[str | None, ...], raw: int) 
         "deletes": deletes,
         "skipped": skipped,
         "consolidated": probe.consolidate_by if skipped and not literal else None,
+        "netted_by": probe.consolidate_by,
         "key_values": tuple(ordered) if literal else None,
         "insert_key_values": tuple(k for k in ordered if changed[k]) if literal else None,
         "key_ranges": exact_ranges([k[0] for k in ordered if k[0] is not None]) if bounded else (),

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from dbt_incremental_mv.analysis.model import ViewDefinition
 from dbt_incremental_mv.logs import sql as log_sql
 from dbt_incremental_mv.logs.contract import DELETE, INSERT, LogSpec, may_have_been_widened, normalize_type
 from dbt_incremental_mv.metadata import Bound
@@ -49,6 +50,9 @@ class MarkedLog:
     # the images netted by these columns (those the view reads): some cancelled out (see above)
     consolidated: tuple[str, ...] | None = None
     skipped: int = 0  # updates dropped: their images agree on every column the view reads
+    # what the marked images are netted by (netted_columns), when the log carries it all: then
+    # an INS step may read its master's rows from the after images (inserted_rows)
+    netted_by: tuple[str, ...] | None = None
     key_values: KeyValues | None = None  # every marked key, when few (see above); None: not known
     insert_key_values: KeyValues | None = None  # ... those with an after image
     # disjoint ranges of the first key column holding every marked key (empty: not known)
@@ -127,6 +131,29 @@ class MarkedLog:
         have = {c.casefold() for c in self.logged}
         return bool(columns) and all(c.casefold() in have for c in columns)
 
+    def inserted_rows(self, types: Mapping[str, str]) -> str:
+        """The master rows of the marked keys with an after image, read from the log, not the
+        master: each such key's net after image, with the columns its images are netted by
+        (``netted_by``, which must be set), cast to their current Spark types in the master
+        (``types``, by case-folded name) where a type may have been widened (see
+        ``master_as_of_current_types``).
+
+        A master key is unique and each image of a row is followed by the one that replaced it,
+        so once the images are netted by the columns the view reads (as the mark step netted
+        them: the same keys are marked) a key keeps at most its last after image: its row in the
+        master at the snapshot the log reaches. A key with a NULL is left out, as a restriction
+        to the marked keys leaves it out of the master (an ``IN`` matches no NULL)."""
+        assert self.netted_by is not None
+        names = list(self.netted_by)
+        rows = log_sql.net_marked_changes(
+            self.spec, self.log_snapshot, self.consumed, self.upto, names, names, self.excluded, self.only,
+        )
+        current = {c: types.get(c.casefold(), "") for c in names}
+        casts = {c: normalize_type(t) for c, t in current.items() if t and may_have_been_widened(t)}
+        listed = ", ".join(f"cast({ident(c)} as {casts[c]}) as {ident(c)}" if c in casts else ident(c) for c in names)
+        keyed = " and ".join(f"{ident(k)} is not null" for k in self.spec.key)
+        return f"(select {listed} from (\n{rows}\n)\nwhere `_mv_op` = {string(INSERT)} and {keyed})"
+
     def signed_images(self, columns: tuple[str, ...] | list[str], sign: str = "_mv_sign", invert: bool = False) -> str:
         """The marked images' ``columns`` and their sign, named ``sign``: an after image counts +1
         and a before image -1 (the other way round with ``invert``)."""
@@ -153,6 +180,20 @@ class MarkedLog:
         if op is not None:
             rows = f"select * from (\n{rows}\n) where `_mv_op` = {string(op)}"
         return rows
+
+
+def netted_columns(view: ViewDefinition, spec: LogSpec) -> tuple[str, ...]:
+    """The columns ``view`` reads of ``spec``'s master (every occurrence of it), its key among
+    them, in name order: what the mark step nets the images by (an update that changes none of
+    them changes nothing in the view), when the log carries them all."""
+    read: dict[str, str] = {}
+    for occurrence in view.occurrences:
+        if occurrence.master.name == spec.master_relation:
+            for column in sorted(view.referenced_columns[occurrence.alias]):
+                read.setdefault(column.casefold(), column)
+    for column in spec.key:
+        read.setdefault(column.casefold(), column)
+    return tuple(sorted(read.values(), key=str.casefold))
 
 
 def literal_in(columns: Sequence[str], keys: KeyValues) -> str:

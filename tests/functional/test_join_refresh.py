@@ -77,6 +77,17 @@ class TestJoinRefresh:
         fold = join_view._folded_query
         monkeypatch.setattr(join_view, "_folded_query", lambda *args: folded.append(args[4]) or fold(*args))
         monkeypatch.setattr(join_view, "_scattered", lambda log: True)
+        # the other views' INS steps of one master read its changed rows from the log's after images
+        from_images = []
+        read_images = join_view._inserted_rows
+
+        def inserted_rows(view, log, alias):
+            found = read_images(view, log, alias)
+            if found is not None:
+                from_images.append(log.spec.master_relation.split(".")[-1])
+            return found
+
+        monkeypatch.setattr(join_view, "_inserted_rows", inserted_rows)
         # orders is an Iceberg v3 table (row lineage: its changed files' rows are told apart by
         # _row_id), customers and regions v2 (compared by value)
         masters = [replace(m, rows={}, properties=V3 if m.name == "orders" else ()) for m in MASTERS]
@@ -101,6 +112,7 @@ class TestJoinRefresh:
             self.check_all(workload)
         assert compared == {"told apart by row lineage", "compared by value"}, compared
         assert "c" in folded, folded
+        assert {"orders", "customers"} <= set(from_images), from_images
 
         workload.round(4, kinds=("insert",))
         results, log = run_dbt_and_capture(["run"])

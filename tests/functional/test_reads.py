@@ -22,9 +22,13 @@ sources:
           mv_log: {master: shop.items, key: [item_id], capture: false}
 """
 
-VIEW = (
+VIEW = (  # it reads a column the log does not carry: its INSERT reads the master for the changed keys
     "{{ config(materialized='fast_refresh', refresh_method='fast') }}\n"
-    "select item_id, grp, val from {{ source('shop', 'items') }} where val > 0"
+    "select item_id, grp, val, note from {{ source('shop', 'items') }} where val > 0"
+)
+LOGGED = (  # the log carries every column it reads: its INSERT reads the after images
+    "{{ config(materialized='fast_refresh', refresh_method='fast') }}\n"
+    "select item_id, val from {{ source('shop', 'items') }} where val > 0"
 )
 TOTALS = (
     "{{ config(materialized='fast_refresh', refresh_method='fast') }}\n"
@@ -35,14 +39,14 @@ TOTALS = (
 class TestReadsOfAFastRefresh:
     @pytest.fixture(scope="class")
     def models(self):
-        return {"positive_items.sql": VIEW, "totals.sql": TOTALS, "sources.yml": SOURCES}
+        return {"positive_items.sql": VIEW, "positive_values.sql": LOGGED, "totals.sql": TOTALS, "sources.yml": SOURCES}
 
     def test_one_changed_key_is_read_from_the_one_file_holding_it(self, project):
         schema = project.test_schema
         items, log = f"{schema}.items", f"{schema}.mlog_items"
-        project.run_sql(f"create table {items} (item_id bigint, grp bigint, val int) using iceberg")
+        project.run_sql(f"create table {items} (item_id bigint, grp bigint, val int, note string) using iceberg")
         for first in (1, 11, 21, 31):  # one data file each
-            values = ", ".join(f"({i}, {i % 3}, {i})" for i in range(first, first + 10))
+            values = ", ".join(f"({i}, {i % 3}, {i}, 'n{i}')" for i in range(first, first + 10))
             project.run_sql(f"insert into {items} values {values}")
         project.run_sql(
             f"create table {log} (item_id bigint, grp bigint, val int, _mv_op string, _mv_commit bigint, "
@@ -73,8 +77,10 @@ class TestReadsOfAFastRefresh:
         # the join view's INSERT reads the master for key 25 only: the one file that can hold it
         (data_files,) = rows(project, f"select count(*) from {items}.files")[0]
         assert data_files >= 4 and reads[f"{schema}.positive_items"][items] == (1, data_files - 1), reads
-        # the aggregate's delta reads the log alone, never the master
-        assert items not in reads[f"{schema}.totals"], reads
+        # the aggregate's delta, and the INSERT of the view whose columns the log carries, read the
+        # log alone, never the master
+        assert items not in reads[f"{schema}.totals"] and items not in reads[f"{schema}.positive_values"], reads
+        assert reads[f"{schema}.positive_values"][log][0] >= 1
         assert reads[f"{schema}.totals"][log][0] >= 1
         files, skipped = rows(project, f"select files_read, files_skipped from {history} where method = 'fast' "
                                        f"and view = '{schema}.positive_items'")[0]

@@ -409,3 +409,78 @@ def test_the_ins_steps_of_a_fact_its_dimension_and_its_children_are_one_query_re
     logs["shop.products"] = marked(PRODUCTS)
     insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
     assert "_mv_i" in insert and scans_of(insert, "shop.lines") == 1 and "union all" not in insert.lower()
+
+
+def _netted(master: MasterTable, *columns: str, **fields) -> MarkedLog:
+    """A log whose images the mark step netted by ``columns`` (it carries every master column)."""
+    return marked(master, logged=tuple(c for c, _ in master.columns), netted_by=columns, **fields)
+
+
+def test_an_ins_step_reads_its_masters_changed_rows_from_the_after_images_when_the_log_carries_them():
+    """A master's own INS step reads its rows of the marked keys from the log's after images
+    (netted as the mark step netted them, so each key keeps its last one), not from the master
+    within the keys' ranges: with scattered keys those ranges are the whole table."""
+    view = analyze_view("select l.order_id, l.line_no, l.qty from shop.lines l where l.qty > 2", MASTERS)
+    log = _netted(LINES, "line_no", "order_id", "qty", key_ranges=((1, 10), (12, 20)))
+    delete, insert = (w.sql for w in join_view.refresh_statement(view, "shop.v", {"shop.lines": log}).writes)
+    assert scans_of(insert, "shop.lines") == 0 and scans_of(insert, "logs.mlog_lines") == 1
+    assert (
+        "FROM (SELECT `line_no`, `order_id`, `qty`, SUM(CASE WHEN `_mv_op` = 'I' THEN 1 ELSE -1 END) AS `_mv_net` "
+        "FROM (SELECT `line_no`, `order_id`, `qty`, `_mv_op` FROM `logs`.`mlog_lines` VERSION AS OF 11 "
+        "WHERE `_mv_op` IN ('I', 'D') AND `_last_updated_sequence_number` <= 9 AND `_last_updated_sequence_number` > 5) "
+        "GROUP BY `line_no`, `order_id`, `qty` HAVING"
+    ) in insert
+    # its after images, a key with a NULL left out (no restriction by key matches it); a type that
+    # may have been widened (bigint) cast to the master's
+    assert "WHERE `_mv_op` = 'I' AND NOT `order_id` IS NULL AND NOT `line_no` IS NULL) AS `l` WHERE `l`.`qty` > 2" in insert
+    assert "CAST(`order_id` AS BIGINT) AS `order_id`" in insert
+    assert delete == join_view.refresh_statement(view, "shop.v", {"shop.lines": marked(LINES, key_ranges=((1, 10), (12, 20)))}).writes[0].sql
+    # not netted (the log lacks a column the view reads): the master, restricted to the keys
+    insert = join_view.refresh_statement(view, "shop.v", {"shop.lines": marked(LINES)}).writes[-1].sql
+    assert scans_of(insert, "shop.lines") == 1 and "(`order_id`, `line_no`) IN (SELECT /*+ BROADCAST */" in insert
+    # netted by columns that are not all the ones this view reads of it: the master
+    partial = _netted(LINES, "line_no", "order_id")
+    insert = join_view.refresh_statement(view, "shop.v", {"shop.lines": partial}).writes[-1].sql
+    assert scans_of(insert, "shop.lines") == 1
+
+
+def test_in_a_join_only_the_changed_masters_own_ins_step_reads_its_after_images():
+    """The lines' own INS step reads their after images (joined with the orders they hold); the
+    step of the changed orders still reads the lines (those of the changed orders), leaving out
+    the keys the first step inserted from its images."""
+    view = analyze_view(CHAIN, MASTERS)
+    logs = {
+        "shop.customers": marked(CUSTOMERS, 0, 0),
+        "shop.orders": marked(ORDERS, key_ranges=((100, 200),)),
+        "shop.lines": _netted(LINES, "line_no", "order_id", "qty", key_ranges=((150, 300),)),
+    }
+    insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
+    lines_step, orders_step = insert.split("\nunion all\n")
+    assert scans_of(lines_step, "shop.lines") == 0 and "GROUP BY `line_no`, `order_id`, `qty` HAVING" in lines_step
+    # the orders the changed lines hold: within the lines' ranges, among their keys
+    assert "AS `_mv_r` ON `_mv_y`.`order_id` = `_mv_r`.`order_id` WHERE `_mv_y`.`order_id` BETWEEN 150 AND 300) AS `o`" in lines_step
+    assert scans_of(orders_step, "shop.lines") == 1 and "GROUP BY" not in orders_step
+    assert (
+        "FROM `shop`.`lines` VERSION AS OF 123 AS `_mv_x` LEFT ANTI JOIN (SELECT /*+ BROADCAST */ * FROM (SELECT DISTINCT "
+        "`order_id`, `line_no` FROM (SELECT * FROM (SELECT `order_id`, `line_no`, `_mv_op` FROM `logs`.`mlog_lines`"
+    ) in orders_step
+    assert "_mv_i" not in insert  # nothing scattered: not folded
+    assert insert == join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql  # deterministic
+
+
+def test_a_union_branch_nets_the_images_by_every_column_the_union_reads_of_the_master():
+    """The mark step nets by the columns the whole view reads: a branch reading fewer nets by
+    the same ones, or a key whose update changed only a column the other branch reads would be
+    deleted by the branch and not inserted again."""
+    view = analyze_view(
+        "select l.order_id, l.qty from shop.lines l union all select l2.order_id, 0 as qty from shop.lines l2 "
+        "where l2.line_no = 1", MASTERS,
+    )
+    from dbt_incremental_mv.refresh import union_view
+    from dbt_incremental_mv.refresh.marked import netted_columns
+
+    log = _netted(LINES, *netted_columns(view, marked(LINES).spec), key_ranges=((1, 10), (12, 20)))
+    assert log.netted_by == ("line_no", "order_id", "qty")
+    insert = union_view.refresh_statement(view, "shop.v", {"shop.lines": log}, {}).writes[-1].sql
+    assert scans_of(insert, "shop.lines") == 0
+    assert insert.count("GROUP BY `line_no`, `order_id`, `qty` HAVING") == 2

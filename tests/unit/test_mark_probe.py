@@ -75,6 +75,8 @@ def test_the_view_counts_replace_the_logs_and_the_skipped_updates_are_counted():
     # nothing cancelled out: the raw images are the net ones, read as they are
     stats.update(net_inserts=10, net_deletes=10)
     assert mark.probed(stats, probe, ("bigint",))["consolidated"] is None
+    # netted all the same: an INS step may read its rows from the after images (marked.py)
+    assert mark.probed(stats, probe, ("bigint",))["netted_by"] == ("amount", "order_id")
     assert mark.probed(stats, None, ("bigint",)) == {}
 
 
@@ -98,6 +100,7 @@ def test_few_images_are_listed_by_the_counting_statement_and_netted_here():
     plain = mark.listed(json.dumps([{k: v for k, v in i.items() if k != "v"} for i in images]),
                         log_sql.KeyProbe(("order_id",), listed=True), ("bigint",), raw=6)
     assert (plain["inserts"], plain["deletes"], plain["skipped"]) == (3, 3, 0)
+    assert fields["netted_by"] == ("amount", "order_id") and plain["netted_by"] is None
 
 
 def test_listed_images_are_compared_by_their_json_text_so_equal_nan_floats_and_structs_cancel():
