@@ -55,8 +55,8 @@ from dbt_incremental_mv.logs.contract import INSERT
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.semijoin import marked_ranges, reduce_sources
 from dbt_incremental_mv.refresh.statement import (
-    WRITE_BRANCH, KeyRestriction, RefreshStatement, Write, any_of, branch_target, delete_write, refresh_writes,
-    split_by_literal,
+    WRITE_BRANCH, KeyRestriction, RefreshStatement, Write, any_of, branch_target, delete_write, pruned_any_of,
+    refresh_writes,
 )
 from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation
 
@@ -271,11 +271,11 @@ def refresh_statement(
     )
     if not changed:
         return None
-    deletes = split_by_literal(_hidden_restrictions(view, marked, del_aliases))
-    several = len(deletes) + bool(ins_aliases) > 1
+    deletes = _hidden_restrictions(view, marked, del_aliases)
+    several = bool(deletes) and bool(ins_aliases)
     target = branch_target(view_relation, branch) if several else relation(view_relation)
     # An update marks both images: its key is deleted and re-inserted, so DEL covers every image.
-    writes = [delete_write(target, any_of(group)) for group in deletes]
+    writes = [delete_write(target, pruned_any_of(deletes))] if deletes else []
     ins_query = None
     if ins_aliases:
         sources = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
@@ -285,7 +285,7 @@ def refresh_statement(
         else:
             ins_query = folded
         writes.append(Write("insert", f"insert into {target} ({idents(view.stored_columns)})\n{ins_query}"))
-    deleted = any_of([r for group in deletes for r in group]) if deletes else None
+    deleted = any_of(deletes) if deletes else None
     # every row deleted or inserted has the key of a changed occurrence among its changed keys
     return refresh_writes(
         branch, writes, run, skipped, touched=any_of(_hidden_restrictions(view, marked, changed)), deleted=deleted,

@@ -128,9 +128,9 @@ class KeyRestriction:
 
     Literal keys make a condition Spark pushes to the scan. Otherwise the condition holds an IN
     of a subquery (the log's keys), which Spark 3.5 pushes nothing of once it sits inside a
-    disjunction: not even the conjuncts beside it (their ranges). So a restriction with a
-    subquery is never OR-ed with another: it restricts a statement (or a query) of its own,
-    where its ranges are pushed."""
+    disjunction: not even the conjuncts beside it (their ranges). So restrictions with a
+    subquery are OR-ed only behind the OR of their prefilters (``pruned_any_of``), or restrict
+    a query of their own, where their ranges are pushed."""
 
     log: MarkedLog
     columns: tuple[str, ...]
@@ -144,6 +144,11 @@ class KeyRestriction:
         """The condition over the columns (``qualifier``: a table alias they are qualified by)."""
         return self.log.key_condition([f"{qualifier}{ident(c)}" for c in self.columns], self.images)
 
+    def prefilter(self) -> str | None:
+        """What Spark can push of the condition to a scan: the literals or the ranges of the
+        first column (no subquery); None when nothing is known of the keys."""
+        return self.log.key_prefilter([ident(c) for c in self.columns])
+
     def excluded_from(self, source: str) -> str:
         """``source``'s rows NOT meeting the condition (a row with a NULL in the columns included):
         a filter for literal keys, an anti join with the keys otherwise (no subquery expression)."""
@@ -154,16 +159,24 @@ class KeyRestriction:
         return f"(select `_mv_x`.* from {source} as `_mv_x` left anti join ({keys}) as `_mv_k` on {on})"
 
 
-def split_by_literal(restrictions: Sequence[KeyRestriction]) -> list[list[KeyRestriction]]:
-    """The restrictions as groups to OR within one statement: the literal ones together, each
-    one with a subquery alone (see KeyRestriction)."""
-    literal = [r for r in restrictions if r.literal]
-    return ([literal] if literal else []) + [[r] for r in restrictions if not r.literal]
-
-
 def any_of(restrictions: Sequence[KeyRestriction]) -> str:
     """Rows meeting any of ``restrictions``: the OR of their conditions."""
     return "\n   or ".join(r.condition() for r in restrictions)
+
+
+def pruned_any_of(restrictions: Sequence[KeyRestriction]) -> str:
+    """Rows meeting any of ``restrictions``, behind what Spark pushes to the scan for them: the
+    OR of their prefilters (literals, ranges) when each has one, a conjunct of its own without a
+    subquery (Spark 3.5 pushes nothing of an OR holding one, see KeyRestriction). One scan then
+    prunes to the union of their ranges, where a scan per restriction read each range once and
+    cost a statement each (a view's DELETE of three changed masters: three scans of its files)."""
+    condition = any_of(restrictions)
+    if len(restrictions) < 2 or all(r.literal for r in restrictions):
+        return condition  # one restriction's ranges, or literals alone: pushed as they are
+    prefilters = [r.prefilter() for r in restrictions]
+    if any(p is None for p in prefilters):
+        return condition
+    return "(" + "\n   or ".join(p for p in prefilters if p is not None) + f")\nand ({condition})"
 
 
 def broadcast_exists(query: str, alias: str, condition: str) -> str:
