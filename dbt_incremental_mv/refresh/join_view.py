@@ -56,7 +56,7 @@ from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.semijoin import marked_ranges, reduce_sources
 from dbt_incremental_mv.refresh.statement import (
     WRITE_BRANCH, KeyRestriction, RefreshStatement, Write, any_of, branch_target, delete_write, pruned_any_of,
-    refresh_writes,
+    refresh_writes, split_by_literal,
 )
 from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation
 
@@ -226,6 +226,18 @@ def _hidden_restrictions(
     return found
 
 
+def _delete_groups(restrictions: list[KeyRestriction]) -> list[list[KeyRestriction]]:
+    """The DEL steps as DELETE statements, each the restrictions it ORs: one DELETE when some
+    master's keys read from its log are scattered (its own DELETE would read the view whole: the
+    others then cost their key sets' joins, not a scan of the view each); otherwise the literal
+    keys together and each key set read from a log alone, pruned to its ranges (TPC-H scale
+    factor 1, clustered: one DELETE took 4.4 s where the three took 3.0; scale factor 10,
+    scattered: 5.4 s against 7.6)."""
+    if any(not r.literal and _scattered(r.log) for r in restrictions):
+        return [restrictions]
+    return split_by_literal(restrictions)
+
+
 def _ins_queries(
     view: ViewDefinition, marked: Mapping[str, MarkedLog], sources: Mapping[str, str], ins_aliases: list[str],
 ) -> list[str]:
@@ -271,11 +283,12 @@ def refresh_statement(
     )
     if not changed:
         return None
-    deletes = _hidden_restrictions(view, marked, del_aliases)
-    several = bool(deletes) and bool(ins_aliases)
+    restrictions = _hidden_restrictions(view, marked, del_aliases)
+    deletes = _delete_groups(restrictions)
+    several = len(deletes) + bool(ins_aliases) > 1
     target = branch_target(view_relation, branch) if several else relation(view_relation)
     # An update marks both images: its key is deleted and re-inserted, so DEL covers every image.
-    writes = [delete_write(target, pruned_any_of(deletes))] if deletes else []
+    writes = [delete_write(target, pruned_any_of(group)) for group in deletes]
     ins_query = None
     if ins_aliases:
         sources = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
@@ -285,7 +298,7 @@ def refresh_statement(
         else:
             ins_query = folded
         writes.append(Write("insert", f"insert into {target} ({idents(view.stored_columns)})\n{ins_query}"))
-    deleted = any_of(deletes) if deletes else None
+    deleted = any_of(restrictions) if restrictions else None
     # every row deleted or inserted has the key of a changed occurrence among its changed keys
     return refresh_writes(
         branch, writes, run, skipped, touched=any_of(_hidden_restrictions(view, marked, changed)), deleted=deleted,

@@ -159,6 +159,13 @@ class KeyRestriction:
         return f"(select `_mv_x`.* from {source} as `_mv_x` left anti join ({keys}) as `_mv_k` on {on})"
 
 
+def split_by_literal(restrictions: Sequence[KeyRestriction]) -> list[list[KeyRestriction]]:
+    """The restrictions as groups to OR within one statement: the literal ones together, each
+    one with a subquery alone (see KeyRestriction)."""
+    literal = [r for r in restrictions if r.literal]
+    return ([literal] if literal else []) + [[r] for r in restrictions if not r.literal]
+
+
 def any_of(restrictions: Sequence[KeyRestriction]) -> str:
     """Rows meeting any of ``restrictions``: the OR of their conditions."""
     return "\n   or ".join(r.condition() for r in restrictions)
@@ -168,8 +175,8 @@ def pruned_any_of(restrictions: Sequence[KeyRestriction]) -> str:
     """Rows meeting any of ``restrictions``, behind what Spark pushes to the scan for them: the
     OR of their prefilters (literals, ranges) when each has one, a conjunct of its own without a
     subquery (Spark 3.5 pushes nothing of an OR holding one, see KeyRestriction). One scan then
-    prunes to the union of their ranges, where a scan per restriction read each range once and
-    cost a statement each (a view's DELETE of three changed masters: three scans of its files)."""
+    prunes to the union of their ranges, where a scan per restriction reads each range once and
+    costs a statement each."""
     condition = any_of(restrictions)
     if len(restrictions) < 2 or all(r.literal for r in restrictions):
         return condition  # one restriction's ranges, or literals alone: pushed as they are

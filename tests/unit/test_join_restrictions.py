@@ -313,6 +313,26 @@ def test_literal_keys_move_to_the_neighbours_of_a_changed_master_as_literals():
     assert "mlog_lines" not in insert
 
 
+def test_a_delete_by_keys_read_from_a_log_is_a_statement_of_its_own_that_spark_prunes():
+    """Spark 3.5 pushes nothing of a condition with an IN of a subquery inside an OR, not even
+    the conjuncts beside it: literal keys are deleted together, each log read for its keys alone,
+    where those keys are clustered (scattered: one DELETE, see the next test)."""
+    view = analyze_view(CHAIN, MASTERS)
+    logs = {
+        "shop.customers": marked(CUSTOMERS, key_values=((7,), (9,)), insert_key_values=((9,),)),
+        "shop.orders": marked(ORDERS, key_ranges=((100, 200),)),
+        "shop.lines": marked(LINES, key_values=((100, 1),), insert_key_values=()),
+    }
+    statement = join_view.refresh_statement(view, "shop.v", logs)
+    assert [w.name for w in statement.writes] == ["delete", "delete", "insert"] and statement.branch == "mv_write"
+    literal, ranged = (w.sql for w in statement.writes[:2])
+    assert literal.startswith("delete from `shop`.`v`.`branch_mv_write`\nwhere (`_mv_c_customer_id` in (7, 9)\n   or (`_mv_l_order_id` in (100)")
+    assert "select" not in literal.split("\nand exists")[0].lower()  # no subquery: all of it pushed
+    assert ranged.startswith("delete from `shop`.`v`.`branch_mv_write`\nwhere ((`_mv_o_order_id` between 100 and 200 and (`_mv_o_order_id`) in (")
+    # every deleted row is one of them (a view keeping its own log reads these rows)
+    assert statement.deleted.count("`_mv_c_customer_id` in (7, 9)") == 1 and "`_mv_o_order_id` between 100 and 200" in statement.deleted
+
+
 def test_an_outer_joins_row_by_row_delete_reads_only_the_views_null_rows_and_the_marked_keys_ranges():
     """The view is written sorted by the orders' hidden key (layout.py): its null-extended rows
     come first, the changed orders' rows lie in their ranges; the DELETE says so in a conjunct
@@ -467,15 +487,14 @@ def test_a_union_branch_nets_the_images_by_every_column_the_union_reads_of_the_m
     assert insert.count("GROUP BY `line_no`, `order_id`, `qty` HAVING") == 2
 
 
-def test_the_del_steps_of_every_master_are_one_delete_behind_the_or_of_their_ranges():
-    """One DELETE for every changed master, whatever its keys: Spark 3.5 pushes nothing of an OR
-    holding a log's key set, so the OR of their ranges (no subquery) goes in front of it, where
-    Spark pushes it and Iceberg skips the view's files outside every range. (A DELETE per key set
-    read the view once per changed master, each a statement.)"""
+def test_the_del_steps_are_one_delete_behind_the_or_of_their_ranges_when_some_keys_are_scattered():
+    """A master's scattered keys make its DELETE read the view whole: then every DEL step is one
+    DELETE. Spark 3.5 pushes nothing of an OR holding a log's key set, so the OR of their ranges
+    and literals (no subquery) goes in front of it, where Spark pushes it."""
     view = analyze_view(CHAIN, MASTERS)
     logs = {
         "shop.customers": marked(CUSTOMERS, key_values=((7,), (9,)), insert_key_values=((9,),)),
-        "shop.orders": marked(ORDERS, key_ranges=((100, 200), (9000, 9100))),
+        "shop.orders": marked(ORDERS, key_ranges=((100, 200), (210, 300))),  # scattered
         "shop.lines": marked(LINES, key_ranges=((150, 300),)),
     }
     statement = join_view.refresh_statement(view, "shop.v", logs)
@@ -483,9 +502,9 @@ def test_the_del_steps_of_every_master_are_one_delete_behind_the_or_of_their_ran
     assert len(deletes) == 1 and len(statement.writes) == 2
     assert deletes[0].startswith(
         "delete from `shop`.`v`.`branch_mv_write`\nwhere ((`_mv_c_customer_id` in (7, 9)\n"
-        "   or (`_mv_o_order_id` between 100 and 200 or `_mv_o_order_id` between 9000 and 9100)\n"
+        "   or (`_mv_o_order_id` between 100 and 200 or `_mv_o_order_id` between 210 and 300)\n"
         "   or `_mv_l_order_id` between 150 and 300)\nand (`_mv_c_customer_id` in (7, 9)\n"
-        "   or ((`_mv_o_order_id` between 100 and 200 or `_mv_o_order_id` between 9000 and 9100) and (`_mv_o_order_id`) in ("
+        "   or ((`_mv_o_order_id` between 100 and 200 or `_mv_o_order_id` between 210 and 300) and (`_mv_o_order_id`) in ("
     ), deletes[0]
     assert statement.deleted is not None and statement.deleted.startswith("`_mv_c_customer_id` in (7, 9)\n   or ((`_mv_o_order_id` between")
     # a master whose keys have no range (nothing known of them): nothing to push, the OR alone
