@@ -82,14 +82,14 @@ def _ins_sources(
     the other masters reduced to the rows that join it (semijoin.py). Its rows lie in the range of
     its marked keys, and its keys among them, when it is restricted to them alone (``own``)."""
     alone = own is not None and restrictions == [own]
-    logged = _inserted_rows(view, own.log, alias) if alone and own is not None else None
+    from_log = _inserted_rows(view, own.log, alias) if own is not None and alone else None
     restricted = dict(sources)
-    if logged is not None:
-        restricted[alias] = logged
+    if from_log is not None:
+        restricted[alias] = from_log
     for other, done in earlier.items():
         for restriction in done:
             restricted[other] = restriction.excluded_from(restricted[other])
-    if logged is None:
+    if from_log is None:
         restricted[alias] = f"(select * from {restricted[alias]} where {any_of(restrictions)})"
     ranges = marked_ranges(own.log) if alone else {}
     key_sets = {alias: own.log.changed_keys(own.images)} if alone else {}
