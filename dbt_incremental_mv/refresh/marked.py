@@ -84,12 +84,9 @@ class MarkedLog:
         (``ALTER COLUMN ... TYPE``: int to bigint, float to double, a wider decimal) makes no
         snapshot: a view built from the snapshot would keep the narrower type, and the next
         changes, logged with the wider one, could overflow it."""
-        casts = {c: normalize_type(t) for c, t in columns.items() if may_have_been_widened(t)}
-        if not casts:
+        listed = as_current_types({c: columns[c] for c in sorted(columns)})
+        if listed is None:
             return self.master_as_of()
-        listed = ", ".join(
-            f"cast({ident(c)} as {casts[c]}) as {ident(c)}" if c in casts else ident(c) for c in sorted(columns)
-        )
         return f"(select {listed} from {self.master_as_of()})"
 
     def changed_keys(self, images: str = "all") -> str:
@@ -148,9 +145,7 @@ class MarkedLog:
         rows = log_sql.net_marked_changes(
             self.spec, self.log_snapshot, self.consumed, self.upto, names, names, self.excluded, self.only,
         )
-        current = {c: types.get(c.casefold(), "") for c in names}
-        casts = {c: normalize_type(t) for c, t in current.items() if t and may_have_been_widened(t)}
-        listed = ", ".join(f"cast({ident(c)} as {casts[c]}) as {ident(c)}" if c in casts else ident(c) for c in names)
+        listed = as_current_types({c: types.get(c.casefold(), "") for c in names}) or idents(names)
         keyed = " and ".join(f"{ident(k)} is not null" for k in self.spec.key)
         return f"(select {listed} from (\n{rows}\n)\nwhere `_mv_op` = {string(INSERT)} and {keyed})"
 
@@ -180,6 +175,16 @@ class MarkedLog:
         if op is not None:
             rows = f"select * from (\n{rows}\n) where `_mv_op` = {string(op)}"
         return rows
+
+
+def as_current_types(columns: Mapping[str, str]) -> str | None:
+    """A select list of ``columns`` (name -> the master's current Spark type, in list order),
+    each cast to its type where the type may have been widened (``master_as_of_current_types``);
+    None when no column's may have."""
+    casts = {c: normalize_type(t) for c, t in columns.items() if t and may_have_been_widened(t)}
+    if not casts:
+        return None
+    return ", ".join(f"cast({ident(c)} as {casts[c]}) as {ident(c)}" if c in casts else ident(c) for c in columns)
 
 
 def netted_columns(view: ViewDefinition, spec: LogSpec) -> tuple[str, ...]:
