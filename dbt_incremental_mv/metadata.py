@@ -26,7 +26,9 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import random
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
@@ -65,6 +67,44 @@ class LostRace(RuntimeError):
     """A compare-and-swap commit found the table changed since it was read: nothing was applied."""
 
     lost_race = True  # recognised by conflicts.lost_race
+
+
+class MetadataContention(LostRace):
+    """A metadata commit refused only because another commit to the table came first."""
+
+
+def _java_error(exc: BaseException) -> str:
+    """The Java exception's line of a py4j error (its first line names only the call)."""
+    lines = [line.strip(" :") for line in str(exc).splitlines() if "Exception" in line]
+    return (lines[0] if lines else str(exc).strip().splitlines()[0])[:300]
+
+
+# A metadata-only commit (a branch made, moved or dropped) refused because another commit to the
+# same table landed first is made again on the new metadata, this many times in all. Iceberg's
+# ManageSnapshots does not retry by itself: its operation keeps the metadata it was created on,
+# and every retry of its transaction fails with "Table metadata refresh is required".
+METADATA_COMMIT_ATTEMPTS = 6
+
+
+def metadata_contention(exc: BaseException) -> bool:
+    """Whether ``exc`` is Iceberg refusing a metadata commit only because another commit to the
+    table came first (not a refused validation: a fast-forward whose target is no longer a
+    descendant of main fails with IllegalArgumentException and stays lost)."""
+    return "CommitFailedException" in str(exc)
+
+
+def retried_metadata_commit(commit: Callable[[], None], what: str) -> None:
+    """Run ``commit`` (one metadata-only commit) again while it loses to unrelated concurrent
+    commits, with a short random pause; the last refusal is raised."""
+    for attempt in range(1, METADATA_COMMIT_ATTEMPTS + 1):
+        try:
+            commit()
+            return
+        except Exception as exc:  # noqa: BLE001 - py4j or the connection wraps the Java exception
+            if attempt == METADATA_COMMIT_ATTEMPTS or not metadata_contention(exc):
+                raise
+            logger.debug("%s: concurrent metadata commit, attempt %d of %d", what, attempt, METADATA_COMMIT_ATTEMPTS)
+            time.sleep(random.uniform(0.05, 0.1 * 2 ** attempt))
 
 
 @dataclass(frozen=True)
@@ -336,9 +376,10 @@ class SqlCatalog:
         if branch is None:
             assert to_snapshot is not None
             branch = f"mv_publish_{to_snapshot}"
-            self.execute(f"alter table {table} create branch {ident(branch)} as of version {integer(to_snapshot)}")
-        try:
-            self.execute(f"call spark_catalog.system.fast_forward({string(name)}, 'main', {string(branch)})")
+            self.create_branch(name, branch, to_snapshot)
+        move = f"call spark_catalog.system.fast_forward({string(name)}, 'main', {string(branch)})"
+        try:  # Iceberg checks again on each attempt that main is an ancestor of the target
+            retried_metadata_commit(lambda: self.execute(move), move)
         except Exception as exc:
             if lost_race(exc):
                 raise LostRace(str(exc)) from exc
@@ -352,12 +393,14 @@ class SqlCatalog:
         return int(rows[0][0]) if rows else None
 
     def create_branch(self, name: str, branch: str, snapshot: int) -> None:
-        self.execute(f"alter table {relation(name)} create branch {ident(branch)} as of version {integer(snapshot)}")
+        create = f"alter table {relation(name)} create branch {ident(branch)} as of version {integer(snapshot)}"
+        retried_metadata_commit(lambda: self.execute(create), create)
 
     def drop_branch(self, name: str, branch: str) -> None:
         """Drop a capture's or publish's branch; one left behind by a lost race is harmless."""
+        drop = f"alter table {relation(name)} drop branch if exists {ident(branch)}"
         try:
-            self.execute(f"alter table {relation(name)} drop branch if exists {ident(branch)}")
+            retried_metadata_commit(lambda: self.execute(drop), drop)
         except Exception as exc:
             if not lost_race(exc):
                 raise
@@ -424,6 +467,21 @@ class JvmCatalog:
         of the table metadata: refused (LostRace) unless main is still at ``expected_main``."""
         target = branch or f"mv_publish_{to_snapshot}"
         description = f"call spark_catalog.system.fast_forward({string(name)}, 'main', {string(target)}) [metadata commit]"
+        for attempt in range(1, METADATA_COMMIT_ATTEMPTS + 1):
+            try:
+                self._fast_forward(name, expected_main, to_snapshot, branch, properties, drop_branches)
+                break
+            except MetadataContention:  # main was where expected, but another metadata commit came first
+                if attempt == METADATA_COMMIT_ATTEMPTS:
+                    raise
+                time.sleep(random.uniform(0.05, 0.1 * 2 ** attempt))
+        logger.debug("%s", description)
+        self.on_commit(description)
+
+    def _fast_forward(
+        self, name: str, expected_main: int | None, to_snapshot: int | None, branch: str | None,
+        properties: Mapping[str, str] | None, drop_branches: Sequence[str],
+    ) -> None:
         table = self._table(name)
         if table is None:
             raise LostRace(f"{name} no longer exists")
@@ -452,11 +510,9 @@ class JvmCatalog:
         try:
             operations.commit(base, builder.build())
         except Exception as exc:  # noqa: BLE001 - py4j wraps the Java exception
-            if "CommitFailedException" in str(exc):
-                raise LostRace(str(exc).strip().splitlines()[0][:300]) from exc
+            if metadata_contention(exc):
+                raise MetadataContention(f"another commit to {name} came first: {LOST_RACE} ({_java_error(exc)})") from exc
             raise
-        logger.debug("%s", description)
-        self.on_commit(description)
 
     def written_since(
         self, name: str, snapshot: int, columns: Sequence[str], after_sequence: int
@@ -512,8 +568,10 @@ class JvmCatalog:
         return int(ref.snapshotId()) if ref is not None else None
 
     def create_branch(self, name: str, branch: str, snapshot: int) -> None:
-        table = self._table(name)
-        table.manageSnapshots().createBranch(branch, snapshot).commit()
+        def create() -> None:
+            self._table(name).manageSnapshots().createBranch(branch, snapshot).commit()
+
+        retried_metadata_commit(create, f"create branch {branch} on {name}")
         self.on_commit(f"create branch {branch} on {name}")
 
     def drop_branch(self, name: str, branch: str) -> None:

@@ -1,5 +1,7 @@
 """The metadata seam's reading of Iceberg's table metadata JSON, without Spark."""
 
+import pytest
+
 from dbt_incremental_mv.metadata import from_metadata_json, spark_type
 
 DOCUMENT = {
@@ -74,3 +76,54 @@ def test_over_sql_snapshot_ids_of_several_tables_are_one_statement_and_nothing_i
     metadata.forget("shop.a")
     metadata.columns("shop.a")
     assert len(asked) == 3  # a table the refresh wrote is read again
+
+
+class _Refusing:
+    """An ``execute`` whose first ``refusals`` statements Iceberg refuses with ``error``."""
+
+    def __init__(self, refusals, error):
+        self.refusals, self.error, self.run = refusals, error, []
+
+    def __call__(self, sql):
+        self.run.append(sql)
+        if len(self.run) <= self.refusals:
+            raise RuntimeError(self.error)
+
+
+CONTENTION = ("another commit to the same table committed while this one ran ... Iceberg: "
+              "org.apache.iceberg.exceptions.CommitFailedException: Table metadata refresh is required")
+
+
+def test_a_branch_commit_that_only_lost_to_another_metadata_commit_is_made_again(monkeypatch):
+    import dbt_incremental_mv.metadata as metadata_module
+    from dbt_incremental_mv.metadata import METADATA_COMMIT_ATTEMPTS, SqlCatalog
+
+    monkeypatch.setattr(metadata_module.time, "sleep", lambda seconds: None)
+    execute = _Refusing(2, CONTENTION)  # Iceberg's ManageSnapshots does not retry this itself
+    SqlCatalog(lambda sql: [], execute).create_branch("shop.v", "b1", 7)
+    assert execute.run == ["alter table `shop`.`v` create branch `b1` as of version 7"] * 3
+
+    execute = _Refusing(METADATA_COMMIT_ATTEMPTS, CONTENTION)  # always refused: the last refusal is raised
+    with pytest.raises(RuntimeError, match="Table metadata refresh is required"):
+        SqlCatalog(lambda sql: [], execute).create_branch("shop.v", "b1", 7)
+    assert len(execute.run) == METADATA_COMMIT_ATTEMPTS
+
+
+def test_a_fast_forward_is_made_again_after_contention_but_not_after_main_moved(monkeypatch):
+    import dbt_incremental_mv.metadata as metadata_module
+    from dbt_incremental_mv.conflicts import lost_race
+    from dbt_incremental_mv.metadata import SqlCatalog
+
+    monkeypatch.setattr(metadata_module.time, "sleep", lambda seconds: None)
+    execute = _Refusing(1, CONTENTION)
+    SqlCatalog(lambda sql: [], execute).fast_forward("shop.v", 5, branch="w1")
+    moves = [sql for sql in execute.run if "fast_forward" in sql]
+    assert len(moves) == 2 and execute.run[-1] == "alter table `shop`.`v` drop branch if exists `w1`"
+
+    # main moved to another refresh's commit: Iceberg's check that main is an ancestor of the
+    # target fails, which no attempt changes: lost at once
+    execute = _Refusing(1, "IllegalArgumentException: Cannot fast-forward: main is not an ancestor of w1")
+    with pytest.raises(Exception) as lost:
+        SqlCatalog(lambda sql: [], execute).fast_forward("shop.v", 5, branch="w1")
+    assert lost_race(lost.value)
+    assert len([sql for sql in execute.run if "fast_forward" in sql]) == 1

@@ -1,0 +1,177 @@
+"""The check of generated definitions on Spark (issue 37): every definition of a dbt project is
+either refused before anything is created, naming the construct, or built and then maintained
+exactly through rounds of random DML, each followed by a fast refresh.
+
+Used by the CI test (tests/functional/test_generated_views.py, a fixed seed) and by hand
+(scripts/fuzz.sh: more definitions, any seed, a summary table).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field, replace
+
+from dbt.tests.util import run_dbt_and_capture
+
+from tests.functional.differential import OPERATIONS, Column, Master, Workload
+from tests.functional.util import rows
+from tests.fuzz.generator import MASTERS, Definition
+
+REFUSED_TAG = "refused"
+
+
+def workload_masters() -> list[Master]:
+    """The generator's masters as the differential workload's (its DML draws from the same pools)."""
+    return [
+        Master(m.name, m.key, [Column(c.name, c.spark_type, list(c.values)) for c in m.columns], key_pool=m.key_pool)
+        for m in MASTERS
+    ]
+
+
+def model_files(definitions: list[Definition]) -> dict[str, str]:
+    """The dbt project's model files: one per definition (refused ones tagged), and the sources
+    with capture-managed change logs."""
+    refs = {m.name: f"{{{{ source('shop', '{m.name}') }}}}" for m in MASTERS}
+    files = {}
+    for d in definitions:
+        tags = f", tags=['{REFUSED_TAG}']" if d.refused else ""
+        files[f"{d.name}.sql"] = f"{{{{ config(materialized='fast_refresh', refresh_method='fast'{tags}) }}}}\n{d.sql(refs)}\n"
+    files["sources.yml"] = Workload.sources_yml(workload_masters())
+    return files
+
+
+@dataclass
+class Outcome:
+    """What the check found, for the summary and the assertions."""
+
+    definitions: int = 0
+    maintained: int = 0
+    rounds: int = 0
+    comparisons: int = 0
+    refused_by: Counter = field(default_factory=Counter)
+    classes: Counter = field(default_factory=Counter)
+    failures: list[str] = field(default_factory=list)  # one line each: definition, what went wrong
+
+    def table(self) -> str:
+        lines = ["| measure | value |", "|---|---|",
+                 f"| definitions | {self.definitions} |", f"| maintained | {self.maintained} |",
+                 f"| refused (as expected) | {sum(self.refused_by.values())} |",
+                 f"| rounds of DML + fast refresh | {self.rounds} |",
+                 f"| random operations | {sum(OPERATIONS[k] for k in ('insert', 'update', 'update_key', 'delete'))} |",
+                 f"| view-vs-query comparisons | {self.comparisons} |", f"| failures | {len(self.failures)} |"]
+        lines += ["", "| class (maintained) | definitions |", "|---|---|"]
+        lines += [f"| {name} | {count} |" for name, count in sorted(self.classes.items())]
+        lines += ["", "| refused construct | definitions |", "|---|---|"]
+        lines += [f"| {name} | {count} |" for name, count in sorted(self.refused_by.items())]
+        return "\n".join(lines)
+
+
+class GeneratedCheck:
+    """Builds the project's generated views, then rounds of DML and fast refreshes."""
+
+    def __init__(self, project, definitions: list[Definition], seed: int):
+        self.project = project
+        self.definitions = definitions
+        self.workload = Workload(project, [replace(m, rows={}) for m in workload_masters()], seed)
+        self.outcome = Outcome(definitions=len(definitions))
+        self.failed: set[str] = set()  # definitions already reported (not checked again)
+
+    @property
+    def maintained(self) -> list[Definition]:
+        return [d for d in self.definitions if d.refused is None and d.name not in self.failed]
+
+    def _fail(self, definition: Definition, what: str) -> None:
+        self.failed.add(definition.name)
+        self.outcome.failures.append(f"{definition.name}: {what}\n    {definition.sql()}")
+
+    def build(self, initial_rows: int = 10) -> None:
+        """The masters filled, every model run once: refused ones must fail naming their
+        construct and create nothing; the others are built and equal their queries."""
+        schema = self.project.test_schema
+        self.workload.create(initial_rows=initial_rows)
+        before = self._tables()
+        results, _ = run_dbt_and_capture(["run"], expect_pass=None)
+        by_name = {r.node.name: r for r in results}
+        for d in self.definitions:
+            result = by_name.get(d.name)
+            message = str(getattr(result, "message", "") or "")
+            if d.refused is not None:
+                if result is None or result.status != "error" or "cannot fast refresh" not in message \
+                        or d.refused.lower() not in message.lower():
+                    self._fail(d, f"expected a refusal naming {d.refused!r}, got {getattr(result, 'status', None)}: {message[:300]}")
+                else:
+                    self.outcome.refused_by[next(f for f in d.features if f.startswith("refused: "))[9:]] += 1
+            elif result is None or result.status != "success":
+                self._fail(d, f"build failed: {message[:500]}")
+        created = self._tables() - before
+        for d in self.definitions:
+            if d.refused is not None and any(name == d.name or name.endswith(f"_{d.name}") for name in created):
+                self._fail(d, f"refused but created {sorted(n for n in created if d.name in n)} in {schema}")
+        self.check()
+
+    def _tables(self) -> set[str]:
+        return {name for _, name, *_ in rows(self.project, f"show tables in {self.project.test_schema}")}
+
+    def round(self, number: int, operations: int = 12) -> None:
+        """Random DML (batched MERGEs on even rounds, single statements on odd ones; every few
+        rounds a master emptied and refilled), then a fast refresh of every maintained view."""
+        w = self.workload
+        if number % 4 == 3:  # whole groups emptied and refilled: every row of one master goes, then new ones
+            name = sorted(w.masters)[number // 4 % len(w.masters)]
+            master = w.masters[name]
+            w.sql(f"delete from {self.project.test_schema}.{name}")
+            master.rows.clear()
+            w.round(operations, masters=[name], kinds=("insert",))
+        else:
+            w.alternating_round(number, operations=operations)
+        selected = [d.name for d in self.maintained]
+        results, _ = run_dbt_and_capture(["run", "--select", *selected], expect_pass=None)
+        by_name = {r.node.name: r for r in results}
+        for d in self.maintained:
+            result = by_name.get(d.name)
+            if result is None or result.status != "success":  # refresh_method='fast': never a silent rebuild
+                self._fail(d, f"round {number}: refresh failed: {str(getattr(result, 'message', ''))[:500]}")
+        self.outcome.rounds += 1
+        self.check(number)
+
+    def check(self, number: int | None = None) -> None:
+        """Every maintained view against its query recomputed on the masters (multiset, one
+        statement each: EXCEPT ALL both ways); a difference is reported with the rows."""
+        schema = self.project.test_schema
+        refs = {m.name: f"{schema}.{m.name}" for m in MASTERS}
+        for d in self.maintained:
+            columns = ", ".join(f"`{c}`" for c in _visible(self.project, schema, d.name))
+            view = f"select {columns} from {schema}.{d.name}"
+            query = f"select {columns} from ({d.sql(refs)})"
+            differing = rows(self.project, f"select count(*) from ((({view}) except all ({query})) union all "
+                                           f"(({query}) except all ({view})))")[0][0]
+            self.outcome.comparisons += 1
+            OPERATIONS["comparisons"] += 1
+            if differing:
+                extra = rows(self.project, f"({view}) except all ({query})")
+                missing = rows(self.project, f"({query}) except all ({view})")
+                when = "after the build" if number is None else f"after round {number}"
+                self._fail(d, f"differs from its query {when}: missing {missing[:10]}, extra {extra[:10]}")
+
+    def run(self, rounds: int, operations: int = 12) -> Outcome:
+        self.build()
+        for number in range(rounds):
+            self.round(number, operations)
+        self.outcome.maintained = len([d for d in self.definitions if d.refused is None])
+        self.outcome.classes = Counter(d.view_class for d in self.definitions if d.refused is None)
+        return self.outcome
+
+
+_columns: dict[tuple[str, str], list[str]] = {}
+
+
+def _visible(project, schema: str, view: str) -> list[str]:
+    if (schema, view) not in _columns:
+        names = []
+        for name, *_ in rows(project, f"describe {schema}.{view}"):
+            if not name or name.startswith("#"):
+                break  # the partitioning follows
+            if not name.startswith("_mv_"):
+                names.append(name)
+        _columns[(schema, view)] = names
+    return _columns[(schema, view)]

@@ -1,0 +1,406 @@
+"""Generated view definitions: seeded, reproducible, over a fixed set of masters (issue 37).
+
+Every definition is either one the plugin must maintain (inside the README's supported set:
+joins, LEFT/RIGHT chains, filters in WHERE and ON, expressions, GROUP BY with COUNT/SUM/AVG/MIN/MAX,
+constants as group keys, HAVING, DISTINCT, UNION ALL of such branches) or one it must refuse,
+naming the construct (a window, FULL OUTER JOIN, COUNT(DISTINCT), a non-deterministic function,
+UNION/INTERSECT/EXCEPT, LIMIT, a subquery in WHERE), injected into an otherwise maintainable one.
+
+Pure Python: the analysis check runs without Spark (tests/unit/test_generated_views.py); the
+functional check builds and refreshes them (tests/functional/test_generated_views.py).
+Definitions name masters as ``{orders}``, ``{customers}``, ``{regions}``: ``Definition.sql(refs)``
+fills them (``shop.orders`` for the analysis, a dbt ``source()`` for a model).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+# -- the masters ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MasterColumn:
+    name: str
+    spark_type: str
+    kind: str  # "n" integral, "d" decimal, "f" double, "s" string
+    values: tuple  # the pool random DML draws from (None: NULL)
+
+
+@dataclass(frozen=True)
+class GeneratedMaster:
+    name: str
+    key: str
+    columns: tuple[MasterColumn, ...]  # non-key columns
+    key_pool: tuple = ()  # keys reused while free, so that references come and go
+
+    def column(self, name: str) -> MasterColumn:
+        if name == self.key:
+            return MasterColumn(self.key, "bigint", "n", ())
+        return next(c for c in self.columns if c.name == name)
+
+    @property
+    def all_columns(self) -> tuple[MasterColumn, ...]:
+        return (self.column(self.key), *self.columns)
+
+
+MASTERS = (
+    # customers refer to customers (referrer_id): a self-reference
+    GeneratedMaster("customers", "customer_id", (
+        MasterColumn("region_id", "bigint", "n", (1, 2, 3, None)),
+        MasterColumn("referrer_id", "bigint", "n", (1001, 1002, 1003, None)),
+        MasterColumn("segment", "string", "s", ("retail", "corporate", "retail ", None)),
+    ), key_pool=tuple(range(1001, 1008))),
+    GeneratedMaster("orders", "order_id", (
+        MasterColumn("customer_id", "bigint", "n", (1001, 1002, 1003, 1004, 1005, None)),
+        MasterColumn("amount", "decimal(10,2)", "d", (1.5, 2.25, 10.0, -3.0, None)),
+        MasterColumn("weight", "double", "f", (0.1, 0.7, 2.5, None)),
+        MasterColumn("quantity", "int", "n", (1, 2, 3, None)),
+        MasterColumn("status", "string", "s", ("open", "shipped", "cancelled", None)),
+    )),
+    GeneratedMaster("regions", "region_id", (
+        MasterColumn("region", "string", "s", ("north", "south", None)),
+        MasterColumn("rank", "int", "n", (1, 2, None)),
+    ), key_pool=(1, 2, 3, 4)),
+)
+MASTER = {m.name: m for m in MASTERS}
+
+# Join conditions between masters: (left master, left column, right master, right column).
+EDGES = (
+    ("orders", "customer_id", "customers", "customer_id"),
+    ("customers", "region_id", "regions", "region_id"),
+    ("customers", "referrer_id", "customers", "customer_id"),  # self-reference
+    ("orders", "customer_id", "orders", "customer_id"),  # a self-join on a non-key (many to many)
+    ("orders", "quantity", "regions", "rank"),  # neither side a key
+)
+
+# -- definitions ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Definition:
+    """One generated view definition. ``refused``: the construct whose refusal the analysis
+    must name (None: the plugin must maintain it). ``features``: what it is made of, for the
+    summary table and the shrinker."""
+
+    name: str
+    template: str
+    refused: str | None = None
+    features: tuple[str, ...] = ()
+
+    def sql(self, refs: dict[str, str] | None = None) -> str:
+        refs = refs or {m.name: f"shop.{m.name}" for m in MASTERS}
+        return self.template.format(**refs)
+
+    @property
+    def view_class(self) -> str:
+        """A coarse class for the summary: union, aggregate (over joins/outer joins), outer join, join."""
+        f = set(self.features)
+        outer = "left" in f or "right" in f
+        if "union" in f:
+            return "union all"
+        if "aggregate" in f or "distinct" in f:
+            return "aggregate over outer join" if outer else ("aggregate over join" if "join" in f else "aggregate")
+        if outer:
+            return "outer join"
+        return "join" if "join" in f else "single table"
+
+
+# -- the pieces of a SELECT ----------------------------------------------------------------------
+
+
+@dataclass
+class Occurrence:
+    alias: str
+    master: GeneratedMaster
+    nullable: bool = False  # null-extended by an outer join
+
+
+@dataclass
+class Block:
+    """A SELECT being generated: its FROM (occurrences and join clauses), WHERE conjuncts, outputs."""
+
+    occurrences: list[Occurrence] = field(default_factory=list)
+    joins: list[str] = field(default_factory=list)
+    where: list[str] = field(default_factory=list)
+    features: set[str] = field(default_factory=set)
+
+    def from_clause(self) -> str:
+        first = self.occurrences[0]
+        return f"from {{{first.master.name}}} {first.alias}" + "".join(f" {j}" for j in self.joins)
+
+
+# literals per kind, for comparisons and constants
+LITERALS = {"n": ("1", "2", "1002", "0"), "d": ("2.25", "0", "-3.00", "1.5"), "f": ("0.5", "1.0"),
+            "s": ("'open'", "'retail'", "'north'", "'x'")}
+
+
+class Generator:
+    """Seeded definitions: ``Generator(seed).definitions(n)`` is the same list for the same seed."""
+
+    def __init__(self, seed: int, refused_share: float = 0.15):
+        self.seed = seed
+        self.random = random.Random(seed)
+        self.refused_share = refused_share
+
+    # -- FROM ---------------------------------------------------------------------------------
+    def _from(self, block: Block, masters: int, break_rule: str | None = None) -> None:
+        """Occurrences joined along EDGES, each by an inner, LEFT or RIGHT join, within the
+        rules the README states for outer-join chains (an inner join's condition reads no
+        occurrence an earlier outer join null-extends; an ON filter reads the null-extended
+        side), unless ``break_rule`` names the one to break ("inner after outer", "on preserved")."""
+        r = self.random
+        if break_rule not in ("inner after outer", "on preserved"):
+            break_rule = None
+        if not block.occurrences:
+            start = r.choice(MASTERS)
+            block.occurrences.append(Occurrence(start.name[0] + "1", start))
+        broken = False
+        while len(block.occurrences) < masters or (break_rule and not broken):
+            kind = r.choices(("join", "left join", "right join"), (5, 3, 2))[0]
+            if break_rule == "inner after outer" and not broken and any(o.nullable for o in block.occurrences):
+                kind = "join"
+            attachable = [o for o in block.occurrences if kind != "join" or not o.nullable
+                          or (break_rule == "inner after outer" and not broken)]
+            if break_rule == "inner after outer" and kind == "join" and not broken:
+                attachable = [o for o in block.occurrences if o.nullable] or attachable
+                broken = bool([o for o in attachable if o.nullable])
+            options = [(occ, edge, side) for occ in attachable for edge in EDGES
+                       for side in (0, 1) if edge[side * 2] == occ.master.name]
+            occ, edge, side = r.choice(options)
+            other = MASTER[edge[2 - side * 2]]
+            own_column, other_column = edge[side * 2 + 1], edge[3 - side * 2]
+            alias = f"{other.name[0]}{len(block.occurrences) + 1}"
+            new = Occurrence(alias, other)
+            condition = f"{occ.alias}.{own_column} = {alias}.{other_column}"
+            if break_rule == "on preserved" and not broken and kind != "join":
+                preserved = new if kind == "right join" else occ
+                condition += f" and {self._predicate(preserved)}"
+                broken = True
+            elif r.random() < 0.25 and (kind != "right join" or len(block.occurrences) == 1):
+                # a filter in ON, on the side it may filter (a RIGHT JOIN's null-extended side is
+                # everything before it: the README allows a filter there of a single table only)
+                filtered = occ if kind == "right join" else new
+                condition += f" and {self._predicate(filtered, r.random() < 0.5)}"
+                block.features.add("on filter")
+            if kind == "left join":
+                new.nullable = True
+                block.features.add("left")
+            elif kind == "right join":
+                for earlier in block.occurrences:
+                    earlier.nullable = True
+                block.features.add("right")
+            block.features.add("join")
+            block.joins.append(f"{kind} {{{other.name}}} {alias} on {condition}")
+            block.occurrences.append(new)
+
+    def _column(self, block: Block, kinds: str = "ndfs") -> tuple[str, str]:
+        """A column of one of the occurrences, of one of ``kinds``: (SQL, kind)."""
+        options = [(f"{o.alias}.{c.name}", c.kind) for o in block.occurrences for c in o.master.all_columns
+                   if c.kind in kinds]
+        return self.random.choice(options)
+
+    def _predicate(self, occurrence: Occurrence, null_tolerant: bool = False) -> str:
+        r = self.random
+        column = r.choice(occurrence.master.all_columns)
+        ref = f"{occurrence.alias}.{column.name}"
+        literal = r.choice(LITERALS[column.kind])
+        if null_tolerant:
+            return r.choice((f"{ref} is null", f"coalesce({ref}, {literal}) = {literal}", f"{ref} is not null"))
+        choices = [f"{ref} = {literal}", f"{ref} <> {literal}", f"{ref} is not null",
+                   f"{ref} in ({', '.join(sorted(set(r.sample(LITERALS[column.kind], 2))))})"]
+        if column.kind in "ndf":
+            choices.append(f"{ref} > {literal}")
+        return r.choice(choices)
+
+    def _where(self, block: Block, break_rule: str | None = None) -> None:
+        """0-2 WHERE conjuncts on occurrences no outer join null-extends (one on a null-extended
+        occurrence with ``break_rule`` "outer where": the README says it is refused)."""
+        r = self.random
+        preserved = [o for o in block.occurrences if not o.nullable]
+        for _ in range(r.choices((0, 1, 2), (4, 4, 2))[0]):
+            block.where.append(self._predicate(r.choice(preserved)))
+            block.features.add("where")
+        if break_rule == "outer where":
+            extended = [o for o in block.occurrences if o.nullable]
+            block.where.append(self._predicate(r.choice(extended), r.random() < 0.5))
+
+    # -- expressions --------------------------------------------------------------------------
+    def _expression(self, block: Block, kind: str) -> str:
+        """A row-level expression of ``kind`` ("n", "d", "s")."""
+        r = self.random
+        if kind == "s":
+            column, column_kind = self._column(block)
+            forms = [column if column_kind == "s" else f"cast({column} as string)"]
+            strings = [c for c, k in (self._column(block, "s"),)]
+            forms += [f"upper({strings[0]})", f"concat({strings[0]}, '-')", f"coalesce({strings[0]}, 'none')",
+                      f"case when {column} is null then 'null' else 'set' end", f"substr({strings[0]}, 1, 3)"]
+            choice = r.choice(forms)
+        elif kind == "n":
+            column, _ = self._column(block, "n")
+            other, _ = self._column(block, "n")
+            choice = r.choice([column, column, f"{column} + {other}", f"coalesce({column}, -1)",
+                               f"length({self._column(block, 's')[0]})",
+                               f"case when {column} > 1 then {column} else 0 end"])
+        else:  # "d" (a decimal column, or an integral one cast: not every master has one)
+            number, _ = self._column(block, "n")
+            has_decimal = any(c.kind == "d" for o in block.occurrences for c in o.master.columns)
+            column = self._column(block, "d")[0] if has_decimal else f"cast({number} as decimal(10,2))"
+            choice = r.choice([column, column, f"{column} * 2", f"coalesce({column}, 0)",
+                               f"cast({number} as decimal(10,2))", f"{column} - {column}"])
+        if choice != column:
+            block.features.add("expression")
+        return choice
+
+    # -- one SELECT -----------------------------------------------------------------------------
+    def _block(self, masters: int, break_rule: str | None = None) -> Block:
+        block = Block()
+        if break_rule == "outer where":
+            masters = max(masters, 2)
+            while not any(o.nullable for o in block.occurrences):
+                block = Block()
+                self._from(block, masters)
+        else:
+            self._from(block, masters, break_rule)
+        self._where(block, break_rule)
+        return block
+
+    def _rows_select(self, block: Block, kinds: list[str]) -> str:
+        outputs = [f"{self._expression(block, k)} as c{i}" for i, k in enumerate(kinds)]
+        return self._select(block, outputs)
+
+    def _select(self, block: Block, outputs: list[str], tail: str = "", distinct: bool = False) -> str:
+        where = f" where {' and '.join(block.where)}" if block.where else ""
+        return f"select {'distinct ' if distinct else ''}{', '.join(outputs)} {block.from_clause()}{where}{tail}"
+
+    def _aggregate_select(self, block: Block, kinds: list[str], global_ok: bool = True,
+                          extra: list[str] | None = None) -> str:
+        """An aggregate SELECT whose outputs have ``kinds``: group keys first (columns,
+        expressions, constants), then aggregates; maybe a HAVING over a selected aggregate."""
+        r = self.random
+        block.features.add("aggregate")
+        keys = min(r.choice((0, 1, 1, 2) if global_ok else (1, 1, 2)), len(kinds) - 1)
+        outputs, group_by, aggregates = [], [], []
+        for i, kind in enumerate(kinds):
+            if i >= keys:
+                aggregates.append(self._aggregate(block, kind))
+                outputs.append(f"{aggregates[-1]} as c{i}")
+            elif i > 0 and r.random() < 0.2:  # a constant group key, selected beside a grouped one
+                outputs.append(f"{CONSTANTS[kind]} as c{i}")
+                block.features.add("constant key")
+            else:
+                group_by.append(self._expression(block, kind))
+                outputs.append(f"{group_by[-1]} as c{i}")
+        tail = f" group by {', '.join(group_by)}" if group_by else ""
+        if group_by and r.random() < 0.25:
+            aggregate = r.choice(aggregates)
+            tail += r.choice((f" having {aggregate} is not null", f" having {aggregate} is null",
+                              f" having {aggregate} <> {CONSTANTS[kinds[keys + aggregates.index(aggregate)]]}"))
+            block.features.add("having")
+        return self._select(block, outputs + (extra or []), tail)
+
+    def _aggregate(self, block: Block, kind: str) -> str:
+        r = self.random
+        if kind == "n":
+            column, _ = self._column(block)
+            integral, _ = self._column(block, "n")
+            return r.choice(("count(*)", f"count({column})", f"sum({integral})", f"min({integral})", f"max({integral})"))
+        if kind == "d":
+            decimal = self._expression(block, "d")
+            return r.choice((f"sum({decimal})", f"min({decimal})", f"max({decimal})", f"avg({decimal})"))
+        string = self._expression(block, "s")
+        return r.choice((f"min({string})", f"max({string})"))
+
+    # -- whole definitions ----------------------------------------------------------------------
+    def definition(self, number: int) -> Definition:
+        return self._definition(number)
+
+    def _definition(self, number: int) -> Definition:
+        r = self.random
+        shape = r.choices(("rows", "aggregate", "distinct", "union"), (4, 4, 1, 2))[0]
+        kinds = [r.choice("nds") for _ in range(r.choice((2, 3, 3, 4)))]
+        refusal = self._refusal(shape) if r.random() < self.refused_share else None
+        features: set[str] = set()
+        if shape == "union":
+            branches = []
+            for _ in range(r.choice((2, 2, 3))):
+                block = self._block(r.choice((1, 1, 2, 3)))
+                branch_shape = r.choices(("rows", "aggregate", "distinct"), (5, 4, 1))[0]
+                branches.append(self._shaped(block, branch_shape, kinds, global_ok=False))
+                features |= block.features
+            features.add("union")
+            sql = " union all ".join(branches)
+        else:
+            block = self._block(r.choice((1, 2, 2, 3, 3, 4)), refusal)
+            sql = self._shaped(block, shape, kinds, refusal=refusal)
+            features |= block.features
+        construct = None
+        if refusal is not None:
+            sql, construct = self._refused(sql, refusal)
+            features.add(f"refused: {refusal}")
+        return Definition(f"g{number:04d}", sql, construct, tuple(sorted(features)))
+
+    def _refusal(self, shape: str) -> str:
+        """A construct to refuse, that fits ``shape`` (a UNION ALL's are around it: every branch
+        would need the same)."""
+        if shape == "union":
+            return self.random.choice(("limit", "set operation"))
+        choices = ["window", "nondeterministic", "limit", "subquery", "set operation", "full outer",
+                   "outer where", "inner after outer", "on preserved"]
+        if shape == "aggregate":
+            choices.append("count distinct")
+        return self.random.choice(choices)
+
+    def _shaped(self, block: Block, shape: str, kinds: list[str], global_ok: bool = True,
+                refusal: str | None = None) -> str:
+        r = self.random
+        extra: list[str] = []
+        if refusal == "window":
+            extra.append("row_number() over (order by 1) as rn")
+        elif refusal == "nondeterministic":
+            block.where.append(f"{r.choice(NONDETERMINISTIC)} is not null")
+        elif refusal == "subquery":
+            first = block.occurrences[0]
+            block.where.append(f"{first.alias}.{first.master.key} in (select region_id from {{regions}})")
+        elif refusal == "full outer":
+            if len(block.occurrences) == 1:
+                self._from(block, 2)  # one more occurrence, joined
+            at = len(block.joins) - 1
+            kind, rest = block.joins[at].split(" {", 1)
+            block.joins[at] = "full outer join {" + rest
+        elif refusal == "count distinct":
+            column, _ = self._column(block)
+            extra.append(f"count(distinct {column}) as nd")
+        if shape == "aggregate":
+            return self._aggregate_select(block, kinds, global_ok, extra)
+        outputs = [f"{self._expression(block, k)} as c{i}" for i, k in enumerate(kinds)] + extra
+        if shape == "distinct":
+            block.features.add("distinct")
+            return self._select(block, outputs, distinct=True)
+        return self._select(block, outputs)
+
+    @staticmethod
+    def _refused(sql: str, refusal: str) -> tuple[str, str]:
+        """``sql`` with the refusals made around it; (SQL, what the refusal must name)."""
+        if refusal == "limit":
+            return f"{sql} limit 5", "limit 5"
+        if refusal == "subquery":
+            return sql, "in (select"
+        if refusal.startswith("set operation"):
+            operation = "union" if len(sql) % 3 == 0 else ("intersect" if len(sql) % 3 == 1 else "except")
+            return f"{sql} {operation} {sql}", operation
+        named = {"window": "over (", "nondeterministic": "", "full outer": "full outer join",
+                 "count distinct": "count(distinct", "outer where": "the where clause filters",
+                 "inner after outer": "this inner join condition reads", "on preserved": "reads only the preserved side",
+                 }[refusal]
+        if refusal == "nondeterministic":
+            named = next(f for f in NONDETERMINISTIC if f in sql).rstrip(")").rstrip("(")
+        return sql, named
+
+    def definitions(self, count: int) -> list[Definition]:
+        return [self.definition(n) for n in range(count)]
+
+
+CONSTANTS = {"n": "-1", "d": "cast(0 as decimal(10,2))", "s": "'k'"}
+NONDETERMINISTIC = ("rand()", "uuid()", "current_timestamp()")

@@ -1,0 +1,59 @@
+"""The view generator (tests/fuzz, issue 37) without Spark: reproducible, covering every
+construct it is meant to, and every definition judged by the analysis as the generator
+expects: a maintainable one accepted, a refused one refused naming its construct."""
+
+from collections import Counter
+
+import pytest
+
+from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, analyze_view
+from tests.fuzz.generator import MASTERS, Generator
+
+TABLES = {
+    f"shop.{m.name}": MasterTable(f"shop.{m.name}", tuple((c.name, c.spark_type) for c in m.all_columns), (m.key,))
+    for m in MASTERS
+}
+
+
+def judged(definition):
+    """None when the analysis accepts the definition, else its refusal's message."""
+    try:
+        analyze_view(definition.sql(), TABLES)
+    except UnsupportedViewError as exc:
+        return str(exc)
+    return None
+
+
+def test_the_same_seed_gives_the_same_definitions_and_another_seed_others():
+    assert Generator(5).definitions(50) == Generator(5).definitions(50)
+    assert Generator(5).definitions(50) != Generator(6).definitions(50)
+
+
+@pytest.mark.parametrize("seed, count", [(37, 2000), (2026, 500)])
+def test_every_definition_is_judged_as_generated(seed, count):
+    wrong = []
+    for definition in Generator(seed).definitions(count):
+        refusal = judged(definition)
+        if definition.refused is None and refusal is not None:
+            wrong.append(f"{definition.name} refused although supported: {refusal}\n  {definition.sql()}")
+        elif definition.refused is not None and (refusal is None or definition.refused not in refusal.lower()):
+            wrong.append(f"{definition.name} not refused for {definition.refused!r}: {refusal}\n  {definition.sql()}")
+    assert not wrong, "\n".join(wrong[:10])
+
+
+def test_the_definitions_cover_every_construct_of_issue_37():
+    definitions = Generator(37).definitions(2000)
+    features = Counter(f for d in definitions for f in d.features)
+    for construct in ("join", "left", "right", "on filter", "where", "expression", "aggregate", "having",
+                      "distinct", "union", "constant key"):
+        assert features[construct] >= 20, (construct, features)
+    for refused in ("window", "full outer", "count distinct", "nondeterministic", "limit", "subquery",
+                    "set operation", "outer where", "inner after outer", "on preserved"):
+        assert features[f"refused: {refused}"] >= 5, (refused, features)
+    sql = " ".join(d.sql() for d in definitions)
+    for piece in ("case when", "coalesce(", "cast(", "upper(", "count(*)", "sum(", "avg(", "min(", "max(",
+                  "count(o", "customers c2 on c1.referrer_id = c2.customer_id", "intersect", "except"):
+        assert piece in sql, piece
+    classes = Counter(d.view_class for d in definitions if d.refused is None)
+    assert set(classes) == {"single table", "join", "outer join", "aggregate", "aggregate over join",
+                            "aggregate over outer join", "union all"}, classes
