@@ -9,16 +9,25 @@ import os
 
 import pytest
 
-from tests.fuzz.check import GeneratedCheck, model_files
+from tests.fuzz.check import GeneratedCheck, fails_alone, model_files
 from tests.fuzz.generator import Generator
+from tests.fuzz.shrink import keep_regression, regressions, shrink
 
 SEED = int(os.environ.get("DBT_MV_FUZZ_SEED", "37"))
 DEFINITIONS = int(os.environ.get("DBT_MV_FUZZ_DEFINITIONS", "200"))
 ROUNDS = int(os.environ.get("DBT_MV_FUZZ_ROUNDS", "4"))
+THREADS = int(os.environ.get("DBT_MV_FUZZ_THREADS", "4"))
 
 
 class TestGeneratedViews:
-    DEFINITIONS = Generator(SEED).definitions(DEFINITIONS)
+    # the seed's definitions, and the shrunk failures of earlier runs (tests/fuzz/regressions.json)
+    DEFINITIONS = Generator(SEED).definitions(DEFINITIONS) + regressions()
+
+    @pytest.fixture(scope="class")
+    def dbt_profile_target(self, dbt_profile_target):
+        # many small independent views: refreshed by several dbt threads at once (each its own
+        # Spark session; their statements are mostly driver work on tiny tables)
+        return {**dbt_profile_target, "threads": THREADS}
 
     @pytest.fixture(scope="class")
     def models(self):
@@ -33,4 +42,10 @@ class TestGeneratedViews:
         if os.environ.get("DBT_MV_FUZZ_SUMMARY"):
             with open(os.environ["DBT_MV_FUZZ_SUMMARY"], "w") as summary:
                 summary.write(table + "".join(f"\n- {failure}" for failure in outcome.failures) + "\n")
+        if outcome.failures and os.environ.get("DBT_MV_FUZZ_SHRINK"):  # by hand: keep each failure, shrunk
+            failed = [d for d in self.DEFINITIONS if any(f.startswith(f"{d.name}:") for f in outcome.failures)]
+            for definition in failed:
+                small = shrink(definition, lambda c: fails_alone(project, c, SEED, ROUNDS), budget=60)
+                keep_regression(small, f"seed {SEED}: " + next(f for f in outcome.failures
+                                                               if f.startswith(f"{definition.name}:")).splitlines()[0])
         assert not outcome.failures, "\n".join(outcome.failures)

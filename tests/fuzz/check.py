@@ -175,3 +175,18 @@ def _visible(project, schema: str, view: str) -> list[str]:
                 names.append(name)
         _columns[(schema, view)] = names
     return _columns[(schema, view)]
+
+
+def fails_alone(project, definition: Definition, seed: int, rounds: int) -> bool:
+    """Whether ``definition`` fails the check on its own: every table of the test schema dropped,
+    the project's only model, the same seeded DML (it does not depend on the views)."""
+    schema = project.test_schema
+    for _, name, *_ in rows(project, f"show tables in {schema}"):
+        project.run_sql(f"drop table if exists {schema}.{name}")
+    models = project.project_root.join("models")
+    for path in models.listdir():
+        if path.ext == ".sql":
+            path.remove()
+    models.join(f"{definition.name}.sql").write(model_files([definition])[f"{definition.name}.sql"])
+    _columns.clear()  # the same name may now be another view
+    return bool(GeneratedCheck(project, [definition], seed).run(rounds).failures)
