@@ -8,6 +8,7 @@ Used by the CI test (tests/functional/test_generated_views.py, a fixed seed) and
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
@@ -18,6 +19,7 @@ from tests.functional.util import rows
 from tests.fuzz.generator import MASTERS, Definition
 
 REFUSED_TAG = "refused"
+COMPARED_AT_ONCE = 25  # views compared with their queries by one statement
 
 
 def workload_masters() -> list[Master]:
@@ -51,6 +53,7 @@ class Outcome:
     refused_by: Counter = field(default_factory=Counter)
     classes: Counter = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)  # one line each: definition, what went wrong
+    seconds: Counter = field(default_factory=Counter)  # wall time: "dbt run" (build and refreshes), "compare"
 
     def table(self) -> str:
         lines = ["| measure | value |", "|---|---|",
@@ -59,6 +62,7 @@ class Outcome:
                  f"| rounds of DML + fast refresh | {self.rounds} |",
                  f"| random operations | {sum(OPERATIONS[k] for k in ('insert', 'update', 'update_key', 'delete'))} |",
                  f"| view-vs-query comparisons | {self.comparisons} |", f"| failures | {len(self.failures)} |"]
+        lines += [f"| seconds in {what} | {seconds:.0f} |" for what, seconds in sorted(self.seconds.items())]
         lines += ["", "| class (maintained) | definitions |", "|---|---|"]
         lines += [f"| {name} | {count} |" for name, count in sorted(self.classes.items())]
         lines += ["", "| refused construct | definitions |", "|---|---|"]
@@ -90,7 +94,9 @@ class GeneratedCheck:
         schema = self.project.test_schema
         self.workload.create(initial_rows=initial_rows)
         before = self._tables()
+        started = time.perf_counter()
         results, _ = run_dbt_and_capture(["run"], expect_pass=None)
+        self.outcome.seconds["dbt run (build)"] += time.perf_counter() - started
         by_name = {r.node.name: r for r in results}
         for d in self.definitions:
             result = by_name.get(d.name)
@@ -116,8 +122,8 @@ class GeneratedCheck:
         """Random DML (batched MERGEs on even rounds, single statements on odd ones; every few
         rounds a master emptied and refilled), then a fast refresh of every maintained view."""
         w = self.workload
-        if number % 4 == 3:  # whole groups emptied and refilled: every row of one master goes, then new ones
-            name = sorted(w.masters)[number // 4 % len(w.masters)]
+        if number % 3 == 2:  # whole groups emptied and refilled: every row of one master goes, then new ones
+            name = sorted(w.masters)[number // 3 % len(w.masters)]
             master = w.masters[name]
             w.sql(f"delete from {self.project.test_schema}.{name}")
             master.rows.clear()
@@ -125,7 +131,9 @@ class GeneratedCheck:
         else:
             w.alternating_round(number, operations=operations)
         selected = [d.name for d in self.maintained]
-        results, _ = run_dbt_and_capture(["run", "--select", *selected], expect_pass=None)
+        started = time.perf_counter()
+        results, self.last_log = run_dbt_and_capture(["run", "--select", *selected], expect_pass=None)
+        self.outcome.seconds["dbt run (fast refreshes)"] += time.perf_counter() - started
         by_name = {r.node.name: r for r in results}
         for d in self.maintained:
             result = by_name.get(d.name)
@@ -135,23 +143,35 @@ class GeneratedCheck:
         self.check(number)
 
     def check(self, number: int | None = None) -> None:
-        """Every maintained view against its query recomputed on the masters (multiset, one
-        statement each: EXCEPT ALL both ways); a difference is reported with the rows."""
+        """Every maintained view against its query recomputed on the masters (multiset: EXCEPT
+        ALL both ways, counted for COMPARED_AT_ONCE views in one statement); a difference is
+        reported with the rows."""
         schema = self.project.test_schema
         refs = {m.name: f"{schema}.{m.name}" for m in MASTERS}
+        started = time.perf_counter()
+        pairs = {}
         for d in self.maintained:
             columns = ", ".join(f"`{c}`" for c in _visible(self.project, schema, d.name))
-            view = f"select {columns} from {schema}.{d.name}"
-            query = f"select {columns} from ({d.sql(refs)})"
-            differing = rows(self.project, f"select count(*) from ((({view}) except all ({query})) union all "
-                                           f"(({query}) except all ({view})))")[0][0]
-            self.outcome.comparisons += 1
-            OPERATIONS["comparisons"] += 1
-            if differing:
-                extra = rows(self.project, f"({view}) except all ({query})")
-                missing = rows(self.project, f"({query}) except all ({view})")
-                when = "after the build" if number is None else f"after round {number}"
-                self._fail(d, f"differs from its query {when}: missing {missing[:10]}, extra {extra[:10]}")
+            pairs[d.name] = (f"select {columns} from {schema}.{d.name}", f"select {columns} from ({d.sql(refs)})")
+        names = sorted(pairs)
+        differing = []
+        for at in range(0, len(names), COMPARED_AT_ONCE):
+            counts = "\nunion all\n".join(
+                f"select '{name}' as `view`, count(*) as `rows` from ((({pairs[name][0]}) except all ({pairs[name][1]})) "
+                f"union all (({pairs[name][1]}) except all ({pairs[name][0]})))"
+                for name in names[at:at + COMPARED_AT_ONCE]
+            )
+            differing += [name for name, count in rows(self.project, counts) if count]
+        self.outcome.comparisons += len(names)
+        OPERATIONS["comparisons"] += len(names)
+        for name in differing:
+            view, query = pairs[name]
+            extra = rows(self.project, f"({view}) except all ({query})")
+            missing = rows(self.project, f"({query}) except all ({view})")
+            when = "after the build" if number is None else f"after round {number}"
+            self._fail(next(d for d in self.definitions if d.name == name),
+                       f"differs from its query {when}: missing {missing[:10]}, extra {extra[:10]}")
+        self.outcome.seconds["comparisons"] += time.perf_counter() - started
 
     def run(self, rounds: int, operations: int = 12) -> Outcome:
         self.build()
