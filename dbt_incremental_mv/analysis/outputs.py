@@ -113,18 +113,18 @@ def _is_non_null_constant(node: exp.Expression | None) -> bool:
 
 
 def _group_key_columns(outputs: tuple[OutputColumn, ...], group_by: tuple[exp.Expression, ...]) -> tuple[str, ...]:
-    names = []
+    names: list[str] = []
     for expression in group_by:
         holders = [o for o in outputs if not o.is_aggregate and o.expression == expression]
-        # (two outputs of one expression, e.g. the same constant twice: each is a group key)
-        holder = next((o for o in holders if o.name not in names), holders[0] if holders else None)
-        if holder is None:
+        if not holders:
             raise UnsupportedViewError(
                 describe(expression), "every GROUP BY expression must also be selected: groups are matched "
                 "by the stored group-by values",
                 f"Add it to the SELECT list, e.g. {describe(expression)} AS <name>",
             )
-        names.append(holder.name)
+        # every output of the expression is a group key (one expression selected under two names,
+        # or the same constant twice): each stored column gets its group's value
+        names.extend(holder.name for holder in holders if holder.name not in names)
     return tuple(names)
 
 

@@ -83,3 +83,17 @@ def test_a_failing_definition_is_shrunk_to_what_still_fails():
     assert "coalesce(r2.region, 'none')" in sql and "join shop.regions as r2 on c1.region_id = r2.region_id" in sql
     assert "r2.rank" not in sql and len(tried) < 200
     assert small.template.count("{") == 2  # the masters are placeholders again
+
+
+def test_an_expression_selected_twice_under_two_names_is_a_group_key_twice():
+    """Found by the generator (seed 5): the second name was no group key column, and the fast
+    refresh failed with KeyError on it (the regression cases r001-r002 run on Spark)."""
+    from tests.fuzz.shrink import regressions
+
+    cases = regressions()
+    assert [c.name for c in cases][:2] == ["r001", "r002"]
+    assert sorted(analyze_view(cases[0].sql(), TABLES).group_key_columns) == ["c0", "c1", "c2"]
+    grouped = ("select cast(c.region_id as decimal(10,2)) as k1, cast(c.region_id as decimal(10,2)) as k2, "
+               "sum(c.region_id) as s from shop.customers c group by cast(c.region_id as decimal(10,2))")
+    assert analyze_view(grouped, TABLES).group_key_columns == ("k1", "k2")
+    assert all(judged(c) is None for c in cases)
