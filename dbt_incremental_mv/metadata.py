@@ -90,7 +90,7 @@ def metadata_contention(exc: BaseException) -> bool:
     """Whether ``exc`` is Iceberg refusing a metadata commit only because another commit to the
     table came first (not a refused validation: a fast-forward whose target is no longer a
     descendant of main fails with IllegalArgumentException and stays lost)."""
-    return "CommitFailedException" in str(exc)
+    return isinstance(exc, MetadataContention) or "CommitFailedException" in str(exc)
 
 
 def retried_metadata_commit(commit: Callable[[], None], what: str) -> None:
@@ -467,14 +467,10 @@ class JvmCatalog:
         of the table metadata: refused (LostRace) unless main is still at ``expected_main``."""
         target = branch or f"mv_publish_{to_snapshot}"
         description = f"call spark_catalog.system.fast_forward({string(name)}, 'main', {string(target)}) [metadata commit]"
-        for attempt in range(1, METADATA_COMMIT_ATTEMPTS + 1):
-            try:
-                self._fast_forward(name, expected_main, to_snapshot, branch, properties, drop_branches)
-                break
-            except MetadataContention:  # main was where expected, but another metadata commit came first
-                if attempt == METADATA_COMMIT_ATTEMPTS:
-                    raise
-                time.sleep(random.uniform(0.05, 0.1 * 2 ** attempt))
+        # made again while main is still where expected but another metadata commit came first
+        retried_metadata_commit(
+            lambda: self._fast_forward(name, expected_main, to_snapshot, branch, properties, drop_branches), description,
+        )
         logger.debug("%s", description)
         self.on_commit(description)
 

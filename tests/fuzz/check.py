@@ -132,7 +132,7 @@ class GeneratedCheck:
             w.alternating_round(number, operations=operations)
         selected = [d.name for d in self.maintained]
         started = time.perf_counter()
-        results, self.last_log = run_dbt_and_capture(["run", "--select", *selected], expect_pass=None)
+        results, _ = run_dbt_and_capture(["run", "--select", *selected], expect_pass=None)
         self.outcome.seconds["dbt run (fast refreshes)"] += time.perf_counter() - started
         by_name = {r.node.name: r for r in results}
         for d in self.maintained:

@@ -266,10 +266,6 @@ class Generator:
         self._where(block, break_rule)
         return block
 
-    def _rows_select(self, block: Block, kinds: list[str]) -> str:
-        outputs = [f"{self._expression(block, k)} as c{i}" for i, k in enumerate(kinds)]
-        return self._select(block, outputs)
-
     def _select(self, block: Block, outputs: list[str], tail: str = "", distinct: bool = False) -> str:
         where = f" where {' and '.join(block.where)}" if block.where else ""
         return f"select {'distinct ' if distinct else ''}{', '.join(outputs)} {block.from_clause()}{where}{tail}"

@@ -127,3 +127,31 @@ def test_a_fast_forward_is_made_again_after_contention_but_not_after_main_moved(
         SqlCatalog(lambda sql: [], execute).fast_forward("shop.v", 5, branch="w1")
     assert lost_race(lost.value)
     assert len([sql for sql in execute.run if "fast_forward" in sql]) == 1
+
+
+def test_the_jvm_fast_forward_is_made_again_while_main_is_where_expected(monkeypatch):
+    import dbt_incremental_mv.metadata as metadata_module
+    from dbt_incremental_mv.metadata import JvmCatalog, LostRace, MetadataContention
+
+    monkeypatch.setattr(metadata_module.time, "sleep", lambda seconds: None)
+    committed, attempts = [], []
+    catalog = JvmCatalog(session=None, on_commit=committed.append)
+
+    def contended_once(*args):
+        attempts.append(args)
+        if len(attempts) == 1:  # a branch of another refresh was made meanwhile: main did not move
+            raise MetadataContention("another commit to shop.v came first")
+
+    monkeypatch.setattr(catalog, "_fast_forward", contended_once)
+    catalog.fast_forward("shop.v", 5, to_snapshot=9)
+    assert len(attempts) == 2 and len(committed) == 1
+
+    def main_moved(*args):
+        attempts.append(args)
+        raise LostRace("main of shop.v is at 7, not at 5")
+
+    attempts.clear()
+    monkeypatch.setattr(catalog, "_fast_forward", main_moved)
+    with pytest.raises(LostRace):
+        catalog.fast_forward("shop.v", 5, to_snapshot=9)
+    assert len(attempts) == 1 and len(committed) == 1  # lost at once, nothing recorded
