@@ -463,13 +463,16 @@ def _recompute_ctes(
     negative rows, less those stored with every extreme safe (a group not in the view has no
     stored extreme and is recomputed)."""
     keys = view.group_key_columns
-    projection = ", ".join(f"`_mv_d`.{ident(c)}" for c in keys) or "1 as `_mv_one`"
+    # the flagged keys by position: a key named like an occurrence alias (an output `c1` over
+    # `customers c1`) would capture the correlated reference `c1.region_id` inside the EXISTS
+    flagged_keys = [f"_mv_g{i}" for i in range(len(keys))]
+    projection = ", ".join(f"`_mv_d`.{ident(c)} as {ident(g)}" for c, g in zip(keys, flagged_keys)) or "1 as `_mv_one`"
     group = [view.output(name).expression for name in keys]
     sources = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
     if keys:  # the flagged groups' rows only: a semi join below the aggregation
         correlated = " and ".join(
-            f"`_mv_f`.{ident(name)} <=> ({ViewDefinition.render_expression(expression)})"
-            for name, expression in zip(keys, group)
+            f"`_mv_f`.{ident(flagged)} <=> ({ViewDefinition.render_expression(expression)})"
+            for flagged, expression in zip(flagged_keys, group)
         )
         flagged_rows = sqlglot.parse_one(f"exists (select 1 from `_mv_flagged` as `_mv_f` where {correlated})", read="spark")
         restricted = view.select_expression(sources, row_filter=flagged_rows)

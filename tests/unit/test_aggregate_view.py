@@ -108,7 +108,7 @@ def test_insert_only_never_recomputes_min_max():
     # recomputed from the flagged groups' rows only (a semi join below the ranking and the aggregation)
     recompute = mixed.sql.split("`_mv_recompute` as (", 1)[1]
     assert (
-        "WHERE EXISTS(SELECT 1 FROM `_mv_flagged` AS `_mv_f` WHERE `_mv_f`.`product_id` IS NOT DISTINCT FROM "
+        "WHERE EXISTS(SELECT 1 FROM `_mv_flagged` AS `_mv_f` WHERE `_mv_f`.`_mv_g0` IS NOT DISTINCT FROM "
         "(`lines`.`product_id`))) AS `_mv_w` GROUP BY `_mv_w`.`_mv_c"
     ) in recompute
 
@@ -364,7 +364,7 @@ def test_having_recomputes_the_groups_the_view_does_not_hold_and_stores_only_tho
         sqlglot.parse_one(sql, read="spark")
     # insert-only: no MIN/MAX check, but the delta's groups missing from the view are recomputed
     assert "`_mv_negative`" not in insert.sql
-    assert "`_mv_flagged` as (\nselect `_mv_d`.`product_id` from `_mv_delta` as `_mv_d`\nwhere not `_mv_d`.`_mv_t`.`_mv_count` is not null" in insert.sql
+    assert "`_mv_flagged` as (\nselect `_mv_d`.`product_id` as `_mv_g0` from `_mv_delta` as `_mv_d`\nwhere not `_mv_d`.`_mv_t`.`_mv_count` is not null" in insert.sql
     assert insert.sql.endswith("as `_mv_h`\nwhere `n` > 2 AND `revenue` > 10 AND `revenue` < 1000 AND `product_id` <> 7")
     assert statement.steps_run == ("DELTA lines", "HAVING: recompute of groups the view does not hold")
     # with deletes, both kinds of flagged groups, each group once
@@ -426,3 +426,18 @@ def test_a_min_and_a_max_of_one_column_share_the_netting_of_its_values():
             "collect_list(case when `_mv_rk1` <= 4 then named_struct('v', `_mv_v`, 'n', `_mv_n`) end) as `_mv_dr_high`") in delta
     assert ") where `_mv_rk0` <= 4 or `_mv_rk1` <= 4 group by `product_id`" in delta
     assert "select `_mv_g`.*, `_mv_r0`.`_mv_dr_low`, `_mv_r0`.`_mv_dr_high` from (" in delta
+
+
+def test_a_group_key_named_like_an_occurrence_alias_is_not_captured_by_the_recompute_restriction():
+    # an output `l` over `shop.lines l`: inside the flagged groups' EXISTS, `l.product_id` must be
+    # the master's column, not a field of the flagged key `l` (found by the generated views, g0029)
+    sql = "select l.product_id + 0 as l, max(l.qty) as m from shop.lines l group by l.product_id + 0 having count(*) > 1"
+    view = analyze_view(sql, MASTERS)
+    statement = aggregate_view.refresh_statement(view, "shop.v", {"shop.lines": marked(LINES, 2, 1)}, {})
+    recompute = statement.writes[1].sql.split("`_mv_recompute` as (", 1)[1]
+    restriction = recompute.split("EXISTS(", 1)[1]
+    assert restriction.startswith(
+        "SELECT 1 FROM `_mv_flagged` AS `_mv_f` WHERE `_mv_f`.`_mv_g0` IS NOT DISTINCT FROM (`l`.`product_id` + 0))"
+    )
+    ctes = {cte.alias: cte.this for cte in sqlglot.parse_one(statement.writes[1].sql, read="spark").find_all(sqlglot.exp.CTE)}
+    assert ctes["_mv_flagged"].named_selects == ["_mv_g0"]
