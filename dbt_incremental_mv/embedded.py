@@ -44,6 +44,17 @@ QUICK_JIT_MAX_BYTES = 64 * 1024 * 1024
 USER_JIT_CHOICES = ("TieredStopAtLevel", "TieredCompilation", "-Xint", "-Xcomp", "CompileThreshold")
 
 
+# What Spark keeps of past statements (their plans, jobs, stages and tasks), UI or not: a
+# long-lived process (a test suite, an orchestrator, a Thrift Server) would hold thousands of
+# large plans. A refresh reads back only its own statements' (adapter/scan_metrics.py).
+STATUS_RETENTION = {
+    "spark.sql.ui.retainedExecutions": "100",
+    "spark.ui.retainedJobs": "200",
+    "spark.ui.retainedStages": "200",
+    "spark.ui.retainedTasks": "20000",
+}
+
+
 def resolve_warehouse(warehouse: str | None) -> Path:
     """The warehouse directory; relative paths are relative to where dbt runs."""
     return Path(os.path.expanduser(warehouse or DEFAULT_WAREHOUSE)).resolve()
@@ -115,13 +126,7 @@ def session_settings(
         "spark.sql.catalog.spark_catalog.warehouse": str(warehouse),
         # Read the latest committed metadata on every query: other processes write too.
         "spark.sql.catalog.spark_catalog.cache-enabled": "false",
-        # What Spark keeps of past statements (their plans, jobs, stages and tasks), UI or not: a
-        # long-lived process (a test suite, an orchestrator) would hold thousands of large plans.
-        # A refresh reads back only its own statements' (adapter/scan_metrics.py).
-        "spark.sql.ui.retainedExecutions": "100",
-        "spark.ui.retainedJobs": "200",
-        "spark.ui.retainedStages": "200",
-        "spark.ui.retainedTasks": "20000",
+        **STATUS_RETENTION,
     }
     if iceberg_jars == "packages" or (iceberg_jars == "auto" and jars is None and not _user_sets_jars(user_params)):
         settings["spark.jars.packages"] = ICEBERG_PACKAGE

@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dbt_incremental_mv.embedded import LOG4J_CONFIG
+from dbt_incremental_mv.embedded import LOG4J_CONFIG, STATUS_RETENTION
 from dbt_incremental_mv.iceberg_runtime import prepare_offline_jars
 
 THRIFT_SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
@@ -105,6 +105,7 @@ def server_settings(*, warehouse: Path, workdir: Path, extra: Mapping[str, str] 
         "spark.sql.warehouse.dir": str(workdir / "spark-warehouse"),
         "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={workdir / 'metastore_db'};create=true",
         "spark.local.dir": str(workdir / "tmp"),
+        **STATUS_RETENTION,  # a server lives long: Spark's defaults keep 1,000 executions' plans
     }
     settings.update(extra or {})
     return settings

@@ -3,7 +3,7 @@
 # and maintained exactly through rounds of random DML and fast refreshes. Writes a summary table
 # (definitions by class, refused by construct, rounds, operations, failures) to --out; each
 # failing definition is shrunk and kept in tests/fuzz/regressions.json, which the suite runs.
-#   bash scripts/fuzz.sh --definitions 2000 --seed 5 [--rounds 4] [--out benchmarks/results/fuzz_2000.md]
+#   bash scripts/fuzz.sh --definitions 2000 --seed 5 [--rounds 4] [--out tests/results/fuzz_2000_seed5.md]
 # The CI runs the same check on a fixed seed (tests/functional/test_generated_views.py).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,7 +17,7 @@ while [ $# -gt 0 ]; do
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
-out="${out:-$repo/tests/fuzz/results/fuzz_${definitions}_seed${seed}.md}"
+out="${out:-$repo/tests/results/fuzz_${definitions}_seed${seed}.md}"
 mkdir -p "$(dirname "$out")"
 venv="$(bash "$repo/scripts/setup.sh")"
 cd "$repo"

@@ -119,8 +119,9 @@ class GeneratedCheck:
         return {name for _, name, *_ in rows(self.project, f"show tables in {self.project.test_schema}")}
 
     def round(self, number: int, operations: int = 12) -> None:
-        """Random DML (batched MERGEs on even rounds, single statements on odd ones; every few
-        rounds a master emptied and refilled), then a fast refresh of every maintained view."""
+        """Random DML (on even rounds batched MERGEs then single statements, single statements
+        on odd ones; every third round a master emptied and refilled), then a fast refresh of every
+        maintained view."""
         w = self.workload
         if number % 3 == 2:  # whole groups emptied and refilled: every row of one master goes, then new ones
             name = sorted(w.masters)[number // 3 % len(w.masters)]
@@ -130,6 +131,8 @@ class GeneratedCheck:
             w.round(operations, masters=[name], kinds=("insert",))
         else:
             w.alternating_round(number, operations=operations)
+            if number % 2 == 0:  # single statements on top of the MERGE: one refresh consumes both,
+                w.round(operations)  # rows the MERGE changed are changed again
         selected = [d.name for d in self.maintained]
         started = time.perf_counter()
         results, _ = run_dbt_and_capture(["run", "--select", *selected], expect_pass=None)

@@ -15,7 +15,8 @@ every view consumed it, shows there as a wrong row. The logs hold nothing uncons
 
 CI runs one epoch of ``DBT_MV_CONCURRENCY_SECONDS`` (default 60 s); by hand, for 30 minutes:
 ``DBT_MV_CONCURRENCY_SECONDS=1800 pytest -m thrift tests/functional/thrift/test_thrift_concurrency.py -s``
-(epochs of ``DBT_MV_CONCURRENCY_EPOCH`` seconds, default 300).
+(epochs of ``DBT_MV_CONCURRENCY_EPOCH`` seconds, default 300; ``DBT_MV_CONCURRENCY_SUMMARY=<file>``
+writes the summary table there).
 """
 
 import os
@@ -61,13 +62,16 @@ class Tally:
     runs: int = 0
     published: Counter = field(default_factory=Counter)
     lost: Counter = field(default_factory=Counter)
+    unchanged: Counter = field(default_factory=Counter)  # of the published: nothing to apply
     unclean: list = field(default_factory=list)
 
     def read(self, output: str, selection: list[str]) -> None:
         self.runs += 1
         for view in selection:
-            if re.search(rf"OK created sql fast_refresh model \S+\.{view}\b", output):
+            succeeded = re.search(rf"OK created sql fast_refresh model \S+\.{view}\b.*", output)
+            if succeeded:
                 self.published[view] += 1
+                self.unchanged[view] += "NO CHANGES" in succeeded.group(0)
             elif re.search(rf"ERROR creating sql fast_refresh model \S+\.{view}\b", output):
                 self.lost[view] += 1
         errors = len(re.findall(r"ERROR creating sql fast_refresh model", output))
@@ -75,6 +79,15 @@ class Tally:
                  and output.count(LOST_RACE) >= errors and "\tat org.apache" not in output)
         if not clean or (errors == 0 and "Completed successfully" not in output):
             self.unclean.append(_outcomes(output))
+
+    def table(self, epochs: int, seconds: float, statements: int) -> str:
+        lines = [f"{epochs} epoch(s) in {seconds:.0f} s: {statements} writer statements, {self.runs} refresher runs "
+                 f"(dbt run of its selection), {len(self.unclean)} unclean failures; after each epoch every view "
+                 "equal to its query and no log holding an unconsumed change", "",
+                 "| view | refreshes that succeeded | of them with nothing to apply | lost to another refresh (retried) |",
+                 "|---|---|---|---|"]
+        lines += [f"| {view} | {self.published[view]} | {self.unchanged[view]} | {self.lost[view]} |" for view in VIEWS]
+        return "\n".join(lines) + "\n"
 
 
 def _outcomes(output: str) -> str:
@@ -224,7 +237,9 @@ class TestFourRefreshersAndAWriter(ExampleProject):
             for log in ("mlog_orders", "mlog_customers", "mlog_order_lines", "mlog_products", "mlog_customer_orders"):
                 pending = rows(project, f"select count(*) from {project.test_schema}.{log} where _mv_op in ('I', 'D')")
                 assert pending == [(0,)], (epoch, log, pending)
-        print(f"{epochs} epochs in {time.time() - started:.0f} s: {writer.statements} writer statements, "
-              f"{tally.runs} refresher runs, published {dict(tally.published)}, lost {dict(tally.lost)}")
+        summary = tally.table(epochs, time.time() - started, writer.statements)
+        print(summary)
+        if os.environ.get("DBT_MV_CONCURRENCY_SUMMARY"):
+            Path(os.environ["DBT_MV_CONCURRENCY_SUMMARY"]).write_text(summary)
         assert writer.statements >= 20 and all(tally.published[view] >= epochs for view in VIEWS), (writer.statements, tally)
         assert sum(tally.lost.values()) > 0 or SECONDS < 60, "no refresh ever lost: the refreshers never raced"
