@@ -89,12 +89,15 @@ def refresh_statement(
 
 
 def _check_combinable(number: int, statement: RefreshStatement) -> None:
-    """A branch's writes are at most one DELETE (its condition known) then one INSERT (its query known)."""
+    """A branch's writes are DELETEs (their condition known as one: a join branch splits it in
+    several statements when some keys are literals and others read from a log) then at most one
+    INSERT (its query known); the view's one DELETE and one INSERT combine those of its branches."""
     names = [w.name for w in statement.writes]
-    known = (statement.deleted is not None) == ("delete" in names) and (statement.inserted is not None) == (
+    deletes = names.count("delete")
+    known = (statement.deleted is not None) == (deletes > 0) and (statement.inserted is not None) == (
         "insert" in names
     )
-    if names not in (["delete"], ["insert"], ["delete", "insert"]) or not known:
+    if not names or names[deletes:] not in ([], ["insert"]) or not known:
         raise ValueError(f"UNION ALL branch {number}: its writes ({', '.join(names)}) cannot be combined")
 
 

@@ -1,6 +1,8 @@
 """UNION ALL views without Spark: the analysis (branches, marker, unique aliases, shared hidden
 columns) and the refresh statement (the changed branches' writes as one DELETE and one INSERT)."""
 
+import dataclasses
+
 import pytest
 import sqlglot
 
@@ -153,3 +155,22 @@ def test_layout_advice_covers_every_branch_s_keys_and_joins():
     advice = layout_advice(analyze_view(MIXED, MASTERS), "shop.v")
     assert advice[0] == "alter table `shop`.`v` write ordered by `_mv_o_order_id`, `_mv_o_2_order_id`, `_mv_c_customer_id`"
     assert "alter table `shop`.`customers` write ordered by `customer_id`" in advice
+
+
+def test_a_join_branch_deleting_by_two_statements_is_combined_into_the_views_one_delete():
+    # literal keys of one master and keys read from the other's log: the join branch alone
+    # deletes by two statements (found by the soak: "its writes (delete, delete, insert) cannot
+    # be combined" once a round changed enough rows of both masters)
+    view = analyze_view(MIXED, MASTERS)
+    logs = {
+        "shop.orders": dataclasses.replace(marked(ORDERS, 2, 2), key_values=((7,), (9,))),
+        "shop.customers": marked(CUSTOMERS, 3, 3),
+    }
+    alone = view_classes.refresh_statement(view.branches[1], "shop.v", logs, {}, "b")
+    assert [w.name for w in alone.writes] == ["delete", "delete", "insert"]
+    combined = union_view.refresh_statement(view, "shop.v", logs, {"value": "decimal(20,2)"})
+    assert [w.name for w in combined.writes] == ["delete", "insert"]
+    delete = combined.writes[0].sql
+    sqlglot.parse_one(delete, read="spark")
+    assert "(7), (9)" in delete or "in (7, 9)" in delete.lower()  # the literal keys and the log's both
+    assert "`logs`.`mlog_customers`" in delete
