@@ -20,7 +20,7 @@ mkdir -p "$(dirname "$out")"
 venv="$(bash "$repo/scripts/setup.sh")"
 cd "$repo"
 log="$(mktemp)"
-started=$(date +%s)
+started=$(date +%s) commit="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- dbt_incremental_mv tests || echo ' + uncommitted changes')"
 status=0
 DBT_MV_SOAK="$factor" "$venv/bin/python" -m pytest -p no:cacheprovider -rA -k test_randomized_workload \
   tests/functional/test_join_refresh.py tests/functional/test_outer_join_refresh.py \
@@ -31,7 +31,7 @@ seconds=$(( $(date +%s) - started ))
 {
   echo "# Soak: every view class's randomized differential test, soak factor $factor"
   echo
-  echo "Run $(date -u +%Y-%m-%d) on commit $(git rev-parse --short HEAD), $(nproc) cores, load before the run: $(cut -d' ' -f1-3 /proc/loadavg);"
+  echo "Run $(date -u +%Y-%m-%d) on commit $commit, $(nproc) cores, load before the run: $(cut -d' ' -f1-3 /proc/loadavg);"
   echo "command: \`bash scripts/soak.sh --factor $factor\`; wall time $((seconds / 60)) min $((seconds % 60)) s; exit status $status."
   echo
   echo '```'
