@@ -96,6 +96,11 @@ def _outcomes(output: str) -> str:
     return "\n".join(line for line in output.splitlines() if wanted.search(line))[-6000:]
 
 
+# the masters' keys, as their change logs declare them
+KEYS = {"customers": ("customer_id",), "products": ("product_id",), "orders": ("order_id",),
+        "order_lines": ("order_id", "line_no")}
+
+
 class Writer:
     """Random single-statement commits to the example's masters (each its own Iceberg commit),
     keeping the keys the change logs declare unique. It knows which keys exist, so it deletes
@@ -103,9 +108,8 @@ class Writer:
 
     def __init__(self, connection, schema: str, seed: int):
         self.cursor, self.s, self.random = connection.cursor(), schema, random.Random(seed)
-        self.keys = {table: set(map(tuple, self.query(f"select {key} from {schema}.{table}")))
-                     for table, key in (("customers", "customer_id"), ("products", "product_id"),
-                                        ("orders", "order_id"), ("order_lines", "order_id, line_no"))}
+        self.keys = {table: set(map(tuple, self.query(f"select {', '.join(key)} from {schema}.{table}")))
+                     for table, key in KEYS.items()}
         self.next_id = 1000
         self.statements = 0
 
@@ -116,6 +120,19 @@ class Writer:
     def new_id(self) -> int:
         self.next_id += 1
         return self.next_id
+
+    def new_key(self, table) -> int:
+        """A key ``table`` does not hold, from now on among its keys (a one-column key)."""
+        key = self.new_id()
+        self.keys[table].add((key,))
+        return key
+
+    def delete(self, table, key) -> str:
+        self.keys[table].discard(key)
+        return f"delete from {self.s}.{table} where {self.where(table, key)}"
+
+    def where(self, table, key) -> str:
+        return " and ".join(f"{column} = {value}" for column, value in zip(KEYS[table], key))
 
     def some(self, table):
         return self.random.choice(sorted(self.keys[table])) if self.keys[table] else None
@@ -135,13 +152,11 @@ class Writer:
         status = r.choice(["'shipped'", "'open'", "'cancelled'", "null"])
         if table == "orders":
             if action == "insert":
-                order = self.new_id()
-                self.keys["orders"].add((order,))
+                order = self.new_key("orders")
                 return f"insert into {s}.orders values ({order}, {self.ref('customers')}, date'2026-03-{r.randint(1, 28):02d}', {status})"
             (order,) = self.some("orders")
             if action == "delete":
-                self.keys["orders"].discard((order,))
-                return f"delete from {s}.orders where order_id = {order}"
+                return self.delete("orders", (order,))
             change = r.choice(["status", "customer", "key"])
             if change == "key":  # a key update: the order moves to a new key, its lines stay behind
                 moved = self.new_id()
@@ -161,32 +176,26 @@ class Writer:
                 return (f"insert into {s}.order_lines values ({order}, {line}, {self.ref('products')}, "
                         f"{r.choice(['null', r.randint(0, 5)])}, {price})")
             order, line = self.some("order_lines")
-            where = f"where order_id = {order} and line_no = {line}"
             if action == "delete":
-                self.keys["order_lines"].discard((order, line))
-                return f"delete from {s}.order_lines {where}"
+                return self.delete("order_lines", (order, line))
             value = r.choice([f"product_id = {self.ref('products')}", f"quantity = {r.choice(['null', r.randint(0, 5)])}",
                               "unit_price = unit_price * 2"])
-            return f"update {s}.order_lines set {value} {where}"
+            return f"update {s}.order_lines set {value} where {self.where('order_lines', (order, line))}"
         if table == "customers":
             if action == "insert":
-                customer = self.new_id()
-                self.keys["customers"].add((customer,))
+                customer = self.new_key("customers")
                 return (f"insert into {s}.customers values ({customer}, 'C{customer}', "
                         f"{r.choice(['null', repr('UK'), repr('FR'), repr('US')])}, 'consumer')")
             (customer,) = self.some("customers")
             if action == "delete":
-                self.keys["customers"].discard((customer,))
-                return f"delete from {s}.customers where customer_id = {customer}"
+                return self.delete("customers", (customer,))
             return f"update {s}.customers set country = {r.choice(['null', repr('UK'), repr('DE')])} where customer_id = {customer}"
         if action == "insert":
-            product = self.new_id()
-            self.keys["products"].add((product,))
+            product = self.new_key("products")
             return f"insert into {s}.products values ({product}, 'P{product}', {r.choice(['null', repr('merch')])}, 1.00)"
         (product,) = self.some("products")
         if action == "delete":
-            self.keys["products"].discard((product,))
-            return f"delete from {s}.products where product_id = {product}"
+            return self.delete("products", (product,))
         return f"update {s}.products set category = {r.choice(['null', repr('hardware'), repr('other')])} where product_id = {product}"
 
     def run(self, stop: threading.Event, errors: list) -> None:
