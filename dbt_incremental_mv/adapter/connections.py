@@ -185,11 +185,23 @@ class SparkMVConnectionManager(SparkConnectionManager):
                 raise FailedToConnectError(f"Cannot start the embedded Spark session: {exc}") from exc
         from dbt.adapters.spark.session import SessionConnectionWrapper  # imports pyspark: session method only
 
-        from dbt_incremental_mv.adapter.session import IsolatedSessionConnection
+        from dbt_incremental_mv.adapter.session import SESSIONS
 
-        connection.handle = SessionConnectionWrapper(IsolatedSessionConnection(root.newSession()))
+        connection.handle = SessionConnectionWrapper(SESSIONS.acquire(root))
         connection.state = ConnectionState.OPEN
         return connection
+
+    @classmethod
+    def close(cls, connection: Connection) -> Connection:
+        """dbt closes a connection after each model: its embedded session goes back to the pool."""
+        handle = connection.handle
+        closed = super().close(connection)
+        isolated = getattr(handle, "handle", None)
+        if connection.credentials.method == SparkConnectionMethod.SESSION and hasattr(isolated, "initial_namespace"):
+            from dbt_incremental_mv.adapter.session import SESSIONS
+
+            SESSIONS.give_back(isolated)
+        return closed
 
     @contextmanager
     def exception_handler(self, sql: str) -> Iterator[None]:

@@ -6,12 +6,20 @@ into statements of other threads. Here each dbt connection gets its own
 ``SparkSession.newSession()``: same JVM, SparkContext and catalogs, separate SQL
 configuration and temporary views.
 
+dbt closes a connection after every model and opens another for the next, so the sessions are
+pooled (``SessionPool``): a closed connection's session, its settings, temporary views and
+current namespace put back as they were, serves the next connection. A new session per model
+cost the catalogs' setup every time and was never freed: a Spark thread started while a session
+was active (the broadcast-exchange pool keeps up to 128) holds it as its inherited active session,
+so a long-lived process (a test suite, an orchestrator calling dbt) accumulated sessions.
+
 While a refresh records its reads (``IsolatedSessionConnection.recording``), each statement runs
 under a job group of its own and, once executed, what it read is appended (scan_metrics.py).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -110,8 +118,9 @@ class IsolatedCursor(Cursor):
 class IsolatedSessionConnection:
     """The handle behind dbt-spark's SessionConnectionWrapper, bound to one Spark session."""
 
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Any, initial_namespace: tuple[str, str] = ("spark_catalog", "default")) -> None:
         self.session = session
+        self.initial_namespace = initial_namespace  # (catalog, namespace) the session started in
         # the reads of the statements run while a refresh records them (None: not recording)
         self.recording: list[StatementReads] | None = None
 
@@ -124,3 +133,46 @@ class IsolatedSessionConnection:
     def stop_recording(self) -> list[StatementReads]:
         recorded, self.recording = self.recording or [], None
         return recorded
+
+
+class SessionPool:
+    """Isolated sessions of one root session, one per connection open at a time: ``acquire``
+    hands out a free one (or a new one), ``give_back`` restores it and keeps it for the next."""
+
+    def __init__(self) -> None:
+        self._free: list[tuple[Any, tuple[str, str]]] = []  # (session, its initial catalog and namespace)
+        self._lock = threading.Lock()
+        self.created = 0
+
+    def acquire(self, root: Any) -> IsolatedSessionConnection:
+        with self._lock:
+            while self._free:
+                session, initial = self._free.pop()
+                if session.sparkContext is root.sparkContext:  # else: from a stopped context
+                    return IsolatedSessionConnection(session, initial)
+            self.created += 1
+        session = root.newSession()
+        return IsolatedSessionConnection(session, (session.catalog.currentCatalog(), session.catalog.currentDatabase()))
+
+    def give_back(self, connection: IsolatedSessionConnection) -> None:
+        """Take back ``connection``'s session (once) with what a model may have changed undone:
+        the runtime settings (``RESET``: as the session started), temporary views, the current
+        catalog and namespace. A session that cannot be restored is dropped."""
+        session, connection.session = connection.session, None
+        if session is None:
+            return
+        try:
+            session.sql("RESET").collect()
+            session._jsparkSession.sessionState().catalog().clearTempTables()
+            catalog, namespace = connection.initial_namespace
+            if session.catalog.currentCatalog() != catalog:
+                session.catalog.setCurrentCatalog(catalog)
+            if session.catalog.currentDatabase() != namespace:
+                session.catalog.setCurrentDatabase(namespace)
+        except Exception:  # noqa: BLE001 - not reusable: the next connection gets a new session
+            return
+        with self._lock:
+            self._free.append((session, connection.initial_namespace))
+
+
+SESSIONS = SessionPool()
