@@ -46,8 +46,14 @@ USER_JIT_CHOICES = ("TieredStopAtLevel", "TieredCompilation", "-Xint", "-Xcomp",
 
 # What Spark keeps of past statements (their plans, jobs, stages and tasks), UI or not: a
 # long-lived process (a test suite, an orchestrator, a Thrift Server) would hold thousands of
-# large plans. A refresh reads back only its own statements' (adapter/scan_metrics.py).
+# large plans. A refresh reads back only its own statements' (adapter/scan_metrics.py: from the
+# plan's nodes, not its text). A plan's text is written for the status store at the start of a
+# statement and again at every adaptive re-plan, UI or not; a refresh statement that reads cached
+# views (a MIN/MAX aggregate over four masters) printed each cached plan inside every reference
+# to it: 27 MB of text per statement, 4 of its 12 seconds. Capped, and the physical plan only.
 STATUS_RETENTION = {
+    "spark.sql.ui.explainMode": "simple",
+    "spark.sql.maxPlanStringLength": "200000",
     "spark.sql.ui.retainedExecutions": "100",
     "spark.ui.retainedJobs": "200",
     "spark.ui.retainedStages": "200",

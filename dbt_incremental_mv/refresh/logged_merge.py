@@ -23,7 +23,7 @@ from dbt_incremental_mv.conflicts import lost_race
 from dbt_incremental_mv.logs.contract import LogSpec
 from dbt_incremental_mv.refresh import own_log
 from dbt_incremental_mv.refresh.context import RefreshContext
-from dbt_incremental_mv.refresh.publish import write_branch
+from dbt_incremental_mv.refresh.publish import cache_planning, write_branch
 from dbt_incremental_mv.refresh.statement import branch_target
 from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation
 
@@ -104,7 +104,13 @@ def run(ctx: RefreshContext, config: MergeConfig, spec: LogSpec, table: str, new
     cached = f"mv_merge_{secrets.token_hex(6)}"
     branch = write_branch()
     source = relation(new_rows) if "." in new_rows else ident(new_rows)
-    ctx.execute(f"cache table {ident(cached)} as\nselect * from {source}")
+    before, after = cache_planning()
+    try:
+        for sql in [*before, f"cache table {ident(cached)} as\nselect * from {source}"]:
+            ctx.execute(sql)
+    finally:
+        for sql in after:
+            ctx.execute(sql)
     pending = None
     try:
         if not ctx.query(f"select 1 from {ident(cached)} limit 1"):  # (read from the cache)

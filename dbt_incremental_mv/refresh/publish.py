@@ -28,6 +28,35 @@ SUMMARY_KEYS = (
 )
 
 
+# Spark 3.5 plans a CACHE TABLE's query in a clone of the session unless the first three are set
+# (CacheManager.getOrCloneSessionWithConfigsOff). A clone stays referenced by every Spark thread
+# started while it is active (the broadcast-exchange pool keeps up to 128, each holding its
+# inherited active session), so a long-lived JVM accumulated one per cached view. Adaptive
+# execution off, as in the clone: the cached plan is the one Spark made before, and an adaptive
+# cached plan would print both its initial and final plans wherever it is read. Set around the
+# caching only: the writes keep adaptive execution and its final-stage shuffle optimisations.
+CACHE_PLANNING = (
+    ("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true"),
+    ("spark.sql.adaptive.applyFinalStageShuffleOptimizations", "false"),
+    ("spark.sql.sources.bucketing.autoBucketedScan.enabled", "false"),
+    ("spark.sql.adaptive.enabled", "false"),
+)
+
+
+def cache_planning() -> tuple[list[str], list[str]]:
+    """The statements that set the settings above, and those that reset them to the session's own."""
+    return [f"set {key}={value}" for key, value in CACHE_PLANNING], [f"reset {key}" for key, _ in CACHE_PLANNING]
+
+
+def caching(statements: Sequence[str]) -> list[str]:
+    """``statements`` (CACHE TABLEs) planned in the session itself: between the settings' set
+    and reset (nothing when there is nothing to cache)."""
+    if not statements:
+        return []
+    before, after = cache_planning()
+    return before + list(statements) + after
+
+
 # a write branch this old was left by a killed refresh (no refresh runs for a day)
 STALE_BRANCH_MS = 24 * 3600 * 1000
 
@@ -66,7 +95,7 @@ def staged_statement(state: ViewState, statement: RefreshStatement, log: bool = 
     writes' filter reads still exist (``log`` step, run by own_log.py)."""
     *before, last = statement.writes
     steps = staged(state, "main", last.sql, before)
-    made = [Step("cache", f"cache table {ident(c.name)} as\n{c.sql}") for c in statement.cached]
+    made = [Step("cache", sql) for sql in caching([f"cache table {ident(c.name)} as\n{c.sql}" for c in statement.cached])]
     dropped = [Step("uncache", drop_cached(c.name)) for c in statement.cached]
     logged = [Step("log", steps[-1].sql, kind="log")] if log else []
     return made + steps[:-1] + logged + dropped + steps[-1:]

@@ -244,6 +244,8 @@ KINDS = (
     ("delete from `shop`.`v`", "write: delete"),
     ("insert overwrite `shop`.`v`", "write: overwrite"),
     ("reset spark.wap.id", "unstage"),
+    ("set spark.sql.", "cache: set"),  # the CACHE TABLEs planned in the session (publish.CACHE_PLANNING)
+    ("reset spark.sql.", "cache: reset"),
     ("cache table `mv_write_", "cache: {what}"),
     ("drop view if exists `mv_write_", "uncache: {what}"),
     ("merge into `shop`.`mlog_", "purge {log}"),

@@ -107,3 +107,15 @@ def test_auto_jit_keeps_c2_in_a_process_that_runs_many_dbt_commands(tmp_path, mo
 @pytest.mark.parametrize("option", ["-XX:TieredStopAtLevel=4", "-XX:-TieredCompilation", "-Xint"])
 def test_a_users_own_jit_choice_is_left_alone(tmp_path, option):
     assert not quick_jit("quick", tmp_path, {"spark.driver.extraJavaOptions": f"-Xss4m {option}"})
+
+
+def test_a_long_lived_jvm_keeps_few_statements_and_short_plan_texts():
+    """Spark writes every statement's plan text for its status store, UI or not (and again at
+    each adaptive re-plan): capped, physical plan only, 100 statements kept; in the Thrift
+    Server's settings too."""
+    from dbt_incremental_mv.thrift_server import server_settings
+
+    for s in (settings(), server_settings(warehouse=WAREHOUSE, workdir=Path("/tmp/w"))):
+        assert s["spark.sql.maxPlanStringLength"] == "200000"
+        assert s["spark.sql.ui.explainMode"] == "simple"
+        assert s["spark.sql.ui.retainedExecutions"] == "100"
