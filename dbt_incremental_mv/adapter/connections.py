@@ -29,6 +29,9 @@ from dbt_common.exceptions import DbtRuntimeError
 from dbt_incremental_mv.conflicts import concurrent_commit_error
 from dbt_incremental_mv.embedded import ICEBERG_JARS_MODES, JIT_MODES, start_session
 from dbt_incremental_mv.iceberg_runtime import IcebergRuntimeError
+from dbt_incremental_mv.refresh.publish import CACHE_PLANNING
+
+CACHE_PLANNING_KEYS = {key for key, _ in CACHE_PLANNING}
 
 logger = AdapterLogger("spark_mv")
 _session_lock = threading.Lock()
@@ -92,7 +95,7 @@ class FaultInjection:
 
     Set ``DBT_INCREMENTAL_MV_FAULT_AFTER=<n>`` (and a fresh ``DBT_INCREMENTAL_MV_FAULT_RUN``
     token per run) to raise after the n-th statement that is not a plain read (SELECT,
-    DESCRIBE, SHOW, ``SET key``), or ``DBT_INCREMENTAL_MV_FAULT_AT=<text>`` to raise after the first
+    DESCRIBE, SHOW, ``SET key``, the settings a CACHE TABLE is planned under), or ``DBT_INCREMENTAL_MV_FAULT_AT=<text>`` to raise after the first
     statement containing ``text``. ``on_fault`` may be set to a callable run at that point instead of
     raising (e.g. a concurrent writer); with ``DBT_INCREMENTAL_MV_FAULT_KILL=1`` the process exits
     at once instead (status 137, as if killed). Off unless the variable is set.
@@ -116,6 +119,8 @@ class FaultInjection:
         if statement[:8].lower().startswith(("select", "describe", "show", "with")):
             return
         if statement[:4].lower() == "set " and "=" not in statement:  # reading a setting
+            return
+        if (statement.split("=")[0].split() or [""])[-1] in CACHE_PLANNING_KEYS:  # how a cache is planned: no state
             return
         with cls._lock:
             token = os.environ.get("DBT_INCREMENTAL_MV_FAULT_RUN")
