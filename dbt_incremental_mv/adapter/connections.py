@@ -29,9 +29,9 @@ from dbt_common.exceptions import DbtRuntimeError
 from dbt_incremental_mv.conflicts import concurrent_commit_error
 from dbt_incremental_mv.embedded import ICEBERG_JARS_MODES, JIT_MODES, start_session
 from dbt_incremental_mv.iceberg_runtime import IcebergRuntimeError
-from dbt_incremental_mv.refresh.publish import CACHE_PLANNING
+from dbt_incremental_mv.refresh.publish import cache_planning
 
-CACHE_PLANNING_KEYS = {key for key, _ in CACHE_PLANNING}
+CACHE_PLANNING_STATEMENTS = frozenset(sum(cache_planning(), []))
 
 logger = AdapterLogger("spark_mv")
 _session_lock = threading.Lock()
@@ -120,7 +120,7 @@ class FaultInjection:
             return
         if statement[:4].lower() == "set " and "=" not in statement:  # reading a setting
             return
-        if (statement.split("=")[0].split() or [""])[-1] in CACHE_PLANNING_KEYS:  # how a cache is planned: no state
+        if statement.rstrip() in CACHE_PLANNING_STATEMENTS:  # how a cache is planned: no state
             return
         with cls._lock:
             token = os.environ.get("DBT_INCREMENTAL_MV_FAULT_RUN")

@@ -73,11 +73,14 @@ def test_fault_injection_counts_state_changes_only(monkeypatch):
     from dbt_common.exceptions import DbtRuntimeError
 
     from dbt_incremental_mv.adapter.connections import FaultInjection
+    from dbt_incremental_mv.refresh.publish import cache_planning
 
     monkeypatch.setenv("DBT_INCREMENTAL_MV_FAULT_AFTER", "2")
     monkeypatch.setenv("DBT_INCREMENTAL_MV_FAULT_RUN", "unit-fault-1")
     for read in ("select 1", "describe table t", "show tables in s", "set spark.sql.catalog.spark_catalog"):
         FaultInjection.after(read)  # reads: not counted
+    for setting in sum(cache_planning(), []):
+        FaultInjection.after(f"/* dbt */ {setting}\n")  # how a cache is planned: not counted either
     FaultInjection.after("set spark.wap.id=abc")  # the first state change
     with pytest.raises(DbtRuntimeError, match="injected fault after statement 2"):
         FaultInjection.after("call spark_catalog.system.fast_forward('s.t', 'main', 'b') [metadata commit]")

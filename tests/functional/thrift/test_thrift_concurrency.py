@@ -209,6 +209,7 @@ class Writer:
                     f"insert into {self.s}.products values ({product}, 'P{product}', 'merch', 1.00)",
                     f"insert into {self.s}.order_lines values ({order}, 1, {product}, 1, 1.00)"):
             self.cursor.execute(sql)
+            self.statements += 1
 
     def run(self, stop: threading.Event, errors: list) -> None:
         while not stop.is_set():
