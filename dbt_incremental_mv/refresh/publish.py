@@ -35,11 +35,15 @@ SUMMARY_KEYS = (
 # execution off, as in the clone: the cached plan is the one Spark made before, and an adaptive
 # cached plan would print both its initial and final plans wherever it is read. Set around the
 # caching only: the writes keep adaptive execution and its final-stage shuffle optimisations.
+# The cached views keep their analysed plans rather than their SQL text: a view read by a view
+# read by the writes was otherwise parsed and analysed again at every reference of every statement
+# (Spark's analyzer then spent more time resolving a refresh's relations than running its jobs).
 CACHE_PLANNING = (
     ("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true"),
     ("spark.sql.adaptive.applyFinalStageShuffleOptimizations", "false"),
     ("spark.sql.sources.bucketing.autoBucketedScan.enabled", "false"),
     ("spark.sql.adaptive.enabled", "false"),
+    ("spark.sql.legacy.storeAnalyzedPlanForView", "true"),
 )
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from dbt_incremental_mv.bookkeeping import ViewState
 from dbt_incremental_mv.refresh.engine import IDLE, FastRefreshEngine
+from dbt_incremental_mv.refresh.publish import CACHE_PLANNING
 from tests.unit.fake_iceberg import LOG_COLUMNS, FakeIceberg, statement_kinds
 
 ORDERS = [("order_id", "bigint"), ("customer_id", "bigint"), ("amount", "decimal(10,2)")]
@@ -136,14 +137,14 @@ def test_a_small_refresh_runs_only_the_statements_that_move_data(warehouse):
         "capture: changelog of orders",  # Iceberg's changelog of the master's new commits
         "capture: append to mlog_orders",  # ... appended to a branch of the log
         "mark: log counts",  # the counts of every log that gained rows, in one statement
-        *(["cache: set"] * 4 + [f"cache: {cached}"] + ["cache: reset"] * 4 if cached else []),  # into the session's cache, planned in it
+        *(["cache: set"] * len(CACHE_PLANNING) + [f"cache: {cached}"] + ["cache: reset"] * len(CACHE_PLANNING) if cached else []),  # into the session's cache, planned in it
         "write on branch: delete",  # the rows (or groups) the change touches, on the view's write branch
         "stage",
         "write on branch: insert",  # staged on it with the refresh's state
         "unstage",
         *([f"uncache: {cached}"] if cached else []),
     ], statements  # the purge of the consumed log rows is no statement: whole files go (below)
-    assert len(statements) <= 10 + (8 if cached else 0)  # (the cache's settings set and reset run no job)
+    assert len(statements) <= 10 + (2 * len(CACHE_PLANNING) if cached else 0)  # (the cache's settings set and reset run no job)
     # metadata commits: the capture's branch, the capture's compare-and-swap, the view's write
     # branch, the view's compare-and-swap (dropping the branch), the purge (whole files: the
     # consumed changes and the superseded watermark, not the newest), the purge's record
