@@ -272,3 +272,23 @@ def test_a_v3_master_is_captured_by_row_lineage_with_duplicates_and_rows_copied_
     assert by_lineage == expected
     assert deletion_vectors == expected
     assert sorted(upgraded, key=str) == [r for r in expected if r[0] != 2]
+
+
+def test_a_refreshs_cached_views_keep_their_analysed_plans(project):
+    """The CACHE TABLEs of a refresh (refresh/publish.caching) store their analysed plans, not
+    their SQL text: a cached view another one reads is not parsed and analysed again at every
+    reference. The setting is the session's own again afterwards."""
+    from dbt_incremental_mv.refresh.publish import caching
+
+    adapter = project.adapter
+    views = ("mv_probe_inner", "mv_probe_outer")
+    with adapter.connection_named("caching"):
+        for sql in caching([f"cache table `{views[0]}` as select 1 as x", f"cache table `{views[1]}` as select x from `{views[0]}`"]):
+            adapter.execute(sql)
+        session = adapter.connections.get_thread_connection().handle.handle.session
+        catalog = session._jsparkSession.sessionState().catalog()
+        assert [catalog.getRawTempView(v).get().plan().isDefined() for v in views] == [True, True]
+        _, table = adapter.execute("set spark.sql.legacy.storeAnalyzedPlanForView", fetch=True)
+        assert [tuple(row) for row in table] == [("spark.sql.legacy.storeAnalyzedPlanForView", "false")]
+        for view in views:
+            adapter.execute(f"drop view if exists `{view}`")

@@ -205,11 +205,8 @@ def test_a_logged_merge_merges_on_a_branch_logs_the_keys_it_merged_then_publishe
     line = logged_merge.run(ctx, config, spec, "shop.stg", "stg__dbt_tmp")
     assert line.startswith("merged into shop.stg; logged "), line
     before, after = cache_planning()  # the cache planned in the session itself, those settings reset after
-    planned, (cache,), reset, (probe, merge, log) = (
-        fake.statements[:len(before)], fake.statements[len(before):len(before) + 1],
-        fake.statements[len(before) + 1:len(before) + 1 + len(after)], fake.statements[len(before) + 1 + len(after):],
-    )
-    assert planned == before and reset == after
+    cache, *reset, probe, merge, log = fake.statements[len(before):]
+    assert fake.statements[:len(before)] == before and reset == after
     assert cache.startswith("cache table `mv_merge_") and cache.endswith("select * from `stg__dbt_tmp`")
     assert probe.startswith("select 1 from `mv_merge_") and probe.endswith("limit 1")
     assert merge.startswith("merge into `shop`.`stg`.`branch_mv_write_")
