@@ -59,11 +59,9 @@ def _jvm_archive() -> int:
     from pathlib import Path
 
     from dbt_incremental_mv import jvm_archive
-    from dbt_incremental_mv.embedded import jars_for, session_settings
+    from dbt_incremental_mv.embedded import profile_settings
 
-    settings = session_settings(
-        warehouse=Path("warehouse").resolve(), user_params={}, iceberg_jars="auto", jars=jars_for("auto", {})
-    )
+    settings = profile_settings(warehouse=Path("warehouse").resolve(), user_params={})
     if not jvm_archive.enabled(settings):
         print(f"off ({jvm_archive.SWITCH} is set)")
         return 0

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path, PureWindowsPath
 
-from dbt_incremental_mv import jvm_archive
+from dbt_incremental_mv import jvm_archive, local_fs
 from dbt_incremental_mv.iceberg_runtime import ICEBERG_PACKAGE, IcebergJars, prepare_offline_jars
 
 DEFAULT_WAREHOUSE = "warehouse"
@@ -114,8 +114,10 @@ def session_settings(
     iceberg_jars: str,
     jars: IcebergJars | None,
     c1_only: bool = False,
+    file_system_jar: Path | None = None,
 ) -> dict[str, str]:
-    """Spark settings of the embedded session; the user's server_side_parameters win."""
+    """Spark settings of the embedded session; the user's server_side_parameters win.
+    ``file_system_jar``: the jar of the plugin's ``file:`` file system (local_fs.py), if any."""
     settings: dict[str, str] = {
         "spark.master": "local[*]",
         "spark.app.name": "dbt-incremental-mv",
@@ -139,6 +141,7 @@ def session_settings(
     elif jars is not None:
         settings["spark.jars"] = ",".join(jars.classpath)
     settings.update(user_params)
+    settings = local_fs.with_local_file_system(settings, file_system_jar)  # no chmod process per file written (local_fs.py)
     java_options = settings.get("spark.driver.extraJavaOptions", "")
     if c1_only:
         java_options = f"{QUICK_JIT} {java_options}".strip()
@@ -156,6 +159,21 @@ def jars_for(iceberg_jars: str, user_params: Mapping[str, str]) -> IcebergJars |
     return None
 
 
+def profile_settings(
+    *, warehouse: Path, user_params: Mapping[str, str], iceberg_jars: str = "auto", jit: str = "auto"
+) -> dict[str, str]:
+    """The embedded session's settings for a profile's options (the class archive not yet mapped):
+    the offline jars and the plugin's file system jar prepared in the cache."""
+    return session_settings(
+        warehouse=warehouse,
+        user_params=user_params,
+        iceberg_jars=iceberg_jars,
+        jars=jars_for(iceberg_jars, user_params),
+        c1_only=quick_jit(jit, warehouse, user_params),
+        file_system_jar=local_fs.cached_jar(),
+    )
+
+
 def start_session(*, warehouse: str | None, iceberg_jars: str, user_params: Mapping[str, str], jit: str = "auto"):
     """Create (once per process) the embedded Spark session and return it."""
     from pyspark.sql import SparkSession
@@ -166,13 +184,7 @@ def start_session(*, warehouse: str | None, iceberg_jars: str, user_params: Mapp
     path = resolve_warehouse(warehouse)
     # The Hadoop catalog fails on `show databases` if its warehouse does not exist yet.
     path.mkdir(parents=True, exist_ok=True)
-    settings = session_settings(
-        warehouse=path,
-        user_params=user_params,
-        iceberg_jars=iceberg_jars,
-        jars=jars_for(iceberg_jars, user_params),
-        c1_only=quick_jit(jit, path, user_params),
-    )
+    settings = profile_settings(warehouse=path, user_params=user_params, iceberg_jars=iceberg_jars, jit=jit)
     settings = jvm_archive.session_options(settings)  # the JVM's classes mapped from an archive (see jvm_archive.py)
     builder = SparkSession.builder
     for key, value in settings.items():

@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dbt_incremental_mv import local_fs
 from dbt_incremental_mv.embedded import LOG4J_CONFIG, STATUS_RETENTION
 from dbt_incremental_mv.iceberg_runtime import prepare_offline_jars
 
@@ -386,6 +387,10 @@ def start_thrift_server(
         if not master.startswith("local"):
             # Executors read and write Iceberg data files: ship them the jars too (--jars).
             settings = {"spark.jars": ",".join(classpath), **settings}
+        elif local_fs.SCHEME_SETTING not in settings and (jar := local_fs.cached_jar()) is not None:
+            # one JVM writes every file: no chmod process per file (local_fs.py)
+            classpath = [*classpath, str(jar)]
+            settings[local_fs.SCHEME_SETTING] = local_fs.FILE_SYSTEM
         command = server_command(
             host=host, port=port, warehouse=house, workdir=work, master=master, classpath=classpath, conf=settings
         )

@@ -36,9 +36,9 @@ def test_the_jvm_maps_the_class_archive_setup_built(tmp_path):
     from pathlib import Path
 
     from dbt_incremental_mv import jvm_archive
-    from dbt_incremental_mv.embedded import jars_for, session_settings
+    from dbt_incremental_mv.embedded import profile_settings
 
-    settings = session_settings(warehouse=tmp_path, user_params={}, iceberg_jars="auto", jars=jars_for("auto", {}))
+    settings = profile_settings(warehouse=tmp_path, user_params={})
     archive = jvm_archive.archive_path(settings)
     assert archive.is_file(), f"{archive} was not built (scripts/setup.sh runs `dbt-incremental-mv jvm-archive`)"
     probe = (
@@ -292,3 +292,31 @@ def test_a_refreshs_cached_views_keep_their_analysed_plans(project):
         assert [tuple(row) for row in table] == [("spark.sql.legacy.storeAnalyzedPlanForView", "false")]
         for view in views:
             adapter.execute(f"drop view if exists `{view}`")
+
+
+def test_files_are_written_by_the_plugins_local_file_system_with_hadoops_permissions(project):
+    """The embedded session's ``file:`` file system sets permissions without a chmod process per
+    file (dbt_incremental_mv/local_fs.py); the files an Iceberg write leaves have the modes
+    Hadoop's own would give them (0644 files, 0755 directories: its default umask 022), and
+    their checksum files."""
+    import os
+    import stat
+
+    from dbt_incremental_mv import local_fs
+
+    adapter = project.adapter
+    table = f"{project.test_schema}.permission_probe"
+    with adapter.connection_named("permissions"):
+        session = adapter.connections.get_thread_connection().handle.handle.session
+        jvm = session._jvm
+        file_system = jvm.org.apache.hadoop.fs.FileSystem.get(jvm.java.net.URI("file:///"), session._jsc.hadoopConfiguration())
+        assert file_system.getClass().getName() == local_fs.FILE_SYSTEM
+        adapter.execute(f"create table {table} (x int) using iceberg")
+        adapter.execute(f"insert into {table} values (1), (2)")
+        _, files = adapter.execute(f"select file_path from {table}.files", fetch=True)
+    paths = [row[0].removeprefix("file:") for row in files]
+    assert paths
+    for path in paths:
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o644, path
+        assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o755, path
+        assert os.path.isfile(os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.crc")), path
