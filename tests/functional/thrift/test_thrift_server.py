@@ -57,6 +57,30 @@ def test_server_keeps_its_files_in_its_workdir(thrift_server):
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
+def test_a_local_server_serves_file_with_the_plugins_file_system(thrift_server):
+    """A server on a local master writes its files without a chmod process per file
+    (dbt_incremental_mv/local_fs.py): the file system's jar on its class path, the setting given."""
+    from dbt_incremental_mv import local_fs
+
+    if not hasattr(thrift_server, "workdir") or int(os.environ.get("DBT_MV_TEST_THRIFT_WORKERS") or 0):
+        pytest.skip("an external server, or one on a standalone cluster")
+    if not os.environ.get("DBT_MV_TEST_THRIFT_MASTER", "local").startswith("local"):
+        pytest.skip("not a local master")
+    java = []
+    for pid in processes_mentioning(str(thrift_server.workdir)):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2" in cmdline:
+            java.append(cmdline)
+    assert java, "no server JVM found"
+    arguments = java[0]
+    assert f"{local_fs.SCHEME_SETTING.removeprefix('spark.hadoop.')}={local_fs.FILE_SYSTEM}" in " ".join(arguments)
+    assert any(local_fs.JAR.stem in argument for argument in arguments)
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
 def test_failed_start_reports_the_log_and_leaves_no_process(tmp_path):
     with pytest.raises(ThriftServerError) as failure:
         start_thrift_server(workdir=tmp_path, master="no-such-master", timeout=120)
