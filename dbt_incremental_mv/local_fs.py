@@ -43,6 +43,7 @@ def cached_jar() -> Path | None:
     target = cache_dir() / "jars" / f"{JAR.stem}-{hashlib.sha256(data).hexdigest()[:16]}.jar"
     if target.is_file():
         return target
+    partial = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, partial = tempfile.mkstemp(prefix=target.name, suffix=".tmp", dir=target.parent)
@@ -51,6 +52,9 @@ def cached_jar() -> Path | None:
         os.replace(partial, target)
     except OSError:
         return None
+    finally:  # a write that failed leaves no partial file (as iceberg_runtime.relocate_jackson)
+        if partial is not None and os.path.exists(partial):
+            os.unlink(partial)
     return target
 
 

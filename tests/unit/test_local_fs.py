@@ -29,9 +29,9 @@ def test_the_source_digest_follows_every_java_file(tmp_path):
     (tmp_path / "a" / "X.java").write_text("class X {}")
     before = local_fs.source_digest(tmp_path)
     (tmp_path / "a" / "X.java").write_text("class X { }")
-    assert local_fs.source_digest(tmp_path) != before
+    edited = local_fs.source_digest(tmp_path)
     (tmp_path / "Y.java").write_text("")
-    assert len({before, local_fs.source_digest(tmp_path)}) == 2
+    assert len({before, edited, local_fs.source_digest(tmp_path)}) == 3  # an edit, a new file: each a new digest
 
 
 def test_the_jar_is_cached_under_a_name_of_its_content(tmp_path, monkeypatch):
@@ -40,6 +40,17 @@ def test_the_jar_is_cached_under_a_name_of_its_content(tmp_path, monkeypatch):
     assert jar is not None and jar.parent == tmp_path / "jars" and jar.read_bytes() == local_fs.JAR.read_bytes()
     assert jar.name.startswith("dbt-incremental-mv-hadoop-") and local_fs.cached_jar() == jar
     assert [p.name for p in (tmp_path / "jars").iterdir()] == [jar.name]  # no partial file left
+
+
+def test_a_failed_copy_leaves_no_partial_file_and_no_file_system(tmp_path, monkeypatch):
+    monkeypatch.setenv("DBT_INCREMENTAL_MV_CACHE", str(tmp_path))
+
+    def full_disk(*_):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(local_fs.os, "replace", full_disk)
+    assert local_fs.cached_jar() is None
+    assert list((tmp_path / "jars").iterdir()) == []
 
 
 def test_no_jar_no_file_system(tmp_path, monkeypatch):

@@ -6,23 +6,25 @@ from pathlib import Path
 
 import pytest
 
-from dbt_incremental_mv.thrift_server import ThriftServerError, server_command, start_thrift_server
+from dbt_incremental_mv.thrift_server import DEFAULT_MASTER, ThriftServerError, server_command, start_thrift_server
 
 pytestmark = pytest.mark.thrift
 
 
-def processes_mentioning(text):
-    """PIDs of live processes whose command line contains ``text``."""
-    found = []
+def command_lines():
+    """(PID, arguments) of every live process."""
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                arguments = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
             except OSError:
                 continue
-            if text in cmdline:
-                found.append(int(entry.name))
-    return found
+            yield int(entry.name), arguments
+
+
+def processes_mentioning(text):
+    """PIDs of live processes whose command line contains ``text``."""
+    return [pid for pid, arguments in command_lines() if text in " ".join(arguments)]
 
 
 def test_server_command(tmp_path):
@@ -64,16 +66,13 @@ def test_a_local_server_serves_file_with_the_plugins_file_system(thrift_server):
 
     if not hasattr(thrift_server, "workdir") or int(os.environ.get("DBT_MV_TEST_THRIFT_WORKERS") or 0):
         pytest.skip("an external server, or one on a standalone cluster")
-    if not os.environ.get("DBT_MV_TEST_THRIFT_MASTER", "local").startswith("local"):
+    if not os.environ.get("DBT_MV_TEST_THRIFT_MASTER", DEFAULT_MASTER).startswith("local"):
         pytest.skip("not a local master")
-    java = []
-    for pid in processes_mentioning(str(thrift_server.workdir)):
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-        except OSError:
-            continue
-        if "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2" in cmdline:
-            java.append(cmdline)
+    java = [
+        arguments for _, arguments in command_lines()
+        if "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2" in arguments
+        and str(thrift_server.workdir) in " ".join(arguments)
+    ]
     assert java, "no server JVM found"
     arguments = java[0]
     assert f"{local_fs.SCHEME_SETTING.removeprefix('spark.hadoop.')}={local_fs.FILE_SYSTEM}" in " ".join(arguments)
