@@ -35,7 +35,7 @@ finishes far sooner, while a statement over millions of rows runs 2-2.7x slower.
 ``quick`` for a ``dbt`` command-line process (one command, then the JVM ends) whose local warehouse
 holds less than ``QUICK_JIT_MAX_BYTES`` of files, else ``peak``: a process that runs dbt through its
 Python API (a test suite, an orchestrator) keeps the JVM for many commands, long enough for C2
-to pay off. Measured (2 cores, benchmarks/README.md): the example project's small refresh
+to pay off. Measured (2 cores, benchmarks/JOURNAL.md, "The compiler of a short JVM"): the example project's small refresh
 (``dbt run``) 28.6 -> 22.2 s with ``quick`` (alternated runs); at 10M orders the complete refreshes
 2.2-2.7x slower."""
 QUICK_JIT = "-XX:TieredStopAtLevel=1"

@@ -19,7 +19,7 @@ apply (its changes counted, its statements rendered) and before anything is writ
 
 The prices (seconds per statement and per stage of its plan, per GB read, shuffled, sorted,
 written and rebuilt, per million changes, per capture) are measured by the benchmark
-(``benchmarks/README.md``, "Cost-based force") and shipped as data,
+(``benchmarks/JOURNAL.md``, "Cost-based force") and shipped as data,
 ``dbt_incremental_mv/calibration.json``, not written into the code.
 """
 
@@ -240,7 +240,7 @@ def statement_stages(sql: str) -> int:
     """The stages a statement's plan adds besides its scans: its joins (the semi joins of EXISTS
     included), its grouped and DISTINCT selects, its window functions and its unions, each a
     shuffle or a sort in Spark's plan. The benchmark's statements cost about a tenth of a second
-    per stage whatever they read (benchmarks/README.md, "Cost-based force")."""
+    per stage whatever they read (benchmarks/JOURNAL.md, "Cost-based force")."""
     tree = _parsed(sql)
     selects = list(tree.find_all(exp.Select))
     return (

@@ -35,7 +35,7 @@ class TestGeneratedViews:
 
     def test_each_is_refused_or_maintained_exactly(self, project):
         # the CI's 40 (31 to maintain) are fewer than issue 37's 150: a generated view's fast
-        # refresh takes 1-10 s here, 150 would add ~20 minutes (see the README); scripts/fuzz.sh
+        # refresh takes 1-10 s here, 150 would add ~20 minutes (see docs/correctness.md); scripts/fuzz.sh
         # runs more in a JVM of their own
         if "DBT_MV_FUZZ_DEFINITIONS" not in os.environ:
             assert len([d for d in self.DEFINITIONS if d.refused is None]) >= 30

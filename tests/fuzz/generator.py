@@ -147,7 +147,7 @@ class Generator:
     # -- FROM ---------------------------------------------------------------------------------
     def _from(self, block: Block, masters: int, break_rule: str | None = None) -> None:
         """Occurrences joined along EDGES, each by an inner, LEFT or RIGHT join, within the
-        rules the README states for outer-join chains (an inner join's condition reads no
+        rules the docs state (docs/views/outer-join.md) for outer-join chains (an inner join's condition reads no
         occurrence an earlier outer join null-extends; an ON filter reads the null-extended
         side), unless ``break_rule`` names the one to break ("inner after outer", "on preserved")."""
         r = self.random
@@ -180,7 +180,7 @@ class Generator:
                 broken = True
             elif r.random() < 0.25 and (kind != "right join" or len(block.occurrences) == 1):
                 # a filter in ON, on the side it may filter (a RIGHT JOIN's null-extended side is
-                # everything before it: the README allows a filter there of a single table only)
+                # everything before it: the docs allow a filter there of a single table only)
                 filtered = occ if kind == "right join" else new
                 condition += f" and {self._predicate(filtered, r.random() < 0.5)}"
                 block.features.add("on filter")
@@ -216,7 +216,7 @@ class Generator:
 
     def _where(self, block: Block, break_rule: str | None = None) -> None:
         """0-2 WHERE conjuncts on occurrences no outer join null-extends (one on a null-extended
-        occurrence with ``break_rule`` "outer where": the README says it is refused)."""
+        occurrence with ``break_rule`` "outer where": the docs say it is refused)."""
         r = self.random
         preserved = [o for o in block.occurrences if not o.nullable]
         for _ in range(r.choices((0, 1, 2), (4, 4, 2))[0]):

@@ -1,0 +1,33 @@
+"""The docs site builds with ``mkdocs build --strict`` (a broken link or anchor fails it), and the
+README's links point at files that exist."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_docs_site_builds_strictly(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT, capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"}, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "site" / "views" / "aggregate" / "index.html").exists()
+
+
+def test_every_docs_page_is_in_the_navigation():
+    nav = (ROOT / "mkdocs.yml").read_text()
+    pages = sorted(str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md"))
+    assert pages and [p for p in pages if f": {p}" not in nav] == []
+
+
+def test_the_readme_links_to_files_that_exist_and_stays_short():
+    readme = (ROOT / "README.md").read_text()
+    targets = [t.split("#")[0] for t in re.findall(r"\]\(([^)#][^)]*)\)", readme) if "://" not in t]
+    assert targets
+    assert [t for t in targets if not (ROOT / t).exists()] == []
+    assert len(readme.splitlines()) <= 120  # two screens: the rest is in docs/
