@@ -157,17 +157,24 @@ class TableMetadata:
     def commits_since(self, recorded: int | None) -> list[Snapshot] | None:
         """The commits on main after ``recorded``, oldest first; None when ``recorded`` is not an
         ancestor of main (the table was recreated, rolled back, or its history expired)."""
-        chain = []
-        cursor = self.main
-        while cursor is not None and cursor != recorded:
-            snapshot = self.snapshots.get(cursor)
-            if snapshot is None:
-                return None
-            chain.append(snapshot)
-            cursor = snapshot.parent_id
-        if cursor != recorded:
+        parents = {s.snapshot_id: s.parent_id for s in self.snapshots.values()}
+        chain = commits_since(recorded, self.main, parents)
+        return None if chain is None else [self.snapshots[c] for c in chain]
+
+
+def commits_since(recorded: int | None, current: int | None, parents: Mapping[int, int | None]) -> list[int] | None:
+    """The log's commits after ``recorded`` up to ``current``, oldest first; None when
+    ``recorded`` is not an ancestor of ``current`` (recreated, rolled back or expired history)."""
+    chain: list[int] = []
+    cursor = current
+    while cursor is not None and cursor != recorded:
+        if cursor not in parents:
             return None
-        return list(reversed(chain))
+        chain.append(cursor)
+        cursor = parents[cursor]
+    if cursor != recorded:
+        return None
+    return list(reversed(chain))
 
 
 # ---------------------------------------------------------------- Iceberg types as Spark names

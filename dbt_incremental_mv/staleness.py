@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from dbt_incremental_mv.bookkeeping import LogPosition
 from dbt_incremental_mv.logs import sql as log_sql
 from dbt_incremental_mv.logs.contract import DELETE, INSERT, OP_COLUMN
+from dbt_incremental_mv.metadata import commits_since
 from dbt_incremental_mv.sql_text import ident, integer, relation, string
 
 APPEND = "append"
@@ -48,21 +49,6 @@ def unconsumed_counts(log_relation: str, position: LogPosition, snapshots: Seque
         for s in snapshots
     ]
     return "\nunion all\n".join(parts)
-
-
-def commits_since(recorded: int, current: int | None, parents: Mapping[int, int | None]) -> list[int] | None:
-    """The log's commits after ``recorded`` up to ``current``, oldest first; None when
-    ``recorded`` is not an ancestor of ``current`` (recreated, rolled back or expired history)."""
-    chain: list[int] = []
-    cursor = current
-    while cursor is not None and cursor != recorded:
-        if cursor not in parents:
-            return None
-        chain.append(cursor)
-        cursor = parents[cursor]
-    if cursor != recorded:
-        return None
-    return list(reversed(chain))
 
 
 def snapshots_to_count(chain: Sequence[int], operations: Mapping[int, str], parents: Mapping[int, int | None]) -> list[int]:
@@ -176,7 +162,7 @@ def view_status(
     return ViewStatus(model, FRESH)
 
 
-def nothing_to_refresh(
+def positions_current(
     positions: Sequence[tuple[bool, str, str, LogPosition | None]], current: Mapping[str, int]
 ) -> bool:
     """Whether a view provably has nothing to consume, from snapshot ids alone (no log scan):

@@ -29,7 +29,7 @@ from dbt_incremental_mv.refresh.graph import view_consumers
 from dbt_incremental_mv.refresh.mark import mark_logs, nothing_to_refresh
 from dbt_incremental_mv.refresh.plan import RefreshPlan, plan_refresh
 from dbt_incremental_mv.refresh.propagate import Propagation
-from dbt_incremental_mv.refresh.publish import ConcurrentRefreshError, Step  # noqa: F401 - part of the engine's API
+from dbt_incremental_mv.refresh.publish import ConcurrentRefreshError, Step, StepKind  # noqa: F401 - part of the engine's API
 from dbt_incremental_mv.refresh.purge import purge_log
 from dbt_incremental_mv.sql_text import relation
 
@@ -151,7 +151,7 @@ class FastRefreshEngine:
         if not propagation.steps:
             return ""
         ctx = self._context(plan, self.ctx)
-        if any(step.kind == "create" for step in propagation.steps):
+        if any(step.kind is StepKind.CREATE for step in propagation.steps):
             # the table was built anew (its last commit is the empty bookkeeping one): its size
             ctx.metadata.forget(plan.view_relation)
             view = ctx.metadata.table(plan.view_relation)

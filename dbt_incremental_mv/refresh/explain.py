@@ -33,7 +33,7 @@ from dbt_incremental_mv.refresh.graph import dependency_names
 from dbt_incremental_mv.refresh.mark import key_probe, mark_logs, netting_columns, nothing_to_refresh
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.plan import RefreshPlan, plan_refresh, rewritable_rows
-from dbt_incremental_mv.refresh.publish import commit_state, staged_statement
+from dbt_incremental_mv.refresh.publish import StepKind, commit_state, staged_statement
 from dbt_incremental_mv.sql_text import relation
 
 PREFIX = "cannot fast refresh: "
@@ -250,7 +250,7 @@ def _fast_phases(
         return phases
     steps = staged_statement(commit_state(marked, "fast", base=None), statement)
     phases.append((f"{title}: write (on a branch of the view, staged with the refresh's record)",
-                   [s.sql for s in steps if s.kind != "publish"]))
+                   [s.sql for s in steps if s.kind is not StepKind.PUBLISH]))
     if plan.own_log is not None and statement.touched is not None:  # mv_log=true
         spec = plan.own_log
         phases.append((f"{title}: log (mv_log=true: what the refresh changed, to a branch of {spec.log_relation})", [

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from dbt_incremental_mv.reads import Reads
-from dbt_incremental_mv.refresh.publish import PUBLISHED_SNAPSHOT, rows_written
+from dbt_incremental_mv.refresh.publish import PUBLISHED_SNAPSHOT, StepKind, rows_written
 from dbt_incremental_mv.sql_text import integer, relation, string
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ def refresh_row(
     snapshot = plan.published_summary.get(PUBLISHED_SNAPSHOT) if plan.published_summary else None
     if snapshot is None:
         snapshot = plan.view_read_at if idle else ctx.metadata.main(plan.view_relation)
-    if inserted is None and any(step.kind == "create" for step in propagation.steps):  # built anew: its size
+    if inserted is None and any(step.kind is StepKind.CREATE for step in propagation.steps):  # built anew: its size
         ctx.metadata.forget(plan.view_relation)
         view = ctx.metadata.table(plan.view_relation)
         if view is not None and view.current is not None and "total-records" in view.current.summary:
@@ -114,7 +114,7 @@ def refresh_row(
         steps_skipped=propagation.steps_skipped,
         rows_inserted=inserted,
         rows_deleted=deleted,
-        statements=ctx.statements + sum(1 for step in propagation.steps if step.kind != "publish"),
+        statements=ctx.statements + sum(1 for step in propagation.steps if step.kind is not StepKind.PUBLISH),
         seconds=seconds(plan.timings),
         view_snapshot=int(snapshot) if snapshot is not None else None,
         summary=line,

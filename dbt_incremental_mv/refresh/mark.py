@@ -62,11 +62,11 @@ def listed_values() -> int:
 
 
 def nothing_to_refresh(ctx: RefreshContext, plan: RefreshPlan, state: ViewState) -> bool:
-    """Nothing to capture, mark or write (see staleness.nothing_to_refresh): metadata only."""
+    """Nothing to capture, mark or write (see staleness.positions_current): metadata only."""
     specs = list(plan.logs.values())
     positions = [(s.capture, s.master_relation, s.log_relation, state.logs.get(s.log_relation)) for s in specs]
     relations = sorted({s.master_relation if s.capture else s.log_relation for s in specs})
-    return bool(relations) and staleness.nothing_to_refresh(positions, ctx.metadata.mains(relations))
+    return bool(relations) and staleness.positions_current(positions, ctx.metadata.mains(relations))
 
 
 def mark_logs(

@@ -17,7 +17,7 @@ from dbt_incremental_mv.refresh import view_classes
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 from dbt_incremental_mv.refresh.graph import dependency_relations, model_node, view_consumers
 from dbt_incremental_mv.refresh.marked import MarkedLog
-from dbt_incremental_mv.refresh.publish import open_write_branch, publish, staged_statement, write_branch
+from dbt_incremental_mv.refresh.publish import StepKind, open_write_branch, publish, staged_statement, write_branch
 from dbt_incremental_mv.refresh.purge import purge_log
 from dbt_incremental_mv.refresh.view_state import view_state_at
 
@@ -121,8 +121,8 @@ def _refresh_view(
     if statement.branch is not None:
         open_write_branch(ctx, view, statement.branch, read_at)
     for step in staged_statement(new_state, statement):  # the steps the materialization runs
-        if step.kind == "publish":
-            publish(ctx, view, step.sql, statement.branch)
+        if step.kind is StepKind.PUBLISH and step.wap_id is not None:
+            publish(ctx, view, step.wap_id, statement.branch)
             continue
         try:
             ctx.execute(step.sql)

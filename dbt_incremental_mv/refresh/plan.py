@@ -13,6 +13,7 @@ from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewD
 from dbt_incremental_mv.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.config import ConfigError, FastRefreshConfig
 from dbt_incremental_mv.layout import ViewLayout, view_layout
+from dbt_incremental_mv.metadata import commits_since
 from dbt_incremental_mv.definition import COLUMNS_PROPERTY, DEFINITION_PROPERTY, definition_change, encode_columns
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.logs.contract import (
@@ -328,7 +329,7 @@ def log_out_of_step(ctx: RefreshContext, spec: LogSpec, position: LogPosition | 
             )
             operations[snapshot.snapshot_id] = staleness.APPEND if keeps else snapshot.operation
         current = log.main
-        chain = staleness.commits_since(position.log_snapshot, current, parents) or []
+        chain = commits_since(position.log_snapshot, current, parents) or []
         needed = staleness.snapshots_to_count(chain, operations, parents)
         if spec.capture and current is not None and current not in needed and needed:
             needed.append(current)

@@ -16,7 +16,7 @@ from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.plan import RefreshPlan, current_types, rewritable_rows
 from dbt_incremental_mv.refresh_plan import RefreshDecision
-from dbt_incremental_mv.refresh.publish import Step, commit_state, open_write_branch, staged, staged_statement, write_branch
+from dbt_incremental_mv.refresh.publish import Step, StepKind, commit_state, open_write_branch, staged, staged_statement, write_branch
 from dbt_incremental_mv.sql_text import idents, relation
 
 
@@ -100,7 +100,7 @@ def complete(ctx: RefreshContext, plan: RefreshPlan, marked: Mapping[str, Marked
     if state is not None and plan.action == "complete" and same_table:
         steps = staged(state, "main", f"insert overwrite {target} ({idents(columns)})\n{query}")
         return Propagation(steps, state, dict(marked), "recomputed in one commit")
-    steps = [Step("main", view_table.enforce_contract(query, columns, plan.contract), kind="create")]
+    steps = [Step("main", view_table.enforce_contract(query, columns, plan.contract), kind=StepKind.CREATE)]
     if state is not None:
         steps += staged(state, "record", f"insert into {target} select * from {target} where false")
     return Propagation(steps, state, dict(marked), "table replaced")

@@ -12,6 +12,7 @@ import secrets
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 
 from dbt_incremental_mv.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.conflicts import lost_race
@@ -69,15 +70,24 @@ class ConcurrentRefreshError(RuntimeError):
     """Another refresh of the same view committed first; this one changed nothing."""
 
 
+class StepKind(str, Enum):
+    """What the materialization does with a step (it compares ``step.kind`` with the value)."""
+
+    SQL = "sql"  # run the step's statement
+    CREATE = "create"  # wrap the step's query in the view's DDL (partitioning, location, properties)
+    PUBLISH = "publish"  # publish the commit staged with ``wap_id`` (publish(): a compare-and-swap)
+    LOG = "log"  # mv_log=true: write what the commit staged with ``wap_id`` changed (own_log.py)
+
+
 @dataclass(frozen=True)
 class Step:
-    """One statement of the propagate step. ``create`` steps carry the query only: the
-    materialization wraps it in the view's DDL (partitioning, location, properties);
-    ``publish`` steps carry the staged commit's id, published by ``publish()``."""
+    """One step of the propagate phase: a statement (``sql``), or for ``publish`` and ``log``
+    steps the id of the staged commit they act on (``wap_id``)."""
 
     name: str
-    sql: str
-    kind: str = "sql"  # "sql", "create" or "publish"
+    sql: str = ""
+    kind: StepKind = StepKind.SQL
+    wap_id: str | None = None
 
 
 def staged(state: ViewState, name: str, write: str, before: Sequence[Write] = ()) -> list[Step]:
@@ -88,7 +98,7 @@ def staged(state: ViewState, name: str, write: str, before: Sequence[Write] = ()
         Step("stage", f"set spark.wap.id={wap_id}"),
         Step(name, write),
         Step("unstage", "reset spark.wap.id"),
-        Step("publish", wap_id, kind="publish"),  # run by publish(): a compare-and-swap
+        Step("publish", kind=StepKind.PUBLISH, wap_id=wap_id),  # run by publish(): a compare-and-swap
     ]
 
 
@@ -101,7 +111,7 @@ def staged_statement(state: ViewState, statement: RefreshStatement, log: bool = 
     steps = staged(state, "main", last.sql, before)
     made = [Step("cache", sql) for sql in caching([f"cache table {ident(c.name)} as\n{c.sql}" for c in statement.cached])]
     dropped = [Step("uncache", drop_cached(c.name)) for c in statement.cached]
-    logged = [Step("log", steps[-1].sql, kind="log")] if log else []
+    logged = [Step("log", kind=StepKind.LOG, wap_id=steps[-1].wap_id)] if log else []
     return made + steps[:-1] + logged + dropped + steps[-1:]
 
 

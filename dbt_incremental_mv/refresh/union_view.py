@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 
 from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.analysis.model import branch_rows
-from dbt_incremental_mv.refresh import view_classes
+from dbt_incremental_mv.refresh.branch_classes import BRANCH_CLASSES, blocker_of, statement_of
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.statement import (
     WRITE_BRANCH, RefreshStatement, Write, branch_target, delete_write, refresh_writes,
@@ -33,7 +33,7 @@ from dbt_incremental_mv.sql_text import idents, relation
 def blocker(view: ViewDefinition, logged: Mapping[str, Sequence[str]]) -> str | None:
     """Why a branch cannot be fast refreshed (the first one), or None."""
     for number, branch in enumerate(view.branches, start=1):
-        reason = view_classes.blocker(branch, logged)
+        reason = blocker_of(BRANCH_CLASSES, branch, logged)
         if reason is not None:
             return f"UNION ALL branch {number}: {reason}"
     return None
@@ -52,7 +52,7 @@ def refresh_statement(
     skipped: list[str] = []
     for number, part in enumerate(view.branches, start=1):
         # (each branch's cached views are its own: their names carry the branch's number)
-        statement = view_classes.refresh_statement(part, view_relation, marked, view_types or {}, f"{branch}_{number}")
+        statement = statement_of(BRANCH_CLASSES, part, view_relation, marked, view_types or {}, f"{branch}_{number}")
         if statement is None:
             skipped.append(f"branch {number}")
             continue

@@ -27,9 +27,9 @@
   {%- set propagation = adapter.fast_refresh_mark(plan) -%}
   {%- for step in propagation.steps -%}
     {%- if step.kind == 'publish' -%}
-      {% do adapter.fast_refresh_publish(plan, step.sql) %}
+      {% do adapter.fast_refresh_publish(plan, step.wap_id) %}
     {%- elif step.kind == 'log' -%}
-      {% do adapter.fast_refresh_log(plan, step.sql) %}
+      {% do adapter.fast_refresh_log(plan, step.wap_id) %}
     {%- else -%}
       {%- call statement(step.name) -%}
         {%- if step.kind == 'create' -%}

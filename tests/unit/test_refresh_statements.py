@@ -75,9 +75,9 @@ class Warehouse:
         propagation = engine.mark(plan)
         for step in propagation.steps:
             if step.kind == "publish":
-                plan.published_summary = engine.publish("shop.v", step.sql, plan)
+                plan.published_summary = engine.publish("shop.v", step.wap_id, plan)
             elif step.kind == "log":
-                engine.write_own_log(plan, step.sql)
+                engine.write_own_log(plan, step.wap_id)
             elif step.kind == "create":
                 fake.statements.append(f"create or replace table shop.v as {step.sql}")
                 columns = [(c, "string") for c in plan.definition.stored_columns]
