@@ -24,6 +24,20 @@ class RefreshDecision:
     reason: str
 
 
+class CarriesDecision:
+    """A plan or a run: the action and the reason of the refresh decision it carries."""
+
+    decision: RefreshDecision
+
+    @property
+    def action(self) -> str:
+        return self.decision.action
+
+    @property
+    def reason(self) -> str:
+        return self.decision.reason
+
+
 def _sentence(text: str) -> str:
     """``text`` ending in exactly one full stop: blockers often are sentences already (an analysis
     refusal ends with its hint), and another sentence is appended after them."""

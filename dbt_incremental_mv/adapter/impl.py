@@ -114,7 +114,8 @@ class SparkMVAdapter(SparkAdapter):
         full_refresh: bool,
         graph: Mapping[str, Any],
     ):
-        """Validate the model, its logs and its view definition, and decide how to refresh.
+        """Validate the model, its logs and its view definition, and decide how to refresh: the
+        plan, in the record of its run (refresh/run.py) that the later calls take.
 
         Reads only. A bad config, a broken log or refresh_method='fast' on a view that
         cannot be fast refreshed fails here, before anything is changed.
@@ -129,14 +130,14 @@ class SparkMVAdapter(SparkAdapter):
         if session is not None:  # what every statement of the refresh reads, until it finishes
             session.start_recording()
         try:
-            plan = self._engine().plan(
+            run = self._engine().plan(
                 model, compiled_code, _relation_name(target), existing_type, bool(full_refresh), graph
             )
             if (model.get("config") or {}).get("grants"):
                 self._check_grants_supported(model["name"], target)
-            plan.phase_ended = time.perf_counter()
-            plan.timings["plan"] = plan.phase_ended - started
-            return plan
+            run.phase_ended = time.perf_counter()
+            run.timings["plan"] = run.phase_ended - started
+            return run
         except (ConfigError, LogContractError, FastRefreshUnavailable, DefinitionChanged) as exc:
             raise self._people_error(exc) from exc
 
@@ -154,62 +155,63 @@ class SparkMVAdapter(SparkAdapter):
                 raise error from exc
 
     @available
-    def fast_refresh_mark(self, plan):
+    def fast_refresh_mark(self, run):
         """Capture and mark; returns the statements of the propagate step."""
         from dbt_incremental_mv.refresh_plan import FastRefreshUnavailable
 
         started = time.perf_counter()
         try:
-            propagation = self._engine().mark(plan)
+            propagation = self._engine().mark(run)
         except FastRefreshUnavailable as exc:
             raise self._people_error(exc) from exc
-        plan.phase_ended = time.perf_counter()
-        plan.timings["mark"] = plan.phase_ended - started - plan.timings.get("capture", 0.0)
+        run.phase_ended = time.perf_counter()
+        run.timings["mark"] = run.phase_ended - started - run.timings.get("capture", 0.0)
         return propagation
 
     @available
-    def fast_refresh_log(self, plan, wap_id: str) -> None:
+    def fast_refresh_log(self, run, wap_id: str) -> None:
         """mv_log=true: write what the staged refresh changed to a branch of the view's change log."""
-        self._engine().write_own_log(plan, wap_id)
+        self._engine().write_own_log(run, wap_id)
 
     @available
-    def fast_refresh_publish(self, plan, wap_id: str) -> None:
+    def fast_refresh_publish(self, run, wap_id: str) -> None:
         """Publish the refresh's staged commit (a compare-and-swap on the view's main branch)."""
         from dbt_incremental_mv.refresh.engine import ConcurrentRefreshError
 
         started = time.perf_counter()
-        plan.timings["write"] = started - (plan.phase_ended or started)  # the macro ran the writes
+        run.timings["write"] = started - (run.phase_ended or started)  # the macro ran the writes
         try:
-            plan.published_summary = self._engine().publish(plan.view_relation, wap_id, plan)
+            run.published_summary = self._engine().publish(run.plan.view_relation, wap_id, run)
         except ConcurrentRefreshError as exc:
             raise self._people_error(exc) from exc
-        plan.phase_ended = time.perf_counter()
-        plan.timings["publish"] = plan.phase_ended - started
+        run.phase_ended = time.perf_counter()
+        run.timings["publish"] = run.phase_ended - started
 
     @available
-    def fast_refresh_finish(self, plan, propagation, graph: Mapping[str, Any]) -> str:
+    def fast_refresh_finish(self, run, propagation, graph: Mapping[str, Any]) -> str:
         """Purge what every view has consumed; returns the model's one log line. Keeps the
         refresh's history row, written with the others when the dbt command ends."""
         started = time.perf_counter()
-        if "publish" not in plan.timings:
-            plan.timings["write"] = started - (plan.phase_ended or started)
+        if "publish" not in run.timings:
+            run.timings["write"] = started - (run.phase_ended or started)
         engine = self._engine()
-        line = engine.finish(plan, propagation, graph, self._relation_exists)
-        plan.timings["purge"] = time.perf_counter() - started
+        line = engine.finish(run, propagation, graph, self._relation_exists)
+        run.timings["purge"] = time.perf_counter() - started
         session = self._session_connection()
         if session is not None and session.recording is not None:
             from dbt_incremental_mv.reads import Reads
 
-            plan.reads = Reads.of(session.stop_recording())
+            run.reads = Reads.of(session.stop_recording())
             if propagation.steps:
-                line += f"; {plan.reads.describe()}"
+                line += f"; {run.reads.describe()}"
+        plan = run.plan
         if plan.config.refresh_history:
             from dbt_common.invocation import get_invocation_id
 
             from dbt_incremental_mv.refresh.history import history_relation
 
             schema = plan.config.history_schema or plan.view_relation.split(".")[0]
-            row = engine.history_row(plan, propagation, line, get_invocation_id())
+            row = engine.history_row(run, propagation, line, get_invocation_id())
             with self._history_lock:
                 self._history.setdefault(history_relation(schema), []).append(row)
         return line

@@ -27,10 +27,12 @@ from dbt_incremental_mv.refresh import status as status_phase
 from dbt_incremental_mv.refresh.context import Execute, Query, RefreshContext
 from dbt_incremental_mv.refresh.graph import view_consumers
 from dbt_incremental_mv.refresh.mark import mark_logs, nothing_to_refresh
-from dbt_incremental_mv.refresh.plan import RefreshPlan, plan_refresh
+from dbt_incremental_mv.refresh.plan import plan_refresh
 from dbt_incremental_mv.refresh.propagate import Propagation
 from dbt_incremental_mv.refresh.publish import ConcurrentRefreshError, Step, StepKind  # noqa: F401 - part of the engine's API
 from dbt_incremental_mv.refresh.purge import purge_log
+from dbt_incremental_mv.refresh.run import RefreshRun
+from dbt_incremental_mv.refresh_plan import RefreshDecision
 from dbt_incremental_mv.sql_text import relation
 
 IDLE = "fast refresh: nothing marked (no master commit or log change since the last refresh); no write"
@@ -44,29 +46,34 @@ class FastRefreshEngine:
             self.ctx = RefreshContext(query, execute, metadata)
 
     @staticmethod
-    def _context(plan: RefreshPlan, fallback: RefreshContext) -> RefreshContext:
-        return plan.context if plan.context is not None else fallback
+    def _context(run: RefreshRun, fallback: RefreshContext) -> RefreshContext:
+        return run.context if run.context is not None else fallback
 
     # ---------------------------------------------------------------- plan
     def plan(
         self, model: Mapping[str, Any], compiled_sql: str, view_relation: str, existing_type: str | None,
         full_refresh: bool, graph: Mapping[str, Any],
-    ) -> RefreshPlan:
-        """Validate and decide; reads only (see plan.py)."""
-        return plan_refresh(self.ctx, model, compiled_sql, view_relation, existing_type, full_refresh, graph)
+    ) -> RefreshRun:
+        """Validate and decide (reads only, see plan.py): the plan, in the record of its run."""
+        plan = plan_refresh(self.ctx, model, compiled_sql, view_relation, existing_type, full_refresh, graph)
+        return RefreshRun(plan, context=self.ctx)
 
     # ---------------------------------------------------------------- capture + mark + propagate
-    def mark(self, plan: RefreshPlan) -> Propagation:
+    def mark(self, run: RefreshRun) -> Propagation:
         """Capture, then fix what this refresh consumes and which snapshots it reads; returns the
         statements that change the view."""
-        ctx = self._context(plan, self.ctx)
+        ctx, plan = self._context(run, self.ctx), run.plan
         # a fast refresh consumes from the state the staleness check accepted; its commit is made
         # on the view snapshot that state was read from, or not at all (publish)
-        state, read_at = (plan.view_state, plan.view_read_at) if plan.action == "fast" else (None, None)
+        state, read_at = (plan.view_state, plan.view_read_at) if run.action == "fast" else (None, None)
         if state is not None and nothing_to_refresh(ctx, plan, state):
             return Propagation([], None, {}, IDLE)
         ctx.metadata.reset_staging()
-        skipped = force.captures_to_skip(ctx, plan, state)  # force may recompute rather than capture
+        skipped, choice = force.captures_to_skip(ctx, plan, state, run.action)  # force may recompute rather than capture
+        if choice is not None:
+            run.cost_choice = choice.why
+            if choice.method == "complete":
+                run.changed_decision = RefreshDecision("complete", choice.why)
         captured = []
         started = time.perf_counter()
         for spec in plan.logs.values():
@@ -81,76 +88,79 @@ class FastRefreshEngine:
                 )
                 if capture.method not in ("none", "reset"):
                     captured.append(f"captured {capture.reason}")
-        plan.timings["capture"] = time.perf_counter() - started
-        marked = mark_logs(ctx, plan, state, uncaptured=skipped)
+        run.timings["capture"] = time.perf_counter() - started
+        marked = mark_logs(ctx, plan, state, uncaptured=skipped, action=run.action)
+        if marked.fallback is not None:  # a log was reset while marking
+            run.changed_decision = marked.fallback
         if skipped:
             captured.append(f"capture of {', '.join(plan.logs[m].master_name for m in sorted(skipped))} not needed")
-        if plan.action == "fast":
-            propagation = propagate.fast(ctx, plan, marked, read_at)
+        if run.action == "fast":
+            propagation = propagate.fast(ctx, run, marked.logs, read_at)
         else:
-            propagation = propagate.complete(ctx, plan, marked)
+            propagation = propagate.complete(ctx, run, marked.logs)
         if captured:  # which capture path ran, and what it read
             propagation.summary += "; " + "; ".join(captured)
         return propagation
 
     # ---------------------------------------------------------------- own log + publish
-    def write_own_log(self, plan: RefreshPlan, wap_id: str) -> None:
+    def write_own_log(self, run: RefreshRun, wap_id: str) -> None:
         """mv_log=true: write the rows this fast refresh changed to a branch of the view's own
         change log, published after the view's commit (see own_log.py)."""
-        ctx = self._context(plan, self.ctx)
-        assert plan.own_log is not None and plan.changed_rows is not None and plan.view_read_at is not None
+        ctx, plan = self._context(run, self.ctx), run.plan
+        assert plan.own_log is not None and run.changed_rows is not None and plan.view_read_at is not None
         staged = publish_phase.staged_snapshot(ctx, plan.view_relation, wap_id)
         if staged is None:
             return  # publish reports it
-        written = own_log.write(ctx, plan.own_log, plan.view_relation, plan.view_read_at, staged.snapshot_id, plan.changed_rows)
+        written = own_log.write(ctx, plan.own_log, plan.view_relation, plan.view_read_at, staged.snapshot_id, run.changed_rows)
         if isinstance(written, str):
-            plan.own_log_note = f"{plan.own_log.log_relation} not written ({written})"
+            run.own_log_note = f"{plan.own_log.log_relation} not written ({written})"
         else:
-            plan.pending_log = written
+            run.pending_log = written
 
-    def publish(self, view_relation: str, wap_id: str, plan: RefreshPlan | None = None) -> dict[str, str]:
+    def publish(self, view_relation: str, wap_id: str, run: RefreshRun | None = None) -> dict[str, str]:
         """Publish the staged commit as a compare-and-swap (see publish.py), then the rows
         written to the view's own log for it, if any."""
-        ctx = self._context(plan, self.ctx) if plan is not None else self.ctx
-        pending = getattr(plan, "pending_log", None)
+        ctx = self._context(run, self.ctx) if run is not None else self.ctx
+        pending = getattr(run, "pending_log", None)
         try:
-            summary = publish_phase.publish(ctx, view_relation, wap_id, plan.write_branch if plan is not None else None)
+            summary = publish_phase.publish(ctx, view_relation, wap_id, run.write_branch if run is not None else None)
         except BaseException:
             if pending is not None:
                 own_log.abandon(ctx, [pending])
             raise
-        if plan is not None and pending is not None:
-            plan.pending_log = None
-            plan.own_log_note = own_log.publish(ctx, pending)
+        if run is not None and pending is not None:
+            run.pending_log = None
+            run.own_log_note = own_log.publish(ctx, pending)
         return summary
 
     # ---------------------------------------------------------------- report + purge
-    def finish(self, plan: RefreshPlan, propagation: Propagation, graph: Mapping[str, Any], existing: Callable[[str], bool]) -> str:
+    def finish(self, run: RefreshRun, propagation: Propagation, graph: Mapping[str, Any], existing: Callable[[str], bool]) -> str:
         """Purge what every view has consumed; returns the model's one log line."""
-        touched = self.touched_rows(plan, propagation)
+        plan = run.plan
+        touched = self.touched_rows(run, propagation)
         if plan.own_log is not None:  # a log the view keeps starts with its first build
-            created = own_log.ensure_exists(self._context(plan, self.ctx), plan.own_log)
-            if created is None and plan.own_log_note is None and propagation.steps and plan.action not in ("fast", "build"):
+            created = own_log.ensure_exists(self._context(run, self.ctx), plan.own_log)
+            if created is None and run.own_log_note is None and propagation.steps and run.action not in ("fast", "build"):
                 created = f"{plan.own_log.log_relation} not written (a complete refresh: its readers capture the change)"
-            plan.own_log_note = created or plan.own_log_note
-        purged = self.purge(plan, propagation, graph, existing)
-        if plan.action == "fast":
+            run.own_log_note = created or run.own_log_note
+        purged = self.purge(run, propagation, graph, existing)
+        if run.action == "fast":
             line = propagation.summary
         else:
-            line = f"{plan.action} ({plan.reason}): {propagation.summary}"
+            line = f"{run.action} ({run.reason}): {propagation.summary}"
         if touched:
             line += f"; {touched}"
-        if plan.own_log_note:
-            line += f"; {plan.own_log_note}"
+        if run.own_log_note:
+            line += f"; {run.own_log_note}"
         if purged:
             line += f"; purged {', '.join(purged)}"
         return line
 
-    def touched_rows(self, plan: RefreshPlan, propagation: Propagation) -> str:
+    def touched_rows(self, run: RefreshRun, propagation: Propagation) -> str:
         """Rows the published commit inserted into and deleted from the view."""
         if not propagation.steps:
             return ""
-        ctx = self._context(plan, self.ctx)
+        ctx, plan = self._context(run, self.ctx), run.plan
         if any(step.kind is StepKind.CREATE for step in propagation.steps):
             # the table was built anew (its last commit is the empty bookkeeping one): its size
             ctx.metadata.forget(plan.view_relation)
@@ -160,17 +170,17 @@ class FastRefreshEngine:
                 return f"view rows: {current.count('total-records') - current.count('total-position-deletes')}"
             count = ctx.query(f"select count(*) from {relation(plan.view_relation)}")[0][0]
             return f"view rows: {int(count or 0)}"
-        return publish_phase.view_rows_line(plan.published_summary or {})
+        return publish_phase.view_rows_line(run.published_summary or {})
 
-    def purge(self, plan: RefreshPlan, propagation: Propagation, graph: Mapping[str, Any], existing: Callable[[str], bool]) -> list[str]:
+    def purge(self, run: RefreshRun, propagation: Propagation, graph: Mapping[str, Any], existing: Callable[[str], bool]) -> list[str]:
         """Delete log rows that every dependent view has consumed. Returns what was purged."""
         if propagation.state is None:
             return []
-        ctx = self._context(plan, self.ctx)
+        ctx, plan = self._context(run, self.ctx), run.plan
         done: list[str] = []
         for spec in plan.logs.values():
             marked = propagation.marked.get(spec.master_relation)
-            if marked is not None and marked.upto == marked.consumed and (plan.action == "fast" or marked.uncaptured):
+            if marked is not None and marked.upto == marked.consumed and (run.action == "fast" or marked.uncaptured):
                 continue  # this view consumed nothing of the log: it cannot raise what every view consumed
             done += purge_log(
                 ctx, spec, propagation.state, plan.view_relation, graph, existing,
@@ -178,9 +188,9 @@ class FastRefreshEngine:
             )
         return done
 
-    def history_row(self, plan: RefreshPlan, propagation: Propagation, line: str, invocation_id: str) -> history.HistoryRow:
+    def history_row(self, run: RefreshRun, propagation: Propagation, line: str, invocation_id: str) -> history.HistoryRow:
         """The refresh history's row for this refresh (history.py), from what the phases kept."""
-        return history.refresh_row(self._context(plan, self.ctx), plan, propagation, line, invocation_id)
+        return history.refresh_row(self._context(run, self.ctx), run, propagation, line, invocation_id)
 
     # ---------------------------------------------------------------- operations
     def on_commit(

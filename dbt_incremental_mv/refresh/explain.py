@@ -112,7 +112,7 @@ def explain(ctx: RefreshContext, model: Mapping[str, Any], sql: str, view_relati
         choice = early[0] if early is not None else None
         marked = _provisional(ctx, plan, state)
     else:
-        marked = mark_logs(ctx, plan, state)
+        marked = mark_logs(ctx, plan, state).logs
         statement = view_classes.refresh_statement(
             definition, view_relation, marked, plan.view_types, view_rows=rewritable_rows(ctx, plan),
         )

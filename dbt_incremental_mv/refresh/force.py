@@ -26,7 +26,6 @@ from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked import MarkedLog
 from dbt_incremental_mv.refresh.plan import RefreshPlan, rewritable_rows
 from dbt_incremental_mv.refresh.statement import RefreshStatement
-from dbt_incremental_mv.refresh_plan import RefreshDecision
 
 
 def _complete_estimate(ctx: RefreshContext, plan: RefreshPlan, snapshots: Mapping[str, int], prices: cost.Calibration) -> cost.Estimate:
@@ -45,20 +44,19 @@ def after_mark(
     return cost.choose(fast, complete)
 
 
-def captures_to_skip(ctx: RefreshContext, plan: RefreshPlan, state: ViewState | None) -> frozenset[str]:
-    """refresh_method='force', before the capture: the masters whose capture a complete refresh
-    does without, the plan turned complete (empty: capture as usual, decide after the mark)."""
-    if state is None or plan.action != "fast" or plan.config.refresh_method != "force":
-        return frozenset()
+def captures_to_skip(
+    ctx: RefreshContext, plan: RefreshPlan, state: ViewState | None, action: str,
+) -> tuple[frozenset[str], cost.Choice | None]:
+    """refresh_method='force', before the capture of a refresh carrying out ``action``: the
+    masters whose capture a complete refresh does without (empty: capture as usual), and the
+    choice made (None: none yet, decided after the mark; ``complete``: the run recomputes)."""
+    if state is None or action != "fast" or plan.config.refresh_method != "force":
+        return frozenset(), None
     early = before_capture(ctx, plan, state)
     if early is None:
-        return frozenset()
+        return frozenset(), None
     choice, masters = early
-    plan.cost_choice = choice.why
-    if choice.method != "complete":
-        return frozenset()
-    plan.decision = RefreshDecision("complete", choice.why)
-    return masters
+    return (masters if choice.method == "complete" else frozenset()), choice
 
 
 def before_capture(ctx: RefreshContext, plan: RefreshPlan, state: ViewState) -> tuple[cost.Choice, frozenset[str]] | None:

@@ -24,7 +24,7 @@ from dbt_incremental_mv.sql_text import integer, relation, string
 
 if TYPE_CHECKING:
     from dbt_incremental_mv.refresh.context import RefreshContext
-    from dbt_incremental_mv.refresh.plan import RefreshPlan
+    from dbt_incremental_mv.refresh.run import RefreshRun
     from dbt_incremental_mv.refresh.propagate import Propagation
 
 HISTORY_TABLE = "mv_refresh_history"
@@ -87,14 +87,15 @@ class HistoryRow:
 
 
 def refresh_row(
-    ctx: RefreshContext, plan: RefreshPlan, propagation: Propagation, line: str, invocation_id: str
+    ctx: RefreshContext, run: RefreshRun, propagation: Propagation, line: str, invocation_id: str
 ) -> HistoryRow:
-    """The row of one finished refresh, from what its phases kept (the plan's decision, timings
+    """The row of one finished refresh, from what its phases kept (the run's decision, timings
     and cost choice; the marked logs; the published commit's summary)."""
-    idle = plan.action == "fast" and not propagation.steps
-    reason = plan.cost_choice if plan.action == "fast" and plan.cost_choice else plan.reason
-    inserted, deleted = rows_written(plan.published_summary) if plan.published_summary else (None, None)
-    snapshot = plan.published_summary.get(PUBLISHED_SNAPSHOT) if plan.published_summary else None
+    plan = run.plan
+    idle = run.action == "fast" and not propagation.steps
+    reason = run.cost_choice if run.action == "fast" and run.cost_choice else run.reason
+    inserted, deleted = rows_written(run.published_summary) if run.published_summary else (None, None)
+    snapshot = run.published_summary.get(PUBLISHED_SNAPSHOT) if run.published_summary else None
     if snapshot is None:
         snapshot = plan.view_read_at if idle else ctx.metadata.main(plan.view_relation)
     if inserted is None and any(step.kind is StepKind.CREATE for step in propagation.steps):  # built anew: its size
@@ -107,7 +108,7 @@ def refresh_row(
         invocation_id=invocation_id,
         model=plan.model_name,
         view=plan.view_relation,
-        method="none" if idle else plan.action,
+        method="none" if idle else run.action,
         reason="nothing to refresh" if idle else reason,
         marked=tuple(MarkedCount(m.spec.master_name, m.kind, m.inserts, m.deletes) for _, m in sorted(propagation.marked.items())),
         steps_run=propagation.steps_run,
@@ -115,10 +116,10 @@ def refresh_row(
         rows_inserted=inserted,
         rows_deleted=deleted,
         statements=ctx.statements + sum(1 for step in propagation.steps if step.kind is not StepKind.PUBLISH),
-        seconds=seconds(plan.timings),
+        seconds=seconds(run.timings),
         view_snapshot=int(snapshot) if snapshot is not None else None,
         summary=line,
-        reads=plan.reads,
+        reads=run.reads,
     )
 
 

@@ -19,6 +19,7 @@ import math
 import os
 from collections import Counter, defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from dbt_incremental_mv import staleness
@@ -30,6 +31,7 @@ from dbt_incremental_mv.metadata import EPOCH, Bound
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 from dbt_incremental_mv.refresh.marked import KeyValues, MarkedLog, netted_columns
 from dbt_incremental_mv.refresh.plan import RefreshPlan, fallback
+from dbt_incremental_mv.refresh_plan import RefreshDecision
 
 INTEGER_TYPES = frozenset({"tinyint", "smallint", "int", "integer", "bigint", "byte", "short", "long"})
 LITERAL_TYPES = INTEGER_TYPES | {"string", "date"}
@@ -69,11 +71,22 @@ def nothing_to_refresh(ctx: RefreshContext, plan: RefreshPlan, state: ViewState)
     return bool(relations) and staleness.positions_current(positions, ctx.metadata.mains(relations))
 
 
+@dataclass(frozen=True)
+class Marked:
+    """What the mark step fixed: the marked rows of every log of the view, by master relation;
+    and, for a fast refresh that cannot go on, the complete refresh it becomes (None: it can)."""
+
+    logs: dict[str, MarkedLog]
+    fallback: RefreshDecision | None = None
+
+
 def mark_logs(
-    ctx: RefreshContext, plan: RefreshPlan, state: ViewState | None, uncaptured: frozenset[str] = frozenset()
-) -> dict[str, MarkedLog]:
-    """The marked rows of every log of the view, by master relation. A fast refresh whose log was
-    reset (the master's history rewritten before capture) becomes a complete refresh.
+    ctx: RefreshContext, plan: RefreshPlan, state: ViewState | None, uncaptured: frozenset[str] = frozenset(),
+    action: str | None = None,
+) -> Marked:
+    """The marked rows of every log of the view, by master relation, for a refresh carrying out
+    ``action`` (default: the plan's). A fast refresh whose log was reset (the master's history
+    rewritten before capture) becomes a complete refresh (``Marked.fallback``).
 
     ``uncaptured``: the masters of capture-managed logs this (complete) refresh did not capture:
     the view reflects their current snapshot, past the log (LogPosition.uncaptured). A view whose
@@ -81,6 +94,7 @@ def mark_logs(
     a capture went past it in one piece, the changes on either side cannot be told apart, and the
     view is recomputed."""
     meta = ctx.metadata
+    action = action or plan.action
     specs = list(plan.logs.values())
     log_snapshots = meta.mains([s.log_relation for s in specs])
     master_snapshots = meta.mains([s.master_relation for s in specs if not s.capture or s.master_relation in uncaptured])
@@ -98,10 +112,12 @@ def mark_logs(
         requests[spec.master_relation] = StatsRequest(
             spec, log_snapshots.get(spec.log_relation), position.sequence if position else 0,
             tuple(position.commits) if position else (), resume_at=resume_at,
-            probe=key_probe(ctx, plan, spec, log_snapshots.get(spec.log_relation), position.sequence if position else 0),
+            probe=key_probe(
+                ctx, plan, spec, log_snapshots.get(spec.log_relation), position.sequence if position else 0, action,
+            ),
         )
     counted = dict(zip(requests, ctx.stats(*requests.values())))
-    resumed = _resume(ctx, plan, requests, counted)
+    resumed, changed = _resume(ctx, plan, requests, counted, action)
     marked = {}
     for spec in specs:
         position = state.logs.get(spec.log_relation) if state else None
@@ -122,8 +138,8 @@ def mark_logs(
         stats = counted[spec.master_relation]
         if spec.master_relation in resumed:
             consumed, stats = resumed[spec.master_relation]
-        if plan.action == "fast" and stats["reset_sequence"] is not None and stats["reset_sequence"] > consumed:
-            plan.decision = fallback(
+        if changed is None and action == "fast" and stats["reset_sequence"] is not None and stats["reset_sequence"] > consumed:
+            changed = fallback(
                 plan.model_name, plan.config,
                 f"the history of {spec.master_name} was rewritten or expired before it was captured",
             )
@@ -141,7 +157,7 @@ def mark_logs(
             "logged": tuple(plan.logged_columns.get(spec.log_relation, ())),
             **probed(stats, probe, key_types(plan, spec)),  # the view's net counts replace the log's
         })
-    return marked
+    return Marked(marked, changed)
 
 
 def key_types(plan: RefreshPlan, spec: LogSpec) -> tuple[str | None, ...]:
@@ -163,6 +179,7 @@ def netting_columns(plan: RefreshPlan, spec: LogSpec) -> tuple[str, ...] | None:
 
 def key_probe(
     ctx: RefreshContext, plan: RefreshPlan, spec: LogSpec, log_snapshot: int | None, consumed: int,
+    action: str | None = None,
 ) -> KeyProbe | None:
     """What a fast refresh reads of the log's marked images besides their counts (logs/sql.py):
     netted by the columns the view reads of the master (when the log carries them all). When the
@@ -170,7 +187,7 @@ def key_probe(
     the images are listed by the counting statement and netted here; otherwise netted in SQL,
     with their keys (when their types allow literals) and the occupied buckets of an integer or
     date first key over the span those files' statistics give."""
-    if plan.action != "fast" or plan.definition is None or log_snapshot is None:
+    if (action or plan.action) != "fast" or plan.definition is None or log_snapshot is None:
         return None
     if not any(o.master.name == spec.master_relation for o in plan.definition.occurrences):
         return None
@@ -351,12 +368,13 @@ def key_ranges(text: str | None, buckets: tuple[str, float, float] | None) -> tu
 
 
 def _resume(
-    ctx: RefreshContext, plan: RefreshPlan, requests: dict[str, StatsRequest], counted: dict[str, dict],
-) -> dict[str, tuple[int, dict]]:
+    ctx: RefreshContext, plan: RefreshPlan, requests: dict[str, StatsRequest], counted: dict[str, dict], action: str,
+) -> tuple[dict[str, tuple[int, dict]], RefreshDecision | None]:
     """Where a view whose position is uncaptured resumes in each such log, and its counts from
-    there (one more count statement, on the first refresh after such a complete refresh only)."""
-    if plan.action != "fast":
-        return {}
+    there (one more count statement, on the first refresh after such a complete refresh only);
+    or the complete refresh a fast one becomes when it cannot resume."""
+    if action != "fast":
+        return {}, None
     resumed: dict[str, tuple[int, dict]] = {}
     again: dict[str, StatsRequest] = {}
     for master, request in requests.items():
@@ -364,15 +382,14 @@ def _resume(
             continue
         resume = counted[master]["resume_sequence"]
         if resume is None:
-            plan.decision = fallback(
+            return {}, fallback(
                 plan.model_name, plan.config,
                 f"the change log of {request.spec.master_name} was captured past master snapshot {request.resume_at}, "
                 "which the view reflects since a complete refresh, in one piece: the changes before and after it "
                 "cannot be told apart",
             )
-            return {}
         consumed = max(int(resume), request.consumed)
         again[master] = StatsRequest(request.spec, request.log_snapshot, consumed, request.excluded, probe=request.probe)
     for (master, request), stats in zip(again.items(), ctx.stats(*again.values())):
         resumed[master] = (request.consumed, stats)
-    return resumed
+    return resumed, None

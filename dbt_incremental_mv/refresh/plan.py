@@ -29,7 +29,7 @@ from dbt_incremental_mv.refresh import view_classes
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.graph import dependency_names, dependency_relations, view_consumers
 from dbt_incremental_mv.refresh.view_state import view_state_at
-from dbt_incremental_mv.refresh_plan import RefreshDecision, decide_refresh
+from dbt_incremental_mv.refresh_plan import CarriesDecision, RefreshDecision, decide_refresh
 
 DELETE_DISTRIBUTION = "write.delete.distribution-mode"
 # Needed by the plugin: staged commits (write-audit-publish) for the atomic refresh.
@@ -59,9 +59,10 @@ def view_defaults(user_properties: Mapping[str, str]) -> dict[str, str]:
     return defaults
 
 
-@dataclass
-class RefreshPlan:
-    """Everything decided before anything is changed."""
+@dataclass(frozen=True)
+class RefreshPlan(CarriesDecision):
+    """Everything decided before anything is changed; never edited afterwards (what the run
+    learns is in its RefreshRun, run.py)."""
 
     model_name: str
     view_relation: str
@@ -85,26 +86,8 @@ class RefreshPlan:
     log_consumers: dict[str, tuple[str, ...]] = field(default_factory=dict)
     view_state: ViewState | None = None  # a fast refresh: the view's state, as the staleness check read it
     view_read_at: int | None = None  # ... and the view snapshot it was read from (see publish)
-    published_summary: dict[str, str] | None = None  # row counts of the commit publish() put on main
-    write_branch: str | None = None  # the branch a refresh of several writes stages them on (publish drops it)
-    context: RefreshContext | None = field(default=None, repr=False, compare=False)  # the refresh's I/O
-    cost_choice: str | None = None  # refresh_method='force': the estimate that chose (history.py)
     own_log: LogSpec | None = None  # mv_log=true: the view's own change log, written by each fast refresh
-    changed_rows: Any = None  # own_log.ChangedRows: which rows this fast refresh changes (for the own log)
-    pending_log: Any = None  # own_log.PendingLog: its rows for this refresh, published after the view's
-    own_log_note: str | None = None  # what was done with the own log, for the log line
-    timings: dict[str, float] = field(default_factory=dict)  # seconds per phase so far (history.py)
-    phase_ended: float | None = None  # perf_counter when its last timed phase ended (the writes run between)
-    reads: Any = None  # reads.Reads: what the refresh's statements read (session mode), once it finished
     layout: ViewLayout = field(default_factory=ViewLayout)  # how a build or complete refresh writes the view
-
-    @property
-    def action(self) -> str:
-        return self.decision.action
-
-    @property
-    def reason(self) -> str:
-        return self.decision.reason
 
 
 def read_column_types(
@@ -284,7 +267,6 @@ def plan_refresh(
         },
         view_state=view_state,
         view_read_at=view_read_at,
-        context=ctx,
         own_log=own_log,
         layout=layout,
     )

@@ -14,7 +14,8 @@ from dbt_incremental_mv.bookkeeping import ViewState
 from dbt_incremental_mv.refresh import force, own_log, view_classes
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked import MarkedLog
-from dbt_incremental_mv.refresh.plan import RefreshPlan, current_types, rewritable_rows
+from dbt_incremental_mv.refresh.plan import current_types, rewritable_rows
+from dbt_incremental_mv.refresh.run import RefreshRun
 from dbt_incremental_mv.refresh_plan import RefreshDecision
 from dbt_incremental_mv.refresh.publish import Step, StepKind, commit_state, open_write_branch, staged, staged_statement, write_branch
 from dbt_incremental_mv.sql_text import idents, relation
@@ -32,10 +33,11 @@ class Propagation:
     steps_skipped: tuple[str, ...] = ()
 
 
-def fast(ctx: RefreshContext, plan: RefreshPlan, marked: dict[str, MarkedLog], read_at: int | None) -> Propagation:
+def fast(ctx: RefreshContext, run: RefreshRun, marked: dict[str, MarkedLog], read_at: int | None) -> Propagation:
+    """The writes of a fast refresh (what it learns goes to ``run``: force's choice, the write
+    branch, the rows the view's own log gets), or a complete refresh when force chooses one."""
+    plan = run.plan
     assert plan.definition is not None
-    if plan.action != "fast":  # a log was reset while marking
-        return complete(ctx, plan, marked)
     branch = write_branch()
     statement = view_classes.refresh_statement(
         plan.definition, plan.view_relation, marked, plan.view_types, branch, rewritable_rows(ctx, plan),
@@ -46,10 +48,10 @@ def fast(ctx: RefreshContext, plan: RefreshPlan, marked: dict[str, MarkedLog], r
     chosen = ""
     if plan.config.refresh_method == "force":
         choice = force.after_mark(ctx, plan, marked, statement)
-        plan.cost_choice = choice.why
+        run.cost_choice = choice.why
         if choice.method == "complete":
-            plan.decision = RefreshDecision("complete", choice.why)
-            return complete(ctx, plan, marked)
+            run.changed_decision = RefreshDecision("complete", choice.why)
+            return complete(ctx, run, marked)
         chosen = f"; force: {choice.short}"
     state = commit_state(marked, "fast", base=read_at)
     summary = (
@@ -62,9 +64,9 @@ def fast(ctx: RefreshContext, plan: RefreshPlan, marked: dict[str, MarkedLog], r
         summary += "; " + ", ".join(f"{label}: {int(v or 0)}" for label, v in zip(statement.stats_labels, values))
     if statement.branch is not None:
         open_write_branch(ctx, plan.view_relation, statement.branch, read_at)
-        plan.write_branch = statement.branch
+        run.write_branch = statement.branch
     log = plan.own_log is not None and statement.touched is not None
-    plan.changed_rows = own_log.ChangedRows(
+    run.changed_rows = own_log.ChangedRows(
         statement.touched, known=True, deleted=statement.deleted, inserted=statement.inserts_last,
     ) if log else None
     return Propagation(
@@ -80,7 +82,9 @@ def _skipped(log: MarkedLog) -> str:
     return f"; {log.skipped} update{'s' if log.skipped != 1 else ''} skipped: no column the view reads changed"
 
 
-def complete(ctx: RefreshContext, plan: RefreshPlan, marked: Mapping[str, MarkedLog]) -> Propagation:
+def complete(ctx: RefreshContext, run: RefreshRun, marked: Mapping[str, MarkedLog]) -> Propagation:
+    """A build or complete refresh (``run.action``): the defining query recomputed."""
+    plan = run.plan
     definition = plan.definition
     pinned = definition is not None and all(
         o.master.name in marked and marked[o.master.name].master_snapshot >= 0 for o in definition.occurrences
@@ -92,12 +96,12 @@ def complete(ctx: RefreshContext, plan: RefreshPlan, marked: Mapping[str, Marked
         }))
         columns = definition.stored_columns
         base = ctx.metadata.main(plan.view_relation) if plan.existing_columns else None
-        state = commit_state(marked, plan.action, base=base)
+        state = commit_state(marked, run.action, base=base)
     else:
         query, columns, state = plan.compiled_sql, None, None
     target = relation(plan.view_relation)
     same_table = plan.existing_columns == tuple(columns or ()) and plan.stored_definition == plan.compiled_sql.strip()
-    if state is not None and plan.action == "complete" and same_table:
+    if state is not None and run.action == "complete" and same_table:
         steps = staged(state, "main", f"insert overwrite {target} ({idents(columns)})\n{query}")
         return Propagation(steps, state, dict(marked), "recomputed in one commit")
     steps = [Step("main", view_table.enforce_contract(query, columns, plan.contract), kind=StepKind.CREATE)]

@@ -108,8 +108,8 @@ def _branch_refresh(main_moves: bool):
     if main_moves:
         fake.commit("shop.v", "replace")  # a compaction, or another refresh, lands first
     engine = FastRefreshEngine(fake.query, fake.execute, fake.metadata())
-    plan = type("Plan", (), {"write_branch": "mv_write_1", "context": None})()
-    return fake, base, lambda: engine.publish("shop.v", state.encode(), plan)
+    run = type("Run", (), {"write_branch": "mv_write_1", "context": None})()  # what publish reads of a RefreshRun
+    return fake, base, lambda: engine.publish("shop.v", state.encode(), run)
 
 
 def test_a_branch_refresh_publishes_every_write_in_one_move_and_drops_its_branch():

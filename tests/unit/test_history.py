@@ -14,8 +14,8 @@ AT = datetime.datetime(2026, 11, 25, 7, 30, tzinfo=datetime.timezone.utc)
 
 
 def row_of(warehouse: Warehouse) -> HistoryRow:
-    engine, plan, propagation, line = warehouse.last
-    return engine.history_row(plan, propagation, line, "inv-1")
+    engine, run, propagation, line = warehouse.last
+    return engine.history_row(run, propagation, line, "inv-1")
 
 
 def test_a_fast_refresh_keeps_its_method_marks_steps_statements_and_snapshot():

@@ -71,21 +71,21 @@ class Warehouse:
         fake = self.fake
         engine = FastRefreshEngine(fake.query, fake.execute, fake.metadata())
         existing = "table" if "shop.v" in fake.tables else None
-        plan = engine.plan(self.model, self.sql, "shop.v", existing, False, self.graph)
-        propagation = engine.mark(plan)
+        run = engine.plan(self.model, self.sql, "shop.v", existing, False, self.graph)
+        propagation = engine.mark(run)
         for step in propagation.steps:
             if step.kind == "publish":
-                plan.published_summary = engine.publish("shop.v", step.wap_id, plan)
+                run.published_summary = engine.publish("shop.v", step.wap_id, run)
             elif step.kind == "log":
-                engine.write_own_log(plan, step.wap_id)
+                engine.write_own_log(run, step.wap_id)
             elif step.kind == "create":
                 fake.statements.append(f"create or replace table shop.v as {step.sql}")
-                columns = [(c, "string") for c in plan.definition.stored_columns]
-                fake.table("shop.v", columns, dict(plan.tblproperties))
+                columns = [(c, "string") for c in run.plan.definition.stored_columns]
+                fake.table("shop.v", columns, dict(run.plan.tblproperties))
             else:
                 fake.execute(step.sql)
-        line = engine.finish(plan, propagation, self.graph, lambda name: name in fake.tables)
-        self.last = (engine, plan, propagation, line)  # what the refresh kept (its history row)
+        line = engine.finish(run, propagation, self.graph, lambda name: name in fake.tables)
+        self.last = (engine, run, propagation, line)  # what the refresh kept (its history row)
         return line
 
     def keep_own_log(self) -> None:
@@ -238,3 +238,22 @@ def test_a_view_over_an_ingestion_log_without_any_commit_builds_and_reads_no_mis
     line = built.refresh()
     assert line.startswith("build (first run"), line
     assert not any("version as of 0" in sql for sql in built.fake.statements), built.fake.statements
+
+
+def test_the_plan_is_not_edited_what_the_run_learns_is_in_its_record(warehouse):
+    """What planning decided stays as it was (RefreshPlan is frozen); the run's record holds the
+    rest: here a fast refresh whose log was reset before capture turns complete while marking."""
+    import dataclasses
+
+    from dbt_incremental_mv.refresh_plan import RefreshDecision
+    from dbt_incremental_mv.refresh.run import RefreshRun
+
+    warehouse.change("orders")
+    warehouse.refresh()
+    engine, run, propagation, line = warehouse.last
+    assert isinstance(run, RefreshRun) and run.plan.action == "fast" and run.action == "fast"
+    assert run.timings.keys() >= {"capture"}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.plan.decision = RefreshDecision("complete", "edited")  # type: ignore[misc]
+    turned = RefreshRun(run.plan, changed_decision=RefreshDecision("complete", "a log was reset"))
+    assert (turned.action, turned.reason, turned.plan.action) == ("complete", "a log was reset", "fast")
