@@ -19,9 +19,9 @@ import statistics
 import time
 from dataclasses import replace
 
-from dbt_incremental_mv.embedded import start_session
+from dbt_incremental_mv.runtime.embedded import start_session
 from dbt_incremental_mv.logs import sql as log_sql
-from dbt_incremental_mv.logs.capture import broadcast_gone_ids
+from dbt_incremental_mv.logs.capture_plan import broadcast_gone_ids
 from dbt_incremental_mv.logs.contract import LogSpec
 from dbt_incremental_mv.metadata import JvmCatalog
 

@@ -31,7 +31,7 @@ import time
 HOOKS = (
     ("dbt_incremental_mv.adapter.impl", "SparkMVAdapter.fast_refresh_plan", "plan"),
     ("dbt_incremental_mv.adapter.impl", "SparkMVAdapter.fast_refresh_mark", "mark"),  # holds capture
-    ("dbt_incremental_mv.refresh.capture", "capture", "capture"),
+    ("dbt_incremental_mv.refresh.phases.capture", "capture", "capture"),
     ("dbt_incremental_mv.adapter.impl", "SparkMVAdapter.fast_refresh_publish", "publish"),
     ("dbt_incremental_mv.adapter.impl", "SparkMVAdapter.fast_refresh_finish", "finish"),  # holds purge
     ("dbt_incremental_mv.refresh.engine", "FastRefreshEngine.purge", "purge"),

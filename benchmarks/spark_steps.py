@@ -25,7 +25,7 @@ import importlib  # noqa: E402
 
 def session(payload: dict, default_memory: str = "2g"):
     """The embedded session on the payload's warehouse (``driver_memory``, else ``default_memory``)."""
-    from dbt_incremental_mv.embedded import start_session
+    from dbt_incremental_mv.runtime.embedded import start_session
 
     spark = start_session(warehouse=payload["warehouse"], iceberg_jars="auto",
                           user_params={"spark.driver.memory": payload.get("driver_memory", default_memory)})

@@ -6,7 +6,7 @@ import argparse
 import signal
 import sys
 
-from dbt_incremental_mv.iceberg_runtime import ICEBERG_PACKAGE, IcebergRuntimeError, prepare_offline_jars
+from dbt_incremental_mv.runtime.iceberg_runtime import ICEBERG_PACKAGE, IcebergRuntimeError, prepare_offline_jars
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,8 +58,8 @@ def _jvm_archive() -> int:
     """The archive for a profile with default settings (the embedded session with the bundled jars)."""
     from pathlib import Path
 
-    from dbt_incremental_mv import jvm_archive
-    from dbt_incremental_mv.embedded import profile_settings
+    from dbt_incremental_mv.runtime import jvm_archive
+    from dbt_incremental_mv.runtime.embedded import profile_settings
 
     settings = profile_settings(warehouse=Path("warehouse").resolve(), user_params={})
     if not jvm_archive.enabled(settings):
@@ -78,7 +78,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def _thrift_server(args: argparse.Namespace) -> int:
-    from dbt_incremental_mv.thrift_server import ThriftServerError, start_thrift_server
+    from dbt_incremental_mv.runtime.thrift_server import ThriftServerError, start_thrift_server
 
     conf = {}
     for item in args.conf:

@@ -1,5 +1,5 @@
 """Builds dbt_incremental_mv/jars/dbt-incremental-mv-hadoop.jar from java/ (see
-dbt_incremental_mv/local_fs.py): ``.venv/bin/python scripts/build_jar.py``. Needs a JDK (javac,
+dbt_incremental_mv/runtime/local_fs.py): ``.venv/bin/python scripts/build_jar.py``. Needs a JDK (javac,
 jar) and PySpark installed (its Hadoop jars are the class path). Classes for Java 8 and later."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from dbt_incremental_mv.local_fs import JAR, SOURCE_DIGEST, source_digest  # noqa: E402
+from dbt_incremental_mv.runtime.local_fs import JAR, SOURCE_DIGEST, source_digest  # noqa: E402
 
 
 def main() -> int:

@@ -2,7 +2,7 @@
 
 Every dbt-spark connection method works unchanged (session, thrift, http, odbc). For
 ``method: session`` the plugin first starts the embedded Spark session with Iceberg
-(see :mod:`dbt_incremental_mv.embedded`), then dbt-spark's session wrapper uses it.
+(see :mod:`dbt_incremental_mv.runtime.embedded`), then dbt-spark's session wrapper uses it.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from dbt.adapters.spark.connections import (
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt_incremental_mv.conflicts import concurrent_commit_error
-from dbt_incremental_mv.embedded import ICEBERG_JARS_MODES, JIT_MODES, start_session
-from dbt_incremental_mv.iceberg_runtime import IcebergRuntimeError
-from dbt_incremental_mv.refresh.publish import cache_planning
+from dbt_incremental_mv.runtime.embedded import ICEBERG_JARS_MODES, JIT_MODES, start_session
+from dbt_incremental_mv.runtime.iceberg_runtime import IcebergRuntimeError
+from dbt_incremental_mv.refresh.phases.publish import cache_planning
 
 CACHE_PLANNING_STATEMENTS = frozenset(sum(cache_planning(), []))
 

@@ -115,14 +115,14 @@ class SparkMVAdapter(SparkAdapter):
         graph: Mapping[str, Any],
     ):
         """Validate the model, its logs and its view definition, and decide how to refresh: the
-        plan, in the record of its run (refresh/run.py) that the later calls take.
+        plan, in the record of its run (refresh/phases/run.py) that the later calls take.
 
         Reads only. A bad config, a broken log or refresh_method='fast' on a view that
         cannot be fast refreshed fails here, before anything is changed.
         """
         from dbt_incremental_mv.config import ConfigError
         from dbt_incremental_mv.logs.contract import LogContractError
-        from dbt_incremental_mv.refresh_plan import DefinitionChanged, FastRefreshUnavailable
+        from dbt_incremental_mv.refresh.phases.decide import DefinitionChanged, FastRefreshUnavailable
 
         existing_type = str(existing.type) if existing is not None and existing.type is not None else None
         started = time.perf_counter()
@@ -157,7 +157,7 @@ class SparkMVAdapter(SparkAdapter):
     @available
     def fast_refresh_mark(self, run):
         """Capture and mark; returns the statements of the propagate step."""
-        from dbt_incremental_mv.refresh_plan import FastRefreshUnavailable
+        from dbt_incremental_mv.refresh.phases.decide import FastRefreshUnavailable
 
         started = time.perf_counter()
         try:
@@ -208,7 +208,7 @@ class SparkMVAdapter(SparkAdapter):
         if plan.config.refresh_history:
             from dbt_common.invocation import get_invocation_id
 
-            from dbt_incremental_mv.refresh.history import history_relation
+            from dbt_incremental_mv.refresh.operations.history import history_relation
 
             schema = plan.config.history_schema or plan.view_relation.split(".")[0]
             row = engine.history_row(run, propagation, line, get_invocation_id())
@@ -228,7 +228,7 @@ class SparkMVAdapter(SparkAdapter):
     def _write_history(self) -> None:
         from dbt.adapters.events.logging import AdapterLogger
 
-        from dbt_incremental_mv.refresh.history import create_sql, insert_sql, missing_columns_sql
+        from dbt_incremental_mv.refresh.operations.history import create_sql, insert_sql, missing_columns_sql
         from dbt_incremental_mv.sql_text import ident
 
         with self._history_lock:
@@ -275,10 +275,10 @@ class SparkMVAdapter(SparkAdapter):
     @available
     def mv_logged_merge(self, model: Mapping[str, Any], new_rows: BaseRelation, target: BaseRelation,
                         graph: Mapping[str, Any]) -> str:
-        """The ``logged_merge`` incremental strategy (refresh/logged_merge.py): merge the model's new
+        """The ``logged_merge`` incremental strategy (refresh/operations/logged_merge.py): merge the model's new
         rows and append what changed to its change log. Returns what was done, for the log."""
         from dbt_incremental_mv.logs.contract import LogContractError, logs_by_master, log_specs_from_graph
-        from dbt_incremental_mv.refresh import logged_merge
+        from dbt_incremental_mv.refresh.operations import logged_merge
 
         table = _relation_name(target)
         name = model.get("name", table)
@@ -364,7 +364,7 @@ class SparkMVAdapter(SparkAdapter):
     def mv_status(self, graph: Mapping[str, Any], models: Sequence[str] | None = None) -> list[str]:
         """One line per fast_refresh view: fresh, stale, needs rebuild or unusable, and why.
         Reads only (Oracle's USER_MVIEWS.STALENESS): nothing is captured, refreshed or purged."""
-        from dbt_incremental_mv.staleness import view_status
+        from dbt_incremental_mv.refresh.state.staleness import view_status
 
         engine = self._engine()
         found = [
@@ -377,7 +377,7 @@ class SparkMVAdapter(SparkAdapter):
     def _last_refreshes(self, graph: Mapping[str, Any], views: Sequence[str], models: Sequence[str] | None) -> dict[str, str]:
         """The newest refresh history row of each view, as a few words (one query per history table)."""
         from dbt_incremental_mv.config import ConfigError, FastRefreshConfig
-        from dbt_incremental_mv.refresh.history import history_relation, last_refresh_line, last_refresh_sql
+        from dbt_incremental_mv.refresh.operations.history import history_relation, last_refresh_line, last_refresh_sql
 
         tables: dict[str, list[str]] = {}
         for node, name in self._fast_refresh_models(graph, models):
@@ -399,7 +399,7 @@ class SparkMVAdapter(SparkAdapter):
     @available
     def mv_explain(self, graph: Mapping[str, Any], model_name: str, compiled_sql: str | None = None) -> list[str]:
         """What the next refresh of one fast_refresh model would do, without doing it (reads only;
-        see refresh/explain.py). ``compiled_sql``: the model's SQL as rendered by the operation
+        see refresh/operations/explain.py). ``compiled_sql``: the model's SQL as rendered by the operation
         (else the definition the built view stores)."""
         from dbt_incremental_mv.definition import DEFINITION_PROPERTY
 

@@ -3,7 +3,7 @@
 The view stores the groups that pass (what ``select`` from it returns is exactly the defining
 query), each with its hidden state (counts, sums); a refresh applies the delta to a group's
 stored row, or, for a group the view does not hold (it failed the filter, or did not exist),
-recomputes it from the masters (refresh/aggregate_view.py), and keeps the groups that pass.
+recomputes it from the masters (refresh/views/aggregate_view.py), and keeps the groups that pass.
 
 So the filter must be evaluable on a group's stored row: every aggregate it reads is one the
 view selects (or ``COUNT(*)``, which the view keeps as its hidden ``_mv_count``), and every

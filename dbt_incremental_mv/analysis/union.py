@@ -17,7 +17,7 @@ is maintained by its own class (join, outer join, aggregate, HAVING, DISTINCT) o
   one column: each row holds its own branch's value); a row leaves the other branches' hidden
   columns NULL.
 
-A refresh runs every changed branch's writes as one DELETE and one INSERT (refresh/union_view.py).
+A refresh runs every changed branch's writes as one DELETE and one INSERT (refresh/views/union_view.py).
 """
 
 from __future__ import annotations

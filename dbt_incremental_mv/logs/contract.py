@@ -150,7 +150,7 @@ def _spec_from_source(graph: Mapping[str, Any], source: Mapping[str, Any], block
     if not isinstance(capture, bool):
         raise LogContractError(f"{where}: meta.{META_KEY}.capture must be true or false, not {capture!r}.")
     # a log its master writes itself is capture-managed too: capture appends what a crash between
-    # the master's commit and the log's left out (refresh/own_log.py)
+    # the master's commit and the log's left out (refresh/phases/own_log.py)
     capture = capture or keeps_own_log(candidates[0])
     return LogSpec(
         source_name=f"{source['source_name']}.{source['name']}",

@@ -315,7 +315,7 @@ class KeyProbe:
 
     ``listed``: the marked images are few (the log files written since the view's position say
     so): each one's op, key and ``consolidate_by`` values are listed by the counting statement
-    itself (``log_stats``: same scan, no shuffle), and the mark step nets them (refresh/mark.py).
+    itself (``log_stats``: same scan, no shuffle), and the mark step nets them (refresh/phases/mark.py).
     Otherwise ``key_probe`` nets them in SQL, reading the distinct keys when ``literal_key`` (their
     types can be literals) and, for ``buckets`` (kind, lowest value, width of ``KEY_BUCKETS``
     buckets spanning the first key column's marked values, from the files' statistics), the

@@ -39,8 +39,8 @@ import sqlglot
 from sqlglot import exp
 
 from dbt_incremental_mv.analysis.model import ViewDefinition
-from dbt_incremental_mv.refresh.marked import MarkedLog
-from dbt_incremental_mv.refresh.statement import RefreshStatement
+from dbt_incremental_mv.refresh.marked_log import MarkedLog
+from dbt_incremental_mv.refresh.views.statement import RefreshStatement
 
 GB = 1024**3
 Bound = int | str | datetime.date

@@ -13,26 +13,28 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from dbt_incremental_mv import staleness
+from dbt_incremental_mv.refresh.state import staleness
 from dbt_incremental_mv.analysis import ViewDefinition
-from dbt_incremental_mv.bookkeeping import LogPosition
-from dbt_incremental_mv.logs.capture import CapturePlan
+from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition
+from dbt_incremental_mv.logs.capture_plan import CapturePlan
 from dbt_incremental_mv.logs.contract import LogSpec
 from dbt_incremental_mv.metadata import Metadata
-from dbt_incremental_mv.refresh import capture as capture_phase
-from dbt_incremental_mv.refresh import explain as explain_phase
-from dbt_incremental_mv.refresh import on_commit as on_commit_phase
-from dbt_incremental_mv.refresh import force, history, own_log, propagate, publish as publish_phase
-from dbt_incremental_mv.refresh import status as status_phase
+from dbt_incremental_mv.refresh.phases import capture as capture_phase
+from dbt_incremental_mv.refresh.operations import explain as explain_phase
+from dbt_incremental_mv.refresh.operations import on_commit as on_commit_phase
+from dbt_incremental_mv.refresh.phases import force
+from dbt_incremental_mv.refresh.operations import history
+from dbt_incremental_mv.refresh.phases import own_log, propagate, publish as publish_phase
+from dbt_incremental_mv.refresh.operations import status as status_phase
 from dbt_incremental_mv.refresh.context import Execute, Query, RefreshContext
 from dbt_incremental_mv.refresh.graph import view_consumers
-from dbt_incremental_mv.refresh.mark import mark_logs, nothing_to_refresh
-from dbt_incremental_mv.refresh.plan import plan_refresh
-from dbt_incremental_mv.refresh.propagate import Propagation
-from dbt_incremental_mv.refresh.publish import ConcurrentRefreshError, Step, StepKind  # noqa: F401 - part of the engine's API
-from dbt_incremental_mv.refresh.purge import purge_log
-from dbt_incremental_mv.refresh.run import RefreshRun
-from dbt_incremental_mv.refresh_plan import RefreshDecision
+from dbt_incremental_mv.refresh.phases.mark import mark_logs, nothing_to_refresh
+from dbt_incremental_mv.refresh.phases.plan import plan_refresh
+from dbt_incremental_mv.refresh.phases.propagate import Propagation
+from dbt_incremental_mv.refresh.phases.publish import ConcurrentRefreshError, Step, StepKind  # noqa: F401 - part of the engine's API
+from dbt_incremental_mv.refresh.phases.purge import purge_log
+from dbt_incremental_mv.refresh.phases.run import RefreshRun
+from dbt_incremental_mv.refresh.phases.decide import RefreshDecision
 from dbt_incremental_mv.sql_text import relation
 
 IDLE = "fast refresh: nothing marked (no master commit or log change since the last refresh); no write"

@@ -10,7 +10,7 @@
   add `logged_merge`. dbt-spark's own macros cannot be called once overridden (internal packages
   have no namespace), so for every other strategy the two bodies are dbt-spark 1.11's, unchanged.
   The merge, the log rows and both commits are made by the adapter
-  (dbt_incremental_mv/refresh/logged_merge.py); the model's `main` statement then refreshes the
+  (dbt_incremental_mv/refresh/operations/logged_merge.py); the model's `main` statement then refreshes the
   table's cached metadata.
 #}
 {% macro dbt_spark_validate_get_incremental_strategy(raw_strategy, file_format) %}

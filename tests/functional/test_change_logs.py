@@ -7,7 +7,7 @@ import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
 from dbt_incremental_mv.adapter.connections import FaultInjection
-from dbt_incremental_mv.bookkeeping import ViewState
+from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from tests.functional.differential import Column, Master, Workload
 from tests.functional.util import rows
 

@@ -35,8 +35,8 @@ def test_the_jvm_maps_the_class_archive_setup_built(tmp_path):
     import sys
     from pathlib import Path
 
-    from dbt_incremental_mv import jvm_archive
-    from dbt_incremental_mv.embedded import profile_settings
+    from dbt_incremental_mv.runtime import jvm_archive
+    from dbt_incremental_mv.runtime.embedded import profile_settings
 
     settings = profile_settings(warehouse=tmp_path, user_params={})
     archive = jvm_archive.archive_path(settings)
@@ -57,7 +57,7 @@ def test_the_jvm_maps_the_class_archive_setup_built(tmp_path):
 
 
 def test_column_bounds_come_from_the_statistics_of_the_files_written_after_a_sequence(project):
-    """The span the marked keys are bucketed over (refresh/mark.py) is read from the log files'
+    """The span the marked keys are bucketed over (refresh/phases/mark.py) is read from the log files'
     column statistics: only files written after the view's position count (their records too),
     files of NULLs only are skipped, and a column without usable statistics is left out."""
     import datetime
@@ -114,7 +114,7 @@ def write_equality_deletes(session, table_name, ids):
 
 
 def test_the_files_a_capture_reads_are_the_changed_ones_with_their_delete_files(project):
-    """Capture by files (refresh/capture.py): between two snapshots of a merge-on-read master,
+    """Capture by files (refresh/phases/capture.py): between two snapshots of a merge-on-read master,
     the data files whose rows changed (new files, files given position or equality deletes) are
     staged as they were and as they are; their difference is exactly the change, and the staged
     views are gone after the block."""
@@ -198,7 +198,7 @@ def test_a_v3_master_is_captured_by_row_lineage_with_duplicates_and_rows_copied_
     falls back to the comparison by value. On a merge-on-read v3 master (deletion vectors) the
     same images, the files whose deletes changed read for their row ids only."""
     from dbt_incremental_mv.logs import sql as log_sql
-    from dbt_incremental_mv.logs.capture import broadcast_gone_ids
+    from dbt_incremental_mv.logs.capture_plan import broadcast_gone_ids
     from dbt_incremental_mv.logs.contract import LogSpec
 
     adapter = project.adapter
@@ -278,7 +278,7 @@ def test_a_refreshs_cached_views_keep_their_analysed_plans(project):
     """The CACHE TABLEs of a refresh (refresh/publish.caching) store their analysed plans, not
     their SQL text: a cached view another one reads is not parsed and analysed again at every
     reference. The setting is the session's own again afterwards."""
-    from dbt_incremental_mv.refresh.publish import caching
+    from dbt_incremental_mv.refresh.phases.publish import caching
 
     adapter = project.adapter
     views = ("mv_probe_inner", "mv_probe_outer")
@@ -296,13 +296,13 @@ def test_a_refreshs_cached_views_keep_their_analysed_plans(project):
 
 def test_files_are_written_by_the_plugins_local_file_system_with_hadoops_permissions(project):
     """The embedded session's ``file:`` file system sets permissions without a chmod process per
-    file (dbt_incremental_mv/local_fs.py); the files an Iceberg write leaves have the modes
+    file (dbt_incremental_mv/runtime/local_fs.py); the files an Iceberg write leaves have the modes
     Hadoop's own would give them (0644 files, 0755 directories: its default umask 022), and
     their checksum files."""
     import os
     import stat
 
-    from dbt_incremental_mv import local_fs
+    from dbt_incremental_mv.runtime import local_fs
 
     adapter = project.adapter
     table = f"{project.test_schema}.permission_probe"

@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
-from dbt_incremental_mv.refresh import join_view
+from dbt_incremental_mv.refresh.views import join_view
 from tests.functional.differential import Column, Master, Workload, keys_read_from_logs, soak_factor
 from tests.functional.util import rows
 

@@ -1,5 +1,5 @@
 """Aggregates over LEFT and RIGHT joins: fast refreshed by the affected slices of the anchor, old
-state minus new state, as signed rows (refresh/outer_aggregate.py)."""
+state minus new state, as signed rows (refresh/views/outer_aggregate.py)."""
 
 import pytest
 

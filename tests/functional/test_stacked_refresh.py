@@ -163,7 +163,7 @@ class TestThreeStackedViewsOverALoggedIncrementalModel:
 
         # a crash between a view's commit and its log's: the log lags, and the next refresh of the
         # view below captures the missing commit from the view's history (exactly once)
-        from dbt_incremental_mv.refresh import own_log
+        from dbt_incremental_mv.refresh.phases import own_log
 
         def crash(ctx, pending):
             raise RuntimeError("killed between the view's commit and its log's")

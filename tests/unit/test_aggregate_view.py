@@ -7,8 +7,8 @@ import sqlglot
 
 from dbt_incremental_mv.analysis import MasterTable, analyze_view
 from dbt_incremental_mv.logs.contract import LogSpec
-from dbt_incremental_mv.refresh import aggregate_view, outer_aggregate, view_classes
-from dbt_incremental_mv.refresh.marked import MarkedLog
+from dbt_incremental_mv.refresh.views import aggregate_view, outer_aggregate, view_classes
+from dbt_incremental_mv.refresh.marked_log import MarkedLog
 
 LINES = MasterTable(
     "shop.lines",

@@ -1,4 +1,4 @@
-from dbt_incremental_mv.bookkeeping import PREFIX, LogPosition, ViewState
+from dbt_incremental_mv.refresh.state.bookkeeping import PREFIX, LogPosition, ViewState
 
 
 def test_round_trip_and_deterministic():
@@ -25,7 +25,7 @@ def test_the_base_snapshot_makes_ids_of_identical_refreshes_differ():
 
 def test_two_refreshes_from_the_same_state_stage_distinct_wap_ids():
     """Racing refreshes each find and publish their own staged snapshot, never the other's."""
-    from dbt_incremental_mv.refresh.publish import commit_state
+    from dbt_incremental_mv.refresh.phases.publish import commit_state
 
     marked = {}
     first, second = commit_state(marked, "fast", base=41), commit_state(marked, "fast", base=41)

@@ -3,7 +3,7 @@
 import pytest
 
 from dbt_incremental_mv.logs.contract import LogContractError
-from dbt_incremental_mv.refresh.on_commit import commit_ids
+from dbt_incremental_mv.refresh.operations.on_commit import commit_ids
 
 
 def test_integers_and_integer_strings():

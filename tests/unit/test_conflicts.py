@@ -3,7 +3,7 @@ incremental refresh is published only on the view snapshot it read its state fro
 
 import pytest
 
-from dbt_incremental_mv.bookkeeping import LogPosition, ViewState
+from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.conflicts import LOST_RACE, concurrent_commit_error, lost_race
 from dbt_incremental_mv.metadata import Snapshot
 from dbt_incremental_mv.refresh.engine import ConcurrentRefreshError, FastRefreshEngine
@@ -132,7 +132,7 @@ def test_a_branch_refresh_that_loses_the_race_changes_nothing_and_drops_its_bran
 
 
 def test_write_branches_left_by_killed_refreshes_are_recognised_by_age():
-    from dbt_incremental_mv.refresh.publish import STALE_BRANCH_MS, stale_write_branches, write_branch
+    from dbt_incremental_mv.refresh.phases.publish import STALE_BRANCH_MS, stale_write_branches, write_branch
 
     now = 1_800_000_000_000
     fresh, old = write_branch(now - 1000), write_branch(now - STALE_BRANCH_MS - 1)

@@ -11,8 +11,9 @@ import pytest
 
 from dbt_incremental_mv.analysis import MasterTable, analyze_view
 from dbt_incremental_mv.logs.contract import LogSpec
-from dbt_incremental_mv.refresh import aggregate_view, cost, join_view
-from dbt_incremental_mv.refresh.marked import MarkedLog
+from dbt_incremental_mv.refresh.views import aggregate_view, join_view
+from dbt_incremental_mv.refresh import cost
+from dbt_incremental_mv.refresh.marked_log import MarkedLog
 
 ORDERS = MasterTable(
     "shop.orders", (("order_id", "bigint"), ("customer_id", "bigint"), ("amount", "decimal(10,2)")), ("order_id",)

@@ -4,7 +4,7 @@ import pytest
 
 from dbt_incremental_mv.config import ConfigError, FastRefreshConfig
 from dbt_incremental_mv.definition import definition_change, encode_columns, normalized_sql
-from dbt_incremental_mv.refresh_plan import DefinitionChanged, decide_refresh
+from dbt_incremental_mv.refresh.phases.decide import DefinitionChanged, decide_refresh
 
 SQL = "select o.order_id, c.name\nfrom shop.orders o join shop.customers c on o.customer_id = c.customer_id"
 COLUMNS = {"shop.orders": {"order_id": "bigint", "customer_id": "bigint"}, "shop.customers": {"name": "string", "customer_id": "bigint"}}

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from dbt_incremental_mv.embedded import (
+from dbt_incremental_mv.runtime.embedded import (
     LOG4J_CONFIG,
     QUICK_JIT,
     QUICK_JIT_MAX_BYTES,
@@ -12,7 +12,7 @@ from dbt_incremental_mv.embedded import (
     session_settings,
     warehouse_smaller_than,
 )
-from dbt_incremental_mv.iceberg_runtime import ICEBERG_PACKAGE, IcebergJars
+from dbt_incremental_mv.runtime.iceberg_runtime import ICEBERG_PACKAGE, IcebergJars
 
 JARS = IcebergJars(runtime=Path("/j/runtime.jar"), relocated_jackson=Path("/j/jackson.jar"))
 WAREHOUSE = Path("/data/wh")
@@ -113,7 +113,7 @@ def test_a_long_lived_jvm_keeps_few_statements_and_short_plan_texts():
     """Spark writes every statement's plan text for its status store, UI or not (and again at
     each adaptive re-plan): capped, physical plan only, 100 statements kept; in the Thrift
     Server's settings too."""
-    from dbt_incremental_mv.thrift_server import server_settings
+    from dbt_incremental_mv.runtime.thrift_server import server_settings
 
     for s in (settings(), server_settings(warehouse=WAREHOUSE, workdir=Path("/tmp/w"))):
         assert s["spark.sql.maxPlanStringLength"] == "200000"

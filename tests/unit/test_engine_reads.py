@@ -1,12 +1,12 @@
 """What a refresh reads, without Spark: the fake catalog (fake_iceberg.py) answers the metadata
 seam and records every SQL statement, so a read the engine no longer needs cannot creep back in."""
 
-from dbt_incremental_mv.bookkeeping import LogPosition, ViewState
+from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.logs.contract import LogSpec
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 from dbt_incremental_mv.refresh.engine import FastRefreshEngine
-from dbt_incremental_mv.refresh.view_state import view_state_at
+from dbt_incremental_mv.refresh.state.view_state import view_state_at
 from tests.unit.fake_iceberg import LOG_COLUMNS, FakeIceberg
 
 SPEC = LogSpec("logs.mlog_orders", "shop.mlog_orders", "orders", "shop.orders", ("order_id",), True)
@@ -87,7 +87,7 @@ def test_a_views_state_and_the_snapshot_it_was_read_from_come_from_its_metadata(
 
 
 def test_a_recorded_purge_is_not_counted_across_only_for_views_that_consumed_what_it_purged():
-    from dbt_incremental_mv.refresh.plan import log_out_of_step
+    from dbt_incremental_mv.refresh.phases.plan import log_out_of_step
 
     fake, _ = warehouse()
     log = fake.tables["shop.mlog_orders"]

@@ -1,10 +1,10 @@
-"""explain_fast_refresh without Spark (refresh/explain.py): what the next refresh would do, read
+"""explain_fast_refresh without Spark (refresh/operations/explain.py): what the next refresh would do, read
 from metadata only; nothing is captured, written, committed or purged."""
 
 from __future__ import annotations
 
 from dbt_incremental_mv.refresh.context import RefreshContext
-from dbt_incremental_mv.refresh.explain import explain
+from dbt_incremental_mv.refresh.operations.explain import explain
 from tests.unit.test_refresh_statements import Warehouse
 
 

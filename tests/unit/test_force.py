@@ -1,11 +1,11 @@
 """refresh_method='force' (the default) without Spark: a complete refresh chosen before the
 capture skips it, the view records that it reflects the master past its log, and the next
-capture stops at that snapshot so that a fast refresh goes on from there (refresh/force.py,
-refresh/capture.py, refresh/mark.py)."""
+capture stops at that snapshot so that a fast refresh goes on from there (refresh/phases/force.py,
+refresh/phases/capture.py, refresh/phases/mark.py)."""
 
 from __future__ import annotations
 
-from dbt_incremental_mv.bookkeeping import ViewState
+from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.engine import FastRefreshEngine
 from tests.unit.fake_iceberg import statement_kinds
@@ -123,7 +123,7 @@ def _specs(warehouse: Warehouse):
 
 
 def test_mv_status_of_a_view_recomputed_past_its_log_counts_what_came_after():
-    from dbt_incremental_mv.refresh.status import status
+    from dbt_incremental_mv.refresh.operations.status import status
 
     warehouse = built()
     sized(warehouse, "shop.orders", 100 * MB, added=90 * MB, removed=90 * MB)

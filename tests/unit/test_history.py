@@ -1,4 +1,4 @@
-"""The refresh history (refresh/history.py): the row each refresh keeps, and the one INSERT that
+"""The refresh history (refresh/operations/history.py): the row each refresh keeps, and the one INSERT that
 writes a command's rows; no Spark."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import datetime
 
 import sqlglot
 
-from dbt_incremental_mv.refresh.history import COLUMNS, HistoryRow, MarkedCount, create_sql, insert_sql
+from dbt_incremental_mv.refresh.operations.history import COLUMNS, HistoryRow, MarkedCount, create_sql, insert_sql
 from tests.unit.test_refresh_statements import Warehouse
 
 AT = datetime.datetime(2026, 11, 25, 7, 30, tzinfo=datetime.timezone.utc)
@@ -63,7 +63,7 @@ def test_the_insert_quotes_every_value_and_parses():
 
 
 def test_mv_status_reads_the_newest_row_of_each_view_in_one_query():
-    from dbt_incremental_mv.refresh.history import last_refresh_line, last_refresh_sql
+    from dbt_incremental_mv.refresh.operations.history import last_refresh_line, last_refresh_sql
 
     sql = last_refresh_sql("ops.mv_refresh_history", ["s.b", "s.a", "s.a"])
     assert "where view in ('s.a', 's.b')" in sql and "partition by view order by refreshed_at desc" in sql
@@ -77,7 +77,7 @@ def test_mv_status_reads_the_newest_row_of_each_view_in_one_query():
 
 def test_the_reads_of_a_refresh_are_kept_in_total_and_per_table():
     from dbt_incremental_mv.reads import Reads, StatementReads, TableScan
-    from dbt_incremental_mv.refresh.history import missing_columns_sql
+    from dbt_incremental_mv.refresh.operations.history import missing_columns_sql
 
     reads = Reads.of([
         StatementReads("delete from v", (TableScan("s.v", 2, 6, 2000, 10), TableScan("s.mlog_o", 1, 0, 100, 3)), 1500),

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from dbt_incremental_mv import iceberg_runtime
-from dbt_incremental_mv.iceberg_runtime import IcebergRuntimeError, prepare_offline_jars, relocate_class
+from dbt_incremental_mv.runtime import iceberg_runtime
+from dbt_incremental_mv.runtime.iceberg_runtime import IcebergRuntimeError, prepare_offline_jars, relocate_class
 
 
 def constant_pool_utf8(data: bytes) -> list[str]:

@@ -12,8 +12,8 @@ import sqlglot
 from dbt_incremental_mv.analysis import MasterTable, analyze_view
 from dbt_incremental_mv.analysis.links import KeyLink, key_links
 from dbt_incremental_mv.logs.contract import LogSpec
-from dbt_incremental_mv.refresh import aggregate_view, join_view, outer_join_view
-from dbt_incremental_mv.refresh.marked import MarkedLog
+from dbt_incremental_mv.refresh.views import aggregate_view, join_view, outer_join_view
+from dbt_incremental_mv.refresh.marked_log import MarkedLog
 
 ORDERS = MasterTable(
     "shop.orders",
@@ -233,7 +233,7 @@ def _from_clause_of(sql: str, alias: str) -> str:
 
 
 def test_the_rows_joining_a_changed_dimension_are_found_without_shuffling_the_masters_beyond_it():
-    """Semi-join reduction (refresh/semijoin.py): the INS step of changed customers restricts the
+    """Semi-join reduction (refresh/views/semijoin.py): the INS step of changed customers restricts the
     orders to theirs, and the line items to those orders' (a broadcast IN) instead of joining all
     line items with the restricted orders (a sort-merge join that shuffles every line item)."""
     view = analyze_view(CHAIN, MASTERS)
@@ -477,8 +477,8 @@ def test_a_union_branch_nets_the_images_by_every_column_the_union_reads_of_the_m
         "select l.order_id, l.qty from shop.lines l union all select l2.order_id, 0 as qty from shop.lines l2 "
         "where l2.line_no = 1", MASTERS,
     )
-    from dbt_incremental_mv.refresh import union_view
-    from dbt_incremental_mv.refresh.marked import netted_columns
+    from dbt_incremental_mv.refresh.views import union_view
+    from dbt_incremental_mv.refresh.marked_log import netted_columns
 
     log = _netted(LINES, *netted_columns(view, marked(LINES).spec), key_ranges=((1, 10), (12, 20)))
     assert log.netted_by == ("line_no", "order_id", "qty")

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from dbt_incremental_mv import jvm_archive
+from dbt_incremental_mv.runtime import jvm_archive
 
 BASE = {"spark.jars": "/j/runtime.jar,/j/jackson.jar", "spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=x"}
 

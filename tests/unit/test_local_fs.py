@@ -1,10 +1,10 @@
-"""The local file system without a chmod process per file (dbt_incremental_mv/local_fs.py)."""
+"""The local file system without a chmod process per file (dbt_incremental_mv/runtime/local_fs.py)."""
 
 import zipfile
 from pathlib import Path
 
-from dbt_incremental_mv import local_fs
-from dbt_incremental_mv.embedded import session_settings
+from dbt_incremental_mv.runtime import local_fs
+from dbt_incremental_mv.runtime.embedded import session_settings
 
 REPO = Path(__file__).resolve().parents[2]
 

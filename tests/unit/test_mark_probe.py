@@ -1,4 +1,4 @@
-"""The mark step's probe (refresh/mark.py, logs/sql.py key_probe): the view's net images, their
+"""The mark step's probe (refresh/phases/mark.py, logs/sql.py key_probe): the view's net images, their
 keys as literals, the ranges of the first key column; no Spark."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sqlglot
 
 from dbt_incremental_mv.logs import sql as log_sql
 from dbt_incremental_mv.logs.contract import LogSpec
-from dbt_incremental_mv.refresh import mark
+from dbt_incremental_mv.refresh.phases import mark
 
 SPEC = LogSpec("logs", "logs.mlog_orders", "orders", "shop.orders", ("order_id",), True)
 
@@ -127,7 +127,7 @@ def test_exact_ranges_split_the_keys_at_their_widest_gaps():
 
 
 def test_the_images_of_the_keys_left_are_read_whatever_columns_a_statement_wants():
-    from dbt_incremental_mv.refresh.marked import MarkedLog
+    from dbt_incremental_mv.refresh.marked_log import MarkedLog
 
     log = MarkedLog(SPEC, 7, 3, 9, 2, 2, 123, skipped=1, key_values=((2,), (9,)), insert_key_values=((9,),))
     images = log.images(["amount"])

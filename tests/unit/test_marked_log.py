@@ -2,7 +2,7 @@
 
 from dbt_incremental_mv.analysis import MasterTable, analyze_view
 from dbt_incremental_mv.logs.contract import LogSpec
-from dbt_incremental_mv.refresh.marked import MarkedLog
+from dbt_incremental_mv.refresh.marked_log import MarkedLog
 
 ORDERS = MasterTable("shop.orders", (("order_id", "bigint"), ("amount", "decimal(12,2)"), ("note", "string")), ("order_id",))
 SPEC = LogSpec("logs.mlog_orders", "logs.mlog_orders", "orders", "shop.orders", ("order_id",), True)

@@ -1,18 +1,18 @@
-"""Logs written at refresh time (refresh/own_log.py, refresh/logged_merge.py), without Spark: the
+"""Logs written at refresh time (refresh/phases/own_log.py, refresh/operations/logged_merge.py), without Spark: the
 fake catalog records every statement and metadata commit, so the order of the two commits and the
 cost of the log (one statement) are pinned."""
 
 import pytest
 
-from dbt_incremental_mv.bookkeeping import ViewState
+from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from dbt_incremental_mv.config import ConfigError, FastRefreshConfig
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.logs.contract import LogSpec, log_specs_from_graph
-from dbt_incremental_mv.refresh import own_log
+from dbt_incremental_mv.refresh.phases import own_log
 from dbt_incremental_mv.refresh.context import RefreshContext
-from dbt_incremental_mv.refresh.logged_merge import LoggedMergeError, MergeConfig, keys_merged, merge_sql
-from dbt_incremental_mv.refresh.publish import CACHE_PLANNING, cache_planning, staged_statement
-from dbt_incremental_mv.refresh.statement import Cached, RefreshStatement, Write
+from dbt_incremental_mv.refresh.operations.logged_merge import LoggedMergeError, MergeConfig, keys_merged, merge_sql
+from dbt_incremental_mv.refresh.phases.publish import CACHE_PLANNING, cache_planning, staged_statement
+from dbt_incremental_mv.refresh.views.statement import Cached, RefreshStatement, Write
 from tests.unit.fake_iceberg import LOG_COLUMNS, FakeIceberg
 
 VIEW = [("region_id", "bigint"), ("n", "bigint"), ("_mv_count", "bigint")]
@@ -198,7 +198,7 @@ def merge_warehouse(new_rows: int):
 
 
 def test_a_logged_merge_merges_on_a_branch_logs_the_keys_it_merged_then_publishes_the_table_and_then_its_log():
-    from dbt_incremental_mv.refresh import logged_merge
+    from dbt_incremental_mv.refresh.operations import logged_merge
 
     fake, ctx, spec, config = merge_warehouse(new_rows=1)
     base = fake.tables["shop.stg"].refs["main"]
@@ -220,7 +220,7 @@ def test_a_logged_merge_merges_on_a_branch_logs_the_keys_it_merged_then_publishe
 
 
 def test_a_logged_merge_without_new_rows_commits_nothing():
-    from dbt_incremental_mv.refresh import logged_merge
+    from dbt_incremental_mv.refresh.operations import logged_merge
 
     fake, ctx, spec, config = merge_warehouse(new_rows=0)
     assert logged_merge.run(ctx, config, spec, "shop.stg", "stg__dbt_tmp") == "no new rows: nothing merged or logged"
@@ -229,7 +229,7 @@ def test_a_logged_merge_without_new_rows_commits_nothing():
 
 
 def test_a_logged_merge_whose_cache_fails_resets_the_cache_planning_settings():
-    from dbt_incremental_mv.refresh import logged_merge
+    from dbt_incremental_mv.refresh.operations import logged_merge
 
     fake, ctx, spec, config = merge_warehouse(new_rows=1)
     execute = ctx.execute

@@ -1,7 +1,7 @@
 """Purge by whole files: which log files every view has consumed entirely."""
 
 from dbt_incremental_mv.metadata import DataFile
-from dbt_incremental_mv.refresh.purge import consumed_files
+from dbt_incremental_mv.refresh.phases.purge import consumed_files
 
 
 def files(*specs):
@@ -43,7 +43,7 @@ def test_files_newer_than_the_floor_in_the_snapshot_read_send_the_purge_back_to_
     from types import SimpleNamespace
 
     from dbt_incremental_mv.metadata import Snapshot
-    from dbt_incremental_mv.refresh.purge import _rewritten_files
+    from dbt_incremental_mv.refresh.phases.purge import _rewritten_files
 
     log = SimpleNamespace(snapshots={7: Snapshot(7, 6, "append", {}, 5), 8: Snapshot(8, 7, "overwrite", {}, None)})
     meta = SimpleNamespace(table=lambda name: log)

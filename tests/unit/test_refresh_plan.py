@@ -1,7 +1,7 @@
 import pytest
 
 from dbt_incremental_mv.config import FastRefreshConfig
-from dbt_incremental_mv.refresh_plan import FastRefreshUnavailable, decide_refresh
+from dbt_incremental_mv.refresh.phases.decide import FastRefreshUnavailable, decide_refresh
 
 FORCE, FAST, COMPLETE = (FastRefreshConfig(m) for m in ("force", "fast", "complete"))
 
@@ -85,7 +85,7 @@ def test_refusal_message_joins_the_blocker_and_the_advice_with_one_full_stop(blo
 
 
 def test_a_view_deletes_without_a_shuffle_by_data_file_in_format_2_only():
-    from dbt_incremental_mv.refresh.plan import DELETE_DISTRIBUTION, view_defaults
+    from dbt_incremental_mv.refresh.phases.plan import DELETE_DISTRIBUTION, view_defaults
 
     assert view_defaults({})[DELETE_DISTRIBUTION] == "none"
     assert view_defaults({"format-version": "2"})[DELETE_DISTRIBUTION] == "none"

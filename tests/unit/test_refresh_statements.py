@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from dbt_incremental_mv.bookkeeping import ViewState
+from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from dbt_incremental_mv.refresh.engine import IDLE, FastRefreshEngine
-from dbt_incremental_mv.refresh.publish import CACHE_PLANNING
+from dbt_incremental_mv.refresh.phases.publish import CACHE_PLANNING
 from tests.unit.fake_iceberg import LOG_COLUMNS, FakeIceberg, statement_kinds
 
 ORDERS = [("order_id", "bigint"), ("customer_id", "bigint"), ("amount", "decimal(10,2)")]
@@ -204,7 +204,7 @@ def test_the_mark_step_reads_the_span_of_the_changed_logs_new_files_only(warehou
 
 
 def test_a_write_branch_a_killed_refresh_left_is_dropped_by_the_next_refresh_that_writes(warehouse):
-    from dbt_incremental_mv.refresh.publish import STALE_BRANCH_MS, write_branch
+    from dbt_incremental_mv.refresh.phases.publish import STALE_BRANCH_MS, write_branch
 
     view = warehouse.fake.tables["shop.v"]
     killed = write_branch(int(time.time() * 1000) - STALE_BRANCH_MS - 1)
@@ -245,8 +245,8 @@ def test_the_plan_is_not_edited_what_the_run_learns_is_in_its_record(warehouse):
     rest: here a fast refresh whose log was reset before capture turns complete while marking."""
     import dataclasses
 
-    from dbt_incremental_mv.refresh_plan import RefreshDecision
-    from dbt_incremental_mv.refresh.run import RefreshRun
+    from dbt_incremental_mv.refresh.phases.decide import RefreshDecision
+    from dbt_incremental_mv.refresh.phases.run import RefreshRun
 
     warehouse.change("orders")
     warehouse.refresh()

@@ -1,6 +1,6 @@
-from dbt_incremental_mv.bookkeeping import LogPosition, ViewState
+from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.metadata import commits_since
-from dbt_incremental_mv.staleness import (
+from dbt_incremental_mv.refresh.state.staleness import (
     FRESH, NEEDS_REBUILD, NOT_BUILT, STALE, UNUSABLE, PendingChanges, out_of_step,
     snapshots_to_count, unconsumed_counts, view_status,
 )
@@ -88,7 +88,7 @@ def test_view_status_precedence():
 
 
 def test_nothing_to_refresh_from_snapshot_ids_alone():
-    from dbt_incremental_mv.staleness import positions_current as nothing_to_refresh
+    from dbt_incremental_mv.refresh.state.staleness import positions_current as nothing_to_refresh
 
     captured = LogPosition(sequence=7, master_snapshot=100, log_snapshot=50)
     ingested = LogPosition(sequence=3, master_snapshot=None, log_snapshot=60)

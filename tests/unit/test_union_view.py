@@ -8,8 +8,8 @@ import sqlglot
 
 from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewClass, analyze_view
 from dbt_incremental_mv.logs.contract import LogSpec
-from dbt_incremental_mv.refresh import union_view, view_classes
-from dbt_incremental_mv.refresh.marked import MarkedLog
+from dbt_incremental_mv.refresh.views import union_view, view_classes
+from dbt_incremental_mv.refresh.marked_log import MarkedLog
 
 ORDERS = MasterTable(
     "shop.orders", (("order_id", "bigint"), ("customer_id", "bigint"), ("amount", "decimal(10,2)"), ("status", "string")),

@@ -1,6 +1,6 @@
 """The functional tests of this directory run dbt with ``method: thrift`` against a real Spark
 Thrift Server: one per test session, started on 127.0.0.1 on a free port with the embedded
-mode's Iceberg setup (dbt_incremental_mv.thrift_server), and stopped at the end.
+mode's Iceberg setup (dbt_incremental_mv.runtime.thrift_server), and stopped at the end.
 
 Environment (all optional):
 - ``DBT_MV_TEST_THRIFT=host:port``: use that running server instead of starting one (it must
@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from dbt_incremental_mv.thrift_server import DEFAULT_MASTER, start_thrift_server
+from dbt_incremental_mv.runtime.thrift_server import DEFAULT_MASTER, start_thrift_server
 
 _timings = {}
 

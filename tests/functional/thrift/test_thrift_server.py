@@ -1,4 +1,4 @@
-"""The local Spark Thrift Server launcher (dbt_incremental_mv.thrift_server)."""
+"""The local Spark Thrift Server launcher (dbt_incremental_mv.runtime.thrift_server)."""
 
 import os
 import socket
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dbt_incremental_mv.thrift_server import DEFAULT_MASTER, ThriftServerError, server_command, start_thrift_server
+from dbt_incremental_mv.runtime.thrift_server import DEFAULT_MASTER, ThriftServerError, server_command, start_thrift_server
 
 pytestmark = pytest.mark.thrift
 
@@ -61,8 +61,8 @@ def test_server_keeps_its_files_in_its_workdir(thrift_server):
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
 def test_a_local_server_serves_file_with_the_plugins_file_system(thrift_server):
     """A server on a local master writes its files without a chmod process per file
-    (dbt_incremental_mv/local_fs.py): the file system's jar on its class path, the setting given."""
-    from dbt_incremental_mv import local_fs
+    (dbt_incremental_mv/runtime/local_fs.py): the file system's jar on its class path, the setting given."""
+    from dbt_incremental_mv.runtime import local_fs
 
     if not hasattr(thrift_server, "workdir") or int(os.environ.get("DBT_MV_TEST_THRIFT_WORKERS") or 0):
         pytest.skip("an external server, or one on a standalone cluster")

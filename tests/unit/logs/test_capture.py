@@ -1,4 +1,4 @@
-from dbt_incremental_mv.logs.capture import (
+from dbt_incremental_mv.logs.capture_plan import (
     GONE_IDS_BROADCAST_ROWS, Reflected, SnapshotInfo, broadcast_gone_ids, plan_capture,
 )
 

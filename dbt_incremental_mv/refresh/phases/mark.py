@@ -1,0 +1,395 @@
+"""Mark: fix what this refresh consumes from each log (the rows after the view's position, up to
+the newest sequence in the log snapshot read) and which master snapshot it reflects.
+
+A log that provably gained no row since the view's position (no commit since but compactions
+and the plugin's purges) is not read; the others are counted in one statement. In session mode
+the range of the marked keys comes with them, from the statistics of the log files written after
+the position (metadata only): the writes add it to their filters, so that Iceberg reads only the
+files of the masters and of the view that can hold those keys.
+
+A fast refresh also reads, in the same statement, what its writes restrict the masters and the
+view by (see marked.py): the view's net images (an update changing no column the view reads is
+skipped) and their keys, as literals when few, else as ranges of the first key column."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dbt_incremental_mv.refresh.state import staleness
+from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
+from dbt_incremental_mv.logs import properties as log_properties
+from dbt_incremental_mv.logs.contract import INSERT, LogSpec, normalize_type
+from dbt_incremental_mv.logs.sql import KEY_BUCKETS, LITERAL_KEYS, KeyProbe
+from dbt_incremental_mv.metadata import EPOCH, Bound
+from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
+from dbt_incremental_mv.refresh.marked_log import KeyValues, MarkedLog, netted_columns
+from dbt_incremental_mv.refresh.phases.plan import RefreshPlan, fallback
+from dbt_incremental_mv.refresh.phases.decide import RefreshDecision
+
+INTEGER_TYPES = frozenset({"tinyint", "smallint", "int", "integer", "bigint", "byte", "short", "long"})
+LITERAL_TYPES = INTEGER_TYPES | {"string", "date"}
+MAX_RANGES = 16  # disjoint ranges of the first key column, at most (an OR Iceberg evaluates per file)
+# The images are listed to the mark step when they hold at most this many values. Netting them
+# here costs ~15 us an image (113,000 lineitem images at TPC-H scale factor 10 added 2.2 s to a
+# 2.3 s counting statement); netted in SQL, the counting statement took about as long (2.3 s)
+# and nothing was added: listing pays while they are few.
+LISTED_VALUES = 200_000
+# Tuning and test knobs: how many keys at most become literals (0: none, the logs are read for
+# them), how many values the images listed to the mark step hold at most (0: netted in SQL).
+LITERAL_KEYS_ENV = "DBT_INCREMENTAL_MV_LITERAL_KEYS"
+LISTED_VALUES_ENV = "DBT_INCREMENTAL_MV_LISTED_VALUES"
+
+
+def _limit(variable: str, default: int) -> int:
+    try:
+        return max(0, int(os.environ.get(variable, default)))
+    except ValueError:
+        return default
+
+
+def literal_keys() -> int:
+    """At most this many marked keys become literals (default LITERAL_KEYS: Iceberg's IN limit)."""
+    return min(_limit(LITERAL_KEYS_ENV, LITERAL_KEYS), LITERAL_KEYS)
+
+
+def listed_values() -> int:
+    return _limit(LISTED_VALUES_ENV, LISTED_VALUES)
+
+
+def nothing_to_refresh(ctx: RefreshContext, plan: RefreshPlan, state: ViewState) -> bool:
+    """Nothing to capture, mark or write (see staleness.positions_current): metadata only."""
+    specs = list(plan.logs.values())
+    positions = [(s.capture, s.master_relation, s.log_relation, state.logs.get(s.log_relation)) for s in specs]
+    relations = sorted({s.master_relation if s.capture else s.log_relation for s in specs})
+    return bool(relations) and staleness.positions_current(positions, ctx.metadata.mains(relations))
+
+
+@dataclass(frozen=True)
+class Marked:
+    """What the mark step fixed: the marked rows of every log of the view, by master relation;
+    and, for a fast refresh that cannot go on, the complete refresh it becomes (None: it can)."""
+
+    logs: dict[str, MarkedLog]
+    fallback: RefreshDecision | None = None
+
+
+def mark_logs(
+    ctx: RefreshContext, plan: RefreshPlan, state: ViewState | None, uncaptured: frozenset[str] = frozenset(),
+    action: str | None = None,
+) -> Marked:
+    """The marked rows of every log of the view, by master relation, for a refresh carrying out
+    ``action`` (default: the plan's). A fast refresh whose log was reset (the master's history
+    rewritten before capture) becomes a complete refresh (``Marked.fallback``).
+
+    ``uncaptured``: the masters of capture-managed logs this (complete) refresh did not capture:
+    the view reflects their current snapshot, past the log (LogPosition.uncaptured). A view whose
+    position is such resumes at the log's watermark at that snapshot (a capture stops there); if
+    a capture went past it in one piece, the changes on either side cannot be told apart, and the
+    view is recomputed."""
+    meta = ctx.metadata
+    action = action or plan.action
+    specs = list(plan.logs.values())
+    log_snapshots = meta.mains([s.log_relation for s in specs])
+    master_snapshots = meta.mains([s.master_relation for s in specs if not s.capture or s.master_relation in uncaptured])
+    requests: dict[str, StatsRequest] = {}
+    unchanged: set[str] = set()
+    for spec in specs:
+        position = state.logs.get(spec.log_relation) if state else None
+        log = meta.table(spec.log_relation)
+        if spec.master_relation in uncaptured or (
+                position is not None and not position.commits and log is not None
+                and log_properties.no_rows_added_since(log, position.log_snapshot)):
+            unchanged.add(spec.master_relation)  # (a log not captured: what it holds is not consumed yet)
+            continue
+        resume_at = position.master_snapshot if position is not None and position.uncaptured else None
+        requests[spec.master_relation] = StatsRequest(
+            spec, log_snapshots.get(spec.log_relation), position.sequence if position else 0,
+            tuple(position.commits) if position else (), resume_at=resume_at,
+            probe=key_probe(
+                ctx, plan, spec, log_snapshots.get(spec.log_relation), position.sequence if position else 0, action,
+            ),
+        )
+    counted = dict(zip(requests, ctx.stats(*requests.values())))
+    resumed, changed = _resume(ctx, plan, requests, counted, action)
+    marked = {}
+    for spec in specs:
+        position = state.logs.get(spec.log_relation) if state else None
+        consumed = position.sequence if position else 0
+        skipped = spec.master_relation in uncaptured
+        if spec.master_relation in unchanged:
+            if spec.capture and not skipped:
+                assert position is not None
+                master_snapshot = position.master_snapshot
+            else:  # the master as it is now: an ingestion log's, or one this refresh did not capture
+                master_snapshot = master_snapshots.get(spec.master_relation)
+            marked[spec.master_relation] = MarkedLog(
+                spec=spec, log_snapshot=log_snapshots.get(spec.log_relation, 0), consumed=consumed, upto=consumed,
+                inserts=0, deletes=0, master_snapshot=master_snapshot if master_snapshot is not None else -1,
+                uncaptured=skipped or (position is not None and position.uncaptured),
+            )
+            continue
+        stats = counted[spec.master_relation]
+        if spec.master_relation in resumed:
+            consumed, stats = resumed[spec.master_relation]
+        if changed is None and action == "fast" and stats["reset_sequence"] is not None and stats["reset_sequence"] > consumed:
+            changed = fallback(
+                plan.model_name, plan.config,
+                f"the history of {spec.master_name} was rewritten or expired before it was captured",
+            )
+        master_snapshot = stats["captured_through"] if spec.capture else master_snapshots.get(spec.master_relation)
+        probe = requests[spec.master_relation].probe
+        marked[spec.master_relation] = MarkedLog(**{
+            "spec": spec,
+            "log_snapshot": log_snapshots.get(spec.log_relation, 0),
+            "consumed": consumed,
+            "upto": max(stats["max_sequence"], consumed),
+            "inserts": int(stats["inserts"]),
+            "deletes": int(stats["deletes"]),
+            "master_snapshot": master_snapshot if master_snapshot is not None else -1,
+            "excluded": tuple(position.commits if position else ()),
+            "logged": tuple(plan.logged_columns.get(spec.log_relation, ())),
+            **probed(stats, probe, key_types(plan, spec)),  # the view's net counts replace the log's
+        })
+    return Marked(marked, changed)
+
+
+def key_types(plan: RefreshPlan, spec: LogSpec) -> tuple[str | None, ...]:
+    """The Spark types of the master's key columns (None: not known)."""
+    occurrence = next((o for o in plan.definition.occurrences if o.master.name == spec.master_relation), None) \
+        if plan.definition is not None else None
+    types = {c.casefold(): normalize_type(t) for c, t in occurrence.master.columns} if occurrence is not None else {}
+    return tuple(types.get(k.casefold()) for k in spec.key)
+
+
+def netting_columns(plan: RefreshPlan, spec: LogSpec) -> tuple[str, ...] | None:
+    """What the view's marked images of ``spec``'s log are netted by (marked.netted_columns: the
+    columns it reads of the master), when the log carries them all; None: each image counts."""
+    assert plan.definition is not None
+    read = netted_columns(plan.definition, spec)
+    logged = {c.casefold() for c in plan.logged_columns.get(spec.log_relation, ())}
+    return read if logged and {c.casefold() for c in read} <= logged else None
+
+
+def key_probe(
+    ctx: RefreshContext, plan: RefreshPlan, spec: LogSpec, log_snapshot: int | None, consumed: int,
+    action: str | None = None,
+) -> KeyProbe | None:
+    """What a fast refresh reads of the log's marked images besides their counts (logs/sql.py):
+    netted by the columns the view reads of the master (when the log carries them all). When the
+    log's files written since the view's position hold few rows (session mode: their statistics),
+    the images are listed by the counting statement and netted here; otherwise netted in SQL,
+    with their keys (when their types allow literals) and the occupied buckets of an integer or
+    date first key over the span those files' statistics give."""
+    if (action or plan.action) != "fast" or plan.definition is None or log_snapshot is None:
+        return None
+    if not any(o.master.name == spec.master_relation for o in plan.definition.occurrences):
+        return None
+    netted = netting_columns(plan, spec)
+    types = key_types(plan, spec)
+    literal_key = all(t in LITERAL_TYPES for t in types)
+    written = ctx.metadata.written_since(spec.log_relation, log_snapshot, spec.key[:1], consumed)
+    if written is not None and written.records * (len(spec.key) + len(netted or ())) <= listed_values():
+        return KeyProbe(tuple(spec.key), netted, listed=True)
+    bounds = written.bounds.get(spec.key[0]) if written is not None else None
+    return KeyProbe(tuple(spec.key), netted, literal_key=literal_key and written is not None,
+                    buckets=_buckets(types[0] if types else None, bounds))
+
+
+def _buckets(spark_type: str | None, bounds: tuple[Bound, Bound] | None) -> tuple[str, float, float] | None:
+    """(kind, lowest value, width) of KEY_BUCKETS buckets over the first key column's ``bounds``."""
+    if bounds is None:
+        return None
+    low, high = bounds
+    if spark_type in INTEGER_TYPES and isinstance(low, int) and isinstance(high, int):
+        kind, first, last = "integer", low, high
+    elif spark_type == "date" and isinstance(low, datetime.date) and isinstance(high, datetime.date):
+        kind, first, last = "date", (low - EPOCH).days, (high - EPOCH).days
+    else:
+        return None
+    return kind, float(first), max((last - first + 1) / KEY_BUCKETS, 1.0)
+
+
+def probed(stats: Mapping[str, Any], probe: KeyProbe | None, types: tuple[str | None, ...]) -> dict[str, Any]:
+    """The MarkedLog fields the probe's reads give: the view's net counts and the updates it
+    skips, the images to net downstream (when some cancelled out and the keys are not listed),
+    the columns they were netted by, the keys as literals, their ranges."""
+    if probe is None:
+        return {}
+    if stats.get("images") is not None:
+        return listed(stats["images"], probe, types, int(stats["inserts"] or 0) + int(stats["deletes"] or 0))
+    if stats.get("net_inserts") is None:
+        return {}
+    inserts, deletes = int(stats["net_inserts"] or 0), int(stats["net_deletes"] or 0)
+    raw = int(stats["inserts"] or 0) + int(stats["deletes"] or 0)
+    skipped = max(0, raw - inserts - deletes) // 2
+    keys, insert_keys = marked_keys(stats.get("marked_keys"), types)
+    return {
+        "inserts": inserts,
+        "deletes": deletes,
+        "skipped": skipped,
+        "consolidated": probe.consolidate_by if skipped else None,
+        "netted_by": probe.consolidate_by,
+        "key_values": keys,
+        "insert_key_values": insert_keys,
+        "key_ranges": key_ranges(stats.get("key_buckets"), probe.buckets),
+    }
+
+
+def listed(text: str, probe: KeyProbe, types: tuple[str | None, ...], raw: int) -> dict[str, Any]:
+    """The MarkedLog fields from the listed images (log_sql.log_stats, ``images``): netted per key
+    by the values of the columns the view reads (each image counts when they are not known), the
+    keys left as literals when at most LITERAL_KEYS and their types allow, the exact ranges of an
+    integer or date first key."""
+    by_key: dict[tuple, Counter] = defaultdict(Counter)
+    key_fields = [(f"k{i}", t) for i, t in enumerate(types)]
+    value_fields = [f"v{i}" for i in range(len(probe.consolidate_by or ()))]
+    for image in json.loads(text):
+        found_key = image.get("k") or {}
+        key = tuple(_value(found_key.get(field), t) for field, t in key_fields)
+        if probe.consolidate_by is None:  # not netted: every image counts
+            values: tuple = (len(by_key[key]),)
+        else:
+            found = image.get("v") or {}
+            values = tuple(_hashable(found.get(field)) for field in value_fields)
+        by_key[key][values] += 1 if image.get("o") == INSERT else -1
+    inserts = deletes = 0
+    changed: dict[tuple, bool] = {}  # key -> whether it has an after image
+    for key, counts in by_key.items():
+        after = sum(n for n in counts.values() if n > 0)
+        before = -sum(n for n in counts.values() if n < 0)
+        if after or before:
+            changed[key] = after > 0
+        inserts, deletes = inserts + after, deletes + before
+    skipped = max(0, raw - inserts - deletes) // 2
+    literal = all(t in LITERAL_TYPES for t in types) and len(changed) <= literal_keys()
+    ordered = sorted(changed, key=_order)
+    first = types[0] if types else None
+    bounded = first in INTEGER_TYPES or first == "date"
+    return {
+        "inserts": inserts,
+        "deletes": deletes,
+        "skipped": skipped,
+        "consolidated": probe.consolidate_by if skipped and not literal else None,
+        "netted_by": probe.consolidate_by,
+        "key_values": tuple(ordered) if literal else None,
+        "insert_key_values": tuple(k for k in ordered if changed[k]) if literal else None,
+        "key_ranges": exact_ranges([k[0] for k in ordered if k[0] is not None]) if bounded else (),
+    }
+
+
+def exact_ranges(values: list) -> tuple[tuple[Bound, Bound], ...]:
+    """Sorted distinct integer or date ``values`` as at most MAX_RANGES disjoint ranges holding
+    them all: split only at the widest gaps between consecutive values."""
+    distinct = sorted(set(values))
+    if not distinct:
+        return ()
+
+    def gap(i: int) -> int:
+        low, high = distinct[i - 1], distinct[i]
+        return (high - low).days if isinstance(low, datetime.date) else int(high) - int(low)
+
+    cuts = sorted(sorted(range(1, len(distinct)), key=lambda i: (-gap(i), i))[: MAX_RANGES - 1])
+    ranges, start = [], 0
+    for cut in [*cuts, len(distinct)]:
+        ranges.append((distinct[start], distinct[cut - 1]))
+        start = cut
+    return tuple(ranges)
+
+
+def _hashable(value: Any) -> Any:
+    """A listed image's column value as a dictionary key: its canonical JSON text (as the values
+    were compared before: NaN equals NaN, -0.0 is not 0.0) for floats, arrays, maps and structs;
+    strings, integers, booleans and NULL as they are (equal exactly when their texts are, within
+    one column)."""
+    return json.dumps(value, sort_keys=True) if isinstance(value, (list, dict, float)) else value
+
+
+def _value(raw: Any, spark_type: str | None) -> Bound | None:
+    if raw is None:
+        return None
+    if spark_type == "date":
+        return datetime.date.fromisoformat(str(raw))
+    if spark_type in INTEGER_TYPES:
+        return int(raw)
+    return str(raw)
+
+
+def _order(key: tuple) -> tuple:
+    return tuple((value is None, value if value is not None else 0) for value in key)
+
+
+def marked_keys(text: str | None, types: tuple[str | None, ...]) -> tuple[KeyValues | None, KeyValues | None]:
+    """Every marked key and those with an after image, sorted (None: more than LITERAL_KEYS, or
+    not read)."""
+    if text is None:
+        return None, None
+    rows = json.loads(text)
+    if len(rows) > literal_keys():
+        return None, None
+    keyed = sorted(
+        ((tuple(_value(row.get(f"k{i}"), t) for i, t in enumerate(types)), bool(row.get("i"))) for row in rows),
+        key=lambda pair: _order(pair[0]),
+    )
+    return tuple(k for k, _ in keyed), tuple(k for k, inserted in keyed if inserted)
+
+
+def key_ranges(text: str | None, buckets: tuple[str, float, float] | None) -> tuple[tuple[Bound, Bound], ...]:
+    """The occupied buckets of the first key column as at most MAX_RANGES disjoint ranges holding
+    every marked key: adjacent buckets merged, then split only at the widest gaps."""
+    if text is None or buckets is None:
+        return ()
+    kind, low, width = buckets
+    occupied = sorted({int(b) for b in json.loads(text) if b is not None})
+    if not occupied:
+        return ()
+    spans: list[list[int]] = []
+    for bucket in occupied:
+        first, last = math.floor(low + bucket * width), math.ceil(low + (bucket + 1) * width)
+        if spans and first <= spans[-1][1] + 1:
+            spans[-1][1] = max(spans[-1][1], last)
+        else:
+            spans.append([first, last])
+    gaps = sorted(range(1, len(spans)), key=lambda i: (-(spans[i][0] - spans[i - 1][1]), i))
+    cuts = sorted(gaps[: MAX_RANGES - 1])
+    ranges, start = [], 0
+    for cut in [*cuts, len(spans)]:
+        ranges.append((spans[start][0], spans[cut - 1][1]))
+        start = cut
+    if kind == "date":
+        return tuple((EPOCH + datetime.timedelta(days=a), EPOCH + datetime.timedelta(days=b)) for a, b in ranges)
+    return tuple(ranges)
+
+
+def _resume(
+    ctx: RefreshContext, plan: RefreshPlan, requests: dict[str, StatsRequest], counted: dict[str, dict], action: str,
+) -> tuple[dict[str, tuple[int, dict]], RefreshDecision | None]:
+    """Where a view whose position is uncaptured resumes in each such log, and its counts from
+    there (one more count statement, on the first refresh after such a complete refresh only);
+    or the complete refresh a fast one becomes when it cannot resume."""
+    if action != "fast":
+        return {}, None
+    resumed: dict[str, tuple[int, dict]] = {}
+    again: dict[str, StatsRequest] = {}
+    for master, request in requests.items():
+        if request.resume_at is None:
+            continue
+        resume = counted[master]["resume_sequence"]
+        if resume is None:
+            return {}, fallback(
+                plan.model_name, plan.config,
+                f"the change log of {request.spec.master_name} was captured past master snapshot {request.resume_at}, "
+                "which the view reflects since a complete refresh, in one piece: the changes before and after it "
+                "cannot be told apart",
+            )
+        consumed = max(int(resume), request.consumed)
+        again[master] = StatsRequest(request.spec, request.log_snapshot, consumed, request.excluded, probe=request.probe)
+    for (master, request), stats in zip(again.items(), ctx.stats(*again.values())):
+        resumed[master] = (request.consumed, stats)
+    return resumed, None

@@ -1,0 +1,112 @@
+"""Propagate: the statements that change the view, in one staged commit (see publish.py).
+
+A fast refresh applies the marked changes with the statement of its view class (join_view,
+outer_join_view, aggregate_view); a build or complete refresh recomputes the defining query,
+pinned to the master snapshots the logs were marked at, so the state it records is exact."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from dbt_incremental_mv import view_table
+from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
+from dbt_incremental_mv.refresh.phases import force
+from dbt_incremental_mv.refresh.phases import own_log
+from dbt_incremental_mv.refresh.views import view_classes
+from dbt_incremental_mv.refresh.context import RefreshContext
+from dbt_incremental_mv.refresh.marked_log import MarkedLog
+from dbt_incremental_mv.refresh.phases.plan import current_types, rewritable_rows
+from dbt_incremental_mv.refresh.phases.run import RefreshRun
+from dbt_incremental_mv.refresh.phases.decide import RefreshDecision
+from dbt_incremental_mv.refresh.phases.publish import Step, StepKind, commit_state, open_write_branch, staged, staged_statement, write_branch
+from dbt_incremental_mv.sql_text import idents, relation
+
+
+@dataclass
+class Propagation:
+    """The propagate step, ready to run: statements and what they record."""
+
+    steps: list[Step]
+    state: ViewState | None
+    marked: dict[str, MarkedLog]
+    summary: str
+    steps_run: tuple[str, ...] = ()  # the view class's steps (a fast refresh's)
+    steps_skipped: tuple[str, ...] = ()
+
+
+def fast(ctx: RefreshContext, run: RefreshRun, marked: dict[str, MarkedLog], read_at: int | None) -> Propagation:
+    """The writes of a fast refresh (what it learns goes to ``run``: force's choice, the write
+    branch, the rows the view's own log gets), or a complete refresh when force chooses one."""
+    plan = run.plan
+    assert plan.definition is not None
+    branch = write_branch()
+    statement = view_classes.refresh_statement(
+        plan.definition, plan.view_relation, marked, plan.view_types, branch, rewritable_rows(ctx, plan),
+    )
+    kinds = ", ".join(f"{m.spec.master_name}: {m.kind} (+{m.inserts}/-{m.deletes}{_skipped(m)})" for m in marked.values())
+    if statement is None:
+        return Propagation([], None, marked, f"fast refresh: nothing marked ({kinds}); no write")
+    chosen = ""
+    if plan.config.refresh_method == "force":
+        choice = force.after_mark(ctx, plan, marked, statement)
+        run.cost_choice = choice.why
+        if choice.method == "complete":
+            run.changed_decision = RefreshDecision("complete", choice.why)
+            return complete(ctx, run, marked)
+        chosen = f"; force: {choice.short}"
+    state = commit_state(marked, "fast", base=read_at)
+    summary = (
+        f"fast refresh: {kinds}; steps run: {', '.join(statement.steps_run)}"
+        + (f"; skipped: {', '.join(statement.steps_skipped)}" if statement.steps_skipped else "")
+        + chosen
+    )
+    if plan.config.refresh_stats and statement.stats_sql:
+        values = ctx.query(statement.stats_sql)[0]
+        summary += "; " + ", ".join(f"{label}: {int(v or 0)}" for label, v in zip(statement.stats_labels, values))
+    if statement.branch is not None:
+        open_write_branch(ctx, plan.view_relation, statement.branch, read_at)
+        run.write_branch = statement.branch
+    log = plan.own_log is not None and statement.touched is not None
+    run.changed_rows = own_log.ChangedRows(
+        statement.touched, known=True, deleted=statement.deleted, inserted=statement.inserts_last,
+    ) if log else None
+    return Propagation(
+        staged_statement(state, statement, log), state, marked, summary, tuple(statement.steps_run),
+        tuple(statement.steps_skipped),
+    )
+
+
+def _skipped(log: MarkedLog) -> str:
+    """How many updates of the log the view skips: they changed no column it reads."""
+    if not log.skipped:
+        return ""
+    return f"; {log.skipped} update{'s' if log.skipped != 1 else ''} skipped: no column the view reads changed"
+
+
+def complete(ctx: RefreshContext, run: RefreshRun, marked: Mapping[str, MarkedLog]) -> Propagation:
+    """A build or complete refresh (``run.action``): the defining query recomputed."""
+    plan = run.plan
+    definition = plan.definition
+    pinned = definition is not None and all(
+        o.master.name in marked and marked[o.master.name].master_snapshot >= 0 for o in definition.occurrences
+    )
+    if pinned:
+        query = plan.layout.sorted_query(definition.render_select({
+            o.alias: marked[o.master.name].master_as_of_current_types(current_types(plan, o.alias))
+            for o in definition.occurrences
+        }))
+        columns = definition.stored_columns
+        base = ctx.metadata.main(plan.view_relation) if plan.existing_columns else None
+        state = commit_state(marked, run.action, base=base)
+    else:
+        query, columns, state = plan.compiled_sql, None, None
+    target = relation(plan.view_relation)
+    same_table = plan.existing_columns == tuple(columns or ()) and plan.stored_definition == plan.compiled_sql.strip()
+    if state is not None and run.action == "complete" and same_table:
+        steps = staged(state, "main", f"insert overwrite {target} ({idents(columns)})\n{query}")
+        return Propagation(steps, state, dict(marked), "recomputed in one commit")
+    steps = [Step("main", view_table.enforce_contract(query, columns, plan.contract), kind=StepKind.CREATE)]
+    if state is not None:
+        steps += staged(state, "record", f"insert into {target} select * from {target} where false")
+    return Propagation(steps, state, dict(marked), "table replaced")

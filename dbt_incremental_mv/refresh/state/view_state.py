@@ -1,0 +1,24 @@
+"""A view's state (what it consumed from each log, see refresh/state/bookkeeping.py), read from its metadata."""
+
+from __future__ import annotations
+
+from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
+from dbt_incremental_mv.metadata import Metadata
+
+
+def view_state_at(metadata: Metadata, name: str) -> tuple[ViewState | None, int | None]:
+    """The view's state and the snapshot of its main branch it was read from (None: no table or
+    no snapshot). The state is in the newest snapshot that changed the view's data: compaction
+    (``replace`` snapshots) does not, so it is looked through. An incremental refresh applies its
+    changes on exactly that snapshot, or not at all."""
+    table = metadata.table(name)
+    if table is None or table.main is None:
+        return None, None
+    for snapshot in table.ancestry():
+        if snapshot.operation != "replace":
+            return ViewState.decode(snapshot.summary.get("wap.id")), table.main
+    return None, table.main
+
+
+def view_state(metadata: Metadata, name: str) -> ViewState | None:
+    return view_state_at(metadata, name)[0]

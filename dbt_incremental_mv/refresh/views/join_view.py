@@ -1,0 +1,306 @@
+"""Fast refresh of join views: a single master, or inner joins of several (ViewClass.JOIN).
+
+Oracle deletes and re-inserts, master by master, the "slice" of the view that the marked rows
+of each master touch: a DEL step (view rows whose key for that master is marked) and an INS
+step (the defining query with that master restricted to its marked rows, every master read as
+of the marked snapshot). Here the DEL steps of all masters are one DELETE and the INS steps one
+INSERT, published together as one atomic Iceberg commit (statement.py):
+
+- only after images marked (insert-only logs): ``INSERT INTO view <INS rows>``;
+- only before images (delete-only logs): ``DELETE FROM view WHERE <DEL condition>``;
+- otherwise the DELETE on the refresh's write branch, then the INSERT staged on it.
+
+Neither shuffles the view: the DELETE scans the view's hidden key columns against the changed
+keys (broadcast), the INSERT does not read the view. The INS queries of several masters are
+made disjoint and combined with UNION ALL (no distinct, so no shuffle of the rows they make): a
+new view row whose masters changed in the same refresh would come out of each one's INS query,
+so each query after the first leaves out the rows of the earlier ones, each reading the
+occurrence an earlier one restricted without the keys that restricted it (Oracle's INS steps
+run one after the other and each sees the rows the earlier ones inserted; here they are one
+statement).
+
+The marked keys restrict the reads (marked.py): literals when few, which Spark pushes to the
+masters' scans and the view's (the DELETE's OR of the masters' conditions too), else the log's
+keys within the ranges of their first column. A master's own INS step reads no master at all
+when its log carries every column the view reads of it: its rows are the log's after images
+(``_inserted_rows``; with scattered keys the master's rows of them are in every data file).
+
+**One scan of the fact for its dimensions' INS steps.** The INS step of a dimension ``c``
+joined by ``o.customer_id = c.customer_id`` (its whole key) makes the same rows as the defining
+query with ``o`` restricted to ``customer_id IN <changed customers>`` (analysis/links.py). So the
+INS steps of an occurrence and of every dimension so linked to it are one query: that occurrence
+restricted to ``key IN <its changed keys> OR customer_id IN <changed customers> OR ...``, the
+rest read in full. Separately, each INS step read the fact in full for its dimension (a star of
+three changed masters: three scans of the fact, each with a shuffle of the joined dimension);
+together they read it once.
+
+**One scan of each master when a dimension changed with the fact's children, keys scattered.**
+A changed dimension's rows are scattered in the fact, so its INS step reads the fact and the
+fact's children (the line items of a customer's orders) whole; with scattered keys the INS
+steps of the changed orders and line items read them whole again. Then all the INS steps are
+one query (``_folded_ins_query``): the fact restricted to its own keys, its dimensions' and
+those its changed children hold, the children to the fact rows so found, filtered to the rows
+of an inserted key. With clustered keys the separate steps read within their ranges and were
+faster (TPC-H scale factor 10: benchmarks/README.md, "One query for all the INS steps").
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping, Sequence
+
+from dbt_incremental_mv.analysis import ViewDefinition
+from dbt_incremental_mv.analysis.links import KeyLink, key_links
+from dbt_incremental_mv.logs.contract import INSERT
+from dbt_incremental_mv.refresh.marked_log import MarkedLog
+from dbt_incremental_mv.refresh.views.semijoin import marked_ranges, reduce_sources
+from dbt_incremental_mv.refresh.views.statement import (
+    WRITE_BRANCH, KeyRestriction, RefreshStatement, Write, any_of, branch_target, delete_write, pruned_any_of,
+    refresh_writes, split_by_literal,
+)
+from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation
+
+
+def _ins_restrictions(
+    view: ViewDefinition, marked: Mapping[str, MarkedLog], alias: str, own: bool, links: list[KeyLink]
+) -> list[KeyRestriction]:
+    """The rows of ``alias`` the INS steps of itself (when ``own``) and of the dimensions
+    ``links`` tie to it read, each a restriction of its own columns."""
+    log = marked[view.occurrence(alias).master.name]
+    found = [KeyRestriction(log, log.spec.key, "inserts")] if own else []
+    for link in links:
+        found.append(KeyRestriction(marked[view.occurrence(link.source).master.name], link.columns, "inserts"))
+    return found
+
+
+def _ins_sources(
+    view: ViewDefinition, sources: Mapping[str, str], alias: str, restrictions: list[KeyRestriction],
+    earlier: Mapping[str, list[KeyRestriction]], own: KeyRestriction | None,
+) -> dict[str, str]:
+    """What one INS query reads: ``alias`` restricted to any of ``restrictions``, each occurrence
+    an earlier INS query restricted without those rows (``earlier``: alias -> its restrictions),
+    the other masters reduced to the rows that join it (semijoin.py). Its rows lie in the range of
+    its marked keys, and its keys among them, when it is restricted to them alone (``own``)."""
+    alone = own is not None and restrictions == [own]
+    from_log = _inserted_rows(view, own.log, alias) if own is not None and alone else None
+    restricted = dict(sources)
+    if from_log is not None:
+        restricted[alias] = from_log
+    for other, done in earlier.items():
+        for restriction in done:
+            restricted[other] = restriction.excluded_from(restricted[other])
+    if from_log is None:
+        restricted[alias] = f"(select * from {restricted[alias]} where {any_of(restrictions)})"
+    ranges = marked_ranges(own.log) if alone else {}
+    key_sets = {alias: own.log.changed_keys(own.images)} if alone else {}
+    return reduce_sources(view, restricted, {alias: ranges}, key_sets)
+
+
+def _inserted_rows(view: ViewDefinition, log: MarkedLog, alias: str) -> str | None:
+    """What an occurrence's own INS step reads of it when its log carries every column the view
+    reads of it: the log's after images of the marked keys (MarkedLog.inserted_rows), not the
+    master within their ranges (a filter view of scattered changes read its master whole for
+    them). None: the images are not netted by those columns (the log lacks one)."""
+    netted = {c.casefold() for c in log.netted_by or ()}
+    if not netted or any(c.casefold() not in netted for c in view.referenced_columns[alias]):
+        return None
+    return log.inserted_rows({c.casefold(): t for c, t in view.occurrence(alias).master.columns})
+
+
+def _ins_groups(view: ViewDefinition, ins_aliases: list[str]) -> list[tuple[str, bool, list[KeyLink]]]:
+    """The INS steps as queries: (the occurrence restricted, whether its own INS step is one of
+    them, the dimensions whose INS steps it also runs). The occurrence that runs the most INS
+    steps goes first, and so on."""
+    links = [link for link in key_links(view) if link.inner]
+    left = list(ins_aliases)
+    groups = []
+    while left:
+        best_alias, best_links = left[0], []
+        for occurrence in view.occurrences:
+            alias = occurrence.alias
+            # (two occurrences are joined in one step only: at most one link from each source)
+            taken = [link for link in links if link.target == alias and link.source in left and link.source != alias]
+            covered = len(taken) + (alias in left)
+            if covered > len(best_links) + (best_alias in left):
+                best_alias, best_links = alias, taken
+        groups.append((best_alias, best_alias in left, best_links))
+        done = {best_alias} | {link.source for link in best_links}
+        left = [alias for alias in left if alias not in done]
+    return groups
+
+
+def _folded_ins_query(
+    view: ViewDefinition, marked: Mapping[str, MarkedLog], sources: Mapping[str, str], ins_aliases: list[str],
+) -> str | None:
+    """The INS steps as one query that reads each master once, or None (then the INS queries
+    of ``_ins_groups``).
+
+    It applies around a *hub*: an occurrence with changed dimensions (linked to its columns)
+    and changed children (holding its key), every other changed occurrence being one of those
+    (the first such in the view's order). A dimension's INS step finds its rows through the hub
+    and reads the hub and its children whole (a dimension's rows are scattered in them); the
+    hub's and the children's own INS steps read them again, within their keys' ranges, so the
+    fold is done only when the hub's or a child's own keys are scattered (``_scattered``: then
+    those ranges are nearly the whole table). Folded: the view's query over the hub
+    restricted to its own keys, its dimensions' keys and the keys its changed children hold in
+    their after images, each child reduced to the hub rows so found (a broadcast semi join,
+    semijoin.py), the rest read in full; of its rows, those whose hidden key of a changed
+    occurrence is among that master's inserted keys: exactly the rows the INS steps make, each
+    once (no INS query excludes another's rows)."""
+    inner = [link for link in key_links(view) if link.inner]
+    for hub in view.aliases:
+        links: list[KeyLink] = []  # the hub's changed dimensions (one link each)
+        children: list[KeyLink] = []  # its changed occurrences holding its key
+        for alias in ins_aliases:
+            if alias == hub:
+                continue
+            into = next((k for k in inner if k.source == alias and k.target == hub), None)
+            held = next((k for k in inner if k.source == hub and k.target == alias), None)
+            if into is not None:
+                links.append(into)
+            elif held is not None and marked[view.occurrence(alias).master.name].logs_columns(held.columns):
+                children.append(held)
+            else:
+                break
+        else:
+            own = [a for a in (hub, *(k.target for k in children)) if a in ins_aliases]
+            if links and children and any(_scattered(marked[view.occurrence(a).master.name]) for a in own):
+                return _folded_query(view, marked, sources, ins_aliases, hub, links, children)
+    return None
+
+
+SCATTERED = 0.5  # the share of their span the marked keys' ranges cover, above which they prune little
+
+
+def _scattered(log: MarkedLog) -> bool:
+    """Whether the log's marked keys (read from the log, not literals) lie in two or more ranges
+    covering at least SCATTERED of the span from the lowest to the highest (integer or date keys):
+    an INS step restricted to them reads its master, and the fact joined to it, nearly whole. One
+    range says nothing of the master's span (a few new keys at its end, or every key)."""
+    if log.known_keys("inserts") is not None or len(log.key_ranges) < 2:
+        return False
+    try:
+        spans = [(_ordinal(low), _ordinal(high)) for low, high in log.key_ranges]
+    except TypeError:
+        return False
+    covered = sum(high - low + 1 for low, high in spans)
+    whole = max(high for _, high in spans) - min(low for low, _ in spans) + 1
+    return covered >= SCATTERED * whole
+
+
+def _ordinal(bound: object) -> int:
+    """An integer or date bound as an integer (TypeError for any other type)."""
+    if isinstance(bound, bool) or not isinstance(bound, (int, datetime.date)):
+        raise TypeError(bound)
+    return bound if isinstance(bound, int) else bound.toordinal()
+
+
+def _folded_query(
+    view: ViewDefinition, marked: Mapping[str, MarkedLog], sources: Mapping[str, str], ins_aliases: list[str],
+    hub: str, links: list[KeyLink], children: list[KeyLink],
+) -> str:
+    """The folded INS query around ``hub`` (``_folded_ins_query``)."""
+    hub_key = view.occurrence(hub).master.key
+    found = [r.condition() for r in _ins_restrictions(view, marked, hub, hub in ins_aliases, links)]
+    for link in children:
+        log = marked[view.occurrence(link.target).master.name]
+        held = f"select distinct {idents(link.columns)} from (\n{log.images(link.columns, INSERT)}\n)"
+        found.append(f"({idents(hub_key)}) in ({broadcast(held)})")
+    restricted = dict(sources)
+    restricted[hub] = f"(select * from {sources[hub]}\nwhere " + "\n   or ".join(f"({f})" for f in found) + ")"
+    query = view.render_select(reduce_sources(view, restricted, {hub: {}}))
+    inserted = any_of(_hidden_restrictions(view, marked, ins_aliases, "inserts"))
+    return f"select * from (\n{query}\n) as `_mv_i`\nwhere {inserted}"
+
+
+def _hidden_restrictions(
+    view: ViewDefinition, marked: Mapping[str, MarkedLog], aliases: list[str], images: str = "all"
+) -> list[KeyRestriction]:
+    """View rows whose hidden key for a changed occurrence is among its master's changed keys
+    (``images``: ``all``, or those with an after image)."""
+    found = []
+    for alias in aliases:
+        log = marked[view.occurrence(alias).master.name]
+        by_source = {h.source_column.lower(): h.name for h in view.key_columns(alias)}
+        found.append(KeyRestriction(log, tuple(by_source[k.lower()] for k in log.spec.key), images))
+    return found
+
+
+def _delete_groups(restrictions: list[KeyRestriction]) -> list[list[KeyRestriction]]:
+    """The DEL steps as DELETE statements, each the restrictions it ORs: one DELETE when some
+    master's keys read from its log are scattered (its own DELETE would read the view whole: the
+    others then cost their key sets' joins, not a scan of the view each); otherwise the literal
+    keys together and each key set read from a log alone, pruned to its ranges (TPC-H scale
+    factor 1, clustered: one DELETE took 4.4 s where the three took 3.0; scale factor 10,
+    scattered: 5.4 s against 7.6)."""
+    if any(not r.literal and _scattered(r.log) for r in restrictions):
+        return [restrictions]
+    return split_by_literal(restrictions)
+
+
+def _ins_queries(
+    view: ViewDefinition, marked: Mapping[str, MarkedLog], sources: Mapping[str, str], ins_aliases: list[str],
+) -> list[str]:
+    """The INS steps as disjoint queries, one per group of ``_ins_groups`` (two when its own keys
+    are read from the log and it runs dimensions' steps too)."""
+    queries: list[str] = []
+    earlier: dict[str, list[KeyRestriction]] = {}
+    for alias, own, links in _ins_groups(view, ins_aliases):
+        restrictions = _ins_restrictions(view, marked, alias, own, links)
+        mine = restrictions[0] if own else None
+        # its own keys' ranges prune its files: a query of their own when they are not
+        # literals (see KeyRestriction); its dimensions' keys (scattered in it) prune nothing
+        groups = [[mine], restrictions[1:]] if mine is not None and not mine.literal and links else [restrictions]
+        for group in groups:
+            queries.append(view.render_select(_ins_sources(view, sources, alias, group, earlier, mine)))
+            earlier.setdefault(alias, []).extend(group)
+    return queries
+
+
+def refresh_statement(
+    view: ViewDefinition,
+    view_relation: str,
+    marked: Mapping[str, MarkedLog],
+    view_types: Mapping[str, str] | None = None,
+    branch: str = WRITE_BRANCH,
+    view_rows: int | None = None,  # (not used: the view is never rewritten whole)
+) -> RefreshStatement | None:
+    """The writes that apply the marked changes, or None when nothing is marked.
+
+    ``marked`` maps every master relation of the view to its marked log; ``view_types`` is
+    unused (join views store what the defining query selects); ``branch`` names the write
+    branch a refresh of two writes uses.
+    """
+    del_aliases = [o.alias for o in view.occurrences if marked[o.master.name].deletes]
+    ins_aliases = [o.alias for o in view.occurrences if marked[o.master.name].inserts]
+    changed = [o.alias for o in view.occurrences if marked[o.master.name].has_changes]
+    run = tuple(f"DEL {a}" for a in del_aliases) + tuple(f"INS {a}" for a in ins_aliases)
+    skipped = tuple(
+        f"{step} {o.alias}"
+        for o in view.occurrences
+        for step, needed in (("DEL", o.alias in del_aliases), ("INS", o.alias in ins_aliases))
+        if not needed
+    )
+    if not changed:
+        return None
+    restrictions = _hidden_restrictions(view, marked, del_aliases)
+    deletes = _delete_groups(restrictions)
+    several = len(deletes) + bool(ins_aliases) > 1
+    target = branch_target(view_relation, branch) if several else relation(view_relation)
+    # An update marks both images: its key is deleted and re-inserted, so DEL covers every image.
+    writes = [delete_write(target, pruned_any_of(group)) for group in deletes]
+    ins_query = None
+    if ins_aliases:
+        sources = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
+        folded = _folded_ins_query(view, marked, sources, ins_aliases)
+        if folded is None:
+            ins_query = "\nunion all\n".join(_ins_queries(view, marked, sources, ins_aliases))
+        else:
+            ins_query = folded
+        writes.append(Write("insert", f"insert into {target} ({idents(view.stored_columns)})\n{ins_query}"))
+    deleted = any_of(restrictions) if restrictions else None
+    # every row deleted or inserted has the key of a changed occurrence among its changed keys
+    return refresh_writes(
+        branch, writes, run, skipped, touched=any_of(_hidden_restrictions(view, marked, changed)), deleted=deleted,
+        inserted=ins_query,
+    )

@@ -1,0 +1,191 @@
+"""What a view-class module returns: the writes that apply the marked changes to the view.
+
+A refresh is one atomic commit on the view's ``main`` whatever number of statements it takes:
+
+- one write (an INSERT or a DELETE): staged with the refresh's state (``spark.wap.id``) and
+  published as a compare-and-swap (publish.py);
+- several writes: every write but the last goes to a *write branch* made at the snapshot the
+  refresh read the view at; the last is staged on that branch with the state; publishing moves
+  ``main`` to it (and drops the branch) in one compare-and-swap. This is what keeps each write
+  free of a shuffle of the view: a DELETE of the affected rows is a scan of the view with the
+  changed keys broadcast, and an INSERT reads at most the view rows of those keys, through the
+  same broadcast filter. No MERGE writes a view: one that inserts (NOT MATCHED) is a right outer
+  join of the view with the delta, which shuffles and sorts (or broadcasts) the whole view, and
+  Spark 3.5 takes no join hint in a MERGE, so even a MATCHED-only one shuffles the view whenever
+  the delta's size is over-estimated.
+
+What several writes (and several parts of one write) read in common, e.g. an aggregate's delta, is
+computed once into a *cached temporary view* of the session (``CACHE TABLE``) that they read, and
+dropped after the last write: Spark inlines a CTE at every reference (an aggregate's INSERT named
+its delta five times, each a union of joins of the logs with the masters: 65 table scans).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dbt_incremental_mv.refresh.marked_log import MarkedLog
+from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation
+
+# the write branch's name when the caller does not choose one (unit tests, EXPLAIN)
+WRITE_BRANCH = "mv_write"
+WRITE_BRANCH_PREFIX = "mv_write_"
+
+
+@dataclass(frozen=True)
+class Write:
+    name: str  # what it does: "delete" or "insert"
+    sql: str
+
+
+@dataclass(frozen=True)
+class Cached:
+    """A query the writes read more than once, computed once into a cached temporary view."""
+
+    name: str  # the temporary view (unique per run: it carries the write branch's name)
+    sql: str
+
+
+@dataclass(frozen=True)
+class RefreshStatement:
+    writes: tuple[Write, ...]  # in order; the last one is staged with the refresh's state
+    steps_run: tuple[str, ...]  # e.g. "DEL orders", "INS customers"
+    steps_skipped: tuple[str, ...]
+    # a query counting what the writes will change (config refresh_stats): one row of named counts
+    stats_sql: str | None = None
+    stats_labels: tuple[str, ...] = ()  # what each column of the stats row counts
+    branch: str | None = None  # the write branch of a refresh of several writes (None: one write)
+    cached: tuple[Cached, ...] = ()  # computed before the writes, dropped after them
+    # a predicate over the view's rows (alias ``_mv_v``) that every row the writes delete or
+    # insert meets, at the snapshot it is in: what a view keeping its own log reads (own_log.py)
+    touched: str | None = None
+    # the DELETE's own condition (alias ``_mv_v``): exactly the rows it deletes (None: no DELETE)
+    deleted: str | None = None
+    # the INSERT's query (the view's stored columns, in order; it reads the view as it was, never
+    # the write branch), None without an INSERT: what a UNION ALL view combines (union_view.py)
+    inserted: str | None = None
+
+    @property
+    def inserts_last(self) -> bool:
+        """Whether the last write (the staged one) is an INSERT: its commit's new files hold
+        exactly the rows the refresh inserted."""
+        return self.writes[-1].name == "insert"
+
+    @property
+    def sql(self) -> str:
+        """Every write, separated by ``;`` (for reading and tests; each runs on its own)."""
+        return ";\n".join(w.sql for w in self.writes)
+
+
+# Conjoined to every DELETE of a view: a condition Spark can check against Iceberg's file
+# statistics alone (literals, no subquery) would be run as a metadata-only delete, which Iceberg
+# commits straight to the table, not staged with ``spark.wap.id``: the write would escape the
+# refresh's atomic commit, and a delete of nothing would stage nothing to publish. A subquery
+# (of one row, never read from a table) keeps it a row-level delete, still pruned by the literals.
+ROW_LEVEL = "exists (select 1)"
+
+
+def delete_write(target: str, condition: str, alias: str | None = None) -> Write:
+    """The DELETE of the rows of ``target`` (as ``alias``) meeting ``condition``, row-level and
+    staged (see ROW_LEVEL)."""
+    named = f" as {alias}" if alias else ""
+    return Write("delete", f"delete from {target}{named}\nwhere ({condition})\nand {ROW_LEVEL}")
+
+
+def branch_target(view_relation: str, branch: str) -> str:
+    """The view's write branch as a table identifier (``db.view.branch_<name>``)."""
+    return f"{relation(view_relation)}.{ident('branch_' + branch)}"
+
+
+def cached_view(branch: str, what: str) -> str:
+    """The name of the cached temporary view of ``what`` for the run writing on ``branch``."""
+    return f"{branch}_{what}"
+
+
+def refresh_writes(
+    branch: str, writes: list[Write], steps_run: tuple[str, ...], steps_skipped: tuple[str, ...],
+    stats_sql: str | None = None, stats_labels: tuple[str, ...] = (), cached: tuple[Cached, ...] = (),
+    touched: str | None = None, deleted: str | None = None, inserted: str | None = None,
+) -> RefreshStatement:
+    """A RefreshStatement of ``writes`` (their SQL already aimed at the branch when there are several)."""
+    return RefreshStatement(
+        tuple(writes), steps_run, steps_skipped, stats_sql, stats_labels, branch if len(writes) > 1 else None, cached,
+        touched, deleted, inserted,
+    )
+
+
+def in_changed(log: MarkedLog, columns: Sequence[str], images: str = "all") -> str:
+    """``columns`` (holding ``log``'s key, in key order) among the keys it marked (``all``, or
+    those with an after image): MarkedLog.key_condition."""
+    return log.key_condition([ident(c) for c in columns], images)
+
+
+@dataclass(frozen=True)
+class KeyRestriction:
+    """Rows whose ``columns`` (master or view column names, holding ``log``'s key in key order)
+    are among the keys ``log`` marked (``images``: ``all``, or those with an after image).
+
+    Literal keys make a condition Spark pushes to the scan. Otherwise the condition holds an IN
+    of a subquery (the log's keys), which Spark 3.5 pushes nothing of once it sits inside a
+    disjunction: not even the conjuncts beside it (their ranges). So restrictions with a
+    subquery are OR-ed only behind the OR of their prefilters (``pruned_any_of``), or restrict
+    a query of their own, where their ranges are pushed."""
+
+    log: MarkedLog
+    columns: tuple[str, ...]
+    images: str = "all"
+
+    @property
+    def literal(self) -> bool:
+        return self.log.known_keys(self.images) is not None
+
+    def condition(self, qualifier: str = "") -> str:
+        """The condition over the columns (``qualifier``: a table alias they are qualified by)."""
+        return self.log.key_condition([f"{qualifier}{ident(c)}" for c in self.columns], self.images)
+
+    def prefilter(self) -> str | None:
+        """What Spark can push of the condition to a scan: the literals or the ranges of the
+        first column (no subquery); None when nothing is known of the keys."""
+        return self.log.key_prefilter([ident(c) for c in self.columns])
+
+    def excluded_from(self, source: str) -> str:
+        """``source``'s rows NOT meeting the condition (a row with a NULL in the columns included):
+        a filter for literal keys, an anti join with the keys otherwise (no subquery expression)."""
+        if self.literal:
+            return f"(select * from {source} where not coalesce({self.condition()}, false))"
+        on = " and ".join(f"`_mv_x`.{ident(c)} = `_mv_k`.{ident(k)}" for c, k in zip(self.columns, self.log.spec.key))
+        keys = broadcast(self.log.changed_keys(self.images))
+        return f"(select `_mv_x`.* from {source} as `_mv_x` left anti join ({keys}) as `_mv_k` on {on})"
+
+
+def split_by_literal(restrictions: Sequence[KeyRestriction]) -> list[list[KeyRestriction]]:
+    """The restrictions as groups to OR within one statement: the literal ones together, each
+    one with a subquery alone (see KeyRestriction)."""
+    literal = [r for r in restrictions if r.literal]
+    return ([literal] if literal else []) + [[r] for r in restrictions if not r.literal]
+
+
+def any_of(restrictions: Sequence[KeyRestriction]) -> str:
+    """Rows meeting any of ``restrictions``: the OR of their conditions."""
+    return "\n   or ".join(r.condition() for r in restrictions)
+
+
+def pruned_any_of(restrictions: Sequence[KeyRestriction]) -> str:
+    """Rows meeting any of ``restrictions``, behind what Spark pushes to the scan for them: the
+    OR of their prefilters (literals, ranges) when each has one, a conjunct of its own without a
+    subquery (Spark 3.5 pushes nothing of an OR holding one, see KeyRestriction). One scan then
+    prunes to the union of their ranges, where a scan per restriction reads each range once and
+    costs a statement each."""
+    condition = any_of(restrictions)
+    if len(restrictions) < 2 or all(r.literal for r in restrictions):
+        return condition  # one restriction's ranges, or literals alone: pushed as they are
+    prefilters = [r.prefilter() for r in restrictions]
+    if any(p is None for p in prefilters):
+        return condition
+    return "(" + "\n   or ".join(p for p in prefilters if p is not None) + f")\nand ({condition})"
+
+
+def broadcast_exists(query: str, alias: str, condition: str) -> str:
+    """``EXISTS`` a row of ``query`` (as ``alias``) meeting ``condition``, broadcast (see broadcast)."""
+    return f"exists (select /*+ BROADCAST */ 1 from (\n{query}\n) as {alias} where {condition})"

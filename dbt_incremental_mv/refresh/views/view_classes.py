@@ -1,0 +1,35 @@
+"""Which module refreshes which view class: the classes of one query (branch_classes.py) and
+UNION ALL, whose branches are each one of those (union_view.py). See branch_classes.py for the
+interface every view-class module exposes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from dbt_incremental_mv.analysis import ViewClass, ViewDefinition
+from dbt_incremental_mv.refresh.views import union_view
+from dbt_incremental_mv.refresh.views.branch_classes import BRANCH_CLASSES, ViewClassModule, blocker_of, statement_of
+from dbt_incremental_mv.refresh.marked_log import MarkedLog
+from dbt_incremental_mv.refresh.views.statement import WRITE_BRANCH, RefreshStatement
+
+CLASSES: dict[ViewClass, ViewClassModule] = {
+    **BRANCH_CLASSES,
+    ViewClass.UNION_ALL: ViewClassModule(union_view.refresh_statement, union_view.blocker),
+}
+
+
+def blocker(view: ViewDefinition, logged: Mapping[str, Sequence[str]] | None = None) -> str | None:
+    """Why this view cannot be fast refreshed by this version, or None.
+
+    ``logged`` maps master relations to the columns their change logs carry; a view-class
+    module that reads values from the logs says (in its own ``blocker``) what it misses.
+    """
+    return blocker_of(CLASSES, view, logged)
+
+
+def refresh_statement(
+    view: ViewDefinition, view_relation: str, marked: Mapping[str, MarkedLog], view_types: Mapping[str, str],
+    branch: str = WRITE_BRANCH,
+    view_rows: int | None = None,
+) -> RefreshStatement | None:
+    return statement_of(CLASSES, view, view_relation, marked, view_types, branch, view_rows)
