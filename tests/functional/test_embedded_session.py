@@ -156,7 +156,7 @@ def test_copy_on_write_changes_are_found_in_the_commits_own_manifests(project, m
     """Without delete files, the files a capture reads come from the commits' own manifests
     (added and removed data files): no plan of the whole table, whatever its size. A file added
     and removed in between is read at neither end."""
-    from dbt_incremental_mv import metadata as seam
+    from dbt_incremental_mv.metadata import jvm_catalog as seam
 
     def whole_table_plan(*args):
         raise AssertionError("planned every live file of the table")

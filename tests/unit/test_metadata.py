@@ -98,7 +98,7 @@ def test_a_branch_commit_that_only_lost_to_another_metadata_commit_is_made_again
     import dbt_incremental_mv.metadata as metadata_module
     from dbt_incremental_mv.metadata import METADATA_COMMIT_ATTEMPTS, SqlCatalog
 
-    monkeypatch.setattr(metadata_module.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(metadata_module.types.time, "sleep", lambda seconds: None)
     execute = _Refusing(2, CONTENTION)  # Iceberg's ManageSnapshots does not retry this itself
     SqlCatalog(lambda sql: [], execute).create_branch("shop.v", "b1", 7)
     assert execute.run == ["alter table `shop`.`v` create branch `b1` as of version 7"] * 3
@@ -114,7 +114,7 @@ def test_a_fast_forward_is_made_again_after_contention_but_not_after_main_moved(
     from dbt_incremental_mv.conflicts import lost_race
     from dbt_incremental_mv.metadata import SqlCatalog
 
-    monkeypatch.setattr(metadata_module.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(metadata_module.types.time, "sleep", lambda seconds: None)
     execute = _Refusing(1, CONTENTION)
     SqlCatalog(lambda sql: [], execute).fast_forward("shop.v", 5, branch="w1")
     moves = [sql for sql in execute.run if "fast_forward" in sql]
@@ -133,7 +133,7 @@ def test_the_jvm_fast_forward_is_made_again_while_main_is_where_expected(monkeyp
     import dbt_incremental_mv.metadata as metadata_module
     from dbt_incremental_mv.metadata import JvmCatalog, LostRace, MetadataContention
 
-    monkeypatch.setattr(metadata_module.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(metadata_module.types.time, "sleep", lambda seconds: None)
     committed, attempts = [], []
     catalog = JvmCatalog(session=None, on_commit=committed.append)
 

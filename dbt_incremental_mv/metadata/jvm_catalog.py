@@ -1,0 +1,534 @@
+"""Metadata through Iceberg's Java API in the embedded session's JVM (py4j): one call per table's
+whole metadata, compare-and-swap ref moves, staged changed files for capture."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import closing
+from dataclasses import replace
+from typing import Any
+
+from dbt_incremental_mv.conflicts import LOST_RACE
+from dbt_incremental_mv.sql_text import string
+from dbt_incremental_mv.metadata.types import (
+    java_error, Bound, BOUNDED_TYPES, ChangedFiles, DataFile, EPOCH, from_metadata_json, LostRace,
+    metadata_contention, MetadataContention, retried_metadata_commit, TableMetadata, WrittenSince,
+)
+
+logger = logging.getLogger(__name__)
+
+
+# Parsed table metadata by (table, metadata file, table uuid): never stale, metadata files are immutable.
+_parsed: dict[tuple[str, str, str], TableMetadata] = {}
+_parsed_lock = threading.Lock()
+PARSED_KEPT = 256
+
+
+class JvmCatalog:
+    """Metadata through Iceberg's Java API in the embedded session's JVM (no SQL, no Spark job)."""
+
+    def __init__(self, session: Any, on_commit: Callable[[str], None] | None = None) -> None:
+        self.session = session
+        self.on_commit = on_commit or (lambda description: None)
+        self._staged: dict[str, Any] = {}  # staged scan task set (= its temp view) -> its table
+
+    def _table(self, name: str) -> Any | None:
+        jvm = self.session._jvm
+        # Iceberg resolves the catalog through the thread's active session: a dbt worker thread
+        # has none, and would look in a catalog that does not know the table
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(self.session._jsparkSession)
+        try:
+            return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.session._jsparkSession, name)
+        except Exception as exc:  # noqa: BLE001 - py4j wraps the Java exception
+            text = str(exc)
+            if "NoSuchTableException" in text or "cannot be found" in text:
+                return None
+            raise
+
+    def load(self, name: str, columns: Sequence[tuple[str, str]] | None = None) -> TableMetadata | None:
+        table = self._table(name)
+        if table is None:
+            return None
+        current = table.operations().current()
+        # A metadata file never changes once written, but a Hadoop catalog names them v1, v2, ...
+        # per table: a table dropped and created again reuses the names. Its uuid tells them apart.
+        key = (name, str(current.metadataFileLocation()), str(current.uuid()))
+        with _parsed_lock:
+            parsed = _parsed.get(key)
+        if parsed is None:
+            document = json.loads(self.session._jvm.org.apache.iceberg.TableMetadataParser.toJson(current))
+            parsed = from_metadata_json(name, document)
+            with _parsed_lock:
+                if len(_parsed) >= PARSED_KEPT:
+                    _parsed.pop(next(iter(_parsed)))
+                _parsed[key] = parsed
+        return parsed
+
+    def fast_forward(
+        self, name: str, expected_main: int | None, *, to_snapshot: int | None = None, branch: str | None = None,
+        properties: Mapping[str, str] | None = None, drop_branches: Sequence[str] = (),
+    ) -> None:
+        """Move main to ``to_snapshot`` (a staged snapshot) or to the head of ``branch`` (and drop
+        the branch and ``drop_branches``), and set ``properties``, in ONE compare-and-swap commit
+        of the table metadata: refused (LostRace) unless main is still at ``expected_main``."""
+        target = branch or f"mv_publish_{to_snapshot}"
+        description = f"call spark_catalog.system.fast_forward({string(name)}, 'main', {string(target)}) [metadata commit]"
+        # made again while main is still where expected but another metadata commit came first
+        retried_metadata_commit(
+            lambda: self._fast_forward(name, expected_main, to_snapshot, branch, properties, drop_branches), description,
+        )
+        logger.debug("%s", description)
+        self.on_commit(description)
+
+    def _fast_forward(
+        self, name: str, expected_main: int | None, to_snapshot: int | None, branch: str | None,
+        properties: Mapping[str, str] | None, drop_branches: Sequence[str],
+    ) -> None:
+        table = self._table(name)
+        if table is None:
+            raise LostRace(f"{name} no longer exists")
+        operations = table.operations()
+        base = operations.current()
+        main = base.ref("main")
+        current = None if main is None else int(main.snapshotId())
+        if current != expected_main:
+            raise LostRace(f"main of {name} is at {current}, not at {expected_main}: another commit {LOST_RACE}")
+        builder = self.session._jvm.org.apache.iceberg.TableMetadata.buildFrom(base)
+        if branch is not None:
+            head = base.ref(branch)
+            if head is None:
+                raise LostRace(f"the branch {branch} of {name} is gone: another commit {LOST_RACE}")
+            to_snapshot = int(head.snapshotId())
+            builder = builder.removeRef(branch)
+        for dropped in drop_branches:
+            if base.ref(dropped) is not None:
+                builder = builder.removeRef(dropped)
+        builder = builder.setBranchSnapshot(to_snapshot, "main")
+        if properties:
+            values = self.session._jvm.java.util.HashMap()
+            for key, value in properties.items():
+                values.put(key, value)
+            builder = builder.setProperties(values)
+        try:
+            operations.commit(base, builder.build())
+        except Exception as exc:  # noqa: BLE001 - py4j wraps the Java exception
+            if metadata_contention(exc):
+                raise MetadataContention(f"another commit to {name} came first: {LOST_RACE} ({java_error(exc)})") from exc
+            raise
+
+    def written_since(
+        self, name: str, snapshot: int, columns: Sequence[str], after_sequence: int
+    ) -> WrittenSince | None:
+        """The records of the data files of ``snapshot`` written after sequence
+        ``after_sequence``, and the range of values each of ``columns`` holds in them, from the
+        files' statistics (a scan plan: manifests only, no data read). A column is left out when
+        a file has no bounds for it (statistics off, or a type not in BOUNDED_TYPES)."""
+        table = self._table(name)
+        if table is None:
+            return None
+        jvm = self.session._jvm
+        at = table.snapshot(snapshot)
+        schema = table.schemas().get(at.schemaId()) if at is not None else None
+        fields = {}
+        for column in columns:
+            found = schema.caseInsensitiveFindField(column) if schema is not None else None
+            if found is not None and str(found.type().typeId()) in BOUNDED_TYPES:
+                fields[column] = found
+        lows: dict[str, Any] = {}
+        highs: dict[str, Any] = {}
+        records = 0
+        with closing(_planned_files(table.newScan().useSnapshot(snapshot).includeColumnStats())) as files:
+            for data_file in files:
+                written = data_file.dataSequenceNumber()
+                if written is not None and int(written) <= after_sequence:
+                    continue  # every row in it was written at or before that sequence
+                records += int(data_file.recordCount())
+                if not fields:
+                    continue
+                lowers, uppers = data_file.lowerBounds(), data_file.upperBounds()
+                values, nulls = data_file.valueCounts(), data_file.nullValueCounts()
+                for column, found in list(fields.items()):
+                    field_id = found.fieldId()
+                    count = values.get(field_id) if values is not None else None
+                    none = nulls.get(field_id) if nulls is not None else None
+                    if count is not None and none is not None and int(count) == int(none):
+                        continue  # only NULLs here, which match no key
+                    lower = lowers.get(field_id) if lowers is not None else None
+                    upper = uppers.get(field_id) if uppers is not None else None
+                    if lower is None or upper is None:
+                        del fields[column]
+                        continue
+                    low = _bound(jvm, found, lower)
+                    high = _bound(jvm, found, upper)
+                    lows[column] = low if column not in lows else min(lows[column], low)
+                    highs[column] = high if column not in highs else max(highs[column], high)
+        return WrittenSince(records, {c: (lows[c], highs[c]) for c in fields if c in lows})
+
+    def branch_head(self, name: str, branch: str) -> int | None:
+        table = self._table(name)
+        ref = table.refs().get(branch) if table is not None else None
+        return int(ref.snapshotId()) if ref is not None else None
+
+    def create_branch(self, name: str, branch: str, snapshot: int) -> None:
+        def create() -> None:
+            self._table(name).manageSnapshots().createBranch(branch, snapshot).commit()
+
+        retried_metadata_commit(create, f"create branch {branch} on {name}")
+        self.on_commit(f"create branch {branch} on {name}")
+
+    def drop_branch(self, name: str, branch: str) -> None:
+        table = self._table(name)
+        if table is None or table.refs().get(branch) is None:
+            return
+        try:
+            table.manageSnapshots().removeBranch(branch).commit()
+        except Exception as exc:  # noqa: BLE001 - a concurrent removal; harmless
+            logger.debug("branch %s of %s left behind: %s", branch, name, exc)
+
+    def scan_size(self, name: str, snapshot: int | None, range_filter: tuple) -> int | None:
+        """Bytes a scan filtered by ``range_filter`` reads: planned by Iceberg with a split size so
+        large that its tasks come back as one or two groups, summed in the JVM (two py4j calls, not
+        a few per file)."""
+        table = self._table(name)
+        if table is None:
+            return None
+        jvm = self.session._jvm
+        expression = _iceberg_filter(jvm.org.apache.iceberg.expressions.Expressions, range_filter)
+        scan = table.newScan().caseSensitive(False)
+        if snapshot is not None:
+            scan = scan.useSnapshot(snapshot)
+        scan = (
+            scan.filter(expression)
+            .option("read.split.target-size", str(1 << 60))
+            .option("read.split.planning-lookback", "1")
+            .option("read.split.open-file-cost", "0")
+        )
+        total = 0
+        groups = scan.planTasks()
+        try:
+            for group in _iterate(groups):
+                total += int(group.sizeBytes())
+        finally:
+            groups.close()
+        return total
+
+    def data_files(self, name: str, upper_bound_of: str | None = None) -> list[DataFile]:
+        """The live data files of ``name`` (a scan plan: manifests only, no data read), each with
+        its data sequence number and the upper bound of column ``upper_bound_of``."""
+        table = self._table(name)
+        if table is None or table.currentSnapshot() is None:
+            return []
+        jvm = self.session._jvm
+        column = table.schema().findField(upper_bound_of) if upper_bound_of else None
+        found = []
+        scan = table.newScan()
+        for data_file in _planned_files(scan.includeColumnStats() if column is not None else scan):
+            written = data_file.dataSequenceNumber()
+            upper = None
+            if column is not None:
+                bounds = data_file.upperBounds()
+                raw = bounds.get(column.fieldId()) if bounds is not None else None
+                if raw is not None:
+                    upper = str(jvm.org.apache.iceberg.types.Conversions.fromByteBuffer(column.type(), raw))
+            found.append(DataFile(str(data_file.location()), None if written is None else int(written), upper))
+        return found
+
+    def delete_data_files(self, name: str, paths: Sequence[str]) -> None:
+        """Remove whole data files in one commit that reads no data (Iceberg's DeleteFiles)."""
+        table = self._table(name)
+        delete = table.newDelete()
+        for path in paths:
+            # a CharSequence that is not a String: py4j would pick the protected
+            # SnapshotProducer.deleteFile(String), which deletes the file from storage at once
+            delete.deleteFile(self.session._jvm.java.lang.StringBuilder(path))
+        delete.commit()
+        self.on_commit(f"delete {len(paths)} data files of {name} [metadata commit]")
+
+    def stage_changed_files(self, name: str, start: int, end: int) -> ChangedFiles | None:
+        """Stage the data files of ``name`` that differ between snapshots ``start`` and ``end``
+        as scan task sets, read through temp views the way Iceberg's ``rewrite_data_files``
+        reads its file groups (``scan-task-set-id``). None when a snapshot is gone or the
+        table's schema is not the one both were written with (staged files are read with the
+        table's current schema).
+
+        Without delete files (copy-on-write history) the changed files are the ones the commits
+        in between added and removed (their own manifests: work proportional to the change).
+        With delete files, a data file also changed when the deletes applied to it did: both
+        snapshots are planned (every live file's task: a few py4j round trips each)."""
+        table = self._table(name)
+        if table is None:
+            return None
+        old, new = table.snapshot(start), table.snapshot(end)
+        current = int(table.schema().schemaId())
+        if old is None or new is None or {_schema_id(old), _schema_id(new)} != {current}:
+            return None
+        commits = _commits_between(table, start, end)
+        if commits is not None and not any(_has_delete_files(s) for s in (old, new, *commits)):
+            removed, added = self._files_changed_by(table, commits)
+        else:
+            before, after = _scan_tasks(table, start), _scan_tasks(table, end)
+            removed = [task for path, (deletes, task) in before.items() if path not in after or after[path][0] != deletes]
+            added = [task for path, (deletes, task) in after.items() if path not in before or before[path][0] != deletes]
+        lineage_since = rows_gone = None
+        written: list[Any] = added
+        if _format_version(table) >= 3 and all(_first_row_id(task) is not None for task in (*removed, *added)):
+            lineage_since = int(old.sequenceNumber())
+            written = [task for task in added if _written_after(task, lineage_since)]
+            rows_gone = _rows_gone_at_most(table, commits) if commits is not None else None
+        token = uuid.uuid4().hex[:16]
+        changed = ChangedFiles(None, None, len(removed), len(added), None, len(written), lineage_since, rows_gone)
+        try:
+            changed = replace(changed, removed_view=self._stage(table, f"mv_files_removed_{token}", removed))
+            changed = replace(changed, added_view=self._stage(table, f"mv_files_added_{token}", added))
+            changed = replace(changed, written_view=(
+                self._stage(table, f"mv_files_written_{token}", written) if len(written) < len(added) else changed.added_view
+            ))
+        except Exception:
+            self.unstage_changed_files(changed)
+            raise
+        return changed
+
+    def stage_appended_files(self, name: str, snapshot: int) -> ChangedFiles | None:
+        """Stage the data files the append commit ``snapshot`` added: exactly the rows it inserted
+        (no delete file of an earlier commit applies to a newer data file), read from the
+        commit's own manifests. None: not an append, or not readable with the current schema."""
+        table = self._table(name)
+        if table is None:
+            return None
+        commit = table.snapshot(snapshot)
+        if commit is None or str(commit.operation()) != "append" or _schema_id(commit) != int(table.schema().schemaId()):
+            return None
+        _, added = self._files_changed_by(table, [commit])
+        view = self._stage(table, f"mv_files_appended_{uuid.uuid4().hex[:16]}", added) if added else None
+        return ChangedFiles(None, view, 0, len(added), view, len(added))
+
+    def _files_changed_by(self, table: Any, commits: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+        """Scan tasks of the data files ``commits`` (oldest first, no delete files anywhere)
+        removed that were live before them, and of those they added that are still live: read
+        from each commit's own manifests, not from a plan of the whole table."""
+        io = table.io()
+        removed: dict[str, Any] = {}
+        added: dict[str, Any] = {}
+        for commit in commits:
+            for data_file in _iterate(commit.removedDataFiles(io)):
+                path = str(data_file.location())
+                if added.pop(path, None) is None:  # added and removed in between: at neither end
+                    removed[path] = data_file
+            for data_file in _iterate(commit.addedDataFiles(io)):
+                added[str(data_file.location())] = data_file
+        iceberg = self.session._jvm.org.apache.iceberg
+        schema = iceberg.SchemaParser.toJson(table.schema())
+        residual = iceberg.expressions.ResidualEvaluator.unpartitioned(iceberg.expressions.Expressions.alwaysTrue())
+        no_deletes = self.session.sparkContext._gateway.new_array(iceberg.DeleteFile, 0)
+        specs: dict[int, str] = {}
+
+        def task(data_file: Any) -> Any:
+            spec_id = int(data_file.specId())
+            if spec_id not in specs:
+                specs[spec_id] = iceberg.PartitionSpecParser.toJson(table.specs().get(spec_id))
+            return iceberg.BaseFileScanTask(data_file, no_deletes, schema, specs[spec_id], residual)
+
+        return [task(f) for f in removed.values()], [task(f) for f in added.values()]
+
+    def _stage(self, table: Any, view: str, tasks: Sequence[Any]) -> str | None:
+        if not tasks:
+            return None
+        jvm = self.session._jvm
+        staged = jvm.java.util.ArrayList()
+        for task in tasks:
+            staged.add(task)
+        jvm.org.apache.iceberg.spark.ScanTaskSetManager.get().stageTasks(table, view, staged)
+        self._table_cache().add(view, table)
+        self._staged[view] = table
+        self.session.read.format("iceberg").option("scan-task-set-id", view).load(view).createOrReplaceTempView(view)
+        return view
+
+    def unstage_changed_files(self, changed: ChangedFiles) -> None:
+        for view in changed.views:
+            table = self._staged.pop(view, None)
+            if table is None:
+                continue
+            self.session.catalog.dropTempView(view)
+            self.session._jvm.org.apache.iceberg.spark.ScanTaskSetManager.get().removeTasks(table, view)
+            self._table_cache().remove(view)
+
+    def _table_cache(self) -> Any:
+        """Iceberg's SparkTableCache singleton. Its static ``get()`` is overloaded by an instance
+        ``get(String)`` py4j cannot tell apart: called by reflection, with the context class
+        loader (the Iceberg jar is not on the system class path)."""
+        jvm = self.session._jvm
+        gateway = self.session.sparkContext._gateway
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        cls = jvm.java.lang.Class.forName("org.apache.iceberg.spark.SparkTableCache", True, loader)
+        getter = cls.getMethod("get", gateway.new_array(jvm.java.lang.Class, 0))
+        return getter.invoke(None, gateway.new_array(jvm.java.lang.Object, 0))
+
+    def drop_temp_view(self, view: str) -> None:
+        self.session.catalog.dropTempView(view)
+
+    def reset_staging(self) -> None:
+        self.session.conf.unset("spark.wap.id")
+
+
+def _planned_tasks(scan: Any) -> Iterator[Any]:
+    """The file scan tasks a table scan plans (manifests only, no data read); its task list is
+    closed when the iteration ends or is closed."""
+    tasks = scan.planFiles()
+    try:
+        yield from _iterate(tasks)
+    finally:
+        tasks.close()
+
+
+def _iceberg_filter(expressions: Any, range_filter: tuple) -> Any:
+    """An Iceberg expression of a range filter (see refresh/cost.py): dates as ISO strings, which
+    Iceberg binds to the column's type."""
+    kind = range_filter[0]
+    if kind == "range":
+        _, column, low, high = range_filter
+        low, high = (v.isoformat() if isinstance(v, datetime.date) else v for v in (low, high))
+        # ``and`` and ``or`` are Python keywords: the static methods are looked up by name
+        return getattr(expressions, "and")(
+            expressions.greaterThanOrEqual(column, low), expressions.lessThanOrEqual(column, high)
+        )
+    parts = [_iceberg_filter(expressions, part) for part in range_filter[1]]
+    combined = parts[0]
+    for part in parts[1:]:
+        combined = getattr(expressions, kind)(combined, part)
+    return combined
+
+
+def _planned_files(scan: Any) -> Iterator[Any]:
+    """The data files a table scan plans (see :func:`_planned_tasks`)."""
+    tasks = _planned_tasks(scan)
+    try:
+        for task in tasks:
+            yield task.file()
+    finally:
+        tasks.close()
+
+
+def _scan_tasks(table: Any, snapshot: int) -> dict[str, tuple[tuple[tuple[str, int], ...], Any]]:
+    """The file scan tasks of ``table`` at ``snapshot`` by data file path, each with the delete
+    files applied to it (path and offset: deletion vectors share a file)."""
+    found = {}
+    with closing(_planned_tasks(table.newScan().useSnapshot(snapshot))) as tasks:
+        for task in tasks:
+            applied = task.deletes()
+            # by index: iterating a py4j list ends on a Java exception (~10 ms per task)
+            deletes = tuple(sorted(
+                (str(d.location()), _offset(d.contentOffset())) for d in map(applied.get, range(applied.size()))
+            ))
+            found[str(task.file().location())] = (deletes, task)
+    return found
+
+
+def _format_version(table: Any) -> int:
+    """The Iceberg format version of a loaded table (0: not known)."""
+    try:
+        return int(table.operations().current().formatVersion())
+    except Exception:  # noqa: BLE001 - not a table with operations (e.g. a metadata table)
+        return 0
+
+
+# Iceberg's reserved field id of the row lineage column _last_updated_sequence_number
+# (MetadataColumns.LAST_UPDATED_SEQUENCE_NUMBER): rows a commit copies carry it in the file,
+# rows it writes leave it null (they inherit the file's sequence number)
+LAST_UPDATED_FIELD_ID = 2147483539
+
+
+def _rows_gone_at_most(table: Any, commits: Sequence[Any]) -> int | None:
+    """At most how many rows ``commits`` deleted or updated, from their own manifests' file
+    statistics (None: not known). A commit removes the rows of the data files it removes and
+    the rows its position deletes or deletion vectors name (a vector names every deleted row of
+    its file, the older ones too: an upper bound); of the rows of its new data files, those it
+    copied carry their lineage (a non-null ``_last_updated_sequence_number``, whose null count
+    the manifest keeps), the rest it wrote. An equality delete can delete any number of rows:
+    not known."""
+    io = table.io()
+    gone = 0
+    for commit in commits:
+        removed = sum(int(f.recordCount()) for f in _iterate(commit.removedDataFiles(io)))
+        for delete_file in _iterate(commit.addedDeleteFiles(io)):
+            if str(delete_file.content()) != "POSITION_DELETES":
+                return None
+            removed += int(delete_file.recordCount())
+        copied = 0
+        if str(commit.operation()) != "append":  # an append copies no row
+            for data_file in _iterate(commit.addedDataFiles(io)):
+                written = _null_count(data_file, LAST_UPDATED_FIELD_ID)
+                if written is None:
+                    return None
+                copied += int(data_file.recordCount()) - written
+        gone += max(removed - copied, 0)
+    return gone
+
+
+def _null_count(data_file: Any, field_id: int) -> int | None:
+    """How many values of a column are null in a data file, from its statistics (None: not kept)."""
+    counts = data_file.nullValueCounts()
+    found = counts.get(field_id) if counts is not None else None
+    return None if found is None else int(found)
+
+
+def _written_after(task: Any, sequence: int) -> bool:
+    """Whether a scan task's data file was written after ``sequence`` (unknown counts as yes):
+    only such a file can hold a row written or updated since."""
+    found = task.file().dataSequenceNumber()
+    return found is None or int(found) > sequence
+
+
+def _first_row_id(task: Any) -> int | None:
+    """The first row id of a scan task's data file: None for files written before the table
+    had row lineage (v2, or before an upgrade to v3), whose rows have no ``_row_id``."""
+    found = task.file().firstRowId()
+    return None if found is None else int(found)
+
+
+def _commits_between(table: Any, start: int, end: int) -> list[Any] | None:
+    """The snapshots after ``start`` up to ``end``, oldest first (None: ``start`` is not an
+    ancestor of ``end``, or a snapshot between them is gone)."""
+    chain = []
+    cursor = table.snapshot(end)
+    while cursor is not None and int(cursor.snapshotId()) != start:
+        chain.append(cursor)
+        parent = cursor.parentId()
+        cursor = table.snapshot(parent) if parent is not None else None
+    return list(reversed(chain)) if cursor is not None else None
+
+
+def _has_delete_files(snapshot: Any) -> bool:
+    """Whether delete files are live in, or added by, ``snapshot`` (unknown counts as yes)."""
+    summary = snapshot.summary()
+    total, added = summary.get("total-delete-files"), summary.get("added-delete-files")
+    return total is None or int(total) > 0 or (added is not None and int(added) > 0)
+
+
+def _iterate(iterable: Any) -> Iterator[Any]:
+    iterator = iterable.iterator()
+    while iterator.hasNext():
+        yield iterator.next()
+
+
+def _offset(value: Any) -> int:
+    return -1 if value is None else int(value)
+
+
+def _schema_id(snapshot: Any) -> int | None:
+    found = snapshot.schemaId()
+    return None if found is None else int(found)
+
+
+def _bound(jvm: Any, field: Any, raw: Any) -> Bound:
+    value = jvm.org.apache.iceberg.types.Conversions.fromByteBuffer(field.type(), raw)
+    kind = str(field.type().typeId())
+    if kind == "DATE":
+        return EPOCH + datetime.timedelta(days=int(value))
+    if kind == "STRING":
+        return str(value)
+    return int(value)
