@@ -34,7 +34,6 @@ from dbt_incremental_mv.refresh.phases.propagate import Propagation
 from dbt_incremental_mv.refresh.phases.publish import ConcurrentRefreshError, Step, StepKind  # noqa: F401 - part of the engine's API
 from dbt_incremental_mv.refresh.phases.purge import purge_log
 from dbt_incremental_mv.refresh.phases.run import RefreshRun
-from dbt_incremental_mv.refresh.phases.decide import RefreshDecision
 from dbt_incremental_mv.sql_text import relation
 
 IDLE = "fast refresh: nothing marked (no master commit or log change since the last refresh); no write"
@@ -73,9 +72,7 @@ class FastRefreshEngine:
         ctx.metadata.reset_staging()
         skipped, choice = force.captures_to_skip(ctx, plan, state, run.action)  # force may recompute rather than capture
         if choice is not None:
-            run.cost_choice = choice.why
-            if choice.method == "complete":
-                run.changed_decision = RefreshDecision("complete", choice.why)
+            run.record_choice(choice.method, choice.why)
         captured = []
         started = time.perf_counter()
         for spec in plan.logs.values():

@@ -18,7 +18,6 @@ from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.phases.plan import current_types, rewritable_rows
 from dbt_incremental_mv.refresh.phases.run import RefreshRun
-from dbt_incremental_mv.refresh.phases.decide import RefreshDecision
 from dbt_incremental_mv.refresh.phases.publish import Step, StepKind, commit_state, open_write_branch, staged, staged_statement, write_branch
 from dbt_incremental_mv.sql_text import idents, relation
 
@@ -50,9 +49,8 @@ def fast(ctx: RefreshContext, run: RefreshRun, marked: dict[str, MarkedLog], rea
     chosen = ""
     if plan.config.refresh_method == "force":
         choice = force.after_mark(ctx, plan, marked, statement)
-        run.cost_choice = choice.why
+        run.record_choice(choice.method, choice.why)
         if choice.method == "complete":
-            run.changed_decision = RefreshDecision("complete", choice.why)
             return complete(ctx, run, marked)
         chosen = f"; force: {choice.short}"
     state = commit_state(marked, "fast", base=read_at)

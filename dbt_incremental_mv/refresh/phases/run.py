@@ -31,6 +31,13 @@ class RefreshRun(CarriesDecision):
     phase_ended: float | None = None  # perf_counter when its last timed phase ended (the writes run between)
     reads: Any = None  # reads.Reads: what the refresh's statements read (session mode), once it finished
 
+    def record_choice(self, method: str, why: str) -> None:
+        """refresh_method='force' chose ``method`` (fast or complete) because ``why``: kept for the
+        history; a complete refresh is then what this run carries out."""
+        self.cost_choice = why
+        if method == "complete":
+            self.changed_decision = RefreshDecision("complete", why)
+
     @property  # type: ignore[override]
     def decision(self) -> RefreshDecision:
         """The decision this run carries out: the plan's, unless the run changed it."""
