@@ -26,7 +26,7 @@ from dbt_incremental_mv.analysis.model import (
     ViewClass,
     ViewDefinition,
 )
-from dbt_incremental_mv.analysis.render import parse_source, render_expression
+from dbt_incremental_mv.analysis.render import parse_source, render_expression, render_select, select_expression
 
 __all__ = [
     "ROW_COUNT_COLUMN",
@@ -46,4 +46,6 @@ __all__ = [
     "key_column_name",
     "parse_source",
     "render_expression",
+    "render_select",
+    "select_expression",
 ]

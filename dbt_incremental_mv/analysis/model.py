@@ -13,13 +13,13 @@ from enum import Enum, StrEnum
 
 from sqlglot import exp
 
-from dbt_incremental_mv.analysis import render
+from dbt_incremental_mv.analysis.parse import DIALECT
 
 
 def _shown(value: object) -> str:
     """A field value for repr: expressions as their SQL (sqlglot's own repr is a whole tree)."""
     if isinstance(value, exp.Expression):
-        return repr(value.sql(dialect=render.DIALECT))
+        return repr(value.sql(dialect=DIALECT))
     if isinstance(value, tuple):
         inner = ", ".join(_shown(v) for v in value)
         return f"({inner},)" if len(value) == 1 else f"({inner})"
@@ -254,70 +254,3 @@ class ViewDefinition(_ReadableRepr):
     def support_columns(self, output_name: str) -> tuple[HiddenColumn, ...]:
         """The hidden aggregate columns that ``output_name`` (a SUM or AVG output) relies on."""
         return tuple(h for h in self.hidden_columns if output_name in h.outputs)
-
-    def render_select(
-        self,
-        sources: Mapping[str, str | exp.Expression] | None = None,
-        include_hidden: bool = True,
-        *,
-        pretty: bool = False,
-    ) -> str:
-        """The defining query as Spark SQL, every identifier quoted, deterministic.
-
-        ``sources`` replaces occurrences' table references, keyed by alias: SQL text such as
-        ``"`shop`.`orders` VERSION AS OF 123"`` or ``"(select ... from log where ...)"`` (or a
-        sqlglot Table/Subquery/Select), which keeps the occurrence's alias and must provide the
-        master's columns. ``include_hidden=False`` selects the visible outputs only.
-        """
-        if self.branches:
-            return self._render_union(sources, include_hidden, pretty)
-        rendered = render.render_select(self, sources, include_hidden=include_hidden, pretty=pretty)
-        if self.having is None:
-            return rendered
-        # the groups that pass, filtered on the stored columns (hidden ones included)
-        query = rendered if include_hidden else render.render_select(self, sources, pretty=pretty)
-        filtered = f"select * from (\n{query}\n) as `_mv_g`\nwhere {render.render_expression(self.having)}"
-        if include_hidden:
-            return filtered
-        return f"select {', '.join(render.render_expression(exp.column(o.name, quoted=True)) for o in self.outputs)} from (\n{filtered}\n)"
-
-    def _render_union(
-        self, sources: Mapping[str, str | exp.Expression] | None, include_hidden: bool, pretty: bool
-    ) -> str:
-        """Each branch's query laid out as the union's stored columns (NULL for the columns of
-        other branches, typed by the union), combined with UNION ALL."""
-        sources = render.known_sources(self, sources)
-        columns = self.stored_columns if include_hidden else tuple(o.name for o in self.outputs)
-        return "\nunion all\n".join(
-            branch_rows(number, branch, branch.render_select(
-                {a: s for a, s in sources.items() if a in branch.aliases}, pretty=pretty,
-            ), columns)
-            for number, branch in enumerate(self.branches, start=1)
-        )
-
-    def select_expression(
-        self,
-        sources: Mapping[str, str | exp.Expression] | None = None,
-        include_hidden: bool = True,
-        row_filter: exp.Expression | None = None,
-    ) -> exp.Select:
-        """The defining query as a fresh sqlglot Select (for callers that compose trees);
-        ``row_filter``: a condition over the occurrences' columns its rows must also meet."""
-        if self.branches:
-            raise TypeError("a UNION ALL view has no single SELECT: compose its branches'")
-        return render.build_select(self, sources, include_hidden=include_hidden, row_filter=row_filter)
-
-    @staticmethod
-    def render_expression(expression: exp.Expression, *, pretty: bool = False) -> str:
-        """One of the definition's expressions as Spark SQL, identifiers quoted."""
-        return render.render_expression(expression, pretty=pretty)
-
-
-def branch_rows(number: int, branch: ViewDefinition, query: str, columns: tuple[str, ...]) -> str:
-    """The rows ``query`` returns (``branch``'s stored columns, branch ``number`` of a UNION ALL)
-    laid out as ``columns``: the branch's own, NULL for the others (typed by the union they go
-    into: the stored table's type, or the other branches')."""
-    own = set(branch.stored_columns)
-    quoted = (render.render_expression(exp.to_identifier(c, quoted=True)) for c in columns)
-    listed = ", ".join(q if c in own else f"null as {q}" for c, q in zip(columns, quoted))
-    return f"select {listed} from (\n{query}\n) as `_mv_b{number}`"

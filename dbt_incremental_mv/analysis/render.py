@@ -8,15 +8,13 @@ goes in as a parsed node under the occurrence's alias, never as pasted text.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel, ParseError
 
-if TYPE_CHECKING:
-    from dbt_incremental_mv.analysis.model import JoinStep, MasterOccurrence, ViewDefinition
-
-DIALECT = "spark"
+from dbt_incremental_mv.analysis.hidden import RESERVE
+from dbt_incremental_mv.analysis.model import HiddenPurpose, JoinStep, MasterOccurrence, OutputKind, ViewDefinition
+from dbt_incremental_mv.analysis.parse import DIALECT
 
 Source = str | exp.Expression
 
@@ -36,11 +34,77 @@ def render_expression(expression: exp.Expression, *, pretty: bool = False) -> st
 def render_select(
     definition: ViewDefinition,
     sources: Mapping[str, Source] | None = None,
+    include_hidden: bool = True,
+    *,
+    pretty: bool = False,
+) -> str:
+    """The defining query as Spark SQL, every identifier quoted, deterministic.
+
+    ``sources`` replaces occurrences' table references, keyed by alias: SQL text such as
+    ``"`shop`.`orders` VERSION AS OF 123"`` or ``"(select ... from log where ...)"`` (or a
+    sqlglot Table/Subquery/Select), which keeps the occurrence's alias and must provide the
+    master's columns. ``include_hidden=False`` selects the visible outputs only.
+    """
+    if definition.branches:
+        return _render_union(definition, sources, include_hidden, pretty)
+    rendered = _render_plain(definition, sources, include_hidden=include_hidden, pretty=pretty)
+    if definition.having is None:
+        return rendered
+    # the groups that pass, filtered on the stored columns (hidden ones included)
+    query = rendered if include_hidden else _render_plain(definition, sources, pretty=pretty)
+    filtered = f"select * from (\n{query}\n) as `_mv_g`\nwhere {render_expression(definition.having)}"
+    if include_hidden:
+        return filtered
+    outputs = ", ".join(render_expression(exp.column(o.name, quoted=True)) for o in definition.outputs)
+    return f"select {outputs} from (\n{filtered}\n)"
+
+
+def _render_plain(
+    definition: ViewDefinition,
+    sources: Mapping[str, Source] | None = None,
     *,
     include_hidden: bool = True,
     pretty: bool = False,
 ) -> str:
     return render_expression(build_select(definition, sources, include_hidden=include_hidden), pretty=pretty)
+
+
+def _render_union(
+    definition: ViewDefinition, sources: Mapping[str, Source] | None, include_hidden: bool, pretty: bool
+) -> str:
+    """Each branch's query laid out as the union's stored columns (NULL for the columns of
+    other branches, typed by the union), combined with UNION ALL."""
+    sources = known_sources(definition, sources)
+    columns = definition.stored_columns if include_hidden else tuple(o.name for o in definition.outputs)
+    return "\nunion all\n".join(
+        branch_rows(number, branch, render_select(
+            branch, {a: s for a, s in sources.items() if a in branch.aliases}, pretty=pretty,
+        ), columns)
+        for number, branch in enumerate(definition.branches, start=1)
+    )
+
+
+def branch_rows(number: int, branch: ViewDefinition, query: str, columns: tuple[str, ...]) -> str:
+    """The rows ``query`` returns (``branch``'s stored columns, branch ``number`` of a UNION ALL)
+    laid out as ``columns``: the branch's own, NULL for the others (typed by the union they go
+    into: the stored table's type, or the other branches')."""
+    own = set(branch.stored_columns)
+    quoted = (render_expression(exp.to_identifier(c, quoted=True)) for c in columns)
+    listed = ", ".join(q if c in own else f"null as {q}" for c, q in zip(columns, quoted))
+    return f"select {listed} from (\n{query}\n) as `_mv_b{number}`"
+
+
+def select_expression(
+    definition: ViewDefinition,
+    sources: Mapping[str, Source] | None = None,
+    include_hidden: bool = True,
+    row_filter: exp.Expression | None = None,
+) -> exp.Select:
+    """The defining query as a fresh sqlglot Select (for callers that compose trees);
+    ``row_filter``: a condition over the occurrences' columns its rows must also meet."""
+    if definition.branches:
+        raise TypeError("a UNION ALL view has no single SELECT: compose its branches'")
+    return build_select(definition, sources, include_hidden=include_hidden, row_filter=row_filter)
 
 
 def build_select(
@@ -95,9 +159,6 @@ def _with_reserves(
     the values of ranks 1 to RESERVE with their counts. The window sorts each group's rows
     (memory-safe, where collecting a group's values would hold them all at once); the outputs'
     aggregates are computed over the same rows, with their own types."""
-    from dbt_incremental_mv.analysis.hidden import RESERVE
-    from dbt_incremental_mv.analysis.model import HiddenPurpose, OutputKind
-
     used: dict[tuple[str, str], str] = {}
     parts = [o.expression for o in definition.outputs] + [h.expression for h in definition.hidden_columns]
     for node in (*parts, *definition.group_by):

@@ -6,6 +6,7 @@ import pytest
 import sqlglot
 
 from dbt_incremental_mv.analysis import MasterTable, analyze_view
+from dbt_incremental_mv.analysis.render import render_select
 from dbt_incremental_mv.logs.contract import LogSpec
 from dbt_incremental_mv.refresh.views import aggregate_view, outer_aggregate, view_classes
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
@@ -343,7 +344,7 @@ def test_having_is_analysed_over_the_stored_columns():
         "`n` > 2 AND `revenue` > 10 AND `revenue` < 1000 AND `product_id` <> 7"
     )
     # the defining query: the groups that pass, filtered on the stored row (hidden count included)
-    query = view.render_select()
+    query = render_select(view)
     assert query.endswith("as `_mv_g`\nwhere `n` > 2 AND `revenue` > 10 AND `revenue` < 1000 AND `product_id` <> 7")
     sqlglot.parse_one(query, read="spark")
     # COUNT(*) not selected is the hidden row count

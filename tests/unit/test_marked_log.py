@@ -1,6 +1,7 @@
 """A pinned build reads each master at its snapshot, cast to the master's current column types."""
 
 from dbt_incremental_mv.analysis import MasterTable, analyze_view
+from dbt_incremental_mv.analysis.render import render_select
 from dbt_incremental_mv.logs.contract import LogSpec
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 
@@ -26,7 +27,7 @@ def test_the_cast_source_renders_into_the_defining_query():
     view = analyze_view("select o.order_id, o.amount from shop.orders o where o.amount > 6", {"shop.orders": ORDERS})
     types = dict(ORDERS.columns)
     source = MARKED.master_as_of_current_types({c: types[c] for c in view.referenced_columns["o"]})
-    query = view.render_select({"o": source})
+    query = render_select(view, {"o": source})
     assert query == (
         "SELECT `o`.`order_id` AS `order_id`, `o`.`amount` AS `amount`, `o`.`order_id` AS `_mv_o_order_id` "
         "FROM (SELECT CAST(`amount` AS DECIMAL(12, 2)) AS `amount`, CAST(`order_id` AS BIGINT) AS `order_id` "

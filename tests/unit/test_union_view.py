@@ -7,6 +7,7 @@ import pytest
 import sqlglot
 
 from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewClass, analyze_view
+from dbt_incremental_mv.analysis.render import render_select
 from dbt_incremental_mv.logs.contract import LogSpec
 from dbt_incremental_mv.refresh.views import union_view, view_classes
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
@@ -49,19 +50,19 @@ def test_each_branch_is_a_view_of_its_own_class_marked_by_its_number():
     # the first branch names the columns; the aggregate branch groups by its marker too
     assert [o.name for o in view.branches[1].outputs] == ["id", "value", "_mv_branch"]
     assert view.branches[2].group_key_columns == ("id", "_mv_branch")
-    assert "GROUP BY `o_3`.`customer_id`, CAST(3 AS INT)" in view.render_select()
+    assert "GROUP BY `o_3`.`customer_id`, CAST(3 AS INT)" in render_select(view)
     assert set(view.referenced_columns) == {"o", "o_2", "c", "o_3"}
 
 
 def test_the_defining_query_lays_every_branch_out_as_the_stored_columns():
-    rendered = analyze_view(MIXED, MASTERS).render_select()
+    rendered = render_select(analyze_view(MIXED, MASTERS))
     parts = rendered.split("\nunion all\n")
     assert len(parts) == 3
     assert parts[0].startswith("select `id`, `value`, `_mv_branch`, `_mv_o_order_id`, null as `_mv_o_2_order_id`")
     assert parts[2].startswith("select `id`, `value`, `_mv_branch`, null as `_mv_o_order_id`, null as `_mv_o_2_order_id`, "
                                "null as `_mv_c_customer_id`, `_mv_count`, `_mv_cnt_value` from (")
     assert isinstance(sqlglot.parse_one(rendered, read="spark"), sqlglot.exp.Union)
-    visible = analyze_view(MIXED, MASTERS).render_select(include_hidden=False)
+    visible = render_select(analyze_view(MIXED, MASTERS), include_hidden=False)
     assert visible.count("select `id`, `value` from (") == 3
 
 
@@ -143,7 +144,7 @@ def test_a_constant_selected_by_an_aggregate_branch_is_a_group_key():
     )
     first, second = view.branches
     assert first.group_key_columns == ("label", "kind", "one", "_mv_branch")
-    assert "GROUP BY `o`.`status`, 'orders', CAST(1 AS INT), CAST(1 AS INT)" in first.render_select()
+    assert "GROUP BY `o`.`status`, 'orders', CAST(1 AS INT), CAST(1 AS INT)" in render_select(first)
     assert second.is_aggregate and second.group_key_columns == ("label", "kind", "one", "n", "_mv_branch")
     with pytest.raises(UnsupportedViewError, match="neither aggregated nor in GROUP BY"):
         analyze_view("select 'all' as kind, count(*) as n from shop.orders", MASTERS)  # a global aggregate

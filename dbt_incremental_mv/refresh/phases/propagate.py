@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dbt_incremental_mv import view_table
+from dbt_incremental_mv.analysis.render import render_select
 from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from dbt_incremental_mv.refresh.phases import force
 from dbt_incremental_mv.refresh.phases import own_log
@@ -90,7 +91,7 @@ def complete(ctx: RefreshContext, run: RefreshRun, marked: Mapping[str, MarkedLo
         o.master.name in marked and marked[o.master.name].master_snapshot >= 0 for o in definition.occurrences
     )
     if pinned:
-        query = plan.layout.sorted_query(definition.render_select({
+        query = plan.layout.sorted_query(render_select(definition, {
             o.alias: marked[o.master.name].master_as_of_current_types(current_types(plan, o.alias))
             for o in definition.occurrences
         }))

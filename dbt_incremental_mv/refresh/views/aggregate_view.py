@@ -50,6 +50,7 @@ from sqlglot import exp
 from dbt_incremental_mv.analysis import OutputKind, ViewDefinition
 from dbt_incremental_mv.analysis.hidden import RESERVE, ROW_COUNT_COLUMN
 from dbt_incremental_mv.analysis.model import HiddenColumn, HiddenPurpose
+from dbt_incremental_mv.analysis.render import render_expression, select_expression
 from dbt_incremental_mv.logs.contract import DELETE
 from dbt_incremental_mv.refresh.views import outer_aggregate
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
@@ -180,7 +181,7 @@ def _delta_terms(
             sources = reduce_sources(view, sources, {alias: marked_ranges(marked[view.occurrence(alias).master.name])})
         else:  # what is joined on its key, read for its changed keys only (outer_aggregate.py)
             sources = outer_aggregate.restrict_to_changed_keys(view, alias, marked[view.occurrence(alias).master.name], sources)
-        select = view.select_expression(sources, include_hidden=False)
+        select = select_expression(view, sources, include_hidden=False)
         terms.append(project(select, exp.column(SIGN, table=signed[0], quoted=True), signed[1:]))
     return terms
 
@@ -199,7 +200,7 @@ def _term(view: ViewDefinition, arguments: _Arguments, select: exp.Select, sign:
     projections.append(exp.Alias(this=sign, alias=exp.to_identifier(SIGN, quoted=True)))
     select.set("expressions", projections)
     select.set("group", None)
-    return ViewDefinition.render_expression(select)
+    return render_expression(select)
 
 
 def _delta_name(column: str, tag: str) -> str:
@@ -471,14 +472,14 @@ def _recompute_ctes(
     sources = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
     if keys:  # the flagged groups' rows only: a semi join below the aggregation
         correlated = " and ".join(
-            f"`_mv_f`.{ident(flagged)} <=> ({ViewDefinition.render_expression(expression)})"
+            f"`_mv_f`.{ident(flagged)} <=> ({render_expression(expression)})"
             for flagged, expression in zip(flagged_keys, group)
         )
         flagged_rows = sqlglot.parse_one(f"exists (select 1 from `_mv_flagged` as `_mv_f` where {correlated})", read="spark")
-        restricted = view.select_expression(sources, row_filter=flagged_rows)
+        restricted = select_expression(view, sources, row_filter=flagged_rows)
         flagged_only = ""
     else:  # a global aggregate has its one row even over no rows: filter after it
-        restricted = view.select_expression(sources)
+        restricted = select_expression(view, sources)
         flagged_only = "\nwhere exists (select 1 from `_mv_flagged`)"
     recomputed = ", ".join(
         f"`_mv_q`.{ident(c)}" if c in keys else f"`_mv_q`.{ident(c)} as {ident(RECOMPUTED_PREFIX + c)}"
@@ -505,7 +506,7 @@ def _recompute_ctes(
     return ctes + [
         f"`_mv_flagged` as (\n{union}\n)",
         f"`_mv_recompute` as (\nselect {recomputed}, true as {ident(RECOMPUTED)} from (\n"
-        f"{ViewDefinition.render_expression(restricted)}\n) as `_mv_q`{flagged_only}\n)",
+        f"{render_expression(restricted)}\n) as `_mv_q`{flagged_only}\n)",
     ]
 
 
@@ -671,7 +672,7 @@ def refresh_statement(
         + (f"\nwhere {new_count} > 0" if keys else "")
     )
     if view.having is not None:  # and a group that does not pass is not stored
-        new_rows = f"select * from (\n{new_rows}\n) as `_mv_h`\nwhere {ViewDefinition.render_expression(view.having)}"
+        new_rows = f"select * from (\n{new_rows}\n) as `_mv_h`\nwhere {render_expression(view.having)}"
     inserted = f"with {', '.join(ctes)}\n{new_rows}"
     insert = f"insert into {target} ({idents(stored)})\n{inserted}"
     sliced = {c.name.rsplit("_slices_", 1)[1] for c in slices}
@@ -698,7 +699,7 @@ def refresh_statement(
             f"count_if({existed} and {new_count} = 0), {recomputed}\n{from_source}"
         )
     else:  # a group is in the view after the refresh when it has rows and passes
-        passes = f"(`_mv_h`.{ident(ROW_COUNT_COLUMN)} > 0 and coalesce({ViewDefinition.render_expression(view.having)}, false))"
+        passes = f"(`_mv_h`.{ident(ROW_COUNT_COLUMN)} > 0 and coalesce({render_expression(view.having)}, false))"
         flag = f"`_mv_s`.{ident(RECOMPUTED)}" if recompute else "false"
         stats = (
             f"with {', '.join(stats_ctes)}\n"

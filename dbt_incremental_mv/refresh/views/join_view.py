@@ -47,10 +47,11 @@ faster (TPC-H scale factor 10: benchmarks/README.md, "One query for all the INS 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.analysis.links import KeyLink, key_links
+from dbt_incremental_mv.analysis.render import render_select
 from dbt_incremental_mv.logs.contract import INSERT
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.views.semijoin import marked_ranges, reduce_sources
@@ -58,7 +59,7 @@ from dbt_incremental_mv.refresh.views.statement import (
     WRITE_BRANCH, KeyRestriction, RefreshStatement, Write, any_of, branch_target, delete_write, pruned_any_of,
     refresh_writes, split_by_literal,
 )
-from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation
+from dbt_incremental_mv.sql_text import broadcast, idents, relation
 
 
 def _ins_restrictions(
@@ -208,7 +209,7 @@ def _folded_query(
         found.append(f"({idents(hub_key)}) in ({broadcast(held)})")
     restricted = dict(sources)
     restricted[hub] = f"(select * from {sources[hub]}\nwhere " + "\n   or ".join(f"({f})" for f in found) + ")"
-    query = view.render_select(reduce_sources(view, restricted, {hub: {}}))
+    query = render_select(view, reduce_sources(view, restricted, {hub: {}}))
     inserted = any_of(_hidden_restrictions(view, marked, ins_aliases, "inserts"))
     return f"select * from (\n{query}\n) as `_mv_i`\nwhere {inserted}"
 
@@ -252,7 +253,7 @@ def _ins_queries(
         # literals (see KeyRestriction); its dimensions' keys (scattered in it) prune nothing
         groups = [[mine], restrictions[1:]] if mine is not None and not mine.literal and links else [restrictions]
         for group in groups:
-            queries.append(view.render_select(_ins_sources(view, sources, alias, group, earlier, mine)))
+            queries.append(render_select(view, _ins_sources(view, sources, alias, group, earlier, mine)))
             earlier.setdefault(alias, []).extend(group)
     return queries
 

@@ -45,6 +45,7 @@ from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.analysis.joins import references
 from dbt_incremental_mv.analysis.links import KeyLink, key_links
 from dbt_incremental_mv.analysis.model import JoinKind, JoinStep
+from dbt_incremental_mv.analysis.render import render_expression, select_expression
 from dbt_incremental_mv.logs.contract import DELETE
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.views.outer_join_view import anchor
@@ -161,10 +162,10 @@ def _own_values(step: JoinStep, rows: str, also: str = "") -> str:
     join values (``_mv_v<i>``) not null, its own ON filters true; with ``also`` projected."""
     alias = step.alias
     values = ", ".join(
-        f"{ViewDefinition.render_expression(p.right)} as {ident(n)}" for p, n in zip(step.equi_pairs, _value_names(step))
+        f"{render_expression(p.right)} as {ident(n)}" for p, n in zip(step.equi_pairs, _value_names(step))
     )
-    conditions = [f"{ViewDefinition.render_expression(p.right)} is not null" for p in step.equi_pairs]
-    conditions += [f"({ViewDefinition.render_expression(r)})" for r in step.residual]
+    conditions = [f"{render_expression(p.right)} is not null" for p in step.equi_pairs]
+    conditions += [f"({render_expression(r)})" for r in step.residual]
     return f"select {values}{', ' + also if also else ''} from {rows} as {ident(alias)} where {' and '.join(conditions)}"
 
 
@@ -199,11 +200,11 @@ def _row_terms(view: ViewDefinition, step: JoinStep, log: MarkedLog, states: Map
     alias = step.alias
     columns = read_columns(view, alias)
     signed = f"({log.signed_images(columns, '_mv_s')})"
-    changed = view.select_expression({**states, alias: signed}, include_hidden=False)
+    changed = select_expression(view, {**states, alias: signed}, include_hidden=False)
     changed = changed.where(exp.Not(this=exp.Is(this=exp.column("_mv_s", table=alias, quoted=True), expression=exp.Null())))
     terms = [project(changed, exp.column("_mv_s", table=alias, quoted=True))]
     empty = f"(select {idents(columns)} from {log.master_as_of()} where false)"
-    extended = view.select_expression({**states, alias: empty}, include_hidden=False)
+    extended = select_expression(view, {**states, alias: empty}, include_hidden=False)
     on = exp.and_(*(
         exp.EQ(this=p.left.copy(), expression=exp.column(n, table="_mv_t", quoted=True))
         for p, n in zip(step.equi_pairs, _value_names(step))
@@ -239,7 +240,7 @@ def _anchor_keys_of_rows(view: ViewDefinition, sources: Mapping[str, str], prese
     """The anchor keys of the rows of the view's join (its FROM clause, no WHERE) over ``sources``
     in which ``present`` (an alias) is not null-extended."""
     root = anchor(view)
-    select = view.select_expression(sources, include_hidden=False)
+    select = select_expression(view, sources, include_hidden=False)
     select.set("where", None)
     select.set("group", None)
     select.set("expressions", [
@@ -248,7 +249,7 @@ def _anchor_keys_of_rows(view: ViewDefinition, sources: Mapping[str, str], prese
     ])
     for column in view.occurrence(present).master.key:
         select = select.where(exp.Not(this=exp.Is(this=exp.column(column, table=present, quoted=True), expression=exp.Null())))
-    return ViewDefinition.render_expression(select)
+    return render_expression(select)
 
 
 def affected_anchor_keys(view: ViewDefinition, alias: str, log: MarkedLog, states: Mapping[str, str]) -> str:
@@ -276,6 +277,6 @@ def _slice_terms(
     keys_sql = keys(alias, affected_anchor_keys(view, alias, log, states))
     terms = []
     for state, sign in ((log.master_as_of(), 1), (old_state(log, read_columns(view, alias)), -1)):
-        select = view.select_expression(_slices(view, {**states, alias: state}, keys_sql), include_hidden=False)
+        select = select_expression(view, _slices(view, {**states, alias: state}, keys_sql), include_hidden=False)
         terms.append(project(select, exp.Literal.number(sign)))
     return terms

@@ -54,6 +54,7 @@ from collections.abc import Mapping
 
 from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.analysis.links import KeyLink, key_links
+from dbt_incremental_mv.analysis.render import render_select
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.views.statement import (
     WRITE_BRANCH, Cached, RefreshStatement, Write, branch_target, broadcast_exists, cached_view, delete_write, in_changed,
@@ -107,7 +108,7 @@ def _slices(view: ViewDefinition, marked: Mapping[str, MarkedLog], keys_sql: str
 def _new_state(view: ViewDefinition, marked: Mapping[str, MarkedLog], restricted: dict[str, str] | None = None) -> str:
     sources = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
     sources.update(restricted or {})
-    return view.render_select(sources)
+    return render_select(view, sources)
 
 
 def _hidden_key(view: ViewDefinition, alias: str, log: MarkedLog) -> list[str]:

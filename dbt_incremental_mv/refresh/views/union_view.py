@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from dbt_incremental_mv.analysis import ViewDefinition
-from dbt_incremental_mv.analysis.model import branch_rows
+from dbt_incremental_mv.analysis.render import branch_rows
 from dbt_incremental_mv.refresh.views.branch_classes import BRANCH_CLASSES, blocker_of, statement_of
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.views.statement import (

@@ -8,6 +8,7 @@ import pytest
 import sqlglot
 
 from dbt_incremental_mv.analysis import MasterTable, ViewDefinition, analyze_view
+from dbt_incremental_mv.analysis.render import render_select
 
 
 def _master(name: str, columns: str, key: tuple[str, ...]) -> MasterTable:
@@ -58,8 +59,8 @@ def rendered() -> Callable[..., str]:
     SELECT, and return it."""
 
     def render(definition: ViewDefinition, **kwargs: object) -> str:
-        first = definition.render_select(**kwargs)  # type: ignore[arg-type]
-        second = definition.render_select(**kwargs)  # type: ignore[arg-type]
+        first = render_select(definition, **kwargs)  # type: ignore[arg-type]
+        second = render_select(definition, **kwargs)  # type: ignore[arg-type]
         assert first == second
         parsed = sqlglot.parse(first, read="spark")
         assert len(parsed) == 1 and isinstance(parsed[0], sqlglot.exp.Select)

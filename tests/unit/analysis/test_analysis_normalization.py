@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dbt_incremental_mv.analysis import JoinKind, MasterTable, OutputKind, ViewClass, analyze_view, render_expression
+from dbt_incremental_mv.analysis.render import render_select
 
 
 def sql_of(expression) -> str:
@@ -277,7 +278,7 @@ def test_spark_hints_are_accepted_and_dropped(view):
         "select /*+ BROADCAST(c) */ o.order_id from shop.orders o "
         "join shop.customers c on o.customer_id = c.customer_id"
     )
-    assert "BROADCAST" not in definition.render_select()
+    assert "BROADCAST" not in render_select(definition)
 
 
 def test_masters_keyed_in_mixed_case_are_found():
@@ -300,6 +301,6 @@ def test_where_is_split_into_conjuncts(written, expected):
         "s.b": MasterTable("s.b", (("k", "int"), ("y", "int"), ("z", "int")), ("k",)),
     }
     definition = analyze_view(f"select a.k, b.k as bk from s.a a join s.b b on a.k = b.k where {written}", masters)
-    rendered_where = definition.render_select().split(" WHERE ", 1)[1]
+    rendered_where = render_select(definition).split(" WHERE ", 1)[1]
     assert rendered_where == " AND ".join(expected)
     assert len(definition.where_conjuncts) == len(expected)
