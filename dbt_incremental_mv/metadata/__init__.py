@@ -21,7 +21,7 @@ files and no other: finding them reads the commits' manifests, not data.
 table calls :meth:`Metadata.forget` for it.
 
 The value types are in ``types.py``, the two catalogs in ``sql_catalog.py`` and
-``jvm_catalog.py``; this module is the seam itself (:class:`Metadata`) and the interface it asks
+``jvm_catalog.py`` (which reads Iceberg's Java objects with ``iceberg_java.py``); this module is the seam itself (:class:`Metadata`) and the interface it asks
 of them (:class:`Catalog`). Every name is importable from here.
 """
 
@@ -39,8 +39,9 @@ from dbt_incremental_mv.metadata.types import (  # noqa: F401 - the seam's names
 from dbt_incremental_mv.metadata.sql_catalog import (  # noqa: F401 - the seam's names, importable from here
     SqlCatalog,
 )
+from dbt_incremental_mv.metadata.iceberg_java import LAST_UPDATED_FIELD_ID  # noqa: F401 - importable from here
 from dbt_incremental_mv.metadata.jvm_catalog import (  # noqa: F401 - the seam's names, importable from here
-    JvmCatalog, LAST_UPDATED_FIELD_ID, PARSED_KEPT,
+    JvmCatalog, PARSED_KEPT,
 )
 
 

@@ -3,22 +3,25 @@ whole metadata, compare-and-swap ref moves, staged changed files for capture."""
 
 from __future__ import annotations
 
-import datetime
 import json
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import replace
 from typing import Any
 
 from dbt_incremental_mv.conflicts import LOST_RACE
-from dbt_incremental_mv.sql_text import string
+from dbt_incremental_mv.metadata.iceberg_java import (
+    bound, commits_between, first_row_id, format_version, has_delete_files, iceberg_filter, iterate, planned_files,
+    rows_gone_at_most, scan_tasks, schema_id, written_after,
+)
 from dbt_incremental_mv.metadata.types import (
-    java_error, Bound, BOUNDED_TYPES, ChangedFiles, DataFile, EPOCH, from_metadata_json, LostRace,
+    java_error, BOUNDED_TYPES, ChangedFiles, DataFile, from_metadata_json, LostRace,
     metadata_contention, MetadataContention, retried_metadata_commit, TableMetadata, WrittenSince,
 )
+from dbt_incremental_mv.sql_text import string
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +145,7 @@ class JvmCatalog:
         lows: dict[str, Any] = {}
         highs: dict[str, Any] = {}
         records = 0
-        with closing(_planned_files(table.newScan().useSnapshot(snapshot).includeColumnStats())) as files:
+        with closing(planned_files(table.newScan().useSnapshot(snapshot).includeColumnStats())) as files:
             for data_file in files:
                 written = data_file.dataSequenceNumber()
                 if written is not None and int(written) <= after_sequence:
@@ -163,8 +166,8 @@ class JvmCatalog:
                     if lower is None or upper is None:
                         del fields[column]
                         continue
-                    low = _bound(jvm, found, lower)
-                    high = _bound(jvm, found, upper)
+                    low = bound(jvm, found, lower)
+                    high = bound(jvm, found, upper)
                     lows[column] = low if column not in lows else min(lows[column], low)
                     highs[column] = high if column not in highs else max(highs[column], high)
         return WrittenSince(records, {c: (lows[c], highs[c]) for c in fields if c in lows})
@@ -198,7 +201,7 @@ class JvmCatalog:
         if table is None:
             return None
         jvm = self.session._jvm
-        expression = _iceberg_filter(jvm.org.apache.iceberg.expressions.Expressions, range_filter)
+        expression = iceberg_filter(jvm.org.apache.iceberg.expressions.Expressions, range_filter)
         scan = table.newScan().caseSensitive(False)
         if snapshot is not None:
             scan = scan.useSnapshot(snapshot)
@@ -211,7 +214,7 @@ class JvmCatalog:
         total = 0
         groups = scan.planTasks()
         try:
-            for group in _iterate(groups):
+            for group in iterate(groups):
                 total += int(group.sizeBytes())
         finally:
             groups.close()
@@ -227,7 +230,7 @@ class JvmCatalog:
         column = table.schema().findField(upper_bound_of) if upper_bound_of else None
         found = []
         scan = table.newScan()
-        for data_file in _planned_files(scan.includeColumnStats() if column is not None else scan):
+        for data_file in planned_files(scan.includeColumnStats() if column is not None else scan):
             written = data_file.dataSequenceNumber()
             upper = None
             if column is not None:
@@ -265,21 +268,21 @@ class JvmCatalog:
             return None
         old, new = table.snapshot(start), table.snapshot(end)
         current = int(table.schema().schemaId())
-        if old is None or new is None or {_schema_id(old), _schema_id(new)} != {current}:
+        if old is None or new is None or {schema_id(old), schema_id(new)} != {current}:
             return None
-        commits = _commits_between(table, start, end)
-        if commits is not None and not any(_has_delete_files(s) for s in (old, new, *commits)):
+        commits = commits_between(table, start, end)
+        if commits is not None and not any(has_delete_files(s) for s in (old, new, *commits)):
             removed, added = self._files_changed_by(table, commits)
         else:
-            before, after = _scan_tasks(table, start), _scan_tasks(table, end)
+            before, after = scan_tasks(table, start), scan_tasks(table, end)
             removed = [task for path, (deletes, task) in before.items() if path not in after or after[path][0] != deletes]
             added = [task for path, (deletes, task) in after.items() if path not in before or before[path][0] != deletes]
         lineage_since = rows_gone = None
         written: list[Any] = added
-        if _format_version(table) >= 3 and all(_first_row_id(task) is not None for task in (*removed, *added)):
+        if format_version(table) >= 3 and all(first_row_id(task) is not None for task in (*removed, *added)):
             lineage_since = int(old.sequenceNumber())
-            written = [task for task in added if _written_after(task, lineage_since)]
-            rows_gone = _rows_gone_at_most(table, commits) if commits is not None else None
+            written = [task for task in added if written_after(task, lineage_since)]
+            rows_gone = rows_gone_at_most(table, commits) if commits is not None else None
         token = uuid.uuid4().hex[:16]
         changed = ChangedFiles(None, None, len(removed), len(added), None, len(written), lineage_since, rows_gone)
         try:
@@ -301,7 +304,7 @@ class JvmCatalog:
         if table is None:
             return None
         commit = table.snapshot(snapshot)
-        if commit is None or str(commit.operation()) != "append" or _schema_id(commit) != int(table.schema().schemaId()):
+        if commit is None or str(commit.operation()) != "append" or schema_id(commit) != int(table.schema().schemaId()):
             return None
         _, added = self._files_changed_by(table, [commit])
         view = self._stage(table, f"mv_files_appended_{uuid.uuid4().hex[:16]}", added) if added else None
@@ -315,11 +318,11 @@ class JvmCatalog:
         removed: dict[str, Any] = {}
         added: dict[str, Any] = {}
         for commit in commits:
-            for data_file in _iterate(commit.removedDataFiles(io)):
+            for data_file in iterate(commit.removedDataFiles(io)):
                 path = str(data_file.location())
                 if added.pop(path, None) is None:  # added and removed in between: at neither end
                     removed[path] = data_file
-            for data_file in _iterate(commit.addedDataFiles(io)):
+            for data_file in iterate(commit.addedDataFiles(io)):
                 added[str(data_file.location())] = data_file
         iceberg = self.session._jvm.org.apache.iceberg
         schema = iceberg.SchemaParser.toJson(table.schema())
@@ -373,162 +376,3 @@ class JvmCatalog:
 
     def reset_staging(self) -> None:
         self.session.conf.unset("spark.wap.id")
-
-
-def _planned_tasks(scan: Any) -> Iterator[Any]:
-    """The file scan tasks a table scan plans (manifests only, no data read); its task list is
-    closed when the iteration ends or is closed."""
-    tasks = scan.planFiles()
-    try:
-        yield from _iterate(tasks)
-    finally:
-        tasks.close()
-
-
-def _iceberg_filter(expressions: Any, range_filter: tuple) -> Any:
-    """An Iceberg expression of a range filter (see refresh/cost.py): dates as ISO strings, which
-    Iceberg binds to the column's type."""
-    kind = range_filter[0]
-    if kind == "range":
-        _, column, low, high = range_filter
-        low, high = (v.isoformat() if isinstance(v, datetime.date) else v for v in (low, high))
-        # ``and`` and ``or`` are Python keywords: the static methods are looked up by name
-        return getattr(expressions, "and")(
-            expressions.greaterThanOrEqual(column, low), expressions.lessThanOrEqual(column, high)
-        )
-    parts = [_iceberg_filter(expressions, part) for part in range_filter[1]]
-    combined = parts[0]
-    for part in parts[1:]:
-        combined = getattr(expressions, kind)(combined, part)
-    return combined
-
-
-def _planned_files(scan: Any) -> Iterator[Any]:
-    """The data files a table scan plans (see :func:`_planned_tasks`)."""
-    tasks = _planned_tasks(scan)
-    try:
-        for task in tasks:
-            yield task.file()
-    finally:
-        tasks.close()
-
-
-def _scan_tasks(table: Any, snapshot: int) -> dict[str, tuple[tuple[tuple[str, int], ...], Any]]:
-    """The file scan tasks of ``table`` at ``snapshot`` by data file path, each with the delete
-    files applied to it (path and offset: deletion vectors share a file)."""
-    found = {}
-    with closing(_planned_tasks(table.newScan().useSnapshot(snapshot))) as tasks:
-        for task in tasks:
-            applied = task.deletes()
-            # by index: iterating a py4j list ends on a Java exception (~10 ms per task)
-            deletes = tuple(sorted(
-                (str(d.location()), _offset(d.contentOffset())) for d in map(applied.get, range(applied.size()))
-            ))
-            found[str(task.file().location())] = (deletes, task)
-    return found
-
-
-def _format_version(table: Any) -> int:
-    """The Iceberg format version of a loaded table (0: not known)."""
-    try:
-        return int(table.operations().current().formatVersion())
-    except Exception:  # noqa: BLE001 - not a table with operations (e.g. a metadata table)
-        return 0
-
-
-# Iceberg's reserved field id of the row lineage column _last_updated_sequence_number
-# (MetadataColumns.LAST_UPDATED_SEQUENCE_NUMBER): rows a commit copies carry it in the file,
-# rows it writes leave it null (they inherit the file's sequence number)
-LAST_UPDATED_FIELD_ID = 2147483539
-
-
-def _rows_gone_at_most(table: Any, commits: Sequence[Any]) -> int | None:
-    """At most how many rows ``commits`` deleted or updated, from their own manifests' file
-    statistics (None: not known). A commit removes the rows of the data files it removes and
-    the rows its position deletes or deletion vectors name (a vector names every deleted row of
-    its file, the older ones too: an upper bound); of the rows of its new data files, those it
-    copied carry their lineage (a non-null ``_last_updated_sequence_number``, whose null count
-    the manifest keeps), the rest it wrote. An equality delete can delete any number of rows:
-    not known."""
-    io = table.io()
-    gone = 0
-    for commit in commits:
-        removed = sum(int(f.recordCount()) for f in _iterate(commit.removedDataFiles(io)))
-        for delete_file in _iterate(commit.addedDeleteFiles(io)):
-            if str(delete_file.content()) != "POSITION_DELETES":
-                return None
-            removed += int(delete_file.recordCount())
-        copied = 0
-        if str(commit.operation()) != "append":  # an append copies no row
-            for data_file in _iterate(commit.addedDataFiles(io)):
-                written = _null_count(data_file, LAST_UPDATED_FIELD_ID)
-                if written is None:
-                    return None
-                copied += int(data_file.recordCount()) - written
-        gone += max(removed - copied, 0)
-    return gone
-
-
-def _null_count(data_file: Any, field_id: int) -> int | None:
-    """How many values of a column are null in a data file, from its statistics (None: not kept)."""
-    counts = data_file.nullValueCounts()
-    found = counts.get(field_id) if counts is not None else None
-    return None if found is None else int(found)
-
-
-def _written_after(task: Any, sequence: int) -> bool:
-    """Whether a scan task's data file was written after ``sequence`` (unknown counts as yes):
-    only such a file can hold a row written or updated since."""
-    found = task.file().dataSequenceNumber()
-    return found is None or int(found) > sequence
-
-
-def _first_row_id(task: Any) -> int | None:
-    """The first row id of a scan task's data file: None for files written before the table
-    had row lineage (v2, or before an upgrade to v3), whose rows have no ``_row_id``."""
-    found = task.file().firstRowId()
-    return None if found is None else int(found)
-
-
-def _commits_between(table: Any, start: int, end: int) -> list[Any] | None:
-    """The snapshots after ``start`` up to ``end``, oldest first (None: ``start`` is not an
-    ancestor of ``end``, or a snapshot between them is gone)."""
-    chain = []
-    cursor = table.snapshot(end)
-    while cursor is not None and int(cursor.snapshotId()) != start:
-        chain.append(cursor)
-        parent = cursor.parentId()
-        cursor = table.snapshot(parent) if parent is not None else None
-    return list(reversed(chain)) if cursor is not None else None
-
-
-def _has_delete_files(snapshot: Any) -> bool:
-    """Whether delete files are live in, or added by, ``snapshot`` (unknown counts as yes)."""
-    summary = snapshot.summary()
-    total, added = summary.get("total-delete-files"), summary.get("added-delete-files")
-    return total is None or int(total) > 0 or (added is not None and int(added) > 0)
-
-
-def _iterate(iterable: Any) -> Iterator[Any]:
-    iterator = iterable.iterator()
-    while iterator.hasNext():
-        yield iterator.next()
-
-
-def _offset(value: Any) -> int:
-    return -1 if value is None else int(value)
-
-
-def _schema_id(snapshot: Any) -> int | None:
-    found = snapshot.schemaId()
-    return None if found is None else int(found)
-
-
-def _bound(jvm: Any, field: Any, raw: Any) -> Bound:
-    value = jvm.org.apache.iceberg.types.Conversions.fromByteBuffer(field.type(), raw)
-    kind = str(field.type().typeId())
-    if kind == "DATE":
-        return EPOCH + datetime.timedelta(days=int(value))
-    if kind == "STRING":
-        return str(value)
-    return int(value)

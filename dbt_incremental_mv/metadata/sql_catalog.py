@@ -72,7 +72,6 @@ class SqlCatalog:
         must still be at ``expected_main``, an ancestor of the target. ``properties`` are not
         written over SQL: the readers of these bookkeeping properties then read the log's rows
         instead. ``drop_branches`` are dropped after the move (over SQL, not in the same commit)."""
-        table = relation(name)
         if branch is None:
             assert to_snapshot is not None
             branch = f"mv_publish_{to_snapshot}"

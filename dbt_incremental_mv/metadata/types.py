@@ -11,9 +11,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dbt_incremental_mv.conflicts import lost_race
-from dbt_incremental_mv.sql_text import string
-
 
 Query = Callable[[str], Sequence[Sequence[Any]]]
 Execute = Callable[[str], None]

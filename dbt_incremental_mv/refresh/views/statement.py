@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
-from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation
+from dbt_incremental_mv.sql_text import broadcast, ident, relation
 
 # the write branch's name when the caller does not choose one (unit tests, EXPLAIN)
 WRITE_BRANCH = "mv_write"
