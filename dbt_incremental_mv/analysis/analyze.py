@@ -24,7 +24,8 @@ from dbt_incremental_mv.analysis.joins import JoinTree, normalize_joins
 from dbt_incremental_mv.analysis.model import MasterOccurrence, MasterTable, ViewClass, ViewDefinition
 from dbt_incremental_mv.analysis.outputs import classify_outputs, refuse_bad_output_names
 from dbt_incremental_mv.analysis.parse import parse_statement
-from dbt_incremental_mv.analysis.scope import OccurrenceSource, ResolvedQuery, Resolver
+from dbt_incremental_mv.analysis.resolved import OccurrenceSource, ResolvedQuery
+from dbt_incremental_mv.analysis.resolver import Resolver
 from dbt_incremental_mv.analysis.union import (
     analyze_union, map_union_branches, named_projections, top_level_unions, union_all_branches,
 )

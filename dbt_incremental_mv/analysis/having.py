@@ -22,7 +22,7 @@ from dbt_incremental_mv.analysis import functions
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 from dbt_incremental_mv.analysis.hidden import ROW_COUNT_COLUMN
 from dbt_incremental_mv.analysis.model import MasterTable, OutputColumn
-from dbt_incremental_mv.analysis.scope import Resolver
+from dbt_incremental_mv.analysis.resolver import Resolver
 
 HAVING_PROJECTION = "_mv_having"
 

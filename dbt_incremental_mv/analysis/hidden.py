@@ -23,7 +23,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dbt_incremental_mv.analysis.model import HiddenColumn, HiddenPurpose, MasterOccurrence, OutputColumn, OutputKind
-from dbt_incremental_mv.analysis.scope import column_node
+from dbt_incremental_mv.analysis.resolved import column_node
 
 ROW_COUNT_COLUMN = "_mv_count"
 RESERVE = 4  # values a MIN/MAX reserve keeps per group

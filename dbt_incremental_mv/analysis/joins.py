@@ -27,7 +27,7 @@ from sqlglot import exp
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 from dbt_incremental_mv.analysis.model import EquiPair, JoinKind, JoinStep
 from dbt_incremental_mv.analysis.render import conjunction
-from dbt_incremental_mv.analysis.scope import RawJoin, ResolvedQuery
+from dbt_incremental_mv.analysis.resolved import RawJoin, ResolvedQuery
 
 
 @dataclass(frozen=True)

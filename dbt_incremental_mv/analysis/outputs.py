@@ -9,7 +9,7 @@ from sqlglot import exp
 from dbt_incremental_mv.analysis import functions
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 from dbt_incremental_mv.analysis.model import OutputColumn, OutputKind
-from dbt_incremental_mv.analysis.scope import Projection
+from dbt_incremental_mv.analysis.resolved import Projection
 
 RESERVED_PREFIX = "_mv_"
 

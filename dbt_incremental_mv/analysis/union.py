@@ -34,7 +34,7 @@ from dbt_incremental_mv.analysis.model import (
     EquiPair, HiddenColumn, HiddenPurpose, JoinStep, MasterOccurrence, OutputColumn, ViewClass, ViewDefinition,
 )
 from dbt_incremental_mv.analysis.parse import unwrap_parentheses
-from dbt_incremental_mv.analysis.scope import column_node
+from dbt_incremental_mv.analysis.resolved import column_node
 
 BRANCH_COLUMN = "_mv_branch"
 

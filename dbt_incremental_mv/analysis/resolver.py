@@ -1,0 +1,431 @@
+"""Name resolution: from the written query to expressions over master-table occurrences
+(resolved.py), through the scope of each SELECT (scope.py).
+
+Every FROM item is reduced to one occurrence of a master table, and every column reference
+(qualified or not, through any number of CTEs and derived tables) to an expression over
+``<alias>.<master column>``. Two kinds of nesting are merged away:
+
+* a *simple* CTE or derived table (one FROM item, no join, no aggregation) is a projection and a
+  filter over one master: it becomes an occurrence of that master under the alias the outer
+  query gives it, its columns are substituted by their expressions and its WHERE becomes a
+  filter of that occurrence (where that filter goes in the join is decided in ``joins``);
+* a query whose only FROM item is a CTE or derived table that joins or aggregates (dbt's
+  ``select * from final``) is that inner query with the outer projection, filter and grouping
+  applied on top of it.
+
+Anything else nested is refused: its result could not be maintained as part of one join.
+
+An occurrence's alias is the alias written in SQL, else the table (or CTE) name, lowercased as
+Spark compares them. Two FROM items with the same name (a self-join without aliases) are
+refused rather than renamed: every qualifier the user wrote must keep meaning one table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from sqlglot import exp
+
+from dbt_incremental_mv.analysis import functions
+from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
+from dbt_incremental_mv.analysis.model import JoinKind, MasterTable
+from dbt_incremental_mv.analysis.resolved import (
+    OccurrenceSource, Projection, RawJoin, ResolvedQuery, column_node, unparenthesized,
+)
+from dbt_incremental_mv.analysis.scope import Scope, ScopeEntry
+
+_SEPARATE_MODEL_HINT = "Make it a separate model and ref() it, or write its joins in the main query"
+
+
+@dataclass(frozen=True)
+class _Relation:
+    """A FROM item reduced to one master: visible columns as expressions, plus its filters."""
+
+    master: MasterTable
+    columns: tuple[tuple[str, exp.Expression], ...]
+    filters: tuple[exp.Expression, ...]
+
+
+@dataclass(frozen=True)
+class _Cte:
+    name: str
+    body: exp.Expression
+    column_names: tuple[str, ...]
+    env: Mapping[str, _Cte]
+
+
+@dataclass(frozen=True)
+class _Nested:
+    """A CTE reference or derived table: its query, the CTEs that query sees, the column lists
+    to apply to its output in turn (``WITH x(a, b)``, then ``AS y(c, d)``) and a label for
+    messages."""
+
+    body: exp.Expression
+    env: Mapping[str, _Cte]
+    column_lists: tuple[tuple[str, ...], ...]
+    label: str
+
+
+def _alias_name(item: exp.Expression) -> str | None:
+    alias = item.args.get("alias")
+    if isinstance(alias, exp.TableAlias) and alias.this is not None and alias.name:
+        return alias.name
+    return None
+
+
+def _item_label(item: exp.Expression) -> str:
+    """How messages name a FROM item: its alias, else its table name."""
+    return _alias_name(item) or (".".join(_table_parts(item)) if isinstance(item, exp.Table) else "subquery")
+
+
+def _alias_columns(item: exp.Expression) -> tuple[str, ...]:
+    alias = item.args.get("alias")
+    if isinstance(alias, exp.TableAlias):
+        return tuple(c.name for c in alias.columns)
+    return ()
+
+
+def _table_parts(table: exp.Table) -> tuple[str, ...]:
+    return tuple(p.name for p in table.parts)
+
+
+def _unwrap_subquery(item: exp.Expression) -> exp.Expression:
+    body = item.this
+    while isinstance(body, exp.Subquery):
+        body = body.this
+    return body
+
+
+def _rename(
+    columns: tuple[tuple[str, exp.Expression], ...], column_lists: tuple[tuple[str, ...], ...], label: str
+) -> tuple[tuple[str, exp.Expression], ...]:
+    """Apply column lists (``WITH x(a, b) AS``, then ``AS y(c, d)``) to a relation's columns."""
+    for names in column_lists:
+        if not names:
+            continue
+        if len(names) != len(columns):
+            raise UnsupportedViewError(
+                f"{label}({', '.join(names)})",
+                f"the column list names {len(names)} columns but {label} has {len(columns)}",
+                "Name every column exactly once",
+            )
+        columns = tuple((name, expression) for name, (_, expression) in zip(names, columns))
+    return columns
+
+
+def _refuse_duplicate_names(columns: Iterable[str], label: str) -> None:
+    seen: set[str] = set()
+    for name in columns:
+        if name.casefold() in seen:
+            raise UnsupportedViewError(
+                name, f"{label} has more than one column named {name}",
+                "Give each selected column a distinct name with AS",
+            )
+        seen.add(name.casefold())
+
+
+class Resolver:
+    """Resolves a parsed query against the masters the caller knows (keyed ``schema.table``)."""
+
+    def __init__(self, masters: Mapping[str, MasterTable]) -> None:
+        self._masters = {name.casefold(): master for name, master in masters.items()}
+
+    # -- queries ------------------------------------------------------------------------------
+
+    def query(self, select: exp.Expression, env: Mapping[str, _Cte] | None = None) -> ResolvedQuery:
+        if not isinstance(select, exp.Select):
+            raise UnsupportedViewError(describe(select), "only a SELECT query can define a fast_refresh model",
+                                       "Make the model a single SELECT")
+        env = _with_env(select, env or {})
+        from_ = select.args.get("from_")
+        if from_ is None:
+            raise UnsupportedViewError(describe(select), "the query reads no table", "Select from the master tables")
+        joins = select.args.get("joins") or []
+        if not joins and self._is_complex(from_.this, env):
+            return self._layer_over(select, env, from_.this)
+        return self._joined(select, env)
+
+    def _joined(self, select: exp.Select, env: Mapping[str, _Cte]) -> ResolvedQuery:
+        written_joins: list[exp.Join] = select.args.get("joins") or []
+        items = [select.args["from_"].this] + [join.this for join in written_joins]
+        entries: list[ScopeEntry] = []
+        occurrences: list[OccurrenceSource] = []
+        for item in items:
+            alias = self._occurrence_alias(item)
+            if any(o.alias == alias for o in occurrences):
+                raise UnsupportedViewError(
+                    alias, "two FROM items have the same name (a self-join needs distinct aliases)",
+                    "Give each occurrence its own alias, e.g. FROM t AS a JOIN t AS b ON ...",
+                )
+            relation = self._relation(item, alias, env)
+            occurrences.append(OccurrenceSource(alias, relation.master, relation.filters))
+            entries.append(ScopeEntry(alias, _qualifiers(item), relation.columns))
+
+        joins = []
+        for position, join in enumerate(written_joins, start=1):
+            visible = Scope(entries[: position + 1])  # ON sees the tables joined so far
+            conjuncts = visible.resolve_conjuncts(join.args.get("on"))
+            joins.append(RawJoin(occurrences[position].alias, _join_kind(join), conjuncts, join))
+
+        scope = Scope(entries)
+        projections = self._projections(select, scope)
+        return ResolvedQuery(
+            occurrences=tuple(occurrences),
+            joins=tuple(joins),
+            where=scope.resolve_conjuncts(_where(select)),
+            projections=projections,
+            group_by=self._group_by(select, scope, projections),
+        )
+
+    def _layer_over(self, select: exp.Select, env: Mapping[str, _Cte], item: exp.Expression) -> ResolvedQuery:
+        """``select ... from <inner query>``: the inner query with this SELECT applied on top."""
+        nested = self._nested(item, env)
+        assert nested is not None
+        label = nested.label
+        inner = self.query(nested.body, nested.env)
+        columns = _rename(tuple((p.name, p.expression) for p in inner.projections), nested.column_lists, label)
+        _refuse_duplicate_names((name for name, _ in columns), label)
+        scope = Scope([ScopeEntry(label, _qualifiers(item), columns)])
+        projections = self._projections(select, scope)
+        where = scope.resolve_conjuncts(_where(select))
+        group_by = self._group_by(select, scope, projections)
+        if not inner.is_aggregate:
+            return replace(inner, where=inner.where + where, projections=projections, group_by=group_by)
+        if group_by is not None or any(functions.contains_aggregate(p.written) for p in projections):
+            raise UnsupportedViewError(
+                label, "aggregating the result of an aggregating CTE or subquery is not supported",
+                "Aggregate once per fast_refresh model; aggregate again in a downstream model",
+            )
+        for conjunct in where:
+            if functions.contains_aggregate(conjunct) or not inner.group_by:
+                # Over a global aggregate (always one row) even a filter without aggregates
+                # would decide whether that row exists: it is a HAVING too.
+                raise UnsupportedViewError(
+                    describe(conjunct), "a filter on aggregated values acts like HAVING, which is not supported",
+                    "Select the aggregates and filter in a downstream model",
+                )
+        # A filter over group-by values only is the same filter applied before grouping.
+        return replace(inner, where=inner.where + where, projections=projections)
+
+    # -- FROM items ---------------------------------------------------------------------------
+
+    def _occurrence_alias(self, item: exp.Expression) -> str:
+        alias = _alias_name(item)
+        if alias is not None:
+            return alias.casefold()
+        if isinstance(item, exp.Table) and isinstance(item.this, exp.Identifier):
+            return item.name.casefold()
+        raise UnsupportedViewError(
+            describe(item), "a subquery in FROM needs an alias", "Add an alias, e.g. (select ...) AS recent_orders"
+        )
+
+    def _nested(self, item: exp.Expression, env: Mapping[str, _Cte]) -> _Nested | None:
+        """The query behind a CTE reference or derived table (None for a table)."""
+        if isinstance(item, exp.Table):
+            cte = self._cte(item, env)
+            if cte is None:
+                return None
+            return _Nested(cte.body, cte.env, (cte.column_names, _alias_columns(item)), cte.name)
+        if isinstance(item, exp.Subquery):
+            return _Nested(_unwrap_subquery(item), env, (_alias_columns(item),), _alias_name(item) or "subquery")
+        raise UnsupportedViewError(describe(item), "this kind of FROM item is not supported", "Select from tables")
+
+    @staticmethod
+    def _cte(table: exp.Table, env: Mapping[str, _Cte]) -> _Cte | None:
+        if table.args.get("db") or table.args.get("catalog"):
+            return None
+        return env.get(table.name.casefold())
+
+    def _is_complex(self, item: exp.Expression, env: Mapping[str, _Cte]) -> bool:
+        """Whether a FROM item is a CTE/derived table that joins or aggregates (at any depth)."""
+        nested = self._nested(item, env)
+        if nested is None:
+            return False
+        body = nested.body
+        if _shape_problem(body) is not None:
+            return True
+        return self._is_complex(body.args["from_"].this, _with_env(body, nested.env))
+
+    def _relation(self, item: exp.Expression, alias: str, env: Mapping[str, _Cte]) -> _Relation:
+        """A FROM item of the joined query: a master, or a simple CTE/derived table over one."""
+        nested = self._nested(item, env)
+        if nested is None:
+            master = self.master(item)  # type: ignore[arg-type]  # a table that is not a CTE
+            columns = tuple((name, column_node(alias, name)) for name in master.column_names)
+            return _Relation(master, _rename(columns, (_alias_columns(item),), alias), ())
+        return self._simple_body(nested, alias)
+
+    def _simple_body(self, nested: _Nested, alias: str) -> _Relation:
+        """A projection and filter over one master, merged into the occurrence ``alias``."""
+        body, label = nested.body, nested.label
+        problem = _shape_problem(body)
+        if problem is not None:
+            raise UnsupportedViewError(
+                label, f"a CTE or subquery that is joined to other tables must read one table without "
+                f"joins or aggregation, but {problem}", _SEPARATE_MODEL_HINT,
+            )
+        env = _with_env(body, nested.env)
+        source = body.args["from_"].this
+        inner = self._relation(source, alias, env)
+        scope = Scope([ScopeEntry(_item_label(source), _qualifiers(source), inner.columns)])
+        projections = self._projections(body, scope)
+        columns = _rename(tuple((p.name, p.expression) for p in projections), nested.column_lists, label)
+        _refuse_duplicate_names((name for name, _ in columns), label)
+        return _Relation(inner.master, columns, inner.filters + scope.resolve_conjuncts(_where(body)))
+
+    def master(self, table: exp.Table) -> MasterTable:
+        """The master a table reference names (``spark_catalog.`` is the session catalog)."""
+        parts = _table_parts(table)
+        lowered = tuple(p.casefold() for p in parts)
+        candidates = [".".join(lowered)]
+        if len(lowered) == 3 and lowered[0] == "spark_catalog":
+            candidates.append(".".join(lowered[1:]))
+        for candidate in candidates:
+            if candidate in self._masters:
+                return self._masters[candidate]
+        raise UnsupportedViewError(
+            ".".join(parts), "not a master table known to this model (no metadata was collected for it)",
+            "Reference tables with ref() or source(); only those can feed a fast_refresh model",
+        )
+
+    # -- SELECT list and GROUP BY -------------------------------------------------------------
+
+    def _projections(self, select: exp.Select, scope: Scope) -> tuple[Projection, ...]:
+        projections: list[Projection] = []
+        for item in select.expressions:
+            projections.extend(self._projection(item, scope))
+        return tuple(projections)
+
+    def _projection(self, item: exp.Expression, scope: Scope) -> list[Projection]:
+        if isinstance(item, exp.Star):
+            return _star(item, scope.entries)
+        if isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
+            qualifier = tuple(p.name.casefold() for p in item.parts[:-1])
+            entry = scope.entry_for(qualifier)
+            if entry is None:
+                raise UnsupportedViewError(describe(item), f"no table or alias named {'.'.join(qualifier)} in FROM",
+                                           f"Use one of: {', '.join(e.label for e in scope.entries)}")
+            return _star(item.this, [entry], written=item)
+        if isinstance(item, exp.Alias):
+            if item.this.is_star:
+                raise UnsupportedViewError(describe(item), "a star cannot be aliased", "Remove the alias")
+            return [Projection(item.alias, unparenthesized(scope.resolve(item.this)), item)]
+        if isinstance(item, exp.Column):
+            name, expression = scope.resolve_column(item)
+            return [Projection(name, expression, item)]
+        raise UnsupportedViewError(
+            describe(item), "an output column needs a stable name (Spark would invent one)",
+            f"Add `as <name>`, e.g. {describe(item)} AS my_column",
+        )
+
+    def _group_by(
+        self, select: exp.Select, scope: Scope, projections: tuple[Projection, ...]
+    ) -> tuple[exp.Expression, ...] | None:
+        group = select.args.get("group")
+        if group is None:
+            return None
+        if group.args.get("all"):
+            return _dedupe(p.expression for p in projections if not functions.contains_aggregate(p.expression))
+        return _dedupe(self._group_item(item, scope, projections) for item in group.expressions)
+
+    def _group_item(self, item: exp.Expression, scope: Scope, projections: tuple[Projection, ...]) -> exp.Expression:
+        """A GROUP BY item: an ordinal (``group by 1``), a SELECT alias, or an expression."""
+        if isinstance(item, exp.Literal) and item.is_int:
+            position = int(item.name)
+            if not 1 <= position <= len(projections):
+                raise UnsupportedViewError(
+                    f"GROUP BY {position}", f"GROUP BY position {position} is not in the SELECT list",
+                    "Use a position between 1 and the number of selected columns",
+                )
+            chosen = projections[position - 1]
+            if functions.contains_aggregate(chosen.expression):
+                raise UnsupportedViewError(
+                    f"GROUP BY {position}", f"GROUP BY position {position} refers to an aggregate",
+                    "Group by the non-aggregated columns",
+                )
+            return chosen.expression.copy()
+        if isinstance(item, exp.Column) and len(item.parts) == 1 and scope.reference(item) is None:
+            for projection in projections:
+                if projection.name.casefold() == item.name.casefold():
+                    return projection.expression.copy()
+        return unparenthesized(scope.resolve(item))
+
+
+def _star(star: exp.Star, entries: Iterable[ScopeEntry], written: exp.Expression | None = None) -> list[Projection]:
+    for key in ("replace", "rename", "ilike"):
+        if star.args.get(key):
+            raise UnsupportedViewError(
+                describe(written or star), f"SELECT * {key.upper()} is not supported", "List the columns"
+            )
+    excluded = {c.name.casefold() for c in star.args.get("except_") or []}
+    projections = [
+        Projection(name, expression.copy(), written or star)
+        for entry in entries
+        for name, expression in entry.columns
+        if name.casefold() not in excluded
+    ]
+    return projections
+
+
+def _dedupe(expressions: Iterable[exp.Expression]) -> tuple[exp.Expression, ...]:
+    unique: list[exp.Expression] = []
+    for expression in expressions:
+        if expression not in unique:
+            unique.append(expression)
+    return tuple(unique)
+
+
+def _where(select: exp.Select) -> exp.Expression | None:
+    where = select.args.get("where")
+    return where.this if where is not None else None
+
+
+def _qualifiers(item: exp.Expression) -> frozenset[tuple[str, ...]]:
+    """The names that may qualify a FROM item's columns: its alias, or for an unaliased table
+    its name with any prefix of schema and catalog (``orders``, ``shop.orders``); none for an
+    unaliased subquery."""
+    alias = _alias_name(item)
+    if alias is not None:
+        return frozenset({(alias.casefold(),)})
+    if not isinstance(item, exp.Table):
+        return frozenset()
+    parts = tuple(p.casefold() for p in _table_parts(item))
+    return frozenset(parts[-width:] for width in range(1, len(parts) + 1))
+
+
+def _shape_problem(body: exp.Expression) -> str | None:
+    """Why a CTE/derived table body is not a projection and filter over one table (None if it is)."""
+    if not isinstance(body, exp.Select):
+        return "it is not a plain SELECT"
+    if body.args.get("from_") is None:
+        return "it reads no table"
+    if body.args.get("joins"):
+        return "it joins tables"
+    if body.args.get("group") is not None:
+        return "it aggregates (GROUP BY)"
+    if any(functions.contains_aggregate(e) for e in body.expressions):
+        return "it aggregates"
+    return None
+
+
+def _with_env(select: exp.Expression, env: Mapping[str, _Cte]) -> Mapping[str, _Cte]:
+    """The CTEs visible in ``select``: the enclosing ones plus its own WITH, each CTE seeing the
+    ones defined before it."""
+    with_ = select.args.get("with_")
+    if with_ is None:
+        return env
+    visible = dict(env)
+    for cte in with_.expressions:
+        name = cte.alias
+        visible[name.casefold()] = _Cte(name.casefold(), cte.this, _alias_columns(cte), dict(visible))
+    return visible
+
+
+def _join_kind(join: exp.Join) -> JoinKind:
+    side = (join.args.get("side") or "").upper()
+    if side == "LEFT":
+        return JoinKind.LEFT
+    if side == "RIGHT":
+        return JoinKind.RIGHT
+    return JoinKind.INNER
