@@ -6,7 +6,7 @@ constants as group keys, HAVING, DISTINCT, UNION ALL of such branches) or one it
 naming the construct (a window, FULL OUTER JOIN, COUNT(DISTINCT), a non-deterministic function,
 UNION/INTERSECT/EXCEPT, LIMIT, a subquery in WHERE), injected into an otherwise maintainable one.
 
-Pure Python: the analysis check runs without Spark (tests/unit/test_generated_views.py); the
+Pure Python: the analysis check runs without Spark (tests/unit/test_generated_definitions.py); the
 functional check builds and refreshes them (tests/functional/test_generated_views.py).
 Definitions name masters as ``{orders}``, ``{customers}``, ``{regions}``: ``Definition.sql(refs)``
 fills them (``shop.orders`` for the analysis, a dbt ``source()`` for a model).

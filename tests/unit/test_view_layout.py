@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dbt_incremental_mv.analysis import analyze_view
 from dbt_incremental_mv.layout import BLOOM_PROPERTY, ROW_GROUP_BYTES, view_layout
-from tests.unit.test_join_restrictions import CHAIN, MASTERS
+from tests.unit.refresh.views.test_join_restrictions import CHAIN, MASTERS
 
 SIZES = {"shop.lines": 6_000_000, "shop.orders": 1_500_000, "shop.customers": 150_000}
 

@@ -1,7 +1,7 @@
 """The SQL of every view class's refresh, for several shapes of marked changes, compared with the
 committed text in ``golden/refresh_sql.txt``: a restructuring of the code must leave it unchanged
 (issue 38). After a change meant to alter the SQL, rewrite the file with
-``DBT_MV_UPDATE_GOLDEN=1 pytest tests/unit/test_refresh_sql_golden.py`` and review its diff."""
+``DBT_MV_UPDATE_GOLDEN=1 pytest tests/unit/refresh/views/test_refresh_sql_golden.py`` and review its diff."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ import datetime
 import sqlglot
 
 from dbt_incremental_mv.refresh.operations.history import COLUMNS, HistoryRow, MarkedCount, create_sql, insert_sql
-from tests.unit.test_refresh_statements import Warehouse
+from tests.unit.warehouse import Warehouse
 
 AT = datetime.datetime(2026, 11, 25, 7, 30, tzinfo=datetime.timezone.utc)
 

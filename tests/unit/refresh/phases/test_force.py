@@ -9,7 +9,7 @@ from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.engine import FastRefreshEngine
 from tests.unit.fake_iceberg import statement_kinds
-from tests.unit.test_refresh_statements import Warehouse
+from tests.unit.warehouse import Warehouse
 
 MB = 1024**2
 

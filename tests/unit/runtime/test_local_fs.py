@@ -6,7 +6,7 @@ from pathlib import Path
 from dbt_incremental_mv.runtime import local_fs
 from dbt_incremental_mv.runtime.embedded import session_settings
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def manifest(jar: Path) -> dict[str, str]:

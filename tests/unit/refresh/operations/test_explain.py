@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.operations.explain import explain
-from tests.unit.test_refresh_statements import Warehouse
+from tests.unit.warehouse import Warehouse
 
 
 def explained(warehouse: Warehouse, sql: str | None = None) -> list[str]:
