@@ -175,7 +175,7 @@ def test_copy_on_write_changes_are_found_in_the_commits_own_manifests(project, m
         adapter.execute(f"delete from {table} where id = 15")  # rewrites the second file
         metadata.forget(table)
         end = metadata.main(table)
-        monkeypatch.setattr(seam, "_scan_tasks", whole_table_plan)
+        monkeypatch.setattr(seam, "scan_tasks", whole_table_plan)
 
         def rows_of(sql):
             _, found = adapter.execute(sql, fetch=True)
