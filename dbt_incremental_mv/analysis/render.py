@@ -66,7 +66,7 @@ def _render_plain(
     include_hidden: bool = True,
     pretty: bool = False,
 ) -> str:
-    return render_expression(build_select(definition, sources, include_hidden=include_hidden), pretty=pretty)
+    return render_expression(select_expression(definition, sources, include_hidden), pretty=pretty)
 
 
 def _render_union(
@@ -100,24 +100,13 @@ def select_expression(
     include_hidden: bool = True,
     row_filter: exp.Expression | None = None,
 ) -> exp.Select:
-    """The defining query as a fresh sqlglot Select (for callers that compose trees);
-    ``row_filter``: a condition over the occurrences' columns its rows must also meet."""
+    """The defining query as a fresh sqlglot Select, for callers that compose trees (nothing in it
+    is shared with ``definition``); ``row_filter``: a condition over the occurrences' columns its
+    rows must also meet (before grouping). A view with MIN/MAX reserves (and its hidden columns
+    wanted) is a two-level query: see _with_reserves. A UNION ALL view has none: compose its
+    branches'."""
     if definition.branches:
         raise TypeError("a UNION ALL view has no single SELECT: compose its branches'")
-    return build_select(definition, sources, include_hidden=include_hidden, row_filter=row_filter)
-
-
-def build_select(
-    definition: ViewDefinition,
-    sources: Mapping[str, Source] | None = None,
-    *,
-    include_hidden: bool = True,
-    row_filter: exp.Expression | None = None,
-) -> exp.Select:
-    """The defining query as a new tree (nothing in it is shared with ``definition``);
-    ``row_filter``: a condition over the occurrences' columns its rows must also meet (before
-    grouping). A view with MIN/MAX reserves (and its hidden columns wanted) is a two-level query:
-    see _with_reserves."""
     sources = known_sources(definition, sources)
     if include_hidden and definition.reserves:
         return _with_reserves(definition, sources, row_filter)
