@@ -6,7 +6,7 @@ import argparse
 import signal
 import sys
 
-from dbt_incremental_mv.runtime.iceberg_runtime import ICEBERG_PACKAGE, IcebergRuntimeError, prepare_offline_jars
+from dbt_incremental_mv.runtime.iceberg_runtime import IcebergRuntimeError, runtime_jars
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -14,7 +14,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser(
         "prepare-jars",
-        help="prepare the offline Iceberg runtime (cached) and print the jars for spark.jars / --driver-class-path",
+        help="prepare the Iceberg runtime of the installed Spark (cached: bundled on Spark 3.5, downloaded once from Maven Central on Spark 4) and print the jars for spark.jars / --driver-class-path",
     )
     commands.add_parser(
         "jvm-archive",
@@ -45,10 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         return _jvm_archive()
     if args.command == "prepare-jars":
         try:
-            jars = prepare_offline_jars()
+            jars = runtime_jars()
         except IcebergRuntimeError as exc:
             print(f"error: {exc}", file=sys.stderr)
-            print(f"With network access, use spark.jars.packages={ICEBERG_PACKAGE} instead.", file=sys.stderr)
             return 1
         print(",".join(jars.classpath))
     return 0

@@ -15,14 +15,16 @@ from collections.abc import Mapping
 from pathlib import Path, PureWindowsPath
 
 from dbt_incremental_mv.runtime import jvm_archive, local_fs
-from dbt_incremental_mv.runtime.iceberg_runtime import ICEBERG_PACKAGE, IcebergJars, prepare_offline_jars
+from dbt_incremental_mv.runtime.iceberg_runtime import IcebergJars, SparkLine, installed_spark, prepare_offline_jars, runtime_jars
 
 DEFAULT_WAREHOUSE = "warehouse"
 ICEBERG_JARS_MODES = ("auto", "bundled", "packages", "none")
 """How the embedded session gets Iceberg: ``auto`` uses the jars named in
-server_side_parameters if any, else the bundled offline runtime; ``bundled`` always the
-offline runtime; ``packages`` lets Spark download it from Maven (needs network); ``none``
-leaves it to the user (a cluster image that ships Iceberg)."""
+server_side_parameters if any, else the runtime for the installed Spark (runtime/iceberg_runtime.py:
+the bundled offline one on Spark 3.5, Maven Central's downloaded once into the cache on Spark 4);
+``bundled`` always the offline runtime (Spark 3.5 only); ``packages`` lets Spark's own resolver
+download it from Maven (needs network); ``none`` leaves it to the user (a cluster image that ships
+Iceberg)."""
 
 LOG4J_CONFIG = Path(__file__).parents[1] / "log4j2.properties"
 
@@ -115,9 +117,11 @@ def session_settings(
     jars: IcebergJars | None,
     c1_only: bool = False,
     file_system_jar: Path | None = None,
+    spark: SparkLine | None = None,
 ) -> dict[str, str]:
     """Spark settings of the embedded session; the user's server_side_parameters win.
-    ``file_system_jar``: the jar of the plugin's ``file:`` file system (runtime/local_fs.py), if any."""
+    ``file_system_jar``: the jar of the plugin's ``file:`` file system (runtime/local_fs.py), if any;
+    ``spark``: the Spark line whose Iceberg package Spark resolves (default: the installed PySpark's)."""
     settings: dict[str, str] = {
         "spark.master": "local[*]",
         "spark.app.name": "dbt-incremental-mv",
@@ -137,7 +141,7 @@ def session_settings(
         **STATUS_RETENTION,
     }
     if iceberg_jars == "packages" or (iceberg_jars == "auto" and jars is None and not _user_sets_jars(user_params)):
-        settings["spark.jars.packages"] = ICEBERG_PACKAGE
+        settings["spark.jars.packages"] = (spark or installed_spark()).package
     elif jars is not None:
         settings["spark.jars"] = ",".join(jars.classpath)
     settings.update(user_params)
@@ -152,10 +156,12 @@ def session_settings(
     return settings
 
 
-def jars_for(iceberg_jars: str, user_params: Mapping[str, str]) -> IcebergJars | None:
-    """The offline jars to add, or None when Spark gets Iceberg some other way."""
-    if iceberg_jars == "bundled" or (iceberg_jars == "auto" and not _user_sets_jars(user_params)):
-        return prepare_offline_jars()
+def jars_for(iceberg_jars: str, user_params: Mapping[str, str], spark: SparkLine | None = None) -> IcebergJars | None:
+    """The Iceberg jars to add as files, or None when Spark gets Iceberg some other way."""
+    if iceberg_jars == "bundled":
+        return prepare_offline_jars(spark)
+    if iceberg_jars == "auto" and not _user_sets_jars(user_params):
+        return runtime_jars(spark)
     return None
 
 
@@ -164,13 +170,15 @@ def profile_settings(
 ) -> dict[str, str]:
     """The embedded session's settings for a profile's options (the class archive not yet mapped):
     the offline jars and the plugin's file system jar prepared in the cache."""
+    spark = installed_spark()
     return session_settings(
         warehouse=warehouse,
         user_params=user_params,
         iceberg_jars=iceberg_jars,
-        jars=jars_for(iceberg_jars, user_params),
+        jars=jars_for(iceberg_jars, user_params, spark),
         c1_only=quick_jit(jit, warehouse, user_params),
         file_system_jar=local_fs.cached_jar(),
+        spark=spark,
     )
 
 

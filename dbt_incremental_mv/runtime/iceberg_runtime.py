@@ -1,15 +1,23 @@
 """Locate or prepare the Apache Iceberg runtime jars for an embedded Spark session.
 
-Users with network access let Spark fetch Iceberg the standard way
-(``spark.jars.packages``). Machines without Maven access (air-gapped laptops, CI)
-take the runtime jar from the PyPI package ``snowpark-connect-deps-iceberg`` instead.
-That jar lacks Iceberg's relocated Jackson classes, so the Jackson jars PySpark
-ships are relocated here, once, into a cached jar beside it: the pure-Python
-equivalent of ``jarjar`` with the rule
-``com.fasterxml.jackson.** -> org.apache.iceberg.shaded.com.fasterxml.jackson.@1``.
+The Iceberg runtime is chosen by the installed PySpark: its Spark line (3.5, 4.0, 4.1) and
+Scala version (read off PySpark's own ``spark-core_<scala>`` jar) name the artifact
+``org.apache.iceberg:iceberg-spark-runtime-<line>_<scala>`` and ``ICEBERG_FOR_SPARK`` its
+version. A Spark line Iceberg does not support fails with a message naming both.
 
-Everything here is idempotent: the relocated jar is written atomically into a cache
-directory keyed by the inputs' names and sizes, and reused afterwards.
+- **Spark 3.5, offline**: the runtime jar comes from the PyPI package
+  ``snowpark-connect-deps-iceberg``. That jar lacks Iceberg's relocated Jackson classes, so
+  the Jackson jars PySpark ships are relocated here, once, into a cached jar beside it: the
+  pure-Python equivalent of ``jarjar`` with the rule
+  ``com.fasterxml.jackson.** -> org.apache.iceberg.shaded.com.fasterxml.jackson.@1``.
+- **Spark 4**: no PyPI package ships a Spark 4 Iceberg runtime. The runtime jar (one shaded
+  jar, no dependencies) is downloaded once from Maven Central (or the repository named by
+  ``DBT_INCREMENTAL_MV_MAVEN_REPOSITORY``) into the cache, its SHA-1 checked against the
+  repository's; later sessions are offline. ``iceberg_jars: packages`` lets Spark's own
+  resolver (Ivy, ``spark.jars.packages``) fetch it instead, with the user's Ivy settings.
+
+Everything here is idempotent: jars are written atomically into a cache directory and reused
+afterwards.
 """
 
 from __future__ import annotations
@@ -18,13 +26,20 @@ import hashlib
 import os
 import struct
 import tempfile
+import urllib.error
+import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-ICEBERG_VERSION = "1.10.2"
-ICEBERG_PACKAGE = f"org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:{ICEBERG_VERSION}"
-RUNTIME_JAR_NAME = f"iceberg-spark-runtime-3.5_2.12-{ICEBERG_VERSION}.jar"
+ICEBERG_VERSION = "1.10.2"  # the bundled runtime's (Spark 3.5)
+# The Iceberg release whose Spark runtime each Spark line gets: the bundled one where Iceberg
+# builds it (3.5, 4.0), else the first release that supports the line (4.1: Iceberg 1.11.0).
+ICEBERG_FOR_SPARK = {"3.5": ICEBERG_VERSION, "4.0": ICEBERG_VERSION, "4.1": "1.11.0"}
+BUNDLED_SPARK_LINE = "3.5"
+MAVEN_REPOSITORY_ENV = "DBT_INCREMENTAL_MV_MAVEN_REPOSITORY"
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
+DOWNLOAD_TIMEOUT_S = 120
 JACKSON_JARS = ("jackson-core", "jackson-databind", "jackson-annotations")
 
 _SLASHED_FROM = b"com/fasterxml/jackson/"
@@ -38,15 +53,71 @@ class IcebergRuntimeError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class SparkLine:
+    """The installed PySpark's Spark release and Scala version: what picks the Iceberg runtime."""
+
+    version: str  # "3.5.9", "4.0.2"
+    scala: str  # "2.12", "2.13"
+
+    @property
+    def line(self) -> str:
+        return ".".join(self.version.split(".")[:2])
+
+    @property
+    def iceberg(self) -> str:
+        """The Iceberg version of this line's runtime (IcebergRuntimeError when Iceberg has none)."""
+        try:
+            return ICEBERG_FOR_SPARK[self.line]
+        except KeyError:
+            supported = ", ".join(ICEBERG_FOR_SPARK)
+            raise IcebergRuntimeError(
+                f"PySpark {self.version} is installed, and Apache Iceberg publishes no Spark runtime for "
+                f"Spark {self.line}: dbt-incremental-mv runs on Spark {supported}. Install one of them "
+                "(e.g. `pip install 'pyspark>=3.5.1,<3.6'`), or name Iceberg jars built for your Spark "
+                "in the profile's server_side_parameters (spark.jars) with iceberg_jars: none."
+            ) from None
+
+    @property
+    def artifact(self) -> str:
+        return f"iceberg-spark-runtime-{self.line}_{self.scala}"
+
+    @property
+    def package(self) -> str:
+        """The Maven coordinates of the Iceberg runtime for this Spark (``spark.jars.packages``)."""
+        return f"org.apache.iceberg:{self.artifact}:{self.iceberg}"
+
+    @property
+    def runtime_jar_name(self) -> str:
+        return f"{self.artifact}-{self.iceberg}.jar"
+
+    @property
+    def bundled(self) -> bool:
+        """Whether the offline runtime (a PyPI package) is built for this Spark."""
+        return self.line == BUNDLED_SPARK_LINE
+
+
+def installed_spark() -> SparkLine:
+    """The Spark line of the installed PySpark, its Scala version read off the ``spark-core`` jar."""
+    import pyspark
+
+    jars = _pyspark_jars_dir()
+    cores = sorted(p.name for p in jars.glob("spark-core_2.*-*.jar"))
+    if not cores:
+        raise IcebergRuntimeError(f"PySpark {pyspark.__version__} ships no spark-core jar in {jars}: reinstall pyspark")
+    scala = cores[-1][len("spark-core_"):].split("-", 1)[0]
+    return SparkLine(version=pyspark.__version__, scala=scala)
+
+
+@dataclass(frozen=True)
 class IcebergJars:
     """Jars to put on the driver classpath (``spark.jars``) of an embedded session."""
 
     runtime: Path
-    relocated_jackson: Path
+    relocated_jackson: Path | None = None  # the bundled runtime's Jackson (Maven's runtime shades its own)
 
     @property
     def classpath(self) -> list[str]:
-        return [str(self.runtime), str(self.relocated_jackson)]
+        return [str(jar) for jar in (self.runtime, self.relocated_jackson) if jar is not None]
 
 
 # Sizes of the constant-pool entries that are not CONSTANT_Utf8 (JVMS 4.4), keyed by tag.
@@ -130,7 +201,7 @@ def _pyspark_jars_dir() -> Path:
     return Path(pyspark.__file__).parent / "jars"
 
 
-def _bundled_runtime_jar() -> Path:
+def _bundled_runtime_jar(spark: SparkLine) -> Path:
     try:
         import snowpark_connect_deps_iceberg as bundle
     except ImportError as exc:
@@ -138,17 +209,67 @@ def _bundled_runtime_jar() -> Path:
             "No Iceberg runtime jar is available offline: the package 'snowpark-connect-deps-iceberg' "
             "is not installed. Either `pip install snowpark-connect-deps-iceberg==1.0.3`, or set "
             "`iceberg_jars: packages` in the profile to let Spark download "
-            f"{ICEBERG_PACKAGE} from Maven Central."
+            f"{spark.package} from Maven Central."
         ) from exc
-    jar = Path(bundle.__file__).parent / "jars" / RUNTIME_JAR_NAME
+    jar = Path(bundle.__file__).parent / "jars" / spark.runtime_jar_name
     if not jar.is_file():
         raise IcebergRuntimeError(f"{jar} is missing: reinstall snowpark-connect-deps-iceberg==1.0.3")
     return jar
 
 
-def prepare_offline_jars() -> IcebergJars:
-    """Return the bundled Iceberg runtime jar and a cached relocated Jackson jar."""
-    runtime = _bundled_runtime_jar()
+def runtime_jars(spark: SparkLine | None = None) -> IcebergJars:
+    """The Iceberg runtime jars for the installed Spark, as files: the bundled offline runtime on
+    Spark 3.5, the Maven Central runtime (downloaded once into the cache) on Spark 4."""
+    spark = spark or installed_spark()
+    return prepare_offline_jars(spark) if spark.bundled else IcebergJars(runtime=maven_runtime_jar(spark))
+
+
+def maven_runtime_jar(spark: SparkLine) -> Path:
+    """The Iceberg runtime jar of ``spark`` in the cache, downloaded once from the Maven repository
+    (``DBT_INCREMENTAL_MV_MAVEN_REPOSITORY``, default Maven Central) and checked against its SHA-1."""
+    target = cache_dir() / "jars" / spark.runtime_jar_name
+    if target.is_file():
+        return target
+    repository = (os.environ.get(MAVEN_REPOSITORY_ENV) or MAVEN_CENTRAL).rstrip("/")
+    url = f"{repository}/org/apache/iceberg/{spark.artifact}/{spark.iceberg}/{spark.runtime_jar_name}"
+    partial = None
+    try:
+        with urllib.request.urlopen(f"{url}.sha1", timeout=DOWNLOAD_TIMEOUT_S) as response:
+            expected = response.read().decode("ascii", "replace").split()[0].strip().lower()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, partial = tempfile.mkstemp(prefix=target.name, suffix=".tmp", dir=target.parent)
+        digest = hashlib.sha1()
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as response:
+            while chunk := response.read(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
+        if digest.hexdigest() != expected:
+            raise IcebergRuntimeError(f"{url} does not match its SHA-1 ({digest.hexdigest()} != {expected}): not used")
+        os.replace(partial, target)
+        partial = None
+    except (OSError, urllib.error.URLError, ValueError) as exc:
+        raise IcebergRuntimeError(
+            f"Spark {spark.version} needs Iceberg's runtime {spark.package}, which no Python package ships, "
+            f"and it could not be downloaded from {url}: {exc}. With network access, retry; behind a "
+            f"Maven mirror, set {MAVEN_REPOSITORY_ENV} to its URL; offline, put the jar at {target} "
+            "(or name it in the profile's server_side_parameters: spark.jars, with iceberg_jars: none)."
+        ) from exc
+    finally:
+        if partial is not None and os.path.exists(partial):
+            os.unlink(partial)
+    return target
+
+
+def prepare_offline_jars(spark: SparkLine | None = None) -> IcebergJars:
+    """Return the bundled Iceberg runtime jar and a cached relocated Jackson jar (Spark 3.5 only)."""
+    spark = spark or installed_spark()
+    if not spark.bundled:
+        raise IcebergRuntimeError(
+            f"The bundled offline Iceberg runtime is built for Spark {BUNDLED_SPARK_LINE}; PySpark {spark.version} "
+            f"is installed. Use iceberg_jars: auto (downloads {spark.package} once into the cache) or "
+            "iceberg_jars: packages (Spark's own resolver) in the profile."
+        )
+    runtime = _bundled_runtime_jar(spark)
     jars_dir = _pyspark_jars_dir()
     jackson: list[Path] = []
     for name in JACKSON_JARS:

@@ -83,7 +83,9 @@ class RefreshStatement:
 # commits straight to the table, not staged with ``spark.wap.id``: the write would escape the
 # refresh's atomic commit, and a delete of nothing would stage nothing to publish. A subquery
 # (of one row, never read from a table) keeps it a row-level delete, still pruned by the literals.
-ROW_LEVEL = "exists (select 1)"
+# Of an inline table, not of no table: Spark 4 folds `exists (select 1)` to true (one-row
+# relation subqueries are inlined), and the delete went metadata-only again.
+ROW_LEVEL = "exists (select 1 from values (1))"
 
 
 def delete_write(target: str, condition: str, alias: str | None = None) -> Write:

@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 
+from dbt_incremental_mv.runtime import embedded
 from dbt_incremental_mv.runtime.embedded import (
     LOG4J_CONFIG,
     QUICK_JIT,
@@ -12,7 +13,7 @@ from dbt_incremental_mv.runtime.embedded import (
     session_settings,
     warehouse_smaller_than,
 )
-from dbt_incremental_mv.runtime.iceberg_runtime import ICEBERG_PACKAGE, IcebergJars
+from dbt_incremental_mv.runtime.iceberg_runtime import IcebergJars, SparkLine
 
 JARS = IcebergJars(runtime=Path("/j/runtime.jar"), relocated_jackson=Path("/j/jackson.jar"))
 WAREHOUSE = Path("/data/wh")
@@ -55,10 +56,39 @@ def test_user_java_options_keep_quiet_logging():
     assert own["spark.driver.extraJavaOptions"] == "-Dlog4j2.configurationFile=file:/mine"
 
 
-def test_packages_mode_downloads_from_maven():
-    s = settings(iceberg_jars="packages", jars=None)
-    assert s["spark.jars.packages"] == ICEBERG_PACKAGE
+@pytest.mark.parametrize(
+    "spark, package",
+    [
+        (SparkLine("3.5.9", "2.12"), "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"),
+        (SparkLine("4.0.2", "2.13"), "org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:1.10.2"),
+        (SparkLine("4.1.1", "2.13"), "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.11.0"),
+    ],
+)
+def test_packages_mode_downloads_the_runtime_of_the_running_spark_from_maven(spark, package):
+    s = embedded.session_settings(
+        warehouse=Path("/tmp/wh"), user_params={}, iceberg_jars="packages", jars=None, spark=spark
+    )
+    assert s["spark.jars.packages"] == package
     assert "spark.jars" not in s
+
+
+def test_auto_takes_the_runtime_for_the_installed_spark_as_files(monkeypatch):
+    """auto: the bundled runtime on Spark 3.5, the Maven runtime (a cached download) on Spark 4;
+    bundled on Spark 4 fails naming both versions; packages and none prepare no file."""
+    from dbt_incremental_mv.runtime import iceberg_runtime
+
+    downloaded = []
+    monkeypatch.setattr(iceberg_runtime, "maven_runtime_jar", lambda spark: downloaded.append(spark) or Path(f"/c/{spark.runtime_jar_name}"))
+    spark4 = SparkLine("4.0.2", "2.13")
+    assert embedded.jars_for("auto", {}, spark4).classpath == ["/c/iceberg-spark-runtime-4.0_2.13-1.10.2.jar"]
+    assert downloaded == [spark4]
+    with pytest.raises(iceberg_runtime.IcebergRuntimeError, match=r"built for Spark 3\.5; PySpark 4\.0\.2"):
+        embedded.jars_for("bundled", {}, spark4)
+    assert embedded.jars_for("packages", {}, spark4) is None and embedded.jars_for("none", {}, spark4) is None
+    assert embedded.jars_for("auto", {"spark.jars": "/mine.jar"}, spark4) is None
+    bundled = embedded.jars_for("auto", {}, SparkLine("3.5.9", "2.12"))
+    assert bundled.runtime.name == "iceberg-spark-runtime-3.5_2.12-1.10.2.jar" and bundled.relocated_jackson is not None
+    assert downloaded == [spark4]
 
 
 @pytest.mark.parametrize("key", ["spark.jars", "spark.jars.packages"])

@@ -57,7 +57,7 @@ def test_rejects_what_is_not_a_class_file():
 def test_prepared_jar_holds_relocated_jackson_and_is_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("DBT_INCREMENTAL_MV_CACHE", str(tmp_path))
     jars = prepare_offline_jars()
-    assert jars.runtime.name == iceberg_runtime.RUNTIME_JAR_NAME
+    assert jars.runtime.name == f"iceberg-spark-runtime-3.5_2.12-{iceberg_runtime.ICEBERG_VERSION}.jar"
     with zipfile.ZipFile(jars.relocated_jackson) as jar:
         names = jar.namelist()
         factory = jar.read("org/apache/iceberg/shaded/com/fasterxml/jackson/core/JsonFactoryBuilder.class")
@@ -90,3 +90,67 @@ def test_unwritable_cache_fails_clearly(tmp_path, monkeypatch):
     with pytest.raises(IcebergRuntimeError, match="DBT_INCREMENTAL_MV_CACHE"):
         prepare_offline_jars()
     assert not Path(blocker / "cache").exists()
+
+
+def test_the_installed_spark_is_read_off_pyspark():
+    spark = iceberg_runtime.installed_spark()
+    import pyspark
+
+    assert spark.version == pyspark.__version__ and spark.scala in ("2.12", "2.13")
+    assert spark.package == f"org.apache.iceberg:iceberg-spark-runtime-{spark.line}_{spark.scala}:{spark.iceberg}"
+
+
+def test_a_spark_line_iceberg_does_not_support_fails_naming_it():
+    with pytest.raises(IcebergRuntimeError, match=r"PySpark 4\.3\.0 is installed.*Spark 4\.3.*Spark 3\.5, 4\.0, 4\.1"):
+        iceberg_runtime.SparkLine("4.3.0", "2.13").package
+
+
+class FakeRepository:
+    """A Maven repository served from memory: path -> bytes."""
+
+    def __init__(self, files):
+        self.files, self.requests = files, []
+
+    def urlopen(self, url, timeout=None):
+        import io
+        import urllib.error
+
+        self.requests.append(url)
+        path = url.split("/maven2/", 1)[1]
+        if path not in self.files:
+            raise urllib.error.HTTPError(url, 404, "Not Found", {}, None)
+        return io.BytesIO(self.files[path])
+
+
+def test_the_spark_4_runtime_is_downloaded_once_checked_and_cached(tmp_path, monkeypatch):
+    import hashlib
+    import urllib.request
+
+    monkeypatch.setenv("DBT_INCREMENTAL_MV_CACHE", str(tmp_path))
+    monkeypatch.setenv(iceberg_runtime.MAVEN_REPOSITORY_ENV, "https://mirror.example/maven2/")
+    spark = iceberg_runtime.SparkLine("4.0.2", "2.13")
+    jar = b"PK\x03\x04 the runtime"
+    path = "org/apache/iceberg/iceberg-spark-runtime-4.0_2.13/1.10.2/iceberg-spark-runtime-4.0_2.13-1.10.2.jar"
+    repository = FakeRepository({path: jar, path + ".sha1": hashlib.sha1(jar).hexdigest().encode() + b"  x.jar\n"})
+    monkeypatch.setattr(urllib.request, "urlopen", repository.urlopen)
+    jars = iceberg_runtime.runtime_jars(spark)
+    assert jars.classpath == [str(tmp_path / "jars" / "iceberg-spark-runtime-4.0_2.13-1.10.2.jar")]
+    assert jars.runtime.read_bytes() == jar
+    assert repository.requests == [f"https://mirror.example/maven2/{path}.sha1", f"https://mirror.example/maven2/{path}"]
+    assert iceberg_runtime.runtime_jars(spark) == jars and len(repository.requests) == 2  # cached: no new request
+    assert [p.name for p in (tmp_path / "jars").iterdir()] == [jars.runtime.name]  # no partial file left
+
+
+def test_a_runtime_download_that_fails_or_does_not_match_says_what_to_do(tmp_path, monkeypatch):
+    import urllib.request
+
+    monkeypatch.setenv("DBT_INCREMENTAL_MV_CACHE", str(tmp_path))
+    spark = iceberg_runtime.SparkLine("4.1.1", "2.13")
+    path = "org/apache/iceberg/iceberg-spark-runtime-4.1_2.13/1.11.0/iceberg-spark-runtime-4.1_2.13-1.11.0.jar"
+    monkeypatch.setattr(urllib.request, "urlopen", FakeRepository({}).urlopen)
+    with pytest.raises(IcebergRuntimeError, match=r"iceberg-spark-runtime-4\.1_2\.13:1\.11\.0.*404.*DBT_INCREMENTAL_MV_MAVEN_REPOSITORY"):
+        iceberg_runtime.runtime_jars(spark)
+    monkeypatch.setattr(urllib.request, "urlopen", FakeRepository({path: b"tampered", path + ".sha1": b"0" * 40}).urlopen)
+    with pytest.raises(IcebergRuntimeError, match="does not match its SHA-1"):
+        iceberg_runtime.runtime_jars(spark)
+    assert not (tmp_path / "jars").exists() or not any((tmp_path / "jars").iterdir())

@@ -146,7 +146,7 @@ def test_few_marked_keys_are_literals_and_no_write_reads_the_log_for_them():
     logs = {"shop.orders": marked(ORDERS, key_values=((7,), (9,), (12,)), insert_key_values=((9,),))}
     delete, insert = join_view.refresh_statement(view, "shop.v", logs).writes
     # (a subquery that reads nothing keeps it a row-level delete, staged: statement.ROW_LEVEL)
-    assert delete.sql == "delete from `shop`.`v`.`branch_mv_write`\nwhere (`_mv_orders_order_id` in (7, 9, 12))\nand exists (select 1)"
+    assert delete.sql == "delete from `shop`.`v`.`branch_mv_write`\nwhere (`_mv_orders_order_id` in (7, 9, 12))\nand exists (select 1 from values (1))"
     assert "WHERE `order_id` IN (9)" in insert.sql and "mlog_orders" not in insert.sql + delete.sql
     # no after image: nothing to insert from that log
     logs = {"shop.orders": marked(ORDERS, key_values=((7,),), insert_key_values=())}
@@ -190,7 +190,7 @@ def test_an_outer_join_applies_its_inner_rows_changes_row_by_row():
         "(`_mv_v`.`_mv_o_order_id` = `_mv_k`.`_mv_o_order_id`)))"
     )
     delete, insert = (w.sql for w in statement.writes)
-    assert delete == f"delete from `shop`.`v`.`branch_mv_write` as `_mv_v`\nwhere ({rows_of})\nand exists (select 1)"
+    assert delete == f"delete from `shop`.`v`.`branch_mv_write` as `_mv_v`\nwhere ({rows_of})\nand exists (select 1 from values (1))"
     # the new rows: the affected slices, read once, less the rows of unchanged orders
     assert scans_of(insert, "shop.orders") == 1 and insert.endswith(f") as `_mv_v`\nwhere {rows_of}")
     # a changed customer too: its slice is recomputed whole, flagged in the affected keys
@@ -215,7 +215,7 @@ def test_an_outer_join_recomputes_slices_for_inner_rows_not_joined_on_the_anchor
     logs = {"shop.orders": marked(ORDERS), "shop.customers": marked(CUSTOMERS, 0, 0)}
     statement = outer_join_view.refresh_statement(view, "shop.v", logs)
     assert statement.steps_run == ("SLICES o", "DEL+INS slices")
-    assert statement.writes[0].sql.endswith("where ((`_mv_c_customer_id`) in (select /*+ BROADCAST */ * from (\nselect `customer_id` from `mv_write_keys`\n)))\nand exists (select 1)")
+    assert statement.writes[0].sql.endswith("where ((`_mv_c_customer_id`) in (select /*+ BROADCAST */ * from (\nselect `customer_id` from `mv_write_keys`\n)))\nand exists (select 1 from values (1))")
 
 
 CHAIN = (
@@ -517,4 +517,4 @@ def test_the_del_steps_are_one_delete_behind_the_or_of_their_ranges_when_some_ke
     logs = {m: marked(MASTERS[m], 0, 1, key_values=((7,),), insert_key_values=()) for m in ("shop.customers", "shop.orders")}
     logs["shop.lines"] = marked(LINES, 0, 0)
     delete = join_view.refresh_statement(view, "shop.v", logs).writes[0].sql
-    assert delete == "delete from `shop`.`v`\nwhere (`_mv_c_customer_id` in (7)\n   or `_mv_o_order_id` in (7))\nand exists (select 1)"
+    assert delete == "delete from `shop`.`v`\nwhere (`_mv_c_customer_id` in (7)\n   or `_mv_o_order_id` in (7))\nand exists (select 1 from values (1))"
