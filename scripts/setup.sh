@@ -2,6 +2,9 @@
 # Creates (or updates) the project's virtual environment and installs the plugin into it.
 # Idempotent. Needs Python 3.11 and Java 17 (for Spark); nothing else is preinstalled.
 # Usage: source scripts/setup.sh   (or run it; it prints the venv's path)
+# The Spark line is PySpark 3.5 (offline: its Iceberg runtime is a PyPI package) unless
+# DBT_MV_PYSPARK names another, e.g. DBT_MV_VENV=.venv-spark4 DBT_MV_PYSPARK=4.1.1 (its Iceberg
+# runtime is downloaded once from Maven Central into the cache).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${DBT_MV_VENV:-$repo/.venv}"
@@ -20,10 +23,16 @@ fi
 if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$repo[dev]"
+pyspark="${DBT_MV_PYSPARK:-}"
+case "$pyspark" in
+  "") requirement="pyspark>=3.5.1,<3.6" ;;
+  *[\<\>=~!]*) requirement="pyspark$pyspark" ;;
+  *) requirement="pyspark==$pyspark" ;;
+esac
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$repo[dev]" "$requirement"
 # pip keeps an installed copy of the same version: always install the checkout's code.
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --force-reinstall "$repo"
-# Prepare the offline Iceberg runtime once (cached), so the first dbt command starts quickly.
+# Prepare the Iceberg runtime once (cached), so the first dbt command starts quickly.
 "$venv/bin/dbt-incremental-mv" prepare-jars >/dev/null
 # Build the JVM's class-data-sharing archive once (cached; ~35 s the first time): every dbt
 # command's Spark then starts ~2.5 s sooner. Not fatal: without it the JVM starts as before.

@@ -74,12 +74,12 @@ class SparkMVAdapter(SparkAdapter):
         import os
 
         from dbt_incremental_mv.adapter.connections import FaultInjection
-        from dbt_incremental_mv.metadata import JvmCatalog, Metadata, SqlCatalog
+        from dbt_incremental_mv.metadata import JvmCatalog, Metadata, SqlCatalog, java_api_usable
 
         if os.environ.get("DBT_INCREMENTAL_MV_METADATA", "").lower() != "sql":
             handle = self.connections.get_thread_connection().handle
             session = getattr(getattr(handle, "handle", None), "session", None)
-            if session is not None:
+            if session is not None and java_api_usable(session):
                 return Metadata(JvmCatalog(session, on_commit=FaultInjection.after))
         return Metadata(SqlCatalog(self._query, self._run))
 

@@ -41,7 +41,7 @@ from dbt_incremental_mv.metadata.sql_catalog import (  # noqa: F401 - the seam's
 )
 from dbt_incremental_mv.metadata.iceberg_java import LAST_UPDATED_FIELD_ID  # noqa: F401 - importable from here
 from dbt_incremental_mv.metadata.jvm_catalog import (  # noqa: F401 - the seam's names, importable from here
-    JvmCatalog, PARSED_KEPT,
+    java_api_usable, JvmCatalog, PARSED_KEPT,
 )
 
 

@@ -169,3 +169,42 @@ def bound(jvm: Any, field: Any, raw: Any) -> Bound:
     if kind == "STRING":
         return str(value)
     return int(value)
+
+
+# The static entry points of Iceberg's Java API the JVM catalog calls (class -> methods), checked
+# once per JVM against the Iceberg in use: internal classes (ScanTaskSetManager, SparkTableCache) and
+# parsers are not a public API and may move between releases. Tested with Iceberg 1.10.2 (Spark 3.5,
+# 4.0) and 1.11.0 (Spark 4.1).
+JAVA_API = {
+    "org.apache.iceberg.spark.Spark3Util": ("loadIcebergTable",),
+    "org.apache.iceberg.TableMetadataParser": ("toJson",),
+    "org.apache.iceberg.TableMetadata": ("buildFrom",),
+    "org.apache.iceberg.expressions.Expressions": ("alwaysTrue", "and", "greaterThanOrEqual", "lessThanOrEqual"),
+    "org.apache.iceberg.expressions.ResidualEvaluator": ("unpartitioned",),
+    "org.apache.iceberg.types.Conversions": ("fromByteBuffer",),
+    "org.apache.iceberg.spark.ScanTaskSetManager": ("get",),
+    "org.apache.iceberg.spark.SparkTableCache": ("get",),
+}
+
+
+def missing_java_api(jvm: Any, api: dict[str, tuple[str, ...]] = JAVA_API) -> str | None:
+    """The first class or ``class.method`` of ``api`` the JVM's Iceberg lacks, or None."""
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    for name, methods in api.items():
+        try:
+            found = jvm.java.lang.Class.forName(name, False, loader)
+        except Exception:  # noqa: BLE001 - py4j wraps ClassNotFoundException
+            return name
+        present = {method.getName() for method in found.getMethods()}
+        for method in methods:
+            if method not in present:
+                return f"{name}.{method}"
+    return None
+
+
+def iceberg_version(jvm: Any) -> str:
+    """The Iceberg release on the JVM's class path (``unknown`` when it does not say)."""
+    try:
+        return str(jvm.org.apache.iceberg.IcebergBuild.version())
+    except Exception:  # noqa: BLE001
+        return "unknown"

@@ -14,8 +14,8 @@ from typing import Any
 
 from dbt_incremental_mv.conflicts import LOST_RACE
 from dbt_incremental_mv.metadata.iceberg_java import (
-    bound, commits_between, first_row_id, format_version, has_delete_files, iceberg_filter, iterate, planned_files,
-    rows_gone_at_most, scan_tasks, schema_id, written_after,
+    bound, commits_between, first_row_id, format_version, has_delete_files, iceberg_filter, iceberg_version, iterate,
+    missing_java_api, planned_files, rows_gone_at_most, scan_tasks, schema_id, written_after,
 )
 from dbt_incremental_mv.metadata.types import (
     java_error, BOUNDED_TYPES, ChangedFiles, DataFile, from_metadata_json, LostRace,
@@ -30,6 +30,27 @@ logger = logging.getLogger(__name__)
 _parsed: dict[tuple[str, str, str], TableMetadata] = {}
 _parsed_lock = threading.Lock()
 PARSED_KEPT = 256
+
+
+# Whether a JVM's Iceberg has the Java API the catalog calls, by the JVM's gateway (checked once).
+_api_checked: dict[int, bool] = {}
+
+
+def java_api_usable(session: Any) -> bool:
+    """Whether the session's Iceberg has every entry point JvmCatalog calls (iceberg_java.JAVA_API).
+    When it lacks one, the metadata is read through SQL instead (slower, same answers) and a
+    warning names the Iceberg version and what is missing, once per JVM."""
+    key = id(session._jvm)
+    if key not in _api_checked:
+        missing = missing_java_api(session._jvm)
+        if missing is not None:
+            logger.warning(
+                "Iceberg %s in this Spark session lacks %s, which dbt-incremental-mv's Java metadata reader "
+                "calls (tested with Iceberg 1.10.2 and 1.11.0): table metadata is read through SQL instead "
+                "(slower; same answers).", iceberg_version(session._jvm), missing,
+            )
+        _api_checked[key] = missing is None
+    return _api_checked[key]
 
 
 class JvmCatalog:

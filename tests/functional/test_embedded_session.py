@@ -320,3 +320,15 @@ def test_files_are_written_by_the_plugins_local_file_system_with_hadoops_permiss
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o644, path
         assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o755, path
         assert os.path.isfile(os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.crc")), path
+
+
+def test_the_iceberg_in_use_has_every_java_entry_point_the_metadata_reader_calls(project):
+    """Else the metadata would be read through SQL (jvm_catalog.java_api_usable): on Spark 3.5 and 4
+    (Iceberg 1.10.2, 1.11.0) the Java reader must be the one in use."""
+    from dbt_incremental_mv.metadata.iceberg_java import iceberg_version, missing_java_api
+
+    adapter = project.adapter
+    with adapter.connection_named("java_api"):
+        session = adapter.connections.get_thread_connection().handle.handle.session
+        assert missing_java_api(session._jvm) is None, f"Iceberg {iceberg_version(session._jvm)}"
+        assert adapter._metadata().in_jvm

@@ -5,7 +5,13 @@ from pathlib import Path
 import pytest
 
 from dbt_incremental_mv.runtime import iceberg_runtime
-from dbt_incremental_mv.runtime.iceberg_runtime import IcebergRuntimeError, prepare_offline_jars, relocate_class
+from dbt_incremental_mv.runtime.iceberg_runtime import IcebergRuntimeError, SparkLine, relocate_class
+
+SPARK_35 = SparkLine("3.5.9", "2.12")  # the bundled runtime's line (whatever PySpark runs the tests)
+
+
+def prepare_offline_jars():
+    return iceberg_runtime.prepare_offline_jars(SPARK_35)
 
 
 def constant_pool_utf8(data: bytes) -> list[str]:
