@@ -245,6 +245,7 @@ def maven_runtime_jar(spark: SparkLine) -> Path:
                 out.write(chunk)
         if digest.hexdigest() != expected:
             raise IcebergRuntimeError(f"{url} does not match its SHA-1 ({digest.hexdigest()} != {expected}): not used")
+        os.chmod(partial, 0o644)  # mkstemp's 0600 would hide it from other users of a shared cache
         os.replace(partial, target)
         partial = None
     except (OSError, urllib.error.URLError, ValueError) as exc:

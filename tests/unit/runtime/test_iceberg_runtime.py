@@ -141,7 +141,7 @@ def test_the_spark_4_runtime_is_downloaded_once_checked_and_cached(tmp_path, mon
     monkeypatch.setattr(urllib.request, "urlopen", repository.urlopen)
     jars = iceberg_runtime.runtime_jars(spark)
     assert jars.classpath == [str(tmp_path / "jars" / "iceberg-spark-runtime-4.0_2.13-1.10.2.jar")]
-    assert jars.runtime.read_bytes() == jar
+    assert jars.runtime.read_bytes() == jar and jars.runtime.stat().st_mode & 0o777 == 0o644
     assert repository.requests == [f"https://mirror.example/maven2/{path}.sha1", f"https://mirror.example/maven2/{path}"]
     assert iceberg_runtime.runtime_jars(spark) == jars and len(repository.requests) == 2  # cached: no new request
     assert [p.name for p in (tmp_path / "jars").iterdir()] == [jars.runtime.name]  # no partial file left
