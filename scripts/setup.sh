@@ -8,6 +8,7 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${DBT_MV_VENV:-$repo/.venv}"
+case "$venv" in /*) ;; *) venv="$PWD/$venv" ;; esac  # callers cd elsewhere (demo.sh): an absolute path
 python="${PYTHON:-python3.11}"
 command -v "$python" >/dev/null 2>&1 || python=python3
 
