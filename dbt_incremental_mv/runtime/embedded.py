@@ -169,7 +169,7 @@ def profile_settings(
     *, warehouse: Path, user_params: Mapping[str, str], iceberg_jars: str = "auto", jit: str = "auto"
 ) -> dict[str, str]:
     """The embedded session's settings for a profile's options (the class archive not yet mapped):
-    the offline jars and the plugin's file system jar prepared in the cache."""
+    the installed Spark's Iceberg jars and the plugin's file system jar prepared in the cache."""
     spark = installed_spark()
     return session_settings(
         warehouse=warehouse,

@@ -98,9 +98,9 @@ class SparkLine:
 
 def installed_spark() -> SparkLine:
     """The Spark line of the installed PySpark, its Scala version read off the ``spark-core`` jar."""
+    jars = _pyspark_jars_dir()  # its error says to install pyspark
     import pyspark
 
-    jars = _pyspark_jars_dir()
     cores = sorted(p.name for p in jars.glob("spark-core_2.*-*.jar"))
     if not cores:
         raise IcebergRuntimeError(f"PySpark {pyspark.__version__} ships no spark-core jar in {jars}: reinstall pyspark")
