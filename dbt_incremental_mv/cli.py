@@ -12,9 +12,13 @@ from dbt_incremental_mv.runtime.iceberg_runtime import IcebergRuntimeError, runt
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dbt-incremental-mv")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser(
+    prepare = commands.add_parser(
         "prepare-jars",
         help="prepare the Iceberg runtime of the installed Spark (cached: bundled on Spark 3.5, downloaded once from Maven Central on Spark 4) and print the jars for spark.jars / --driver-class-path",
+    )
+    prepare.add_argument(
+        "--rest", action="store_true",
+        help="for an Iceberg REST catalog: the complete runtime from Maven Central on Spark 3.5 too (the bundled one lacks the HTTP client)",
     )
     commands.add_parser(
         "jvm-archive",
@@ -45,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         return _jvm_archive()
     if args.command == "prepare-jars":
         try:
-            jars = runtime_jars()
+            jars = runtime_jars(http_client=args.rest)
         except IcebergRuntimeError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -98,7 +99,9 @@ class FaultInjection:
     DESCRIBE, SHOW, ``SET key``, the settings a CACHE TABLE is planned under), or ``DBT_INCREMENTAL_MV_FAULT_AT=<text>`` to raise after the first
     statement containing ``text``. ``on_fault`` may be set to a callable run at that point instead of
     raising (e.g. a concurrent writer); with ``DBT_INCREMENTAL_MV_FAULT_KILL=1`` the process exits
-    at once instead (status 137, as if killed). Off unless the variable is set.
+    at once instead (status 137, as if killed); with ``DBT_INCREMENTAL_MV_FAULT_PAUSE=<file>`` it
+    creates ``<file>.reached``, waits there until ``<file>`` exists (another process refreshes
+    meanwhile; at most 10 minutes) and goes on. Off unless the variable is set.
     """
 
     on_fault: Any = None
@@ -135,6 +138,13 @@ class FaultInjection:
         if hit:
             if os.environ.get("DBT_INCREMENTAL_MV_FAULT_KILL"):
                 os._exit(137)  # die like a killed process: no cleanup, no exception handlers
+            if os.environ.get("DBT_INCREMENTAL_MV_FAULT_PAUSE"):
+                resume = os.environ["DBT_INCREMENTAL_MV_FAULT_PAUSE"]
+                open(f"{resume}.reached", "w").close()
+                deadline = time.monotonic() + 600
+                while not os.path.exists(resume) and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                return
             if cls.on_fault is not None:
                 cls.on_fault()
             else:

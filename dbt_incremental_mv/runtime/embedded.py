@@ -15,13 +15,17 @@ from collections.abc import Mapping
 from pathlib import Path, PureWindowsPath
 
 from dbt_incremental_mv.runtime import jvm_archive, local_fs
-from dbt_incremental_mv.runtime.iceberg_runtime import IcebergJars, SparkLine, installed_spark, prepare_offline_jars, runtime_jars
+from dbt_incremental_mv.runtime.iceberg_runtime import (
+    IcebergJars, SparkLine, installed_spark, prepare_offline_jars, runtime_jars, uses_http_client,
+)
 
 DEFAULT_WAREHOUSE = "warehouse"
 ICEBERG_JARS_MODES = ("auto", "bundled", "packages", "none")
-"""How the embedded session gets Iceberg: ``auto`` uses the jars named in
-server_side_parameters if any, else the runtime for the installed Spark (runtime/iceberg_runtime.py:
-the bundled offline one on Spark 3.5, Maven Central's downloaded once into the cache on Spark 4);
+"""How the embedded session gets Iceberg: ``auto`` uses the Iceberg runtime named in
+server_side_parameters (``spark.jars`` or ``spark.jars.packages``) if any, else adds the runtime for the
+installed Spark to the user's jars (runtime/iceberg_runtime.py: the bundled offline one on Spark 3.5,
+Maven Central's downloaded once into the cache on Spark 4 or for a REST catalog) - a catalog's own jar
+(a JDBC driver) does not replace it;
 ``bundled`` always the offline runtime (Spark 3.5 only); ``packages`` lets Spark's own resolver
 download it from Maven (needs network); ``none`` leaves it to the user (a cluster image that ships
 Iceberg)."""
@@ -105,8 +109,9 @@ def one_command_process() -> bool:
     return bool(sys.argv) and PureWindowsPath(sys.argv[0]).stem.lower() == "dbt"
 
 
-def _user_sets_jars(params: Mapping[str, str]) -> bool:
-    return any(key in params for key in ("spark.jars", "spark.jars.packages"))
+def _user_supplies_iceberg(params: Mapping[str, str]) -> bool:
+    """Whether the user's jars or packages name an Iceberg Spark runtime."""
+    return any("iceberg-spark-runtime" in params.get(key, "") for key in ("spark.jars", "spark.jars.packages"))
 
 
 def session_settings(
@@ -140,11 +145,13 @@ def session_settings(
         "spark.sql.catalog.spark_catalog.cache-enabled": "false",
         **STATUS_RETENTION,
     }
-    if iceberg_jars == "packages" or (iceberg_jars == "auto" and jars is None and not _user_sets_jars(user_params)):
-        settings["spark.jars.packages"] = (spark or installed_spark()).package
-    elif jars is not None:
-        settings["spark.jars"] = ",".join(jars.classpath)
     settings.update(user_params)
+    if iceberg_jars == "packages" or (iceberg_jars == "auto" and jars is None and not _user_supplies_iceberg(user_params)):
+        settings["spark.jars.packages"] = ",".join(
+            filter(None, [(spark or installed_spark()).package, user_params.get("spark.jars.packages")])
+        )
+    elif jars is not None:  # the Iceberg runtime first, then the user's own jars (a catalog's driver)
+        settings["spark.jars"] = ",".join(filter(None, [*jars.classpath, user_params.get("spark.jars")]))
     settings = local_fs.with_local_file_system(settings, file_system_jar)  # no chmod process per file written (runtime/local_fs.py)
     java_options = settings.get("spark.driver.extraJavaOptions", "")
     if c1_only:
@@ -159,9 +166,9 @@ def session_settings(
 def jars_for(iceberg_jars: str, user_params: Mapping[str, str], spark: SparkLine | None = None) -> IcebergJars | None:
     """The Iceberg jars to add as files, or None when Spark gets Iceberg some other way."""
     if iceberg_jars == "bundled":
-        return prepare_offline_jars(spark)
-    if iceberg_jars == "auto" and not _user_sets_jars(user_params):
-        return runtime_jars(spark)
+        return prepare_offline_jars(spark, http_client=uses_http_client(user_params))
+    if iceberg_jars == "auto" and not _user_supplies_iceberg(user_params):
+        return runtime_jars(spark, http_client=uses_http_client(user_params))
     return None
 
 

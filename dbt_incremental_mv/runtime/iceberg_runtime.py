@@ -29,6 +29,7 @@ import tempfile
 import urllib.error
 import urllib.request
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -217,21 +218,51 @@ def _bundled_runtime_jar(spark: SparkLine) -> Path:
     return jar
 
 
-def runtime_jars(spark: SparkLine | None = None) -> IcebergJars:
+def runtime_jars(spark: SparkLine | None = None, *, http_client: bool = False) -> IcebergJars:
     """The Iceberg runtime jars for the installed Spark, as files: the bundled offline runtime on
-    Spark 3.5, the Maven Central runtime (downloaded once into the cache) on Spark 4."""
+    Spark 3.5, the Maven Central runtime (downloaded once into the cache) on Spark 4 - and on Spark
+    3.5 too when the catalog needs Iceberg's HTTP client (``http_client``: a REST catalog), which
+    the bundled jar lacks (see ``uses_http_client``)."""
     spark = spark or installed_spark()
-    return prepare_offline_jars(spark) if spark.bundled else IcebergJars(runtime=maven_runtime_jar(spark))
+    if spark.bundled and not http_client:
+        return prepare_offline_jars(spark)
+    return IcebergJars(runtime=maven_runtime_jar(spark))
+
+
+def uses_http_client(settings: Mapping[str, str]) -> bool:
+    """Whether a Spark configuration defines an Iceberg REST catalog: Iceberg's HTTP client
+    (Apache HttpClient 5, relocated to ``org.apache.iceberg.shaded.org.apache.hc``) is then loaded,
+    and the bundled offline runtime was stripped of it (as of its relocated Jackson): every
+    statement fails with ``NoClassDefFoundError: org/apache/iceberg/shaded/org/apache/hc/...``."""
+    for key, value in settings.items():
+        if not key.startswith("spark.sql.catalog."):
+            continue
+        if key.endswith(".type") and str(value).strip().lower() == "rest":
+            return True
+        if key.endswith(".catalog-impl") and str(value).strip().endswith(".RESTCatalog"):
+            return True
+    return False
 
 
 def maven_runtime_jar(spark: SparkLine) -> Path:
-    """The Iceberg runtime jar of ``spark`` in the cache, downloaded once from the Maven repository
-    (``DBT_INCREMENTAL_MV_MAVEN_REPOSITORY``, default Maven Central) and checked against its SHA-1."""
-    target = cache_dir() / "jars" / spark.runtime_jar_name
+    """The Iceberg runtime jar of ``spark`` in the cache, downloaded once (see ``maven_jar``)."""
+    return maven_jar(
+        "org.apache.iceberg", spark.artifact, spark.iceberg,
+        needed_by=f"Spark {spark.version} needs Iceberg's runtime {spark.package}, which no Python package ships",
+    )
+
+
+def maven_jar(group: str, artifact: str, version: str, classifier: str = "", *, needed_by: str = "") -> Path:
+    """The jar ``group:artifact:version[:classifier]`` in the cache's ``jars`` folder, downloaded once from the
+    Maven repository (``DBT_INCREMENTAL_MV_MAVEN_REPOSITORY``, default Maven Central), checked against
+    the repository's SHA-1 and renamed into place atomically (concurrent first uses each download,
+    one rename wins). ``needed_by`` starts the error message (why the jar is wanted)."""
+    name = f"{artifact}-{version}{f'-{classifier}' if classifier else ''}.jar"
+    target = cache_dir() / "jars" / name
     if target.is_file():
         return target
     repository = (os.environ.get(MAVEN_REPOSITORY_ENV) or MAVEN_CENTRAL).rstrip("/")
-    url = f"{repository}/org/apache/iceberg/{spark.artifact}/{spark.iceberg}/{spark.runtime_jar_name}"
+    url = f"{repository}/{group.replace('.', '/')}/{artifact}/{version}/{name}"
     partial = None
     try:
         with urllib.request.urlopen(f"{url}.sha1", timeout=DOWNLOAD_TIMEOUT_S) as response:
@@ -249,9 +280,9 @@ def maven_runtime_jar(spark: SparkLine) -> Path:
         os.replace(partial, target)
         partial = None
     except (OSError, urllib.error.URLError, ValueError) as exc:
+        why = f"{needed_by}, and it" if needed_by else ":".join(filter(None, (group, artifact, version, classifier)))
         raise IcebergRuntimeError(
-            f"Spark {spark.version} needs Iceberg's runtime {spark.package}, which no Python package ships, "
-            f"and it could not be downloaded from {url}: {exc}. With network access, retry; behind a "
+            f"{why} could not be downloaded from {url}: {exc}. With network access, retry; behind a "
             f"Maven mirror, set {MAVEN_REPOSITORY_ENV} to its URL; offline, put the jar at {target} "
             "(or name it in the profile's server_side_parameters: spark.jars, with iceberg_jars: none)."
         ) from exc
@@ -261,9 +292,16 @@ def maven_runtime_jar(spark: SparkLine) -> Path:
     return target
 
 
-def prepare_offline_jars(spark: SparkLine | None = None) -> IcebergJars:
-    """Return the bundled Iceberg runtime jar and a cached relocated Jackson jar (Spark 3.5 only)."""
+def prepare_offline_jars(spark: SparkLine | None = None, *, http_client: bool = False) -> IcebergJars:
+    """Return the bundled Iceberg runtime jar and a cached relocated Jackson jar (Spark 3.5 only;
+    not for a REST catalog: ``http_client``, see ``uses_http_client``)."""
     spark = spark or installed_spark()
+    if http_client:
+        raise IcebergRuntimeError(
+            "The profile defines an Iceberg REST catalog, and the bundled offline Iceberg runtime lacks the "
+            "HTTP client a REST catalog needs (org.apache.iceberg.shaded.org.apache.hc). Use iceberg_jars: auto "
+            f"(downloads {spark.package} once into the cache) or iceberg_jars: packages in the profile."
+        )
     if not spark.bundled:
         raise IcebergRuntimeError(
             f"The bundled offline Iceberg runtime is built for Spark {BUNDLED_SPARK_LINE}; PySpark {spark.version} "

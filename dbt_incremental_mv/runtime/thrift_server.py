@@ -41,7 +41,7 @@ from pathlib import Path
 
 from dbt_incremental_mv.runtime import local_fs
 from dbt_incremental_mv.runtime.embedded import LOG4J_CONFIG, STATUS_RETENTION
-from dbt_incremental_mv.runtime.iceberg_runtime import runtime_jars
+from dbt_incremental_mv.runtime.iceberg_runtime import runtime_jars, uses_http_client
 
 THRIFT_SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 DEFAULT_HOST = "127.0.0.1"
@@ -124,7 +124,7 @@ def server_command(
 ) -> list[str]:
     """The ``spark-submit`` command line that starts the server (``classpath``: the Iceberg jars)."""
     if classpath is None:
-        classpath = runtime_jars().classpath
+        classpath = runtime_jars(http_client=uses_http_client(conf or {})).classpath
     java_options = " ".join(
         [
             f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}",
@@ -361,7 +361,7 @@ def start_thrift_server(
         # PyHive connects with `USE default`; in a Hadoop catalog a namespace is a directory.
         (house / "default").mkdir(parents=True, exist_ok=True)
         if classpath is None:
-            classpath = runtime_jars().classpath
+            classpath = runtime_jars(http_client=uses_http_client(conf or {})).classpath
         env = {**os.environ, "SPARK_HOME": str(spark_home())}
         env.setdefault("PYSPARK_PYTHON", sys.executable)
         settings = dict(conf or {})

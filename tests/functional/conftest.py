@@ -1,5 +1,7 @@
 import pytest
 
+from tests.functional.catalogs import catalog_parameters
+
 
 @pytest.fixture(scope="session")
 def embedded_warehouse(tmp_path_factory):
@@ -7,12 +9,21 @@ def embedded_warehouse(tmp_path_factory):
     return tmp_path_factory.mktemp("warehouse")
 
 
+@pytest.fixture(scope="session")
+def catalog_server_parameters(tmp_path_factory):
+    """server_side_parameters of the catalog DBT_MV_TEST_CATALOG names (tests/functional/catalogs.py)."""
+    with catalog_parameters(tmp_path_factory.mktemp("catalog")) as parameters:
+        yield parameters
+
+
 @pytest.fixture(scope="class")
-def dbt_profile_target(embedded_warehouse):
+def dbt_profile_target(embedded_warehouse, catalog_server_parameters):
     return {
         "type": "spark_mv",
         "method": "session",
         "warehouse": str(embedded_warehouse),
         "threads": 1,
-        "server_side_parameters": {"spark.master": "local[2]", "spark.sql.shuffle.partitions": "4"},
+        "server_side_parameters": {
+            "spark.master": "local[2]", "spark.sql.shuffle.partitions": "4", **catalog_server_parameters,
+        },
     }

@@ -85,17 +85,38 @@ def test_auto_takes_the_runtime_for_the_installed_spark_as_files(monkeypatch):
     with pytest.raises(iceberg_runtime.IcebergRuntimeError, match=r"built for Spark 3\.5; PySpark 4\.0\.2"):
         embedded.jars_for("bundled", {}, spark4)
     assert embedded.jars_for("packages", {}, spark4) is None and embedded.jars_for("none", {}, spark4) is None
-    assert embedded.jars_for("auto", {"spark.jars": "/mine.jar"}, spark4) is None
+    assert embedded.jars_for("auto", {"spark.jars": "/mine/iceberg-spark-runtime-4.0_2.13-1.9.0.jar"}, spark4) is None
+    assert embedded.jars_for("auto", {"spark.jars": "/drivers/postgresql-42.7.14.jar"}, spark4).classpath == [
+        "/c/iceberg-spark-runtime-4.0_2.13-1.10.2.jar"
+    ]
     bundled = embedded.jars_for("auto", {}, SparkLine("3.5.9", "2.12"))
     assert bundled.runtime.name == "iceberg-spark-runtime-3.5_2.12-1.10.2.jar" and bundled.relocated_jackson is not None
-    assert downloaded == [spark4]
+    assert downloaded == [spark4, spark4]
 
 
-@pytest.mark.parametrize("key", ["spark.jars", "spark.jars.packages"])
-def test_user_supplied_jars_are_left_alone(key):
-    s = settings({key: "x"}, jars=None)
-    assert s[key] == "x"
+@pytest.mark.parametrize(
+    "key, runtime",
+    [("spark.jars", "/opt/iceberg-spark-runtime-3.5_2.12-1.9.2.jar"), ("spark.jars.packages", "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.9.2")],
+)
+def test_an_iceberg_runtime_the_user_names_is_left_alone(key, runtime):
+    s = settings({key: runtime}, jars=None)
+    assert s[key] == runtime
     assert ("spark.jars.packages" if key == "spark.jars" else "spark.jars") not in s
+
+
+def test_a_catalog_driver_the_user_names_comes_after_the_iceberg_runtime():
+    """A JDBC catalog's driver in spark.jars (or spark.jars.packages) does not replace the plugin's
+    Iceberg runtime: both are on the session's classpath."""
+    s = settings({"spark.jars": "/drivers/postgresql-42.7.14.jar"})
+    assert s["spark.jars"] == "/j/runtime.jar,/j/jackson.jar,/drivers/postgresql-42.7.14.jar"
+    s = settings({"spark.jars.packages": "org.postgresql:postgresql:42.7.14"})
+    assert s["spark.jars"] == "/j/runtime.jar,/j/jackson.jar"
+    assert s["spark.jars.packages"] == "org.postgresql:postgresql:42.7.14"
+    s = session_settings(
+        warehouse=WAREHOUSE, user_params={"spark.jars.packages": "org.postgresql:postgresql:42.7.14"},
+        iceberg_jars="packages", jars=None, spark=SparkLine("4.1.1", "2.13"),
+    )
+    assert s["spark.jars.packages"] == "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.11.0,org.postgresql:postgresql:42.7.14"
 
 
 def test_warehouse_is_resolved_against_the_working_directory(tmp_path, monkeypatch):
@@ -149,3 +170,30 @@ def test_a_long_lived_jvm_keeps_few_statements_and_short_plan_texts():
         assert s["spark.sql.maxPlanStringLength"] == "200000"
         assert s["spark.sql.ui.explainMode"] == "simple"
         assert s["spark.sql.ui.retainedExecutions"] == "100"
+
+
+@pytest.mark.parametrize(
+    "params, rest",
+    [
+        ({"spark.sql.catalog.spark_catalog.type": "rest", "spark.sql.catalog.spark_catalog.uri": "http://c"}, True),
+        ({"spark.sql.catalog.lake.type": "REST"}, True),
+        ({"spark.sql.catalog.lake.catalog-impl": "org.apache.iceberg.rest.RESTCatalog"}, True),
+        ({"spark.sql.catalog.spark_catalog.type": "jdbc"}, False),
+        ({"spark.sql.catalog.spark_catalog.uri": "rest"}, False),
+        ({}, False),
+    ],
+)
+def test_a_rest_catalog_takes_the_complete_runtime_on_spark_3_5(monkeypatch, params, rest):
+    """The bundled offline runtime lacks Iceberg's relocated HTTP client: a REST catalog gets the
+    Maven Central runtime (downloaded once) under auto, and bundled refuses it before anything runs."""
+    from dbt_incremental_mv.runtime import iceberg_runtime
+
+    monkeypatch.setattr(iceberg_runtime, "maven_runtime_jar", lambda spark: Path(f"/c/{spark.runtime_jar_name}"))
+    spark35 = SparkLine("3.5.9", "2.12")
+    jars = embedded.jars_for("auto", params, spark35)
+    if rest:
+        assert jars.classpath == ["/c/iceberg-spark-runtime-3.5_2.12-1.10.2.jar"]
+        with pytest.raises(iceberg_runtime.IcebergRuntimeError, match=r"REST catalog.*lacks the HTTP client.*iceberg_jars: auto"):
+            embedded.jars_for("bundled", params, spark35)
+    else:
+        assert jars.runtime.name == "iceberg-spark-runtime-3.5_2.12-1.10.2.jar" and jars.relocated_jackson is not None

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The catalog job (issue 39): a functional subset on the catalogs production runs, each started by
+# the tests themselves (tests/functional/catalogs.py, docs/catalogs.md):
+#   jdbc  Iceberg's JDBC catalog on PostgreSQL (Debian's postgresql package, initdb into a temporary
+#         directory; PostgreSQL's JDBC driver downloaded once from Maven Central into the cache)
+#   rest  Iceberg's REST catalog server (its test fixture, jars downloaded once from Maven Central)
+#   hive  a Hive Metastore service (the standalone metastore in PySpark's jars, on Derby)
+# On each: every view class through generated definitions (the randomized harness at a reduced
+# count), change logs shared by two views, crash points, refreshers in separate JVMs (one compare-
+# and-swap winner), cost-based force, builds and rebuilds, and that the tables live in that catalog.
+# JDBC runs the whole subset; REST and Hive a leaner one (fewer definitions, every third crash
+# point, one held refresh). DBT_MV_CATALOGS picks the catalogs (default "jdbc rest hive").
+# Extra arguments go to pytest.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+catalogs="${DBT_MV_CATALOGS:-jdbc rest hive}"
+case " $catalogs " in *" jdbc "*)
+  if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
+    echo "installing PostgreSQL (Debian's postgresql package) for the JDBC catalog's tests"
+    sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq postgresql >/dev/null
+  fi ;;
+esac
+venv="$(bash "$repo/scripts/setup.sh")"
+cd "$repo"
+for catalog in $catalogs; do
+  echo "catalog job: $catalog"
+  if [ "$catalog" = jdbc ]; then
+    definitions=20 stride=1 pauses="insert into,delete from" force=TestForceRandomized
+  else
+    definitions=10 stride=3 pauses="delete from" force=TestCostBasedForce
+  fi
+  DBT_MV_TEST_CATALOG="$catalog" DBT_MV_FUZZ_DEFINITIONS="${DBT_MV_CATALOG_DEFINITIONS:-$definitions}" DBT_MV_FUZZ_ROUNDS=1 \
+  DBT_MV_CRASH_STRIDE="$stride" DBT_MV_PAUSE_POINTS="$pauses" "$venv/bin/python" -m pytest "$@" \
+    tests/functional/test_generated_views.py \
+    tests/functional/test_change_logs.py \
+    tests/functional/test_fast_refresh_build.py \
+    "tests/functional/test_explain_and_history.py::$force"
+done
