@@ -127,11 +127,11 @@ def postgres_server(directory: Path):
     """A throwaway PostgreSQL server in ``directory`` (as the ``postgres`` user when run as root:
     PostgreSQL refuses root), stopped at exit."""
     binaries = _postgres_bin()
+    directory.mkdir(parents=True, exist_ok=True)
     as_user: list[str] = []
     if os.geteuid() == 0:
         as_user = ["runuser", "-u", "postgres", "--"]
         account = pwd.getpwnam("postgres")
-        directory.mkdir(parents=True, exist_ok=True)
         os.chown(directory, account.pw_uid, account.pw_gid)
         # the server and initdb must reach the directory: open the path to it (the temp dirs are 0700)
         for parent in [directory, *directory.parents]:
