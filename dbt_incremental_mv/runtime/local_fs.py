@@ -10,7 +10,10 @@ a 3-minute run of one generated view's refreshes.
 
 The plugin's jar (``jars/``, built from ``java/`` by ``scripts/build_jar.py``) holds
 ``LocalFileSystemWithoutForks``: Hadoop's ``LocalFileSystem`` (checksums and all) whose raw file
-system sets the same permission bits through ``java.nio``. A local session (the embedded one, a
+system sets the same permission bits through ``java.nio``, and renames a file without ever
+replacing an existing one (a hard link, then the old name removed), as Hadoop's FileSystem contract
+says and a POSIX rename does not: Iceberg's Hadoop catalog commits by renaming to the next version's
+name, and only this makes two processes' commits of one table a compare-and-swap (docs/catalogs.md). A local session (the embedded one, a
 local Thrift Server) gets it as the ``file:`` scheme's file system, on the driver's class path,
 unless the user chose a ``file:`` implementation (``spark.hadoop.fs.file.impl``).
 """

@@ -4,8 +4,9 @@
 catalog fixed when the JVM starts):
 
 - ``hadoop`` (default): Iceberg's Hadoop catalog in the embedded warehouse, the plugin's default.
-  Its commits are atomic between the threads of one JVM only (an in-process lock and a rename
-  that replaces): refreshers in separate processes need one of the others.
+  Its commit is a rename to the next version's name under a lock of one JVM; the plugin's ``file:``
+  file system makes that rename fail when the name exists (Hadoop's would replace the file), so
+  commits are atomic across processes on the machine's local disk too.
 - ``jdbc``: Iceberg's JDBC catalog on a PostgreSQL server started here (Debian's ``postgresql``
   package, ``initdb`` into a temporary directory, trust authentication on 127.0.0.1, a free port),
   with PostgreSQL's JDBC driver downloaded once from Maven Central into the plugin's cache. A
@@ -87,11 +88,6 @@ def catalog_kind() -> str:
     if kind not in CATALOGS:
         raise ValueError(f"{CATALOG_ENV}={kind!r}: one of {', '.join(CATALOGS)}")
     return kind
-
-
-def atomic_across_processes() -> bool:
-    """Whether the test catalog's commits are atomic between separate JVMs."""
-    return catalog_kind() != "hadoop"
 
 
 @dataclass(frozen=True)

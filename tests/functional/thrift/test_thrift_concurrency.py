@@ -2,9 +2,8 @@
 
 Four separate dbt processes refresh overlapping selections of the example project's views
 (every view class, a view over a view written at refresh time, change logs shared by several
-views) in a loop through one Spark Thrift Server (one JVM, so Iceberg's commits are atomic
-between them, as on a cluster's catalog; the embedded Hadoop catalog on a local directory is not
-safe for writers in different processes), while a writer commits random single statements to the
+views) in a loop through one Spark Thrift Server (one JVM, as on a cluster; refreshers in separate
+JVMs are test_change_logs.py's TestRefreshersInSeparateProcesses), while a writer commits random single statements to the
 masters (inserts, deletes, updates of keys, join keys, group keys and measures, NULLs).
 
 Every refresh either publishes or fails cleanly naming the other refresh that won (no other
