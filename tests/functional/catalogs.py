@@ -42,6 +42,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from dbt_incremental_mv.runtime.iceberg_runtime import _pyspark_jars_dir, maven_jar
+
 CATALOG_ENV = "DBT_MV_TEST_CATALOG"
 CATALOGS = ("hadoop", "jdbc", "rest", "hive")
 POSTGRESQL_DRIVER = ("org.postgresql", "postgresql", "42.7.14")
@@ -147,31 +149,31 @@ def postgres_server(directory: Path):
                        capture_output=True)
 
 
+def spark_catalog_parameters(kind: str, uri: str, **options: str) -> dict[str, str]:
+    """server_side_parameters that make spark_catalog an Iceberg catalog of type ``kind`` at ``uri``
+    (``options``: more of the catalog's properties)."""
+    prefix = "spark.sql.catalog.spark_catalog"
+    return {f"{prefix}.type": kind, f"{prefix}.uri": uri, **{f"{prefix}.{key}": value for key, value in options.items()}}
+
+
 def jdbc_catalog_parameters(server: PostgresServer, driver_jar: Path) -> dict[str, str]:
     """server_side_parameters that make spark_catalog Iceberg's JDBC catalog on ``server``."""
-    prefix = "spark.sql.catalog.spark_catalog"
     return {
-        f"{prefix}.type": "jdbc",
-        f"{prefix}.uri": server.jdbc_url,
-        f"{prefix}.jdbc.user": server.user,
-        f"{prefix}.jdbc.password": "",
-        f"{prefix}.jdbc.schema-version": "V1",  # the catalog's tables with Iceberg views (dbt's view materialization)
+        # V1: the catalog's tables with Iceberg views (dbt's view materialization)
+        **spark_catalog_parameters("jdbc", server.jdbc_url, **{"jdbc.user": server.user, "jdbc.password": "",
+                                                               "jdbc.schema-version": "V1"}),
         "spark.jars": str(driver_jar),
     }
 
 
 def postgresql_driver() -> Path:
-    from dbt_incremental_mv.runtime.iceberg_runtime import maven_jar
-
     return maven_jar(*POSTGRESQL_DRIVER, needed_by="The JDBC catalog's tests need PostgreSQL's JDBC driver")
 
 
 def rest_fixture_classpath() -> list[str]:
-    from dbt_incremental_mv.runtime.iceberg_runtime import maven_jar
-
     jars = [str(maven_jar(*coordinate, needed_by="The REST catalog's tests need Iceberg's REST test fixture"))
             for coordinate in REST_FIXTURE]
-    pyspark_jars = _pyspark_jars()
+    pyspark_jars = _pyspark_jars_dir()
     for pattern in PYSPARK_HADOOP_JARS:
         jars += sorted(str(p) for p in pyspark_jars.glob(pattern))[-1:]
     return jars
@@ -186,27 +188,18 @@ def rest_catalog_server(directory: Path):
     env = {**os.environ, "CATALOG_URI": f"jdbc:sqlite:{directory / 'catalog.db'}",
            "CATALOG_WAREHOUSE": str(directory / "warehouse"), "CATALOG_JDBC_SCHEMA__VERSION": "V1",
            "CATALOG_REST_PORT": str(port)}  # CATALOG_A_B__C: the server's property a.b-c
-    log = open(directory / "server.log", "w")
-    server = subprocess.Popen(
-        ["java", "-Xmx512m", "-cp", os.pathsep.join(rest_fixture_classpath()),
-         "org.apache.iceberg.rest.RESTCatalogServer"],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
+    classpath = os.pathsep.join(rest_fixture_classpath())
     uri = f"http://127.0.0.1:{port}"
-    try:
-        _wait_for_port(port, server, directory / "server.log", "the REST catalog server")
-        with urllib.request.urlopen(f"{uri}/v1/config", timeout=30):
-            pass
-        yield uri
-    finally:
-        _stop(server)
-        log.close()
-
-
-def _pyspark_jars() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).parent / "jars"
+    with open(directory / "server.log", "w") as log:
+        server = subprocess.Popen(["java", "-Xmx512m", "-cp", classpath, "org.apache.iceberg.rest.RESTCatalogServer"],
+                                  env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _wait_for_port(port, server, directory / "server.log", "the REST catalog server")
+            with urllib.request.urlopen(f"{uri}/v1/config", timeout=30):
+                pass
+            yield uri
+        finally:
+            _stop(server)
 
 
 def _wait_for_port(port: int, process: subprocess.Popen, log: Path, what: str, seconds: float = 120) -> None:
@@ -237,7 +230,7 @@ def hive_metastore(directory: Path):
     directory.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     command = [
-        "java", "-Xmx512m", "-cp", str(_pyspark_jars() / "*"), f"-Dderby.system.home={directory}",
+        "java", "-Xmx512m", "-cp", str(_pyspark_jars_dir() / "*"), f"-Dderby.system.home={directory}",
         f"-Dhive.log.dir={directory}", "org.apache.hadoop.hive.metastore.HiveMetaStore", "-p", str(port),
         "--hiveconf", "hive.async.log.enabled=false",
         "--hiveconf", f"javax.jdo.option.ConnectionURL=jdbc:derby:;databaseName={directory / 'metastore_db'};create=true",
@@ -269,16 +262,6 @@ def hive_metastore(directory: Path):
             _stop(server)
 
 
-def hive_catalog_parameters(uri: str) -> dict[str, str]:
-    """server_side_parameters that make spark_catalog an Iceberg Hive catalog on the metastore at ``uri``."""
-    return {"spark.sql.catalog.spark_catalog.type": "hive", "spark.sql.catalog.spark_catalog.uri": uri}
-
-
-def rest_catalog_parameters(uri: str) -> dict[str, str]:
-    """server_side_parameters that make spark_catalog an Iceberg REST catalog at ``uri``."""
-    return {"spark.sql.catalog.spark_catalog.type": "rest", "spark.sql.catalog.spark_catalog.uri": uri}
-
-
 @contextlib.contextmanager
 def catalog_parameters(directory: Path):
     """The server_side_parameters of the test catalog (started here, stopped at exit)."""
@@ -287,15 +270,11 @@ def catalog_parameters(directory: Path):
         yield {}
         return
     started = time.monotonic()
-    if kind == "hive":
-        with hive_metastore(directory / "hive") as uri:
-            print(f"Hive Metastore at {uri} (started in {time.monotonic() - started:.1f} s)")
-            yield hive_catalog_parameters(uri)
-        return
-    if kind == "rest":
-        with rest_catalog_server(directory / "rest") as uri:
-            print(f"REST catalog at {uri} (started in {time.monotonic() - started:.1f} s)")
-            yield rest_catalog_parameters(uri)
+    if kind in ("hive", "rest"):
+        server = hive_metastore if kind == "hive" else rest_catalog_server
+        with server(directory / kind) as uri:
+            print(f"{kind} catalog at {uri} (started in {time.monotonic() - started:.1f} s)")
+            yield spark_catalog_parameters(kind, uri)
         return
     with postgres_server(directory / "postgres") as server:
         print(f"JDBC catalog on PostgreSQL {server.jdbc_url} (started in {time.monotonic() - started:.1f} s)")

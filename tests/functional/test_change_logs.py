@@ -5,7 +5,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 import urllib.request
 from collections import Counter
@@ -18,7 +17,7 @@ from dbt_incremental_mv.adapter.connections import FaultInjection
 from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from tests.functional.catalogs import catalog_kind
 from tests.functional.differential import Column, Master, Workload
-from tests.functional.util import rows
+from tests.functional.util import DBT, LOST_RACE, rows
 
 MASTERS = [
     Master("customers", "customer_id", [
@@ -41,9 +40,6 @@ VIEWS = {
     ),
 }
 _runs = itertools.count()
-DBT = str(Path(sys.executable).with_name("dbt"))
-# in the one-line failure of a refresh that lost (FastRefreshEngine.publish, dbt_incremental_mv.conflicts)
-LOST_RACE = "committed while this one ran"
 
 
 def query(project, name, as_of=None):

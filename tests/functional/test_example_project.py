@@ -4,11 +4,11 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
+from tests.functional.util import DBT
+
 REPO = Path(__file__).resolve().parents[2]
-DBT = str(Path(sys.executable).with_name("dbt"))
 JAVA_FRAME = re.compile(r"^\s+at [\w$.]+\(")
 
 

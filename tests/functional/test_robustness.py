@@ -4,9 +4,7 @@ statement, killed processes, and a capture that loses the race to a concurrent o
 
 import os
 import subprocess
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 from dbt.tests.util import run_dbt
@@ -14,9 +12,8 @@ from dbt.tests.util import run_dbt
 from dbt_incremental_mv.adapter.connections import FaultInjection
 from tests.functional.differential import Column, Master, Workload
 from tests.functional.test_change_logs import run
-from tests.functional.util import rows
+from tests.functional.util import DBT, rows
 
-DBT = str(Path(sys.executable).with_name("dbt"))
 
 MASTERS = [
     Master("customers", "customer_id", key_pool=tuple(range(1001, 1007)), columns=[

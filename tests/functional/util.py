@@ -2,10 +2,16 @@
 
 import os
 import re
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
+
+# the dbt command line of this interpreter's environment (for tests that run dbt in processes of its own)
+DBT = str(Path(sys.executable).with_name("dbt"))
+# in the one-line failure of a refresh that lost (FastRefreshEngine.publish, dbt_incremental_mv.conflicts)
+LOST_RACE = "committed while this one ran"
 
 
 def rows(project, sql):

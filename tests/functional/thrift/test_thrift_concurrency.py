@@ -24,7 +24,6 @@ import os
 import random
 import re
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -36,16 +35,13 @@ from dbt.tests.util import run_dbt
 from pyhive import hive
 
 from tests.functional.thrift.test_thrift_fast_refresh import MODELS, VIEWS, ExampleProject
-from tests.functional.util import assert_views_match_queries, rows
+from tests.functional.util import DBT, LOST_RACE, assert_views_match_queries, rows
 
 pytestmark = pytest.mark.thrift
 
-DBT = str(Path(sys.executable).with_name("dbt"))
 SECONDS = float(os.environ.get("DBT_MV_CONCURRENCY_SECONDS", "60"))
 EPOCH = float(os.environ.get("DBT_MV_CONCURRENCY_EPOCH", "300"))
 SEED = int(os.environ.get("DBT_MV_CONCURRENCY_SEED", "4"))
-# in the one-line failure of a refresh that lost (FastRefreshEngine.publish, dbt_incremental_mv.conflicts)
-LOST_RACE = "committed while this one ran"
 # overlapping selections: every view refreshed by two processes at least, the view over a view
 # (repeat_customers... reads customer_orders' log) refreshed apart from its master view too
 SELECTIONS = (
