@@ -177,3 +177,10 @@ def test_what_sqlglot_cannot_resolve_is_refused(sql):
         qualify(select.copy(), dialect="spark", schema=_schema(MASTERS))
     with pytest.raises(UnsupportedViewError):
         Resolver(MASTERS).query(select)
+
+
+def test_output_names_keep_the_case_written_where_sqlglot_lowercases_them():
+    select = sqlglot.parse_one("select O.ORDER_ID, amount as AMT from SHOP.Orders o", read="spark")
+    assert [p.name for p in Resolver(MASTERS).query(select).projections] == ["ORDER_ID", "AMT"]
+    qualified = qualify(select.copy(), dialect="spark", schema=_schema(MASTERS))
+    assert [s.alias_or_name for s in qualified.selects] == ["order_id", "amt"]
