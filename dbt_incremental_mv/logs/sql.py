@@ -428,16 +428,23 @@ def net_marked_changes(
     )
 
 
-def purge(spec: LogSpec, positions: Sequence[tuple[int, Sequence[int]]], watermark_sequence: int | None) -> str:
+def purge(
+    spec: LogSpec, positions: Sequence[tuple[int, Sequence[int]]], watermark_sequence: int | None, *,
+    as_delete: bool = False,
+) -> str:
     """Delete the rows every dependent view has consumed, and all but the newest watermark.
 
     ``positions`` holds, per dependent view, its sequence and the commits it consumed on
     commit beyond it: a row is consumed by a view when it is at or before the sequence, or of
-    one of those commits.
+    one of those commits. Rows appended meanwhile are never matched, so nothing unconsumed is
+    ever deleted.
 
-    A MERGE on the row id: Spark 3.5 cannot plan a DELETE whose condition reads Iceberg
-    metadata columns (``_last_updated_sequence_number``), a MERGE's source can. Rows
-    appended meanwhile are not matched, so nothing unconsumed is ever deleted.
+    The consumed rows are found by their row id, in one of two statements that mean the same:
+    Spark 3.5 cannot plan a DELETE whose condition reads Iceberg metadata columns
+    (``_last_updated_sequence_number``), so there it is a MERGE whose source reads them; Spark 4.1
+    cannot analyse that MERGE on a copy-on-write table (its runtime file filter re-reads the
+    source without the metadata columns: ``RESOLVED_ATTRIBUTE_MISSING_FROM_INPUT``), so there
+    (``as_delete``) it is a DELETE of the row ids a subquery selects.
     """
     seq = ident(SEQUENCE_COLUMN)
     op = ident(OP_COLUMN)
@@ -452,6 +459,8 @@ def purge(spec: LogSpec, positions: Sequence[tuple[int, Sequence[int]]], waterma
     if watermark_sequence is not None:
         condition += f"\n   or ({watermark} and {seq} < {integer(watermark_sequence)})"
     log = relation(spec.log_relation)
+    if as_delete:
+        return f"delete from {log}\nwhere `_row_id` in (select `_row_id` from {log} where {condition})"
     return (
         f"merge into {log} as log\n"
         f"using (select `_row_id` as consumed_row from {log} where {condition}) as consumed\n"

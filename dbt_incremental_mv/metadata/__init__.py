@@ -60,6 +60,7 @@ class Catalog(Protocol):
     def drop_branch(self, name: str, branch: str) -> None: ...
     def drop_temp_view(self, view: str) -> None: ...
     def reset_staging(self) -> None: ...
+    def spark_version(self) -> str: ...
 
 
 class Metadata:
@@ -72,10 +73,19 @@ class Metadata:
         self._columns: dict[str, list[tuple[str, str]]] = {}
         self._mains: dict[str, int | None] = {}
         self._scan_sizes: dict[tuple, int | None] = {}  # a snapshot's files never change: kept
+        self._spark: tuple[int, int] | None = None
 
     @property
     def in_jvm(self) -> bool:
         return isinstance(self.catalog, JvmCatalog)
+
+    def spark(self) -> tuple[int, int]:
+        """The Spark line (major, minor) that runs the statements, read once (over SQL, the
+        server's: ``select version()``)."""
+        if self._spark is None:
+            major, minor = self.catalog.spark_version().split()[0].split(".")[:2]
+            self._spark = (int(major), int(minor))
+        return self._spark
 
     def table(self, name: str) -> TableMetadata | None:
         if name not in self._tables:

@@ -397,3 +397,6 @@ class JvmCatalog:
 
     def reset_staging(self) -> None:
         self.session.conf.unset("spark.wap.id")
+
+    def spark_version(self) -> str:
+        return str(self.session.version)

@@ -109,3 +109,6 @@ class SqlCatalog:
 
     def reset_staging(self) -> None:
         self.execute("reset spark.wap.id")
+
+    def spark_version(self) -> str:
+        return str(self.query("select version()")[0][0])  # '4.1.1 <git revision>'

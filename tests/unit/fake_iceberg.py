@@ -43,6 +43,7 @@ class FakeIceberg:
         self.bounds_read: list[tuple[str, tuple[str, ...]]] = []  # written_since calls: (table, columns)
         self.staged: list[ChangedFiles] = []  # changed files staged for a capture, and not unstaged yet
         self.files_staged: list[tuple[str, int, int]] = []  # every stage_changed_files call: (table, start, end)
+        self.spark = "3.5.1"  # what ``select version()`` answers: the Spark line decides some statements
 
     # ------------------------------------------------------------ building a warehouse
     def table(self, name: str, columns: list[tuple[str, str]], properties: dict[str, str] | None = None) -> FakeTable:
@@ -160,6 +161,10 @@ class FakeIceberg:
     def reset_staging(self) -> None:
         self.wap_id = None
 
+    def spark_version(self) -> str:
+        return self.spark
+
+
     def metadata(self) -> Metadata:
         metadata = Metadata(self)  # type: ignore[arg-type]
         metadata.__class__ = _JvmLikeMetadata
@@ -195,7 +200,8 @@ class FakeIceberg:
                     watermark = re.search(r"'w', (\d+), current_timestamp", text)
                     self.log_rows(name, "I", "D")
                     self.log_rows(name, "W", commit=int(watermark.group(1)) if watermark else snapshot)
-                if text.startswith("merge into") and "consumed_row" in text:  # purge: consumed rows go
+                purge = ("consumed_row" in text) if text.startswith("merge into") else "where `_row_id` in (select" in text
+                if purge:  # consumed rows go
                     table = self.tables[name]
                     table.rows = [r for r in table.rows if r[0] == "W"][-1:] + [r for r in table.rows if r[0] != "W" and r[1] >= table.sequence]
 
@@ -249,6 +255,7 @@ KINDS = (
     ("cache table `mv_write_", "cache: {what}"),
     ("drop view if exists `mv_write_", "uncache: {what}"),
     ("merge into `shop`.`mlog_", "purge {log}"),
+    ("delete from `shop`.`mlog_", "purge {log}"),
     ("create or replace table shop.v", "create view"),
 )
 

@@ -28,6 +28,12 @@ from dbt_incremental_mv.refresh.views.statement import branch_target
 from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation
 
 SOURCE, DEST = "DBT_INTERNAL_SOURCE", "DBT_INTERNAL_DEST"  # dbt's aliases (incremental_predicates name them)
+# From Spark 4.1 a cached view that keeps its analysed plan cannot be the source of a MERGE into a
+# table it reads (the model's new rows read the model: "No plan for TableReference", SPARK-57539,
+# fixed in 4.2): there the new rows are cached with their SQL text. Nothing is lost: the merge
+# goes to a branch made at the snapshot they were computed on, and main moving meanwhile fails
+# the run at its compare-and-swap.
+ANALYSED_MERGE_SOURCE_FAILS = (4, 1)
 
 
 class LoggedMergeError(RuntimeError):
@@ -104,7 +110,7 @@ def run(ctx: RefreshContext, config: MergeConfig, spec: LogSpec, table: str, new
     cached = f"mv_merge_{secrets.token_hex(6)}"
     branch = write_branch()
     source = relation(new_rows) if "." in new_rows else ident(new_rows)
-    before, after = cache_planning()
+    before, after = cache_planning(analysed_plans=meta.spark() < ANALYSED_MERGE_SOURCE_FAILS)
     try:
         for sql in [*before, f"cache table {ident(cached)} as\nselect * from {source}"]:
             ctx.execute(sql)

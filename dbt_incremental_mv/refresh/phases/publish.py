@@ -48,9 +48,11 @@ CACHE_PLANNING = (
 )
 
 
-def cache_planning() -> tuple[list[str], list[str]]:
-    """The statements that set the settings above, and those that reset them to the session's own."""
-    return [f"set {key}={value}" for key, value in CACHE_PLANNING], [f"reset {key}" for key, _ in CACHE_PLANNING]
+def cache_planning(*, analysed_plans: bool = True) -> tuple[list[str], list[str]]:
+    """The statements that set the settings above, and those that reset them to the session's own
+    (``analysed_plans=False``: the cached views keep their SQL text, as Spark's default)."""
+    settings = [(k, v) for k, v in CACHE_PLANNING if analysed_plans or k != "spark.sql.legacy.storeAnalyzedPlanForView"]
+    return [f"set {key}={value}" for key, value in settings], [f"reset {key}" for key, _ in settings]
 
 
 def caching(statements: Sequence[str]) -> list[str]:

@@ -25,6 +25,8 @@ from dbt_incremental_mv.refresh.state.view_state import view_state
 
 # Superseded capture watermarks are purged with consumed changes, or once this many pile up.
 WATERMARKS_BEFORE_PURGE = 16
+# The Spark line from which the row-level purge is a DELETE (logs/sql.py ``purge``: a MERGE before).
+DELETE_READS_METADATA_COLUMNS = (4, 1)
 
 
 def purge_log(
@@ -59,8 +61,9 @@ def purge_log(
         files = meta.data_files(spec.log_relation, OP_COLUMN)
         if not _rewritten_files(meta, spec, snapshot, floor, files):
             return _purge_files(ctx, spec, files, floor, stats["watermark_sequence"], before)
+    as_delete = meta.spark() >= DELETE_READS_METADATA_COLUMNS
     try:
-        ctx.execute(log_sql.purge(spec, positions, stats["watermark_sequence"]))
+        ctx.execute(log_sql.purge(spec, positions, stats["watermark_sequence"], as_delete=as_delete))
     except Exception as exc:  # noqa: BLE001 - a concurrent write won; the next refresh purges
         return [_left_for_next_refresh(spec, exc)]
     finally:
@@ -71,8 +74,12 @@ def purge_log(
 
 
 def _left_for_next_refresh(spec: LogSpec, exc: Exception) -> str:
+    """What a purge that did not commit says: the view is published either way, and the rows
+    stay for the next refresh's purge. A purge that fails for another reason than a concurrent
+    commit says so: it would fail again, and the log would only grow."""
     reason = str(getattr(exc, "msg", exc)).strip().splitlines()[0][:160]
-    return f"{spec.log_relation} left for the next refresh (concurrent commit: {reason})"
+    cause = "concurrent commit" if lost_race(exc) else "the purge failed"
+    return f"{spec.log_relation} left for the next refresh ({cause}: {reason})"
 
 
 def consumed_files(files: Sequence[DataFile], floor: int, watermark_sequence: int | None) -> list[str]:

@@ -41,6 +41,7 @@ def test_create_log_is_a_v3_iceberg_table_with_the_contract_columns():
         sql.log_stats(SPEC, 7, 3),
         sql.marked_changes(SPEC, 7, 3, 9, ["order_id"]),
         sql.purge(SPEC, [(9, ())], 12),
+        sql.purge(SPEC, [(9, (41,)), (5, ())], 12, as_delete=True),
     ],
 )
 def test_statements_parse(statement):
@@ -122,6 +123,19 @@ def test_purge_keeps_unconsumed_rows_and_the_newest_watermark():
     assert "`_last_updated_sequence_number` <= 9" in purge
     assert "`_last_updated_sequence_number` < 12" in purge
     assert "merge into `shop`.`mlog_orders`" in purge
+
+
+def test_the_purge_as_a_delete_selects_the_same_rows_by_row_id():
+    """Spark 4.1's form (a copy-on-write MERGE reading the log's metadata columns fails analysis
+    there): the same condition, the rows it selects deleted by row id."""
+    merge = sql.purge(SPEC, [(9, (41,)), (5, ())], 12)
+    delete = sql.purge(SPEC, [(9, (41,)), (5, ())], 12, as_delete=True)
+    condition = merge.split(" from `shop`.`mlog_orders` where ", 1)[1].split(") as consumed", 1)[0]
+    assert delete == (
+        "delete from `shop`.`mlog_orders`\n"
+        f"where `_row_id` in (select `_row_id` from `shop`.`mlog_orders` where {condition})"
+    )
+    assert "`_last_updated_sequence_number` <= 5" in condition and "`_mv_commit` in (41)" in condition
 
 
 def test_identifiers_with_backticks_are_escaped():

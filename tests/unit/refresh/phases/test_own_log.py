@@ -243,3 +243,18 @@ def test_a_logged_merge_whose_cache_fails_resets_the_cache_planning_settings():
         logged_merge.run(ctx, config, spec, "shop.stg", "stg__dbt_tmp")
     before, after = cache_planning()
     assert fake.statements[-len(after):] == after and fake.statements[:len(before)] == before  # not left set in the session
+
+
+def test_on_spark_4_1_a_logged_merge_caches_the_new_rows_with_their_sql_text():
+    """Spark 4.1 cannot MERGE from a cached view that keeps its analysed plan and reads the target
+    (SPARK-57539): there the cache is planned without ``storeAnalyzedPlanForView``."""
+    from dbt_incremental_mv.refresh.operations import logged_merge
+
+    fake, ctx, spec, config = merge_warehouse(new_rows=1)
+    fake.spark = "4.1.1 c0690c763bafabd08e7079d1137fa0a769a05bae"
+    logged_merge.run(ctx, config, spec, "shop.stg", "stg__dbt_tmp")
+    before, after = cache_planning(analysed_plans=False)
+    assert fake.statements[:len(before)] == before and not any("storeAnalyzedPlanForView" in s for s in before)
+    assert fake.statements[len(before)].startswith("cache table `mv_merge_")
+    assert fake.statements[len(before) + 1:len(before) + 1 + len(after)] == after
+    assert any("storeAnalyzedPlanForView" in s for s in cache_planning()[0])  # before 4.1: the analysed plan

@@ -52,3 +52,15 @@ def test_files_newer_than_the_floor_in_the_snapshot_read_send_the_purge_back_to_
     assert not _rewritten_files(meta, spec, 7, 5, files(("later", 6, "I")))  # committed after the read
     assert _rewritten_files(meta, spec, 7, 4, files(("rewritten", 5, "W")))
     assert _rewritten_files(meta, spec, 8, 5, files(("a", 4, "I")))  # no sequence number known: rows
+
+
+def test_a_purge_that_failed_for_another_reason_than_a_concurrent_commit_says_so():
+    from dbt_incremental_mv.logs.contract import LogSpec
+    from dbt_incremental_mv.refresh.phases.purge import _left_for_next_refresh
+
+    spec = LogSpec("l", "shop.mlog_orders", "orders", "shop.orders", ("order_id",), True)
+    refused = "org.apache.iceberg.exceptions.CommitFailedException: Table metadata refresh is required"
+    raced = _left_for_next_refresh(spec, RuntimeError(refused))
+    failed = _left_for_next_refresh(spec, RuntimeError('[MISSING_ATTRIBUTES] "_row_id" missing\nplan...'))
+    assert raced == f"shop.mlog_orders left for the next refresh (concurrent commit: {refused})"
+    assert failed == 'shop.mlog_orders left for the next refresh (the purge failed: [MISSING_ATTRIBUTES] "_row_id" missing)'
