@@ -83,8 +83,11 @@ class Metadata:
         """The Spark line (major, minor) that runs the statements, read once (over SQL, the
         server's: ``select version()``)."""
         if self._spark is None:
-            major, minor = self.catalog.spark_version().split()[0].split(".")[:2]
-            self._spark = (int(major), int(minor))
+            try:
+                major, minor = self.catalog.spark_version().split()[0].split(".")[:2]
+                self._spark = (int(major), int(minor))
+            except Exception:  # noqa: BLE001 - an engine without version(): the statements of 3.5
+                self._spark = (3, 5)
         return self._spark
 
     def table(self, name: str) -> TableMetadata | None:

@@ -258,3 +258,12 @@ def test_on_spark_4_1_a_logged_merge_caches_the_new_rows_with_their_sql_text():
     assert fake.statements[len(before)].startswith("cache table `mv_merge_")
     assert fake.statements[len(before) + 1:len(before) + 1 + len(after)] == after
     assert any("storeAnalyzedPlanForView" in s for s in cache_planning()[0])  # before 4.1: the analysed plan
+
+
+def test_an_engine_whose_version_cannot_be_read_gets_the_statements_of_spark_3_5():
+    fake = FakeIceberg()
+    fake.spark = "unknown"
+    assert fake.metadata().spark() == (3, 5)
+    fake = FakeIceberg()
+    fake.spark = "4.1.1 c0690c7"
+    assert fake.metadata().spark() == (4, 1)
