@@ -4,8 +4,8 @@
 # the unit suite and a functional subset: every view class at once through generated definitions
 # (the randomized harness at a reduced count: 20 definitions, one round of random DML followed by a
 # fast refresh and a comparison with the defining query), the change logs with their fault points
-# the build, rebuild and refresh methods, the staging of a view DELETE and the row-level purge of a
-# log. Extra arguments go to pytest.
+# the build, rebuild and refresh methods, the staging of a view DELETE, the row-level purge of a log
+# and views over a logged_merge incremental model. Extra arguments go to pytest.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export DBT_MV_VENV="${DBT_MV_SPARK4_VENV:-$repo/.venv-spark4}"
@@ -21,4 +21,5 @@ DBT_MV_FUZZ_DEFINITIONS="${DBT_MV_SPARK4_DEFINITIONS:-20}" DBT_MV_FUZZ_ROUNDS=1 
   tests/functional/test_change_logs.py \
   tests/functional/test_fast_refresh_build.py \
   tests/functional/test_row_level_delete.py \
-  tests/functional/test_log_purge.py
+  tests/functional/test_log_purge.py \
+  tests/functional/test_stacked_refresh.py::TestThreeStackedViewsOverALoggedIncrementalModel
