@@ -34,7 +34,7 @@ from typing import Protocol
 from dbt_incremental_mv.metadata.types import (  # noqa: F401 - the seam's names, importable from here
     Bound, BOUNDED_TYPES, ChangedFiles, commits_since, DataFile, EPOCH, Execute, from_metadata_json, LostRace,
     METADATA_COMMIT_ATTEMPTS, metadata_contention, MetadataContention, Query, retried_metadata_commit, Snapshot,
-    spark_type, SUMMARY_KEYS, TableMetadata, WrittenSince,
+    spark_line, spark_type, SUMMARY_KEYS, TableMetadata, WrittenSince,
 )
 from dbt_incremental_mv.metadata.sql_catalog import (  # noqa: F401 - the seam's names, importable from here
     SqlCatalog,
@@ -84,8 +84,7 @@ class Metadata:
         server's: ``select version()``)."""
         if self._spark is None:
             try:
-                major, minor = self.catalog.spark_version().split()[0].split(".")[:2]
-                self._spark = (int(major), int(minor))
+                self._spark = spark_line(self.catalog.spark_version())
             except Exception:  # noqa: BLE001 - an engine without version(): the statements of 3.5
                 self._spark = (3, 5)
         return self._spark

@@ -172,6 +172,13 @@ _PRIMITIVES = {
 }
 
 
+def spark_line(version: str) -> tuple[int, int]:
+    """(major, minor) of a Spark version as ``version()`` or ``SparkSession.version`` give it
+    (``'4.1.1 c0690c7...'``, ``'3.5.9'``)."""
+    major, minor = version.split()[0].split(".")[:2]
+    return int(major), int(minor)
+
+
 def spark_type(iceberg_type: Any) -> str:
     """An Iceberg schema type (its JSON form) as Spark's ``describe`` names it."""
     if isinstance(iceberg_type, str):

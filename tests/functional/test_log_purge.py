@@ -8,6 +8,7 @@ itself on a real log, in the default suite (Spark 3.5) and the Spark 4 job (4.1)
 
 from dbt_incremental_mv.logs import sql as log_sql
 from dbt_incremental_mv.logs.contract import LogSpec
+from dbt_incremental_mv.metadata import spark_line
 from dbt_incremental_mv.refresh.phases.purge import DELETE_READS_METADATA_COLUMNS
 from tests.functional.util import rows
 
@@ -23,7 +24,7 @@ class TestRowLevelPurge:
             project.run_sql(f"insert into {s}.mlog_orders values {values}, (null, null, 'W', {commit}, current_timestamp())")
         sequence = dict(rows(project, f"select _mv_commit, max(_last_updated_sequence_number) from {s}.mlog_orders group by 1"))
         version = project.run_sql("select version()", fetch="one")[0]
-        spark = tuple(int(part) for part in version.split()[0].split(".")[:2])
+        spark = spark_line(version)
         # one view consumed through commit 102; another through 101, and commit 102 on commit
         positions = [(sequence[102], ()), (sequence[101], (102,))]
         statement = log_sql.purge(spec, positions, sequence[103], as_delete=spark >= DELETE_READS_METADATA_COLUMNS)

@@ -39,19 +39,20 @@ SUMMARY_KEYS = (
 # The cached views keep their analysed plans rather than their SQL text: a view read by a view
 # read by the writes was otherwise parsed and analysed again at every reference of every statement
 # (Spark's analyzer then spent more time resolving a refresh's relations than running its jobs).
+STORE_ANALYSED_PLAN = "spark.sql.legacy.storeAnalyzedPlanForView"
 CACHE_PLANNING = (
     ("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true"),
     ("spark.sql.adaptive.applyFinalStageShuffleOptimizations", "false"),
     ("spark.sql.sources.bucketing.autoBucketedScan.enabled", "false"),
     ("spark.sql.adaptive.enabled", "false"),
-    ("spark.sql.legacy.storeAnalyzedPlanForView", "true"),
+    (STORE_ANALYSED_PLAN, "true"),
 )
 
 
 def cache_planning(*, analysed_plans: bool = True) -> tuple[list[str], list[str]]:
     """The statements that set the settings above, and those that reset them to the session's own
     (``analysed_plans=False``: the cached views keep their SQL text, as Spark's default)."""
-    settings = [(k, v) for k, v in CACHE_PLANNING if analysed_plans or k != "spark.sql.legacy.storeAnalyzedPlanForView"]
+    settings = [(k, v) for k, v in CACHE_PLANNING if analysed_plans or k != STORE_ANALYSED_PLAN]
     return [f"set {key}={value}" for key, value in settings], [f"reset {key}" for key, _ in settings]
 
 

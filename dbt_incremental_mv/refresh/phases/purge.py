@@ -64,7 +64,7 @@ def purge_log(
     as_delete = meta.spark() >= DELETE_READS_METADATA_COLUMNS
     try:
         ctx.execute(log_sql.purge(spec, positions, stats["watermark_sequence"], as_delete=as_delete))
-    except Exception as exc:  # noqa: BLE001 - a concurrent write won; the next refresh purges
+    except Exception as exc:  # noqa: BLE001 - a concurrent write won (or it failed: said); the next refresh purges
         return [_left_for_next_refresh(spec, exc)]
     finally:
         meta.forget(spec.log_relation)
