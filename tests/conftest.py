@@ -1,3 +1,5 @@
+from collections import Counter
+
 import pytest
 
 # dbt's own functional-test fixtures (project, run_dbt's profile, unique schemas).
@@ -5,10 +7,15 @@ pytest_plugins = ["dbt.tests.fixtures.project"]
 
 
 def pytest_collection_modifyitems(config, items):
-    """Functional tests (tests/functional) need the embedded Spark session: mark them."""
+    """Functional tests (tests/functional) need the embedded Spark session: mark them. Under
+    pytest-xdist (``-n 2 --dist loadgroup``) the Thrift Server's tests run in one worker, which
+    starts one server for them all."""
     for item in items:
-        if "tests/functional" in str(item.fspath).replace("\\", "/"):
+        path = str(item.fspath).replace("\\", "/")
+        if "tests/functional" in path:
             item.add_marker(pytest.mark.spark)
+        if "tests/functional/thrift/" in path:
+            item.add_marker(pytest.mark.xdist_group("thrift"))
 
 
 # The default run's floor of random DML operations (issue 7), checked when every randomized
@@ -26,15 +33,34 @@ def pytest_runtest_logreport(report):
         _randomized_passed.update(name for name in RANDOMIZED if name in report.nodeid)
 
 
-def _operations() -> int:
+KINDS = ("insert", "update", "update_key", "delete")
+_from_workers = Counter()  # under pytest-xdist (-n): the workers' counts, summed in the controller
+
+
+def _counts() -> Counter:
+    """This run's differential-testing counts: this process's, plus its xdist workers'."""
     try:
         from tests.functional.differential import OPERATIONS
     except ImportError:
-        return 0
-    return sum(OPERATIONS[k] for k in ("insert", "update", "update_key", "delete"))
+        return Counter(_from_workers)
+    return OPERATIONS + _from_workers
+
+
+def _operations() -> int:
+    return sum(_counts()[k] for k in KINDS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """An xdist worker ended: add the counts it sent (see pytest_sessionfinish)."""
+    _from_workers.update(getattr(node, "workeroutput", {}).get("differential", {}))
 
 
 def pytest_sessionfinish(session, exitstatus):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: its counts go to the controller, which judges
+        workeroutput["differential"] = dict(_counts())
+        return
     if len(_randomized_passed) == len(RANDOMIZED) and _operations() < MIN_OPERATIONS:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
         print(f"\ndifferential testing ran {_operations()} random DML operations, fewer than the "
@@ -44,13 +70,13 @@ def pytest_sessionfinish(session, exitstatus):
 def pytest_terminal_summary(terminalreporter):
     # How much randomized differential testing this run did (issue 7: at least 2,000 operations in
     # the default run; DBT_MV_SOAK=<n> multiplies the randomized rounds).
-    operations = _operations()
+    counts, operations = _counts(), _operations()
     if not operations:
         return
-    from tests.functional.differential import OPERATIONS, soak_factor
+    from tests.functional.differential import soak_factor
 
-    kinds = ", ".join(f"{k} {OPERATIONS[k]}" for k in ("insert", "update", "update_key", "delete"))
+    kinds = ", ".join(f"{k} {counts[k]}" for k in KINDS)
     terminalreporter.write_line(
-        f"differential testing: {operations} random DML operations ({kinds}) in {OPERATIONS['statements']} "
-        f"statements, {OPERATIONS['comparisons']} view-vs-query comparisons (soak factor {soak_factor()})"
+        f"differential testing: {operations} random DML operations ({kinds}) in {counts['statements']} "
+        f"statements, {counts['comparisons']} view-vs-query comparisons (soak factor {soak_factor()})"
     )

@@ -182,6 +182,15 @@ class Workload:
         del master.rows[key]
         self.sql(f"delete from {self.project.test_schema}.{master.name} where `{master.key}` = {key}")
 
+    def delete_every_row(self, name: str):
+        """Every row of master ``name`` deleted by key in one row-level DELETE (one commit: the
+        per-key statements of a long test cost a commit each and test nothing more)."""
+        master = self.masters[name]
+        if master.rows:
+            keys = ", ".join(map(literal, sorted(master.rows)))
+            self.sql(f"delete from {self.project.test_schema}.{name} where `{master.key}` in ({keys})")
+        master.rows.clear()
+
     def round(
         self, operations: int, masters: list[str] | None = None, kinds=("insert", "update", "update_key", "delete"),
         batched: bool = False,

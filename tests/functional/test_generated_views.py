@@ -14,7 +14,7 @@ from tests.fuzz.generator import Generator
 from tests.fuzz.shrink import keep_regression, regressions, shrink
 
 SEED = int(os.environ.get("DBT_MV_FUZZ_SEED", "37"))
-DEFINITIONS = int(os.environ.get("DBT_MV_FUZZ_DEFINITIONS", "40"))
+DEFINITIONS = int(os.environ.get("DBT_MV_FUZZ_DEFINITIONS", "20"))
 ROUNDS = int(os.environ.get("DBT_MV_FUZZ_ROUNDS", "3"))
 THREADS = int(os.environ.get("DBT_MV_FUZZ_THREADS", "1"))
 
@@ -34,11 +34,12 @@ class TestGeneratedViews:
         return model_files(self.DEFINITIONS)
 
     def test_each_is_refused_or_maintained_exactly(self, project):
-        # the CI's 40 (31 to maintain) are fewer than issue 37's 150: a generated view's fast
-        # refresh takes 1-10 s here, 150 would add ~20 minutes (see docs/correctness.md); scripts/fuzz.sh
-        # runs more in a JVM of their own
+        # the default run's 20 (and the regression cases) are far fewer than issue 37's 150: a
+        # generated view's fast refresh takes 1-10 s of Spark planning here, and the whole CI must
+        # finish within its time limit; the 2,000-definition run is by hand (scripts/fuzz.sh, in a
+        # JVM of its own; docs/correctness.md)
         if "DBT_MV_FUZZ_DEFINITIONS" not in os.environ:
-            assert len([d for d in self.DEFINITIONS if d.refused is None]) >= 30
+            assert len([d for d in self.DEFINITIONS if d.refused is None]) >= 15
         outcome = GeneratedCheck(project, self.DEFINITIONS, SEED).run(ROUNDS)
         table = f"seed {SEED}, {len(self.DEFINITIONS)} definitions, {ROUNDS} rounds\n\n{outcome.table()}\n"
         print(table)

@@ -64,9 +64,7 @@ class TestHavingRefresh(ShopViews):
             refresh()
 
         # every order goes: no group passes
-        for key in sorted(workload.masters["orders"].rows):
-            workload.sql(f"delete from {project.test_schema}.orders where order_id = {key}")
-        workload.masters["orders"].rows.clear()
+        workload.delete_every_row("orders")
         refresh()
         assert rows(project, f"select count(*) from {project.test_schema}.frequent_customers") == [(0,)]
 

@@ -111,9 +111,7 @@ class TestOuterJoinRefresh:
         self.check_all(workload)
         # every inner row goes: every preserved row remains once, null-extended
         for master in ("customers", "regions"):
-            for key in sorted(workload.masters[master].rows):
-                workload.sql(f"delete from {project.test_schema}.{master} where `{workload.masters[master].key}` = {key}")
-            workload.masters[master].rows.clear()
+            workload.delete_every_row(master)
         run_dbt(["run"])
         self.check_all(workload)
         # and come back (first matches)
