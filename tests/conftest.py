@@ -8,14 +8,17 @@ pytest_plugins = ["dbt.tests.fixtures.project"]
 
 def pytest_collection_modifyitems(config, items):
     """Functional tests (tests/functional) need the embedded Spark session: mark them. Under
-    pytest-xdist (``-n 2 --dist loadgroup``) the Thrift Server's tests run in one worker, which
-    starts one server for them all."""
+    pytest-xdist (``-n 2 --dist loadgroup``) a test class's tests run in one worker in their order
+    (a class's tests share its project, as in a serial run), a module's functions too, and the
+    Thrift Server's tests all in one worker, which starts one server for them all."""
     for item in items:
         path = str(item.fspath).replace("\\", "/")
         if "tests/functional" in path:
             item.add_marker(pytest.mark.spark)
         if "tests/functional/thrift/" in path:
             item.add_marker(pytest.mark.xdist_group("thrift"))
+        else:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0] + (f"::{item.cls.__name__}" if item.cls else "")))
 
 
 # The default run's floor of random DML operations (issue 7), checked when every randomized

@@ -38,14 +38,20 @@ class TestRefusalCatalogue:
         files["sources.yml"] = SOURCES
         return files
 
-    def test_every_refusal_fails_naming_the_construct_and_creates_nothing(self, project):
+    @pytest.fixture(scope="class", autouse=True)
+    def masters(self, project):
+        """The masters, made once for the class's tests (whichever test runs first, in whichever
+        test process: under pytest-xdist a class's tests may be split between processes)."""
         schema = project.test_schema
-        assert len(CASES) >= 60
         project.run_sql(f"create table {schema}.orders (order_id bigint, customer_id bigint, order_date date, "
                         "status string, amount decimal(10,2)) using iceberg")
         project.run_sql(f"create table {schema}.customers (customer_id bigint, name string, country string, "
                         "segment string) using iceberg")
         project.run_sql(f"insert into {schema}.orders values (1, 1, date'2026-01-01', 'open', 2.50)")
+
+    def test_every_refusal_fails_naming_the_construct_and_creates_nothing(self, project):
+        schema = project.test_schema
+        assert len(CASES) >= 60
         before = sorted(name for _, name, *_ in rows(project, f"show tables in {schema}"))
 
         results = run_dbt(["run"], expect_pass=False)
