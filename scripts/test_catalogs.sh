@@ -38,7 +38,7 @@ for catalog in $catalogs; do
     lean=(--deselect tests/functional/test_change_logs.py::TestTwoViewsOnOneLog)
   fi
   DBT_MV_TEST_CATALOG="$catalog" DBT_MV_FUZZ_SEED="${DBT_MV_CATALOG_SEED:-82}" DBT_MV_FUZZ_DEFINITIONS="${DBT_MV_CATALOG_DEFINITIONS:-$definitions}" DBT_MV_FUZZ_ROUNDS=1 \
-  DBT_MV_CRASH_STRIDE="$stride" DBT_MV_PAUSE_POINTS="$pauses" "$venv/bin/python" -m pytest -n "${DBT_MV_TEST_WORKERS:-2}" "$@" "${lean[@]}" \
+  DBT_MV_CRASH_STRIDE="$stride" DBT_MV_PAUSE_POINTS="$pauses" "$venv/bin/python" -m pytest -n "${DBT_MV_TEST_WORKERS:-2}" --dist loadgroup "$@" "${lean[@]}" \
     tests/functional/test_generated_views.py \
     tests/functional/test_change_logs.py \
     tests/functional/test_fast_refresh_build.py \

@@ -16,7 +16,7 @@ cd "$repo"
 "$venv/bin/python" -m pytest tests/unit "$@"
 # the functional subset in two processes, as the Spark 3.5 suite (DBT_MV_TEST_WORKERS=0: in this one)
 # (the refreshers in separate JVMs run in the Spark 3.5 suite and the catalog job: not again here)
-DBT_MV_FUZZ_DEFINITIONS="${DBT_MV_SPARK4_DEFINITIONS:-10}" DBT_MV_FUZZ_ROUNDS=1 DBT_MV_CRASH_STRIDE=2 exec "$venv/bin/python" -m pytest -n "${DBT_MV_TEST_WORKERS:-2}" "$@" \
+DBT_MV_FUZZ_DEFINITIONS="${DBT_MV_SPARK4_DEFINITIONS:-10}" DBT_MV_FUZZ_ROUNDS=1 DBT_MV_CRASH_STRIDE=2 exec "$venv/bin/python" -m pytest -n "${DBT_MV_TEST_WORKERS:-2}" --dist loadgroup "$@" \
   --deselect tests/functional/test_change_logs.py::TestRefreshersInSeparateProcesses \
   tests/functional/test_generated_views.py \
   tests/functional/test_change_logs.py \

@@ -114,7 +114,8 @@ class TestInterruptedRefresh(ChangeLogTests):
         # every state-changing statement in turn (DBT_MV_CRASH_STRIDE=k: every k-th, the catalog job's lean runs)
         stride = int(os.environ.get("DBT_MV_CRASH_STRIDE", "1"))
         for fault_after in range(1, 40, stride):
-            workload.round(4, batched=fault_after % 2 == 0)  # one commit per operation, or one MERGE
+            # one commit per operation, or one MERGE, alternately (whatever the stride)
+            workload.round(4, batched=fault_after // stride % 2 == 0)
             results, log = run("--select", "order_countries", fault_after=fault_after, expect_pass=None)
             if results[0].status == "success":
                 break  # fewer state-changing statements than fault_after: every point was covered
