@@ -111,7 +111,7 @@ class TestInterruptedRefresh(ChangeLogTests):
     def test_every_fault_point_recovers(self, project):
         workload = self.workload(project, seed=7)
         points = 0
-        # every state-changing statement in turn (DBT_MV_CRASH_STRIDE=k: every k-th, the catalog job's lean runs)
+        # every state-changing statement in turn (DBT_MV_CRASH_STRIDE=k: every k-th, the Spark 4 and catalog jobs)
         stride = int(os.environ.get("DBT_MV_CRASH_STRIDE", "1"))
         for fault_after in range(1, 40, stride):
             # one commit per operation, or one MERGE, alternately (whatever the stride)

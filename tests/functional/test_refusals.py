@@ -40,8 +40,7 @@ class TestRefusalCatalogue:
 
     @pytest.fixture(scope="class", autouse=True)
     def masters(self, project):
-        """The masters, made once for the class's tests (whichever test runs first, in whichever
-        test process: under pytest-xdist a class's tests may be split between processes)."""
+        """The masters, made once for the class's tests, whichever of them runs first or alone."""
         schema = project.test_schema
         project.run_sql(f"create table {schema}.orders (order_id bigint, customer_id bigint, order_date date, "
                         "status string, amount decimal(10,2)) using iceberg")
