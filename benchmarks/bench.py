@@ -243,7 +243,7 @@ class Bench:
         self.results = {
             "name": args.name, "started": datetime.now().isoformat(timespec="seconds"),
             "params": {k: v for k, v in vars(args).items() if k not in ("tmpdir", "out_dir")},
-            "machine": {"cores": os.cpu_count(), "load_start": os.getloadavg()},
+            "machine": {"cores": os.cpu_count(), "load_start": os.getloadavg(), "spark": installed_spark_version()},
             "scales": [],
         }
 
@@ -433,6 +433,15 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
         parser.error(str(exc))
     if args.name is None:
         args.name = default_name(args)
+
+
+def installed_spark_version() -> str:
+    """The PySpark this benchmark's dbt runs on (its Spark version)."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("pyspark")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def default_name(args: argparse.Namespace) -> str:

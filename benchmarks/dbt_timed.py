@@ -73,15 +73,15 @@ def _reads_reported(function, log: EventLog):
     """Wrap ``fast_refresh_finish``: after it, log what the refresh's statements read
     (``plan.reads``, session mode): one ``reads`` event per model."""
     @functools.wraps(function)
-    def wrapper(self, plan, *args, **kwargs):
+    def wrapper(self, run, *args, **kwargs):
         try:
-            return function(self, plan, *args, **kwargs)
+            return function(self, run, *args, **kwargs)
         finally:
-            reads = getattr(plan, "reads", None)
+            reads = getattr(run, "reads", None)
             if reads is not None:
                 log.write({
                     "kind": "reads", "name": "reads", "start": time.time(), "end": time.time(),
-                    "thread": threading.current_thread().name, "view": plan.view_relation,
+                    "thread": threading.current_thread().name, "view": run.plan.view_relation,
                     "statements": [
                         {"statement": s.statement, "input_bytes": s.input_bytes,
                          "scans": [{"table": t.table, "files": t.files, "skipped_files": t.skipped_files,

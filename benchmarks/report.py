@@ -171,7 +171,7 @@ def markdown(results: dict) -> str:
     lines = [
         f"# fast_refresh benchmark: {results['name']}",
         "",
-        f"- started {results['started']}, {machine['cores']} cores, load average {_fmt(machine['load_start'][0])} "
+        f"- started {results['started']}, Spark {machine.get('spark', '3.5')}, {machine['cores']} cores, load average {_fmt(machine['load_start'][0])} "
         f"-> {_fmt(machine.get('load_end', [None])[0])}, total {_fmt(results.get('total_s'))} s",
         f"- spread {p['spread']}, masters {p['master_mode']} (Iceberg v{p.get('master_format', 2)}), logs {p['logs']}, order lines "
         f"{'no' if p['no_lines'] else 'yes'}, dimension changes {'no' if p.get('no_dimension_changes') else 'yes'}, "

@@ -53,9 +53,6 @@ def dbt_profile_target(thrift_server):
         "port": thrift_server.port,
         "threads": 1,
         "connect_retries": 0,
-        # dbt-spark polls a running statement every poll_interval seconds (default 5): every
-        # statement still running at the first poll would cost 5 s.
-        "poll_interval": 1,
     }
 
 

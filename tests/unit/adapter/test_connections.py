@@ -84,3 +84,66 @@ def test_fault_injection_counts_state_changes_only(monkeypatch):
     FaultInjection.after("set spark.wap.id=abc")  # the first state change
     with pytest.raises(DbtRuntimeError, match="injected fault after statement 2"):
         FaultInjection.after("call spark_catalog.system.fast_forward('s.t', 'main', 'b') [metadata commit]")
+
+
+def test_a_running_statement_is_polled_soon_then_every_poll_interval():
+    from itertools import islice
+
+    from dbt_incremental_mv.adapter.connections import poll_waits
+
+    assert list(islice(poll_waits(5), 10)) == [0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5, 5]
+    assert list(islice(poll_waits(0), 2)) == [0, 0]
+
+
+class FakeCursor:
+    """A PyHive cursor whose statement is running for ``polls`` polls, then ends in ``final``."""
+
+    def __init__(self, polls, final, error=None):
+        self.polls, self.final, self.error, self.executed = polls, final, error, []
+
+    def execute(self, sql, bindings, async_):
+        assert async_
+        self.executed.append(sql)
+
+    def poll(self):
+        from types import SimpleNamespace
+
+        from dbt_incremental_mv.adapter.connections import ThriftState
+
+        self.polls -= 1
+        running = self.polls >= 0
+        return SimpleNamespace(operationState=ThriftState.RUNNING_STATE if running else self.final,
+                               errorMessage=None if running else self.error)
+
+
+def thrift_wrapper(cursor, poll_interval=5):
+    from dbt_incremental_mv.adapter.connections import ThriftConnectionWrapper
+
+    wrapper = ThriftConnectionWrapper(handle=None, poll_interval=poll_interval)
+    wrapper._cursor = cursor
+    return wrapper
+
+
+def test_the_thrift_wrapper_sees_a_finished_statement_within_doubling_waits(monkeypatch):
+    from dbt_incremental_mv.adapter import connections
+
+    slept = []
+    monkeypatch.setattr(connections.time, "sleep", slept.append)
+    cursor = FakeCursor(polls=4, final=connections.ThriftState.FINISHED_STATE)
+    thrift_wrapper(cursor).execute("insert into t values (1);")
+    assert cursor.executed == ["insert into t values (1)"]
+    assert slept == [0.02, 0.04, 0.08, 0.16]  # dbt-spark's own: 5, 5, 5, 5
+
+
+def test_the_thrift_wrapper_reports_a_failed_or_cancelled_statement(monkeypatch):
+    from dbt_common.exceptions import DbtDatabaseError
+
+    from dbt_incremental_mv.adapter import connections
+
+    monkeypatch.setattr(connections.time, "sleep", lambda seconds: None)
+    failed = FakeCursor(polls=1, final=connections.ThriftState.ERROR_STATE, error="Table not found: t")
+    with pytest.raises(DbtDatabaseError, match="Table not found: t"):
+        thrift_wrapper(failed).execute("select * from t")
+    cancelled = FakeCursor(polls=0, final=connections.ThriftState.CANCELED_STATE)
+    with pytest.raises(DbtDatabaseError, match="CANCELED_STATE"):
+        thrift_wrapper(cancelled).execute("select 1")
