@@ -21,10 +21,10 @@ from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.exceptions import FailedToConnectError
 from dbt.adapters.spark.connections import (
     PyhiveConnectionWrapper,
-    ThriftState,
     SparkConnectionManager,
     SparkConnectionMethod,
     SparkCredentials,
+    ThriftState,
 )
 from dbt_common.exceptions import DbtDatabaseError, DbtRuntimeError
 
@@ -179,9 +179,9 @@ class ThriftConnectionWrapper(PyhiveConnectionWrapper):
     (default 5) between polls. The Spark Thrift Server holds a poll until the statement ends or 5 s
     pass (HiveServer2's long polling, ``hive.server2.long.polling.timeout``): a statement under 5 s
     is seen when it ends (the thrift tests: 1,691 statements, not one sleep), a longer one up to
-    ``poll_interval`` after it ended. Here the sleeps are 0.02 s, 0.04 s,
-    ... doubling up to ``poll_interval``: a statement under half a minute is seen within about a
-    second of its end (a longer one, as before, within ``poll_interval``).
+    ``poll_interval`` after it ended. Here the sleeps are 0.02 s, 0.04 s, ... doubling up to
+    ``poll_interval``: a statement under half a minute is seen within about a second of its end (a
+    longer one, as before, within ``poll_interval``).
     """
 
     def _execute_with_polling(self, sql: str, bindings: list[Any] | None) -> None:
