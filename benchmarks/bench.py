@@ -74,6 +74,8 @@ import report  # noqa: E402
 import shop  # noqa: E402
 from dbt_runs import DbtFailure, run_dbt, write_project  # noqa: E402
 
+from dbt_incremental_mv.runtime.iceberg_runtime import installed_spark  # noqa: E402
+
 DEFAULT_FRACTION_SWEEP = (0.0001, 0.001, 0.01, 0.1, 0.5)
 DATASETS = ("shop", "tpch")  # modules with the masters, views and change workload
 
@@ -240,10 +242,12 @@ class Bench:
         self.progress = Progress()
         self.root = Path(tempfile.mkdtemp(prefix="bench_", dir=args.tmpdir))
         self.places: dict[int, tuple[Path, Path, Path, Path | None]] = {}  # per scale: warehouse, fast, complete, force
+        spark = installed_spark()  # the Spark line this benchmark's dbt runs on, and its Iceberg runtime
         self.results = {
             "name": args.name, "started": datetime.now().isoformat(timespec="seconds"),
             "params": {k: v for k, v in vars(args).items() if k not in ("tmpdir", "out_dir")},
-            "machine": {"cores": os.cpu_count(), "load_start": os.getloadavg(), "spark": installed_spark_version()},
+            "machine": {"cores": os.cpu_count(), "load_start": os.getloadavg(),
+                        "spark": spark.version, "iceberg": spark.iceberg},
             "scales": [],
         }
 
@@ -433,15 +437,6 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
         parser.error(str(exc))
     if args.name is None:
         args.name = default_name(args)
-
-
-def installed_spark_version() -> str:
-    """The PySpark this benchmark's dbt runs on (its Spark version)."""
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version("pyspark")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def default_name(args: argparse.Namespace) -> str:

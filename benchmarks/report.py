@@ -165,13 +165,21 @@ def _fmt(value, digits: int = 1) -> str:
     return str(value)
 
 
+def _engine(machine: dict) -> str:
+    """The engine as the run recorded it, e.g. ``Spark 4.1.1 (Iceberg 1.11.0), `` (empty for runs that did not)."""
+    if "spark" not in machine:
+        return ""
+    iceberg = f" (Iceberg {machine['iceberg']})" if "iceberg" in machine else ""
+    return f"Spark {machine['spark']}{iceberg}, "
+
+
 def markdown(results: dict) -> str:
     """The summary: parameters, then per point a table of views and the dbt commands' wall times."""
     p, machine = results["params"], results["machine"]
     lines = [
         f"# fast_refresh benchmark: {results['name']}",
         "",
-        f"- started {results['started']}, Spark {machine.get('spark', '3.5')}, {machine['cores']} cores, load average {_fmt(machine['load_start'][0])} "
+        f"- started {results['started']}, {_engine(machine)}{machine['cores']} cores, load average {_fmt(machine['load_start'][0])} "
         f"-> {_fmt(machine.get('load_end', [None])[0])}, total {_fmt(results.get('total_s'))} s",
         f"- spread {p['spread']}, masters {p['master_mode']} (Iceberg v{p.get('master_format', 2)}), logs {p['logs']}, order lines "
         f"{'no' if p['no_lines'] else 'yes'}, dimension changes {'no' if p.get('no_dimension_changes') else 'yes'}, "

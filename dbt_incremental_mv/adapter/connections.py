@@ -181,8 +181,12 @@ class ThriftConnectionWrapper(PyhiveConnectionWrapper):
     is seen when it ends (the thrift tests: 1,691 statements, not one sleep), a longer one up to
     ``poll_interval`` after it ended. Here the sleeps are 0.02 s, 0.04 s, ... doubling up to
     ``poll_interval``: a statement under half a minute is seen within about a second of its end (a
-    longer one, as before, within ``poll_interval``).
+    longer one, as before, within ``poll_interval``). Measured on a local Thrift Server, a 7 s
+    statement with ``poll_interval`` 5: 10.1 s through dbt-spark's wrapper, 7.1 s through this one.
     """
+
+    # dbt-spark 1.11's ``_execute_with_polling`` (pinned ~=1.11.0), but for the sleeps: it has no
+    # hook for them. Compare with it when dbt-spark is upgraded.
 
     def _execute_with_polling(self, sql: str, bindings: list[Any] | None) -> None:
         if sql.strip().endswith(";"):
