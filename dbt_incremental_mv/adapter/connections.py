@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +39,21 @@ logger = AdapterLogger("spark_mv")
 _session_lock = threading.Lock()
 
 
+ANSI_MODE = "spark.sql.ansi.enabled"
+
+
+def _explicit_ansi_mode(parameters: Mapping[str, Any]) -> str | None:
+    """The profile's own ANSI setting ("true"/"false"), or None when it sets none. dbt-spark 1.11
+    turns ANSI off on every connection; a profile that names the setting keeps what it says."""
+    value = next((v for k, v in parameters.items() if str(k).removeprefix("set:hiveconf:") == ANSI_MODE), None)
+    if value is None:
+        return None
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise DbtRuntimeError(f"Profile: server_side_parameters {ANSI_MODE}={value!r} is not supported. Allowed: 'true', 'false'.")
+    return text
+
+
 @dataclass
 class SparkMVCredentials(SparkCredentials):
     # Embedded session only (method: session): the local Iceberg warehouse directory
@@ -61,7 +76,10 @@ class SparkMVCredentials(SparkCredentials):
         if self.jit not in JIT_MODES:
             allowed = ", ".join(f"'{m}'" for m in JIT_MODES)
             raise DbtRuntimeError(f"Profile: jit={self.jit!r} is not supported. Allowed: {allowed}.")
-        super().__post_init__()
+        ansi = _explicit_ansi_mode(self.server_side_parameters)
+        super().__post_init__()  # sets spark.sql.ansi.enabled=false whatever the profile says
+        if ansi is not None:  # the profile's own setting wins: Spark 4's default is ANSI on
+            self.server_side_parameters[ANSI_MODE] = ansi
         if self.method in (SparkConnectionMethod.THRIFT, SparkConnectionMethod.HTTP):
             # The Spark Thrift Server applies a session configuration entry only when its key is
             # prefixed ``set:hiveconf:``; unprefixed keys (dbt-spark's own ``spark.sql.ansi.enabled``
@@ -248,11 +266,9 @@ class SparkMVConnectionManager(SparkConnectionManager):
                 )
             except IcebergRuntimeError as exc:
                 raise FailedToConnectError(f"Cannot start the embedded Spark session: {exc}") from exc
-        from dbt.adapters.spark.session import SessionConnectionWrapper  # imports pyspark: session method only
+        from dbt_incremental_mv.adapter.session import SESSIONS, BoundSessionConnectionWrapper  # imports pyspark
 
-        from dbt_incremental_mv.adapter.session import SESSIONS
-
-        connection.handle = SessionConnectionWrapper(SESSIONS.acquire(root))
+        connection.handle = BoundSessionConnectionWrapper(SESSIONS.acquire(root, creds.server_side_parameters))
         connection.state = ConnectionState.OPEN
         return connection
 

@@ -19,15 +19,19 @@ under a job group of its own and, once executed, what it read is appended (scan_
 
 from __future__ import annotations
 
+import datetime
+import decimal
+import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from dbt.adapters.spark.session import Cursor
+from dbt.adapters.spark.session import Cursor, SessionConnectionWrapper
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt_incremental_mv.reads import StatementReads
+from dbt_incremental_mv.sql_text import string
 
 
 class IsolatedCursor(Cursor):
@@ -144,7 +148,21 @@ class SessionPool:
         self._lock = threading.Lock()
         self.created = 0
 
-    def acquire(self, root: Any) -> IsolatedSessionConnection:
+    def acquire(self, root: Any, settings: Mapping[str, str] | None = None) -> IsolatedSessionConnection:
+        """A session of ``root`` with the profile's runtime SQL ``settings`` (its ``spark.sql.*``
+        keys Spark lets a session change, ANSI mode among them): the JVM keeps the settings it
+        started with, so a later profile in the same process (dbt invoked again, a test suite)
+        would otherwise run on the first one's."""
+        connection = self._free_or_new(root)
+        runtime = {key: value for key, value in (settings or {}).items() if key.startswith("spark.sql.")}
+        if runtime:
+            conf = connection.session.conf
+            for key, value in runtime.items():
+                if conf.isModifiable(key):
+                    conf.set(key, value)
+        return connection
+
+    def _free_or_new(self, root: Any) -> IsolatedSessionConnection:
         with self._lock:
             while self._free:
                 session, initial = self._free.pop()
@@ -176,3 +194,30 @@ class SessionPool:
 
 
 SESSIONS = SessionPool()
+
+
+class BoundSessionConnectionWrapper(SessionConnectionWrapper):
+    """dbt-spark's session wrapper with its bound values (``dbt seed``'s rows) rendered as Spark
+    literals: dbt-spark 1.11 renders a NULL as the string ``'None'`` (a cast of it fails with ANSI
+    on), numbers through a float (a bigint above 2**53 loses digits) and strings unescaped (a quote
+    breaks the statement)."""
+
+    @classmethod
+    def _fix_binding(cls, value: Any) -> str:  # dbt-spark's name
+        if value is None:
+            return "null"
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, int):
+            return str(value)
+        if isinstance(value, decimal.Decimal) and value.is_finite():
+            return format(value, "f")  # a decimal literal: cast to the column's type as dbt-spark's float was
+        if isinstance(value, float) and math.isfinite(value):
+            return repr(value)
+        if isinstance(value, (float, decimal.Decimal)):
+            return string(str(float(value)))  # 'nan', 'inf': cast to a floating type as Spark spells them
+        if isinstance(value, datetime.datetime):
+            return string(value.isoformat(sep=" "))
+        if isinstance(value, datetime.date):
+            return string(value.isoformat())
+        return string(str(value))

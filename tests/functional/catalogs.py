@@ -37,6 +37,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -130,23 +131,26 @@ def postgres_server(directory: Path):
     if os.geteuid() == 0:
         as_user = ["runuser", "-u", "postgres", "--"]
         account = pwd.getpwnam("postgres")
+        # the server runs in a directory of its own under /tmp: pytest's temporary directories are
+        # 0700 and any other pytest run resets them to that, which took the server's data away
+        # mid-run ("could not stat data directory": Permission denied)
+        directory = Path(tempfile.mkdtemp(prefix="dbt-mv-postgres-"))
         os.chown(directory, account.pw_uid, account.pw_gid)
-        # the server and initdb must reach the directory: open the path to it (the temp dirs are 0700)
-        for parent in [directory, *directory.parents]:
-            if parent == Path("/"):
-                break
-            os.chmod(parent, os.stat(parent).st_mode | 0o111)
     data, port, user = directory / "data", _free_port(), "mv"
-    subprocess.run([*as_user, str(binaries / "initdb"), "-D", str(data), "-A", "trust", "-U", user,
-                    "--no-sync", "-E", "UTF8"], check=True, capture_output=True)
-    options = f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
-    subprocess.run([*as_user, str(binaries / "pg_ctl"), "-D", str(data), "-o", options,
-                    "-l", str(directory / "server.log"), "-w", "start"], check=True, capture_output=True)
     try:
-        yield PostgresServer("127.0.0.1", port, user)
+        subprocess.run([*as_user, str(binaries / "initdb"), "-D", str(data), "-A", "trust", "-U", user,
+                        "--no-sync", "-E", "UTF8"], check=True, capture_output=True)
+        options = f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+        subprocess.run([*as_user, str(binaries / "pg_ctl"), "-D", str(data), "-o", options,
+                        "-l", str(directory / "server.log"), "-w", "start"], check=True, capture_output=True)
+        try:
+            yield PostgresServer("127.0.0.1", port, user)
+        finally:
+            subprocess.run([*as_user, str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+                           capture_output=True)
     finally:
-        subprocess.run([*as_user, str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-                       capture_output=True)
+        if as_user:
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 def spark_catalog_parameters(kind: str, uri: str, **options: str) -> dict[str, str]:

@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from tests.functional.catalogs import catalog_parameters
@@ -16,6 +18,13 @@ def catalog_server_parameters(tmp_path_factory):
         yield parameters
 
 
+def ansi_parameters() -> dict[str, str]:
+    """``DBT_MV_TEST_ANSI=true`` runs the functional tests with ANSI mode on (the Spark 4 job: Spark 4's
+    default), ``false`` or unset with dbt-spark's default (off)."""
+    value = os.environ.get("DBT_MV_TEST_ANSI", "").strip().lower()
+    return {"spark.sql.ansi.enabled": value} if value else {}
+
+
 @pytest.fixture(scope="class")
 def dbt_profile_target(embedded_warehouse, catalog_server_parameters):
     return {
@@ -25,5 +34,6 @@ def dbt_profile_target(embedded_warehouse, catalog_server_parameters):
         "threads": 1,
         "server_side_parameters": {
             "spark.master": "local[2]", "spark.sql.shuffle.partitions": "4", **catalog_server_parameters,
+            **ansi_parameters(),
         },
     }

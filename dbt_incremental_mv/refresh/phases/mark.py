@@ -246,8 +246,10 @@ def listed(text: str, probe: KeyProbe, types: tuple[str | None, ...], raw: int) 
     """The MarkedLog fields from the listed images (log_sql.log_stats, ``images``): netted per key
     by the values of the columns the view reads (each image counts when they are not known), the
     keys left as literals when at most LITERAL_KEYS and their types allow, the exact ranges of an
-    integer or date first key."""
+    integer or date first key; the images netted downstream too unless the listed keys drop all
+    that cancelled out."""
     by_key: dict[tuple, Counter] = defaultdict(Counter)
+    raw_images: Counter = Counter()  # key -> its images before netting
     key_fields = [(f"k{i}", t) for i, t in enumerate(types)]
     value_fields = [f"v{i}" for i in range(len(probe.consolidate_by or ()))]
     for image in json.loads(text):
@@ -259,13 +261,16 @@ def listed(text: str, probe: KeyProbe, types: tuple[str | None, ...], raw: int) 
             found = image.get("v") or {}
             values = tuple(_hashable(found.get(field)) for field in value_fields)
         by_key[key][values] += 1 if image.get("o") == INSERT else -1
+        raw_images[key] += 1
     inserts = deletes = 0
     changed: dict[tuple, bool] = {}  # key -> whether it has an after image
+    transient = False  # a changed key also has images that cancelled out (a row's passing state)
     for key, counts in by_key.items():
         after = sum(n for n in counts.values() if n > 0)
         before = -sum(n for n in counts.values() if n < 0)
         if after or before:
             changed[key] = after > 0
+            transient = transient or raw_images[key] > after + before
         inserts, deletes = inserts + after, deletes + before
     skipped = max(0, raw - inserts - deletes) // 2
     literal = all(t in LITERAL_TYPES for t in types) and len(changed) <= literal_keys()
@@ -276,7 +281,10 @@ def listed(text: str, probe: KeyProbe, types: tuple[str | None, ...], raw: int) 
         "inserts": inserts,
         "deletes": deletes,
         "skipped": skipped,
-        "consolidated": probe.consolidate_by if skipped and not literal else None,
+        # netted downstream when the listed keys do not drop every image that cancelled out: a
+        # row's passing state is never evaluated by the view's expressions (with ANSI on a value
+        # no longer in the master could fail a cast the defining query never sees)
+        "consolidated": probe.consolidate_by if skipped and (transient or not literal) else None,
         "netted_by": probe.consolidate_by,
         "key_values": tuple(ordered) if literal else None,
         "insert_key_values": tuple(k for k in ordered if changed[k]) if literal else None,

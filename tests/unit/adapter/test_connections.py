@@ -36,6 +36,28 @@ def test_thrift_profile_keeps_dbt_spark_rules():
         credentials(method="thrift")
 
 
+def test_ansi_mode_is_off_unless_the_profile_names_it():
+    # dbt-spark 1.11 turns ANSI off on every connection; a profile that sets it keeps its value
+    assert credentials().server_side_parameters["spark.sql.ansi.enabled"] == "false"
+    on = credentials(server_side_parameters={"spark.sql.ansi.enabled": True})
+    assert on.server_side_parameters["spark.sql.ansi.enabled"] == "true"
+    off = credentials(server_side_parameters={"spark.sql.ansi.enabled": "FALSE"})
+    assert off.server_side_parameters["spark.sql.ansi.enabled"] == "false"
+
+
+def test_ansi_mode_reaches_the_thrift_server_prefixed():
+    creds = credentials(method="thrift", host="h", port=1, server_side_parameters={"spark.sql.ansi.enabled": "true"})
+    assert creds.server_side_parameters == {"set:hiveconf:spark.sql.ansi.enabled": "true"}
+    prefixed = credentials(method="thrift", host="h", port=1,
+                           server_side_parameters={"set:hiveconf:spark.sql.ansi.enabled": "true"})
+    assert prefixed.server_side_parameters == {"set:hiveconf:spark.sql.ansi.enabled": "true"}
+
+
+def test_a_bad_ansi_mode_is_refused():
+    with pytest.raises(DbtRuntimeError, match="spark.sql.ansi.enabled='yes'.*'true', 'false'"):
+        credentials(server_side_parameters={"spark.sql.ansi.enabled": "yes"})
+
+
 def test_plugin_is_a_spark_subclass():
     assert Plugin.dependencies == ["spark"]
     assert Plugin.adapter.type() == "spark_mv"

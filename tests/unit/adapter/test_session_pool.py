@@ -11,6 +11,9 @@ class FakeSession:
     def __init__(self, context):
         self.sparkContext = context
         self.statements = []
+        self.settings = {}
+        self.conf = SimpleNamespace(isModifiable=lambda key: key != "spark.sql.extensions",
+                                    set=self.settings.__setitem__)
         self.cleared = 0
         self.current = ["spark_catalog", "default"]
         self.catalog = SimpleNamespace(
@@ -60,3 +63,31 @@ def test_a_session_of_another_context_or_that_cannot_be_restored_is_not_reused()
     pool.give_back(stale)
     restarted = FakeRoot()  # a new SparkContext: the old sessions are of no use
     assert pool.acquire(restarted).session.sparkContext is restarted.sparkContext
+
+
+def test_each_connection_gets_the_profiles_runtime_settings():
+    # the JVM keeps the settings it started with: a later profile's ANSI mode applies per session
+    pool, root = SessionPool(), FakeRoot()
+    profile = {"spark.sql.ansi.enabled": "true", "spark.sql.extensions": "x", "spark.master": "local[2]"}
+    first = pool.acquire(root, profile)
+    assert first.session.settings == {"spark.sql.ansi.enabled": "true"}  # static and non-SQL keys left alone
+    session = first.session
+    pool.give_back(first)
+    assert pool.acquire(root, {"spark.sql.ansi.enabled": "false"}).session is session
+    assert session.settings == {"spark.sql.ansi.enabled": "false"}
+
+
+def test_seed_values_are_bound_as_spark_literals():
+    # dbt-spark 1.11 binds NULL as 'None' (ANSI on: the cast fails), numbers through a float and
+    # strings unescaped
+    import datetime
+    import decimal
+
+    from dbt_incremental_mv.adapter.session import BoundSessionConnectionWrapper
+
+    bind = BoundSessionConnectionWrapper._fix_binding
+    assert [bind(v) for v in (None, True, 2**62 + 1, decimal.Decimal("1.50"), decimal.Decimal("1E+2"), -1.25)] == [
+        "null", "true", "4611686018427387905", "1.50", "100", "-1.25"]
+    assert bind(float("nan")) == "'nan'" and bind("it's \\ %s") == "'it\\'s \\\\ %s'"
+    assert bind(datetime.date(2024, 1, 2)) == "'2024-01-02'"
+    assert bind(datetime.datetime(2024, 1, 2, 3, 4, 5, 600000)) == "'2024-01-02 03:04:05.600000'"
