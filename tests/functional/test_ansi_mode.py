@@ -1,8 +1,9 @@
 """ANSI mode on and off (``spark.sql.ansi.enabled``; Spark 4's default is on, dbt-spark 1.11 turns it
 off unless the profile names it): views with casts, integer arithmetic near the limits and division
 refresh fast to what their defining query gives under the same setting, through randomized inserts,
-updates and deletes. With ANSI on, a change the view's own cast cannot convert fails the refresh
-with Spark's error, the view keeps its rows, and the refresh after the fix applies everything."""
+updates and deletes. An int product that overflows wraps with ANSI off, in the view as in its query;
+with ANSI on, it and a value the view's own cast cannot convert fail the refresh with Spark's error,
+the view keeps its rows, and the refresh after the fix applies everything."""
 
 from dataclasses import replace
 
@@ -112,8 +113,19 @@ class AnsiViews:
         """More of the test on the refreshed views (a subclass's)."""
 
 
+OVERFLOW = 2_000_000_000  # an int whose double (ansi_outer's quantity * 2) does not fit an int
+
+
 class TestAnsiOff(AnsiViews):
     ANSI = "false"
+
+    def after_rounds(self, workload):
+        """An int product that overflows wraps around, in the view as in its query."""
+        project = workload.project
+        project.run_sql(f"insert into {project.test_schema}.orders values (9002, 1001, 1.00, {OVERFLOW}, 1, 0.5, 'open')")
+        self.refreshed(workload)
+        assert rows(project, f"select double_quantity from {project.test_schema}.ansi_outer where order_id = 9002") \
+            == [(OVERFLOW * 2 - 2**32,)]
 
 
 class TestAnsiOn(AnsiViews):
@@ -133,4 +145,12 @@ class TestAnsiOn(AnsiViews):
         # the bad value fixed: the next refresh applies both changes (the view's expressions never
         # see the passing 'x1': its images cancel out before they are read)
         project.run_sql(f"update {schema}.customers set code = '11' where customer_id = 9001")
+        self.refreshed(workload)
+        # an int product that overflows fails the refresh as it fails the query; fixed, it applies
+        before = sorted(rows(project, f"select * from {schema}.ansi_outer"), key=repr)
+        project.run_sql(f"insert into {schema}.orders values (9002, 1001, 1.00, {OVERFLOW}, 1, 0.5, 'open')")
+        _, log = run_dbt_and_capture(["run", "--select", "ansi_outer"], expect_pass=False)
+        assert "ARITHMETIC_OVERFLOW" in log and "Traceback" not in log, log
+        assert sorted(rows(project, f"select * from {schema}.ansi_outer"), key=repr) == before
+        project.run_sql(f"update {schema}.orders set quantity = 7 where order_id = 9002")
         self.refreshed(workload)
