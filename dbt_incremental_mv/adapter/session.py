@@ -154,12 +154,9 @@ class SessionPool:
         started with, so a later profile in the same process (dbt invoked again, a test suite)
         would otherwise run on the first one's."""
         connection = self._free_or_new(root)
-        runtime = {key: value for key, value in (settings or {}).items() if key.startswith("spark.sql.")}
-        if runtime:
-            conf = connection.session.conf
-            for key, value in runtime.items():
-                if conf.isModifiable(key):
-                    conf.set(key, value)
+        for key, value in (settings or {}).items():
+            if key.startswith("spark.sql.") and connection.session.conf.isModifiable(key):
+                connection.session.conf.set(key, value)
         return connection
 
     def _free_or_new(self, root: Any) -> IsolatedSessionConnection:

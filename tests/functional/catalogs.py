@@ -123,12 +123,13 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def postgres_server(directory: Path):
-    """A throwaway PostgreSQL server in ``directory`` (as the ``postgres`` user when run as root:
-    PostgreSQL refuses root), stopped at exit."""
+    """A throwaway PostgreSQL server in ``directory``, stopped at exit (run as root: as the
+    ``postgres`` user, PostgreSQL refuses root, in a directory of its own, removed at exit)."""
     binaries = _postgres_bin()
-    directory.mkdir(parents=True, exist_ok=True)
     as_user: list[str] = []
-    if os.geteuid() == 0:
+    if os.geteuid() != 0:
+        directory.mkdir(parents=True, exist_ok=True)
+    else:
         as_user = ["runuser", "-u", "postgres", "--"]
         account = pwd.getpwnam("postgres")
         # the server runs in a directory of its own under /tmp: pytest's temporary directories are

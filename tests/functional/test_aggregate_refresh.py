@@ -82,6 +82,7 @@ class ShopViews:
     model name -> SQL, ``CONFIG``: their config arguments)."""
 
     VIEWS: dict[str, str] = {}
+    MASTERS: list[Master] = MASTERS  # the masters the views read (their sources and random DML)
     CONFIG = "materialized='fast_refresh', refresh_method='fast'"
     VIEW_CONFIG: dict[str, str] = {}  # more config arguments of some views
 
@@ -91,7 +92,7 @@ class ShopViews:
             f"{name}.sql": f"{{{{ config({', '.join(filter(None, (self.CONFIG, self.VIEW_CONFIG.get(name))))}) }}}}\n" + sql
             for name, sql in self.VIEWS.items()
         }
-        files["sources.yml"] = Workload.sources_yml(MASTERS)
+        files["sources.yml"] = Workload.sources_yml(self.MASTERS)
         return files
 
     def check_all(self, workload):
@@ -109,7 +110,7 @@ class ShopViews:
 
     def built(self, project, seed: int, initial_rows: int = 10) -> Workload:
         """The masters with ``initial_rows`` random rows each, the views built and checked."""
-        workload = Workload(project, [replace(m, rows={}) for m in MASTERS], seed)
+        workload = Workload(project, [replace(m, rows={}) for m in self.MASTERS], seed)
         workload.create(initial_rows=initial_rows)
         results = run_dbt(["run"])
         assert all(r.status == "success" for r in results)

@@ -5,13 +5,11 @@ updates and deletes. An int product that overflows wraps with ANSI off, in the v
 with ANSI on, it and a value the view's own cast cannot convert fail the refresh with Spark's error,
 the view keeps its rows, and the refresh after the fix applies everything."""
 
-from dataclasses import replace
-
 import pytest
 from dbt.tests.util import run_dbt_and_capture
 
-from tests.functional.differential import Column, Master, Workload, soak_factor
-from tests.functional.test_aggregate_refresh import visible_columns
+from tests.functional.differential import Column, Master, soak_factor
+from tests.functional.test_aggregate_refresh import ShopViews
 from tests.functional.util import rows
 
 BIG = 2**56  # a bigint whose sums over a hundred rows stay in range (2**63 - 1)
@@ -64,13 +62,9 @@ VIEWS = {
 }
 
 
-def defining_query(project, sql):
-    for name in SRC:
-        sql = sql.replace(SRC[name], f"{project.test_schema}.{name}")
-    return sql
-
-
-class AnsiViews:
+class AnsiViews(ShopViews):
+    VIEWS = VIEWS
+    MASTERS = MASTERS
     ANSI = "false"
 
     @pytest.fixture(scope="class")
@@ -79,34 +73,18 @@ class AnsiViews:
         target["server_side_parameters"] = {**target["server_side_parameters"], "spark.sql.ansi.enabled": self.ANSI}
         return target
 
-    @pytest.fixture(scope="class")
-    def models(self):
-        config = "{{ config(materialized='fast_refresh', refresh_method='fast') }}\n"
-        files = {f"{name}.sql": config + sql for name, sql in VIEWS.items()}
-        files["sources.yml"] = Workload.sources_yml(MASTERS)
-        return files
-
-    def check_all(self, workload):
-        for name, sql in VIEWS.items():
-            workload.check(name, defining_query(workload.project, sql), visible_columns(workload.project, name))
-
-    def refreshed(self, workload):
-        results, log = run_dbt_and_capture(["run"])
-        assert all(r.status == "success" for r in results), log
+    def refreshed_fast(self, workload):
+        """``dbt run``: every view fast refreshed and equal to its query."""
+        log = self.refreshed(workload)
         assert log.count("fast refresh:") == len(VIEWS), log
-        self.check_all(workload)
 
     def test_views_match_their_queries(self, project):
         ansi = rows(project, "set spark.sql.ansi.enabled")[0][1]
         assert ansi == self.ANSI, ansi
-        workload = Workload(project, [replace(m, rows={}) for m in MASTERS], seed=39)
-        workload.create(initial_rows=10)
-        results, log = run_dbt_and_capture(["run"])
-        assert all(r.status == "success" for r in results), log
-        self.check_all(workload)
+        workload = self.built(project, seed=39)
         for round_number in range(2 * soak_factor()):  # one batched round, one of single statements
             workload.alternating_round(round_number, operations=8)
-            self.refreshed(workload)
+            self.refreshed_fast(workload)
         self.after_rounds(workload)
 
     def after_rounds(self, workload):
@@ -116,14 +94,18 @@ class AnsiViews:
 OVERFLOW = 2_000_000_000  # an int whose double (ansi_outer's quantity * 2) does not fit an int
 
 
+def overflowing_order(schema):
+    return f"insert into {schema}.orders values (9002, 1001, 1.00, {OVERFLOW}, 1, 0.5, 'open')"
+
+
 class TestAnsiOff(AnsiViews):
     ANSI = "false"
 
     def after_rounds(self, workload):
         """An int product that overflows wraps around, in the view as in its query."""
         project = workload.project
-        project.run_sql(f"insert into {project.test_schema}.orders values (9002, 1001, 1.00, {OVERFLOW}, 1, 0.5, 'open')")
-        self.refreshed(workload)
+        project.run_sql(overflowing_order(project.test_schema))
+        self.refreshed_fast(workload)
         assert rows(project, f"select double_quantity from {project.test_schema}.ansi_outer where order_id = 9002") \
             == [(OVERFLOW * 2 - 2**32,)]
 
@@ -132,25 +114,30 @@ class TestAnsiOn(AnsiViews):
     ANSI = "true"
 
     def after_rounds(self, workload):
-        """A row the view cannot cast fails the refresh and changes nothing; fixed, it applies."""
+        """A row the view cannot cast, and an int product that overflows, fail the refresh as they
+        fail the query, and change nothing; fixed, they apply."""
+        schema = workload.project.test_schema
+        self.fails_then_applies(
+            workload, "ansi_lines", "CAST_INVALID_INPUT", "'x1'",
+            [f"insert into {schema}.customers values (9001, 'x1', 1)",
+             f"insert into {schema}.orders values (9001, 9001, 1.00, 1, 1, 0.5, 'open')"],
+            # fixed: the view's expressions never see the passing 'x1' (its images cancel out first)
+            f"update {schema}.customers set code = '11' where customer_id = 9001",
+        )
+        self.fails_then_applies(
+            workload, "ansi_outer", "ARITHMETIC_OVERFLOW", "integer overflow", [overflowing_order(schema)],
+            f"update {schema}.orders set quantity = 7 where order_id = 9002",
+        )
+
+    def fails_then_applies(self, workload, view, error, detail, changes, fix):
+        """``changes`` fail ``view``'s refresh with Spark's ``error`` (naming ``detail``), in one line
+        without a traceback, the view unchanged; after ``fix`` every view refreshes to its query."""
         project = workload.project
-        schema = project.test_schema
-        before = sorted(rows(project, f"select * from {schema}.ansi_lines"), key=repr)
-        project.run_sql(f"insert into {schema}.customers values (9001, 'x1', 1)")
-        project.run_sql(f"insert into {schema}.orders values (9001, 9001, 1.00, 1, 1, 0.5, 'open')")
-        _, log = run_dbt_and_capture(["run", "--select", "ansi_lines"], expect_pass=False)
-        assert "CAST_INVALID_INPUT" in log and "'x1'" in log, log
-        assert "Traceback" not in log, log
-        assert sorted(rows(project, f"select * from {schema}.ansi_lines"), key=repr) == before
-        # the bad value fixed: the next refresh applies both changes (the view's expressions never
-        # see the passing 'x1': its images cancel out before they are read)
-        project.run_sql(f"update {schema}.customers set code = '11' where customer_id = 9001")
-        self.refreshed(workload)
-        # an int product that overflows fails the refresh as it fails the query; fixed, it applies
-        before = sorted(rows(project, f"select * from {schema}.ansi_outer"), key=repr)
-        project.run_sql(f"insert into {schema}.orders values (9002, 1001, 1.00, {OVERFLOW}, 1, 0.5, 'open')")
-        _, log = run_dbt_and_capture(["run", "--select", "ansi_outer"], expect_pass=False)
-        assert "ARITHMETIC_OVERFLOW" in log and "Traceback" not in log, log
-        assert sorted(rows(project, f"select * from {schema}.ansi_outer"), key=repr) == before
-        project.run_sql(f"update {schema}.orders set quantity = 7 where order_id = 9002")
-        self.refreshed(workload)
+        before = sorted(rows(project, f"select * from {project.test_schema}.{view}"), key=repr)
+        for change in changes:
+            project.run_sql(change)
+        _, log = run_dbt_and_capture(["run", "--select", view], expect_pass=False)
+        assert error in log and detail in log and "Traceback" not in log, log
+        assert sorted(rows(project, f"select * from {project.test_schema}.{view}"), key=repr) == before
+        project.run_sql(fix)
+        self.refreshed_fast(workload)
