@@ -1,12 +1,12 @@
 """Change logs (issue 3): shared logs and purge, crash safety, point-in-time marks."""
 
-import itertools
 import json
 import os
 import re
 import subprocess
 import time
 import urllib.request
+import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -39,7 +39,6 @@ VIEWS = {
         ["order_id", "amount", "country"],
     ),
 }
-_runs = itertools.count()
 
 
 def query(project, name, as_of=None):
@@ -57,7 +56,7 @@ def log_rows(project, master):
 
 
 def run(*args, fault_after=None, fault_at=None, expect_pass=True):
-    env = {"DBT_INCREMENTAL_MV_FAULT_RUN": str(next(_runs))}
+    env = {"DBT_INCREMENTAL_MV_FAULT_RUN": uuid.uuid4().hex}
     if fault_after is not None:
         env["DBT_INCREMENTAL_MV_FAULT_AFTER"] = str(fault_after)
     if fault_at is not None:
