@@ -17,7 +17,7 @@ from dbt_incremental_mv.adapter.connections import FaultInjection
 from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from tests.functional.catalogs import catalog_kind
 from tests.functional.differential import Column, Master, Workload
-from tests.functional.util import DBT, LOST_RACE, cli_env, rows
+from tests.functional.util import DBT, LOST_RACE, rows
 
 MASTERS = [
     Master("customers", "customer_id", [
@@ -160,7 +160,7 @@ class TestRefreshersInSeparateProcesses(ChangeLogTests):
     are atomic across processes (the embedded Hadoop catalog's through the plugin's file system)."""
 
     def dbt(self, project, profiles_root, *args, pause=None, pause_at=None):
-        env = {k: v for k, v in cli_env().items() if not k.startswith("DBT_INCREMENTAL_MV_FAULT")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DBT_INCREMENTAL_MV_FAULT")}
         if pause is not None:
             env.update(DBT_INCREMENTAL_MV_FAULT_AT=pause_at, DBT_INCREMENTAL_MV_FAULT_PAUSE=str(pause))
         return subprocess.Popen(

@@ -1,18 +1,19 @@
 """The example project as a newcomer runs it (scripts/demo.sh): the dbt CLI in fresh processes."""
 
+import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
-from tests.functional.util import DBT, cli_env
+from tests.functional.util import DBT
 
 REPO = Path(__file__).resolve().parents[2]
 JAVA_FRAME = re.compile(r"^\s+at [\w$.]+\(")
 
 
 def dbt(project_dir, *args):
-    env = cli_env(DBT_PROFILES_DIR=str(project_dir), DBT_MV_WAREHOUSE=str(project_dir / "warehouse"))
+    env = {**os.environ, "DBT_PROFILES_DIR": str(project_dir), "DBT_MV_WAREHOUSE": str(project_dir / "warehouse")}
     done = subprocess.run([DBT, *args], cwd=project_dir, env=env, capture_output=True, text=True, timeout=600)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output

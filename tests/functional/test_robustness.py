@@ -2,6 +2,7 @@
 twice is a wrong sum, not a duplicate row that a key would absorb) interrupted after every
 statement, killed processes, and a capture that loses the race to a concurrent one."""
 
+import os
 import subprocess
 from dataclasses import replace
 
@@ -11,7 +12,7 @@ from dbt.tests.util import run_dbt
 from dbt_incremental_mv.adapter.connections import FaultInjection
 from tests.functional.differential import Column, Master, Workload
 from tests.functional.test_change_logs import run
-from tests.functional.util import DBT, cli_env, rows
+from tests.functional.util import DBT, rows
 
 
 MASTERS = [
@@ -124,7 +125,7 @@ class TestKilledRefresh(RobustnessTests):
             workload.round(6, masters=["orders"], kinds=("insert",))
         else:
             workload.round(10, batched=True)
-        env = cli_env(DBT_INCREMENTAL_MV_FAULT_AT=point, DBT_INCREMENTAL_MV_FAULT_KILL="1")
+        env = {**os.environ, "DBT_INCREMENTAL_MV_FAULT_AT": point, "DBT_INCREMENTAL_MV_FAULT_KILL": "1"}
         env.pop("DBT_INCREMENTAL_MV_FAULT_AFTER", None)
         done = subprocess.run(
             [DBT, "run", "--select", "customer_totals", "--project-dir", str(project.project_root),

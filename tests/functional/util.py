@@ -10,17 +10,8 @@ import pytest
 
 # the dbt command line of this interpreter's environment (for tests that run dbt in processes of its own)
 DBT = str(Path(sys.executable).with_name("dbt"))
-# the JVM options of the test processes' own Spark (conftest.py), not of the dbt command lines they start
-TEST_PROCESS_JVM_OPTIONS = "-XX:CompileThresholdScaling=4"
 # in the one-line failure of a refresh that lost (FastRefreshEngine.publish, dbt_incremental_mv.conflicts)
 LOST_RACE = "committed while this one ran"
-
-
-def cli_env(**extra: str) -> dict[str, str]:
-    """The environment of a dbt command line a test starts: this process's, without the JVM options
-    of the test processes (conftest.py), plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if not (k == "SPARK_SUBMIT_OPTS" and v == TEST_PROCESS_JVM_OPTIONS)}
-    return {**env, **extra}
 
 
 def rows(project, sql):
