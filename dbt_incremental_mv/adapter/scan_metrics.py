@@ -9,8 +9,9 @@ Spark's SQL status store (what the Spark UI shows, kept whether or not the UI ru
   the executions a command runs inside (a ``CREATE TABLE AS``'s query, a ``CACHE TABLE``'s);
 - the input bytes of those jobs' stages: what their tasks read from storage.
 
-Only calls on objects the session already holds; anything unexpected (another Spark version, a
-plan node of an unknown shape) makes the reads unknown, never the statement fail.
+Only calls on objects the session already holds, and Spark's own Jackson to read a plan and its
+metrics in one call each; anything unexpected (another Spark version, a plan node of an unknown
+shape) makes the reads unknown, never the statement fail.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import itertools
 from typing import Any
 
 from dbt_incremental_mv.reads import StatementReads, TableScan
+from dbt_incremental_mv.runtime.jvm_json import to_python
 
 _group_counter = itertools.count(1)
 JOB_GROUP_PREFIX = "dbt-incremental-mv-statement-"
@@ -29,7 +31,6 @@ FILES, SKIPPED, BYTES, ROWS, DELETE_FILES = (
     "number of result data files", "number of skipped data files", "total data file size (bytes)",
     "number of output rows", "number of result delete files",
 )
-RECENT = 64  # executions looked at per round when finding those of one statement
 
 
 def new_job_group() -> str:
@@ -80,18 +81,20 @@ def table_name(node_name: str) -> str:
     return name[len(DEFAULT_CATALOG):] if name.startswith(DEFAULT_CATALOG) else name
 
 
-def _scans(store: Any, execution_id: int) -> list[TableScan]:
-    graph, values = store.planGraph(execution_id), store.executionMetrics(execution_id)
+def scans_of(plan_nodes: list[dict[str, Any]], metric_values: dict[str, str]) -> list[TableScan]:
+    """The Iceberg scans of one execution: its plan's nodes (``SparkPlanGraph.allNodes``: a
+    whole-stage-codegen cluster's nodes are listed beside it too) with their metrics, and the
+    metrics' values by accumulator id, as ``runtime.jvm_json`` renders them."""
     scans = []
-    for node in _list(graph.allNodes()):
-        name = str(node.name())
+    for node in plan_nodes:
+        name = str(node.get("name", ""))
         if not name.startswith(SCAN_NODE):
             continue
-        metrics = {}
-        for metric in _list(node.metrics()):
-            value = values.get(metric.accumulatorId())
-            if value.isDefined():
-                metrics[str(metric.name())] = _number(value.get())
+        metrics = {
+            str(metric["name"]): _number(metric_values[str(metric["accumulatorId"])])
+            for metric in node.get("metrics", ())
+            if str(metric.get("accumulatorId")) in metric_values
+        }
         if FILES not in metrics:
             continue  # not an Iceberg scan
         scans.append(TableScan(
@@ -99,6 +102,22 @@ def _scans(store: Any, execution_id: int) -> list[TableScan]:
             bytes=metrics.get(BYTES, 0), rows=metrics.get(ROWS, 0), delete_files=metrics.get(DELETE_FILES, 0),
         ))
     return scans
+
+
+def executions_after(store: Any, after_execution: int) -> list[Any]:
+    """The executions the status store holds with an id above ``after_execution``, oldest first.
+
+    Execution ids come from one counter and the store lists executions by id, so the newer ones
+    are among the last ``newest id - after_execution`` of the list: only those are fetched (every
+    element fetched is a round trip to the JVM)."""
+    count = int(store.executionsCount())
+    newest = _list(store.executionsList(count - 1, 1)) if count else []
+    if not newest:
+        return []
+    window = min(count, int(newest[0].executionId()) - after_execution)
+    if window <= 1:
+        return newest if window == 1 else []
+    return [e for e in _list(store.executionsList(count - window, window)) if int(e.executionId()) > after_execution]
 
 
 def statement_reads(session: Any, after_execution: int, job_group: str, sql: str) -> StatementReads | None:
@@ -111,21 +130,12 @@ def statement_reads(session: Any, after_execution: int, job_group: str, sql: str
         if not jobs:
             return StatementReads(label(sql), (), 0)
         store = session._jsparkSession.sharedState().statusStore()
-        count = int(store.executionsCount())
         scans: list[TableScan] = []
-        offset = count
-        while offset > 0:
-            start = max(0, offset - RECENT)
-            executions = _list(store.executionsList(start, offset - start))
-            for execution in executions:
-                if int(execution.executionId()) <= after_execution:
-                    continue
-                ran = {int(j) for j in _list(execution.jobs().keys())}
-                if ran & jobs:
-                    scans += _scans(store, execution.executionId())
-            if not executions or int(executions[0].executionId()) <= after_execution:
-                break
-            offset = start
+        for execution in executions_after(store, after_execution):
+            if {int(j) for j in to_python(session, execution.jobs())} & jobs:
+                execution_id = execution.executionId()
+                scans += scans_of(to_python(session, store.planGraph(execution_id).allNodes()),
+                                  to_python(session, store.executionMetrics(execution_id)))
         app = sc.statusStore()
         read = 0
         for job in jobs:

@@ -22,9 +22,11 @@ class TestSessionsAreReused:
         assert SESSIONS.created == created
         # a model's settings and temporary views do not reach the next connection's session
         project.run_sql("set spark.sql.shuffle.partitions = 3")
+        project.run_sql("set spark.wap.id = left_over")  # a key the session did not start with
         project.run_sql("create or replace temporary view tmp_left_over as select 1 as a")
         project.adapter.connections.cleanup_all()
         rows = project.run_sql("set spark.sql.shuffle.partitions", fetch="one")
         assert rows[1] != "3", rows
+        assert project.run_sql("set spark.wap.id", fetch="one")[1] == "<undefined>"
         assert not project.run_sql("show views like 'tmp_left_over'", fetch="all")
         assert SESSIONS.created == created  # the same sessions, restored

@@ -77,6 +77,31 @@ def test_each_connection_gets_the_profiles_runtime_settings():
     assert session.settings == {"spark.sql.ansi.enabled": "false"}
 
 
+def test_a_session_given_back_gets_only_its_changed_settings_put_back(monkeypatch):
+    # settings read in one JVM call: those a model changed are set back or unset, as RESET would
+    # leave them, without running a RESET statement; unreadable settings: RESET
+    from dbt_incremental_mv.adapter import session as session_module
+
+    readings = [{"spark.master": "local[2]", "spark.sql.shuffle.partitions": "4"}]
+    monkeypatch.setattr(session_module, "settings_of", lambda session: readings.pop(0))
+    pool, root = SessionPool(), FakeRoot()
+    first = pool.acquire(root, {"spark.sql.ansi.enabled": "true"})
+    session = first.session
+    unset = []
+    session.conf.unset = unset.append
+    readings.append({"spark.master": "local[2]", "spark.sql.shuffle.partitions": "3",
+                     "spark.sql.ansi.enabled": "true", "spark.wap.id": "w1"})
+    pool.give_back(first)
+    assert session.statements == [] and session.cleared == 1
+    assert session.settings == {"spark.sql.ansi.enabled": "true", "spark.sql.shuffle.partitions": "4"}
+    assert unset == ["spark.sql.ansi.enabled", "spark.wap.id"]
+    second = pool.acquire(root)
+    assert second.session is session and second.initial_settings == {"spark.master": "local[2]", "spark.sql.shuffle.partitions": "4"}
+    readings.append(None)  # cannot be read now
+    pool.give_back(second)
+    assert session.statements == ["RESET"]
+
+
 def test_seed_values_are_bound_as_spark_literals():
     # dbt-spark 1.11 binds NULL as 'None' (ANSI on: the cast fails), numbers through a float and
     # strings unescaped

@@ -111,3 +111,27 @@ def test_a_statement_is_named_by_its_first_words_and_its_scans_by_table():
     assert table_name("BatchScan spark_catalog.tpch.orders") == "tpch.orders"
     assert table_name("BatchScan other.db.t") == "other.db.t"
     assert (_number("187,500"), _number("1765704"), _number("n/a")) == (187500, 1765704, 0)
+
+
+def test_the_scans_of_an_execution_are_its_iceberg_batch_scans_with_their_metrics():
+    """As ``statement_reads`` gets them from Spark 3.5's status store (rendered by Jackson): a
+    whole-stage-codegen cluster is listed with its nodes nested and the nodes beside it."""
+    from dbt_incremental_mv.adapter.scan_metrics import scans_of
+    from dbt_incremental_mv.reads import TableScan
+
+    def metric(name, accumulator):
+        return {"name": name, "accumulatorId": accumulator, "metricType": "sum"}
+
+    iceberg = {"id": 4, "name": "BatchScan spark_catalog.db.t", "desc": "BatchScan spark_catalog.db.t[k#7, v#8]",
+               "metrics": [metric("number of output rows", 73), metric("number of result data files", 74),
+                           metric("number of skipped data files", 75), metric("total data file size (bytes)", 82),
+                           metric("number of result delete files", 83), metric("total planning duration (ms)", 84)]}
+    parquet = {"id": 5, "name": "BatchScan parquet file:/x", "desc": "", "metrics": [metric("number of output rows", 90)]}
+    cluster = {"id": 1, "name": "WholeStageCodegen (1)", "desc": "", "nodes": [iceberg], "metrics": [metric("duration", 91)]}
+    values = {"73": "187,500", "74": "3", "75": "13", "82": "1765704", "83": "0", "84": "5 ms", "90": "7", "91": "8 ms"}
+    assert scans_of([cluster, iceberg, parquet], values) == [
+        TableScan(table="db.t", files=3, skipped_files=13, bytes=1765704, rows=187500, delete_files=0)]
+    # a metric the execution never updated has no value: 0
+    assert scans_of([iceberg], {"74": "2"}) == [TableScan(table="db.t", files=2, skipped_files=0, bytes=0, rows=0, delete_files=0)]
+    # no node of an Iceberg scan (no data-file count): nothing
+    assert scans_of([parquet, {"id": 9, "name": "Project"}], values) == []
