@@ -178,6 +178,7 @@ def bound(jvm: Any, field: Any, raw: Any) -> Bound:
 JAVA_API = {
     "org.apache.iceberg.spark.Spark3Util": ("loadIcebergTable",),
     "org.apache.iceberg.TableMetadataParser": ("toJson",),
+    "org.apache.iceberg.util.JsonUtil": ("factory",),
     "org.apache.iceberg.TableMetadata": ("buildFrom",),
     "org.apache.iceberg.expressions.Expressions": ("alwaysTrue", "and", "greaterThanOrEqual", "lessThanOrEqual"),
     "org.apache.iceberg.expressions.ResidualEvaluator": ("unpartitioned",),

@@ -21,6 +21,7 @@ from dbt_incremental_mv.metadata.types import (
     java_error, BOUNDED_TYPES, ChangedFiles, DataFile, from_metadata_json, LostRace,
     metadata_contention, MetadataContention, retried_metadata_commit, TableMetadata, WrittenSince,
 )
+from dbt_incremental_mv.runtime.jvm_json import string_writer, text_of
 from dbt_incremental_mv.sql_text import string
 
 logger = logging.getLogger(__name__)
@@ -85,13 +86,24 @@ class JvmCatalog:
         with _parsed_lock:
             parsed = _parsed.get(key)
         if parsed is None:
-            document = json.loads(self.session._jvm.org.apache.iceberg.TableMetadataParser.toJson(current))
+            document = json.loads(self._metadata_json(current))
             parsed = from_metadata_json(name, document)
             with _parsed_lock:
                 if len(_parsed) >= PARSED_KEPT:
                     _parsed.pop(next(iter(_parsed)))
                 _parsed[key] = parsed
         return parsed
+
+    def _metadata_json(self, metadata: Any) -> str:
+        """``metadata`` as Iceberg writes it to a metadata file, written into a JVM string and
+        read in pieces (runtime/jvm_json.py: one answer over 8,192 characters waits 44 ms, and a
+        table's metadata passes that after a few dozen commits)."""
+        iceberg = self.session._jvm.org.apache.iceberg
+        writer = string_writer(self.session)
+        generator = iceberg.util.JsonUtil.factory().createGenerator(writer)
+        iceberg.TableMetadataParser.toJson(metadata, generator)
+        generator.flush()
+        return text_of(writer)
 
     def fast_forward(
         self, name: str, expected_main: int | None, *, to_snapshot: int | None = None, branch: str | None = None,

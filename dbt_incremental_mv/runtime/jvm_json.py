@@ -17,25 +17,42 @@ import json
 from typing import Any
 
 PIECE = 4_000  # characters per round trip: py4j escapes them (at most twice as many), under its 8,192
+MOST_PIECES = 100  # ~0.3 ms each: beyond them one answer and its 44 ms wait cost less
 
 # each JVM's (py4j gateway's) JSON mapper and StringWriter class, made once: looking a class up
 # through py4j's JVM view is itself a round trip per name
 _WRITERS: dict[int, tuple[Any, Any]] = {}
 
 
-def to_python(session: Any, value: Any) -> Any:
-    """``value`` (a JVM object of ``session``'s JVM: a Scala or Java collection, a case class, a
-    map) as Python lists, dicts, strings and numbers."""
+def _writers(session: Any) -> tuple[Any, Any]:
+    """``session``'s JVM's JSON mapper and StringWriter class (made and looked up once per JVM)."""
     jvm = session._jvm
     if id(jvm) not in _WRITERS:
         mapper = jvm.com.fasterxml.jackson.databind.ObjectMapper()
         mapper.registerModule(getattr(jvm.com.fasterxml.jackson.module.scala, "DefaultScalaModule$").__getattr__("MODULE$"))
         _WRITERS[id(jvm)] = (mapper, jvm.java.io.StringWriter)
-    mapper, string_writer = _WRITERS[id(jvm)]
-    writer = string_writer()
+    return _WRITERS[id(jvm)]
+
+
+def to_python(session: Any, value: Any) -> Any:
+    """``value`` (a JVM object of ``session``'s JVM: a Scala or Java collection, a case class, a
+    map) as Python lists, dicts, strings and numbers."""
+    mapper, writer_class = _writers(session)
+    writer = writer_class()
     mapper.writeValue(writer, value)
+    return json.loads(text_of(writer))
+
+
+def string_writer(session: Any) -> Any:
+    """A new ``java.io.StringWriter`` in ``session``'s JVM (for a JVM method that writes text)."""
+    return _writers(session)[1]()
+
+
+def text_of(writer: Any) -> str:
+    """The text a JVM ``java.io.StringWriter`` holds, in pieces of ``PIECE`` characters; in one
+    answer when it would take more than ``MOST_PIECES`` (the 44 ms wait once costs less)."""
     text = writer.getBuffer()
     size = int(text.length())
-    if size <= PIECE:
-        return json.loads(text.toString())
-    return json.loads("".join(text.substring(start, min(start + PIECE, size)) for start in range(0, size, PIECE)))
+    if size <= PIECE or size > PIECE * MOST_PIECES:
+        return str(text.toString())
+    return "".join(text.substring(start, min(start + PIECE, size)) for start in range(0, size, PIECE))
