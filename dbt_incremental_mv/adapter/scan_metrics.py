@@ -20,7 +20,7 @@ import itertools
 from typing import Any
 
 from dbt_incremental_mv.reads import StatementReads, TableScan
-from dbt_incremental_mv.runtime.jvm_json import to_python
+from dbt_incremental_mv.runtime.jvm_calls import to_python
 
 _group_counter = itertools.count(1)
 JOB_GROUP_PREFIX = "dbt-incremental-mv-statement-"
@@ -84,7 +84,7 @@ def table_name(node_name: str) -> str:
 def scans_of(plan_nodes: list[dict[str, Any]], metric_values: dict[str, str]) -> list[TableScan]:
     """The Iceberg scans of one execution: its plan's nodes (``SparkPlanGraph.allNodes``: a
     whole-stage-codegen cluster's nodes are listed beside it too) with their metrics, and the
-    metrics' values by accumulator id, as ``runtime.jvm_json`` renders them."""
+    metrics' values by accumulator id, as ``runtime.jvm_calls`` renders them."""
     scans = []
     for node in plan_nodes:
         name = str(node.get("name", ""))

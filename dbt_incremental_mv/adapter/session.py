@@ -31,7 +31,7 @@ from dbt.adapters.spark.session import Cursor, SessionConnectionWrapper
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt_incremental_mv.reads import StatementReads
-from dbt_incremental_mv.runtime.jvm_json import to_python
+from dbt_incremental_mv.runtime.jvm_calls import to_python
 from dbt_incremental_mv.sql_text import string
 
 

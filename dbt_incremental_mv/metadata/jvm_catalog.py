@@ -21,7 +21,7 @@ from dbt_incremental_mv.metadata.types import (
     java_error, BOUNDED_TYPES, ChangedFiles, DataFile, from_metadata_json, LostRace,
     metadata_contention, MetadataContention, retried_metadata_commit, TableMetadata, WrittenSince,
 )
-from dbt_incremental_mv.runtime.jvm_json import string_writer, text_of
+from dbt_incremental_mv.runtime.jvm_calls import java_class, string_writer, text_of
 from dbt_incremental_mv.sql_text import string
 
 logger = logging.getLogger(__name__)
@@ -63,12 +63,11 @@ class JvmCatalog:
         self._staged: dict[str, Any] = {}  # staged scan task set (= its temp view) -> its table
 
     def _table(self, name: str) -> Any | None:
-        jvm = self.session._jvm
         # Iceberg resolves the catalog through the thread's active session: a dbt worker thread
         # has none, and would look in a catalog that does not know the table
-        jvm.org.apache.spark.sql.SparkSession.setActiveSession(self.session._jsparkSession)
+        java_class(self.session, "org.apache.spark.sql.SparkSession").setActiveSession(self.session._jsparkSession)
         try:
-            return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.session._jsparkSession, name)
+            return java_class(self.session, "org.apache.iceberg.spark.Spark3Util").loadIcebergTable(self.session._jsparkSession, name)
         except Exception as exc:  # noqa: BLE001 - py4j wraps the Java exception
             text = str(exc)
             if "NoSuchTableException" in text or "cannot be found" in text:
@@ -96,12 +95,11 @@ class JvmCatalog:
 
     def _metadata_json(self, metadata: Any) -> str:
         """``metadata`` as Iceberg writes it to a metadata file, written into a JVM string and
-        read in pieces (runtime/jvm_json.py: one answer over 8,192 characters waits 44 ms, and a
+        read in pieces (runtime/jvm_calls.py: one answer over 8,192 characters waits 44 ms, and a
         table's metadata passes that after a few dozen commits)."""
-        iceberg = self.session._jvm.org.apache.iceberg
         writer = string_writer(self.session)
-        generator = iceberg.util.JsonUtil.factory().createGenerator(writer)
-        iceberg.TableMetadataParser.toJson(metadata, generator)
+        generator = java_class(self.session, "org.apache.iceberg.util.JsonUtil").factory().createGenerator(writer)
+        java_class(self.session, "org.apache.iceberg.TableMetadataParser").toJson(metadata, generator)
         generator.flush()
         return text_of(writer)
 

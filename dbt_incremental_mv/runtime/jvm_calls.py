@@ -1,4 +1,5 @@
-"""JVM objects read as Python data in a few py4j round trips.
+"""Calls into the JVM in few py4j round trips: JVM objects read as Python data, long texts read
+without py4j's wait, classes looked up once.
 
 Walking a Scala collection through py4j costs a round trip per element and per field (a plan's
 nodes, their metrics, a session's settings: dozens to hundreds of calls, ~0.1-0.3 ms each). Here
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import json
 from typing import Any
+
+from py4j.java_gateway import JavaClass
 
 PIECE = 4_000  # characters per round trip: py4j escapes them (at most twice as many), under its 8,192
 MOST_PIECES = 100  # ~0.3 ms each: beyond them one answer and its 44 ms wait cost less
@@ -56,3 +59,17 @@ def text_of(writer: Any) -> str:
     if size <= PIECE or size > PIECE * MOST_PIECES:
         return str(text.toString())
     return "".join(text.substring(start, min(start + PIECE, size)) for start in range(0, size, PIECE))
+
+
+def java_class(session: Any, name: str) -> Any:
+    """The class ``name`` (``org.apache.iceberg.spark.Spark3Util``) of ``session``'s JVM, for its
+    static methods. Made once per JVM: through py4j's JVM view every dotted part of a name is a
+    round trip (the first, ``org``, ~2 ms), each time the name is written."""
+    jvm = session._jvm
+    key = (id(jvm), name)
+    if key not in _CLASSES:
+        _CLASSES[key] = JavaClass(name, jvm._gateway_client)
+    return _CLASSES[key]
+
+
+_CLASSES: dict[tuple[int, str], Any] = {}
