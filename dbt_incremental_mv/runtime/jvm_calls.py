@@ -22,33 +22,32 @@ from py4j.java_gateway import JavaClass
 PIECE = 4_000  # characters per round trip: py4j escapes them (at most twice as many), under its 8,192
 MOST_PIECES = 100  # ~0.3 ms each: beyond them one answer and its 44 ms wait cost less
 
-# each JVM's (py4j gateway's) JSON mapper and StringWriter class, made once: looking a class up
-# through py4j's JVM view is itself a round trip per name
-_WRITERS: dict[int, tuple[Any, Any]] = {}
+# each JVM's JSON mapper by the id of its py4j JVM view, made once; the view is kept with it, so
+# that id is not reused by another view while the entry lives
+_MAPPERS: dict[int, tuple[Any, Any]] = {}
 
 
-def _writers(session: Any) -> tuple[Any, Any]:
-    """``session``'s JVM's JSON mapper and StringWriter class (made and looked up once per JVM)."""
+def _mapper(session: Any) -> Any:
+    """``session``'s JVM's JSON mapper: Jackson's ``ObjectMapper`` with the Scala module."""
     jvm = session._jvm
-    if id(jvm) not in _WRITERS:
-        mapper = jvm.com.fasterxml.jackson.databind.ObjectMapper()
+    if id(jvm) not in _MAPPERS:
+        mapper = java_class(session, "com.fasterxml.jackson.databind.ObjectMapper")()
         mapper.registerModule(getattr(jvm.com.fasterxml.jackson.module.scala, "DefaultScalaModule$").__getattr__("MODULE$"))
-        _WRITERS[id(jvm)] = (mapper, jvm.java.io.StringWriter)
-    return _WRITERS[id(jvm)]
+        _MAPPERS[id(jvm)] = (jvm, mapper)
+    return _MAPPERS[id(jvm)][1]
 
 
 def to_python(session: Any, value: Any) -> Any:
     """``value`` (a JVM object of ``session``'s JVM: a Scala or Java collection, a case class, a
     map) as Python lists, dicts, strings and numbers."""
-    mapper, writer_class = _writers(session)
-    writer = writer_class()
-    mapper.writeValue(writer, value)
+    writer = string_writer(session)
+    _mapper(session).writeValue(writer, value)
     return json.loads(text_of(writer))
 
 
 def string_writer(session: Any) -> Any:
     """A new ``java.io.StringWriter`` in ``session``'s JVM (for a JVM method that writes text)."""
-    return _writers(session)[1]()
+    return java_class(session, "java.io.StringWriter")()
 
 
 def text_of(writer: Any) -> str:
@@ -63,13 +62,13 @@ def text_of(writer: Any) -> str:
 
 def java_class(session: Any, name: str) -> Any:
     """The class ``name`` (``org.apache.iceberg.spark.Spark3Util``) of ``session``'s JVM, for its
-    static methods. Made once per JVM: through py4j's JVM view every dotted part of a name is a
+    constructors and static methods. Made once per JVM: through py4j's JVM view every dotted part of a name is a
     round trip (the first, ``org``, ~2 ms), each time the name is written."""
     jvm = session._jvm
     key = (id(jvm), name)
     if key not in _CLASSES:
-        _CLASSES[key] = JavaClass(name, jvm._gateway_client)
-    return _CLASSES[key]
+        _CLASSES[key] = (jvm, JavaClass(name, jvm._gateway_client))
+    return _CLASSES[key][1]
 
 
-_CLASSES: dict[tuple[int, str], Any] = {}
+_CLASSES: dict[tuple[int, str], tuple[Any, Any]] = {}  # (id of the JVM view, class name) -> (the view, the class)
