@@ -135,3 +135,43 @@ def test_the_scans_of_an_execution_are_its_iceberg_batch_scans_with_their_metric
     assert scans_of([iceberg], {"74": "2"}) == [TableScan(table="db.t", files=2, skipped_files=0, bytes=0, rows=0, delete_files=0)]
     # no node of an Iceberg scan (no data-file count): nothing
     assert scans_of([parquet, {"id": 9, "name": "Project"}], values) == []
+
+
+def test_only_the_executions_newer_than_the_statements_are_fetched():
+    """Execution ids come from one counter and the store lists them by id (some evicted): the
+    newer ones are among the last ``newest id - after`` of the list."""
+    from types import SimpleNamespace
+
+    from dbt_incremental_mv.adapter.scan_metrics import executions_after
+
+    class Store:
+        def __init__(self, ids):
+            self.ids, self.fetched = ids, 0
+
+        def executionsCount(self):  # noqa: N802 - Spark's names
+            return len(self.ids)
+
+        def executionsList(self, offset, length):  # noqa: N802
+            self.fetched += length
+            executions = [SimpleNamespace(executionId=lambda i=i: i) for i in self.ids[offset:offset + length]]
+            return SimpleNamespace(iterator=lambda: JavaIterator(executions))
+
+    class JavaIterator:
+        def __init__(self, items):
+            self.items = list(items)
+
+        def hasNext(self):  # noqa: N802 - Java's names
+            return bool(self.items)
+
+        def next(self):
+            return self.items.pop(0)
+
+    def newer(ids, after):
+        store = Store(ids)
+        return [e.executionId() for e in executions_after(store, after)], store.fetched
+
+    assert newer([3, 5, 6, 8, 9], 6) == ([8, 9], 1 + 3)  # the newest, then the last 3 (ids 7-9; 7 is gone)
+    assert newer([3, 5, 6, 8, 9], 8) == ([9], 1)
+    assert newer([3, 5, 6, 8, 9], 9) == ([], 1)
+    assert newer([3, 5, 6, 8, 9], -1) == ([3, 5, 6, 8, 9], 1 + 5)  # never more than the store holds
+    assert newer([], -1) == ([], 0)
