@@ -6,7 +6,9 @@
 # fast refresh and a comparison with the defining query), the change logs with every other fault point,
 # the build, rebuild and refresh methods, the staging of a view DELETE, the row-level purge of a log
 # and views over a logged_merge incremental model, all with ANSI mode on (Spark 4's default; the
-# Spark 3.5 suite runs with dbt-spark's default, off), and the ANSI views under both settings.
+# Spark 3.5 suite runs with dbt-spark's default, off), and the ANSI views under both settings; and
+# with Spark's generated code, as users run (the Spark 3.5 suite's embedded sessions evaluate
+# interpreted: tests/functional/conftest.py, INTERPRETED).
 # Extra arguments go to pytest.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,7 +20,7 @@ cd "$repo"
 "$venv/bin/python" -m pytest -n "${DBT_MV_TEST_WORKERS:-2}" tests/unit "$@"
 # the functional subset in two processes, as the Spark 3.5 suite (DBT_MV_TEST_WORKERS=0: in this one)
 # (the refreshers in separate JVMs run in the Spark 3.5 suite and the catalog job: not again here)
-DBT_MV_TEST_ANSI="${DBT_MV_TEST_ANSI:-true}" \
+DBT_MV_TEST_ANSI="${DBT_MV_TEST_ANSI:-true}" DBT_MV_TEST_CODEGEN="${DBT_MV_TEST_CODEGEN:-true}" \
 DBT_MV_FUZZ_DEFINITIONS="${DBT_MV_SPARK4_DEFINITIONS:-10}" DBT_MV_FUZZ_ROUNDS=1 DBT_MV_CRASH_STRIDE=2 exec "$venv/bin/python" -m pytest -n "${DBT_MV_TEST_WORKERS:-2}" --dist loadgroup "$@" \
   --deselect tests/functional/test_change_logs.py::TestRefreshersInSeparateProcesses \
   tests/functional/test_generated_views.py \

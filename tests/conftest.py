@@ -6,19 +6,80 @@ import pytest
 pytest_plugins = ["dbt.tests.fixtures.project"]
 
 
+# Seconds a group of tests took in the CI's Spark 3.5 suite (two processes; 2026-11-29), for the
+# groups over ~40 s; a functional group not listed counts FUNCTIONAL_SECONDS, a unit test nothing.
+# Only their order matters (see pytest_collection_modifyitems): update it when a group's rank changes.
+EXPECTED_SECONDS = {
+    "thrift": 650,
+    "tests/functional/test_aggregate_refresh.py::TestAggregateRefresh": 510,
+    "tests/functional/test_generated_views.py::TestGeneratedViews": 380,
+    "tests/functional/test_aggregate_refresh.py::TestMinMaxRecomputesOnlyWhatItMust": 300,
+    "tests/functional/test_having_refresh.py::TestHavingRefresh": 290,
+    "tests/functional/test_example_project.py": 270,
+    "tests/functional/test_outer_aggregate_refresh.py::TestOuterJoinAggregateRefresh": 260,
+    "tests/functional/test_change_logs.py::TestRefreshersInSeparateProcesses": 230,
+    "tests/functional/test_robustness.py::TestInterruptedAggregateRefresh": 220,
+    "tests/functional/test_union_all_refresh.py::TestUnionAllRefresh": 210,
+    "tests/functional/test_robustness.py::TestKilledRefresh": 200,  # 4 tests: dbt processes killed and rerun
+    "tests/functional/test_ansi_mode.py::TestAnsiOn": 190,
+    "tests/functional/test_outer_join_refresh.py::TestOuterJoinRefresh": 180,
+    "tests/functional/test_change_logs.py::TestInterruptedRefresh": 100,
+    "tests/functional/test_stacked_refresh.py::TestThreeStackedViewsOverALoggedIncrementalModel": 100,
+    "tests/functional/test_join_refresh.py::TestJoinRefresh": 95,
+    "tests/functional/test_ansi_mode.py::TestAnsiOff": 90,
+    "tests/functional/test_location_root.py": 65,
+    "tests/functional/test_change_logs.py::TestTwoViewsOnOneLog": 65,
+    "tests/functional/test_explain_and_history.py::TestForceRandomized": 65,
+    "tests/functional/test_join_refresh.py::TestMergeOnReadMasters": 50,
+    "tests/functional/test_stacked_refresh.py::TestThreeStackedViews": 40,
+}
+FUNCTIONAL_SECONDS = 15
+
+
+def group_of(nodeid: str) -> str:
+    """The test process group of a test (by its node id): a test class's tests, a module's
+    functions, the Thrift Server's tests (tests/functional/thrift/, one server for them all)."""
+    nodeid = nodeid.split("@")[0] if nodeid.rfind("@") > nodeid.rfind("]") else nodeid  # xdist's group suffix
+    if nodeid.startswith("tests/functional/thrift/"):
+        return "thrift"
+    parts = nodeid.split("[")[0].split("::")
+    return "::".join(parts[:2]) if len(parts) > 2 else parts[0]
+
+
+def expected_seconds(group: str) -> float:
+    if group in EXPECTED_SECONDS:
+        return EXPECTED_SECONDS[group]
+    return FUNCTIONAL_SECONDS if group.startswith("tests/functional") else 0
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` (scripts/test.sh): each test group (``group_of``) runs in one test process,
+    in its order. xdist's own loadgroup scheduler groups by a suffix it writes into the node ids, which
+    pytest 9.2 no longer keeps (pytest-xdist issue 1386): its groups silently became single tests."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    config.option.loadscopereorder = False  # xdist would order the groups by their number of tests
+    return GroupScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     """Functional tests (tests/functional) need the embedded Spark session: mark them. Under
-    pytest-xdist (``-n 2 --dist loadgroup``) a test class's tests run in one worker in their order
-    (a class's tests share its project, as in a serial run), a module's functions too, and the
-    Thrift Server's tests all in one worker, which starts one server for them all."""
+    pytest-xdist (``-n 2 --dist loadgroup``) a test group runs in one process, in its order (a
+    class's tests share its project, as in a serial run; pytest_xdist_make_scheduler). The groups
+    run longest first (EXPECTED_SECONDS), the unit tests last: xdist hands a process the next group
+    in this order whenever it has two tests or fewer left, so a long group started late would keep
+    one process busy while the other has nothing left to run."""
     for item in items:
-        path = str(item.fspath).replace("\\", "/")
-        if "tests/functional" in path:
+        if item.nodeid.startswith("tests/functional"):
             item.add_marker(pytest.mark.spark)
-        if "tests/functional/thrift/" in path:
-            item.add_marker(pytest.mark.xdist_group("thrift"))
-        else:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0] + (f"::{item.cls.__name__}" if item.cls else "")))
+    items.sort(key=lambda item: -expected_seconds(group_of(item.nodeid)))  # stable: a group keeps its order
 
 
 # The default run's floor of random DML operations (issue 7), checked when every randomized

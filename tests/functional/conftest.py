@@ -25,6 +25,19 @@ def ansi_parameters() -> dict[str, str]:
     return {"spark.sql.ansi.enabled": value} if value else {}
 
 
+# Spark's interpreted evaluation (no generated code) in the tests' embedded sessions: their statements
+# read a few rows, where compiling and loading each statement's generated classes costs more than it
+# saves (TestJoinRefresh in one process, alternated: 126-127 s against 150 s, 19% less CPU; docs/correctness.md).
+INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
+def execution_parameters() -> dict[str, str]:
+    """``DBT_MV_TEST_CODEGEN=true`` runs the functional tests with Spark's generated code, as users run
+    (the Spark 4 job; the Thrift tests, the example project and the dbt processes started by tests
+    run it always); unset, Spark's interpreted evaluation (INTERPRETED)."""
+    return {} if os.environ.get("DBT_MV_TEST_CODEGEN", "").strip().lower() == "true" else dict(INTERPRETED)
+
+
 @pytest.fixture(scope="class")
 def dbt_profile_target(embedded_warehouse, catalog_server_parameters):
     return {
@@ -34,6 +47,6 @@ def dbt_profile_target(embedded_warehouse, catalog_server_parameters):
         "threads": 1,
         "server_side_parameters": {
             "spark.master": "local[2]", "spark.sql.shuffle.partitions": "4", **catalog_server_parameters,
-            **ansi_parameters(),
+            **ansi_parameters(), **execution_parameters(),
         },
     }
