@@ -33,8 +33,8 @@ INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.facto
 
 def execution_parameters() -> dict[str, str]:
     """``DBT_MV_TEST_CODEGEN=true`` runs the functional tests with Spark's generated code, as users run
-    (the Spark 4 job; the Thrift tests, the example project and the dbt processes started by tests
-    run it always); unset, Spark's interpreted evaluation (INTERPRETED)."""
+    (the Spark 4 job; the Thrift tests and the example project, with their own settings, run it
+    always); unset, Spark's interpreted evaluation (INTERPRETED)."""
     return {} if os.environ.get("DBT_MV_TEST_CODEGEN", "").strip().lower() == "true" else dict(INTERPRETED)
 
 
