@@ -2,8 +2,9 @@
 them, and the table that starts the longest first."""
 import ast
 from pathlib import Path
+from types import SimpleNamespace
 
-from tests.conftest import EXPECTED_SECONDS, expected_seconds, group_of
+from tests.conftest import EXPECTED_SECONDS, expected_seconds, group_of, pytest_xdist_make_scheduler
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,3 +37,18 @@ def test_functional_groups_not_ranked_run_before_the_unit_tests():
     assert expected_seconds("tests/functional/test_listing.py::TestListingInOneStatement") > expected_seconds(
         "tests/unit/test_config.py"
     ) == 0
+
+
+def test_with_loadgroup_the_scheduler_splits_by_group_and_keeps_the_collection_order():
+    def config(dist):
+        values = {"dist": dist, "tx": ["2*popen"]}
+        return SimpleNamespace(getvalue=values.get, option=SimpleNamespace(loadscopereorder=True))
+
+    other = config("load")
+    assert pytest_xdist_make_scheduler(other, None) is None and other.option.loadscopereorder
+    grouped = config("loadgroup")
+    scheduler = pytest_xdist_make_scheduler(grouped, None)
+    thrift = {scheduler._split_scope(f"tests/functional/thrift/test_{n}.py::TestT::test_x") for n in "ab"}
+    assert thrift == {"thrift"}
+    assert scheduler._split_scope("tests/functional/test_a.py::TestA::test_one[1]") == "tests/functional/test_a.py::TestA"
+    assert grouped.option.loadscopereorder is False  # xdist would reorder the groups by their test counts

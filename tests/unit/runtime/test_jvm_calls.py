@@ -32,7 +32,7 @@ def test_a_long_text_comes_back_in_pieces_under_py4js_buffer_and_a_very_long_one
         assert buffer.answers == answers
 
 
-def test_a_class_is_made_once_per_jvm():
+def test_a_class_is_made_once_per_jvm(monkeypatch):
     made = []
 
     class FakeJavaClass:
@@ -40,12 +40,8 @@ def test_a_class_is_made_once_per_jvm():
             made.append((name, client))
 
     first, second = SimpleNamespace(_jvm=SimpleNamespace(_gateway_client="one")), SimpleNamespace(_jvm=SimpleNamespace(_gateway_client="two"))
-    original = jvm_calls.JavaClass
-    jvm_calls.JavaClass = FakeJavaClass
-    try:
-        a = jvm_calls.java_class(first, "org.apache.iceberg.spark.Spark3Util")
-        assert jvm_calls.java_class(first, "org.apache.iceberg.spark.Spark3Util") is a
-        assert jvm_calls.java_class(second, "org.apache.iceberg.spark.Spark3Util") is not a
-    finally:
-        jvm_calls.JavaClass = original
+    monkeypatch.setattr(jvm_calls, "JavaClass", FakeJavaClass)
+    a = jvm_calls.java_class(first, "org.apache.iceberg.spark.Spark3Util")
+    assert jvm_calls.java_class(first, "org.apache.iceberg.spark.Spark3Util") is a
+    assert jvm_calls.java_class(second, "org.apache.iceberg.spark.Spark3Util") is not a
     assert made == [("org.apache.iceberg.spark.Spark3Util", "one"), ("org.apache.iceberg.spark.Spark3Util", "two")]
