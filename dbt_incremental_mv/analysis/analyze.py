@@ -26,6 +26,7 @@ from dbt_incremental_mv.analysis.outputs import classify_outputs, refuse_bad_out
 from dbt_incremental_mv.analysis.parse import parse_statement
 from dbt_incremental_mv.analysis.resolved import OccurrenceSource, ResolvedQuery
 from dbt_incremental_mv.analysis.resolver import Resolver
+from dbt_incremental_mv.analysis.summands import average_summands
 from dbt_incremental_mv.analysis.union import (
     analyze_union, map_union_branches, named_projections, top_level_unions, union_all_branches,
 )
@@ -61,7 +62,10 @@ def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> V
     refuse_bad_output_names(query.projections)
     classified = classify_outputs(query.projections, query.group_by or (), is_aggregate)
     group_by = classified.group_by
-    hidden = aggregate_hidden_columns(classified.outputs, bool(group_by)) if is_aggregate else key_hidden_columns(occurrences)
+    hidden = (
+        aggregate_hidden_columns(classified.outputs, bool(group_by), average_summands(classified.outputs, occurrences))
+        if is_aggregate else key_hidden_columns(occurrences)
+    )
     read = _referenced_columns(
         occurrences,
         [o.expression for o in classified.outputs],

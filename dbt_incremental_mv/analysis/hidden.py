@@ -10,15 +10,18 @@ alias ends.
 
 Aggregate views store ``_mv_count`` = COUNT(*) (a group disappears at zero); for each SUM(x)
 and AVG(x) output ``_mv_cnt_{output}`` = COUNT(x) (a sum over only NULLs is NULL, not 0); and for
-each AVG(x) output ``_mv_sum_{output}`` = SUM(x) (the average is recomputed exactly as sum /
-count); for each MIN(x) and MAX(x) output ``_mv_cnt_{output}`` = COUNT(x) and ``_mv_top_{output}``,
+each AVG(x) output ``_mv_sum_{output}`` = SUM(x), of an integral x SUM(CAST(x AS DOUBLE)), as AVG
+adds x up (analysis/summands.py; the average is recomputed as AVG computes it, sum / count); for each MIN(x) and MAX(x) output ``_mv_cnt_{output}`` = COUNT(x) and ``_mv_top_{output}``,
 its reserve: the RESERVE most extreme distinct values of x with their counts (a refresh that
 deletes the extreme takes the next one from it). Two outputs needing the same helper share one
 column, named after the first of them. Output names cannot start with ``_mv_`` and are unique,
-so none of these names can collide.
+so none of these names can collide. (A UNION ALL's aggregate branch n names its own columns
+``_mv_b{n}_{column}``, and their helpers ``_mv_cnt_b{n}_{column}``, ...: analysis/union.py.)
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from sqlglot import exp
 
@@ -52,9 +55,12 @@ def key_hidden_columns(occurrences: tuple[MasterOccurrence, ...]) -> tuple[Hidde
     )
 
 
-def aggregate_hidden_columns(outputs: tuple[OutputColumn, ...], grouped: bool = True) -> tuple[HiddenColumn, ...]:
+def aggregate_hidden_columns(
+    outputs: tuple[OutputColumn, ...], grouped: bool = True, summands: Mapping[str, exp.Expression] | None = None,
+) -> tuple[HiddenColumn, ...]:
     """``_mv_count``, then per SUM/AVG/MIN/MAX output (in output order) its COUNT(x) and, for AVG,
-    SUM(x), for MIN/MAX of a GROUP BY (``grouped``) its reserve. (A global aggregate's reserve
+    the SUM of its summand (``summands``, by output: what AVG adds up, analysis/summands.py; x when
+    not given), for MIN/MAX of a GROUP BY (``grouped``) its reserve. (A global aggregate's reserve
     would rank all its rows in one task: its MIN/MAX is recomputed when its extreme goes.)"""
     columns: list[HiddenColumn] = [
         HiddenColumn(ROW_COUNT_COLUMN, exp.Count(this=exp.Star(), big_int=True), HiddenPurpose.ROW_COUNT)
@@ -65,14 +71,21 @@ def aggregate_hidden_columns(outputs: tuple[OutputColumn, ...], grouped: bool = 
         assert output.argument is not None
         needed = [(HiddenPurpose.NONNULL_COUNT, exp.Count(this=output.argument.copy(), big_int=True), "cnt")]
         if output.kind is OutputKind.AVG:
-            needed.append((HiddenPurpose.SUM, exp.Sum(this=output.argument.copy()), "sum"))
+            summand = (summands or {}).get(output.name, output.argument)
+            needed.append((HiddenPurpose.SUM, exp.Sum(this=summand.copy()), "sum"))
         for purpose, expression, tag in needed:
-            candidate = HiddenColumn(f"_mv_{tag}_{output.name}", expression, purpose, outputs=(output.name,))
+            candidate = HiddenColumn(helper_name(tag, output.name), expression, purpose, outputs=(output.name,))
             _add_or_share(columns, candidate)
         if output.kind in (OutputKind.MIN, OutputKind.MAX) and grouped:
-            columns.append(HiddenColumn(f"_mv_top_{output.name}", output.argument.copy(), HiddenPurpose.RESERVE,
+            columns.append(HiddenColumn(helper_name("top", output.name), output.argument.copy(), HiddenPurpose.RESERVE,
                                         outputs=(output.name,)))
     return tuple(columns)
+
+
+def helper_name(tag: str, output: str) -> str:
+    """``_mv_{tag}_{output}``; of a UNION ALL aggregate branch's own column ``_mv_b{n}_{column}``
+    (analysis/union.py), ``_mv_{tag}_b{n}_{column}``."""
+    return f"_mv_{tag}_{output[len('_mv_'):] if output.startswith('_mv_') else output}"
 
 
 def _add_or_share(columns: list[HiddenColumn], candidate: HiddenColumn) -> None:

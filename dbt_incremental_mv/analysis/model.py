@@ -167,6 +167,11 @@ class HiddenPurpose(StrEnum):
     """SUM(x) for AVG(x): the average is recomputed exactly as sum / count."""
     BRANCH = "branch"
     """The UNION ALL branch a row comes from (1, 2, ...): part of every branch's row identity."""
+    VALUE = "value"
+    """A column of a UNION ALL's aggregate branch as the branch computes it, in the branch's own
+    Spark type (``_mv_b{n}_{column}``): the union widens the visible column (a decimal AVG to
+    double, say), so the branch is maintained on its own columns and its visible ones are their
+    cast to the union's types (analysis/union.py)."""
     RESERVE = "reserve"
     """For MIN(x)/MAX(x): the group's RESERVE most extreme distinct values of x with their counts,
     ``array<struct<v, n>>`` from the extreme (``expression`` is x): a delete of the extreme is

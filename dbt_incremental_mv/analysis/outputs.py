@@ -53,12 +53,15 @@ def classify_outputs(
         return ClassifiedOutputs(tuple(OutputColumn(p.name, p.expression) for p in projections), (), group_by)
     # A constant selected next to a GROUP BY (``'web' as channel``, a UNION ALL branch's label) is
     # one more group key: grouping by it changes no group, and it is stored and matched like one.
-    constant = [bool(group_by) and _is_constant(p.expression) for p in projections]
+    # Next to a global aggregate (``'all orders' as scope``) it is a plain column of its one row.
+    constant = [_is_constant(p.expression) for p in projections]
     outputs = tuple(
-        OutputColumn(p.name, _constant_key(p.expression)) if is_constant else _aggregate_view_output(p, group_by)
+        (OutputColumn(p.name, _constant_key(p.expression)) if group_by else OutputColumn(p.name, p.expression.copy()))
+        if is_constant else _aggregate_view_output(p, group_by)
         for p, is_constant in zip(projections, constant)
     )
-    group_by = (*group_by, *(o.expression for o, is_constant in zip(outputs, constant) if is_constant))
+    if group_by:
+        group_by = (*group_by, *(o.expression for o, is_constant in zip(outputs, constant) if is_constant))
     return ClassifiedOutputs(outputs, _group_key_columns(outputs, group_by), group_by)
 
 

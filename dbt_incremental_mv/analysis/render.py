@@ -15,6 +15,7 @@ from sqlglot.errors import ErrorLevel, ParseError
 from dbt_incremental_mv.analysis.hidden import RESERVE
 from dbt_incremental_mv.analysis.model import HiddenPurpose, JoinStep, MasterOccurrence, OutputKind, ViewDefinition
 from dbt_incremental_mv.analysis.parse import DIALECT
+from dbt_incremental_mv.analysis.union import visible_sources
 
 Source = str | exp.Expression
 
@@ -75,23 +76,41 @@ def _render_union(
     """Each branch's query laid out as the union's stored columns (NULL for the columns of
     other branches, typed by the union), combined with UNION ALL."""
     sources = known_sources(definition, sources)
-    columns = definition.stored_columns if include_hidden else tuple(o.name for o in definition.outputs)
+    visible = tuple(o.name for o in definition.outputs)
+    columns = definition.stored_columns if include_hidden else visible
     return "\nunion all\n".join(
         branch_rows(number, branch, render_select(
             branch, {a: s for a, s in sources.items() if a in branch.aliases}, pretty=pretty,
-        ), columns)
+        ), columns, visible)
         for number, branch in enumerate(definition.branches, start=1)
     )
 
 
-def branch_rows(number: int, branch: ViewDefinition, query: str, columns: tuple[str, ...]) -> str:
-    """The rows ``query`` returns (``branch``'s stored columns, branch ``number`` of a UNION ALL)
-    laid out as ``columns``: the branch's own, NULL for the others (typed by the union they go
-    into: the stored table's type, or the other branches')."""
+def branch_rows(
+    number: int, branch: ViewDefinition, query: str, columns: tuple[str, ...], visible: tuple[str, ...],
+    types: Mapping[str, str] | None = None,
+) -> str:
+    """The rows ``query`` returns (``branch``'s stored columns, branch ``number`` of a UNION ALL
+    whose visible columns are ``visible``) laid out as ``columns``: the branch's own, each visible
+    column from the branch column holding it (an aggregate branch's own column), NULL for the
+    others (typed by the union they go into: the stored table's type, or the other branches').
+    With the stored table's ``types`` (a refresh's rows), each visible column is cast to its type,
+    as the union widens it, so the rows do not depend on which branches a refresh writes together."""
     own = set(branch.stored_columns)
-    quoted = (render_expression(exp.to_identifier(c, quoted=True)) for c in columns)
-    listed = ", ".join(q if c in own else f"null as {q}" for c, q in zip(columns, quoted))
-    return f"select {listed} from (\n{query}\n) as `_mv_b{number}`"
+    sources = visible_sources(branch, visible)
+    stored_type = {c.casefold(): t for c, t in (types or {}).items()}
+    listed = []
+    for column in columns:
+        quoted = render_expression(exp.to_identifier(column, quoted=True))
+        source = sources.get(column)
+        if source is None:
+            listed.append(quoted if column in own else f"null as {quoted}")
+            continue
+        value = render_expression(exp.to_identifier(source, quoted=True))
+        if column.casefold() in stored_type:
+            value = f"cast({value} as {stored_type[column.casefold()]})"
+        listed.append(value if value == quoted else f"{value} as {quoted}")
+    return f"select {', '.join(listed)} from (\n{query}\n) as `_mv_b{number}`"
 
 
 def select_expression(

@@ -13,9 +13,13 @@ is maintained by its own class (join, outer join, aggregate, HAVING, DISTINCT) o
   ``o_2``), so a join branch's hidden key columns are its own: NULL on the other branches' rows,
   its DELETE cannot match them;
 - the stored table holds the visible columns, ``_mv_branch``, then each branch's hidden columns
-  (aggregate helpers of the same name and purpose, ``_mv_count`` of two aggregate branches, are
-  one column: each row holds its own branch's value); a row leaves the other branches' hidden
-  columns NULL.
+  (the counts of two aggregate branches, BIGINT in both, are one column: each row holds its own
+  branch's value; a sum, a reserve and a SUM/AVG output's VALUE are named per branch, so each has
+  its branch's own type, not the union's widening of it); a row leaves the other branches' hidden
+  columns NULL;
+- the union widens a branch's column to the visible column's type (a decimal AVG to double, say):
+  a refresh computes the branch's value in the branch's type (its VALUE column, rounded as Spark
+  rounds the branch's aggregate) and casts that, as the union does.
 
 A refresh runs every changed branch's writes as one DELETE and one INSERT (refresh/views/union_view.py).
 """
@@ -123,7 +127,8 @@ def analyze_union(branches: Sequence[ViewDefinition]) -> ViewDefinition:
     for number, branch in enumerate(branches, start=1):
         _refuse_unmaintainable_branch(number, branch, len(names))
         aliases = _unique_aliases(branch, number, taken)
-        outputs = {o.name: name for o, name in zip(branch.outputs, names)}
+        # an aggregate branch is maintained on columns of its own (the union widens the visible ones)
+        outputs = {o.name: own_column(number, name) if branch.is_aggregate else name for o, name in zip(branch.outputs, names)}
         prepared.append(_with_marker(_renamed(branch, aliases, outputs), number))
     keys: dict[str | None, list[HiddenColumn]] = {}  # alias -> its key columns, named over every join branch
     for column in key_hidden_columns(tuple(o for b in prepared if not b.is_aggregate for o in b.occurrences)):
@@ -133,20 +138,49 @@ def analyze_union(branches: Sequence[ViewDefinition]) -> ViewDefinition:
         for b in prepared
     ]
     marker = HiddenColumn(BRANCH_COLUMN, _marker(1), HiddenPurpose.BRANCH)
+    first = prepared[0].outputs
+    own_columns = [
+        HiddenColumn(o.name, o.expression, HiddenPurpose.VALUE, outputs=(name,))
+        for b in prepared if b.is_aggregate for o, name in zip(b.outputs, names)
+    ]
+    hidden = (marker, *own_columns, *_shared_hidden_columns(prepared))
+    _refuse_name_collisions(names, hidden)
     return ViewDefinition(
         occurrences=tuple(o for b in prepared for o in b.occurrences),
         joins=(),
         where_conjuncts=(),
-        outputs=tuple(o for o in prepared[0].outputs if o.name != BRANCH_COLUMN),
+        outputs=tuple(OutputColumn(name, o.expression, o.kind, o.argument) for o, name in zip(first, names)),
         group_by=(),
         is_aggregate=False,
         view_class=ViewClass.UNION_ALL,
-        hidden_columns=(marker, *_shared_hidden_columns(prepared)),
+        hidden_columns=hidden,
         null_supplying=frozenset().union(*(b.null_supplying for b in prepared)),
         group_key_columns=(),
         referenced_columns=MappingProxyType({a: c for b in prepared for a, c in b.referenced_columns.items()}),
         branches=tuple(prepared),
     )
+
+
+def own_column(number: int, name: str) -> str:
+    """The column of aggregate branch ``number`` that holds its visible column ``name``."""
+    return f"_mv_b{number}_{name}"
+
+
+def visible_sources(branch: ViewDefinition, names: Sequence[str]) -> dict[str, str]:
+    """The union's visible column ``names`` (in order), each to the branch's column holding it
+    (an aggregate branch's own column, or the visible one itself)."""
+    return dict(zip(names, (o.name for o in branch.outputs if o.name != BRANCH_COLUMN)))
+
+
+def _refuse_name_collisions(names: Sequence[str], hidden: Sequence[HiddenColumn]) -> None:
+    seen = {name.casefold() for name in names}
+    for column in hidden:
+        if column.name.casefold() in seen:
+            raise UnsupportedViewError(
+                column.name, "the UNION ALL needs a hidden column of this name twice (a branch's own column, "
+                "an aggregate helper or an occurrence's key)", "Rename the table aliases of one of the branches",
+            )
+        seen.add(column.name.casefold())
 
 
 def _refuse_unmaintainable_branch(number: int, branch: ViewDefinition, width: int) -> None:
@@ -204,6 +238,10 @@ def _renamed(view: ViewDefinition, aliases: dict[str, str], names: dict[str, str
         OutputColumn(names[o.name], expression(o.expression), o.kind, expression(o.argument) if o.argument else None)
         for o in view.outputs
     )
+    summands = {  # what each AVG's hidden sum adds up (analysis/summands.py), renamed
+        names[output]: expression(h.expression.this)
+        for h in view.hidden_columns if h.purpose is HiddenPurpose.SUM for output in h.outputs
+    }
     joins = tuple(
         JoinStep(
             aliases[s.alias], s.kind,
@@ -220,7 +258,7 @@ def _renamed(view: ViewDefinition, aliases: dict[str, str], names: dict[str, str
         where_conjuncts=tuple(expression(c) for c in view.where_conjuncts),
         outputs=outputs,
         group_by=tuple(expression(g) for g in view.group_by),
-        hidden_columns=aggregate_hidden_columns(outputs, bool(view.group_by)) if view.is_aggregate else (),
+        hidden_columns=aggregate_hidden_columns(outputs, bool(view.group_by), summands) if view.is_aggregate else (),
         null_supplying=frozenset(aliases[a] for a in view.null_supplying),
         group_key_columns=tuple(names[c] for c in view.group_key_columns),
         referenced_columns=MappingProxyType({aliases[a]: c for a, c in view.referenced_columns.items()}),

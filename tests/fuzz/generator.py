@@ -51,6 +51,9 @@ MASTERS = (
         MasterColumn("region_id", "bigint", "n", (1, 2, 3, None)),
         MasterColumn("referrer_id", "bigint", "n", (1001, 1002, 1003, None)),
         MasterColumn("segment", "string", "s", ("retail", "corporate", "retail ", None)),
+        # decimals of other precisions and scales than orders.amount (issue 62: arithmetic and
+        # widening across decimal types, AVG's rounding to scale + 4)
+        MasterColumn("credit", "decimal(18,6)", "d", (0.125, 1000.5, -2.000001, 3.333333, None)),
     ), key_pool=tuple(range(1001, 1008))),
     GeneratedMaster("orders", "order_id", (
         MasterColumn("customer_id", "bigint", "n", (1001, 1002, 1003, 1004, 1005, None)),
@@ -62,6 +65,7 @@ MASTERS = (
     GeneratedMaster("regions", "region_id", (
         MasterColumn("region", "string", "s", ("north", "south", None)),
         MasterColumn("rank", "int", "n", (1, 2, None)),
+        MasterColumn("rate", "decimal(5,3)", "d", (0.125, 1.5, -0.333, None)),
     ), key_pool=(1, 2, 3, 4)),
 )
 MASTER = {m.name: m for m in MASTERS}
@@ -243,12 +247,19 @@ class Generator:
             choice = r.choice([column, column, f"{column} + {other}", f"coalesce({column}, -1)",
                                f"length({self._column(block, 's')[0]})",
                                f"case when {column} > 1 then {column} else 0 end"])
-        else:  # "d" (a decimal column, or an integral one cast: not every master has one)
+        else:  # "d": a decimal (a column, or an integral one cast: not every master has one), a double
             number, _ = self._column(block, "n")
             has_decimal = any(c.kind == "d" for o in block.occurrences for c in o.master.columns)
             column = self._column(block, "d")[0] if has_decimal else f"cast({number} as decimal(10,2))"
-            choice = r.choice([column, column, f"{column} * 2", f"coalesce({column}, 0)",
-                               f"cast({number} as decimal(10,2))", f"{column} - {column}"])
+            forms = [column, column, f"{column} * 2", f"coalesce({column}, 0)", f"cast({number} as decimal(10,2))",
+                     f"{column} - {column}", f"{column} * {self._column(block, 'd')[0] if has_decimal else '1.5'}",
+                     f"cast({number} as decimal(6,1)) / 3"]
+            doubles = [c for c, k in ((f"{o.alias}.{c.name}", c.kind) for o in block.occurrences
+                                      for c in o.master.columns) if k == "f"]
+            if doubles:  # a double beside decimals: a UNION ALL widens the column to double
+                forms.append(r.choice(doubles))
+                block.features.add("double")
+            choice = r.choice(forms)
         if choice != column:
             block.features.add("expression")
         return choice
@@ -278,8 +289,12 @@ class Generator:
         block.features.add("aggregate")
         keys = min(r.choice((0, 1, 1, 2) if global_ok else (1, 1, 2)), len(kinds) - 1)
         outputs, group_by, aggregates = [], [], []
+        label = keys == 0 and len(kinds) > 1 and r.random() < 0.3  # a global aggregate's constant label
         for i, kind in enumerate(kinds):
-            if i >= keys:
+            if label and i == 0:
+                outputs.append(f"{r.choice(LABELS)} as c{i}")
+                block.features.add("constant label")
+            elif i >= keys:
                 aggregates.append(self._aggregate(block, kind))
                 outputs.append(f"{aggregates[-1]} as c{i}")
             elif i > 0 and r.random() < 0.2:  # a constant group key, selected beside a grouped one
@@ -304,7 +319,9 @@ class Generator:
             return r.choice(("count(*)", f"count({column})", f"sum({integral})", f"min({integral})", f"max({integral})"))
         if kind == "d":
             decimal = self._expression(block, "d")
-            return r.choice((f"sum({decimal})", f"min({decimal})", f"max({decimal})", f"avg({decimal})"))
+            integral, _ = self._column(block, "n")
+            return r.choice((f"sum({decimal})", f"min({decimal})", f"max({decimal})", f"avg({decimal})",
+                             f"avg({decimal})", f"avg({integral})"))
         string = self._expression(block, "s")
         return r.choice((f"min({string})", f"max({string})"))
 
@@ -399,4 +416,5 @@ class Generator:
 
 
 CONSTANTS = {"n": "-1", "d": "cast(0 as decimal(10,2))", "s": "'k'"}
+LABELS = ("'all'", "1", "cast(null as string)", "concat('v', '2')")
 NONDETERMINISTIC = ("rand()", "uuid()", "current_timestamp()")

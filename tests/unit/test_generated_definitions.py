@@ -45,14 +45,15 @@ def test_the_definitions_cover_every_construct_of_issue_37():
     definitions = Generator(37).definitions(2000)
     features = Counter(f for d in definitions for f in d.features)
     for construct in ("join", "left", "right", "on filter", "where", "expression", "aggregate", "having",
-                      "distinct", "union", "constant key"):
+                      "distinct", "union", "constant key", "constant label", "double"):
         assert features[construct] >= 20, (construct, features)
     for refused in ("window", "full outer", "count distinct", "nondeterministic", "limit", "subquery",
                     "set operation", "outer where", "inner after outer", "on preserved"):
         assert features[f"refused: {refused}"] >= 5, (refused, features)
     sql = " ".join(d.sql() for d in definitions)
     for piece in ("case when", "coalesce(", "cast(", "upper(", "count(*)", "sum(", "avg(", "min(", "max(",
-                  "count(o", "customers c2 on c1.referrer_id = c2.customer_id", "intersect", "except"):
+                  "count(o", "customers c2 on c1.referrer_id = c2.customer_id", "intersect", "except",
+                  ".credit", ".rate", "avg(o1.quantity)"):
         assert piece in sql, piece
     classes = Counter(d.view_class for d in definitions if d.refused is None)
     assert set(classes) == {"single table", "join", "outer join", "aggregate", "aggregate over join",

@@ -191,10 +191,14 @@ def _delta_query(view: ViewDefinition, terms: list[str], arguments: Arguments, m
     return _delta_of_rows(view, _delta_rows(terms), arguments, min_max)
 
 
-def _delta_of_rows(view: ViewDefinition, rows: str, arguments: Arguments, min_max: list[str]) -> str:
+def _delta_of_rows(
+    view: ViewDefinition, rows: str, arguments: Arguments, min_max: list[str], overflowed: Sequence[str] = (),
+) -> str:
     """Per group: the signed net change of the row count and of every aggregate, from the delta
     rows ``rows`` (a relation: a subquery or a cached view), and each reserve's change (its
-    argument's values netted: reserve_deltas), which reads them once more."""
+    argument's values netted: reserve_deltas), which reads them once more. Of a sum that can
+    overflow (``overflowed``), also how many values the delta holds: its sum is NULL beside some
+    when it overflowed itself (see overflowable_sums)."""
     s = ident(SIGN)
     parts = [ident(c) for c in view.group_key_columns] + [f"sum({s}) as {ident(delta_name(ROW_COUNT_COLUMN, ''))}"]
     for column in counted_columns(view):
@@ -203,6 +207,8 @@ def _delta_of_rows(view: ViewDefinition, rows: str, arguments: Arguments, min_ma
     for column in summed_columns(view):
         x = ident(Arguments.name(arguments.by_column[column]))
         parts.append(f"sum(case when {s} > 0 then {x} else -{x} end) as {ident(delta_name(column, ''))}")
+        if column in overflowed:
+            parts.append(f"count({x}) as {ident(delta_name(column, 'v'))}")
     for column in min_max:
         x = ident(Arguments.name(arguments.by_column[column]))
         function = "max" if view.output(column).kind is OutputKind.MAX else "min"
@@ -220,6 +226,19 @@ def _delta_of_rows(view: ViewDefinition, rows: str, arguments: Arguments, min_ma
         for i, (_, query) in enumerate(reserves)
     )
     return f"select `_mv_g`.*, {joined} from (\n{delta}\n) as `_mv_g`{joins}"
+
+
+def overflowable_sums(view: ViewDefinition, view_types: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The stored sums that can overflow their type, with their non-NULL counts: a decimal(38, s)
+    (Spark's SUM of a decimal(p, s) is a decimal(p + 10, s), bounded to 38 digits). ANSI off, an
+    overflowing SUM is NULL; adding a later delta to that NULL cannot give the sum back when it
+    comes into range again, so a group holding such a NULL beside non-NULL values is recomputed,
+    as is one whose delta's sum overflowed (a NULL beside values: its own, ANSI off)."""
+    types = {c.casefold(): t.replace(" ", "").lower() for c, t in view_types.items()}
+    return [
+        (column, nonnull_count_of(view, column)) for column in summed_columns(view)
+        if types.get(column.casefold(), "").startswith("decimal(38,")
+    ]
 
 
 def _cast(expression: str, column: str, view_types: Mapping[str, str]) -> str:
@@ -260,9 +279,17 @@ def _new_values(
             support = view.support_columns(output.name)
             total = next(h.name for h in support if h.purpose is HiddenPurpose.SUM)
             counted = next(h.name for h in support if h.purpose is HiddenPurpose.NONNULL_COUNT)
+            # Spark's AVG: its sum (in the sum's own type) divided by the count (a decimal(20,0) for a
+            # decimal sum, a double for a double), rounded half up to the AVG's type (the stored
+            # column's). The quotient is rounded to the division's scale (20 for a decimal(20,2)
+            # sum) first: that differs from AVG's one rounding only for a quotient within 10^-20 of
+            # a rounding boundary, which takes a group of over 10^12 rows.
             values[output.name] = (
-                f"case when {values[counted]} = 0 then null else ({values[total]}) / ({values[counted]}) end"
+                f"case when {values[counted]} = 0 then null "
+                f"else {_cast(f'({values[total]})', total, view_types)} / ({values[counted]}) end"
             )
+        elif output.kind is OutputKind.PLAIN and output.name not in values:  # a constant (no GROUP BY)
+            values[output.name] = render_expression(output.expression)
         elif output.kind in (OutputKind.MIN, OutputKind.MAX) and reserve_of(view, output.name) is not None:
             reserve = (
                 f"{source}.{ident(new_reserve_name(output.name))}" if reserves_in_source
@@ -293,7 +320,7 @@ def _rewrite(
     from the masters (MIN/MAX after deletes, HAVING): they read the delta several times, None."""
     min_max = [o.name for o in view.outputs if o.kind in (OutputKind.MIN, OutputKind.MAX)]
     any_deletes = any(marked[o.master.name].deletes for o in view.occurrences)
-    if view.having is not None or (min_max and (any_deletes or view.null_supplying)):
+    if view.having is not None or (min_max and (any_deletes or view.null_supplying)) or overflowable_sums(view, view_types):
         return None
     arguments = Arguments(view)
 
@@ -380,8 +407,10 @@ def refresh_statement(
     any_deletes = any(marked[o.master.name].deletes for o in view.occurrences)
     # (over outer joins the old slices' rows are negative whatever the logs hold)
     extremes = bool(min_max) and (any_deletes or bool(view.null_supplying))
-    # with HAVING, groups the view does not hold are recomputed (their state is not stored)
-    recompute = extremes or view.having is not None
+    # with HAVING, groups the view does not hold are recomputed (their state is not stored); so are
+    # groups whose sum overflowed (overflowable_sums)
+    overflowed = overflowable_sums(view, view_types)
+    recompute = extremes or view.having is not None or bool(overflowed)
     target = branch_target(view_relation, branch)
     keys = view.group_key_columns
     slices: list[Cached] = []  # the affected anchor keys of a change sliced by them (outer_aggregate.py)
@@ -395,11 +424,12 @@ def refresh_statement(
 
     terms = _delta_terms(view, marked, arguments, anchor_keys)
     delta_rows = _delta_rows(terms)
-    delta = _delta_of_rows(view, delta_rows, arguments, min_max)
+    sums = [total for total, _ in overflowed]
+    delta = _delta_of_rows(view, delta_rows, arguments, min_max, sums)
     # (the statistics run before the cached views are made: they compute the anchor keys inline)
     inline.append(True)
     rows_in_full = _delta_rows(_delta_terms(view, marked, arguments, anchor_keys)) if slices else delta_rows
-    delta_in_full = _delta_of_rows(view, rows_in_full, arguments, min_max) if slices else delta
+    delta_in_full = _delta_of_rows(view, rows_in_full, arguments, min_max, sums) if slices else delta
     # computed once (the writes name it up to six times), then read from the session's cache;
     # with reserves, the delta reads its rows once more per reserve: over several masters they
     # are cached first (one statement more), a single master's are its log's images
@@ -407,14 +437,14 @@ def refresh_statement(
     if view.reserves and len(view.occurrences) > 1:
         rows_cached = (Cached(cached_view(branch, "terms"), "\nunion all\n".join(terms)),)
         delta_rows = ident(rows_cached[0].name)
-        delta = _delta_of_rows(view, delta_rows, arguments, min_max)
+        delta = _delta_of_rows(view, delta_rows, arguments, min_max, sums)
     cached = Cached(cached_view(branch, "delta"), _cached_delta(view, view_types, delta, delta_rows, view_relation))
     from_cache = groups = f"select * from {ident(cached.name)}"
     ctes = [f"`_mv_delta` as (\n{from_cache}\n)"]
     rows = "select `_mv_d`.*"
     joins = ""
     if recompute:
-        ctes += recompute_ctes(view, marked, min_max if extremes else [])
+        ctes += recompute_ctes(view, marked, min_max if extremes else [], overflowed)
         recomputed = [f"`_mv_r`.{ident(RECOMPUTED_PREFIX + c)}" for c in view.stored_columns if c not in keys]
         rows += f", {', '.join(recomputed)}, coalesce(`_mv_r`.{ident(RECOMPUTED)}, false) as {ident(RECOMPUTED)}"
         joins = f"\nleft join `_mv_recompute` as `_mv_r` on {group_match('`_mv_d`', '`_mv_r`', keys)}"

@@ -62,7 +62,8 @@ def refresh_statement(
         return None
     deletes = [s.deleted for _, _, s in parts if s.deleted is not None]
     inserts = [
-        branch_rows(number, part, s.inserted, view.stored_columns) for number, part, s in parts if s.inserted is not None
+        branch_rows(number, part, s.inserted, view.stored_columns, tuple(o.name for o in view.outputs), view_types)
+        for number, part, s in parts if s.inserted is not None
     ]
     target = branch_target(view_relation, branch) if deletes and inserts else relation(view_relation)
     writes = []

@@ -103,7 +103,6 @@ REFUSALS = [
      "sum(o.amount) / count(*)"),
     ("aggregate plus constant", f"select o.status, count(*) + 1 as n from {O} group by o.status", "count(*) + 1"),
     ("non-aggregated column", f"select o.status, o.amount, count(*) as n from {O} group by o.status", "amount"),
-    ("constant in aggregate view", f"select 'x' as tag, count(*) as n from {O}", "'x'"),
     ("group by not selected", f"select count(*) as n from {O} group by o.status", "status"),
     ("aggregate filter clause", f"select count(*) filter (where o.amount > 1) as n from {O}", "filter"),
     ("multi-argument count", f"select count(o.amount, o.status) as n from {O}", "count("),

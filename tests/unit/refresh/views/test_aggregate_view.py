@@ -442,3 +442,42 @@ def test_a_group_key_named_like_an_occurrence_alias_is_not_captured_by_the_recom
     )
     ctes = {cte.alias: cte.this for cte in sqlglot.parse_one(statement.writes[1].sql, read="spark").find_all(sqlglot.exp.CTE)}
     assert ctes["_mv_flagged"].named_selects == ["_mv_g0"]
+
+
+def test_a_constant_label_of_a_global_aggregate_is_a_plain_column_of_its_one_row():
+    # Spark needs no GROUP BY for a constant (issue 62: it was refused as "neither aggregated nor in GROUP BY")
+    labelled = "select 'all lines' as scope, 1 as version, count(*) as n, sum(qty) as qty from shop.lines"
+    view = analyze_view(labelled, MASTERS)
+    assert view.group_by == () and view.group_key_columns == ()
+    assert render_select(view).startswith("SELECT 'all lines' AS `scope`, 1 AS `version`, COUNT(*) AS `n`")
+    insert = statement(labelled, **{"shop.lines": (2, 1)}).writes[1].sql
+    assert "select 'all lines' as `scope`, 1 as `version`, " in insert.lower()
+    assert "group by" not in insert.split("insert into", 1)[1].split("`_mv_source` as", 1)[1].lower()
+    assert aggregate_view.refresh_statement(view, "shop.v", {"shop.lines": marked(LINES, 1)}, {}, view_rows=1) is not None
+
+
+def test_an_avg_is_its_sum_in_the_sum_s_type_over_the_count_rounded_to_the_avg_s_type():
+    view = analyze_view(BY_PRODUCT, MASTERS)
+    types = {"avg_price": "decimal(14,6)", "_mv_sum_avg_price": "decimal(20,2)"}
+    insert = aggregate_view.refresh_statement(view, "shop.v", {"shop.lines": marked(LINES, 2)}, types).writes[1].sql
+    count = "(coalesce(`_mv_s`.`_mv_t`.`_mv_cnt_avg_price`, 0) + coalesce(`_mv_s`.`_mv_d__mv_cnt_avg_price`, 0))"
+    assert (f"cast(case when {count} = 0 then null else cast((case when {count} = 0 then null else "
+            "coalesce(`_mv_s`.`_mv_t`.`_mv_sum_avg_price`, 0) + coalesce(`_mv_s`.`_mv_d__mv_sum_avg_price`, 0) end) "
+            f"as decimal(20,2)) / ({count}) end as decimal(14,6)) as `avg_price`") in insert
+
+
+def test_a_group_whose_decimal_38_sum_overflowed_is_recomputed():
+    # ANSI off, SUM of a decimal is NULL while it overflows its decimal(38, s): a NULL plus a later
+    # delta is not the sum, so such groups (stored NULL beside values, or a delta overflowing itself)
+    # are recomputed from the masters; a sum that cannot reach 38 digits needs none of it
+    sql = "select product_id, sum(price) as revenue from shop.lines group by product_id"
+    view = analyze_view(sql, MASTERS)
+    logs = {"shop.lines": marked(LINES, 2, 1)}
+    plain = aggregate_view.refresh_statement(view, "shop.v", logs, {"revenue": "decimal(20,2)"})
+    assert "_mv_flagged" not in plain.writes[1].sql
+    wide = aggregate_view.refresh_statement(view, "shop.v", logs, {"revenue": "decimal(38, 2)"})
+    insert = wide.writes[1].sql
+    assert ("(`_mv_d`.`_mv_t`.`revenue` is null and `_mv_d`.`_mv_t`.`_mv_cnt_revenue` > 0) or "
+            "(`_mv_d`.`_mv_d_revenue` is null and `_mv_d`.`_mv_dv_revenue` > 0)") in insert
+    assert "count(`_mv_x0`) as `_mv_dv_revenue`" in wide.cached[-1].sql
+    assert aggregate_view.refresh_statement(view, "shop.v", logs, {"revenue": "decimal(38,2)"}, view_rows=1).writes[0].name == "delete"

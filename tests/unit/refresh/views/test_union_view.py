@@ -43,13 +43,15 @@ def test_each_branch_is_a_view_of_its_own_class_marked_by_its_number():
     assert [b.view_class for b in view.branches] == [ViewClass.JOIN, ViewClass.JOIN, ViewClass.AGGREGATE]
     # the same alias in two branches is made unique: each join branch's keys are its own columns
     assert [b.aliases for b in view.branches] == [("o",), ("o_2", "c"), ("o_3",)]
+    # the aggregate branch's own columns (its visible ones in its own types), then every branch's helpers
     assert view.stored_columns == (
-        "id", "value", "_mv_branch", "_mv_o_order_id", "_mv_o_2_order_id", "_mv_c_customer_id", "_mv_count",
-        "_mv_cnt_value",
+        "id", "value", "_mv_branch", "_mv_b3_id", "_mv_b3_value", "_mv_o_order_id", "_mv_o_2_order_id",
+        "_mv_c_customer_id", "_mv_count", "_mv_cnt_b3_value",
     )
-    # the first branch names the columns; the aggregate branch groups by its marker too
+    # the first branch names the columns; the aggregate branch groups by its marker too, on its own columns
     assert [o.name for o in view.branches[1].outputs] == ["id", "value", "_mv_branch"]
-    assert view.branches[2].group_key_columns == ("id", "_mv_branch")
+    assert [o.name for o in view.branches[2].outputs] == ["_mv_b3_id", "_mv_b3_value", "_mv_branch"]
+    assert view.branches[2].group_key_columns == ("_mv_b3_id", "_mv_branch")
     assert "GROUP BY `o_3`.`customer_id`, CAST(3 AS INT)" in render_select(view)
     assert set(view.referenced_columns) == {"o", "o_2", "c", "o_3"}
 
@@ -58,22 +60,34 @@ def test_the_defining_query_lays_every_branch_out_as_the_stored_columns():
     rendered = render_select(analyze_view(MIXED, MASTERS))
     parts = rendered.split("\nunion all\n")
     assert len(parts) == 3
-    assert parts[0].startswith("select `id`, `value`, `_mv_branch`, `_mv_o_order_id`, null as `_mv_o_2_order_id`")
-    assert parts[2].startswith("select `id`, `value`, `_mv_branch`, null as `_mv_o_order_id`, null as `_mv_o_2_order_id`, "
-                               "null as `_mv_c_customer_id`, `_mv_count`, `_mv_cnt_value` from (")
+    assert parts[0].startswith("select `id`, `value`, `_mv_branch`, null as `_mv_b3_id`, null as `_mv_b3_value`, "
+                               "`_mv_o_order_id`, null as `_mv_o_2_order_id`")
+    # the union widens the aggregate branch's own columns into the visible ones
+    assert parts[2].startswith("select `_mv_b3_id` as `id`, `_mv_b3_value` as `value`, `_mv_branch`, `_mv_b3_id`, "
+                               "`_mv_b3_value`, null as `_mv_o_order_id`, null as `_mv_o_2_order_id`, "
+                               "null as `_mv_c_customer_id`, `_mv_count`, `_mv_cnt_b3_value` from (")
     assert isinstance(sqlglot.parse_one(rendered, read="spark"), sqlglot.exp.Union)
     visible = render_select(analyze_view(MIXED, MASTERS), include_hidden=False)
-    assert visible.count("select `id`, `value` from (") == 3
+    assert visible.count("select `id`, `value` from (") == 2
+    assert visible.count("select `_mv_b3_id` as `id`, `_mv_b3_value` as `value` from (") == 1
 
 
-def test_aggregate_helpers_of_the_same_name_are_one_column_shared_by_the_branches():
+def test_an_aggregate_branch_keeps_its_own_columns_only_the_row_count_is_shared():
     view = analyze_view(
-        "select o.status, count(*) as n, avg(o.amount) as a from shop.orders o group by o.status "
-        "union all select c.segment, count(*), avg(o.amount) from shop.orders o join shop.customers c "
-        "on o.customer_id = c.customer_id group by c.segment having count(*) > 2", MASTERS,
+        "select o.status, count(*) as n, avg(o.amount) as a, min(o.amount) as low from shop.orders o group by o.status "
+        "union all select c.segment, count(*), avg(o.order_id), min(o.order_id) from shop.orders o "
+        "join shop.customers c on o.customer_id = c.customer_id group by c.segment having avg(o.order_id) > 2",
+        MASTERS,
     )
-    assert view.stored_columns == ("status", "n", "a", "_mv_branch", "_mv_count", "_mv_cnt_a", "_mv_sum_a")
-    assert view.branches[1].having is not None
+    # each aggregate branch's columns and helpers have the types of what it aggregates: the union
+    # would widen a column shared by a decimal and a bigint branch (the AVGs: decimal(14,6), double)
+    assert view.stored_columns == (
+        "status", "n", "a", "low", "_mv_branch", "_mv_b1_status", "_mv_b1_n", "_mv_b1_a", "_mv_b1_low",
+        "_mv_b2_status", "_mv_b2_n", "_mv_b2_a", "_mv_b2_low", "_mv_count", "_mv_cnt_b1_a", "_mv_sum_b1_a",
+        "_mv_top_b1_low", "_mv_cnt_b2_a", "_mv_sum_b2_a", "_mv_top_b2_low",
+    )
+    # the HAVING reads the branch's AVG in the branch's type, not the union's
+    assert view.branches[1].having.sql(dialect="spark") == "`_mv_b2_a` > 2"
 
 
 def test_a_union_all_inside_a_cte_and_other_set_operations_stay_refused():
@@ -114,7 +128,9 @@ def test_the_branches_writes_are_one_delete_and_one_insert_on_the_write_branch()
     assert delete.sql.startswith("delete from `shop`.`v`.`branch_mv_write` as `_mv_v`\nwhere (")
     assert delete.sql.count("\n   or (") == 2  # three branches' conditions
     assert insert.sql.startswith("insert into `shop`.`v`.`branch_mv_write` (`id`, `value`, `_mv_branch`, ")
-    assert insert.sql.count("\nunion all\nselect `id`, `value`, `_mv_branch`") == 2
+    # each branch's visible columns cast to their stored types, as the union widens them
+    assert insert.sql.count("\nunion all\nselect `id`, cast(`value` as decimal(20,2)) as `value`, `_mv_branch`") == 1
+    assert insert.sql.count("\nunion all\nselect `_mv_b3_id` as `id`, cast(`_mv_b3_value` as decimal(20,2)) as `value`") == 1
     for write in first.writes:
         sqlglot.parse_one(write.sql, read="spark")
     # the aggregate branch's cached delta carries its branch's number; the own log reads the combined condition
@@ -143,11 +159,10 @@ def test_a_constant_selected_by_an_aggregate_branch_is_a_group_key():
         "union all select distinct c.segment, 'customers', 2, cast(null as bigint) from shop.customers c", MASTERS,
     )
     first, second = view.branches
-    assert first.group_key_columns == ("label", "kind", "one", "_mv_branch")
+    assert first.group_key_columns == ("_mv_b1_label", "_mv_b1_kind", "_mv_b1_one", "_mv_branch")
     assert "GROUP BY `o`.`status`, 'orders', CAST(1 AS INT), CAST(1 AS INT)" in render_select(first)
-    assert second.is_aggregate and second.group_key_columns == ("label", "kind", "one", "n", "_mv_branch")
-    with pytest.raises(UnsupportedViewError, match="neither aggregated nor in GROUP BY"):
-        analyze_view("select 'all' as kind, count(*) as n from shop.orders", MASTERS)  # a global aggregate
+    assert second.is_aggregate
+    assert second.group_key_columns == ("_mv_b2_label", "_mv_b2_kind", "_mv_b2_one", "_mv_b2_n", "_mv_branch")
 
 
 def test_layout_advice_covers_every_branch_s_keys_and_joins():
@@ -175,3 +190,41 @@ def test_a_join_branch_deleting_by_two_statements_is_combined_into_the_views_one
     sqlglot.parse_one(delete, read="spark")
     assert "(7), (9)" in delete or "in (7, 9)" in delete.lower()  # the literal keys and the log's both
     assert "`logs`.`mlog_customers`" in delete
+
+
+MIXED_TYPES = (
+    "select o.status as k, avg(o.amount) as a, sum(o.amount) as t from shop.orders o group by o.status "
+    "union all select c.segment, avg(o.order_id), sum(o.order_id) from shop.orders o "
+    "join shop.customers c on o.customer_id = c.customer_id group by c.segment"
+)
+# the stored table as Spark types it: the union widens AVG(decimal(10,2)) (decimal(14,6)) and AVG(bigint)
+# (double) to double, SUM(decimal(10,2)) (decimal(20,2)) and SUM(bigint) to decimal(20,2); each branch's
+# own columns keep its types
+MIXED_STORED = {
+    "k": "string", "a": "double", "t": "decimal(20,2)", "_mv_b1_k": "string", "_mv_b1_a": "decimal(14,6)",
+    "_mv_b1_t": "decimal(20,2)", "_mv_sum_b1_a": "decimal(20,2)", "_mv_b2_k": "string", "_mv_b2_a": "double",
+    "_mv_b2_t": "bigint", "_mv_sum_b2_a": "bigint",
+}
+
+
+def test_a_branch_is_maintained_in_its_own_types_then_widened_as_the_union_widens_it():
+    view = analyze_view(MIXED_TYPES, MASTERS)
+    logs = {name: marked(MASTERS[name], 1, 1) for name in MASTERS}
+    insert = union_view.refresh_statement(view, "shop.v", logs, MIXED_STORED).writes[1].sql
+    count = "(coalesce(`_mv_s`.`_mv_t`.`_mv_cnt_b1_a`, 0) + coalesce(`_mv_s`.`_mv_d__mv_cnt_b1_a`, 0))"
+    total = (f"case when {count} = 0 then null else coalesce(`_mv_s`.`_mv_t`.`_mv_sum_b1_a`, 0) + "
+             "coalesce(`_mv_s`.`_mv_d__mv_sum_b1_a`, 0) end")
+    # Spark's AVG of a decimal: its sum, in the sum's type, over the count, rounded to decimal(14,6)
+    # (dividing in the union's double skipped that rounding: issue 62)
+    average = f"case when {count} = 0 then null else cast(({total}) as decimal(20,2)) / ({count}) end"
+    assert f"cast({average} as decimal(14,6)) as `_mv_b1_a`" in insert
+    # a SUM is maintained from the branch's own column, never from the widened visible one
+    assert ("cast(case when " + count + " = 0 then null else coalesce(`_mv_s`.`_mv_t`.`_mv_b1_t`, 0) + "
+            "coalesce(`_mv_s`.`_mv_d__mv_b1_t`, 0) end as decimal(20,2)) as `_mv_b1_t`") in insert
+    assert "`_mv_s`.`_mv_t`.`t`" not in insert and "`_mv_s`.`_mv_t`.`a`" not in insert
+    # then the union's widening: each visible column is its branch column cast to the stored type
+    assert ("select cast(`_mv_b1_k` as string) as `k`, cast(`_mv_b1_a` as double) as `a`, "
+            "cast(`_mv_b1_t` as decimal(20,2)) as `t`, `_mv_branch`, `_mv_b1_k`, `_mv_b1_a`, `_mv_b1_t`, ") in insert
+    # the second branch's AVG of a bigint is a double already
+    assert "coalesce(`_mv_s`.`_mv_d__mv_sum_b2_a`, 0) end) as bigint) / (" in insert
+    sqlglot.parse_one(insert, read="spark")
