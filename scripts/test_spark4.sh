@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# The Spark 4 job (issue 39): a virtualenv of its own (.venv-spark4) with PySpark 4 (DBT_MV_PYSPARK,
-# default 4.1.1; Iceberg's runtime for it is downloaded once from Maven Central into the cache), then
-# the unit suite and a functional subset: every view class at once through generated definitions
-# (the randomized harness at a reduced count: 10 definitions, one round of random DML followed by a
-# fast refresh and a comparison with the defining query), the change logs with every other fault point,
-# the build, rebuild and refresh methods, the staging of a view DELETE, the row-level purge of a log
-# and views over a logged_merge incremental model, all with ANSI mode on (Spark 4's default; the
-# Spark 3.5 suite runs with dbt-spark's default, off), and the ANSI views under both settings; and
-# with Spark's generated code, as users run (the Spark 3.5 suite's embedded sessions evaluate
-# interpreted: tests/functional/conftest.py, INTERPRETED).
-# Extra arguments go to pytest.
+# The Spark 4 job: a virtualenv of its own (.venv-spark4) with PySpark 4 (DBT_MV_PYSPARK, default
+# 4.1.1; Iceberg's runtime for it is downloaded once from Maven Central into the cache), ANSI mode on
+# (Spark 4's default; the Spark 3.5 suite runs with dbt-spark's default, off) and Spark's generated
+# code, as users run (the Spark 3.5 suite's embedded sessions evaluate interpreted).
+#   DBT_MV_TEST_DEPTH=ci (default, the per-change CI): the unit suite and one build, change,
+#     refresh and check of every view class (tests/functional/test_smoke.py).
+#   DBT_MV_TEST_DEPTH=full (scripts/test_matrix.sh): also generated definitions of every class, the
+#     change logs with every other fault point, builds, rebuilds and refresh methods, the staging of
+#     a view DELETE, the row-level purge of a log, views over a logged_merge model, the ANSI views
+#     under both settings and the values a refresh recomputes (decimal rounding, overflow).
+# Extra arguments go to pytest; DBT_MV_JUNIT_DIR=<dir>: JUnit reports there (spark4-*.xml).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export DBT_MV_VENV="${DBT_MV_SPARK4_VENV:-$repo/.venv-spark4}"
@@ -17,12 +17,18 @@ export DBT_MV_PYSPARK="${DBT_MV_PYSPARK:-4.1.1}"
 venv="$(bash "$repo/scripts/setup.sh")"
 cd "$repo"
 "$venv/bin/python" -c 'import pyspark; print(f"Spark 4 job: PySpark {pyspark.__version__}")'
-"$venv/bin/python" -m pytest -n "${DBT_MV_TEST_WORKERS:-2}" tests/unit "$@"
-# the functional subset in two processes, as the Spark 3.5 suite (DBT_MV_TEST_WORKERS=0: in this one)
+junit() { [ -z "${DBT_MV_JUNIT_DIR:-}" ] || echo "--junitxml=$DBT_MV_JUNIT_DIR/spark4-$1.xml"; }
+"$venv/bin/python" -m pytest -n "${DBT_MV_TEST_WORKERS:-2}" $(junit unit) tests/unit "$@"
+export DBT_MV_TEST_ANSI="${DBT_MV_TEST_ANSI:-true}" DBT_MV_TEST_CODEGEN="${DBT_MV_TEST_CODEGEN:-true}"
+if [ "${DBT_MV_TEST_DEPTH:-ci}" != full ]; then
+  exec "$venv/bin/python" -m pytest $(junit smoke) "$@" tests/functional/test_smoke.py
+fi
 # (the refreshers in separate JVMs run in the Spark 3.5 suite and the catalog job: not again here)
-DBT_MV_TEST_ANSI="${DBT_MV_TEST_ANSI:-true}" DBT_MV_TEST_CODEGEN="${DBT_MV_TEST_CODEGEN:-true}" \
-DBT_MV_FUZZ_DEFINITIONS="${DBT_MV_SPARK4_DEFINITIONS:-10}" DBT_MV_FUZZ_ROUNDS=1 DBT_MV_CRASH_STRIDE=2 exec "$venv/bin/python" -m pytest -n "${DBT_MV_TEST_WORKERS:-2}" --dist loadgroup "$@" \
+DBT_MV_FUZZ_DEFINITIONS="${DBT_MV_SPARK4_DEFINITIONS:-10}" DBT_MV_FUZZ_ROUNDS=1 DBT_MV_CRASH_STRIDE=2 \
+  exec "$venv/bin/python" -m pytest -n "${DBT_MV_TEST_WORKERS:-2}" --dist loadgroup $(junit functional) "$@" \
   --deselect tests/functional/test_change_logs.py::TestRefreshersInSeparateProcesses \
+  tests/functional/test_smoke.py \
+  tests/functional/test_recomputed_types.py \
   tests/functional/test_generated_views.py \
   tests/functional/test_change_logs.py \
   tests/functional/test_fast_refresh_build.py \

@@ -1,6 +1,9 @@
+import os
 from collections import Counter
 
 import pytest
+
+from tests.depth import commit, depth, full, run_seed
 
 # dbt's own functional-test fixtures (project, run_dbt's profile, unique schemas).
 pytest_plugins = ["dbt.tests.fixtures.project"]
@@ -69,6 +72,43 @@ def pytest_xdist_make_scheduler(config, log):
     return GroupScheduling(config, log)
 
 
+# What the per-change CI (scripts/test.sh, run by .ci/run) leaves to scripts/test_matrix.sh, which
+# runs everything (DBT_MV_TEST_DEPTH=full), by test group (group_of) or node id prefix: each entry
+# says what in the CI covers the same capability. Keep the CI within its 40 minutes on 2 cores.
+MATRIX_ONLY = {
+    "thrift": "the Thrift Server at full depth; CI: every view class over Thrift (test_thrift_smoke.py)",
+    "tests/functional/test_having_refresh.py::TestHavingRefresh":
+        "randomized HAVING views; CI: HAVING in the example project, the generated definitions, the UNION ALL test",
+    "tests/functional/test_stacked_refresh.py::TestThreeStackedViewsOverALoggedIncrementalModel":
+        "views over a logged_merge model; CI: TestThreeStackedViews, the example project's view over a view",
+    "tests/functional/test_ansi_mode.py::TestAnsiOff":
+        "the ANSI views with ANSI off; CI: TestAnsiOn, every other test (ANSI off), the overflow test",
+    "tests/functional/test_explain_and_history.py::TestForceRandomized":
+        "force over random changes; CI: TestCostBasedForce, TestExplainAndHistory",
+}
+
+
+def matrix_only(nodeid: str) -> bool:
+    group = group_of(nodeid)
+    if group == "thrift":
+        return not nodeid.startswith("tests/functional/thrift/test_thrift_smoke.py")
+    return group in MATRIX_ONLY
+
+
+def pytest_report_header(config):
+    """At the top of the output: the run's depth and seed, and how to run the same again."""
+    from tests.functional.test_generated_views import DEFINITIONS, ROUNDS, SEED
+
+    made = f"from commit {commit()[:12]}" if commit() and "DBT_MV_TEST_SEED" not in os.environ else "given"
+    return [
+        f"test depth: {depth()} (DBT_MV_TEST_DEPTH=full runs what the CI leaves to scripts/test_matrix.sh)",
+        f"run seed: {run_seed()} ({made}); the same draws again: DBT_MV_TEST_SEED={run_seed()}",
+        f"generated definitions: seed {SEED}, {DEFINITIONS} + the regression cases, {ROUNDS} rounds; again: "
+        f"DBT_MV_FUZZ_SEED={SEED} DBT_MV_FUZZ_DEFINITIONS={DEFINITIONS} DBT_MV_FUZZ_ROUNDS={ROUNDS} "
+        ".venv/bin/python -m pytest tests/functional/test_generated_views.py",
+    ]
+
+
 def pytest_collection_modifyitems(config, items):
     """Functional tests (tests/functional) need the embedded Spark session: mark them. Under
     pytest-xdist (``-n 2 --dist loadgroup``) a test group runs in one process, in its order (a
@@ -76,6 +116,11 @@ def pytest_collection_modifyitems(config, items):
     run longest first (EXPECTED_SECONDS), the unit tests last: xdist hands a process the next group
     in this order whenever it has two tests or fewer left, so a long group started late would keep
     one process busy while the other has nothing left to run."""
+    if not full():
+        left = [item for item in items if matrix_only(item.nodeid)]
+        if left:
+            config.hook.pytest_deselected(items=left)
+            items[:] = [item for item in items if not matrix_only(item.nodeid)]
     for item in items:
         if item.nodeid.startswith("tests/functional"):
             item.add_marker(pytest.mark.spark)

@@ -16,6 +16,7 @@ from dbt.tests.util import run_dbt, run_dbt_and_capture
 from dbt_incremental_mv.adapter.connections import FaultInjection
 from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from tests.functional.catalogs import catalog_kind
+from tests.depth import fault_points
 from tests.functional.differential import Column, Master, Workload
 from tests.functional.util import DBT, LOST_RACE, rows
 
@@ -110,11 +111,12 @@ class TestInterruptedRefresh(ChangeLogTests):
     def test_every_fault_point_recovers(self, project):
         workload = self.workload(project, seed=7)
         points = 0
-        # every state-changing statement in turn (DBT_MV_CRASH_STRIDE=k: every k-th, the Spark 4 and catalog jobs)
-        stride = int(os.environ.get("DBT_MV_CRASH_STRIDE", "1"))
-        for fault_after in range(1, 40, stride):
+        # every state-changing statement in turn at full depth, every third at the CI's (from an
+        # offset the run's seed draws: tests/depth.py; DBT_MV_CRASH_STRIDE=k: every k-th)
+        faults = fault_points(40, 3, "change logs")
+        for number, fault_after in enumerate(faults):
             # one commit per operation, or one MERGE, alternately (whatever the stride)
-            workload.round(4, batched=fault_after // stride % 2 == 0)
+            workload.round(4, batched=number % 2 == 0)
             results, log = run("--select", "order_countries", fault_after=fault_after, expect_pass=None)
             if results[0].status == "success":
                 break  # fewer state-changing statements than fault_after: every point was covered
@@ -122,7 +124,7 @@ class TestInterruptedRefresh(ChangeLogTests):
             points += 1
             run("--select", "order_countries")  # the rerun completes the refresh
             self.check(workload, "order_countries")
-        assert points >= 6 // stride, points
+        assert points >= 6 // faults.step, points
         run()
         self.check(workload)
 
