@@ -17,7 +17,8 @@ def main(argv: list[str] | None = None) -> int:
         help="prepare the Iceberg runtime of the installed Spark (cached: bundled on Spark 3.5, downloaded once from Maven Central on Spark 4) and print the jars for spark.jars / --driver-class-path",
     )
     prepare.add_argument(
-        "--rest", action="store_true",
+        "--rest",
+        action="store_true",
         help="for an Iceberg REST catalog: the complete runtime from Maven Central on Spark 3.5 too (the bundled one lacks the HTTP client)",
     )
     commands.add_parser(

@@ -56,9 +56,7 @@ class FastRefreshConfig:
             )
         refresh_stats = config.get("refresh_stats", False)
         if not isinstance(refresh_stats, bool):
-            raise ConfigError(
-                f"Model '{model_name}': refresh_stats={refresh_stats!r} must be true or false."
-            )
+            raise ConfigError(f"Model '{model_name}': refresh_stats={refresh_stats!r} must be true or false.")
         on_change = config.get("on_configuration_change") or "apply"
         if not isinstance(on_change, str) or on_change.strip().lower() not in ON_CONFIGURATION_CHANGE:
             raise ConfigError(
@@ -69,8 +67,12 @@ class FastRefreshConfig:
         if not isinstance(refresh_history, bool):
             raise ConfigError(f"Model '{model_name}': refresh_history={refresh_history!r} must be true or false.")
         history_schema = config.get("history_schema")
-        if history_schema is not None and (not isinstance(history_schema, str) or not history_schema.strip()
-                                           or "." in history_schema or "`" in history_schema):
+        if history_schema is not None and (
+            not isinstance(history_schema, str)
+            or not history_schema.strip()
+            or "." in history_schema
+            or "`" in history_schema
+        ):
             raise ConfigError(
                 f"Model '{model_name}': history_schema={history_schema!r} must name one schema (no dots or "
                 "backticks), e.g. history_schema='ops'."
@@ -89,9 +91,12 @@ class FastRefreshConfig:
                 "refreshed; 0: never)."
             )
         return cls(
-            mv_log=mv_log, rewrite_rows=rewrite_rows,
-            refresh_method=refresh_method.strip().lower(), refresh_stats=refresh_stats,
-            on_configuration_change=on_change.strip().lower(), refresh_history=refresh_history,
+            mv_log=mv_log,
+            rewrite_rows=rewrite_rows,
+            refresh_method=refresh_method.strip().lower(),
+            refresh_stats=refresh_stats,
+            on_configuration_change=on_change.strip().lower(),
+            refresh_history=refresh_history,
             history_schema=history_schema.strip().lower() if history_schema else None,
         )
 

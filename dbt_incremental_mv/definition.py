@@ -34,8 +34,10 @@ def encode_columns(columns: Mapping[str, Mapping[str, str]]) -> str:
 
 
 def definition_change(
-    stored_sql: str | None, compiled_sql: str,
-    stored_columns: str | None, current_columns: Mapping[str, Mapping[str, str]] | None,
+    stored_sql: str | None,
+    compiled_sql: str,
+    stored_columns: str | None,
+    current_columns: Mapping[str, Mapping[str, str]] | None,
 ) -> str | None:
     """Why the stored view no longer matches the model (None: it still does)."""
     if stored_sql is not None and normalized_sql(stored_sql) != normalized_sql(compiled_sql):

@@ -80,7 +80,7 @@ def view_layout(view: ViewDefinition, master_rows: Mapping[str, int]) -> ViewLay
     return ViewLayout(sort_by, bloom)
 
 
-def _columns(expression: exp.Expression) -> list[str]:
+def _columns(expression: exp.Expr) -> list[str]:
     return [c.name for c in expression.find_all(exp.Column)]
 
 
@@ -118,13 +118,13 @@ def layout_advice(view: ViewDefinition, view_relation: str) -> list[str]:
     looked_up: dict[str, list[str]] = {}  # master -> its columns holding another master's key
     for part in view.branches or (view,):
         for link in key_links(part):
-            master = view.occurrence(link.target).master.name
+            master_name = view.occurrence(link.target).master.name
             for column in link.columns:
-                if column not in looked_up.setdefault(master, []):
-                    looked_up[master].append(column)
-    for master, columns in looked_up.items():
+                if column not in looked_up.setdefault(master_name, []):
+                    looked_up[master_name].append(column)
+    for master_name, columns in looked_up.items():
         properties = [(f"{BLOOM_PROPERTY}{c}", "true") for c in columns]
         properties.append(("write.parquet.row-group-size-bytes", str(ROW_GROUP_BYTES)))
         listed = ", ".join(f"{string(k)} = {string(v)}" for k, v in properties)
-        advice.append(f"alter table {relation(master)} set tblproperties ({listed})")
+        advice.append(f"alter table {relation(master_name)} set tblproperties ({listed})")
     return advice

@@ -38,6 +38,8 @@ def literal(value: int | str | datetime.date) -> str:
         return f"date {string(value.isoformat())}"
     if isinstance(value, str):
         return string(value)
+    if isinstance(value, datetime.datetime):  # a timestamp is no bound: refused as integer() refuses it
+        raise TypeError(f"not an integer: {value!r}")
     return integer(value)
 
 

@@ -49,7 +49,8 @@ def _spark_type(model_name: str, column: str, data_type: str) -> str:
     try:
         cast = sqlglot.parse_one(f"select cast(null as {data_type})", read="spark")
         spark_type = sqlglot.exp.DataType.build(data_type, dialect="spark", udt=False)
-        if not isinstance(cast, sqlglot.exp.Select) or cast.selects[0].to.sql("spark") != spark_type.sql("spark"):
+        selected = cast.selects[0] if isinstance(cast, sqlglot.exp.Select) else None
+        if not isinstance(selected, sqlglot.exp.Cast) or selected.to.sql("spark") != spark_type.sql("spark"):
             raise ValueError(data_type)
         return spark_type.sql(dialect="spark")
     except (SqlglotError, ValueError, AttributeError) as exc:

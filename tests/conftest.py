@@ -105,7 +105,7 @@ def pytest_report_header(config):
         f"run seed: {run_seed()} ({made}); the same draws again: DBT_MV_TEST_SEED={run_seed()}",
         f"generated definitions: seed {SEED}, {DEFINITIONS} + the regression cases, {ROUNDS} rounds; again: "
         f"DBT_MV_FUZZ_SEED={SEED} DBT_MV_FUZZ_DEFINITIONS={DEFINITIONS} DBT_MV_FUZZ_ROUNDS={ROUNDS} "
-        ".venv/bin/python -m pytest tests/functional/test_generated_views.py",
+        "bash scripts/test.sh tests/functional/test_generated_views.py",
     ]
 
 

@@ -51,7 +51,7 @@ def find_include_path(package: Path = PACKAGE) -> str:
 INCLUDE_PATH = find_include_path()
 
 Plugin = AdapterPlugin(
-    adapter=SparkMVAdapter,  # type: ignore[arg-type]
+    adapter=SparkMVAdapter,  # type: ignore[arg-type]  # as dbt-spark's own Plugin: not an AdapterProtocol
     credentials=SparkMVCredentials,
     include_path=INCLUDE_PATH,
     dependencies=["spark"],

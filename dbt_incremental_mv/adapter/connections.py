@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-
 from dbt.adapters.contracts.connection import Connection, ConnectionState
 from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.exceptions import FailedToConnectError
@@ -29,9 +28,9 @@ from dbt.adapters.spark.connections import (
 from dbt_common.exceptions import DbtDatabaseError, DbtRuntimeError
 
 from dbt_incremental_mv.conflicts import concurrent_commit_error
+from dbt_incremental_mv.refresh.phases.publish import cache_planning
 from dbt_incremental_mv.runtime.embedded import ICEBERG_JARS_MODES, JIT_MODES, start_session
 from dbt_incremental_mv.runtime.iceberg_runtime import IcebergRuntimeError
-from dbt_incremental_mv.refresh.phases.publish import cache_planning
 
 CACHE_PLANNING_STATEMENTS = frozenset(sum(cache_planning(), []))
 
@@ -50,7 +49,9 @@ def _explicit_ansi_mode(parameters: Mapping[str, Any]) -> str | None:
         return None
     text = str(value).strip().lower()
     if text not in ("true", "false"):
-        raise DbtRuntimeError(f"Profile: server_side_parameters {ANSI_MODE}={value!r} is not supported. Allowed: 'true', 'false'.")
+        raise DbtRuntimeError(
+            f"Profile: server_side_parameters {ANSI_MODE}={value!r} is not supported. Allowed: 'true', 'false'."
+        )
     return text
 
 
@@ -152,6 +153,7 @@ class FaultInjection:
             if prefix:
                 hit = not cls._done and prefix.lower() in statement.lower()
             else:
+                assert limit is not None  # the early return above: one of the two variables is set
                 hit = cls._count == int(limit)
             cls._done = cls._done or hit
         if hit:
@@ -225,7 +227,9 @@ class ThriftConnectionWrapper(PyhiveConnectionWrapper):
             logger.debug(f"Poll response: {poll_state}")
             raise DbtDatabaseError(poll_state.errorMessage)
         if poll_state.operationState != ThriftState.FINISHED_STATE:
-            status = ThriftState._VALUES_TO_NAMES.get(poll_state.operationState, f"Unknown<{poll_state.operationState!r}>")
+            status = ThriftState._VALUES_TO_NAMES.get(
+                poll_state.operationState, f"Unknown<{poll_state.operationState!r}>"
+            )
             raise DbtDatabaseError(f"Query failed with status: {status}")
 
     def fetchall(self) -> list[Any]:
@@ -268,7 +272,8 @@ class SparkMVConnectionManager(SparkConnectionManager):
                 raise FailedToConnectError(f"Cannot start the embedded Spark session: {exc}") from exc
         from dbt_incremental_mv.adapter.session import SESSIONS, BoundSessionConnectionWrapper  # imports pyspark
 
-        connection.handle = BoundSessionConnectionWrapper(SESSIONS.acquire(root, creds.server_side_parameters))
+        isolated = SESSIONS.acquire(root, creds.server_side_parameters)
+        connection.handle = BoundSessionConnectionWrapper(isolated)  # type: ignore[arg-type]  # duck-types dbt-spark's Connection
         connection.state = ConnectionState.OPEN
         return connection
 
@@ -278,7 +283,11 @@ class SparkMVConnectionManager(SparkConnectionManager):
         handle = connection.handle
         closed = super().close(connection)
         isolated = getattr(handle, "handle", None)
-        if connection.credentials.method == SparkConnectionMethod.SESSION and hasattr(isolated, "initial_namespace"):
+        if (
+            connection.credentials.method == SparkConnectionMethod.SESSION
+            and isolated is not None
+            and hasattr(isolated, "initial_namespace")
+        ):
             from dbt_incremental_mv.adapter.session import SESSIONS
 
             SESSIONS.give_back(isolated)
@@ -297,5 +306,3 @@ class SparkMVConnectionManager(SparkConnectionManager):
             if short is None:
                 raise
             raise DbtRuntimeError(short) from exc.__context__
-
-

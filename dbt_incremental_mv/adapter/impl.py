@@ -38,7 +38,7 @@ class SparkMVAdapter(SparkAdapter):
         # The base class derives the module name from the class name (dbt.adapters.sparkmv).
         from dbt.adapters.__about__ import version as base_version
 
-        return AdapterTrackingRelationInfo(
+        return AdapterTrackingRelationInfo(  # type: ignore[abstract]  # dbt's dataclass: not abstract at run time
             adapter_name="spark_mv",
             base_adapter_version=base_version,
             adapter_version=__version__,
@@ -97,7 +97,7 @@ class SparkMVAdapter(SparkAdapter):
 
     def _relation_exists(self, name: str) -> bool:
         schema, _, identifier = name.partition(".")
-        return self.get_relation(None, schema, identifier) is not None  # type: ignore[arg-type]
+        return self.get_relation(None, schema, identifier) is not None  # type: ignore[arg-type]  # Spark has no database
 
     @staticmethod
     def _people_error(exc: Exception) -> DbtRuntimeError:
@@ -273,11 +273,12 @@ class SparkMVAdapter(SparkAdapter):
         return specs
 
     @available
-    def mv_logged_merge(self, model: Mapping[str, Any], new_rows: BaseRelation, target: BaseRelation,
-                        graph: Mapping[str, Any]) -> str:
+    def mv_logged_merge(
+        self, model: Mapping[str, Any], new_rows: BaseRelation, target: BaseRelation, graph: Mapping[str, Any]
+    ) -> str:
         """The ``logged_merge`` incremental strategy (refresh/operations/logged_merge.py): merge the model's new
         rows and append what changed to its change log. Returns what was done, for the log."""
-        from dbt_incremental_mv.logs.contract import LogContractError, logs_by_master, log_specs_from_graph
+        from dbt_incremental_mv.logs.contract import LogContractError, log_specs_from_graph, logs_by_master
         from dbt_incremental_mv.refresh.operations import logged_merge
 
         table = _relation_name(target)
@@ -289,6 +290,7 @@ class SparkMVAdapter(SparkAdapter):
             # a SQL model's new rows are a temporary view, a Python model's a table
             # (a SQL model's relation keeps its schema but does not render it: include_policy)
             source = _relation_name(new_rows) if new_rows.include_policy.schema else new_rows.identifier
+            assert source is not None  # the model's relation names its temporary view
             line = logged_merge.run(self._engine().ctx, config, spec, table, source)
         except (LogContractError, logged_merge.LoggedMergeError) as exc:
             raise self._people_error(exc) from exc
@@ -368,13 +370,22 @@ class SparkMVAdapter(SparkAdapter):
 
         engine = self._engine()
         found = [
-            (name, (engine.status(node, name, graph) if self._relation_exists(name) else view_status(node["name"], built=False)).line())
+            (
+                name,
+                (
+                    engine.status(node, name, graph)
+                    if self._relation_exists(name)
+                    else view_status(node["name"], built=False)
+                ).line(),
+            )
             for node, name in self._fast_refresh_models(graph, models)
         ]
         last = self._last_refreshes(graph, [name for name, _ in found], models)
         return [f"{line}; {last[name]}" if name in last else line for name, line in found]
 
-    def _last_refreshes(self, graph: Mapping[str, Any], views: Sequence[str], models: Sequence[str] | None) -> dict[str, str]:
+    def _last_refreshes(
+        self, graph: Mapping[str, Any], views: Sequence[str], models: Sequence[str] | None
+    ) -> dict[str, str]:
         """The newest refresh history row of each view, as a few words (one query per history table)."""
         from dbt_incremental_mv.config import ConfigError, FastRefreshConfig
         from dbt_incremental_mv.refresh.operations.history import history_relation, last_refresh_line, last_refresh_sql
@@ -417,7 +428,9 @@ class SparkMVAdapter(SparkAdapter):
             view = self._metadata().table(name)
             sql = view.properties.get(DEFINITION_PROPERTY) if view is not None else None
         if not sql:
-            raise DbtRuntimeError(f"Cannot explain '{model_name}': its SQL could not be rendered; run dbt compile first.")
+            raise DbtRuntimeError(
+                f"Cannot explain '{model_name}': its SQL could not be rendered; run dbt compile first."
+            )
         return self._engine().explain(node, sql, name, built, graph)
 
     @available

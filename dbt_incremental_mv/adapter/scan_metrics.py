@@ -28,8 +28,11 @@ SCAN_NODE = "BatchScan "
 DEFAULT_CATALOG = "spark_catalog."
 # Iceberg's scan metrics, as the SQL status store names them
 FILES, SKIPPED, BYTES, ROWS, DELETE_FILES = (
-    "number of result data files", "number of skipped data files", "total data file size (bytes)",
-    "number of output rows", "number of result delete files",
+    "number of result data files",
+    "number of skipped data files",
+    "total data file size (bytes)",
+    "number of output rows",
+    "number of result delete files",
 )
 
 
@@ -76,9 +79,9 @@ def latest_execution(session: Any) -> int:
 
 def table_name(node_name: str) -> str:
     """``BatchScan spark_catalog.db.t`` -> ``db.t``."""
-    name = node_name[len(SCAN_NODE):].strip() if node_name.startswith(SCAN_NODE) else node_name
+    name = node_name[len(SCAN_NODE) :].strip() if node_name.startswith(SCAN_NODE) else node_name
     name = name.split(" ", 1)[0]
-    return name[len(DEFAULT_CATALOG):] if name.startswith(DEFAULT_CATALOG) else name
+    return name[len(DEFAULT_CATALOG) :] if name.startswith(DEFAULT_CATALOG) else name
 
 
 def scans_of(plan_nodes: list[dict[str, Any]], metric_values: dict[str, str]) -> list[TableScan]:
@@ -97,10 +100,16 @@ def scans_of(plan_nodes: list[dict[str, Any]], metric_values: dict[str, str]) ->
         }
         if FILES not in metrics:
             continue  # not an Iceberg scan
-        scans.append(TableScan(
-            table=table_name(name), files=metrics[FILES], skipped_files=metrics.get(SKIPPED, 0),
-            bytes=metrics.get(BYTES, 0), rows=metrics.get(ROWS, 0), delete_files=metrics.get(DELETE_FILES, 0),
-        ))
+        scans.append(
+            TableScan(
+                table=table_name(name),
+                files=metrics[FILES],
+                skipped_files=metrics.get(SKIPPED, 0),
+                bytes=metrics.get(BYTES, 0),
+                rows=metrics.get(ROWS, 0),
+                delete_files=metrics.get(DELETE_FILES, 0),
+            )
+        )
     return scans
 
 
@@ -134,8 +143,10 @@ def statement_reads(session: Any, after_execution: int, job_group: str, sql: str
         for execution in executions_after(store, after_execution):
             if {int(j) for j in to_python(session, execution.jobs())} & jobs:
                 execution_id = execution.executionId()
-                scans += scans_of(to_python(session, store.planGraph(execution_id).allNodes()),
-                                  to_python(session, store.executionMetrics(execution_id)))
+                scans += scans_of(
+                    to_python(session, store.planGraph(execution_id).allNodes()),
+                    to_python(session, store.executionMetrics(execution_id)),
+                )
         app = sc.statusStore()
         read = 0
         for job in jobs:

@@ -100,6 +100,8 @@ class IsolatedCursor(Cursor):
         return scan_metrics.latest_execution(self._session)
 
     def _is_command(self) -> bool:
+        if self._df is None:  # no statement ran
+            return False
         try:
             return self._df._jdf.logicalPlan().getClass().getSimpleName() == "CommandResult"
         except Exception:  # noqa: BLE001 - unknown: measured when fetched
@@ -124,7 +126,9 @@ class IsolatedSessionConnection:
     """The handle behind dbt-spark's SessionConnectionWrapper, bound to one Spark session."""
 
     def __init__(
-        self, session: Any, initial_namespace: tuple[str, str] = ("spark_catalog", "default"),
+        self,
+        session: Any,
+        initial_namespace: tuple[str, str] = ("spark_catalog", "default"),
         initial_settings: Mapping[str, str] | None = None,
     ) -> None:
         self.session = session
@@ -175,7 +179,8 @@ class SessionPool:
             self.created += 1
         session = root.newSession()
         return IsolatedSessionConnection(
-            session, (session.catalog.currentCatalog(), session.catalog.currentDatabase()), settings_of(session))
+            session, (session.catalog.currentCatalog(), session.catalog.currentDatabase()), settings_of(session)
+        )
 
     def give_back(self, connection: IsolatedSessionConnection) -> None:
         """Take back ``connection``'s session (once) with what a model may have changed undone:
@@ -203,7 +208,10 @@ def settings_of(session: Any) -> dict[str, str] | None:
     """The settings ``session`` holds (its SQL configuration's explicit entries: the Spark
     configuration it started from, then every ``SET``), read in one JVM call; None if unreadable."""
     try:
-        return {str(k): str(v) for k, v in to_python(session, session._jsparkSession.sessionState().conf().getAllConfs()).items()}
+        return {
+            str(k): str(v)
+            for k, v in to_python(session, session._jsparkSession.sessionState().conf().getAllConfs()).items()
+        }
     except Exception:  # noqa: BLE001 - restored by RESET instead
         return None
 

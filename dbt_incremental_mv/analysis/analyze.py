@@ -28,7 +28,11 @@ from dbt_incremental_mv.analysis.resolved import OccurrenceSource, ResolvedQuery
 from dbt_incremental_mv.analysis.resolver import Resolver
 from dbt_incremental_mv.analysis.summands import average_summands
 from dbt_incremental_mv.analysis.union import (
-    analyze_union, map_union_branches, named_projections, top_level_unions, union_all_branches,
+    analyze_union,
+    map_union_branches,
+    named_projections,
+    top_level_unions,
+    union_all_branches,
 )
 
 
@@ -64,7 +68,8 @@ def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> V
     group_by = classified.group_by
     hidden = (
         aggregate_hidden_columns(classified.outputs, bool(group_by), average_summands(classified.outputs, occurrences))
-        if is_aggregate else key_hidden_columns(occurrences)
+        if is_aggregate
+        else key_hidden_columns(occurrences)
     )
     read = _referenced_columns(
         occurrences,
@@ -88,6 +93,7 @@ def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> V
         referenced_columns=read,
     )
     if having_condition is not None:
+        assert isinstance(statement, exp.Select)  # split_having returns the condition of a SELECT only
         having = resolve_having(having_condition, statement, masters, classified.outputs, classified.group_key_columns)
         definition = replace(definition, having=having)
     _refuse_unrenderable(definition)
@@ -140,7 +146,7 @@ def _view_class(is_aggregate: bool, tree: JoinTree) -> ViewClass:
 
 
 def _refuse_aggregates_outside_select(query: ResolvedQuery) -> None:
-    places: list[tuple[str, exp.Expression]] = [("WHERE", c) for c in query.where]
+    places: list[tuple[str, exp.Expr]] = [("WHERE", c) for c in query.where]
     places += [("ON", c) for join in query.joins for c in join.conjuncts]
     places += [("GROUP BY", e) for e in query.group_by or ()]
     places += [("WHERE", f) for o in query.occurrences for f in o.filters]
@@ -148,7 +154,8 @@ def _refuse_aggregates_outside_select(query: ResolvedQuery) -> None:
         aggregate = next((n for n in expression.walk() if functions.is_aggregate(n)), None)
         if aggregate is not None:
             raise UnsupportedViewError(
-                describe(aggregate), f"aggregates are not allowed in {clause}",
+                describe(aggregate),
+                f"aggregates are not allowed in {clause}",
                 "Aggregate in the SELECT list; filter on aggregates in a downstream model",
             )
 
@@ -158,21 +165,22 @@ def _refuse_keyless_masters(occurrences: Iterable[OccurrenceSource]) -> None:
         master = occurrence.master
         if not master.key:
             raise UnsupportedViewError(
-                master.name, "the master table needs a declared unique key: changed rows are matched to "
-                "view rows by it",
+                master.name,
+                "the master table needs a declared unique key: changed rows are matched to view rows by it",
                 f"Declare the key of {master.name} (e.g. a unique/primary key in its model or source "
                 "config); the refresh engine reads it with the table's change-log metadata",
             )
         for column in master.key:
             if master.find_column(column) is None:
                 raise UnsupportedViewError(
-                    master.name, f"the declared key column {column} is not a column of the table",
+                    master.name,
+                    f"the declared key column {column} is not a column of the table",
                     f"Fix the key declared for {master.name}",
                 )
 
 
 def _referenced_columns(
-    occurrences: tuple[MasterOccurrence, ...], *expression_groups: Iterable[exp.Expression]
+    occurrences: tuple[MasterOccurrence, ...], *expression_groups: Iterable[exp.Expr]
 ) -> Mapping[str, frozenset[str]]:
     """The master columns each occurrence reads in the rendered query (outputs, hidden columns,
     filters, join conditions, grouping): what a schema change must not take away."""
@@ -184,7 +192,7 @@ def _referenced_columns(
     return MappingProxyType({alias: frozenset(columns) for alias, columns in read.items()})
 
 
-def _rendered_parts(definition: ViewDefinition) -> Iterable[exp.Expression]:
+def _rendered_parts(definition: ViewDefinition) -> Iterable[exp.Expr]:
     yield from (o.expression for o in definition.outputs)
     yield from (h.expression for h in definition.hidden_columns)
     yield from definition.where_conjuncts
@@ -202,8 +210,10 @@ def _refuse_unrenderable(definition: ViewDefinition) -> None:
             render.render_expression(expression)
         except SqlglotError as error:
             culprit = _smallest_unrenderable(expression)
-            named = isinstance(culprit, exp.Func) and not isinstance(culprit, exp.Anonymous)
-            name = culprit.sql_name() if named else culprit.key
+            if isinstance(culprit, exp.Func) and not isinstance(culprit, exp.Anonymous):
+                name = culprit.sql_name()
+            else:
+                name = culprit.key
             raise UnsupportedViewError(
                 f"{name.lower()}(...)",
                 f"sqlglot cannot write it back as Spark SQL without changing its meaning ({error})",
@@ -211,7 +221,7 @@ def _refuse_unrenderable(definition: ViewDefinition) -> None:
             ) from error
 
 
-def _smallest_unrenderable(expression: exp.Expression) -> exp.Expression:
+def _smallest_unrenderable(expression: exp.Expr) -> exp.Expr:
     """The deepest node of ``expression`` that cannot be rendered (the function to name)."""
     culprit = expression
     for node in expression.walk(bfs=True):

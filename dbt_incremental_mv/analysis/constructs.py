@@ -20,13 +20,13 @@ _SEPARATE_MODEL = "Compute it in a separate (table or view) model and ref() that
 _STORAGE_ORDER_HINT = "Remove it; order or cluster the stored table with table properties"
 
 
-def refuse_unsupported_constructs(statement: exp.Expression) -> None:
+def refuse_unsupported_constructs(statement: exp.Expr) -> None:
     """Raise UnsupportedViewError for the first construct no fast refresh can maintain."""
     for refusal in unsupported_constructs(statement):
         raise refusal
 
 
-def unsupported_constructs(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
+def unsupported_constructs(statement: exp.Expr) -> Iterator[UnsupportedViewError]:
     """Every construct no fast refresh can maintain, in the checks' order; a construct inside
     one already refused for the same reason (the function of a refused window) is not repeated."""
     seen: list[UnsupportedViewError] = []
@@ -38,12 +38,12 @@ def unsupported_constructs(statement: exp.Expression) -> Iterator[UnsupportedVie
             yield refusal
 
 
-def _nodes(statement: exp.Expression, *types: type[exp.Expression]) -> Iterator[exp.Expression]:
+def _nodes(statement: exp.Expr, *types: type[exp.Expr]) -> Iterator[exp.Expr]:
     """Nodes of the given types in a stable depth-first, left-to-right order."""
     return (node for node in statement.dfs() if isinstance(node, types))
 
 
-def _refuse_set_operations(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
+def _refuse_set_operations(statement: exp.Expr) -> Iterator[UnsupportedViewError]:
     """Every set operation but a top-level UNION ALL (analysis/union.py), and clauses on that one."""
     top = top_level_unions(statement)
     for node in top:
@@ -51,10 +51,12 @@ def _refuse_set_operations(statement: exp.Expression) -> Iterator[UnsupportedVie
     for node in _nodes(statement, exp.SetOperation):
         if any(node is t for t in top):
             continue
-        name = {exp.Union: "UNION", exp.Intersect: "INTERSECT", exp.Except: "EXCEPT"}.get(type(node), "set operation")
+        names: dict[type[exp.Expr], str] = {exp.Union: "UNION", exp.Intersect: "INTERSECT", exp.Except: "EXCEPT"}
+        name = names.get(type(node), "set operation")
         if isinstance(node, exp.Union) and not node.args.get("distinct"):
             yield UnsupportedViewError(
-                "UNION ALL", "UNION ALL is fast refreshed as the outermost query only (here it is in a subquery, "
+                "UNION ALL",
+                "UNION ALL is fast refreshed as the outermost query only (here it is in a subquery, "
                 "a CTE or under another set operation)",
                 "Make the UNION ALL the model's query itself, or its branches separate models",
             )
@@ -76,12 +78,15 @@ def _is_relation_position(subquery: exp.Subquery) -> bool:
     return parent is None or isinstance(parent, (exp.From, exp.Join, exp.With, exp.CTE, exp.Lateral))
 
 
-def _refuse_expression_subqueries(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
+def _refuse_expression_subqueries(statement: exp.Expr) -> Iterator[UnsupportedViewError]:
     for node in statement.dfs():
-        offending = None
-        if isinstance(node, exp.Exists) and isinstance(node.this, exp.Query):
-            offending = node
-        elif isinstance(node, exp.In) and node.args.get("query"):
+        offending: exp.Expr | None = None
+        if (
+            isinstance(node, exp.Exists)
+            and isinstance(node.this, exp.Query)
+            or isinstance(node, exp.In)
+            and node.args.get("query")
+        ):
             offending = node
         elif isinstance(node, (exp.Any, exp.All)) and isinstance(node.this, exp.Query):
             offending = node.parent if isinstance(node.parent, exp.Predicate) else node
@@ -99,24 +104,49 @@ def _refuse_expression_subqueries(statement: exp.Expression) -> Iterator[Unsuppo
 
 _CLAUSE_REFUSALS: tuple[tuple[str, str, str, str], ...] = (
     # (arg key, construct prefix, reason, hint)
-    ("distinct", "SELECT DISTINCT", "DISTINCT is not supported",
-     "Use GROUP BY over the selected columns instead; grouped views are maintained incrementally"),
-    ("having", "", "HAVING is fast refreshed on the outer query's GROUP BY only (here it has none, or it "
-     "filters a subquery or CTE)", "Move the grouping and its HAVING to the outer query, or filter in a downstream model"),
+    (
+        "distinct",
+        "SELECT DISTINCT",
+        "DISTINCT is not supported",
+        "Use GROUP BY over the selected columns instead; grouped views are maintained incrementally",
+    ),
+    (
+        "having",
+        "",
+        "HAVING is fast refreshed on the outer query's GROUP BY only (here it has none, or it "
+        "filters a subquery or CTE)",
+        "Move the grouping and its HAVING to the outer query, or filter in a downstream model",
+    ),
     ("qualify", "", "QUALIFY is not supported (it filters on window functions)", _SEPARATE_MODEL),
     ("windows", "WINDOW clause", "window functions are not supported", _SEPARATE_MODEL),
-    ("laterals", "", "LATERAL VIEW generates rows from a column and is not supported",
-     "Explode the column in a separate model and ref() that model"),
+    (
+        "laterals",
+        "",
+        "LATERAL VIEW generates rows from a column and is not supported",
+        "Explode the column in a separate model and ref() that model",
+    ),
     ("pivots", "", "PIVOT/UNPIVOT is not supported", "Pivot in a downstream model"),
-    ("order", "", "ORDER BY has no meaning for a stored view and is not supported",
-     "Remove it and sort when reading the view"),
+    (
+        "order",
+        "",
+        "ORDER BY has no meaning for a stored view and is not supported",
+        "Remove it and sort when reading the view",
+    ),
     ("sort", "", "SORT BY is not supported", _STORAGE_ORDER_HINT),
     ("cluster", "", "CLUSTER BY is not supported", _STORAGE_ORDER_HINT),
     ("distribute", "", "DISTRIBUTE BY is not supported", "Remove it"),
-    ("limit", "", "LIMIT keeps an arbitrary subset of rows that no change can be propagated to",
-     "Remove it, or apply it in a downstream model"),
-    ("offset", "", "OFFSET keeps an arbitrary subset of rows that no change can be propagated to",
-     "Remove it, or apply it in a downstream model"),
+    (
+        "limit",
+        "",
+        "LIMIT keeps an arbitrary subset of rows that no change can be propagated to",
+        "Remove it, or apply it in a downstream model",
+    ),
+    (
+        "offset",
+        "",
+        "OFFSET keeps an arbitrary subset of rows that no change can be propagated to",
+        "Remove it, or apply it in a downstream model",
+    ),
     ("sample", "", "TABLESAMPLE reads a random subset of rows", "Remove it"),
 )
 
@@ -130,10 +160,10 @@ def _clause_construct(prefix: str, value: object) -> str:
         return prefix
     if isinstance(value, list):
         return ", ".join(describe(v) for v in value)
-    return describe(value)  # type: ignore[arg-type]
+    return describe(value)  # type: ignore[arg-type]  # a clause's value: a node
 
 
-def _refuse_clauses(node: exp.Expression, allowed: frozenset[str]) -> Iterator[UnsupportedViewError]:
+def _refuse_clauses(node: exp.Expr, allowed: frozenset[str]) -> Iterator[UnsupportedViewError]:
     for key, prefix, reason, hint in _CLAUSE_REFUSALS:
         value = node.args.get(key)
         if value:
@@ -150,7 +180,7 @@ def _refuse_clauses(node: exp.Expression, allowed: frozenset[str]) -> Iterator[U
         )
 
 
-def _refuse_select_clauses(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
+def _refuse_select_clauses(statement: exp.Expr) -> Iterator[UnsupportedViewError]:
     for node in statement.dfs():
         if isinstance(node, exp.Select):
             yield from _refuse_clauses(node, _ALLOWED_SELECT_ARGS)
@@ -161,17 +191,19 @@ def _refuse_select_clauses(statement: exp.Expression) -> Iterator[UnsupportedVie
             yield from _refuse_clauses(node, _ALLOWED_SUBQUERY_ARGS)
 
 
-def _refuse_grouping_extensions(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
+def _refuse_grouping_extensions(statement: exp.Expr) -> Iterator[UnsupportedViewError]:
     for node in _nodes(statement, exp.Group):
         for key in ("grouping_sets", "cube", "rollup", "totals"):
             if node.args.get(key):
                 yield UnsupportedViewError(
-                    describe(node), "GROUPING SETS, ROLLUP and CUBE are not supported",
+                    describe(node),
+                    "GROUPING SETS, ROLLUP and CUBE are not supported",
                     "Make one fast_refresh model per grouping and combine them downstream",
                 )
     for node in _nodes(statement, exp.GroupingSets, exp.Rollup, exp.Cube):
         yield UnsupportedViewError(
-            describe(node), "GROUPING SETS, ROLLUP and CUBE are not supported",
+            describe(node),
+            "GROUPING SETS, ROLLUP and CUBE are not supported",
             "Make one fast_refresh model per grouping and combine them downstream",
         )
 
@@ -179,18 +211,20 @@ def _refuse_grouping_extensions(statement: exp.Expression) -> Iterator[Unsupport
 _TIME_TRAVEL_ARGS = ("version", "when", "system_time", "changes")
 
 
-def _refuse_unsupported_relations(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
+def _refuse_unsupported_relations(statement: exp.Expr) -> Iterator[UnsupportedViewError]:
     for node in statement.dfs():
         if isinstance(node, exp.Table):
             yield from _refuse_table_modifiers(node)
         elif isinstance(node, exp.Values):
             yield UnsupportedViewError(
-                "VALUES", "inline VALUES lists are not supported as a source",
+                "VALUES",
+                "inline VALUES lists are not supported as a source",
                 "Load the rows into a table (e.g. a dbt seed) and ref() it",
             )
         elif isinstance(node, exp.Lateral):
             yield UnsupportedViewError(
-                describe(node), "LATERAL views and lateral subqueries are not supported",
+                describe(node),
+                "LATERAL views and lateral subqueries are not supported",
                 "Compute it in a separate model and ref() that model",
             )
         elif isinstance(node, exp.TableSample):
@@ -200,7 +234,8 @@ def _refuse_unsupported_relations(statement: exp.Expression) -> Iterator[Unsuppo
 def _refuse_table_modifiers(table: exp.Table) -> Iterator[UnsupportedViewError]:
     if not isinstance(table.this, exp.Identifier):
         yield UnsupportedViewError(
-            describe(table), "table-valued functions are not supported as a source",
+            describe(table),
+            "table-valued functions are not supported as a source",
             "Materialize the function's rows in a separate model and ref() it",
         )
     for key in _TIME_TRAVEL_ARGS:
@@ -215,8 +250,9 @@ def _refuse_table_modifiers(table: exp.Table) -> Iterator[UnsupportedViewError]:
     if table.args.get("pivots"):
         yield UnsupportedViewError(describe(table), "PIVOT/UNPIVOT is not supported", "Pivot in a downstream model")
     if table.args.get("joins"):
-        yield UnsupportedViewError(describe(table), "parenthesised joins are not supported",
-                                   "Write the joins as one left-to-right chain")
+        yield UnsupportedViewError(
+            describe(table), "parenthesised joins are not supported", "Write the joins as one left-to-right chain"
+        )
     for key, value in table.args.items():
         if value and key not in ("this", "db", "catalog", "alias"):
             yield UnsupportedViewError(
@@ -224,14 +260,15 @@ def _refuse_table_modifiers(table: exp.Table) -> Iterator[UnsupportedViewError]:
             )
 
 
-def _refuse_unsupported_joins(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
+def _refuse_unsupported_joins(statement: exp.Expr) -> Iterator[UnsupportedViewError]:
     for join in _nodes(statement, exp.Join):
         side = (join.args.get("side") or "").upper()
         kind = (join.args.get("kind") or "").upper()
         method = (join.args.get("method") or "").upper()
         if method:
             yield UnsupportedViewError(
-                f"{method} JOIN", f"{method} joins are not supported",
+                f"{method} JOIN",
+                f"{method} joins are not supported",
                 "Write the join condition explicitly with ON a.col = b.col",
             )
         if side == "FULL":
@@ -244,7 +281,8 @@ def _refuse_unsupported_joins(statement: exp.Expression) -> Iterator[Unsupported
             )
         elif kind in ("SEMI", "ANTI"):
             yield UnsupportedViewError(
-                f"{side or 'LEFT'} {kind} JOIN", f"{kind.lower()} joins are not supported (they are EXISTS/NOT EXISTS)",
+                f"{side or 'LEFT'} {kind} JOIN",
+                f"{kind.lower()} joins are not supported (they are EXISTS/NOT EXISTS)",
                 "Use an inner join to a model with one row per key, or filter downstream",
             )
         elif kind not in ("", "INNER", "CROSS", "OUTER"):
@@ -254,7 +292,8 @@ def _refuse_unsupported_joins(statement: exp.Expression) -> Iterator[Unsupported
         if join.args.get("using"):
             names = [describe(u) for u in join.args["using"]]
             yield UnsupportedViewError(
-                f"JOIN ... USING ({', '.join(names)})", "JOIN ... USING is not supported",
+                f"JOIN ... USING ({', '.join(names)})",
+                "JOIN ... USING is not supported",
                 f"Write the condition with ON, e.g. ON a.{names[0]} = b.{names[0]}",
             )
         for key, value in join.args.items():
@@ -264,9 +303,9 @@ def _refuse_unsupported_joins(statement: exp.Expression) -> Iterator[Unsupported
                 )
 
 
-def _refuse_window_functions(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
+def _refuse_window_functions(statement: exp.Expr) -> Iterator[UnsupportedViewError]:
     for node in statement.dfs():
-        if isinstance(node, exp.Window) or isinstance(node, functions.WINDOW_ONLY_TYPES):
+        if isinstance(node, (exp.Window, *functions.WINDOW_ONLY_TYPES)):
             yield UnsupportedViewError(
                 describe(node),
                 "window functions are not supported: a change to one row can change every row of its partition",
@@ -274,7 +313,7 @@ def _refuse_window_functions(statement: exp.Expression) -> Iterator[UnsupportedV
             )
 
 
-def _refuse_nondeterministic_functions(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
+def _refuse_nondeterministic_functions(statement: exp.Expr) -> Iterator[UnsupportedViewError]:
     for node in statement.dfs():
         if functions.is_nondeterministic(node):
             shown = node.parent if isinstance(node.parent, exp.StrToUnix) else node  # unix_timestamp()
@@ -286,7 +325,7 @@ def _refuse_nondeterministic_functions(statement: exp.Expression) -> Iterator[Un
             )
 
 
-def _refuse_generators(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
+def _refuse_generators(statement: exp.Expr) -> Iterator[UnsupportedViewError]:
     for node in statement.dfs():
         if functions.is_generator(node):
             yield UnsupportedViewError(
@@ -296,11 +335,12 @@ def _refuse_generators(statement: exp.Expression) -> Iterator[UnsupportedViewErr
             )
 
 
-def _refuse_unsupported_aggregates(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
+def _refuse_unsupported_aggregates(statement: exp.Expr) -> Iterator[UnsupportedViewError]:
     for node in statement.dfs():
         if isinstance(node, exp.Filter):
             yield UnsupportedViewError(
-                describe(node), "aggregate FILTER clauses are not supported",
+                describe(node),
+                "aggregate FILTER clauses are not supported",
                 "Move the condition inside the aggregate, e.g. SUM(CASE WHEN cond THEN x END)",
             )
         if not functions.is_aggregate(node):
@@ -314,43 +354,49 @@ def _refuse_unsupported_aggregates(statement: exp.Expression) -> Iterator[Unsupp
             )
         if isinstance(node.this, exp.Distinct):
             yield UnsupportedViewError(
-                describe(node), "DISTINCT aggregates cannot be maintained from changes",
+                describe(node),
+                "DISTINCT aggregates cannot be maintained from changes",
                 "Group by the distinct column in one fast_refresh model and count its rows in another model",
             )
         if node.expressions:
             yield UnsupportedViewError(
-                describe(node), "aggregates over several arguments are not supported",
+                describe(node),
+                "aggregates over several arguments are not supported",
                 "Aggregate a single expression, e.g. COUNT(CASE WHEN a IS NOT NULL AND b IS NOT NULL THEN 1 END)",
             )
         for inner in node.this.walk() if node.this is not None else ():
             if functions.is_aggregate(inner):
                 yield UnsupportedViewError(
-                    describe(node), "nested aggregates are not supported",
+                    describe(node),
+                    "nested aggregates are not supported",
                     "Aggregate in one model and aggregate again in a downstream model",
                 )
 
 
-def _refuse_unknown_functions(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
+def _refuse_unknown_functions(statement: exp.Expr) -> Iterator[UnsupportedViewError]:
     for node in statement.dfs():
-        if isinstance(node, (exp.Anonymous, exp.AnonymousAggFunc)):
-            if node.name.lower() not in functions.DETERMINISTIC_BUILTIN_NAMES:
-                yield UnsupportedViewError(
-                    f"{node.name}()",
-                    "unknown or user-defined functions are not supported: the refresh cannot tell "
-                    "whether they are deterministic",
-                    "Use Spark built-in functions, or compute the value in a separate model",
-                )
+        if (
+            isinstance(node, (exp.Anonymous, exp.AnonymousAggFunc))
+            and node.name.lower() not in functions.DETERMINISTIC_BUILTIN_NAMES
+        ):
+            yield UnsupportedViewError(
+                f"{node.name}()",
+                "unknown or user-defined functions are not supported: the refresh cannot tell "
+                "whether they are deterministic",
+                "Use Spark built-in functions, or compute the value in a separate model",
+            )
 
 
-def _refuse_parameters(statement: exp.Expression) -> Iterator[UnsupportedViewError]:
+def _refuse_parameters(statement: exp.Expr) -> Iterator[UnsupportedViewError]:
     for node in _nodes(statement, exp.Placeholder, exp.Parameter, exp.SessionParameter):
         yield UnsupportedViewError(
-            describe(node), "query parameters and variables are not supported",
+            describe(node),
+            "query parameters and variables are not supported",
             "Render the value into the SQL with Jinja (e.g. a var())",
         )
 
 
-_CHECKS: tuple[Callable[[exp.Expression], Iterator[UnsupportedViewError]], ...] = (
+_CHECKS: tuple[Callable[[exp.Expr], Iterator[UnsupportedViewError]], ...] = (
     _refuse_set_operations,
     _refuse_expression_subqueries,
     _refuse_select_clauses,

@@ -42,7 +42,7 @@ class UnsupportedViewError(ValueError):
         return (type(self), (self.construct, self.reason, self.hint))
 
 
-def describe(node: exp.Expression) -> str:
+def describe(node: exp.Expr) -> str:
     """Readable SQL for a node in an error message: Spark dialect, function names as written,
     no comments, shortened when long (the construct only has to be recognisable)."""
     node = node.copy()

@@ -11,16 +11,16 @@ from __future__ import annotations
 from sqlglot import exp
 
 
-def _types(*names: str) -> tuple[type[exp.Expression], ...]:
+def _types(*names: str) -> tuple[type[exp.Expr], ...]:
     """sqlglot node classes by name, skipping names this sqlglot version does not define."""
     return tuple(getattr(exp, name) for name in names if hasattr(exp, name))
 
 
-MAINTAINABLE_AGGREGATES: tuple[type[exp.Expression], ...] = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
+MAINTAINABLE_AGGREGATES: tuple[type[exp.Expr], ...] = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
 """COUNT/SUM/AVG combine from deltas (with the hidden counts); MIN/MAX are recomputed per group
 when a deletion removes the current extreme."""
 
-NONDETERMINISTIC_TYPES: tuple[type[exp.Expression], ...] = _types(
+NONDETERMINISTIC_TYPES: tuple[type[exp.Expr], ...] = _types(
     "Rand",
     "Randn",
     "Randstr",
@@ -70,7 +70,7 @@ NONDETERMINISTIC_BARE_WORDS: frozenset[str] = frozenset(
 )
 """Spark accepts these without parentheses; sqlglot may read some of them as a column name."""
 
-GENERATOR_TYPES: tuple[type[exp.Expression], ...] = _types(
+GENERATOR_TYPES: tuple[type[exp.Expr], ...] = _types(
     "Explode",
     "ExplodeOuter",
     "_ExplodeOuter",
@@ -84,7 +84,7 @@ GENERATOR_TYPES: tuple[type[exp.Expression], ...] = _types(
 
 GENERATOR_NAMES: frozenset[str] = frozenset({"json_tuple", "inline_outer", "explode", "posexplode", "stack"})
 
-WINDOW_ONLY_TYPES: tuple[type[exp.Expression], ...] = _types(
+WINDOW_ONLY_TYPES: tuple[type[exp.Expr], ...] = _types(
     "RowNumber",
     "Rank",
     "DenseRank",
@@ -191,19 +191,19 @@ DETERMINISTIC_BUILTIN_NAMES: frozenset[str] = frozenset(
 function is refused: it may be a user-defined function, whose determinism is unknown."""
 
 
-def is_nondeterministic(node: exp.Expression) -> bool:
+def is_nondeterministic(node: exp.Expr) -> bool:
     if isinstance(node, NONDETERMINISTIC_TYPES) or type(node).__name__.startswith("Current"):
         return True
     return isinstance(node, exp.Anonymous) and node.name.lower() in NONDETERMINISTIC_NAMES
 
 
-def is_generator(node: exp.Expression) -> bool:
+def is_generator(node: exp.Expr) -> bool:
     if isinstance(node, GENERATOR_TYPES):
         return True
     return isinstance(node, exp.Anonymous) and node.name.lower() in GENERATOR_NAMES
 
 
-def is_aggregate(node: exp.Expression) -> bool:
+def is_aggregate(node: exp.Expr) -> bool:
     """An aggregate call of any kind (maintainable or not)."""
     if isinstance(node, exp.AggFunc):
         return True
@@ -212,9 +212,9 @@ def is_aggregate(node: exp.Expression) -> bool:
     return isinstance(node, exp.Anonymous) and node.name.lower() in UNSUPPORTED_AGGREGATE_NAMES
 
 
-def is_maintainable_aggregate(node: exp.Expression) -> bool:
+def is_maintainable_aggregate(node: exp.Expr) -> bool:
     return isinstance(node, MAINTAINABLE_AGGREGATES)
 
 
-def contains_aggregate(node: exp.Expression) -> bool:
+def contains_aggregate(node: exp.Expr) -> bool:
     return any(is_aggregate(n) for n in node.walk())

@@ -27,7 +27,7 @@ from dbt_incremental_mv.analysis.resolver import Resolver
 HAVING_PROJECTION = "_mv_having"
 
 
-def split_having(statement: exp.Query) -> tuple[exp.Query, exp.Expression | None]:
+def split_having(statement: exp.Query) -> tuple[exp.Query, exp.Expr | None]:
     """The outer query without its HAVING (when it has a GROUP BY), and that HAVING's condition.
     Anything else keeps its HAVING, which the construct checks refuse."""
     if not isinstance(statement, exp.Select) or statement.args.get("having") is None or not statement.args.get("group"):
@@ -38,12 +38,12 @@ def split_having(statement: exp.Query) -> tuple[exp.Query, exp.Expression | None
     return without, condition
 
 
-def _expand_aliases(condition: exp.Expression, statement: exp.Select) -> exp.Expression:
+def _expand_aliases(condition: exp.Expr, statement: exp.Select) -> exp.Expr:
     """``condition`` with each unqualified column that names a SELECT alias replaced by the
     aliased expression (Spark resolves HAVING names against the SELECT list)."""
     aliases = {p.alias.casefold(): p.this for p in statement.expressions if isinstance(p, exp.Alias) and p.alias}
 
-    def expand(node: exp.Expression) -> exp.Expression:
+    def expand(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Column) and not node.table and node.name.casefold() in aliases:
             return exp.Paren(this=aliases[node.name.casefold()].copy())
         return node
@@ -52,19 +52,24 @@ def _expand_aliases(condition: exp.Expression, statement: exp.Select) -> exp.Exp
 
 
 def resolve_having(
-    condition: exp.Expression, statement: exp.Select, masters: Mapping[str, MasterTable],
-    outputs: tuple[OutputColumn, ...], group_key_columns: tuple[str, ...],
-) -> exp.Expression:
+    condition: exp.Expr,
+    statement: exp.Select,
+    masters: Mapping[str, MasterTable],
+    outputs: tuple[OutputColumn, ...],
+    group_key_columns: tuple[str, ...],
+) -> exp.Expr:
     """The HAVING ``condition`` of ``statement`` (the query without it) over the view's stored
     column names; UnsupportedViewError when it reads what a stored row does not hold."""
     probe = statement.copy()
-    probe.set("expressions", [exp.Alias(this=_expand_aliases(condition, statement),
-                                        alias=exp.to_identifier(HAVING_PROJECTION))])
+    probe.set(
+        "expressions",
+        [exp.Alias(this=_expand_aliases(condition, statement), alias=exp.to_identifier(HAVING_PROJECTION))],
+    )
     resolved = Resolver(masters).query(probe).projections[0].expression
     keys = {name: next(o.expression for o in outputs if o.name == name) for name in group_key_columns}
     aggregates = [o for o in outputs if o.is_aggregate]
 
-    def stored(node: exp.Expression) -> exp.Expression:
+    def stored(node: exp.Expr) -> exp.Expr:
         bare = node.unnest() if isinstance(node, exp.Paren) else node
         for name, expression in keys.items():
             if bare == expression:
@@ -76,8 +81,9 @@ def resolve_having(
             if isinstance(bare, exp.Count) and isinstance(bare.this, exp.Star) and not bare.args.get("distinct"):
                 return exp.column(ROW_COUNT_COLUMN, quoted=True)
             raise UnsupportedViewError(
-                describe(bare), "HAVING reads an aggregate the view does not select: a group's stored row "
-                "does not hold it", f"Select it (e.g. {describe(bare)} as some_name) and the HAVING can read it",
+                describe(bare),
+                "HAVING reads an aggregate the view does not select: a group's stored row does not hold it",
+                f"Select it (e.g. {describe(bare)} as some_name) and the HAVING can read it",
             )
         return node
 
@@ -85,7 +91,8 @@ def resolve_having(
     for column in rewritten.find_all(exp.Column):
         if column.table:
             raise UnsupportedViewError(
-                describe(column), "HAVING reads a column that is neither grouped by nor aggregated",
+                describe(column),
+                "HAVING reads a column that is neither grouped by nor aggregated",
                 "Group by it, or filter it in WHERE",
             )
     return rewritten

@@ -56,7 +56,9 @@ def key_hidden_columns(occurrences: tuple[MasterOccurrence, ...]) -> tuple[Hidde
 
 
 def aggregate_hidden_columns(
-    outputs: tuple[OutputColumn, ...], grouped: bool = True, summands: Mapping[str, exp.Expression] | None = None,
+    outputs: tuple[OutputColumn, ...],
+    grouped: bool = True,
+    summands: Mapping[str, exp.Expr] | None = None,
 ) -> tuple[HiddenColumn, ...]:
     """``_mv_count``, then per SUM/AVG/MIN/MAX output (in output order) its COUNT(x) and, for AVG,
     the SUM of its summand (``summands``, by output: what AVG adds up, analysis/summands.py; x when
@@ -69,7 +71,9 @@ def aggregate_hidden_columns(
         if output.kind not in (OutputKind.SUM, OutputKind.AVG, OutputKind.MIN, OutputKind.MAX):
             continue
         assert output.argument is not None
-        needed = [(HiddenPurpose.NONNULL_COUNT, exp.Count(this=output.argument.copy(), big_int=True), "cnt")]
+        needed: list[tuple[HiddenPurpose, exp.Expr, str]] = [
+            (HiddenPurpose.NONNULL_COUNT, exp.Count(this=output.argument.copy(), big_int=True), "cnt")
+        ]
         if output.kind is OutputKind.AVG:
             summand = (summands or {}).get(output.name, output.argument)
             needed.append((HiddenPurpose.SUM, exp.Sum(this=summand.copy()), "sum"))
@@ -77,15 +81,21 @@ def aggregate_hidden_columns(
             candidate = HiddenColumn(helper_name(tag, output.name), expression, purpose, outputs=(output.name,))
             _add_or_share(columns, candidate)
         if output.kind in (OutputKind.MIN, OutputKind.MAX) and grouped:
-            columns.append(HiddenColumn(helper_name("top", output.name), output.argument.copy(), HiddenPurpose.RESERVE,
-                                        outputs=(output.name,)))
+            columns.append(
+                HiddenColumn(
+                    helper_name("top", output.name),
+                    output.argument.copy(),
+                    HiddenPurpose.RESERVE,
+                    outputs=(output.name,),
+                )
+            )
     return tuple(columns)
 
 
 def helper_name(tag: str, output: str) -> str:
     """``_mv_{tag}_{output}``; of a UNION ALL aggregate branch's own column ``_mv_b{n}_{column}``
     (analysis/union.py), ``_mv_{tag}_b{n}_{column}``."""
-    return f"_mv_{tag}_{output[len('_mv_'):] if output.startswith('_mv_') else output}"
+    return f"_mv_{tag}_{output[len('_mv_') :] if output.startswith('_mv_') else output}"
 
 
 def _add_or_share(columns: list[HiddenColumn], candidate: HiddenColumn) -> None:

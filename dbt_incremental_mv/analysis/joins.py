@@ -33,16 +33,16 @@ from dbt_incremental_mv.analysis.resolved import RawJoin, ResolvedQuery
 @dataclass(frozen=True)
 class JoinTree:
     joins: tuple[JoinStep, ...]
-    where_conjuncts: tuple[exp.Expression, ...]
+    where_conjuncts: tuple[exp.Expr, ...]
     null_supplying: frozenset[str]
 
 
-def references(expression: exp.Expression) -> frozenset[str]:
+def references(expression: exp.Expr) -> frozenset[str]:
     """The occurrence aliases an (already resolved) expression reads."""
     return frozenset(column.table for column in expression.find_all(exp.Column))
 
 
-def equi_pair(conjunct: exp.Expression, earlier: frozenset[str], alias: str) -> EquiPair | None:
+def equi_pair(conjunct: exp.Expr, earlier: frozenset[str], alias: str) -> EquiPair | None:
     """``conjunct`` as an equality between earlier occurrences and ``alias`` (either way round)."""
     if not isinstance(conjunct, (exp.EQ, exp.NullSafeEQ)):
         return None
@@ -88,8 +88,8 @@ class _Chain:
 
 def normalize_joins(query: ResolvedQuery) -> JoinTree:
     chain = _Chain(query)
-    at_step: dict[int, list[exp.Expression]] = {step: [] for step in range(1, len(chain.aliases))}
-    pool: list[exp.Expression] = []
+    at_step: dict[int, list[exp.Expr]] = {step: [] for step in range(1, len(chain.aliases))}
+    pool: list[exp.Expr] = []
 
     for index, occurrence in enumerate(query.occurrences):
         if occurrence.alias in chain.nullable:
@@ -97,7 +97,7 @@ def normalize_joins(query: ResolvedQuery) -> JoinTree:
         else:
             pool.extend(occurrence.filters)
 
-    outer_conditions: dict[int, list[exp.Expression]] = {}
+    outer_conditions: dict[int, list[exp.Expr]] = {}
     for step, join in enumerate(query.joins, start=1):
         if join.kind is JoinKind.INNER:
             for conjunct in join.conjuncts:
@@ -111,7 +111,7 @@ def normalize_joins(query: ResolvedQuery) -> JoinTree:
         _refuse_null_rejecting_where(conjunct, chain)
         pool.append(conjunct)
 
-    where: list[exp.Expression] = []
+    where: list[exp.Expr] = []
     for conjunct in _unique(pool):
         read = references(conjunct)
         if len(read) < 2:
@@ -128,12 +128,12 @@ def normalize_joins(query: ResolvedQuery) -> JoinTree:
     return JoinTree(steps, tuple(where), chain.nullable)
 
 
-def _step(join: RawJoin, step: int, conjuncts: list[exp.Expression], chain: _Chain) -> JoinStep:
+def _step(join: RawJoin, step: int, conjuncts: list[exp.Expr], chain: _Chain) -> JoinStep:
     """The step with its condition in canonical form: equalities first, each written earlier
     side = this occurrence's side, then the other conjuncts in the order they were gathered."""
     earlier = chain.earlier(step)
     pairs: list[EquiPair] = []
-    residual: list[exp.Expression] = []
+    residual: list[exp.Expr] = []
     for conjunct in _unique(conjuncts):
         pair = equi_pair(conjunct, earlier, join.alias)
         if pair is None:
@@ -145,7 +145,7 @@ def _step(join: RawJoin, step: int, conjuncts: list[exp.Expression], chain: _Cha
     return JoinStep(join.alias, join.kind, tuple(pairs), condition, tuple(residual))
 
 
-def _validated_outer_condition(join: RawJoin, step: int, chain: _Chain) -> list[exp.Expression]:
+def _validated_outer_condition(join: RawJoin, step: int, chain: _Chain) -> list[exp.Expr]:
     earlier = chain.earlier(step)
     null_side = frozenset({join.alias}) if join.kind is JoinKind.LEFT else earlier
     kind = f"{join.kind.upper()} JOIN {join.alias}"
@@ -160,21 +160,24 @@ def _validated_outer_condition(join: RawJoin, step: int, chain: _Chain) -> list[
         raise _outer_condition_error(conjunct, read, null_side, kind)
     if not has_equality:
         raise UnsupportedViewError(
-            kind, "an outer join needs at least one equality between its two sides in ON",
+            kind,
+            "an outer join needs at least one equality between its two sides in ON",
             f"Join on key columns, e.g. ON {sorted(earlier)[0]}.id = {join.alias}.id",
         )
     return list(join.conjuncts)
 
 
 def _outer_condition_error(
-    conjunct: exp.Expression, read: frozenset[str], null_side: frozenset[str], kind: str
+    conjunct: exp.Expr, read: frozenset[str], null_side: frozenset[str], kind: str
 ) -> UnsupportedViewError:
     if conjunct.find(exp.Or) is not None:
         reason = f"OR in the ON condition of {kind} is not supported"
         hint = "Use a conjunction of equalities (a.x = b.x AND a.y = b.y)"
     elif not read & null_side:
-        reason = (f"this ON condition of {kind} reads only the preserved side: it does not filter rows, "
-                  "it only decides which rows find a match")
+        reason = (
+            f"this ON condition of {kind} reads only the preserved side: it does not filter rows, "
+            "it only decides which rows find a match"
+        )
         hint = "Move it to WHERE if it should filter, or into a CTE over the preserved table"
     else:
         reason = f"only equalities between the two sides of {kind} are supported (non-equi outer join condition)"
@@ -182,7 +185,7 @@ def _outer_condition_error(
     return UnsupportedViewError(describe(conjunct), reason, hint)
 
 
-def _refuse_null_rejecting_inner_condition(conjunct: exp.Expression, nullable: frozenset[str], join: RawJoin) -> None:
+def _refuse_null_rejecting_inner_condition(conjunct: exp.Expr, nullable: frozenset[str], join: RawJoin) -> None:
     offending = sorted(references(conjunct) & nullable)
     if offending:
         raise UnsupportedViewError(
@@ -193,7 +196,7 @@ def _refuse_null_rejecting_inner_condition(conjunct: exp.Expression, nullable: f
         )
 
 
-def _refuse_null_rejecting_where(conjunct: exp.Expression, chain: _Chain) -> None:
+def _refuse_null_rejecting_where(conjunct: exp.Expr, chain: _Chain) -> None:
     offending = sorted(references(conjunct) & chain.nullable)
     if offending:
         raise UnsupportedViewError(
@@ -205,8 +208,8 @@ def _refuse_null_rejecting_where(conjunct: exp.Expression, chain: _Chain) -> Non
         )
 
 
-def _unique(expressions: list[exp.Expression]) -> list[exp.Expression]:
-    unique: list[exp.Expression] = []
+def _unique(expressions: list[exp.Expr]) -> list[exp.Expr]:
+    unique: list[exp.Expr] = []
     for expression in expressions:
         if expression not in unique:
             unique.append(expression)

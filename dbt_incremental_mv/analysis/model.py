@@ -34,7 +34,7 @@ class _ReadableRepr:
     """``Name(field=value, ...)`` with expressions shown as SQL text."""
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{f.name}={_shown(getattr(self, f.name))}" for f in fields(self))  # type: ignore[arg-type]
+        shown = ", ".join(f"{f.name}={_shown(getattr(self, f.name))}" for f in fields(self))  # type: ignore[arg-type]  # on dataclasses only
         return f"{type(self).__name__}({shown})"
 
 
@@ -86,12 +86,12 @@ class EquiPair(_ReadableRepr):
     order the user wrote them in. ``null_safe`` is True for ``<=>`` (IS NOT DISTINCT FROM).
     """
 
-    left: exp.Expression
-    right: exp.Expression
+    left: exp.Expr
+    right: exp.Expr
     null_safe: bool = False
 
     @property
-    def condition(self) -> exp.Expression:
+    def condition(self) -> exp.Expr:
         operator = exp.NullSafeEQ if self.null_safe else exp.EQ
         return operator(this=self.left.copy(), expression=self.right.copy())
 
@@ -110,8 +110,8 @@ class JoinStep(_ReadableRepr):
     alias: str
     kind: JoinKind
     equi_pairs: tuple[EquiPair, ...]
-    condition: exp.Expression | None
-    residual: tuple[exp.Expression, ...] = ()
+    condition: exp.Expr | None
+    residual: tuple[exp.Expr, ...] = ()
 
     @property
     def is_outer(self) -> bool:
@@ -147,9 +147,9 @@ class OutputColumn(_ReadableRepr):
     """
 
     name: str
-    expression: exp.Expression
+    expression: exp.Expr
     kind: OutputKind = OutputKind.PLAIN
-    argument: exp.Expression | None = None
+    argument: exp.Expr | None = None
 
     @property
     def is_aggregate(self) -> bool:
@@ -187,7 +187,7 @@ class HiddenColumn(_ReadableRepr):
     """
 
     name: str
-    expression: exp.Expression
+    expression: exp.Expr
     purpose: HiddenPurpose
     occurrence: str | None = None
     source_column: str | None = None
@@ -208,9 +208,9 @@ class ViewDefinition(_ReadableRepr):
 
     occurrences: tuple[MasterOccurrence, ...]
     joins: tuple[JoinStep, ...]
-    where_conjuncts: tuple[exp.Expression, ...]
+    where_conjuncts: tuple[exp.Expr, ...]
     outputs: tuple[OutputColumn, ...]
-    group_by: tuple[exp.Expression, ...]
+    group_by: tuple[exp.Expr, ...]
     is_aggregate: bool
     view_class: ViewClass
     hidden_columns: tuple[HiddenColumn, ...]
@@ -218,7 +218,7 @@ class ViewDefinition(_ReadableRepr):
     group_key_columns: tuple[str, ...]
     referenced_columns: Mapping[str, frozenset[str]] = field(hash=False)
     # HAVING over the stored column names (analysis/having.py), or None
-    having: exp.Expression | None = None
+    having: exp.Expr | None = None
     # UNION_ALL: the branches, each a view of another class selecting the same visible columns
     # plus ``_mv_branch`` (analysis/union.py); the union's occurrences are theirs (aliases unique
     # across branches) and its hidden columns ``_mv_branch`` then theirs (shared by name)
@@ -247,9 +247,15 @@ class ViewDefinition(_ReadableRepr):
 
     def key_columns(self, alias: str) -> tuple[HiddenColumn, ...]:
         """The hidden columns that store ``alias``'s key (empty for aggregate views)."""
-        return tuple(
-            h for h in self.hidden_columns if h.purpose is HiddenPurpose.ROW_KEY and h.occurrence == alias
-        )
+        return tuple(h for h in self.hidden_columns if h.purpose is HiddenPurpose.ROW_KEY and h.occurrence == alias)
+
+    def key_columns_by_source(self, alias: str) -> dict[str, str]:
+        """The names of ``alias``'s hidden key columns by the key column each copies (lower case)."""
+        found = {}
+        for hidden in self.key_columns(alias):
+            assert hidden.source_column is not None  # a ROW_KEY column names the key column it copies
+            found[hidden.source_column.lower()] = hidden.name
+        return found
 
     @property
     def reserves(self) -> tuple[HiddenColumn, ...]:

@@ -13,7 +13,7 @@ from dbt_incremental_mv.analysis.resolved import Projection
 
 RESERVED_PREFIX = "_mv_"
 
-_KINDS: dict[type[exp.Expression], OutputKind] = {
+_KINDS: dict[type[exp.Expr], OutputKind] = {
     exp.Sum: OutputKind.SUM,
     exp.Avg: OutputKind.AVG,
     exp.Min: OutputKind.MIN,
@@ -25,7 +25,7 @@ _KINDS: dict[type[exp.Expression], OutputKind] = {
 class ClassifiedOutputs:
     outputs: tuple[OutputColumn, ...]
     group_key_columns: tuple[str, ...]
-    group_by: tuple[exp.Expression, ...] = ()  # the GROUP BY, with the constants selected (see below)
+    group_by: tuple[exp.Expr, ...] = ()  # the GROUP BY, with the constants selected (see below)
 
 
 def refuse_bad_output_names(projections: tuple[Projection, ...]) -> None:
@@ -36,7 +36,8 @@ def refuse_bad_output_names(projections: tuple[Projection, ...]) -> None:
         name = projection.name
         if name.casefold().startswith(RESERVED_PREFIX):
             raise UnsupportedViewError(
-                name, f"column names starting with {RESERVED_PREFIX} are reserved for the plugin's hidden columns",
+                name,
+                f"column names starting with {RESERVED_PREFIX} are reserved for the plugin's hidden columns",
                 "Rename the column with AS",
             )
         if name.casefold() in seen:
@@ -47,7 +48,7 @@ def refuse_bad_output_names(projections: tuple[Projection, ...]) -> None:
 
 
 def classify_outputs(
-    projections: tuple[Projection, ...], group_by: tuple[exp.Expression, ...], is_aggregate: bool
+    projections: tuple[Projection, ...], group_by: tuple[exp.Expr, ...], is_aggregate: bool
 ) -> ClassifiedOutputs:
     if not is_aggregate:
         return ClassifiedOutputs(tuple(OutputColumn(p.name, p.expression) for p in projections), (), group_by)
@@ -57,7 +58,8 @@ def classify_outputs(
     constant = [_is_constant(p.expression) for p in projections]
     outputs = tuple(
         (OutputColumn(p.name, _constant_key(p.expression)) if group_by else OutputColumn(p.name, p.expression.copy()))
-        if is_constant else _aggregate_view_output(p, group_by)
+        if is_constant
+        else _aggregate_view_output(p, group_by)
         for p, is_constant in zip(projections, constant)
     )
     if group_by:
@@ -65,12 +67,12 @@ def classify_outputs(
     return ClassifiedOutputs(outputs, _group_key_columns(outputs, group_by), group_by)
 
 
-def _is_constant(expression: exp.Expression) -> bool:
+def _is_constant(expression: exp.Expr) -> bool:
     """Reads no column and aggregates nothing (the construct checks refused what is not deterministic)."""
     return expression.find(exp.Column) is None and not functions.contains_aggregate(expression)
 
 
-def _constant_key(expression: exp.Expression) -> exp.Expression:
+def _constant_key(expression: exp.Expr) -> exp.Expr:
     """The constant as a GROUP BY expression: an integer literal cast to int (a bare ``GROUP BY 2``
     would name the second column, and Spark reads ``-1`` as a position too; the type is the
     literal's own)."""
@@ -83,25 +85,27 @@ def _constant_key(expression: exp.Expression) -> exp.Expression:
     return expression.copy()
 
 
-def _aggregate_view_output(projection: Projection, group_by: tuple[exp.Expression, ...]) -> OutputColumn:
+def _aggregate_view_output(projection: Projection, group_by: tuple[exp.Expr, ...]) -> OutputColumn:
     expression = _strip_parentheses(projection.expression)
     if functions.is_maintainable_aggregate(expression):
         return _aggregate_output(projection.name, expression)
     if functions.contains_aggregate(expression):
         raise UnsupportedViewError(
-            _shown(projection), "an expression over aggregates cannot be maintained column by column",
+            _shown(projection),
+            "an expression over aggregates cannot be maintained column by column",
             "Select the aggregates themselves (e.g. SUM(a) AS total, COUNT(*) AS n) and compute the "
             "expression in a downstream model",
         )
     if expression in group_by:
         return OutputColumn(projection.name, expression)
     raise UnsupportedViewError(
-        _shown(projection), "a column that is neither aggregated nor in GROUP BY",
+        _shown(projection),
+        "a column that is neither aggregated nor in GROUP BY",
         "Add the expression to GROUP BY, or aggregate it",
     )
 
 
-def _aggregate_output(name: str, call: exp.Expression) -> OutputColumn:
+def _aggregate_output(name: str, call: exp.Expr) -> OutputColumn:
     if isinstance(call, exp.Count):
         argument = call.this
         if isinstance(argument, exp.Star) or _is_non_null_constant(argument):
@@ -110,19 +114,19 @@ def _aggregate_output(name: str, call: exp.Expression) -> OutputColumn:
     return OutputColumn(name, call, _KINDS[type(call)], call.this)
 
 
-def _is_non_null_constant(node: exp.Expression | None) -> bool:
+def _is_non_null_constant(node: exp.Expr | None) -> bool:
     """COUNT(1), COUNT('x'): counts every row, exactly like COUNT(*)."""
     return isinstance(node, (exp.Literal, exp.Boolean))
 
 
-def _group_key_columns(outputs: tuple[OutputColumn, ...], group_by: tuple[exp.Expression, ...]) -> tuple[str, ...]:
+def _group_key_columns(outputs: tuple[OutputColumn, ...], group_by: tuple[exp.Expr, ...]) -> tuple[str, ...]:
     names: list[str] = []
     for expression in group_by:
         holders = [o for o in outputs if not o.is_aggregate and o.expression == expression]
         if not holders:
             raise UnsupportedViewError(
-                describe(expression), "every GROUP BY expression must also be selected: groups are matched "
-                "by the stored group-by values",
+                describe(expression),
+                "every GROUP BY expression must also be selected: groups are matched by the stored group-by values",
                 f"Add it to the SELECT list, e.g. {describe(expression)} AS <name>",
             )
         # every output of the expression is a group key (one expression selected under two names,
@@ -131,7 +135,7 @@ def _group_key_columns(outputs: tuple[OutputColumn, ...], group_by: tuple[exp.Ex
     return tuple(names)
 
 
-def _strip_parentheses(expression: exp.Expression) -> exp.Expression:
+def _strip_parentheses(expression: exp.Expr) -> exp.Expr:
     while isinstance(expression, exp.Paren):
         expression = expression.this
     return expression

@@ -22,32 +22,37 @@ def parse_statement(sql: str) -> exp.Query:
     try:
         statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
     except (ParseError, TokenError) as error:
-        raise UnsupportedViewError(_error_location(error), f"the SQL does not parse: {_first_message(error)}",
-                                   "Check the model's compiled SQL (target/compiled)") from error
+        raise UnsupportedViewError(
+            _error_location(error),
+            f"the SQL does not parse: {_first_message(error)}",
+            "Check the model's compiled SQL (target/compiled)",
+        ) from error
     if not statements:
         raise UnsupportedViewError("empty SQL", "the model has no SQL to analyse", "Write a SELECT statement")
     if len(statements) > 1:
         raise UnsupportedViewError(
-            "multiple statements", f"the model holds {len(statements)} statements; a view is defined by one query",
+            "multiple statements",
+            f"the model holds {len(statements)} statements; a view is defined by one query",
             "Keep one SELECT in the model; move other statements to hooks",
         )
     statement = unwrap_parentheses(statements[0])
     if not isinstance(statement, exp.Query) or isinstance(statement, exp.Subquery):
         raise UnsupportedViewError(
-            _statement_name(statement), "only a SELECT query can define a fast_refresh model",
+            _statement_name(statement),
+            "only a SELECT query can define a fast_refresh model",
             "Make the model a single SELECT",
         )
     return statement
 
 
-def unwrap_parentheses(statement: exp.Expression) -> exp.Expression:
+def unwrap_parentheses(statement: exp.Expr) -> exp.Expr:
     """``(select ...)`` as a whole statement is the select itself (when nothing else is attached)."""
     while isinstance(statement, exp.Subquery) and set(k for k, v in statement.args.items() if v) == {"this"}:
         statement = statement.this
     return statement
 
 
-def _statement_name(statement: exp.Expression) -> str:
+def _statement_name(statement: exp.Expr) -> str:
     if isinstance(statement, exp.Command):
         return str(statement.this).upper()
     key = statement.key.upper()

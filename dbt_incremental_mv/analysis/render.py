@@ -17,10 +17,10 @@ from dbt_incremental_mv.analysis.model import HiddenPurpose, JoinStep, MasterOcc
 from dbt_incremental_mv.analysis.parse import DIALECT
 from dbt_incremental_mv.analysis.union import visible_sources
 
-Source = str | exp.Expression
+Source = str | exp.Expr
 
 
-def render_expression(expression: exp.Expression, *, pretty: bool = False) -> str:
+def render_expression(expression: exp.Expr, *, pretty: bool = False) -> str:
     """Spark SQL for a node: identifiers quoted, comments dropped, and an error (not a silent
     approximation) when sqlglot cannot express the node in Spark SQL."""
     return expression.sql(
@@ -79,15 +79,27 @@ def _render_union(
     visible = tuple(o.name for o in definition.outputs)
     columns = definition.stored_columns if include_hidden else visible
     return "\nunion all\n".join(
-        branch_rows(number, branch, render_select(
-            branch, {a: s for a, s in sources.items() if a in branch.aliases}, pretty=pretty,
-        ), columns, visible)
+        branch_rows(
+            number,
+            branch,
+            render_select(
+                branch,
+                {a: s for a, s in sources.items() if a in branch.aliases},
+                pretty=pretty,
+            ),
+            columns,
+            visible,
+        )
         for number, branch in enumerate(definition.branches, start=1)
     )
 
 
 def branch_rows(
-    number: int, branch: ViewDefinition, query: str, columns: tuple[str, ...], visible: tuple[str, ...],
+    number: int,
+    branch: ViewDefinition,
+    query: str,
+    columns: tuple[str, ...],
+    visible: tuple[str, ...],
     types: Mapping[str, str] | None = None,
 ) -> str:
     """The rows ``query`` returns (``branch``'s stored columns, branch ``number`` of a UNION ALL
@@ -117,7 +129,7 @@ def select_expression(
     definition: ViewDefinition,
     sources: Mapping[str, Source] | None = None,
     include_hidden: bool = True,
-    row_filter: exp.Expression | None = None,
+    row_filter: exp.Expr | None = None,
 ) -> exp.Select:
     """The defining query as a fresh sqlglot Select, for callers that compose trees (nothing in it
     is shared with ``definition``); ``row_filter``: a condition over the occurrences' columns its
@@ -129,7 +141,7 @@ def select_expression(
     sources = known_sources(definition, sources)
     if include_hidden and definition.reserves:
         return _with_reserves(definition, sources, row_filter)
-    projections = [_aliased(o.expression, o.name) for o in definition.outputs]
+    projections: list[exp.Expr] = [_aliased(o.expression, o.name) for o in definition.outputs]
     if include_hidden:
         projections += [_aliased(h.expression, h.name) for h in definition.hidden_columns]
     select = _rows(definition, sources, projections, row_filter)
@@ -139,8 +151,10 @@ def select_expression(
 
 
 def _rows(
-    definition: ViewDefinition, sources: Mapping[str, Source], projections: list[exp.Expression],
-    row_filter: exp.Expression | None,
+    definition: ViewDefinition,
+    sources: Mapping[str, Source],
+    projections: list[exp.Expr],
+    row_filter: exp.Expr | None,
 ) -> exp.Select:
     """``projections`` of the rows of the query's FROM, joins and WHERE (and ``row_filter``)."""
     first = definition.occurrences[0]
@@ -159,7 +173,9 @@ ROWS = "_mv_w"  # the ranked rows a view with reserves groups
 
 
 def _with_reserves(
-    definition: ViewDefinition, sources: Mapping[str, Source], row_filter: exp.Expression | None,
+    definition: ViewDefinition,
+    sources: Mapping[str, Source],
+    row_filter: exp.Expr | None,
 ) -> exp.Select:
     """The query of a view with MIN/MAX reserves: its rows (every column they use renamed
     ``_mv_c<i>``) ranked by each reserve's argument within their group, from the extreme
@@ -175,16 +191,19 @@ def _with_reserves(
     for index, key in enumerate(sorted(used)):
         used[key] = f"_mv_c{index}"
 
-    def renamed(node: exp.Expression) -> exp.Expression:
-        def swap(found: exp.Expression) -> exp.Expression:
+    def renamed(node: exp.Expr) -> exp.Expr:
+        def swap(found: exp.Expr) -> exp.Expr:
             if isinstance(found, exp.Column) and (found.table, found.name) in used:
                 return exp.column(used[(found.table, found.name)], table=ROWS, quoted=True)
             return found
+
         return node.copy().transform(swap)
 
-    inner = [
-        exp.Alias(this=exp.column(name, table=table, quoted=True) if table else exp.column(name, quoted=True),
-                  alias=exp.to_identifier(new, quoted=True))
+    inner: list[exp.Expr] = [
+        exp.Alias(
+            this=exp.column(name, table=table, quoted=True) if table else exp.column(name, quoted=True),
+            alias=exp.to_identifier(new, quoted=True),
+        )
         for (table, name), new in sorted(used.items(), key=lambda item: item[1])
     ]
     ranks = []
@@ -230,7 +249,7 @@ def known_sources(definition: ViewDefinition, sources: Mapping[str, Source] | No
     return sources
 
 
-def conjunction(conjuncts: tuple[exp.Expression, ...] | list[exp.Expression]) -> exp.Expression:
+def conjunction(conjuncts: tuple[exp.Expr, ...] | list[exp.Expr]) -> exp.Expr:
     """``c1 AND c2 AND ...`` over copies, each wrapped in parentheses when it is itself an OR."""
     parts = [_parenthesize_connector(c.copy()) for c in conjuncts]
     result = parts[0]
@@ -239,11 +258,11 @@ def conjunction(conjuncts: tuple[exp.Expression, ...] | list[exp.Expression]) ->
     return result
 
 
-def _parenthesize_connector(node: exp.Expression) -> exp.Expression:
+def _parenthesize_connector(node: exp.Expr) -> exp.Expr:
     return exp.Paren(this=node) if isinstance(node, exp.Or) else node
 
 
-def _aliased(expression: exp.Expression, name: str) -> exp.Alias:
+def _aliased(expression: exp.Expr, name: str) -> exp.Alias:
     return exp.Alias(this=expression.copy(), alias=exp.to_identifier(name, quoted=True))
 
 
@@ -251,7 +270,7 @@ def _table_alias(alias: str) -> exp.TableAlias:
     return exp.TableAlias(this=exp.to_identifier(alias, quoted=True))
 
 
-def _relation(occurrence: MasterOccurrence, source: Source | None) -> exp.Expression:
+def _relation(occurrence: MasterOccurrence, source: Source | None) -> exp.Expr:
     relation = master_table(occurrence.master.name) if source is None else parse_source(source)
     relation.set("alias", _table_alias(occurrence.alias))
     return relation
@@ -274,7 +293,7 @@ def master_table(name: str) -> exp.Table:
     return exp.to_table(name, dialect=DIALECT)
 
 
-def parse_source(source: Source) -> exp.Expression:
+def parse_source(source: Source) -> exp.Expr:
     """A substituted source as a relation node: a Table (possibly with VERSION AS OF ...) or a
     parenthesised Subquery. Any alias it carries is replaced by the occurrence's."""
     if isinstance(source, exp.Expression):

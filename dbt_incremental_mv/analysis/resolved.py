@@ -16,7 +16,7 @@ def column_node(alias: str, column: str) -> exp.Column:
     return exp.Column(this=exp.to_identifier(column, quoted=True), table=exp.to_identifier(alias, quoted=True))
 
 
-def split_conjuncts(condition: exp.Expression | None) -> list[exp.Expression]:
+def split_conjuncts(condition: exp.Expr | None) -> list[exp.Expr]:
     """``a AND (b AND c)`` as [a, b, c]; parentheses around a whole conjunct are dropped (the
     renderer puts them back where an OR needs them)."""
     if condition is None:
@@ -29,7 +29,7 @@ def split_conjuncts(condition: exp.Expression | None) -> list[exp.Expression]:
     return [node]
 
 
-def unparenthesized(expression: exp.Expression) -> exp.Expression:
+def unparenthesized(expression: exp.Expr) -> exp.Expr:
     """Parentheses around a whole SELECT item or GROUP BY item mean nothing: drop them so
     ``(a + b)`` and ``a + b`` compare equal."""
     while isinstance(expression, exp.Paren):
@@ -42,8 +42,8 @@ class Projection:
     """One SELECT-list item after resolution; ``written`` is the item as the user wrote it."""
 
     name: str
-    expression: exp.Expression
-    written: exp.Expression
+    expression: exp.Expr
+    written: exp.Expr
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class OccurrenceSource:
 
     alias: str
     master: MasterTable
-    filters: tuple[exp.Expression, ...]
+    filters: tuple[exp.Expr, ...]
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class RawJoin:
 
     alias: str
     kind: JoinKind
-    conjuncts: tuple[exp.Expression, ...]
+    conjuncts: tuple[exp.Expr, ...]
     written: exp.Join
 
 
@@ -75,9 +75,9 @@ class ResolvedQuery:
 
     occurrences: tuple[OccurrenceSource, ...]
     joins: tuple[RawJoin, ...]
-    where: tuple[exp.Expression, ...]
+    where: tuple[exp.Expr, ...]
     projections: tuple[Projection, ...]
-    group_by: tuple[exp.Expression, ...] | None
+    group_by: tuple[exp.Expr, ...] | None
 
     @property
     def is_aggregate(self) -> bool:

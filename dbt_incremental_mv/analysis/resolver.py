@@ -31,7 +31,12 @@ from dbt_incremental_mv.analysis import functions
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 from dbt_incremental_mv.analysis.model import JoinKind, MasterTable
 from dbt_incremental_mv.analysis.resolved import (
-    OccurrenceSource, Projection, RawJoin, ResolvedQuery, column_node, unparenthesized,
+    OccurrenceSource,
+    Projection,
+    RawJoin,
+    ResolvedQuery,
+    column_node,
+    unparenthesized,
 )
 from dbt_incremental_mv.analysis.scope import Scope, ScopeEntry
 
@@ -43,14 +48,14 @@ class _Relation:
     """A FROM item reduced to one master: visible columns as expressions, plus its filters."""
 
     master: MasterTable
-    columns: tuple[tuple[str, exp.Expression], ...]
-    filters: tuple[exp.Expression, ...]
+    columns: tuple[tuple[str, exp.Expr], ...]
+    filters: tuple[exp.Expr, ...]
 
 
 @dataclass(frozen=True)
 class _Cte:
     name: str
-    body: exp.Expression
+    body: exp.Expr
     column_names: tuple[str, ...]
     env: Mapping[str, _Cte]
 
@@ -61,25 +66,25 @@ class _Nested:
     to apply to its output in turn (``WITH x(a, b)``, then ``AS y(c, d)``) and a label for
     messages."""
 
-    body: exp.Expression
+    body: exp.Expr
     env: Mapping[str, _Cte]
     column_lists: tuple[tuple[str, ...], ...]
     label: str
 
 
-def _alias_name(item: exp.Expression) -> str | None:
+def _alias_name(item: exp.Expr) -> str | None:
     alias = item.args.get("alias")
     if isinstance(alias, exp.TableAlias) and alias.this is not None and alias.name:
         return alias.name
     return None
 
 
-def _item_label(item: exp.Expression) -> str:
+def _item_label(item: exp.Expr) -> str:
     """How messages name a FROM item: its alias, else its table name."""
     return _alias_name(item) or (".".join(_table_parts(item)) if isinstance(item, exp.Table) else "subquery")
 
 
-def _alias_columns(item: exp.Expression) -> tuple[str, ...]:
+def _alias_columns(item: exp.Expr) -> tuple[str, ...]:
     alias = item.args.get("alias")
     if isinstance(alias, exp.TableAlias):
         return tuple(c.name for c in alias.columns)
@@ -90,7 +95,7 @@ def _table_parts(table: exp.Table) -> tuple[str, ...]:
     return tuple(p.name for p in table.parts)
 
 
-def _unwrap_subquery(item: exp.Expression) -> exp.Expression:
+def _unwrap_subquery(item: exp.Expr) -> exp.Expr:
     body = item.this
     while isinstance(body, exp.Subquery):
         body = body.this
@@ -98,8 +103,8 @@ def _unwrap_subquery(item: exp.Expression) -> exp.Expression:
 
 
 def _rename(
-    columns: tuple[tuple[str, exp.Expression], ...], column_lists: tuple[tuple[str, ...], ...], label: str
-) -> tuple[tuple[str, exp.Expression], ...]:
+    columns: tuple[tuple[str, exp.Expr], ...], column_lists: tuple[tuple[str, ...], ...], label: str
+) -> tuple[tuple[str, exp.Expr], ...]:
     """Apply column lists (``WITH x(a, b) AS``, then ``AS y(c, d)``) to a relation's columns."""
     for names in column_lists:
         if not names:
@@ -119,7 +124,8 @@ def _refuse_duplicate_names(columns: Iterable[str], label: str) -> None:
     for name in columns:
         if name.casefold() in seen:
             raise UnsupportedViewError(
-                name, f"{label} has more than one column named {name}",
+                name,
+                f"{label} has more than one column named {name}",
                 "Give each selected column a distinct name with AS",
             )
         seen.add(name.casefold())
@@ -133,10 +139,13 @@ class Resolver:
 
     # -- queries ------------------------------------------------------------------------------
 
-    def query(self, select: exp.Expression, env: Mapping[str, _Cte] | None = None) -> ResolvedQuery:
+    def query(self, select: exp.Expr, env: Mapping[str, _Cte] | None = None) -> ResolvedQuery:
         if not isinstance(select, exp.Select):
-            raise UnsupportedViewError(describe(select), "only a SELECT query can define a fast_refresh model",
-                                       "Make the model a single SELECT")
+            raise UnsupportedViewError(
+                describe(select),
+                "only a SELECT query can define a fast_refresh model",
+                "Make the model a single SELECT",
+            )
         env = _with_env(select, env or {})
         from_ = select.args.get("from_")
         if from_ is None:
@@ -155,7 +164,8 @@ class Resolver:
             alias = self._occurrence_alias(item)
             if any(o.alias == alias for o in occurrences):
                 raise UnsupportedViewError(
-                    alias, "two FROM items have the same name (a self-join needs distinct aliases)",
+                    alias,
+                    "two FROM items have the same name (a self-join needs distinct aliases)",
                     "Give each occurrence its own alias, e.g. FROM t AS a JOIN t AS b ON ...",
                 )
             relation = self._relation(item, alias, env)
@@ -178,7 +188,7 @@ class Resolver:
             group_by=self._group_by(select, scope, projections),
         )
 
-    def _layer_over(self, select: exp.Select, env: Mapping[str, _Cte], item: exp.Expression) -> ResolvedQuery:
+    def _layer_over(self, select: exp.Select, env: Mapping[str, _Cte], item: exp.Expr) -> ResolvedQuery:
         """``select ... from <inner query>``: the inner query with this SELECT applied on top."""
         nested = self._nested(item, env)
         assert nested is not None
@@ -194,7 +204,8 @@ class Resolver:
             return replace(inner, where=inner.where + where, projections=projections, group_by=group_by)
         if group_by is not None or any(functions.contains_aggregate(p.written) for p in projections):
             raise UnsupportedViewError(
-                label, "aggregating the result of an aggregating CTE or subquery is not supported",
+                label,
+                "aggregating the result of an aggregating CTE or subquery is not supported",
                 "Aggregate once per fast_refresh model; aggregate again in a downstream model",
             )
         for conjunct in where:
@@ -202,7 +213,8 @@ class Resolver:
                 # Over a global aggregate (always one row) even a filter without aggregates
                 # would decide whether that row exists: it is a HAVING too.
                 raise UnsupportedViewError(
-                    describe(conjunct), "a filter on aggregated values acts like HAVING, which is not supported",
+                    describe(conjunct),
+                    "a filter on aggregated values acts like HAVING, which is not supported",
                     "Select the aggregates and filter in a downstream model",
                 )
         # A filter over group-by values only is the same filter applied before grouping.
@@ -210,7 +222,7 @@ class Resolver:
 
     # -- FROM items ---------------------------------------------------------------------------
 
-    def _occurrence_alias(self, item: exp.Expression) -> str:
+    def _occurrence_alias(self, item: exp.Expr) -> str:
         alias = _alias_name(item)
         if alias is not None:
             return alias.casefold()
@@ -220,7 +232,7 @@ class Resolver:
             describe(item), "a subquery in FROM needs an alias", "Add an alias, e.g. (select ...) AS recent_orders"
         )
 
-    def _nested(self, item: exp.Expression, env: Mapping[str, _Cte]) -> _Nested | None:
+    def _nested(self, item: exp.Expr, env: Mapping[str, _Cte]) -> _Nested | None:
         """The query behind a CTE reference or derived table (None for a table)."""
         if isinstance(item, exp.Table):
             cte = self._cte(item, env)
@@ -237,7 +249,7 @@ class Resolver:
             return None
         return env.get(table.name.casefold())
 
-    def _is_complex(self, item: exp.Expression, env: Mapping[str, _Cte]) -> bool:
+    def _is_complex(self, item: exp.Expr, env: Mapping[str, _Cte]) -> bool:
         """Whether a FROM item is a CTE/derived table that joins or aggregates (at any depth)."""
         nested = self._nested(item, env)
         if nested is None:
@@ -247,7 +259,7 @@ class Resolver:
             return True
         return self._is_complex(body.args["from_"].this, _with_env(body, nested.env))
 
-    def _relation(self, item: exp.Expression, alias: str, env: Mapping[str, _Cte]) -> _Relation:
+    def _relation(self, item: exp.Expr, alias: str, env: Mapping[str, _Cte]) -> _Relation:
         """A FROM item of the joined query: a master, or a simple CTE/derived table over one."""
         nested = self._nested(item, env)
         if nested is None:
@@ -262,9 +274,12 @@ class Resolver:
         problem = _shape_problem(body)
         if problem is not None:
             raise UnsupportedViewError(
-                label, f"a CTE or subquery that is joined to other tables must read one table without "
-                f"joins or aggregation, but {problem}", _SEPARATE_MODEL_HINT,
+                label,
+                f"a CTE or subquery that is joined to other tables must read one table without "
+                f"joins or aggregation, but {problem}",
+                _SEPARATE_MODEL_HINT,
             )
+        assert isinstance(body, exp.Select)  # _shape_problem found none: a plain SELECT
         env = _with_env(body, nested.env)
         source = body.args["from_"].this
         inner = self._relation(source, alias, env)
@@ -285,7 +300,8 @@ class Resolver:
             if candidate in self._masters:
                 return self._masters[candidate]
         raise UnsupportedViewError(
-            ".".join(parts), "not a master table known to this model (no metadata was collected for it)",
+            ".".join(parts),
+            "not a master table known to this model (no metadata was collected for it)",
             "Reference tables with ref() or source(); only those can feed a fast_refresh model",
         )
 
@@ -297,15 +313,18 @@ class Resolver:
             projections.extend(self._projection(item, scope))
         return tuple(projections)
 
-    def _projection(self, item: exp.Expression, scope: Scope) -> list[Projection]:
+    def _projection(self, item: exp.Expr, scope: Scope) -> list[Projection]:
         if isinstance(item, exp.Star):
             return _star(item, scope.entries)
         if isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
             qualifier = tuple(p.name.casefold() for p in item.parts[:-1])
             entry = scope.entry_for(qualifier)
             if entry is None:
-                raise UnsupportedViewError(describe(item), f"no table or alias named {'.'.join(qualifier)} in FROM",
-                                           f"Use one of: {', '.join(e.label for e in scope.entries)}")
+                raise UnsupportedViewError(
+                    describe(item),
+                    f"no table or alias named {'.'.join(qualifier)} in FROM",
+                    f"Use one of: {', '.join(e.label for e in scope.entries)}",
+                )
             return _star(item.this, [entry], written=item)
         if isinstance(item, exp.Alias):
             if item.this.is_star:
@@ -315,13 +334,14 @@ class Resolver:
             name, expression = scope.resolve_column(item)
             return [Projection(name, expression, item)]
         raise UnsupportedViewError(
-            describe(item), "an output column needs a stable name (Spark would invent one)",
+            describe(item),
+            "an output column needs a stable name (Spark would invent one)",
             f"Add `as <name>`, e.g. {describe(item)} AS my_column",
         )
 
     def _group_by(
         self, select: exp.Select, scope: Scope, projections: tuple[Projection, ...]
-    ) -> tuple[exp.Expression, ...] | None:
+    ) -> tuple[exp.Expr, ...] | None:
         group = select.args.get("group")
         if group is None:
             return None
@@ -329,19 +349,21 @@ class Resolver:
             return _dedupe(p.expression for p in projections if not functions.contains_aggregate(p.expression))
         return _dedupe(self._group_item(item, scope, projections) for item in group.expressions)
 
-    def _group_item(self, item: exp.Expression, scope: Scope, projections: tuple[Projection, ...]) -> exp.Expression:
+    def _group_item(self, item: exp.Expr, scope: Scope, projections: tuple[Projection, ...]) -> exp.Expr:
         """A GROUP BY item: an ordinal (``group by 1``), a SELECT alias, or an expression."""
         if isinstance(item, exp.Literal) and item.is_int:
             position = int(item.name)
             if not 1 <= position <= len(projections):
                 raise UnsupportedViewError(
-                    f"GROUP BY {position}", f"GROUP BY position {position} is not in the SELECT list",
+                    f"GROUP BY {position}",
+                    f"GROUP BY position {position} is not in the SELECT list",
                     "Use a position between 1 and the number of selected columns",
                 )
             chosen = projections[position - 1]
             if functions.contains_aggregate(chosen.expression):
                 raise UnsupportedViewError(
-                    f"GROUP BY {position}", f"GROUP BY position {position} refers to an aggregate",
+                    f"GROUP BY {position}",
+                    f"GROUP BY position {position} refers to an aggregate",
                     "Group by the non-aggregated columns",
                 )
             return chosen.expression.copy()
@@ -352,7 +374,7 @@ class Resolver:
         return unparenthesized(scope.resolve(item))
 
 
-def _star(star: exp.Star, entries: Iterable[ScopeEntry], written: exp.Expression | None = None) -> list[Projection]:
+def _star(star: exp.Star, entries: Iterable[ScopeEntry], written: exp.Expr | None = None) -> list[Projection]:
     for key in ("replace", "rename", "ilike"):
         if star.args.get(key):
             raise UnsupportedViewError(
@@ -368,20 +390,20 @@ def _star(star: exp.Star, entries: Iterable[ScopeEntry], written: exp.Expression
     return projections
 
 
-def _dedupe(expressions: Iterable[exp.Expression]) -> tuple[exp.Expression, ...]:
-    unique: list[exp.Expression] = []
+def _dedupe(expressions: Iterable[exp.Expr]) -> tuple[exp.Expr, ...]:
+    unique: list[exp.Expr] = []
     for expression in expressions:
         if expression not in unique:
             unique.append(expression)
     return tuple(unique)
 
 
-def _where(select: exp.Select) -> exp.Expression | None:
+def _where(select: exp.Select) -> exp.Expr | None:
     where = select.args.get("where")
     return where.this if where is not None else None
 
 
-def _qualifiers(item: exp.Expression) -> frozenset[tuple[str, ...]]:
+def _qualifiers(item: exp.Expr) -> frozenset[tuple[str, ...]]:
     """The names that may qualify a FROM item's columns: its alias, or for an unaliased table
     its name with any prefix of schema and catalog (``orders``, ``shop.orders``); none for an
     unaliased subquery."""
@@ -394,7 +416,7 @@ def _qualifiers(item: exp.Expression) -> frozenset[tuple[str, ...]]:
     return frozenset(parts[-width:] for width in range(1, len(parts) + 1))
 
 
-def _shape_problem(body: exp.Expression) -> str | None:
+def _shape_problem(body: exp.Expr) -> str | None:
     """Why a CTE/derived table body is not a projection and filter over one table (None if it is)."""
     if not isinstance(body, exp.Select):
         return "it is not a plain SELECT"
@@ -409,7 +431,7 @@ def _shape_problem(body: exp.Expression) -> str | None:
     return None
 
 
-def _with_env(select: exp.Expression, env: Mapping[str, _Cte]) -> Mapping[str, _Cte]:
+def _with_env(select: exp.Expr, env: Mapping[str, _Cte]) -> Mapping[str, _Cte]:
     """The CTEs visible in ``select``: the enclosing ones plus its own WITH, each CTE seeing the
     ones defined before it."""
     with_ = select.args.get("with_")

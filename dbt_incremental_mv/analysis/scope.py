@@ -19,9 +19,9 @@ class ScopeEntry:
 
     label: str
     qualifiers: frozenset[tuple[str, ...]]
-    columns: tuple[tuple[str, exp.Expression], ...]
+    columns: tuple[tuple[str, exp.Expr], ...]
 
-    def lookup(self, name: str) -> tuple[str, exp.Expression] | None:
+    def lookup(self, name: str) -> tuple[str, exp.Expr] | None:
         wanted = name.casefold()
         for column, expression in self.columns:
             if column.casefold() == wanted:
@@ -35,13 +35,13 @@ _ATOMIC = (exp.Column, exp.Literal, exp.Null, exp.Boolean, exp.Paren, exp.Bracke
 _OPERATOR_PARENTS = (exp.Binary, exp.Unary, exp.Predicate, exp.Bracket, exp.Interval)
 
 
-def _is_atomic(node: exp.Expression) -> bool:
+def _is_atomic(node: exp.Expr) -> bool:
     if isinstance(node, _ATOMIC):
         return True
     return isinstance(node, exp.Func) and not isinstance(node, (exp.Binary, exp.Predicate, exp.Unary))
 
 
-def _fit_into(position: exp.Expression, replacement: exp.Expression) -> exp.Expression:
+def _fit_into(position: exp.Expr, replacement: exp.Expr) -> exp.Expr:
     """``replacement`` ready to stand where ``position`` stood: sqlglot prints trees as they are,
     so an operator substituted under another operator needs explicit parentheses."""
     parent = position.parent
@@ -62,7 +62,7 @@ class Scope:
                 return entry
         return None
 
-    def reference(self, column: exp.Column) -> tuple[str, exp.Expression] | None:
+    def reference(self, column: exp.Column) -> tuple[str, exp.Expr] | None:
         """(output name, expression) for a column reference, or None when no FROM item has it.
 
         ``a.b.c`` may be column ``c`` of table ``a.b`` or field ``c`` of struct column ``b`` of
@@ -81,7 +81,7 @@ class Scope:
                 return (fields[-1] if fields else name), expression
         return None
 
-    def _find(self, qualifier: tuple[str, ...], name: str, column: exp.Column) -> tuple[str, exp.Expression] | None:
+    def _find(self, qualifier: tuple[str, ...], name: str, column: exp.Column) -> tuple[str, exp.Expr] | None:
         if qualifier:
             entry = self.entry_for(qualifier)
             if entry is None:
@@ -89,19 +89,21 @@ class Scope:
             found = entry.lookup(name)
             if found is None:
                 raise UnsupportedViewError(
-                    describe(column), f"{entry.label} has no column {name}",
+                    describe(column),
+                    f"{entry.label} has no column {name}",
                     f"Check the column name; {entry.label} has: {', '.join(c for c, _ in entry.columns)}",
                 )
             return found
         matches = [(entry, found) for entry in self.entries if (found := entry.lookup(name)) is not None]
         if len(matches) > 1:
             raise UnsupportedViewError(
-                name, f"ambiguous column: it exists in {', '.join(e.label for e, _ in matches)}",
+                name,
+                f"ambiguous column: it exists in {', '.join(e.label for e, _ in matches)}",
                 f"Qualify it, e.g. {matches[0][0].label}.{name}",
             )
         return matches[0][1] if matches else None
 
-    def resolve_column(self, column: exp.Column) -> tuple[str, exp.Expression]:
+    def resolve_column(self, column: exp.Column) -> tuple[str, exp.Expr]:
         if isinstance(column.this, exp.Star):
             raise UnsupportedViewError(describe(column), "a star is only allowed as a SELECT item", "List the columns")
         found = self.reference(column)
@@ -110,31 +112,33 @@ class Scope:
         name = column.name
         if len(column.parts) == 1 and name.casefold() in functions.NONDETERMINISTIC_BARE_WORDS:
             raise UnsupportedViewError(
-                name, "non-deterministic functions are not supported: the stored rows could not be "
+                name,
+                "non-deterministic functions are not supported: the stored rows could not be "
                 "recomputed to the same values on refresh",
                 "Compute the value in a separate model, or store it in the master table",
             )
         qualifier = tuple(p.name.casefold() for p in column.parts[:-1])
         if qualifier and not any(self.entry_for(qualifier[:w]) for w in range(1, len(qualifier) + 1)):
             raise UnsupportedViewError(
-                describe(column), f"no table or alias named {'.'.join(qualifier)} in FROM",
+                describe(column),
+                f"no table or alias named {'.'.join(qualifier)} in FROM",
                 f"Use one of: {', '.join(e.label for e in self.entries)}",
             )
         raise UnsupportedViewError(
             describe(column), "unknown column", "Check the column name against the tables in FROM"
         )
 
-    def resolve(self, expression: exp.Expression) -> exp.Expression:
+    def resolve(self, expression: exp.Expr) -> exp.Expr:
         """A copy of ``expression`` with every column reference replaced by its resolution."""
 
-        def substitute(node: exp.Expression) -> exp.Expression:
+        def substitute(node: exp.Expr) -> exp.Expr:
             if isinstance(node, exp.Column):
                 return _fit_into(node, self.resolve_column(node)[1])
             return node
 
         return expression.transform(substitute)
 
-    def resolve_conjuncts(self, condition: exp.Expression | None) -> tuple[exp.Expression, ...]:
+    def resolve_conjuncts(self, condition: exp.Expr | None) -> tuple[exp.Expr, ...]:
         """The resolved conjuncts of a condition, without literal TRUEs (sqlglot writes
         ``ON TRUE`` for a join written without ON)."""
         resolved = (c for written in split_conjuncts(condition) for c in split_conjuncts(self.resolve(written)))

@@ -23,24 +23,26 @@ from dbt_incremental_mv.analysis.model import MasterOccurrence, OutputColumn, Ou
 from dbt_incremental_mv.analysis.parse import DIALECT
 
 
-def average_summands(outputs: Sequence[OutputColumn], occurrences: Sequence[MasterOccurrence]) -> dict[str, exp.Expression]:
+def average_summands(outputs: Sequence[OutputColumn], occurrences: Sequence[MasterOccurrence]) -> dict[str, exp.Expr]:
     """For each AVG output (by name), what its hidden sum adds up."""
     averages = [o for o in outputs if o.kind is OutputKind.AVG and o.argument is not None]
     if not averages:
         return {}
-    tables = {f"_mv_t{i}": dict(o.master.columns) for i, o in enumerate(occurrences)}
+    tables: dict[str, object] = {f"_mv_t{i}": dict(o.master.columns) for i, o in enumerate(occurrences)}
     schema = MappingSchema(tables, dialect=DIALECT)
     summands = {}
     for output in averages:
         assert output.argument is not None
         argument = output.argument.copy()
         summands[output.name] = (
-            exp.Cast(this=argument, to=exp.DataType.build("double")) if _integral(argument, occurrences, schema) else argument
+            exp.Cast(this=argument, to=exp.DataType.build("double"))
+            if _integral(argument, occurrences, schema)
+            else argument
         )
     return summands
 
 
-def _integral(argument: exp.Expression, occurrences: Sequence[MasterOccurrence], schema: MappingSchema) -> bool:
+def _integral(argument: exp.Expr, occurrences: Sequence[MasterOccurrence], schema: MappingSchema) -> bool:
     query = exp.select(argument.copy()).from_(exp.to_table("_mv_t0").as_(occurrences[0].alias, quoted=True))
     for index, occurrence in enumerate(occurrences[1:], start=1):
         query = query.join(exp.to_table(f"_mv_t{index}").as_(occurrence.alias, quoted=True))

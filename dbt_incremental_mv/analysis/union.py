@@ -29,13 +29,21 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from types import MappingProxyType
+from typing import cast
 
 from sqlglot import exp
 
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError
 from dbt_incremental_mv.analysis.hidden import aggregate_hidden_columns, key_hidden_columns
 from dbt_incremental_mv.analysis.model import (
-    EquiPair, HiddenColumn, HiddenPurpose, JoinStep, MasterOccurrence, OutputColumn, ViewClass, ViewDefinition,
+    EquiPair,
+    HiddenColumn,
+    HiddenPurpose,
+    JoinStep,
+    MasterOccurrence,
+    OutputColumn,
+    ViewClass,
+    ViewDefinition,
 )
 from dbt_incremental_mv.analysis.parse import unwrap_parentheses
 from dbt_incremental_mv.analysis.resolved import column_node
@@ -67,35 +75,41 @@ def map_union_branches(statement: exp.Query, rewrite: Callable[[exp.Query], exp.
     nodes = _union_nodes(copy)
     for node in nodes:
         for side in ("this", "expression"):
-            child = unwrap_parentheses(node.args[side])
+            child = _side(node, side)
             if not any(child is n for n in nodes):
                 node.set(side, rewrite(child))
     return copy
 
 
-def top_level_unions(statement: exp.Expression) -> list[exp.Expression]:
+def top_level_unions(statement: exp.Expr) -> list[exp.Expr]:
     """The UNION ALL nodes that make up a top-level UNION ALL (the construct checks accept them)."""
     return _union_nodes(statement) if isinstance(statement, exp.Query) and _is_union_all(statement) else []
 
 
-def _is_union_all(node: exp.Expression) -> bool:
+def _side(union: exp.Expr, side: str) -> exp.Query:
+    """A set operation's ``this`` or ``expression`` without its parentheses: a query (sqlglot
+    parses each side of one as a query, a VALUES list as a SELECT from it)."""
+    return cast(exp.Query, unwrap_parentheses(union.args[side]))
+
+
+def _is_union_all(node: exp.Expr) -> bool:
     return isinstance(node, exp.Union) and not node.args.get("distinct")
 
 
-def _union_nodes(statement: exp.Expression) -> list[exp.Expression]:
+def _union_nodes(statement: exp.Expr) -> list[exp.Expr]:
     nodes = [statement]
     for side in ("this", "expression"):
-        child = unwrap_parentheses(statement.args[side])
+        child = _side(statement, side)
         if _is_union_all(child) and not any(child.args.get(k) for k in ("with_", "order", "limit", "offset")):
             nodes += _union_nodes(child)
     return nodes
 
 
-def _flattened(statement: exp.Expression) -> list[exp.Query]:
+def _flattened(statement: exp.Expr) -> list[exp.Query]:
     nodes = _union_nodes(statement)
     branches: list[exp.Query] = []
     for side in ("this", "expression"):
-        child = unwrap_parentheses(statement.args[side])
+        child = _side(statement, side)
         branches += _flattened(child) if any(child is n for n in nodes[1:]) else [child]
     return branches
 
@@ -115,8 +129,10 @@ def named_projections(branch: exp.Query, names: Sequence[str]) -> exp.Query:
     return named
 
 
-def _is_star(projection: exp.Expression) -> bool:
-    return isinstance(projection, exp.Star) or isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)
+def _is_star(projection: exp.Expr) -> bool:
+    return (
+        isinstance(projection, exp.Star) or isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)
+    )
 
 
 def analyze_union(branches: Sequence[ViewDefinition]) -> ViewDefinition:
@@ -128,20 +144,26 @@ def analyze_union(branches: Sequence[ViewDefinition]) -> ViewDefinition:
         _refuse_unmaintainable_branch(number, branch, len(names))
         aliases = _unique_aliases(branch, number, taken)
         # an aggregate branch is maintained on columns of its own (the union widens the visible ones)
-        outputs = {o.name: own_column(number, name) if branch.is_aggregate else name for o, name in zip(branch.outputs, names)}
+        outputs = {
+            o.name: own_column(number, name) if branch.is_aggregate else name for o, name in zip(branch.outputs, names)
+        }
         prepared.append(_with_marker(_renamed(branch, aliases, outputs), number))
     keys: dict[str | None, list[HiddenColumn]] = {}  # alias -> its key columns, named over every join branch
     for column in key_hidden_columns(tuple(o for b in prepared if not b.is_aggregate for o in b.occurrences)):
         keys.setdefault(column.occurrence, []).append(column)
     prepared = [
-        b if b.is_aggregate else replace(b, hidden_columns=tuple(h for o in b.occurrences for h in keys.get(o.alias, ())))
+        b
+        if b.is_aggregate
+        else replace(b, hidden_columns=tuple(h for o in b.occurrences for h in keys.get(o.alias, ())))
         for b in prepared
     ]
     marker = HiddenColumn(BRANCH_COLUMN, _marker(1), HiddenPurpose.BRANCH)
     first = prepared[0].outputs
     own_columns = [
         HiddenColumn(o.name, o.expression, HiddenPurpose.VALUE, outputs=(name,))
-        for b in prepared if b.is_aggregate for o, name in zip(b.outputs, names)
+        for b in prepared
+        if b.is_aggregate
+        for o, name in zip(b.outputs, names)
     ]
     hidden = (marker, *own_columns, *_shared_hidden_columns(prepared))
     _refuse_name_collisions(names, hidden)
@@ -177,8 +199,10 @@ def _refuse_name_collisions(names: Sequence[str], hidden: Sequence[HiddenColumn]
     for column in hidden:
         if column.name.casefold() in seen:
             raise UnsupportedViewError(
-                column.name, "the UNION ALL needs a hidden column of this name twice (a branch's own column, "
-                "an aggregate helper or an occurrence's key)", "Rename the table aliases of one of the branches",
+                column.name,
+                "the UNION ALL needs a hidden column of this name twice (a branch's own column, "
+                "an aggregate helper or an occurrence's key)",
+                "Rename the table aliases of one of the branches",
             )
         seen.add(column.name.casefold())
 
@@ -218,16 +242,16 @@ def _unique_aliases(branch: ViewDefinition, number: int, taken: set[str]) -> dic
 def _renamed(view: ViewDefinition, aliases: dict[str, str], names: dict[str, str]) -> ViewDefinition:
     """``view`` with its occurrences renamed by ``aliases`` and its outputs by ``names``."""
 
-    def expression(node: exp.Expression) -> exp.Expression:
-        def rename(column: exp.Expression) -> exp.Expression:
+    def expression(node: exp.Expr) -> exp.Expr:
+        def rename(column: exp.Expr) -> exp.Expr:
             if isinstance(column, exp.Column) and column.table in aliases:
                 return column_node(aliases[column.table], column.name)
             return column
 
         return node.copy().transform(rename)
 
-    def stored(node: exp.Expression) -> exp.Expression:  # HAVING reads stored names
-        def rename(column: exp.Expression) -> exp.Expression:
+    def stored(node: exp.Expr) -> exp.Expr:  # HAVING reads stored names
+        def rename(column: exp.Expr) -> exp.Expr:
             if isinstance(column, exp.Column) and not column.table and column.name in names:
                 return exp.column(names[column.name], quoted=True)
             return column
@@ -240,11 +264,14 @@ def _renamed(view: ViewDefinition, aliases: dict[str, str], names: dict[str, str
     )
     summands = {  # what each AVG's hidden sum adds up (analysis/summands.py), renamed
         names[output]: expression(h.expression.this)
-        for h in view.hidden_columns if h.purpose is HiddenPurpose.SUM for output in h.outputs
+        for h in view.hidden_columns
+        if h.purpose is HiddenPurpose.SUM
+        for output in h.outputs
     }
     joins = tuple(
         JoinStep(
-            aliases[s.alias], s.kind,
+            aliases[s.alias],
+            s.kind,
             tuple(EquiPair(expression(p.left), expression(p.right), p.null_safe) for p in s.equi_pairs),
             expression(s.condition) if s.condition is not None else None,
             tuple(expression(r) for r in s.residual),
@@ -266,7 +293,7 @@ def _renamed(view: ViewDefinition, aliases: dict[str, str], names: dict[str, str
     )
 
 
-def _marker(number: int) -> exp.Expression:
+def _marker(number: int) -> exp.Expr:
     # (a cast, not a bare literal: GROUP BY 2 would name the second column)
     return exp.Cast(this=exp.Literal.number(number), to=exp.DataType.build("int"))
 
@@ -277,7 +304,9 @@ def _with_marker(branch: ViewDefinition, number: int) -> ViewDefinition:
     if not branch.is_aggregate:
         return replace(branch, outputs=outputs)
     return replace(
-        branch, outputs=outputs, group_by=(*branch.group_by, _marker(number)),
+        branch,
+        outputs=outputs,
+        group_by=(*branch.group_by, _marker(number)),
         group_key_columns=(*branch.group_key_columns, BRANCH_COLUMN),
     )
 

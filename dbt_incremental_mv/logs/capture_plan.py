@@ -72,9 +72,15 @@ class CapturePlan:
     commits: tuple[int, ...] = ()  # the master commits captured, oldest first
 
 
-def plan_capture(captured_through: int | None, has_watermark: bool, current: int | None,
-                 lineage: Sequence[SnapshotInfo], by_files: bool = False, row_lineage: bool = False,
-                 reflected: Reflected = Reflected()) -> CapturePlan:
+def plan_capture(
+    captured_through: int | None,
+    has_watermark: bool,
+    current: int | None,
+    lineage: Sequence[SnapshotInfo],
+    by_files: bool = False,
+    row_lineage: bool = False,
+    reflected: Reflected = Reflected(),
+) -> CapturePlan:
     """Decide how to bring a log up to the master's ``current`` snapshot; ``by_files``: the
     changed data files can be staged and read (session mode, no commit attribution needed);
     ``row_lineage``: the master is an Iceberg v3 table (its rows have ids and the sequence
@@ -100,14 +106,18 @@ def plan_capture(captured_through: int | None, has_watermark: bool, current: int
         cursor = snapshot.parent_id
     if cursor != start:
         return CapturePlan(
-            "reset", start, current,
+            "reset",
+            start,
+            current,
             f"the last captured snapshot {start} is not an ancestor of the master's current snapshot {current}",
         )
     in_range_ids = [s.snapshot_id for s in in_range]  # newest first
     if reflected.all_past and reflected.stops and reflected.stops <= set(in_range_ids):
         oldest = next(s for s in reversed(in_range_ids) if s in reflected.stops)
         return CapturePlan(
-            "skip", start, oldest,
+            "skip",
+            start,
+            oldest,
             f"every view reading the log reflects master snapshot {oldest} already (recomputed since): "
             "a watermark there, no change read",
         )
@@ -116,12 +126,17 @@ def plan_capture(captured_through: int | None, has_watermark: bool, current: int
         return plan_capture(captured_through, has_watermark, passed[-1], lineage, by_files, row_lineage)
     merge_on_read = any(s.added_delete_files for s in in_range) or bool(by_id[current].total_delete_files)
     files_readable = (
-        start is not None and start in by_id and by_id[start].schema_id is not None
+        start is not None
+        and start in by_id
+        and by_id[start].schema_id is not None
         and by_id[start].schema_id == by_id[current].schema_id  # staged files are read with the current schema
     )
     if by_files and files_readable and (merge_on_read or row_lineage or len(in_range) > 1):
         return CapturePlan(
-            "files", start, current, f"{len(in_range)} new master commit(s), read by the data files they changed",
+            "files",
+            start,
+            current,
+            f"{len(in_range)} new master commit(s), read by the data files they changed",
             (current,),
         )
     if merge_on_read:

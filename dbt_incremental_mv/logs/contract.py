@@ -100,9 +100,7 @@ def _relation_name(node: Mapping[str, Any]) -> str:
 def _master_candidates(graph: Mapping[str, Any], master: str) -> list[Mapping[str, Any]]:
     if "." in master:
         source_name, _, table = master.partition(".")
-        return [
-            s for s in graph.get("sources", {}).values() if s["source_name"] == source_name and s["name"] == table
-        ]
+        return [s for s in graph.get("sources", {}).values() if s["source_name"] == source_name and s["name"] == table]
     return [
         n
         for n in graph.get("nodes", {}).values()
@@ -127,7 +125,9 @@ def _spec_from_source(graph: Mapping[str, Any], source: Mapping[str, Any], block
         raise LogContractError(f"{where}: meta.{META_KEY} must be a mapping with 'master' and 'key'.")
     unknown = sorted(set(block) - {"master", "key", "capture"})
     if unknown:
-        raise LogContractError(f"{where}: meta.{META_KEY} has unknown entries {unknown}; allowed: master, key, capture.")
+        raise LogContractError(
+            f"{where}: meta.{META_KEY} has unknown entries {unknown}; allowed: master, key, capture."
+        )
     master = block.get("master")
     if not isinstance(master, str) or not master.strip():
         raise LogContractError(

@@ -10,10 +10,10 @@ from dbt_incremental_mv.logs.contract import (
     DELETE,
     INSERT,
     OP_COLUMN,
+    RESET,
     SEQUENCE_COLUMN,
     TIME_COLUMN,
     WATERMARK,
-    RESET,
     LogEvolution,
     LogSpec,
     normalize_type,
@@ -39,7 +39,9 @@ def evolve_log(spec: LogSpec, evolution: LogEvolution) -> list[str]:
     log = relation(spec.log_relation)
     if evolution.recreate:
         return [f"drop table if exists {log}"]
-    statements = [f"alter table {log} alter column {ident(c)} type {normalize_type(new)}" for c, _, new in evolution.widened]
+    statements = [
+        f"alter table {log} alter column {ident(c)} type {normalize_type(new)}" for c, _, new in evolution.widened
+    ]
     statements += [f"alter table {log} drop column {ident(c)}" for c in evolution.dropped]
     return statements
 
@@ -80,9 +82,7 @@ def capture_from_changelog(
     spec: LogSpec, logged: Sequence[str], view_name: str, end: int, branch: str | None = None
 ) -> str:
     """Append the changelog's rows (and the new watermark) to the log, in one commit."""
-    op = (
-        f"case when _change_type in ('INSERT', 'UPDATE_AFTER') then {string(INSERT)} else {string(DELETE)} end"
-    )
+    op = f"case when _change_type in ('INSERT', 'UPDATE_AFTER') then {string(INSERT)} else {string(DELETE)} end"
     return (
         f"insert into {log_target(spec, branch)} ({idents([*logged, OP_COLUMN, COMMIT_COLUMN, TIME_COLUMN])})\n"
         f"select {idents(logged)}, {op}, _commit_snapshot_id, current_timestamp()\nfrom {ident(view_name)}\n"
@@ -105,8 +105,14 @@ def capture_by_diff(
 
 
 def capture_by_files(
-    spec: LogSpec, logged: Sequence[str], removed_view: str | None, added_view: str | None, end: int,
-    branch: str | None = None, lineage_since: int | None = None, written_view: str | None = None,
+    spec: LogSpec,
+    logged: Sequence[str],
+    removed_view: str | None,
+    added_view: str | None,
+    end: int,
+    branch: str | None = None,
+    lineage_since: int | None = None,
+    written_view: str | None = None,
     gone_ids_broadcast: bool = False,
 ) -> str:
     """Append the difference between the rows of the master's data files that changed between
@@ -125,13 +131,22 @@ def capture_by_files(
     added = ident(added_view) if added_view else None
     if lineage_since is not None:
         written = ident(written_view) if written_view else None
-        return _capture_by_lineage(spec, logged, removed, added, written, lineage_since, end, branch, gone_ids_broadcast)
+        return _capture_by_lineage(
+            spec, logged, removed, added, written, lineage_since, end, branch, gone_ids_broadcast
+        )
     return _capture_difference(spec, logged, removed, added, end, branch)
 
 
 def _capture_by_lineage(
-    spec: LogSpec, logged: Sequence[str], old_rows: str | None, new_rows: str | None, written_rows: str | None,
-    since: int, end: int, branch: str | None, gone_ids_broadcast: bool = False,
+    spec: LogSpec,
+    logged: Sequence[str],
+    old_rows: str | None,
+    new_rows: str | None,
+    written_rows: str | None,
+    since: int,
+    end: int,
+    branch: str | None,
+    gone_ids_broadcast: bool = False,
 ) -> str:
     """Insert into the log the changes between the rows of the changed files, by row lineage:
     a row of ``written_rows`` (the files of ``new_rows`` written since) written or updated after
@@ -152,7 +167,9 @@ def _capture_by_lineage(
     row_id = ident("_row_id")
     parts = []
     if written_rows is not None:
-        parts.append(f"select {columns}, {string(INSERT)}, {stamp} from {written_rows} where {updated} > {integer(since)}")
+        parts.append(
+            f"select {columns}, {string(INSERT)}, {stamp} from {written_rows} where {updated} > {integer(since)}"
+        )
     if old_rows is not None:
         old, kept = ident("_mv_old"), ident("_mv_kept")
         kept_ids = f"(select {row_id} from {new_rows} where {updated} <= {integer(since)}) as {kept}"
@@ -160,9 +177,7 @@ def _capture_by_lineage(
             gone = ""  # no file written since: every old row is gone
         elif gone_ids_broadcast:
             ids, found = ident("_mv_ids"), ident("_mv_gone")
-            gone_ids = (
-                f"select {ids}.{row_id} from {old_rows} as {ids} left anti join {kept_ids} on {ids}.{row_id} = {kept}.{row_id}"
-            )
+            gone_ids = f"select {ids}.{row_id} from {old_rows} as {ids} left anti join {kept_ids} on {ids}.{row_id} = {kept}.{row_id}"
             gone = f"\nleft semi join ({broadcast(gone_ids)}) as {found} on {old}.{row_id} = {found}.{row_id}"
         else:
             gone = f"\nleft anti join {kept_ids} on {old}.{row_id} = {kept}.{row_id}"
@@ -177,7 +192,12 @@ def _capture_by_lineage(
 
 
 def log_commit(
-    spec: LogSpec, logged: Sequence[str], table_relation: str, before: int, after: int, touched: str,
+    spec: LogSpec,
+    logged: Sequence[str],
+    table_relation: str,
+    before: int,
+    after: int,
+    touched: str,
     branch: str | None = None,
 ) -> str:
     """Append the changes one commit of the log's master made (``before`` -> ``after``), written by
@@ -186,6 +206,7 @@ def log_commit(
     rows are read, at both snapshots (the writer's filter pushed to both scans); rows that meet it
     but did not change are on both sides and cancel. Every change is attributed to ``after``, and
     the watermark moves there."""
+
     def side(snapshot: int) -> str:
         return (
             f"(select {idents(logged)} from {relation(table_relation)} version as of {integer(snapshot)} as `_mv_v`\n"
@@ -196,17 +217,28 @@ def log_commit(
 
 
 def log_changes(
-    spec: LogSpec, logged: Sequence[str], deleted: str | None, inserted: str | None, after: int, branch: str | None = None,
+    spec: LogSpec,
+    logged: Sequence[str],
+    deleted: str | None,
+    inserted: str | None,
+    after: int,
+    branch: str | None = None,
 ) -> str:
     """Append the changes of the master's commit ``after`` given as the rows it deleted and the
     rows it inserted (queries of the logged columns; None: none), compared so that a row deleted
     and inserted again with the same values is not logged; the watermark moves to ``after``."""
-    return _capture_difference(spec, logged, f"({deleted})" if deleted else None, f"({inserted})" if inserted else None,
-                               after, branch)
+    return _capture_difference(
+        spec, logged, f"({deleted})" if deleted else None, f"({inserted})" if inserted else None, after, branch
+    )
 
 
 def _capture_difference(
-    spec: LogSpec, logged: Sequence[str], old_rows: str | None, new_rows: str | None, end: int, branch: str | None,
+    spec: LogSpec,
+    logged: Sequence[str],
+    old_rows: str | None,
+    new_rows: str | None,
+    end: int,
+    branch: str | None,
 ) -> str:
     """Insert into the log: rows of ``new_rows`` not in ``old_rows`` (I), rows of ``old_rows``
     not in ``new_rows`` (D), as multisets, and the watermark at ``end``.
@@ -219,7 +251,8 @@ def _capture_difference(
     if old_rows is None or new_rows is None:  # one side only: all its rows, no difference to compute
         parts = [
             f"select {columns}, {string(op)}, {stamp} from {rows}"
-            for op, rows in ((INSERT, new_rows), (DELETE, old_rows)) if rows is not None
+            for op, rows in ((INSERT, new_rows), (DELETE, old_rows))
+            if rows is not None
         ]
     else:
         sign, net, copies = ident("_mv_sign"), ident("_mv_net"), ident("_mv_copies")
@@ -261,8 +294,13 @@ def unconsumed(consumed: int | None, excluded: Sequence[int] = (), only: Sequenc
 
 
 def log_stats(
-    spec: LogSpec, log_snapshot: int, consumed: int | None, excluded: Sequence[int] = (), only: Sequence[int] | None = None,
-    resume_at: int | None = None, listed: KeyProbe | None = None,
+    spec: LogSpec,
+    log_snapshot: int,
+    consumed: int | None,
+    excluded: Sequence[int] = (),
+    only: Sequence[int] | None = None,
+    resume_at: int | None = None,
+    listed: KeyProbe | None = None,
 ) -> str:
     """What a refresh would consume from a log pinned at ``log_snapshot``, counted by kind;
     ``resume_at``: also the sequence of the watermark at that master snapshot (a view refreshed
@@ -285,7 +323,8 @@ def log_stats(
         f"  min({seq}) filter (where not {watermark}) as oldest_change,\n"
         + (
             f"  max({seq}) filter (where {watermark} and {ident(COMMIT_COLUMN)} = {integer(resume_at)}) as resume_sequence,\n"
-            if resume_at is not None else "  cast(null as bigint) as resume_sequence,\n"
+            if resume_at is not None
+            else "  cast(null as bigint) as resume_sequence,\n"
         )
         + f"  {_listed_images(listed, after)} as images\n"
         + f"from {relation(spec.log_relation)} version as of {integer(log_snapshot)}"
@@ -341,8 +380,7 @@ def _net_images(rows: str, probe: KeyProbe) -> str:
         return f"select {idents(probe.key)}, {sign} as {ident(NET)} from (\n{rows}\n)"
     columns = idents(probe.consolidate_by)
     return (
-        f"select {columns}, sum({sign}) as {ident(NET)} from (\n{rows}\n)\n"
-        f"group by {columns} having sum({sign}) <> 0"
+        f"select {columns}, sum({sign}) as {ident(NET)} from (\n{rows}\n)\ngroup by {columns} having sum({sign}) <> 0"
     )
 
 
@@ -351,7 +389,11 @@ def _double(value: float) -> str:
 
 
 def key_probe(
-    spec: LogSpec, log_snapshot: int, consumed: int | None, probe: KeyProbe, excluded: Sequence[int] = (),
+    spec: LogSpec,
+    log_snapshot: int,
+    consumed: int | None,
+    probe: KeyProbe,
+    excluded: Sequence[int] = (),
     only: Sequence[int] | None = None,
 ) -> str:
     """One row, from one read of the marked images: the view's net counts of after and before
@@ -381,7 +423,7 @@ def key_probe(
         parts.append(f"to_json(array_sort(collect_set({bucket}))) as key_buckets")
     else:
         parts.append("cast(null as string) as key_buckets")
-    return f"select " + ",\n  ".join(parts) + f"\nfrom (\n{per_key}\n)"
+    return "select " + ",\n  ".join(parts) + f"\nfrom (\n{per_key}\n)"
 
 
 def marked_changes(
@@ -429,7 +471,10 @@ def net_marked_changes(
 
 
 def purge(
-    spec: LogSpec, positions: Sequence[tuple[int, Sequence[int]]], watermark_sequence: int | None, *,
+    spec: LogSpec,
+    positions: Sequence[tuple[int, Sequence[int]]],
+    watermark_sequence: int | None,
+    *,
     as_delete: bool = False,
 ) -> str:
     """Delete the rows every dependent view has consumed, and all but the newest watermark.

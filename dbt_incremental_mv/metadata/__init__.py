@@ -22,26 +22,46 @@ table calls :meth:`Metadata.forget` for it.
 
 The value types are in ``types.py``, the two catalogs in ``sql_catalog.py`` and
 ``jvm_catalog.py`` (which reads Iceberg's Java objects with ``iceberg_java.py``); this module is the seam itself (:class:`Metadata`) and the interface it asks
-of them (:class:`Catalog`). Every name is importable from here.
+of them (:class:`Catalog`, with :class:`SqlOnlyCatalog` and :class:`JvmOnlyCatalog` for the calls it
+makes of one of them only). Every name is importable from here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Protocol
+from typing import Protocol, cast
 
-from dbt_incremental_mv.metadata.types import (  # noqa: F401 - the seam's names, importable from here
-    Bound, BOUNDED_TYPES, ChangedFiles, commits_since, DataFile, EPOCH, Execute, from_metadata_json, LostRace,
-    METADATA_COMMIT_ATTEMPTS, metadata_contention, MetadataContention, Query, retried_metadata_commit, Snapshot,
-    spark_line, spark_type, SUMMARY_KEYS, TableMetadata, WrittenSince,
+from dbt_incremental_mv.metadata.iceberg_java import LAST_UPDATED_FIELD_ID  # noqa: F401 - importable from here
+from dbt_incremental_mv.metadata.jvm_catalog import (  # noqa: F401 - the seam's names, importable from here
+    PARSED_KEPT,
+    JvmCatalog,
+    java_api_usable,
 )
 from dbt_incremental_mv.metadata.sql_catalog import (  # noqa: F401 - the seam's names, importable from here
     SqlCatalog,
 )
-from dbt_incremental_mv.metadata.iceberg_java import LAST_UPDATED_FIELD_ID  # noqa: F401 - importable from here
-from dbt_incremental_mv.metadata.jvm_catalog import (  # noqa: F401 - the seam's names, importable from here
-    java_api_usable, JvmCatalog, PARSED_KEPT,
+from dbt_incremental_mv.metadata.types import (  # noqa: F401 - the seam's names, importable from here
+    BOUNDED_TYPES,
+    EPOCH,
+    METADATA_COMMIT_ATTEMPTS,
+    SUMMARY_KEYS,
+    Bound,
+    ChangedFiles,
+    DataFile,
+    Execute,
+    LostRace,
+    MetadataContention,
+    Query,
+    Snapshot,
+    TableMetadata,
+    WrittenSince,
+    commits_since,
+    from_metadata_json,
+    metadata_contention,
+    retried_metadata_commit,
+    spark_line,
+    spark_type,
 )
 
 
@@ -49,11 +69,15 @@ class Catalog(Protocol):
     """What the seam asks of a catalog, whichever answers (SQL or the JVM)."""
 
     def load(self, name: str, columns: Sequence[tuple[str, str]] | None = None) -> TableMetadata | None: ...
-    def mains(self, names: Sequence[str]) -> dict[str, int]: ...
-    def columns(self, name: str) -> list[tuple[str, str]]: ...
     def fast_forward(
-        self, name: str, expected_main: int | None, *, to_snapshot: int | None = None, branch: str | None = None,
-        properties: Mapping[str, str] | None = None, drop_branches: Sequence[str] = (),
+        self,
+        name: str,
+        expected_main: int | None,
+        *,
+        to_snapshot: int | None = None,
+        branch: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        drop_branches: Sequence[str] = (),
     ) -> None: ...
     def branch_head(self, name: str, branch: str) -> int | None: ...
     def create_branch(self, name: str, branch: str, snapshot: int) -> None: ...
@@ -61,6 +85,29 @@ class Catalog(Protocol):
     def drop_temp_view(self, view: str) -> None: ...
     def reset_staging(self) -> None: ...
     def spark_version(self) -> str: ...
+
+
+class SqlOnlyCatalog(Catalog, Protocol):
+    """What the seam asks over SQL only (:class:`SqlCatalog`; not :attr:`Metadata.in_jvm`): reads
+    that need not load a table's whole metadata."""
+
+    def mains(self, names: Sequence[str]) -> dict[str, int]: ...
+    def columns(self, name: str) -> list[tuple[str, str]]: ...
+
+
+class JvmOnlyCatalog(Catalog, Protocol):
+    """What the seam asks in session mode only (:class:`JvmCatalog`; :attr:`Metadata.in_jvm`): scan
+    plans, file statistics, metadata-only deletes and staged scan task sets of the Java API."""
+
+    def written_since(
+        self, name: str, snapshot: int, columns: Sequence[str], after_sequence: int
+    ) -> WrittenSince | None: ...
+    def scan_size(self, name: str, snapshot: int | None, range_filter: tuple) -> int | None: ...
+    def data_files(self, name: str, upper_bound_of: str | None = None) -> list[DataFile]: ...
+    def delete_data_files(self, name: str, paths: Sequence[str]) -> None: ...
+    def stage_changed_files(self, name: str, start: int, end: int) -> ChangedFiles | None: ...
+    def stage_appended_files(self, name: str, snapshot: int) -> ChangedFiles | None: ...
+    def unstage_changed_files(self, changed: ChangedFiles) -> None: ...
 
 
 class Metadata:
@@ -78,6 +125,17 @@ class Metadata:
     @property
     def in_jvm(self) -> bool:
         return isinstance(self.catalog, JvmCatalog)
+
+    @property
+    def _sql_catalog(self) -> SqlOnlyCatalog:
+        """The catalog, for a call made over SQL only: the caller checked :attr:`in_jvm`."""
+        return cast(SqlOnlyCatalog, self.catalog)
+
+    @property
+    def _jvm_catalog(self) -> JvmOnlyCatalog:
+        """The catalog, for a call made in session mode only (the caller checked :attr:`in_jvm`,
+        or the method is documented as session mode only)."""
+        return cast(JvmOnlyCatalog, self.catalog)
 
     def spark(self) -> tuple[int, int]:
         """The Spark line (major, minor) that runs the statements, read once (over SQL, the
@@ -99,7 +157,7 @@ class Metadata:
             found = self.table(name)
             return list(found.columns) if found is not None else []
         if name not in self._columns:
-            self._columns[name] = self.catalog.columns(name)  # describe only: no snapshot read for a column check
+            self._columns[name] = self._sql_catalog.columns(name)  # describe only: no snapshot read for a column check
         return list(self._columns[name])
 
     def main(self, name: str) -> int | None:
@@ -111,7 +169,7 @@ class Metadata:
         unknown = [n for n in names if n not in self._tables and n not in self._mains]
         if unknown and not self.in_jvm:
             self._mains.update({n: None for n in unknown})
-            self._mains.update(self.catalog.mains(unknown))
+            self._mains.update(self._sql_catalog.mains(unknown))
         found = {}
         for name in names:
             if name in self._tables or self.in_jvm:
@@ -128,15 +186,25 @@ class Metadata:
             self._mains.pop(name, None)
 
     def fast_forward(
-        self, name: str, expected_main: int | None, *, to_snapshot: int | None = None, branch: str | None = None,
-        properties: Mapping[str, str] | None = None, drop_branches: Sequence[str] = (),
+        self,
+        name: str,
+        expected_main: int | None,
+        *,
+        to_snapshot: int | None = None,
+        branch: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        drop_branches: Sequence[str] = (),
     ) -> None:
         """Move ``name``'s main to a staged snapshot or a branch's head, as a compare-and-swap
         (LostRace: main is no longer at ``expected_main``, nothing changed), dropping
         ``drop_branches``."""
         try:
             self.catalog.fast_forward(
-                name, expected_main, to_snapshot=to_snapshot, branch=branch, properties=properties,
+                name,
+                expected_main,
+                to_snapshot=to_snapshot,
+                branch=branch,
+                properties=properties,
                 drop_branches=drop_branches,
             )
         finally:
@@ -154,7 +222,7 @@ class Metadata:
 
     def data_files(self, name: str, upper_bound_of: str | None = None) -> list[DataFile]:
         """The live data files of a table (session mode only: the Java API's scan plan)."""
-        return self.catalog.data_files(name, upper_bound_of)
+        return self._jvm_catalog.data_files(name, upper_bound_of)
 
     def written_since(
         self, name: str, snapshot: int, columns: Sequence[str], after_sequence: int
@@ -163,7 +231,7 @@ class Metadata:
         of values of ``columns`` in them, from file statistics; None over SQL (it would cost a job)."""
         if not self.in_jvm:
             return None
-        return self.catalog.written_since(name, snapshot, columns, after_sequence)
+        return self._jvm_catalog.written_since(name, snapshot, columns, after_sequence)
 
     def table_size(self, name: str, snapshot: int | None = None) -> tuple[int, int] | None:
         """(bytes of the live files, live records) of ``name`` at ``snapshot`` (None: main), from
@@ -171,7 +239,7 @@ class Metadata:
         table = self.table(name)
         if table is None:
             return None
-        at = table.snapshots.get(snapshot if snapshot is not None else table.main)  # type: ignore[arg-type]
+        at = table.snapshots.get(snapshot if snapshot is not None else table.main)  # type: ignore[arg-type]  # main None: get() finds nothing
         if at is None or "total-files-size" not in at.summary:
             return None
         return at.count("total-files-size"), at.count("total-records") - at.count("total-position-deletes")
@@ -185,13 +253,13 @@ class Metadata:
             return None
         key = (name, snapshot, range_filter)
         if key not in self._scan_sizes:
-            self._scan_sizes[key] = self.catalog.scan_size(name, snapshot, range_filter)
+            self._scan_sizes[key] = self._jvm_catalog.scan_size(name, snapshot, range_filter)
         return self._scan_sizes[key]
 
     def delete_data_files(self, name: str, paths: Sequence[str]) -> None:
         """Drop whole data files: a metadata-only delete (session mode only)."""
         try:
-            self.catalog.delete_data_files(name, paths)
+            self._jvm_catalog.delete_data_files(name, paths)
         finally:
             self.forget(name)
 
@@ -199,23 +267,23 @@ class Metadata:
     def changed_files(self, name: str, start: int, end: int) -> Iterator[ChangedFiles | None]:
         """The data files of ``name`` that differ between two snapshots, staged for one read
         while the block runs (session mode only; None: they cannot be staged, read otherwise)."""
-        changed = self.catalog.stage_changed_files(name, start, end) if self.in_jvm else None
+        changed = self._jvm_catalog.stage_changed_files(name, start, end) if self.in_jvm else None
         try:
             yield changed
         finally:
             if changed is not None:
-                self.catalog.unstage_changed_files(changed)
+                self._jvm_catalog.unstage_changed_files(changed)
 
     @contextmanager
     def appended_files(self, name: str, snapshot: int) -> Iterator[ChangedFiles | None]:
         """The data files the append commit ``snapshot`` of ``name`` added, staged for one read
         while the block runs (session mode only; None: not staged, read otherwise)."""
-        appended = self.catalog.stage_appended_files(name, snapshot) if self.in_jvm else None
+        appended = self._jvm_catalog.stage_appended_files(name, snapshot) if self.in_jvm else None
         try:
             yield appended
         finally:
             if appended is not None:
-                self.catalog.unstage_changed_files(appended)
+                self._jvm_catalog.unstage_changed_files(appended)
 
     def drop_temp_view(self, view: str) -> None:
         self.catalog.drop_temp_view(view)

@@ -5,14 +5,14 @@ statistics, column bounds. Stateless: every function takes the Java objects it r
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from contextlib import closing
 from typing import Any
 
 from dbt_incremental_mv.metadata.types import EPOCH, Bound
 
 
-def planned_tasks(scan: Any) -> Iterator[Any]:
+def planned_tasks(scan: Any) -> Generator[Any, None, None]:
     """The file scan tasks a table scan plans (manifests only, no data read); its task list is
     closed when the iteration ends or is closed."""
     tasks = scan.planFiles()
@@ -40,7 +40,7 @@ def iceberg_filter(expressions: Any, range_filter: tuple) -> Any:
     return combined
 
 
-def planned_files(scan: Any) -> Iterator[Any]:
+def planned_files(scan: Any) -> Generator[Any, None, None]:
     """The data files a table scan plans (see :func:`planned_tasks`)."""
     tasks = planned_tasks(scan)
     try:
@@ -58,9 +58,9 @@ def scan_tasks(table: Any, snapshot: int) -> dict[str, tuple[tuple[tuple[str, in
         for task in tasks:
             applied = task.deletes()
             # by index: iterating a py4j list ends on a Java exception (~10 ms per task)
-            deletes = tuple(sorted(
-                (str(d.location()), offset(d.contentOffset())) for d in map(applied.get, range(applied.size()))
-            ))
+            deletes = tuple(
+                sorted((str(d.location()), offset(d.contentOffset())) for d in map(applied.get, range(applied.size())))
+            )
             found[str(task.file().location())] = (deletes, task)
     return found
 

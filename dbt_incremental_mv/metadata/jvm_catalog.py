@@ -14,12 +14,33 @@ from typing import Any
 
 from dbt_incremental_mv.conflicts import LOST_RACE
 from dbt_incremental_mv.metadata.iceberg_java import (
-    bound, commits_between, first_row_id, format_version, has_delete_files, iceberg_filter, iceberg_version, iterate,
-    missing_java_api, planned_files, rows_gone_at_most, scan_tasks, schema_id, written_after,
+    bound,
+    commits_between,
+    first_row_id,
+    format_version,
+    has_delete_files,
+    iceberg_filter,
+    iceberg_version,
+    iterate,
+    missing_java_api,
+    planned_files,
+    rows_gone_at_most,
+    scan_tasks,
+    schema_id,
+    written_after,
 )
 from dbt_incremental_mv.metadata.types import (
-    java_error, BOUNDED_TYPES, ChangedFiles, DataFile, from_metadata_json, LostRace,
-    metadata_contention, MetadataContention, retried_metadata_commit, TableMetadata, WrittenSince,
+    BOUNDED_TYPES,
+    ChangedFiles,
+    DataFile,
+    LostRace,
+    MetadataContention,
+    TableMetadata,
+    WrittenSince,
+    from_metadata_json,
+    java_error,
+    metadata_contention,
+    retried_metadata_commit,
 )
 from dbt_incremental_mv.runtime.jvm_calls import java_class, string_writer, text_of
 from dbt_incremental_mv.sql_text import string
@@ -48,7 +69,9 @@ def java_api_usable(session: Any) -> bool:
             logger.warning(
                 "Iceberg %s in this Spark session lacks %s, which dbt-incremental-mv's Java metadata reader "
                 "calls (tested with Iceberg 1.10.2 and 1.11.0): table metadata is read through SQL instead "
-                "(slower; same answers).", iceberg_version(session._jvm), missing,
+                "(slower; same answers).",
+                iceberg_version(session._jvm),
+                missing,
             )
         _api_checked[key] = missing is None
     return _api_checked[key]
@@ -67,12 +90,21 @@ class JvmCatalog:
         # has none, and would look in a catalog that does not know the table
         java_class(self.session, "org.apache.spark.sql.SparkSession").setActiveSession(self.session._jsparkSession)
         try:
-            return java_class(self.session, "org.apache.iceberg.spark.Spark3Util").loadIcebergTable(self.session._jsparkSession, name)
+            return java_class(self.session, "org.apache.iceberg.spark.Spark3Util").loadIcebergTable(
+                self.session._jsparkSession, name
+            )
         except Exception as exc:  # noqa: BLE001 - py4j wraps the Java exception
             text = str(exc)
             if "NoSuchTableException" in text or "cannot be found" in text:
                 return None
             raise
+
+    def _existing_table(self, name: str) -> Any:
+        """The loaded table ``name``, which the caller commits to: a table that is gone is an error."""
+        table = self._table(name)
+        if table is None:
+            raise LookupError(f"Iceberg table {name} not found")
+        return table
 
     def load(self, name: str, columns: Sequence[tuple[str, str]] | None = None) -> TableMetadata | None:
         table = self._table(name)
@@ -104,24 +136,38 @@ class JvmCatalog:
         return text_of(writer)
 
     def fast_forward(
-        self, name: str, expected_main: int | None, *, to_snapshot: int | None = None, branch: str | None = None,
-        properties: Mapping[str, str] | None = None, drop_branches: Sequence[str] = (),
+        self,
+        name: str,
+        expected_main: int | None,
+        *,
+        to_snapshot: int | None = None,
+        branch: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        drop_branches: Sequence[str] = (),
     ) -> None:
         """Move main to ``to_snapshot`` (a staged snapshot) or to the head of ``branch`` (and drop
         the branch and ``drop_branches``), and set ``properties``, in ONE compare-and-swap commit
         of the table metadata: refused (LostRace) unless main is still at ``expected_main``."""
         target = branch or f"mv_publish_{to_snapshot}"
-        description = f"call spark_catalog.system.fast_forward({string(name)}, 'main', {string(target)}) [metadata commit]"
+        description = (
+            f"call spark_catalog.system.fast_forward({string(name)}, 'main', {string(target)}) [metadata commit]"
+        )
         # made again while main is still where expected but another metadata commit came first
         retried_metadata_commit(
-            lambda: self._fast_forward(name, expected_main, to_snapshot, branch, properties, drop_branches), description,
+            lambda: self._fast_forward(name, expected_main, to_snapshot, branch, properties, drop_branches),
+            description,
         )
         logger.debug("%s", description)
         self.on_commit(description)
 
     def _fast_forward(
-        self, name: str, expected_main: int | None, to_snapshot: int | None, branch: str | None,
-        properties: Mapping[str, str] | None, drop_branches: Sequence[str],
+        self,
+        name: str,
+        expected_main: int | None,
+        to_snapshot: int | None,
+        branch: str | None,
+        properties: Mapping[str, str] | None,
+        drop_branches: Sequence[str],
     ) -> None:
         table = self._table(name)
         if table is None:
@@ -152,7 +198,9 @@ class JvmCatalog:
             operations.commit(base, builder.build())
         except Exception as exc:  # noqa: BLE001 - py4j wraps the Java exception
             if metadata_contention(exc):
-                raise MetadataContention(f"another commit to {name} came first: {LOST_RACE} ({java_error(exc)})") from exc
+                raise MetadataContention(
+                    f"another commit to {name} came first: {LOST_RACE} ({java_error(exc)})"
+                ) from exc
             raise
 
     def written_since(
@@ -210,7 +258,7 @@ class JvmCatalog:
 
     def create_branch(self, name: str, branch: str, snapshot: int) -> None:
         def create() -> None:
-            self._table(name).manageSnapshots().createBranch(branch, snapshot).commit()
+            self._existing_table(name).manageSnapshots().createBranch(branch, snapshot).commit()
 
         retried_metadata_commit(create, f"create branch {branch} on {name}")
         self.on_commit(f"create branch {branch} on {name}")
@@ -274,7 +322,7 @@ class JvmCatalog:
 
     def delete_data_files(self, name: str, paths: Sequence[str]) -> None:
         """Remove whole data files in one commit that reads no data (Iceberg's DeleteFiles)."""
-        table = self._table(name)
+        table = self._existing_table(name)
         delete = table.newDelete()
         for path in paths:
             # a CharSequence that is not a String: py4j would pick the protected
@@ -306,8 +354,12 @@ class JvmCatalog:
             removed, added = self._files_changed_by(table, commits)
         else:
             before, after = scan_tasks(table, start), scan_tasks(table, end)
-            removed = [task for path, (deletes, task) in before.items() if path not in after or after[path][0] != deletes]
-            added = [task for path, (deletes, task) in after.items() if path not in before or before[path][0] != deletes]
+            removed = [
+                task for path, (deletes, task) in before.items() if path not in after or after[path][0] != deletes
+            ]
+            added = [
+                task for path, (deletes, task) in after.items() if path not in before or before[path][0] != deletes
+            ]
         lineage_since = rows_gone = None
         written: list[Any] = added
         if format_version(table) >= 3 and all(first_row_id(task) is not None for task in (*removed, *added)):
@@ -319,9 +371,14 @@ class JvmCatalog:
         try:
             changed = replace(changed, removed_view=self._stage(table, f"mv_files_removed_{token}", removed))
             changed = replace(changed, added_view=self._stage(table, f"mv_files_added_{token}", added))
-            changed = replace(changed, written_view=(
-                self._stage(table, f"mv_files_written_{token}", written) if len(written) < len(added) else changed.added_view
-            ))
+            changed = replace(
+                changed,
+                written_view=(
+                    self._stage(table, f"mv_files_written_{token}", written)
+                    if len(written) < len(added)
+                    else changed.added_view
+                ),
+            )
         except Exception:
             self.unstage_changed_files(changed)
             raise

@@ -6,10 +6,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from dbt_incremental_mv.conflicts import lost_race
-from dbt_incremental_mv.sql_text import ident, integer, relation, string
 from dbt_incremental_mv.metadata.types import (
-    Execute, LostRace, Query, retried_metadata_commit, Snapshot, SUMMARY_KEYS, TableMetadata,
+    SUMMARY_KEYS,
+    Execute,
+    LostRace,
+    Query,
+    Snapshot,
+    TableMetadata,
+    retried_metadata_commit,
 )
+from dbt_incremental_mv.sql_text import ident, integer, relation, string
 
 
 class SqlCatalog:
@@ -25,7 +31,9 @@ class SqlCatalog:
         if not columns:
             return None
         properties = {
-            str(row[0]): str(row[-1]) for row in self.query(f"show tblproperties {relation(name)}") if row and row[0] is not None
+            str(row[0]): str(row[-1])
+            for row in self.query(f"show tblproperties {relation(name)}")
+            if row and row[0] is not None
         }
         keys = ", ".join(f"s.summary[{string(k)}]" for k in SUMMARY_KEYS)
         table = relation(name)
@@ -64,8 +72,14 @@ class SqlCatalog:
         return columns
 
     def fast_forward(
-        self, name: str, expected_main: int | None, *, to_snapshot: int | None = None, branch: str | None = None,
-        properties: Mapping[str, str] | None = None, drop_branches: Sequence[str] = (),
+        self,
+        name: str,
+        expected_main: int | None,
+        *,
+        to_snapshot: int | None = None,
+        branch: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        drop_branches: Sequence[str] = (),
     ) -> None:
         """Move main to ``to_snapshot`` (a staged snapshot) or to the head of ``branch`` (then
         dropped). Iceberg's fast_forward fails unless main is an ancestor of the target, so main

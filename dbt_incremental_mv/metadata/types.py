@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-
 Query = Callable[[str], Sequence[Sequence[Any]]]
 Execute = Callable[[str], None]
 
@@ -78,7 +77,7 @@ def retried_metadata_commit(commit: Callable[[], None], what: str) -> None:
             if attempt == METADATA_COMMIT_ATTEMPTS or not metadata_contention(exc):
                 raise
             logger.debug("%s: concurrent metadata commit, attempt %d of %d", what, attempt, METADATA_COMMIT_ATTEMPTS)
-            time.sleep(random.uniform(0.05, 0.1 * 2 ** attempt))
+            time.sleep(random.uniform(0.05, 0.1 * 2**attempt))
 
 
 @dataclass(frozen=True)
@@ -92,7 +91,7 @@ class Snapshot:
 
     def count(self, key: str) -> int:
         value = self.summary.get(key)
-        return int(value) if value not in (None, "") else 0
+        return int(value) if value is not None and value != "" else 0
 
 
 @dataclass(frozen=True)
@@ -223,7 +222,8 @@ def from_metadata_json(name: str, document: Mapping[str, Any]) -> TableMetadata:
     if main is None and document.get("current-snapshot-id") not in (None, -1):
         main = document["current-snapshot-id"]
     branches = {
-        str(ref): int(entry["snapshot-id"]) for ref, entry in refs.items()
+        str(ref): int(entry["snapshot-id"])
+        for ref, entry in refs.items()
         if ref != "main" and entry.get("type", "branch") == "branch" and entry.get("snapshot-id") is not None
     }
     return TableMetadata(name, columns, properties, snapshots, None if main is None else int(main), branches)

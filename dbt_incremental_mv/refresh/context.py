@@ -15,16 +15,38 @@ Query = Callable[[str], Sequence[Sequence[Any]]]
 Execute = Callable[[str], None]
 
 STATS_COLUMNS = (
-    "max_sequence", "inserts", "deletes", "captured_through", "watermarks", "watermark_sequence",
-    "reset_sequence", "oldest_change", "resume_sequence", "images",
+    "max_sequence",
+    "inserts",
+    "deletes",
+    "captured_through",
+    "watermarks",
+    "watermark_sequence",
+    "reset_sequence",
+    "oldest_change",
+    "resume_sequence",
+    "images",
 )
 PROBE_COLUMNS = ("net_inserts", "net_deletes", "marked_keys", "key_buckets")  # log_sql.key_probe's
-NO_PROBE = "cast(null as bigint) as net_inserts, cast(null as bigint) as net_deletes, " \
+NO_PROBE = (
+    "cast(null as bigint) as net_inserts, cast(null as bigint) as net_deletes, "
     "cast(null as string) as marked_keys, cast(null as string) as key_buckets"
-NO_ROWS = {"max_sequence": 0, "inserts": 0, "deletes": 0, "captured_through": None, "watermarks": 0,
-           "watermark_sequence": None, "reset_sequence": None, "oldest_change": None,
-           "resume_sequence": None, "images": None, "net_inserts": None, "net_deletes": None, "marked_keys": None,
-           "key_buckets": None}
+)
+NO_ROWS = {
+    "max_sequence": 0,
+    "inserts": 0,
+    "deletes": 0,
+    "captured_through": None,
+    "watermarks": 0,
+    "watermark_sequence": None,
+    "reset_sequence": None,
+    "oldest_change": None,
+    "resume_sequence": None,
+    "images": None,
+    "net_inserts": None,
+    "net_deletes": None,
+    "marked_keys": None,
+    "key_buckets": None,
+}
 
 
 @dataclass(frozen=True)
@@ -41,18 +63,33 @@ class StatsRequest:
 
     @property
     def key(self) -> tuple:
-        return (self.spec.log_relation, self.log_snapshot, self.consumed, self.excluded, self.only, self.resume_at,
-                self.probe)
+        return (
+            self.spec.log_relation,
+            self.log_snapshot,
+            self.consumed,
+            self.excluded,
+            self.only,
+            self.resume_at,
+            self.probe,
+        )
 
     def sql(self) -> str:
         """The counts (log_sql.log_stats, listing the images for a listed probe), and an
         aggregated probe's reads (log_sql.key_probe) or NULLs."""
+        log_snapshot = self.log_snapshot
+        assert log_snapshot is not None  # RefreshContext.stats reads only the requests of a log with a snapshot
         stats = log_sql.log_stats(
-            self.spec, self.log_snapshot, self.consumed, self.excluded, self.only, self.resume_at, self.probe,
+            self.spec,
+            log_snapshot,
+            self.consumed,
+            self.excluded,
+            self.only,
+            self.resume_at,
+            self.probe,
         )
         if self.probe is None or self.probe.listed:
             return f"select *, {NO_PROBE} from (\n{stats}\n)"
-        probe = log_sql.key_probe(self.spec, self.log_snapshot, self.consumed, self.probe, self.excluded, self.only)
+        probe = log_sql.key_probe(self.spec, log_snapshot, self.consumed, self.probe, self.excluded, self.only)
         return f"select * from (\n{stats}\n) cross join (\n{probe}\n)"
 
 
@@ -85,9 +122,7 @@ class RefreshContext:
         """Log counts (``log_sql.log_stats``) for each request, all not read yet in ONE statement."""
         missing = [r for r in dict.fromkeys(requests) if r.log_snapshot is not None and r.key not in self._stats]
         if missing:
-            sql = "\nunion all\n".join(
-                f"select {i} as request, * from (\n{r.sql()}\n)" for i, r in enumerate(missing)
-            )
+            sql = "\nunion all\n".join(f"select {i} as request, * from (\n{r.sql()}\n)" for i, r in enumerate(missing))
             # one row per request (an aggregate without group by always returns one row)
             for row in self.query(sql):
                 request = missing[int(row[0])]

@@ -87,7 +87,9 @@ class Calibration:
             seconds_per_stage=float(prices.get("seconds_per_stage", 0.0)),
             seconds_per_gb_shuffled=float(prices.get("seconds_per_gb_shuffled", 0.0)),
             seconds_per_gb_sorted=float(prices.get("seconds_per_gb_sorted", 0.0)),
-            seconds_per_gb_rebuilt=float(prices["seconds_per_gb_rebuilt"]) if "seconds_per_gb_rebuilt" in prices else None,
+            seconds_per_gb_rebuilt=float(prices["seconds_per_gb_rebuilt"])
+            if "seconds_per_gb_rebuilt" in prices
+            else None,
             measured=str(document.get("measured", "")),
         )
 
@@ -104,7 +106,9 @@ def calibration() -> Calibration:
 @lru_cache(maxsize=4)
 def _calibration(path: str | None) -> Calibration:
     if path is None:
-        return Calibration.from_json(resources.files("dbt_incremental_mv").joinpath(CALIBRATION_FILE).read_text(encoding="utf-8"))
+        return Calibration.from_json(
+            resources.files("dbt_incremental_mv").joinpath(CALIBRATION_FILE).read_text(encoding="utf-8")
+        )
     try:
         return Calibration.from_json(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -131,7 +135,7 @@ class TableRead:
     filter: RangeFilter | None = None
 
 
-def _bound(node: exp.Expression) -> Bound | None:
+def _bound(node: exp.Expr) -> Bound | None:
     """A literal bound of a range (an integer, a string or a date), or None."""
     if isinstance(node, exp.Paren):
         return _bound(node.this)
@@ -153,7 +157,7 @@ def _bound(node: exp.Expression) -> Bound | None:
     return None
 
 
-def range_filter(condition: exp.Expression | None) -> RangeFilter | None:
+def range_filter(condition: exp.Expr | None) -> RangeFilter | None:
     """The part of a WHERE condition Iceberg prunes data files by: ranges of a column between
     literals and IN lists of literals (each value a range of its own), combined by AND and OR;
     anything else (an IN of a subquery, a comparison of two columns) prunes nothing. None: no
@@ -195,7 +199,7 @@ def _relation(table: exp.Table, view_relation: str) -> str:
 
 
 @lru_cache(maxsize=256)
-def _parsed(sql: str) -> exp.Expression:
+def _parsed(sql: str) -> exp.Expr:
     """A statement's syntax tree, parsed once for what it reads and for its stages (read only)."""
     return sqlglot.parse_one(sql, read="spark")
 
@@ -221,15 +225,23 @@ def table_reads(sql: str, view_relation: str) -> list[TableRead]:
         parent = table.parent
         if isinstance(parent, exp.Delete) and parent.this is table:
             condition = parent.args.get("where")
-        elif isinstance(parent, exp.From) and isinstance(parent.parent, exp.Select) and not parent.parent.args.get("joins"):
+        elif (
+            isinstance(parent, exp.From)
+            and isinstance(parent.parent, exp.Select)
+            and not parent.parent.args.get("joins")
+        ):
             condition = parent.parent.args.get("where")
         if isinstance(parent, exp.Insert) and parent.this is table:
             continue  # the target of an INSERT is written, not read
         if isinstance(parent, exp.Schema) and isinstance(parent.parent, exp.Insert):
             continue
-        reads.append(TableRead(
-            _relation(table, view_relation), snapshot, range_filter(condition.this if condition is not None else None)
-        ))
+        reads.append(
+            TableRead(
+                _relation(table, view_relation),
+                snapshot,
+                range_filter(condition.this if condition is not None else None),
+            )
+        )
     return reads
 
 
@@ -263,9 +275,7 @@ def query_stages(view: ViewDefinition) -> tuple[int, int]:
     return len(view.joins) + int(view.is_aggregate), len(view.reserves)
 
 
-def fast_seconds(
-    prices: Calibration, stages: Sequence[int], read: int, written: int, changes: int
-) -> float:
+def fast_seconds(prices: Calibration, stages: Sequence[int], read: int, written: int, changes: int) -> float:
     """A fast refresh's price: its statements (``stages``: each one's, statement_stages), the bytes
     they read, write and the changes they apply."""
     return (
@@ -286,8 +296,13 @@ def complete_seconds(prices: Calibration, read: int, stages: int, windows: int, 
     return (
         prices.complete_fixed_seconds
         + prices.seconds_per_statement
-        + (prices.seconds_per_gb_read + prices.seconds_per_gb_shuffled * stages + prices.seconds_per_gb_sorted * windows)
-        * read / GB
+        + (
+            prices.seconds_per_gb_read
+            + prices.seconds_per_gb_shuffled * stages
+            + prices.seconds_per_gb_sorted * windows
+        )
+        * read
+        / GB
         + rebuilt * written / GB
     )
 
@@ -372,8 +387,12 @@ def _read_bytes(read: TableRead, sizes: Sizes) -> tuple[int, int] | None:
 
 
 def estimate_fast(
-    statement: RefreshStatement, view_relation: str, marked: Mapping[str, MarkedLog], sizes: Sizes,
-    prices: Calibration, whole_reads_only: bool = False,
+    statement: RefreshStatement,
+    view_relation: str,
+    marked: Mapping[str, MarkedLog],
+    sizes: Sizes,
+    prices: Calibration,
+    whole_reads_only: bool = False,
 ) -> Estimate:
     """A fast refresh running ``statement`` (its cached deltas and its writes); ``whole_reads_only``:
     count only the tables it reads whole, not those a range filter prunes (a lower bound, before
@@ -398,9 +417,15 @@ def estimate_fast(
     written = int(min(changes, view_rows) * (view_bytes / view_rows)) if view_rows else 0
     stages = [statement_stages(sql) for sql in statements]
     return Estimate(
-        "fast", fast_seconds(prices, stages, read, written, changes), len(statements), read, written, changes,
+        "fast",
+        fast_seconds(prices, stages, read, written, changes),
+        len(statements),
+        read,
+        written,
+        changes,
         (largest[2], largest[0] / largest[1]) if largest is not None else None,
-        tuple(dict.fromkeys(unknown)), stages=sum(stages),
+        tuple(dict.fromkeys(unknown)),
+        stages=sum(stages),
     )
 
 
@@ -425,7 +450,10 @@ def with_capture(
 
 
 def estimate_complete(
-    masters_read: Sequence[tuple[str, int | None]], view_relation: str, sizes: Sizes, prices: Calibration,
+    masters_read: Sequence[tuple[str, int | None]],
+    view_relation: str,
+    sizes: Sizes,
+    prices: Calibration,
     shape: tuple[int, int] = (0, 0),
 ) -> Estimate:
     """A complete refresh: its query reads every master occurrence (``masters_read``: relation and
@@ -444,8 +472,13 @@ def estimate_complete(
     written = view[0] if view is not None else 0
     stages, windows = shape
     return Estimate(
-        "complete", complete_seconds(prices, read, stages, windows, written), 1, read, written,
-        unknown=tuple(dict.fromkeys(unknown)), stages=stages + windows,
+        "complete",
+        complete_seconds(prices, read, stages, windows, written),
+        1,
+        read,
+        written,
+        unknown=tuple(dict.fromkeys(unknown)),
+        stages=stages + windows,
     )
 
 

@@ -13,27 +13,27 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from dbt_incremental_mv.refresh.state import staleness
 from dbt_incremental_mv.analysis import ViewDefinition
-from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition
 from dbt_incremental_mv.logs.capture_plan import CapturePlan
 from dbt_incremental_mv.logs.contract import LogSpec
 from dbt_incremental_mv.metadata import Metadata
-from dbt_incremental_mv.refresh.phases import capture as capture_phase
-from dbt_incremental_mv.refresh.operations import explain as explain_phase
-from dbt_incremental_mv.refresh.operations import on_commit as on_commit_phase
-from dbt_incremental_mv.refresh.phases import force
-from dbt_incremental_mv.refresh.operations import history
-from dbt_incremental_mv.refresh.phases import own_log, propagate, publish as publish_phase
-from dbt_incremental_mv.refresh.operations import status as status_phase
 from dbt_incremental_mv.refresh.context import Execute, Query, RefreshContext
 from dbt_incremental_mv.refresh.graph import view_consumers
+from dbt_incremental_mv.refresh.operations import explain as explain_phase
+from dbt_incremental_mv.refresh.operations import history
+from dbt_incremental_mv.refresh.operations import on_commit as on_commit_phase
+from dbt_incremental_mv.refresh.operations import status as status_phase
+from dbt_incremental_mv.refresh.phases import capture as capture_phase
+from dbt_incremental_mv.refresh.phases import force, own_log, propagate
+from dbt_incremental_mv.refresh.phases import publish as publish_phase
 from dbt_incremental_mv.refresh.phases.mark import mark_logs, nothing_to_refresh
 from dbt_incremental_mv.refresh.phases.plan import plan_refresh
 from dbt_incremental_mv.refresh.phases.propagate import Propagation
 from dbt_incremental_mv.refresh.phases.publish import ConcurrentRefreshError, Step, StepKind  # noqa: F401 - part of the engine's API
 from dbt_incremental_mv.refresh.phases.purge import purge_log
 from dbt_incremental_mv.refresh.phases.run import RefreshRun
+from dbt_incremental_mv.refresh.state import staleness
+from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition
 from dbt_incremental_mv.sql_text import relation
 
 IDLE = "fast refresh: nothing marked (no master commit or log change since the last refresh); no write"
@@ -52,8 +52,13 @@ class FastRefreshEngine:
 
     # ---------------------------------------------------------------- plan
     def plan(
-        self, model: Mapping[str, Any], compiled_sql: str, view_relation: str, existing_type: str | None,
-        full_refresh: bool, graph: Mapping[str, Any],
+        self,
+        model: Mapping[str, Any],
+        compiled_sql: str,
+        view_relation: str,
+        existing_type: str | None,
+        full_refresh: bool,
+        graph: Mapping[str, Any],
     ) -> RefreshRun:
         """Validate and decide (reads only, see plan.py): the plan, in the record of its run."""
         plan = plan_refresh(self.ctx, model, compiled_sql, view_relation, existing_type, full_refresh, graph)
@@ -70,7 +75,9 @@ class FastRefreshEngine:
         if state is not None and nothing_to_refresh(ctx, plan, state):
             return Propagation([], None, {}, IDLE)
         ctx.metadata.reset_staging()
-        skipped, choice = force.captures_to_skip(ctx, plan, state, run.action)  # force may recompute rather than capture
+        skipped, choice = force.captures_to_skip(
+            ctx, plan, state, run.action
+        )  # force may recompute rather than capture
         if choice is not None:
             run.record_choice(choice.method, choice.why)
         captured = []
@@ -78,11 +85,17 @@ class FastRefreshEngine:
         for spec in plan.logs.values():
             if spec.capture and spec.master_relation not in skipped:
                 capture = capture_phase.capture(
-                    ctx, spec, plan.logged_columns.get(spec.log_relation), spec.log_relation in plan.log_evolutions,
+                    ctx,
+                    spec,
+                    plan.logged_columns.get(spec.log_relation),
+                    spec.log_relation in plan.log_evolutions,
                     exists=spec.log_relation in plan.existing_logs and spec.log_relation not in plan.log_evolutions,
                     position=state.logs.get(spec.log_relation) if state is not None else None,
                     stops=capture_phase.consumers_stops(
-                        ctx, spec, plan.log_consumers.get(spec.log_relation, ()), {plan.view_relation: state},
+                        ctx,
+                        spec,
+                        plan.log_consumers.get(spec.log_relation, ()),
+                        {plan.view_relation: state},
                     ),
                 )
                 if capture.method not in ("none", "reset"):
@@ -110,7 +123,9 @@ class FastRefreshEngine:
         staged = publish_phase.staged_snapshot(ctx, plan.view_relation, wap_id)
         if staged is None:
             return  # publish reports it
-        written = own_log.write(ctx, plan.own_log, plan.view_relation, plan.view_read_at, staged.snapshot_id, run.changed_rows)
+        written = own_log.write(
+            ctx, plan.own_log, plan.view_relation, plan.view_read_at, staged.snapshot_id, run.changed_rows
+        )
         if isinstance(written, str):
             run.own_log_note = f"{plan.own_log.log_relation} not written ({written})"
         else:
@@ -133,20 +148,26 @@ class FastRefreshEngine:
         return summary
 
     # ---------------------------------------------------------------- report + purge
-    def finish(self, run: RefreshRun, propagation: Propagation, graph: Mapping[str, Any], existing: Callable[[str], bool]) -> str:
+    def finish(
+        self, run: RefreshRun, propagation: Propagation, graph: Mapping[str, Any], existing: Callable[[str], bool]
+    ) -> str:
         """Purge what every view has consumed; returns the model's one log line."""
         plan = run.plan
         touched = self.touched_rows(run, propagation)
         if plan.own_log is not None:  # a log the view keeps starts with its first build
             created = own_log.ensure_exists(self._context(run, self.ctx), plan.own_log)
-            if created is None and run.own_log_note is None and propagation.steps and run.action not in ("fast", "build"):
-                created = f"{plan.own_log.log_relation} not written (a complete refresh: its readers capture the change)"
+            if (
+                created is None
+                and run.own_log_note is None
+                and propagation.steps
+                and run.action not in ("fast", "build")
+            ):
+                created = (
+                    f"{plan.own_log.log_relation} not written (a complete refresh: its readers capture the change)"
+                )
             run.own_log_note = created or run.own_log_note
         purged = self.purge(run, propagation, graph, existing)
-        if run.action == "fast":
-            line = propagation.summary
-        else:
-            line = f"{run.action} ({run.reason}): {propagation.summary}"
+        line = propagation.summary if run.action == "fast" else f"{run.action} ({run.reason}): {propagation.summary}"
         if touched:
             line += f"; {touched}"
         if run.own_log_note:
@@ -171,7 +192,9 @@ class FastRefreshEngine:
             return f"view rows: {int(count or 0)}"
         return publish_phase.view_rows_line(run.published_summary or {})
 
-    def purge(self, run: RefreshRun, propagation: Propagation, graph: Mapping[str, Any], existing: Callable[[str], bool]) -> list[str]:
+    def purge(
+        self, run: RefreshRun, propagation: Propagation, graph: Mapping[str, Any], existing: Callable[[str], bool]
+    ) -> list[str]:
         """Delete log rows that every dependent view has consumed. Returns what was purged."""
         if propagation.state is None:
             return []
@@ -182,18 +205,28 @@ class FastRefreshEngine:
             if marked is not None and marked.upto == marked.consumed and (run.action == "fast" or marked.uncaptured):
                 continue  # this view consumed nothing of the log: it cannot raise what every view consumed
             done += purge_log(
-                ctx, spec, propagation.state, plan.view_relation, graph, existing,
+                ctx,
+                spec,
+                propagation.state,
+                plan.view_relation,
+                graph,
+                existing,
                 marked.log_snapshot if marked is not None else None,
             )
         return done
 
-    def history_row(self, run: RefreshRun, propagation: Propagation, line: str, invocation_id: str) -> history.HistoryRow:
+    def history_row(
+        self, run: RefreshRun, propagation: Propagation, line: str, invocation_id: str
+    ) -> history.HistoryRow:
         """The refresh history's row for this refresh (history.py), from what the phases kept."""
         return history.refresh_row(self._context(run, self.ctx), run, propagation, line, invocation_id)
 
     # ---------------------------------------------------------------- operations
     def on_commit(
-        self, master_relation: str, graph: Mapping[str, Any], existing: Callable[[str], bool],
+        self,
+        master_relation: str,
+        graph: Mapping[str, Any],
+        existing: Callable[[str], bool],
         commits: Sequence[int] | None = None,
     ) -> list[str]:
         return on_commit_phase.on_commit(self.ctx, master_relation, graph, existing, commits)
@@ -201,7 +234,9 @@ class FastRefreshEngine:
     def stored_definition(self, view: str, graph: Mapping[str, Any]) -> ViewDefinition | str:
         return on_commit_phase.stored_definition(self.ctx, view, graph)
 
-    def explain(self, model: Mapping[str, Any], sql: str, view_relation: str, built: bool, graph: Mapping[str, Any]) -> list[str]:
+    def explain(
+        self, model: Mapping[str, Any], sql: str, view_relation: str, built: bool, graph: Mapping[str, Any]
+    ) -> list[str]:
         return explain_phase.explain(self.ctx, model, sql, view_relation, built, graph).lines()
 
     def status(self, model: Mapping[str, Any], view_relation: str, graph: Mapping[str, Any]) -> staleness.ViewStatus:
@@ -211,8 +246,11 @@ class FastRefreshEngine:
         """Bring a capture-managed log up to its master's current snapshot; returns what it did.
         ``graph``: the project's, for the views reading the log (their capture stops)."""
         consumers = view_consumers(graph, spec.master_relation) if graph is not None else ()
-        return capture_phase.capture(self.ctx, spec, logged, stops=capture_phase.consumers_stops(self.ctx, spec, consumers)).reason
+        return capture_phase.capture(
+            self.ctx, spec, logged, stops=capture_phase.consumers_stops(self.ctx, spec, consumers)
+        ).reason
 
-    def capture_plan(self, spec: LogSpec, snapshots: Mapping[str, int], position: LogPosition | None = None) -> CapturePlan:
+    def capture_plan(
+        self, spec: LogSpec, snapshots: Mapping[str, int], position: LogPosition | None = None
+    ) -> CapturePlan:
         return capture_phase.capture_plan(self.ctx, spec, snapshots, position)
-

@@ -48,7 +48,10 @@ def view_consumers(graph: Mapping[str, Any], master_relation: str) -> list[str]:
 def model_node(graph: Mapping[str, Any], view_relation: str) -> Mapping[str, Any] | None:
     """The model whose relation is ``view_relation``, or None."""
     return next(
-        (n for n in graph.get("nodes", {}).values()
-         if n.get("resource_type") == "model" and relation_name(n) == view_relation),
+        (
+            n
+            for n in graph.get("nodes", {}).values()
+            if n.get("resource_type") == "model" and relation_name(n) == view_relation
+        ),
         None,
     )

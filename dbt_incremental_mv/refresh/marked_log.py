@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from dbt_incremental_mv.analysis.model import ViewDefinition
 from dbt_incremental_mv.logs import sql as log_sql
@@ -27,7 +28,7 @@ from dbt_incremental_mv.logs.contract import DELETE, INSERT, LogSpec, may_have_b
 from dbt_incremental_mv.metadata import Bound
 from dbt_incremental_mv.sql_text import between, broadcast, ident, idents, integer, literal, relation, string
 
-KeyValues = tuple[tuple[Bound, ...], ...]  # distinct keys, each a tuple in key order
+KeyValues = tuple[tuple[Bound | None, ...], ...]  # distinct keys, each a tuple in key order (None: a NULL)
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,14 @@ class MarkedLog:
         assert self.netted_by is not None
         names = list(self.netted_by)
         rows = log_sql.net_marked_changes(
-            self.spec, self.log_snapshot, self.consumed, self.upto, names, names, self.excluded, self.only,
+            self.spec,
+            self.log_snapshot,
+            self.consumed,
+            self.upto,
+            names,
+            names,
+            self.excluded,
+            self.only,
         )
         listed = as_current_types({c: types.get(c.casefold(), "") for c in names}) or idents(names)
         keyed = " and ".join(f"{ident(k)} is not null" for k in self.spec.key)
@@ -161,11 +169,20 @@ class MarkedLog:
         by the view's columns when some cancelled out (``consolidated``)."""
         if self.consolidated is not None:
             rows = log_sql.net_marked_changes(
-                self.spec, self.log_snapshot, self.consumed, self.upto, columns, self.consolidated, self.excluded, self.only,
+                self.spec,
+                self.log_snapshot,
+                self.consumed,
+                self.upto,
+                columns,
+                self.consolidated,
+                self.excluded,
+                self.only,
             )
         elif self.skipped and self.key_values is not None:  # the listed keys left: the others cancelled out
             read = list(dict.fromkeys([*columns, *self.spec.key]))
-            rows = log_sql.marked_changes(self.spec, self.log_snapshot, self.consumed, self.upto, read, self.excluded, self.only)
+            rows = log_sql.marked_changes(
+                self.spec, self.log_snapshot, self.consumed, self.upto, read, self.excluded, self.only
+            )
             kept = literal_in([ident(k) for k in self.spec.key], self.key_values)
             rows = f"select {idents([*columns, '_mv_op'])} from (\n{rows}\n) where {kept}"
         else:
@@ -201,15 +218,19 @@ def netted_columns(view: ViewDefinition, spec: LogSpec) -> tuple[str, ...]:
     return tuple(sorted(read.values(), key=str.casefold))
 
 
+def _no_null(key: tuple[Bound | None, ...]) -> TypeGuard[tuple[Bound, ...]]:
+    return all(v is not None for v in key)
+
+
 def literal_in(columns: Sequence[str], keys: KeyValues) -> str:
     """``columns`` (rendered) among ``keys`` (tuples of literal values): ``c in (..)``, or for a
     key of several columns the first one's values (what Iceberg prunes by) and the tuples. A
     key with a NULL matches nothing (as with an IN of a subquery). ``false`` for no key."""
-    keys = tuple(k for k in keys if all(v is not None for v in k))
-    if not keys:
+    complete = tuple(k for k in keys if _no_null(k))
+    if not complete:
         return "false"
     if len(columns) == 1:
-        return f"{columns[0]} in ({', '.join(literal(k[0]) for k in keys)})"
-    first = ", ".join(literal(v) for v in dict.fromkeys(k[0] for k in keys))
-    tuples = ", ".join("(" + ", ".join(literal(v) for v in k) + ")" for k in keys)
+        return f"{columns[0]} in ({', '.join(literal(k[0]) for k in complete)})"
+    first = ", ".join(literal(v) for v in dict.fromkeys(k[0] for k in complete))
+    tuples = ", ".join("(" + ", ".join(literal(v) for v in k) + ")" for k in complete)
     return f"({columns[0]} in ({first}) and ({', '.join(columns)}) in ({tuples}))"

@@ -16,7 +16,12 @@ from pathlib import Path, PureWindowsPath
 
 from dbt_incremental_mv.runtime import jvm_archive, local_fs
 from dbt_incremental_mv.runtime.iceberg_runtime import (
-    IcebergJars, SparkLine, installed_spark, prepare_offline_jars, runtime_jars, uses_http_client,
+    IcebergJars,
+    SparkLine,
+    installed_spark,
+    prepare_offline_jars,
+    runtime_jars,
+    uses_http_client,
 )
 
 DEFAULT_WAREHOUSE = "warehouse"
@@ -146,13 +151,17 @@ def session_settings(
         **STATUS_RETENTION,
     }
     settings.update(user_params)
-    if iceberg_jars == "packages" or (iceberg_jars == "auto" and jars is None and not _user_supplies_iceberg(user_params)):
+    if iceberg_jars == "packages" or (
+        iceberg_jars == "auto" and jars is None and not _user_supplies_iceberg(user_params)
+    ):
         settings["spark.jars.packages"] = ",".join(
             filter(None, [(spark or installed_spark()).package, user_params.get("spark.jars.packages")])
         )
     elif jars is not None:  # the Iceberg runtime first, then the user's own jars (a catalog's driver)
         settings["spark.jars"] = ",".join(filter(None, [*jars.classpath, user_params.get("spark.jars")]))
-    settings = local_fs.with_local_file_system(settings, file_system_jar)  # no chmod process per file written (runtime/local_fs.py)
+    settings = local_fs.with_local_file_system(
+        settings, file_system_jar
+    )  # no chmod process per file written (runtime/local_fs.py)
     java_options = settings.get("spark.driver.extraJavaOptions", "")
     if c1_only:
         java_options = f"{QUICK_JIT} {java_options}".strip()
@@ -200,7 +209,9 @@ def start_session(*, warehouse: str | None, iceberg_jars: str, user_params: Mapp
     # The Hadoop catalog fails on `show databases` if its warehouse does not exist yet.
     path.mkdir(parents=True, exist_ok=True)
     settings = profile_settings(warehouse=path, user_params=user_params, iceberg_jars=iceberg_jars, jit=jit)
-    settings = jvm_archive.session_options(settings)  # the JVM's classes mapped from an archive (see runtime/jvm_archive.py)
+    settings = jvm_archive.session_options(
+        settings
+    )  # the JVM's classes mapped from an archive (see runtime/jvm_archive.py)
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -105,7 +105,7 @@ def installed_spark() -> SparkLine:
     cores = sorted(p.name for p in jars.glob("spark-core_2.*-*.jar"))
     if not cores:
         raise IcebergRuntimeError(f"PySpark {pyspark.__version__} ships no spark-core jar in {jars}: reinstall pyspark")
-    scala = cores[-1][len("spark-core_"):].split("-", 1)[0]
+    scala = cores[-1][len("spark-core_") :].split("-", 1)[0]
     return SparkLine(version=pyspark.__version__, scala=scala)
 
 
@@ -122,7 +122,24 @@ class IcebergJars:
 
 
 # Sizes of the constant-pool entries that are not CONSTANT_Utf8 (JVMS 4.4), keyed by tag.
-_CONSTANT_SIZES = {3: 4, 4: 4, 5: 8, 6: 8, 7: 2, 8: 2, 9: 4, 10: 4, 11: 4, 12: 4, 15: 3, 16: 2, 17: 4, 18: 4, 19: 2, 20: 2}
+_CONSTANT_SIZES = {
+    3: 4,
+    4: 4,
+    5: 8,
+    6: 8,
+    7: 2,
+    8: 2,
+    9: 4,
+    10: 4,
+    11: 4,
+    12: 4,
+    15: 3,
+    16: 2,
+    17: 4,
+    18: 4,
+    19: 2,
+    20: 2,
+}
 
 
 def _relocate_name(raw: bytes) -> bytes:
@@ -247,7 +264,9 @@ def uses_http_client(settings: Mapping[str, str]) -> bool:
 def maven_runtime_jar(spark: SparkLine) -> Path:
     """The Iceberg runtime jar of ``spark`` in the cache, downloaded once (see ``maven_jar``)."""
     return maven_jar(
-        "org.apache.iceberg", spark.artifact, spark.iceberg,
+        "org.apache.iceberg",
+        spark.artifact,
+        spark.iceberg,
         needed_by=f"Spark {spark.version} needs Iceberg's runtime {spark.package}, which no Python package ships",
     )
 

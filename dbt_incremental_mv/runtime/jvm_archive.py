@@ -23,6 +23,7 @@ project (2 cores, idle): a ``dbt run`` with nothing to do 11.1 -> 8.4 s, a small
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -110,7 +111,10 @@ def archive_path(settings: Mapping[str, str]) -> Path:
     for key in CLASSPATH_SETTINGS:
         value = settings.get(key)
         if value:
-            parts.append(f"{key}=" + ",".join(_file_identity(item) if os.path.exists(item) else item for item in value.split(",")))
+            parts.append(
+                f"{key}="
+                + ",".join(_file_identity(item) if os.path.exists(item) else item for item in value.split(","))
+            )
     key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
     return cache_dir() / "jvm" / f"spark-{key}.jsa"
 
@@ -139,14 +143,22 @@ def start_build(settings: Mapping[str, str], archive: Path) -> None:
     """Build the archive in a detached low-priority process (its output goes nowhere)."""
     if _building(archive) or _failed(archive):
         return
-    try:
+    with contextlib.suppress(OSError):  # on OSError no archive: the JVM starts as it always did
         subprocess.Popen(
-            [sys.executable, "-m", "dbt_incremental_mv.runtime.jvm_archive", "--background", json.dumps(dict(settings)), str(archive)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, close_fds=True,
+            [
+                sys.executable,
+                "-m",
+                "dbt_incremental_mv.runtime.jvm_archive",
+                "--background",
+                json.dumps(dict(settings)),
+                str(archive),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
         )
-    except OSError:
-        pass  # no archive: the JVM starts as it always did
 
 
 def _lock(archive: Path) -> Path:
@@ -208,10 +220,8 @@ def build(settings: Mapping[str, str], archive: Path) -> bool:
         return archive.is_file()
     finally:
         for leftover in (partial, lock):
-            try:
+            with contextlib.suppress(OSError):
                 leftover.unlink()
-            except OSError:
-                pass
 
 
 def _run_workload(settings: Mapping[str, str], warehouse: str, partial: Path) -> None:
@@ -219,23 +229,23 @@ def _run_workload(settings: Mapping[str, str], warehouse: str, partial: Path) ->
     from pyspark.sql import SparkSession
 
     conf = dict(settings)
-    conf.update({
-        "spark.master": "local[1]",
-        "spark.sql.warehouse.dir": warehouse,
-        "spark.sql.catalog.spark_catalog": "org.apache.iceberg.spark.SparkCatalog",
-        "spark.sql.catalog.spark_catalog.type": "hadoop",
-        "spark.sql.catalog.spark_catalog.warehouse": warehouse,
-        JAVA_OPTIONS: f"{settings.get(JAVA_OPTIONS, '')} -XX:ArchiveClassesAtExit={partial} {QUIET}".strip(),
-    })
+    conf.update(
+        {
+            "spark.master": "local[1]",
+            "spark.sql.warehouse.dir": warehouse,
+            "spark.sql.catalog.spark_catalog": "org.apache.iceberg.spark.SparkCatalog",
+            "spark.sql.catalog.spark_catalog.type": "hadoop",
+            "spark.sql.catalog.spark_catalog.warehouse": warehouse,
+            JAVA_OPTIONS: f"{settings.get(JAVA_OPTIONS, '')} -XX:ArchiveClassesAtExit={partial} {QUIET}".strip(),
+        }
+    )
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     for statement in WORKLOAD:
-        try:
+        with contextlib.suppress(Exception):  # a statement this Spark cannot run only loads fewer classes
             spark.sql(statement).collect()
-        except Exception:  # noqa: BLE001 - a statement this Spark cannot run only loads fewer classes
-            pass
     gateway = SparkContext._gateway
     process = getattr(gateway, "proc", None)
     spark.stop()
@@ -248,22 +258,20 @@ def _run_workload(settings: Mapping[str, str], warehouse: str, partial: Path) ->
 
 
 def _drop_old_archives(keep: Path) -> None:
-    others = sorted((p for p in keep.parent.glob("spark-*.jsa") if p != keep), key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in others[KEEP_ARCHIVES - 1:]:
-        try:
+    others = sorted(
+        (p for p in keep.parent.glob("spark-*.jsa") if p != keep), key=lambda p: p.stat().st_mtime, reverse=True
+    )
+    for old in others[KEEP_ARCHIVES - 1 :]:
+        with contextlib.suppress(OSError):
             old.unlink()
-        except OSError:
-            pass
 
 
 def main(argv: list[str]) -> int:
     background = argv[:1] == ["--background"]
     if background:
         argv = argv[1:]
-        try:
+        with contextlib.suppress(OSError):
             os.nice(10)  # leave the cores to the dbt command that started it
-        except OSError:
-            pass
     settings, archive = json.loads(argv[0]), Path(argv[1])
     return 0 if build(settings, archive) else 1
 

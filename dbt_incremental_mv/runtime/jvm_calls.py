@@ -32,7 +32,9 @@ def _mapper(session: Any) -> Any:
     jvm = session._jvm
     if id(jvm) not in _MAPPERS:
         mapper = java_class(session, "com.fasterxml.jackson.databind.ObjectMapper")()
-        mapper.registerModule(getattr(jvm.com.fasterxml.jackson.module.scala, "DefaultScalaModule$").__getattr__("MODULE$"))
+        mapper.registerModule(
+            getattr(jvm.com.fasterxml.jackson.module.scala, "DefaultScalaModule$").__getattr__("MODULE$")
+        )
         _MAPPERS[id(jvm)] = (jvm, mapper)
     return _MAPPERS[id(jvm)][1]
 

@@ -27,6 +27,7 @@ Importing this module is cheap (dbt imports every ``dbt_*`` module): it starts n
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import signal
@@ -200,10 +201,8 @@ def stop_process_group(process: subprocess.Popen, timeout: float = STOP_TIMEOUT)
             time.sleep(0.2)
         if gone:
             break
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL was sent: wait no longer
         process.wait(timeout=5)
-    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL was sent
-        pass
 
 
 def _tail(path: Path, lines: int = 60) -> str:

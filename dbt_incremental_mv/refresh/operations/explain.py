@@ -20,22 +20,22 @@ from dbt_incremental_mv.analysis import MasterTable, ViewClass, ViewDefinition, 
 from dbt_incremental_mv.analysis.analyze import rewritten_statement
 from dbt_incremental_mv.analysis.constructs import unsupported_constructs
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError
-from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from dbt_incremental_mv.config import ConfigError
 from dbt_incremental_mv.layout import layout_advice
 from dbt_incremental_mv.logs import sql as log_sql
 from dbt_incremental_mv.logs.capture_plan import CapturePlan
 from dbt_incremental_mv.logs.contract import LogContractError, LogSpec
 from dbt_incremental_mv.refresh import cost
-from dbt_incremental_mv.refresh.phases import force
-from dbt_incremental_mv.refresh.views import outer_aggregate, view_classes
-from dbt_incremental_mv.refresh.phases.capture import capture_plan, consumers_stops
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 from dbt_incremental_mv.refresh.graph import dependency_names
-from dbt_incremental_mv.refresh.phases.mark import key_probe, mark_logs, netting_columns, nothing_to_refresh
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
+from dbt_incremental_mv.refresh.phases import force
+from dbt_incremental_mv.refresh.phases.capture import capture_plan, consumers_stops
+from dbt_incremental_mv.refresh.phases.mark import key_probe, mark_logs, netting_columns, nothing_to_refresh
 from dbt_incremental_mv.refresh.phases.plan import RefreshPlan, plan_refresh, rewritable_rows
 from dbt_incremental_mv.refresh.phases.publish import StepKind, commit_state, staged_statement
+from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
+from dbt_incremental_mv.refresh.views import outer_aggregate, view_classes
 from dbt_incremental_mv.sql_text import relation
 
 PREFIX = "cannot fast refresh: "
@@ -73,18 +73,24 @@ class Explanation:
         return out
 
 
-def explain(ctx: RefreshContext, model: Mapping[str, Any], sql: str, view_relation: str, built: bool,
-            graph: Mapping[str, Any]) -> Explanation:
+def explain(
+    ctx: RefreshContext, model: Mapping[str, Any], sql: str, view_relation: str, built: bool, graph: Mapping[str, Any]
+) -> Explanation:
     name = str(model.get("name", "?"))
     found = Explanation(name, view_relation, built)
     config = model.get("config") or {}
     method = str(config.get("refresh_method") or "force").lower()
     # decided as force (a refresh_method='fast' view that cannot be fast refreshed is explained,
     # not refused) and with definition changes applied
-    decide_only = {**config, "refresh_method": "complete" if method == "complete" else "force",
-                   "on_configuration_change": "apply"}
+    decide_only = {
+        **config,
+        "refresh_method": "complete" if method == "complete" else "force",
+        "on_configuration_change": "apply",
+    }
     try:
-        plan = plan_refresh(ctx, {**model, "config": decide_only}, sql, view_relation, "table" if built else None, False, graph)
+        plan = plan_refresh(
+            ctx, {**model, "config": decide_only}, sql, view_relation, "table" if built else None, False, graph
+        )
     except (ConfigError, LogContractError) as exc:
         found.refusals = [str(exc)]
         found.next_run = "fails before anything is changed (above)"
@@ -100,12 +106,16 @@ def explain(ctx: RefreshContext, model: Mapping[str, Any], sql: str, view_relati
     if plan.action != "fast":
         found.phases.append((plan.action, [_recompute(plan)]))
         if definition is not None and not found.refusals:
-            found.phases += _fast_phases(ctx, plan, None, _provisional(ctx, plan, None), "once built, a fast refresh runs")
+            found.phases += _fast_phases(
+                ctx, plan, None, _provisional(ctx, plan, None), "once built, a fast refresh runs"
+            )
         return found
     state = plan.view_state
     assert state is not None
     if nothing_to_refresh(ctx, plan, state):
-        found.next_run = "fast: nothing to refresh (no master commit or log change since the last refresh); no statement"
+        found.next_run = (
+            "fast: nothing to refresh (no master commit or log change since the last refresh); no statement"
+        )
         found.phases += _fast_phases(ctx, plan, state, _provisional(ctx, plan, state), "a refresh of changes runs")
         return found
     captures = _captures(ctx, plan, state)
@@ -115,8 +125,13 @@ def explain(ctx: RefreshContext, model: Mapping[str, Any], sql: str, view_relati
         marked = _provisional(ctx, plan, state)
     else:
         marked = mark_logs(ctx, plan, state).logs
+        assert definition is not None  # a fast refresh is decided for an analysed view only
         statement = view_classes.refresh_statement(
-            definition, view_relation, marked, plan.view_types, view_rows=rewritable_rows(ctx, plan),
+            definition,
+            view_relation,
+            marked,
+            plan.view_types,
+            view_rows=rewritable_rows(ctx, plan),
         )
         choice = force.after_mark(ctx, plan, marked, statement) if statement is not None else None
     if choice is not None:
@@ -141,15 +156,17 @@ def _class_of(definition: ViewDefinition) -> str:
     return text
 
 
-def refusals(ctx: RefreshContext, plan: RefreshPlan, model: Mapping[str, Any], sql: str,
-             graph: Mapping[str, Any]) -> list[str]:
+def refusals(
+    ctx: RefreshContext, plan: RefreshPlan, model: Mapping[str, Any], sql: str, graph: Mapping[str, Any]
+) -> list[str]:
     """Every reason the view cannot be fast refreshed, each with what to change: masters without
     a change log, constructs no fast refresh maintains (all of them), and, when neither, what the
     analysis or the view class refuses."""
     reasons = [
         f"{written}: no change log is declared for it. Declare one: a dbt source table with "
         f"meta.mv_log: {{master: {written}, key: [<its unique key>], capture: true}}"
-        for master, written in dependency_names(model, graph).items() if master not in plan.logs
+        for master, written in dependency_names(model, graph).items()
+        if master not in plan.logs
     ]
     try:
         reasons += [str(e).removeprefix(PREFIX) for e in unsupported_constructs(rewritten_statement(sql))]
@@ -162,7 +179,9 @@ def refusals(ctx: RefreshContext, plan: RefreshPlan, model: Mapping[str, Any], s
         definition = analyze_view(sql, tables)
     except UnsupportedViewError as exc:
         return [str(exc).removeprefix(PREFIX)]
-    logged = {m: plan.logged_columns[s.log_relation] for m, s in plan.logs.items() if s.log_relation in plan.logged_columns}
+    logged = {
+        m: plan.logged_columns[s.log_relation] for m, s in plan.logs.items() if s.log_relation in plan.logged_columns
+    }
     blocker = view_classes.blocker(definition, logged)
     return [blocker] if blocker else []
 
@@ -192,17 +211,32 @@ def _captures(ctx: RefreshContext, plan: RefreshPlan, state: ViewState) -> dict[
 def capture_statements(spec: LogSpec, logged: list[str], capture: CapturePlan) -> list[str]:
     """The statements of one capture (refresh/phases/capture.py runs them on a branch of the log)."""
     branch = "mv_capture_<id>"
-    note = (f"-- {spec.log_relation}: {capture.method} ({capture.reason}); appended on branch {branch} of the log, "
-            "then main fast-forwarded to it (a compare-and-swap)")
+    note = (
+        f"-- {spec.log_relation}: {capture.method} ({capture.reason}); appended on branch {branch} of the log, "
+        "then main fast-forwarded to it (a compare-and-swap)"
+    )
     if capture.method == "changelog":
         view = "mv_changes_<id>"
-        return [note, log_sql.changelog_view(spec, view, capture.start, capture.end or 0),
-                log_sql.capture_from_changelog(spec, logged, view, capture.end or 0, branch)]
+        return [
+            note,
+            log_sql.changelog_view(spec, view, capture.start, capture.end or 0),
+            log_sql.capture_from_changelog(spec, logged, view, capture.end or 0, branch),
+        ]
     if capture.method == "files":
-        return [note, f"-- the data files changed between master snapshots {capture.start} and {capture.end}, staged "
-                      "as temporary views (Iceberg metadata: no job)",
-                log_sql.capture_by_files(spec, logged, "mv_files_removed_<id>", "mv_files_added_<id>", capture.end or 0,
-                                         branch, written_view="mv_files_added_<id>")]
+        return [
+            note,
+            f"-- the data files changed between master snapshots {capture.start} and {capture.end}, staged "
+            "as temporary views (Iceberg metadata: no job)",
+            log_sql.capture_by_files(
+                spec,
+                logged,
+                "mv_files_removed_<id>",
+                "mv_files_added_<id>",
+                capture.end or 0,
+                branch,
+                written_view="mv_files_added_<id>",
+            ),
+        ]
     if capture.method == "diff":
         return [note, log_sql.capture_by_diff(spec, logged, capture.start, capture.end or 0, branch)]
     return [note, log_sql.watermark_row(spec, logged, capture.end, reset=capture.method == "reset", branch=branch)]
@@ -218,14 +252,25 @@ def _provisional(ctx: RefreshContext, plan: RefreshPlan, state: ViewState | None
         consumed = position.sequence if position is not None else 0
         reflected = position.master_snapshot if position is not None and position.master_snapshot is not None else 0
         marked[master] = MarkedLog(
-            spec, snapshots.get(spec.log_relation, 0), consumed, consumed + 1, 1, 1, reflected,
-            logged=tuple(plan.logged_columns.get(spec.log_relation, ())), netted_by=netting_columns(plan, spec),
+            spec,
+            snapshots.get(spec.log_relation, 0),
+            consumed,
+            consumed + 1,
+            1,
+            1,
+            reflected,
+            logged=tuple(plan.logged_columns.get(spec.log_relation, ())),
+            netted_by=netting_columns(plan, spec),
         )
     return marked
 
 
 def _fast_phases(
-    ctx: RefreshContext, plan: RefreshPlan, state: ViewState | None, marked: Mapping[str, MarkedLog], title: str,
+    ctx: RefreshContext,
+    plan: RefreshPlan,
+    state: ViewState | None,
+    marked: Mapping[str, MarkedLog],
+    title: str,
     captures: Mapping[str, CapturePlan] | None = None,
 ) -> list[tuple[str, list[str]]]:
     definition = plan.definition
@@ -238,38 +283,70 @@ def _fast_phases(
             statements += capture_statements(spec, list(plan.logged_columns.get(spec.log_relation, ())), capture)
         phases.append((f"{title}: capture", statements))
     requests = [
-        StatsRequest(m.spec, m.log_snapshot, m.consumed or 0, m.excluded,
-                     probe=key_probe(ctx, plan, m.spec, m.log_snapshot, m.consumed or 0))
+        StatsRequest(
+            m.spec,
+            m.log_snapshot,
+            m.consumed or 0,
+            m.excluded,
+            probe=key_probe(ctx, plan, m.spec, m.log_snapshot, m.consumed or 0),
+        )
         for m in marked.values()
     ]
-    phases.append((f"{title}: mark (the counts of every log that gained rows, the view's net images and keys, in one statement)",
-                   ["\nunion all\n".join(f"select {i} as request, * from (\n{r.sql()}\n)" for i, r in enumerate(requests))]))
+    phases.append(
+        (
+            f"{title}: mark (the counts of every log that gained rows, the view's net images and keys, in one statement)",
+            ["\nunion all\n".join(f"select {i} as request, * from (\n{r.sql()}\n)" for i, r in enumerate(requests))],
+        )
+    )
     statement = view_classes.refresh_statement(
-        definition, plan.view_relation, marked, plan.view_types, view_rows=rewritable_rows(ctx, plan),
+        definition,
+        plan.view_relation,
+        marked,
+        plan.view_types,
+        view_rows=rewritable_rows(ctx, plan),
     )
     if statement is None:
         phases.append((f"{title}: write", ["-- nothing to write for these changes"]))
         return phases
     steps = staged_statement(commit_state(marked, "fast", base=None), statement)
-    phases.append((f"{title}: write (on a branch of the view, staged with the refresh's record)",
-                   [s.sql for s in steps if s.kind is not StepKind.PUBLISH]))
+    phases.append(
+        (
+            f"{title}: write (on a branch of the view, staged with the refresh's record)",
+            [s.sql for s in steps if s.kind is not StepKind.PUBLISH],
+        )
+    )
     if plan.own_log is not None and statement.touched is not None:  # mv_log=true
         spec = plan.own_log
-        phases.append((f"{title}: log (mv_log=true: what the refresh changed, to a branch of {spec.log_relation})", [
-            f"-- one insert into a branch of {spec.log_relation}: the rows the DELETE removes (its condition, below, on "
-            "the view as it was) and the rows in the data files the INSERT's commit adds (staged from its manifest; "
-            "over the Thrift Server: the view's rows meeting the filter below at both snapshots), compared (one "
-            "aggregate: a row deleted and inserted again unchanged is not logged), and a watermark at the staged refresh",
-            *([f"-- deleted: {' '.join(statement.deleted.split())}"] if statement.deleted else []),
-            f"-- filter: {' '.join(statement.touched.split())}",
-        ]))
-    phases.append((f"{title}: publish", [
-        f"-- fast-forward main of {plan.view_relation} to the staged snapshot, if main is still the snapshot the "
-        "refresh read (a compare-and-swap: Iceberg metadata, no job); the write branch is dropped with it",
-        *([f"-- then main of {plan.own_log.log_relation} to its branch, if main is still where the branch began "
-           "(a compare-and-swap; if not, or after a crash between the two, its readers' capture appends the change)"]
-          if plan.own_log is not None and statement.touched is not None else []),
-    ]))
+        phases.append(
+            (
+                f"{title}: log (mv_log=true: what the refresh changed, to a branch of {spec.log_relation})",
+                [
+                    f"-- one insert into a branch of {spec.log_relation}: the rows the DELETE removes (its condition, below, on "
+                    "the view as it was) and the rows in the data files the INSERT's commit adds (staged from its manifest; "
+                    "over the Thrift Server: the view's rows meeting the filter below at both snapshots), compared (one "
+                    "aggregate: a row deleted and inserted again unchanged is not logged), and a watermark at the staged refresh",
+                    *([f"-- deleted: {' '.join(statement.deleted.split())}"] if statement.deleted else []),
+                    f"-- filter: {' '.join(statement.touched.split())}",
+                ],
+            )
+        )
+    phases.append(
+        (
+            f"{title}: publish",
+            [
+                f"-- fast-forward main of {plan.view_relation} to the staged snapshot, if main is still the snapshot the "
+                "refresh read (a compare-and-swap: Iceberg metadata, no job); the write branch is dropped with it",
+                *(
+                    [
+                        f"-- then main of {plan.own_log.log_relation} to its branch, if main is still where the branch began "
+                        "(a compare-and-swap; if not, or after a crash between the two, its readers' capture appends the change)"
+                    ]
+                    if plan.own_log is not None and statement.touched is not None
+                    else []
+                ),
+            ],
+        )
+    )
     purge = []
     for spec in plan.logs.values():
         purge.append(
@@ -283,8 +360,10 @@ def _fast_phases(
 
 def _choice_line(choice: cost.Choice, method: str) -> str:
     """The estimates and the choice: ``fast ~41.0 s (...); complete ~12.0 s (...): force runs ...``."""
-    estimates = (f"fast ~{choice.fast.seconds:.1f} s ({choice.fast.describe()}); "
-                 f"complete ~{choice.complete.seconds:.1f} s ({choice.complete.describe()})")
+    estimates = (
+        f"fast ~{choice.fast.seconds:.1f} s ({choice.fast.describe()}); "
+        f"complete ~{choice.complete.seconds:.1f} s ({choice.complete.describe()})"
+    )
     if method == "force":
         return f"{estimates}: refresh_method='force' runs {choice.method} ({choice.why})"
     return f"{estimates}: refresh_method='{method}' runs {method} regardless"

@@ -15,7 +15,6 @@ import datetime
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-
 from typing import TYPE_CHECKING
 
 from dbt_incremental_mv.reads import Reads
@@ -24,8 +23,8 @@ from dbt_incremental_mv.sql_text import integer, relation, string
 
 if TYPE_CHECKING:
     from dbt_incremental_mv.refresh.context import RefreshContext
-    from dbt_incremental_mv.refresh.phases.run import RefreshRun
     from dbt_incremental_mv.refresh.phases.propagate import Propagation
+    from dbt_incremental_mv.refresh.phases.run import RefreshRun
 
 HISTORY_TABLE = "mv_refresh_history"
 PHASES = ("plan", "capture", "mark", "write", "publish", "purge")
@@ -37,13 +36,20 @@ COLUMNS = (
     ("view", "string", "the view's table (schema.table)"),
     ("method", "string", "build, complete, fast, or none (nothing to refresh)"),
     ("reason", "string", "why that method: the plan's reason, or force's estimate"),
-    ("marked", "array<struct<master:string,kind:string,inserts:bigint,deletes:bigint>>",
-     "per master, the log rows marked for this refresh by kind"),
+    (
+        "marked",
+        "array<struct<master:string,kind:string,inserts:bigint,deletes:bigint>>",
+        "per master, the log rows marked for this refresh by kind",
+    ),
     ("steps_run", "array<string>", "the view class's steps run"),
     ("steps_skipped", "array<string>", "... and those the marked changes let it skip"),
     ("rows_inserted", "bigint", "rows the view commit added"),
     ("rows_deleted", "bigint", "rows the view commit removed"),
-    ("rows_updated", "bigint", "rows updated in place (NULL: a refresh rewrites a changed row as a delete and an insert)"),
+    (
+        "rows_updated",
+        "bigint",
+        "rows updated in place (NULL: a refresh rewrites a changed row as a delete and an insert)",
+    ),
     ("statements", "int", "SQL statements the refresh ran"),
     ("seconds", "map<string,double>", "seconds per phase: plan, capture, mark, write, publish, purge, total"),
     ("view_snapshot", "bigint", "the view's snapshot after the refresh"),
@@ -52,8 +58,11 @@ COLUMNS = (
     ("files_skipped", "bigint", "data files their filters let Iceberg skip"),
     ("bytes_read", "bigint", "the size of the data files scanned"),
     ("input_bytes", "bigint", "bytes its statements' tasks read from storage (columns read, row groups skipped)"),
-    ("reads", "array<struct<table:string,files:bigint,skipped_files:bigint,bytes:bigint>>",
-     "per table scanned: data files read and skipped, their bytes"),
+    (
+        "reads",
+        "array<struct<table:string,files:bigint,skipped_files:bigint,bytes:bigint>>",
+        "per table scanned: data files read and skipped, their bytes",
+    ),
 )
 READS_TYPE = "array<struct<table:string,files:bigint,skipped_files:bigint,bytes:bigint>>"
 
@@ -95,7 +104,7 @@ def refresh_row(
     idle = run.action == "fast" and not propagation.steps
     reason = run.cost_choice if run.action == "fast" and run.cost_choice else run.reason
     inserted, deleted = rows_written(run.published_summary) if run.published_summary else (None, None)
-    snapshot = run.published_summary.get(PUBLISHED_SNAPSHOT) if run.published_summary else None
+    snapshot: str | int | None = run.published_summary.get(PUBLISHED_SNAPSHOT) if run.published_summary else None
     if snapshot is None:
         snapshot = plan.view_read_at if idle else ctx.metadata.main(plan.view_relation)
     if inserted is None and any(step.kind is StepKind.CREATE for step in propagation.steps):  # built anew: its size
@@ -104,13 +113,15 @@ def refresh_row(
         if view is not None and view.current is not None and "total-records" in view.current.summary:
             inserted, deleted = view.current.count("total-records"), 0
     return HistoryRow(
-        refreshed_at=datetime.datetime.now(datetime.timezone.utc),
+        refreshed_at=datetime.datetime.now(datetime.UTC),
         invocation_id=invocation_id,
         model=plan.model_name,
         view=plan.view_relation,
         method="none" if idle else run.action,
         reason="nothing to refresh" if idle else reason,
-        marked=tuple(MarkedCount(m.spec.master_name, m.kind, m.inserts, m.deletes) for _, m in sorted(propagation.marked.items())),
+        marked=tuple(
+            MarkedCount(m.spec.master_name, m.kind, m.inserts, m.deletes) for _, m in sorted(propagation.marked.items())
+        ),
         steps_run=propagation.steps_run,
         steps_skipped=propagation.steps_skipped,
         rows_inserted=inserted,
@@ -158,25 +169,43 @@ def _strings(values: Sequence[str]) -> str:
 
 def _values(row: HistoryRow) -> str:
     marked = (
-        "array(" + ", ".join(
+        "array("
+        + ", ".join(
             f"named_struct('master', {string(m.master)}, 'kind', {string(m.kind)}, "
             f"'inserts', {integer(m.inserts)}, 'deletes', {integer(m.deletes)})"
             for m in row.marked
-        ) + ")"
-        if row.marked else "cast(array() as array<struct<master:string,kind:string,inserts:bigint,deletes:bigint>>)"
+        )
+        + ")"
+        if row.marked
+        else "cast(array() as array<struct<master:string,kind:string,inserts:bigint,deletes:bigint>>)"
     )
     seconds = (
         "map(" + ", ".join(f"{string(k)}, {_double(v)}" for k, v in row.seconds.items()) + ")"
-        if row.seconds else "cast(map() as map<string,double>)"
+        if row.seconds
+        else "cast(map() as map<string,double>)"
     )
-    at = row.refreshed_at.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
-    return ", ".join([
-        f"cast({string(at)} as timestamp)", string(row.invocation_id), string(row.model), string(row.view),
-        string(row.method), string(row.reason), marked, _strings(row.steps_run), _strings(row.steps_skipped),
-        _optional(row.rows_inserted), _optional(row.rows_deleted), "cast(null as bigint)",
-        f"cast({integer(row.statements)} as int)", seconds, _optional(row.view_snapshot), string(row.summary),
-        *_reads(row.reads),
-    ])
+    at = row.refreshed_at.astimezone(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    return ", ".join(
+        [
+            f"cast({string(at)} as timestamp)",
+            string(row.invocation_id),
+            string(row.model),
+            string(row.view),
+            string(row.method),
+            string(row.reason),
+            marked,
+            _strings(row.steps_run),
+            _strings(row.steps_skipped),
+            _optional(row.rows_inserted),
+            _optional(row.rows_deleted),
+            "cast(null as bigint)",
+            f"cast({integer(row.statements)} as int)",
+            seconds,
+            _optional(row.view_snapshot),
+            string(row.summary),
+            *_reads(row.reads),
+        ]
+    )
 
 
 def _reads(reads: Reads | None) -> list[str]:
@@ -185,15 +214,23 @@ def _reads(reads: Reads | None) -> list[str]:
         return ["cast(null as bigint)"] * 4 + [f"cast(null as {READS_TYPE})"]
     tables = reads.by_table()
     per_table = (
-        "array(" + ", ".join(
+        "array("
+        + ", ".join(
             f"named_struct('table', {string(t.table)}, 'files', {integer(t.files)}, "
             f"'skipped_files', {integer(t.skipped_files)}, 'bytes', {integer(t.bytes)})"
             for t in tables
-        ) + ")"
-        if tables else f"cast(array() as {READS_TYPE})"
+        )
+        + ")"
+        if tables
+        else f"cast(array() as {READS_TYPE})"
     )
-    return [integer(reads.files), integer(reads.skipped_files), integer(reads.bytes), _optional(reads.input_bytes),
-            per_table]
+    return [
+        integer(reads.files),
+        integer(reads.skipped_files),
+        integer(reads.bytes),
+        _optional(reads.input_bytes),
+        per_table,
+    ]
 
 
 def missing_columns_sql(table: str, existing: Sequence[str]) -> list[str]:
@@ -201,7 +238,8 @@ def missing_columns_sql(table: str, existing: Sequence[str]) -> list[str]:
     have = {c.lower() for c in existing}
     return [
         f"alter table {relation(table)} add columns ({name} {kind} comment {string(doc)})"
-        for name, kind, doc in COLUMNS if name not in have
+        for name, kind, doc in COLUMNS
+        if name not in have
     ]
 
 
@@ -222,9 +260,12 @@ def last_refresh_sql(table: str, views: Sequence[str]) -> str:
     )
 
 
-def last_refresh_line(method: str, reason: str, refreshed_at: object, total: float | None,
-                      inserted: int | None, deleted: int | None) -> str:
-    at = refreshed_at.strftime("%Y-%m-%d %H:%M:%S") if isinstance(refreshed_at, datetime.datetime) else str(refreshed_at)
+def last_refresh_line(
+    method: str, reason: str, refreshed_at: object, total: float | None, inserted: int | None, deleted: int | None
+) -> str:
+    at = (
+        refreshed_at.strftime("%Y-%m-%d %H:%M:%S") if isinstance(refreshed_at, datetime.datetime) else str(refreshed_at)
+    )
     parts = [f"last refresh {at}: {method}"]
     if total is not None:
         parts.append(f"{float(total):.1f} s")

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from dbt_incremental_mv.conflicts import lost_race
 from dbt_incremental_mv.logs.contract import LogSpec
-from dbt_incremental_mv.refresh.phases import own_log
 from dbt_incremental_mv.refresh.context import RefreshContext
+from dbt_incremental_mv.refresh.phases import own_log
 from dbt_incremental_mv.refresh.phases.publish import cache_planning, write_branch
 from dbt_incremental_mv.refresh.views.statement import branch_target
 from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation
@@ -61,7 +61,9 @@ class MergeConfig:
         keys = [unique_key] if isinstance(unique_key, str) else list(unique_key or [])
         keys = [k.strip().lower() for k in keys if isinstance(k, str) and k.strip()]
         if not keys:
-            raise LoggedMergeError(f"{where}: set unique_key (the model's key, the same as its change log's: {list(spec.key)}).")
+            raise LoggedMergeError(
+                f"{where}: set unique_key (the model's key, the same as its change log's: {list(spec.key)})."
+            )
         if set(keys) != set(spec.key):
             raise LoggedMergeError(
                 f"{where}: unique_key {keys} differs from the key of its {spec.describe()}: {list(spec.key)}. "
@@ -72,8 +74,11 @@ class MergeConfig:
         update = config.get("merge_update_columns")
         exclude = config.get("merge_exclude_columns") or ()
         return cls(
-            model_name, tuple(spec.key), tuple(str(p) for p in predicates),
-            tuple(c.lower() for c in update) if update else None, tuple(c.lower() for c in exclude),
+            model_name,
+            tuple(spec.key),
+            tuple(str(p) for p in predicates),
+            tuple(c.lower() for c in update) if update else None,
+            tuple(c.lower() for c in exclude),
         )
 
 
@@ -85,7 +90,9 @@ def merge_sql(config: MergeConfig, target: str, source_view: str, columns: Seque
         update = "*"
     else:
         chosen = config.update_columns if config.update_columns is not None else columns
-        update = ", ".join(f"{DEST}.{ident(c)} = {SOURCE}.{ident(c)}" for c in chosen if c not in config.exclude_columns)
+        update = ", ".join(
+            f"{DEST}.{ident(c)} = {SOURCE}.{ident(c)}" for c in chosen if c not in config.exclude_columns
+        )
     return (
         f"merge into {target} as {DEST}\nusing {ident(source_view)} as {SOURCE}\non {' and '.join(on)}\n"
         f"when matched then update set {update}\nwhen not matched then insert *"

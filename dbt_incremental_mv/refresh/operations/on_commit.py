@@ -4,22 +4,27 @@ built fast_refresh view that reads it, each in one staged commit on the view."""
 from __future__ import annotations
 
 import secrets
-
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewDefinition, analyze_view
-from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.definition import DEFINITION_PROPERTY
 from dbt_incremental_mv.logs.contract import LogContractError, LogSpec, log_specs_from_graph, logs_by_master
-from dbt_incremental_mv.refresh.phases import capture as capture_phase
-from dbt_incremental_mv.refresh.views import view_classes
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 from dbt_incremental_mv.refresh.graph import dependency_relations, model_node, view_consumers
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
-from dbt_incremental_mv.refresh.phases.publish import StepKind, open_write_branch, publish, staged_statement, write_branch
+from dbt_incremental_mv.refresh.phases import capture as capture_phase
+from dbt_incremental_mv.refresh.phases.publish import (
+    StepKind,
+    open_write_branch,
+    publish,
+    staged_statement,
+    write_branch,
+)
 from dbt_incremental_mv.refresh.phases.purge import purge_log
+from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.refresh.state.view_state import view_state_at
+from dbt_incremental_mv.refresh.views import view_classes
 
 
 def commit_ids(commits: Sequence[Any]) -> tuple[int, ...]:
@@ -41,7 +46,10 @@ def commit_ids(commits: Sequence[Any]) -> tuple[int, ...]:
 
 
 def on_commit(
-    ctx: RefreshContext, master_relation: str, graph: Mapping[str, Any], existing: Callable[[str], bool],
+    ctx: RefreshContext,
+    master_relation: str,
+    graph: Mapping[str, Any],
+    existing: Callable[[str], bool],
     commits: Sequence[int] | None = None,
 ) -> list[str]:
     """Propagate just the given commits of a master (default: the commits captured now) to
@@ -54,7 +62,10 @@ def on_commit(
         )
     if spec.capture:
         captured = capture_phase.capture(
-            ctx, spec, None, per_commit=True,
+            ctx,
+            spec,
+            None,
+            per_commit=True,
             stops=capture_phase.consumers_stops(ctx, spec, view_consumers(graph, master_relation)),
         )
         if captured.method == "reset":
@@ -76,8 +87,13 @@ def on_commit(
 
 
 def _refresh_view(
-    ctx: RefreshContext, view: str, spec: LogSpec, commits: tuple[int, ...], graph: Mapping[str, Any],
-    all_logs: Mapping[str, LogSpec], existing: Callable[[str], bool],
+    ctx: RefreshContext,
+    view: str,
+    spec: LogSpec,
+    commits: tuple[int, ...],
+    graph: Mapping[str, Any],
+    all_logs: Mapping[str, LogSpec],
+    existing: Callable[[str], bool],
 ) -> str:
     meta = ctx.metadata
     state, read_at = view_state_at(meta, view)
@@ -97,24 +113,36 @@ def _refresh_view(
         if master != spec.master_relation:
             marked[master] = MarkedLog(log, 0, 0, 0, 0, 0, snapshots[master])
             continue
-        stats = ctx.stats(StatsRequest(spec, snapshots.get(spec.log_relation), position.sequence, tuple(position.commits), commits))[0]
+        stats = ctx.stats(
+            StatsRequest(spec, snapshots.get(spec.log_relation), position.sequence, tuple(position.commits), commits)
+        )[0]
         # A captured commit id is the master's snapshot id: read the master as of the newest
         # named commit, so later commits do not leak in. Ingestion-written logs: as of now.
         as_of = snapshots[master]
         if spec.capture:
-            lineage = [s.snapshot_id for s in reversed(meta.table(master).ancestry())]
+            master_table = meta.table(master)
+            assert master_table is not None  # it has a main snapshot (snapshots[master] above)
+            lineage = [s.snapshot_id for s in reversed(master_table.ancestry())]
             as_of = next((c for c in reversed(lineage) if c in commits), snapshots[master])
         marked[master] = MarkedLog(
-            spec=spec, log_snapshot=snapshots.get(spec.log_relation, 0), consumed=position.sequence,
-            upto=max(stats["max_sequence"], position.sequence), inserts=int(stats["inserts"]),
-            deletes=int(stats["deletes"]), master_snapshot=as_of, excluded=position.commits, only=commits,
+            spec=spec,
+            log_snapshot=snapshots.get(spec.log_relation, 0),
+            consumed=position.sequence,
+            upto=max(stats["max_sequence"], position.sequence),
+            inserts=int(stats["inserts"]),
+            deletes=int(stats["deletes"]),
+            master_snapshot=as_of,
+            excluded=position.commits,
+            only=commits,
         )
     statement = view_classes.refresh_statement(definition, view, marked, dict(meta.columns(view)), write_branch())
     if statement is None:
         return f"{view}: nothing of commit(s) {', '.join(map(str, commits))} to propagate"
     logs = dict(state.logs)
     logs[spec.log_relation] = LogPosition(
-        position.sequence, marked[spec.master_relation].master_snapshot, tuple(sorted({*position.commits, *commits})),
+        position.sequence,
+        marked[spec.master_relation].master_snapshot,
+        tuple(sorted({*position.commits, *commits})),
         position.log_snapshot,
     )
     new_state = ViewState(logs=logs, method="on-commit", base=read_at, run=secrets.token_hex(6))

@@ -6,45 +6,54 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dbt_incremental_mv.refresh.state import staleness
 from dbt_incremental_mv.config import ConfigError
 from dbt_incremental_mv.definition import DEFINITION_PROPERTY
 from dbt_incremental_mv.logs.contract import LogContractError
-from dbt_incremental_mv.refresh.phases.capture import capture_plan
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
+from dbt_incremental_mv.refresh.phases.capture import capture_plan
 from dbt_incremental_mv.refresh.phases.plan import plan_refresh
+from dbt_incremental_mv.refresh.state import staleness
 from dbt_incremental_mv.refresh.state.view_state import view_state
 
 
-def status(ctx: RefreshContext, model: Mapping[str, Any], view_relation: str, graph: Mapping[str, Any]) -> staleness.ViewStatus:
+def status(
+    ctx: RefreshContext, model: Mapping[str, Any], view_relation: str, graph: Mapping[str, Any]
+) -> staleness.ViewStatus:
     name = str(model.get("name", "?"))
     # run-operation does not compile models: compare with the stored definition then (only
     # master column changes show; an edited model shows at its next run)
     view = ctx.metadata.table(view_relation)
     sql = model.get("compiled_code") or (view.properties.get(DEFINITION_PROPERTY) if view is not None else None)
     if sql is None:
-        return staleness.view_status(name, built=True, unusable="not built by this plugin version: run dbt run --full-refresh")
+        return staleness.view_status(
+            name, built=True, unusable="not built by this plugin version: run dbt run --full-refresh"
+        )
     decide_only = {**(model.get("config") or {}), "refresh_method": "force", "on_configuration_change": "apply"}
     try:
         plan = plan_refresh(ctx, {**model, "config": decide_only}, sql, view_relation, "table", False, graph)
     except (ConfigError, LogContractError) as exc:
         return staleness.view_status(name, built=True, unusable=str(exc))
     if plan.action == "build":
-        return staleness.view_status(name, built=True, rebuild=[plan.reason.removesuffix(": rebuilding the view in full")])
+        return staleness.view_status(
+            name, built=True, rebuild=[plan.reason.removesuffix(": rebuilding the view in full")]
+        )
     if plan.out_of_step is not None:
         return staleness.view_status(name, built=True, rebuild=[plan.out_of_step])
     if plan.action != "fast":
         return staleness.view_status(name, built=True, unusable=plan.reason.removeprefix("fast refresh impossible: "))
     state = view_state(ctx.metadata, view_relation)
     assert state is not None  # plan_refresh() checked it
-    rebuild, pending = [], []
+    rebuild: list[str] = []
+    pending: list[staleness.PendingChanges] = []
     for spec in plan.logs.values():
         position = state.logs[spec.log_relation]
         snapshots = ctx.metadata.mains([spec.log_relation, spec.master_relation])
         if position.uncaptured:  # recomputed past the log: pending is what came after that snapshot
             pending.append(_pending_past_log(ctx, spec, position, snapshots, rebuild))
             continue
-        stats = ctx.stats(StatsRequest(spec, snapshots.get(spec.log_relation), position.sequence, tuple(position.commits)))[0]
+        stats = ctx.stats(
+            StatsRequest(spec, snapshots.get(spec.log_relation), position.sequence, tuple(position.commits))
+        )[0]
         uncaptured = 0
         if spec.capture:
             capture = capture_plan(ctx, spec, snapshots, per_commit=True)  # counts the commits
@@ -53,9 +62,11 @@ def status(ctx: RefreshContext, model: Mapping[str, Any], view_relation: str, gr
                 rebuild.append(f"the history of {spec.master_name} was rewritten or expired before it was captured")
         if stats["reset_sequence"] is not None and stats["reset_sequence"] > position.sequence:
             rebuild.append(f"the history of {spec.master_name} was rewritten or expired before it was captured")
-        pending.append(staleness.PendingChanges(
-            spec.master_relation, int(stats["inserts"] or 0) + int(stats["deletes"] or 0), uncaptured
-        ))
+        pending.append(
+            staleness.PendingChanges(
+                spec.master_relation, int(stats["inserts"] or 0) + int(stats["deletes"] or 0), uncaptured
+            )
+        )
     return staleness.view_status(name, built=True, rebuild=rebuild, pending=pending)
 
 
@@ -64,14 +75,20 @@ def _pending_past_log(ctx: RefreshContext, spec, position, snapshots, rebuild: l
     the master commits after the snapshot it reflects, logged (after the log's watermark there)
     or not captured yet."""
     reflected = position.master_snapshot
-    stats = ctx.stats(StatsRequest(spec, snapshots.get(spec.log_relation), position.sequence, tuple(position.commits),
-                                   resume_at=reflected))[0]
+    stats = ctx.stats(
+        StatsRequest(
+            spec, snapshots.get(spec.log_relation), position.sequence, tuple(position.commits), resume_at=reflected
+        )
+    )[0]
     master = ctx.metadata.table(spec.master_relation)
     if stats["resume_sequence"] is None:  # no watermark at that snapshot
         captured = stats["captured_through"]
-        if master is not None and captured is not None and captured != reflected and reflected in {
-            s.snapshot_id for s in master.ancestry(captured)
-        }:
+        if (
+            master is not None
+            and captured is not None
+            and captured != reflected
+            and reflected in {s.snapshot_id for s in master.ancestry(captured)}
+        ):
             rebuild.append(
                 f"the change log of {spec.master_name} was captured past master snapshot {reflected}, which the "
                 "view reflects since a complete refresh, in one piece"

@@ -13,13 +13,13 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.conflicts import lost_race
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.logs import sql as log_sql
 from dbt_incremental_mv.logs.capture_plan import CapturePlan, Reflected, SnapshotInfo, broadcast_gone_ids, plan_capture
 from dbt_incremental_mv.logs.contract import LogContractError, LogSpec, log_evolution
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
+from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.refresh.state.view_state import view_state
 
 # A capture that loses the race to a concurrent capture or purge decides again, this many times.
@@ -41,8 +41,14 @@ Stops = Callable[[], Reflected]  # read only when there is something to capture
 
 
 def capture(
-    ctx: RefreshContext, spec: LogSpec, logged: Sequence[str] | None, evolve: bool = False, exists: bool = False,
-    position: LogPosition | None = None, per_commit: bool = False, stops: Stops | None = None,
+    ctx: RefreshContext,
+    spec: LogSpec,
+    logged: Sequence[str] | None,
+    evolve: bool = False,
+    exists: bool = False,
+    position: LogPosition | None = None,
+    per_commit: bool = False,
+    stops: Stops | None = None,
 ) -> CapturePlan:
     """Capture, and return what was captured (the commits, oldest first). ``logged``: the
     master columns the log holds, as planned (None: read them, and evolve the log if its
@@ -86,8 +92,13 @@ def _evolve_log(ctx: RefreshContext, spec: LogSpec) -> list[str] | None:
 
 
 def _capture(
-    ctx: RefreshContext, spec: LogSpec, logged: Sequence[str] | None, exists: bool = False,
-    position: LogPosition | None = None, per_commit: bool = False, stops: Stops | None = None,
+    ctx: RefreshContext,
+    spec: LogSpec,
+    logged: Sequence[str] | None,
+    exists: bool = False,
+    position: LogPosition | None = None,
+    per_commit: bool = False,
+    stops: Stops | None = None,
 ) -> CapturePlan:
     meta = ctx.metadata
     if logged is None or not (exists or meta.columns(spec.log_relation)):
@@ -115,13 +126,19 @@ def _capture(
             break
         attempt = 0  # stopped at a view's snapshot: the next segment
     if not done:
-        return CapturePlan(plan.method, plan.start, plan.end, f"{spec.log_relation}: {plan.method} ({plan.reason})", plan.commits)
+        return CapturePlan(
+            plan.method, plan.start, plan.end, f"{spec.log_relation}: {plan.method} ({plan.reason})", plan.commits
+        )
     reasons = [
-        f"{p.method} ({p.reason})" + (f", stopped at master snapshot {p.end} (a view reflects it)" if p is not done[-1] else "")
+        f"{p.method} ({p.reason})"
+        + (f", stopped at master snapshot {p.end} (a view reflects it)" if p is not done[-1] else "")
         for p in done
     ]
     return CapturePlan(
-        done[-1].method, done[0].start, done[-1].end, f"{spec.log_relation}: {'; then '.join(reasons)}",
+        done[-1].method,
+        done[0].start,
+        done[-1].end,
+        f"{spec.log_relation}: {'; then '.join(reasons)}",
         tuple(c for p in done for c in p.commits),
     )
 
@@ -137,18 +154,26 @@ def _create_log(ctx: RefreshContext, spec: LogSpec) -> CapturePlan:
     meta.forget(spec.log_relation)
     if meta.in_jvm and current is not None:
         head = meta.main(spec.log_relation)
+        assert head is not None  # the watermark row was just committed to the log
         try:  # vouch for the watermark just written (a no-op move of main, with the property)
-            meta.fast_forward(spec.log_relation, head, to_snapshot=head,
-                              properties=log_properties.capture_property(current, head))
+            meta.fast_forward(
+                spec.log_relation, head, to_snapshot=head, properties=log_properties.capture_property(current, head)
+            )
         except Exception as exc:  # noqa: BLE001 - another commit came first: the watermark row is read instead
             if not lost_race(exc):
                 raise
-    return CapturePlan("none", current, current, f"created {spec.log_relation}, capturing from master snapshot {current}")
+    return CapturePlan(
+        "none", current, current, f"created {spec.log_relation}, capturing from master snapshot {current}"
+    )
 
 
 def capture_plan(
-    ctx: RefreshContext, spec: LogSpec, snapshots: Mapping[str, int], position: LogPosition | None = None,
-    per_commit: bool = False, stops: Stops | None = None,
+    ctx: RefreshContext,
+    spec: LogSpec,
+    snapshots: Mapping[str, int],
+    position: LogPosition | None = None,
+    per_commit: bool = False,
+    stops: Stops | None = None,
 ) -> CapturePlan:
     """What a capture of an existing log would do now (reads only): the log's capture property
     says how far it is captured; without it (or when it no longer holds) one count of the log.
@@ -159,20 +184,30 @@ def capture_plan(
     if vouched is not None:
         captured_through, has_watermark = vouched.master_snapshot, True
     else:
-        stats = ctx.stats(StatsRequest(
-            spec, snapshots.get(spec.log_relation), position.sequence if position else 0,
-            tuple(position.commits) if position else (),
-        ))[0]
+        stats = ctx.stats(
+            StatsRequest(
+                spec,
+                snapshots.get(spec.log_relation),
+                position.sequence if position else 0,
+                tuple(position.commits) if position else (),
+            )
+        )[0]
         captured_through, has_watermark = stats["captured_through"], stats["watermarks"] > 0
     if current is None or (has_watermark and captured_through == current):
         return plan_capture(captured_through, has_watermark, current, [])  # no history needed
     master = ctx.metadata.table(spec.master_relation)
     lineage = [
-        SnapshotInfo(s.snapshot_id, s.parent_id, s.count("added-delete-files"), s.count("total-delete-files"), s.schema_id)
+        SnapshotInfo(
+            s.snapshot_id, s.parent_id, s.count("added-delete-files"), s.count("total-delete-files"), s.schema_id
+        )
         for s in (master.snapshots.values() if master is not None else ())
     ]
     return plan_capture(
-        captured_through, has_watermark, current, lineage, by_files=ctx.metadata.in_jvm and not per_commit,
+        captured_through,
+        has_watermark,
+        current,
+        lineage,
+        by_files=ctx.metadata.in_jvm and not per_commit,
         row_lineage=master is not None and (master.format_version or 0) >= 3,
         reflected=stops() if stops is not None else Reflected(),
     )
@@ -187,13 +222,16 @@ def _commit_capture(
     (returns None: decide again; else what was read, for the log line). (A process killed
     mid-capture leaves its branch behind: ``alter table <log> drop branch mv_capture_...``.)"""
     meta = ctx.metadata
-    digest = uuid.uuid4().hex[:16]  # unique per attempt: a branch shared by two racing processes could take both appends
+    digest = uuid.uuid4().hex[
+        :16
+    ]  # unique per attempt: a branch shared by two racing processes could take both appends
     branch = f"mv_capture_{digest}"
     committed = False
     read = ""
     try:
         meta.create_branch(spec.log_relation, branch, log_snapshot)
         if plan.method == "changelog":
+            assert plan.end is not None  # a plan that reads changes ends at a master snapshot
             view = f"mv_changes_{digest}"
             ctx.execute(log_sql.changelog_view(spec, view, plan.start, plan.end))
             try:
@@ -208,15 +246,24 @@ def _commit_capture(
                     broadcast = broadcast_gone_ids(changed.rows_gone_at_most)
                     if broadcast:
                         read += f" (at most {changed.rows_gone_at_most:,} rows gone: found by their ids first)"
-                    ctx.execute(log_sql.capture_by_files(
-                        spec, logged, changed.removed_view, changed.added_view, plan.end, branch,
-                        lineage_since=changed.lineage_since, written_view=changed.written_view,
-                        gone_ids_broadcast=broadcast,
-                    ))
+                    ctx.execute(
+                        log_sql.capture_by_files(
+                            spec,
+                            logged,
+                            changed.removed_view,
+                            changed.added_view,
+                            plan.end,
+                            branch,
+                            lineage_since=changed.lineage_since,
+                            written_view=changed.written_view,
+                            gone_ids_broadcast=broadcast,
+                        )
+                    )
                 else:  # the files cannot be staged (e.g. the schema changed since): both snapshots are read
                     read = "read by a scan of both snapshots instead"
                     ctx.execute(log_sql.capture_by_diff(spec, logged, plan.start, plan.end, branch))
         elif plan.method == "diff":
+            assert plan.end is not None  # a plan that reads changes ends at a master snapshot
             ctx.execute(log_sql.capture_by_diff(spec, logged, plan.start, plan.end, branch))
         elif plan.method == "skip":  # no view needs these changes: a watermark stands for them
             ctx.execute(log_sql.watermark_row(spec, logged, plan.end, branch=branch))
@@ -266,4 +313,5 @@ def consumers_stops(
 
     def read() -> Reflected:
         return reflected(spec, (known[view] if view in known else view_state(ctx.metadata, view) for view in views))
+
     return read

@@ -18,18 +18,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.refresh import cost
-from dbt_incremental_mv.refresh.views import view_classes
-from dbt_incremental_mv.refresh.phases.capture import capture_plan
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
+from dbt_incremental_mv.refresh.phases.capture import capture_plan
 from dbt_incremental_mv.refresh.phases.plan import RefreshPlan, rewritable_rows
+from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
+from dbt_incremental_mv.refresh.views import view_classes
 from dbt_incremental_mv.refresh.views.statement import RefreshStatement
 
 
-def _complete_estimate(ctx: RefreshContext, plan: RefreshPlan, snapshots: Mapping[str, int], prices: cost.Calibration) -> cost.Estimate:
+def _complete_estimate(
+    ctx: RefreshContext, plan: RefreshPlan, snapshots: Mapping[str, int], prices: cost.Calibration
+) -> cost.Estimate:
     assert plan.definition is not None
     masters = [(o.master.name, snapshots.get(o.master.name)) for o in plan.definition.occurrences]
     return cost.estimate_complete(masters, plan.view_relation, ctx.metadata, prices, cost.query_stages(plan.definition))
@@ -46,7 +48,10 @@ def after_mark(
 
 
 def captures_to_skip(
-    ctx: RefreshContext, plan: RefreshPlan, state: ViewState | None, action: str,
+    ctx: RefreshContext,
+    plan: RefreshPlan,
+    state: ViewState | None,
+    action: str,
 ) -> tuple[frozenset[str], cost.Choice | None]:
     """refresh_method='force', before the capture of a refresh carrying out ``action``: the
     masters whose capture a complete refresh does without (empty: capture as usual), and the
@@ -60,7 +65,9 @@ def captures_to_skip(
     return (masters if choice.method == "complete" else frozenset()), choice
 
 
-def before_capture(ctx: RefreshContext, plan: RefreshPlan, state: ViewState) -> tuple[cost.Choice, frozenset[str]] | None:
+def before_capture(
+    ctx: RefreshContext, plan: RefreshPlan, state: ViewState
+) -> tuple[cost.Choice, frozenset[str]] | None:
     """Whether to recompute the view rather than capture: the choice, and the masters whose
     capture it skips; None when no capture is pending (decided after the mark step then)."""
     assert plan.definition is not None
@@ -82,7 +89,9 @@ def before_capture(ctx: RefreshContext, plan: RefreshPlan, state: ViewState) -> 
             continue
         if any("added-files-size" not in c.summary and "removed-files-size" not in c.summary for c in commits):
             unknown.append(spec.master_relation)
-        pending[spec.master_relation] = sum(c.count("added-files-size") + c.count("removed-files-size") for c in commits)
+        pending[spec.master_relation] = sum(
+            c.count("added-files-size") + c.count("removed-files-size") for c in commits
+        )
     if not pending:
         return None
     # the cheapest fast refresh: a change in every log that has (or will have) one
@@ -95,18 +104,28 @@ def before_capture(ctx: RefreshContext, plan: RefreshPlan, state: ViewState) -> 
             position is not None and log is not None and log_properties.no_rows_added_since(log, position.log_snapshot)
         )
         provisional[spec.master_relation] = MarkedLog(
-            spec, (log.main if log is not None else None) or 0, position.sequence if position else 0,
-            (position.sequence if position else 0) + 1, int(changed), int(changed),
+            spec,
+            (log.main if log is not None else None) or 0,
+            position.sequence if position else 0,
+            (position.sequence if position else 0) + 1,
+            int(changed),
+            int(changed),
             current.get(spec.master_relation, -1),
         )
     statement = view_classes.refresh_statement(
-        plan.definition, plan.view_relation, provisional, plan.view_types, view_rows=rewritable_rows(ctx, plan),
+        plan.definition,
+        plan.view_relation,
+        provisional,
+        plan.view_types,
+        view_rows=rewritable_rows(ctx, plan),
     )
     if statement is None:
         return None
     fast = cost.estimate_fast(statement, plan.view_relation, provisional, meta, prices, whole_reads_only=True)
     # each log is captured once for every view that reads it: this view pays its share
-    captures = [(size, len(plan.log_consumers.get(plan.logs[master].log_relation, ()))) for master, size in pending.items()]
+    captures = [
+        (size, len(plan.log_consumers.get(plan.logs[master].log_relation, ()))) for master, size in pending.items()
+    ]
     fast = cost.with_capture(fast, captures, prices, unknown=tuple(unknown))
     complete = _complete_estimate(ctx, plan, current, prices)
     return cost.choose(fast, complete), frozenset(pending)

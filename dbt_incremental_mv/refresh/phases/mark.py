@@ -22,16 +22,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dbt_incremental_mv.refresh.state import staleness
-from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.logs.contract import INSERT, LogSpec, normalize_type
 from dbt_incremental_mv.logs.sql import KEY_BUCKETS, LITERAL_KEYS, KeyProbe
 from dbt_incremental_mv.metadata import EPOCH, Bound
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 from dbt_incremental_mv.refresh.marked_log import KeyValues, MarkedLog, netted_columns
-from dbt_incremental_mv.refresh.phases.plan import RefreshPlan, fallback
 from dbt_incremental_mv.refresh.phases.decide import RefreshDecision
+from dbt_incremental_mv.refresh.phases.plan import RefreshPlan, fallback
+from dbt_incremental_mv.refresh.state import staleness
+from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 
 INTEGER_TYPES = frozenset({"tinyint", "smallint", "int", "integer", "bigint", "byte", "short", "long"})
 LITERAL_TYPES = INTEGER_TYPES | {"string", "date"}
@@ -81,7 +81,10 @@ class Marked:
 
 
 def mark_logs(
-    ctx: RefreshContext, plan: RefreshPlan, state: ViewState | None, uncaptured: frozenset[str] = frozenset(),
+    ctx: RefreshContext,
+    plan: RefreshPlan,
+    state: ViewState | None,
+    uncaptured: frozenset[str] = frozenset(),
     action: str | None = None,
 ) -> Marked:
     """The marked rows of every log of the view, by master relation, for a refresh carrying out
@@ -97,23 +100,36 @@ def mark_logs(
     action = action or plan.action
     specs = list(plan.logs.values())
     log_snapshots = meta.mains([s.log_relation for s in specs])
-    master_snapshots = meta.mains([s.master_relation for s in specs if not s.capture or s.master_relation in uncaptured])
+    master_snapshots = meta.mains(
+        [s.master_relation for s in specs if not s.capture or s.master_relation in uncaptured]
+    )
     requests: dict[str, StatsRequest] = {}
     unchanged: set[str] = set()
     for spec in specs:
         position = state.logs.get(spec.log_relation) if state else None
         log = meta.table(spec.log_relation)
         if spec.master_relation in uncaptured or (
-                position is not None and not position.commits and log is not None
-                and log_properties.no_rows_added_since(log, position.log_snapshot)):
+            position is not None
+            and not position.commits
+            and log is not None
+            and log_properties.no_rows_added_since(log, position.log_snapshot)
+        ):
             unchanged.add(spec.master_relation)  # (a log not captured: what it holds is not consumed yet)
             continue
         resume_at = position.master_snapshot if position is not None and position.uncaptured else None
         requests[spec.master_relation] = StatsRequest(
-            spec, log_snapshots.get(spec.log_relation), position.sequence if position else 0,
-            tuple(position.commits) if position else (), resume_at=resume_at,
+            spec,
+            log_snapshots.get(spec.log_relation),
+            position.sequence if position else 0,
+            tuple(position.commits) if position else (),
+            resume_at=resume_at,
             probe=key_probe(
-                ctx, plan, spec, log_snapshots.get(spec.log_relation), position.sequence if position else 0, action,
+                ctx,
+                plan,
+                spec,
+                log_snapshots.get(spec.log_relation),
+                position.sequence if position else 0,
+                action,
             ),
         )
     counted = dict(zip(requests, ctx.stats(*requests.values())))
@@ -130,40 +146,56 @@ def mark_logs(
             else:  # the master as it is now: an ingestion log's, or one this refresh did not capture
                 master_snapshot = master_snapshots.get(spec.master_relation)
             marked[spec.master_relation] = MarkedLog(
-                spec=spec, log_snapshot=log_snapshots.get(spec.log_relation, 0), consumed=consumed, upto=consumed,
-                inserts=0, deletes=0, master_snapshot=master_snapshot if master_snapshot is not None else -1,
+                spec=spec,
+                log_snapshot=log_snapshots.get(spec.log_relation, 0),
+                consumed=consumed,
+                upto=consumed,
+                inserts=0,
+                deletes=0,
+                master_snapshot=master_snapshot if master_snapshot is not None else -1,
                 uncaptured=skipped or (position is not None and position.uncaptured),
             )
             continue
         stats = counted[spec.master_relation]
         if spec.master_relation in resumed:
             consumed, stats = resumed[spec.master_relation]
-        if changed is None and action == "fast" and stats["reset_sequence"] is not None and stats["reset_sequence"] > consumed:
+        if (
+            changed is None
+            and action == "fast"
+            and stats["reset_sequence"] is not None
+            and stats["reset_sequence"] > consumed
+        ):
             changed = fallback(
-                plan.model_name, plan.config,
+                plan.model_name,
+                plan.config,
                 f"the history of {spec.master_name} was rewritten or expired before it was captured",
             )
         master_snapshot = stats["captured_through"] if spec.capture else master_snapshots.get(spec.master_relation)
         probe = requests[spec.master_relation].probe
-        marked[spec.master_relation] = MarkedLog(**{
-            "spec": spec,
-            "log_snapshot": log_snapshots.get(spec.log_relation, 0),
-            "consumed": consumed,
-            "upto": max(stats["max_sequence"], consumed),
-            "inserts": int(stats["inserts"]),
-            "deletes": int(stats["deletes"]),
-            "master_snapshot": master_snapshot if master_snapshot is not None else -1,
-            "excluded": tuple(position.commits if position else ()),
-            "logged": tuple(plan.logged_columns.get(spec.log_relation, ())),
-            **probed(stats, probe, key_types(plan, spec)),  # the view's net counts replace the log's
-        })
+        marked[spec.master_relation] = MarkedLog(
+            **{
+                "spec": spec,
+                "log_snapshot": log_snapshots.get(spec.log_relation, 0),
+                "consumed": consumed,
+                "upto": max(stats["max_sequence"], consumed),
+                "inserts": int(stats["inserts"]),
+                "deletes": int(stats["deletes"]),
+                "master_snapshot": master_snapshot if master_snapshot is not None else -1,
+                "excluded": tuple(position.commits if position else ()),
+                "logged": tuple(plan.logged_columns.get(spec.log_relation, ())),
+                **probed(stats, probe, key_types(plan, spec)),  # the view's net counts replace the log's
+            }
+        )
     return Marked(marked, changed)
 
 
 def key_types(plan: RefreshPlan, spec: LogSpec) -> tuple[str | None, ...]:
     """The Spark types of the master's key columns (None: not known)."""
-    occurrence = next((o for o in plan.definition.occurrences if o.master.name == spec.master_relation), None) \
-        if plan.definition is not None else None
+    occurrence = (
+        next((o for o in plan.definition.occurrences if o.master.name == spec.master_relation), None)
+        if plan.definition is not None
+        else None
+    )
     types = {c.casefold(): normalize_type(t) for c, t in occurrence.master.columns} if occurrence is not None else {}
     return tuple(types.get(k.casefold()) for k in spec.key)
 
@@ -178,7 +210,11 @@ def netting_columns(plan: RefreshPlan, spec: LogSpec) -> tuple[str, ...] | None:
 
 
 def key_probe(
-    ctx: RefreshContext, plan: RefreshPlan, spec: LogSpec, log_snapshot: int | None, consumed: int,
+    ctx: RefreshContext,
+    plan: RefreshPlan,
+    spec: LogSpec,
+    log_snapshot: int | None,
+    consumed: int,
     action: str | None = None,
 ) -> KeyProbe | None:
     """What a fast refresh reads of the log's marked images besides their counts (logs/sql.py):
@@ -198,8 +234,12 @@ def key_probe(
     if written is not None and written.records * (len(spec.key) + len(netted or ())) <= listed_values():
         return KeyProbe(tuple(spec.key), netted, listed=True)
     bounds = written.bounds.get(spec.key[0]) if written is not None else None
-    return KeyProbe(tuple(spec.key), netted, literal_key=literal_key and written is not None,
-                    buckets=_buckets(types[0] if types else None, bounds))
+    return KeyProbe(
+        tuple(spec.key),
+        netted,
+        literal_key=literal_key and written is not None,
+        buckets=_buckets(types[0] if types else None, bounds),
+    )
 
 
 def _buckets(spark_type: str | None, bounds: tuple[Bound, Bound] | None) -> tuple[str, float, float] | None:
@@ -376,7 +416,11 @@ def key_ranges(text: str | None, buckets: tuple[str, float, float] | None) -> tu
 
 
 def _resume(
-    ctx: RefreshContext, plan: RefreshPlan, requests: dict[str, StatsRequest], counted: dict[str, dict], action: str,
+    ctx: RefreshContext,
+    plan: RefreshPlan,
+    requests: dict[str, StatsRequest],
+    counted: dict[str, dict],
+    action: str,
 ) -> tuple[dict[str, tuple[int, dict]], RefreshDecision | None]:
     """Where a view whose position is uncaptured resumes in each such log, and its counts from
     there (one more count statement, on the first refresh after such a complete refresh only);
@@ -391,13 +435,16 @@ def _resume(
         resume = counted[master]["resume_sequence"]
         if resume is None:
             return {}, fallback(
-                plan.model_name, plan.config,
+                plan.model_name,
+                plan.config,
                 f"the change log of {request.spec.master_name} was captured past master snapshot {request.resume_at}, "
                 "which the view reflects since a complete refresh, in one piece: the changes before and after it "
                 "cannot be told apart",
             )
         consumed = max(int(resume), request.consumed)
-        again[master] = StatsRequest(request.spec, request.log_snapshot, consumed, request.excluded, probe=request.probe)
+        again[master] = StatsRequest(
+            request.spec, request.log_snapshot, consumed, request.excluded, probe=request.probe
+        )
     for (master, request), stats in zip(again.items(), ctx.stats(*again.values())):
         resumed[master] = (request.consumed, stats)
     return resumed, None

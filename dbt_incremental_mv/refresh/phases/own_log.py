@@ -32,8 +32,8 @@ from dbt_incremental_mv.conflicts import lost_race
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.logs import sql as log_sql
 from dbt_incremental_mv.logs.contract import CONTRACT_COLUMNS, LogSpec, normalize_type
-from dbt_incremental_mv.refresh.phases import capture as capture_phase
 from dbt_incremental_mv.refresh.context import RefreshContext
+from dbt_incremental_mv.refresh.phases import capture as capture_phase
 from dbt_incremental_mv.sql_text import ident, idents, integer, relation
 
 BRANCH_PREFIX = "mv_capture_"  # the same as capture's: a killed process's branch is dropped the same way
@@ -57,7 +57,9 @@ class ChangedRows:
     touched: str  # every row the commit deleted or inserted meets it, at the snapshot it is in
     known: bool = False  # ``deleted`` and ``inserted`` describe the commit's writes exactly
     deleted: str | None = None  # the DELETE's own condition: exactly the rows deleted (None: no DELETE)
-    inserted: bool = False  # the last write is an INSERT: the new data files of its commit hold exactly the rows inserted
+    inserted: bool = (
+        False  # the last write is an INSERT: the new data files of its commit hold exactly the rows inserted
+    )
 
 
 def logged_columns(ctx: RefreshContext, spec: LogSpec, table_relation: str) -> list[str] | str:
@@ -75,7 +77,12 @@ def logged_columns(ctx: RefreshContext, spec: LogSpec, table_relation: str) -> l
 
 
 def write(
-    ctx: RefreshContext, spec: LogSpec, table_relation: str, before: int, after: int, rows: ChangedRows,
+    ctx: RefreshContext,
+    spec: LogSpec,
+    table_relation: str,
+    before: int,
+    after: int,
+    rows: ChangedRows,
 ) -> PendingLog | str:
     """Write the changes of the table's commit ``before`` -> ``after`` (staged, not yet on main)
     to a branch of the log. Returns what to publish after the table's write, or why nothing was
@@ -102,10 +109,15 @@ def write(
             if rows.known and (not rows.inserted or appended is not None):
                 deleted = (
                     f"select {idents(columns)} from {relation(table_relation)} version as of {integer(before)} as `_mv_v`\n"
-                    f"where {rows.deleted}" if rows.deleted is not None else None
+                    f"where {rows.deleted}"
+                    if rows.deleted is not None
+                    else None
                 )
-                inserted = (f"select {idents(columns)} from {ident(appended.added_view)}"
-                            if appended is not None and appended.added_view else None)
+                inserted = (
+                    f"select {idents(columns)} from {ident(appended.added_view)}"
+                    if appended is not None and appended.added_view
+                    else None
+                )
                 ctx.execute(log_sql.log_changes(spec, columns, deleted, inserted, after, branch))
             else:
                 ctx.execute(log_sql.log_commit(spec, columns, table_relation, before, after, rows.touched, branch))
@@ -135,8 +147,10 @@ def publish(ctx: RefreshContext, pending: PendingLog) -> str:
         meta.drop_branch(pending.spec.log_relation, pending.branch)
         if not lost_race(exc):
             raise
-        return (f"{pending.spec.log_relation} not written (another commit to it came first): its next capture "
-                "appends this change")
+        return (
+            f"{pending.spec.log_relation} not written (another commit to it came first): its next capture "
+            "appends this change"
+        )
     finally:
         meta.forget(pending.spec.log_relation)
     return f"logged {pending.images} image(s) to {pending.spec.log_relation}"

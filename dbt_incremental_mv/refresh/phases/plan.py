@@ -9,13 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dbt_incremental_mv import view_table
-from dbt_incremental_mv.refresh.state import staleness
 from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewDefinition, analyze_view
-from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.config import ConfigError, FastRefreshConfig
-from dbt_incremental_mv.layout import ViewLayout, view_layout
-from dbt_incremental_mv.metadata import commits_since
 from dbt_incremental_mv.definition import COLUMNS_PROPERTY, DEFINITION_PROPERTY, definition_change, encode_columns
+from dbt_incremental_mv.layout import ViewLayout, view_layout
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.logs.contract import (
     LogContractError,
@@ -26,11 +23,14 @@ from dbt_incremental_mv.logs.contract import (
     logs_by_master,
     validate_log_columns,
 )
-from dbt_incremental_mv.refresh.views import view_classes
+from dbt_incremental_mv.metadata import commits_since
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.graph import dependency_names, dependency_relations, view_consumers
-from dbt_incremental_mv.refresh.state.view_state import view_state_at
 from dbt_incremental_mv.refresh.phases.decide import CarriesDecision, RefreshDecision, decide_refresh
+from dbt_incremental_mv.refresh.state import staleness
+from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
+from dbt_incremental_mv.refresh.state.view_state import view_state_at
+from dbt_incremental_mv.refresh.views import view_classes
 
 DELETE_DISTRIBUTION = "write.delete.distribution-mode"
 # Needed by the plugin: staged commits (write-audit-publish) for the atomic refresh.
@@ -196,7 +196,9 @@ def plan_refresh(
         except UnsupportedViewError as exc:
             blocker = str(exc)
         else:
-            logged = {m: logged_columns[logs[m].log_relation] for m in masters if logs[m].log_relation in logged_columns}
+            logged = {
+                m: logged_columns[logs[m].log_relation] for m in masters if logs[m].log_relation in logged_columns
+            }
             blocker = view_classes.blocker(definition, logged)
     existing_columns = None
     stored_definition = None
@@ -211,22 +213,38 @@ def plan_refresh(
         stored_definition = properties.get(DEFINITION_PROPERTY)
         change = definition_change(stored_definition, compiled_sql, properties.get(COLUMNS_PROPERTY), read_columns)
     decision = decide_refresh(
-        name, config, existing_type=existing_type, full_refresh=full_refresh, fast_refresh_blocker=blocker,
+        name,
+        config,
+        existing_type=existing_type,
+        full_refresh=full_refresh,
+        fast_refresh_blocker=blocker,
         definition_change=change,
     )
     recreated = sorted(log for log, evolution in evolutions.items() if evolution.recreate)
     if decision.action == "fast" and recreated:
-        decision = fallback(name, config, "; ".join(
-            f"the change log {log} is recreated ({evolutions[log].describe()} in its master), so the "
-            "changes it holds are lost" for log in recreated
-        ))
-    lacking = [c for c in (definition.stored_columns if definition is not None else ()) if c.lower() not in
-               {e.lower() for e in existing_columns or ()}]
+        decision = fallback(
+            name,
+            config,
+            "; ".join(
+                f"the change log {log} is recreated ({evolutions[log].describe()} in its master), so the "
+                "changes it holds are lost"
+                for log in recreated
+            ),
+        )
+    lacking = [
+        c
+        for c in (definition.stored_columns if definition is not None else ())
+        if c.lower() not in {e.lower() for e in existing_columns or ()}
+    ]
     if decision.action == "fast" and lacking:  # built by an earlier version of the plugin
-        decision = fallback(name, config, (
-            f"the view lacks the hidden column{'s' if len(lacking) > 1 else ''} {', '.join(lacking)} this version of "
-            "the plugin keeps to refresh it (it was built by an earlier version): rebuilt once"
-        ))
+        decision = fallback(
+            name,
+            config,
+            (
+                f"the view lacks the hidden column{'s' if len(lacking) > 1 else ''} {', '.join(lacking)} this version of "
+                "the plugin keeps to refresh it (it was built by an earlier version): rebuilt once"
+            ),
+        )
     out_of_step, view_state, view_read_at = None, None, None
     if decision.action == "fast":
         out_of_step, view_state, view_read_at = check_staleness(ctx, view_relation, logs, existing_logs)
@@ -264,7 +282,9 @@ def plan_refresh(
         read_types=read_columns or {},
         existing_logs=frozenset(existing_logs),
         log_consumers={
-            spec.log_relation: tuple(view_consumers(graph, spec.master_relation)) for spec in logs.values() if spec.capture
+            spec.log_relation: tuple(view_consumers(graph, spec.master_relation))
+            for spec in logs.values()
+            if spec.capture
         },
         view_state=view_state,
         view_read_at=view_read_at,
@@ -288,7 +308,9 @@ def check_staleness(
     return None, state, read_at
 
 
-def log_out_of_step(ctx: RefreshContext, spec: LogSpec, position: LogPosition | None, exists: bool | None = None) -> str | None:
+def log_out_of_step(
+    ctx: RefreshContext, spec: LogSpec, position: LogPosition | None, exists: bool | None = None
+) -> str | None:
     """Whether the log still holds every change after the view's position (see refresh/state/staleness.py).
     Reads the log's metadata, and counts the view's unconsumed rows around each commit since its
     position that may have deleted some (not an append, a compaction or the plugin's purge).
@@ -324,6 +346,12 @@ def log_out_of_step(ctx: RefreshContext, spec: LogSpec, position: LogPosition | 
                 for r in ctx.query(staleness.unconsumed_counts(spec.log_relation, position, needed))
             }
     return staleness.out_of_step(
-        spec.log_relation, position, log_exists=exists, current=current, parents=parents,
-        operations=operations, counts=counts, capture=spec.capture,
+        spec.log_relation,
+        position,
+        log_exists=exists,
+        current=current,
+        parents=parents,
+        operations=operations,
+        counts=counts,
+        capture=spec.capture,
     )

@@ -11,15 +11,22 @@ from dataclasses import dataclass
 
 from dbt_incremental_mv import view_table
 from dbt_incremental_mv.analysis.render import render_select
-from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
-from dbt_incremental_mv.refresh.phases import force
-from dbt_incremental_mv.refresh.phases import own_log
-from dbt_incremental_mv.refresh.views import view_classes
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
+from dbt_incremental_mv.refresh.phases import force, own_log
 from dbt_incremental_mv.refresh.phases.plan import current_types, rewritable_rows
+from dbt_incremental_mv.refresh.phases.publish import (
+    Step,
+    StepKind,
+    commit_state,
+    open_write_branch,
+    staged,
+    staged_statement,
+    write_branch,
+)
 from dbt_incremental_mv.refresh.phases.run import RefreshRun
-from dbt_incremental_mv.refresh.phases.publish import Step, StepKind, commit_state, open_write_branch, staged, staged_statement, write_branch
+from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
+from dbt_incremental_mv.refresh.views import view_classes
 from dbt_incremental_mv.sql_text import idents, relation
 
 
@@ -42,9 +49,16 @@ def fast(ctx: RefreshContext, run: RefreshRun, marked: dict[str, MarkedLog], rea
     assert plan.definition is not None
     branch = write_branch()
     statement = view_classes.refresh_statement(
-        plan.definition, plan.view_relation, marked, plan.view_types, branch, rewritable_rows(ctx, plan),
+        plan.definition,
+        plan.view_relation,
+        marked,
+        plan.view_types,
+        branch,
+        rewritable_rows(ctx, plan),
     )
-    kinds = ", ".join(f"{m.spec.master_name}: {m.kind} (+{m.inserts}/-{m.deletes}{_skipped(m)})" for m in marked.values())
+    kinds = ", ".join(
+        f"{m.spec.master_name}: {m.kind} (+{m.inserts}/-{m.deletes}{_skipped(m)})" for m in marked.values()
+    )
     if statement is None:
         return Propagation([], None, marked, f"fast refresh: nothing marked ({kinds}); no write")
     chosen = ""
@@ -67,11 +81,22 @@ def fast(ctx: RefreshContext, run: RefreshRun, marked: dict[str, MarkedLog], rea
         open_write_branch(ctx, plan.view_relation, statement.branch, read_at)
         run.write_branch = statement.branch
     log = plan.own_log is not None and statement.touched is not None
-    run.changed_rows = own_log.ChangedRows(
-        statement.touched, known=True, deleted=statement.deleted, inserted=statement.inserts_last,
-    ) if log else None
+    run.changed_rows = (
+        own_log.ChangedRows(
+            statement.touched,
+            known=True,
+            deleted=statement.deleted,
+            inserted=statement.inserts_last,
+        )
+        if log and statement.touched is not None
+        else None
+    )
     return Propagation(
-        staged_statement(state, statement, log), state, marked, summary, tuple(statement.steps_run),
+        staged_statement(state, statement, log),
+        state,
+        marked,
+        summary,
+        tuple(statement.steps_run),
         tuple(statement.steps_skipped),
     )
 
@@ -90,11 +115,16 @@ def complete(ctx: RefreshContext, run: RefreshRun, marked: Mapping[str, MarkedLo
     pinned = definition is not None and all(
         o.master.name in marked and marked[o.master.name].master_snapshot >= 0 for o in definition.occurrences
     )
-    if pinned:
-        query = plan.layout.sorted_query(render_select(definition, {
-            o.alias: marked[o.master.name].master_as_of_current_types(current_types(plan, o.alias))
-            for o in definition.occurrences
-        }))
+    if definition is not None and pinned:
+        query = plan.layout.sorted_query(
+            render_select(
+                definition,
+                {
+                    o.alias: marked[o.master.name].master_as_of_current_types(current_types(plan, o.alias))
+                    for o in definition.occurrences
+                },
+            )
+        )
         columns = definition.stored_columns
         base = ctx.metadata.main(plan.view_relation) if plan.existing_columns else None
         state = commit_state(marked, run.action, base=base)
@@ -102,7 +132,7 @@ def complete(ctx: RefreshContext, run: RefreshRun, marked: Mapping[str, MarkedLo
         query, columns, state = plan.compiled_sql, None, None
     target = relation(plan.view_relation)
     same_table = plan.existing_columns == tuple(columns or ()) and plan.stored_definition == plan.compiled_sql.strip()
-    if state is not None and run.action == "complete" and same_table:
+    if state is not None and columns is not None and run.action == "complete" and same_table:
         steps = staged(state, "main", f"insert overwrite {target} ({idents(columns)})\n{query}")
         return Propagation(steps, state, dict(marked), "recomputed in one commit")
     steps = [Step("main", view_table.enforce_contract(query, columns, plan.contract), kind=StepKind.CREATE)]

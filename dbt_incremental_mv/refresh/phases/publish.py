@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.conflicts import lost_race
 from dbt_incremental_mv.refresh.context import RefreshContext
+from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.refresh.views.statement import WRITE_BRANCH_PREFIX, RefreshStatement, Write
 from dbt_incremental_mv.sql_text import ident
 
@@ -24,8 +24,12 @@ from dbt_incremental_mv.sql_text import ident
 INCREMENTAL_METHODS = ("fast", "on-commit")
 # Row counts of a published commit (its Iceberg summary), for the log line.
 SUMMARY_KEYS = (
-    "added-records", "deleted-records", "added-position-deletes", "removed-position-deletes",
-    "added-equality-deletes", "removed-equality-deletes",
+    "added-records",
+    "deleted-records",
+    "added-position-deletes",
+    "removed-position-deletes",
+    "added-equality-deletes",
+    "removed-equality-deletes",
 )
 
 
@@ -112,7 +116,9 @@ def staged_statement(state: ViewState, statement: RefreshStatement, log: bool = 
     writes' filter reads still exist (``log`` step, run by own_log.py)."""
     *before, last = statement.writes
     steps = staged(state, "main", last.sql, before)
-    made = [Step("cache", sql) for sql in caching([f"cache table {ident(c.name)} as\n{c.sql}" for c in statement.cached])]
+    made = [
+        Step("cache", sql) for sql in caching([f"cache table {ident(c.name)} as\n{c.sql}" for c in statement.cached])
+    ]
     dropped = [Step("uncache", drop_cached(c.name)) for c in statement.cached]
     logged = [Step("log", kind=StepKind.LOG, wap_id=steps[-1].wap_id)] if log else []
     return made + steps[:-1] + logged + dropped + steps[-1:]
@@ -143,7 +149,7 @@ def stale_write_branches(branches: Sequence[str], now_ms: int | None = None) -> 
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     stale = []
     for name in branches:
-        made = name[len(WRITE_BRANCH_PREFIX):].split("_", 1)[0] if name.startswith(WRITE_BRANCH_PREFIX) else ""
+        made = name[len(WRITE_BRANCH_PREFIX) :].split("_", 1)[0] if name.startswith(WRITE_BRANCH_PREFIX) else ""
         if made.isdigit() and now_ms - int(made) > STALE_BRANCH_MS:
             stale.append(name)
     return sorted(stale)
@@ -221,7 +227,10 @@ def _publish(meta, view, view_relation: str, wap_id: str, staged_snapshot, branc
         raise lost
     try:
         meta.fast_forward(
-            view_relation, began, to_snapshot=staged_snapshot.snapshot_id, drop_branches=(branch,) if branch else (),
+            view_relation,
+            began,
+            to_snapshot=staged_snapshot.snapshot_id,
+            drop_branches=(branch,) if branch else (),
         )
     except Exception as exc:
         if not lost_race(exc):
@@ -240,14 +249,20 @@ PUBLISHED_SNAPSHOT = "snapshot-id"  # in publish()'s summary: the view snapshot 
 def rows_written(summary: Mapping[str, str]) -> tuple[int, int]:
     """(inserted, deleted) rows of a published commit (net of the delete files it rewrote:
     merge-on-read writes a data file's old position deletes again with its new ones)."""
+
     def count(key: str) -> int:
         return int(summary.get(key) or 0)
 
     inserted = count("added-records")
     # rows of the data files removed (a copy-on-write rewrite, an overwrite), less those of them
     # already deleted by position, plus the rows the delete files added delete
-    deleted = (count("deleted-records") + count("added-position-deletes") - count("removed-position-deletes")
-               + count("added-equality-deletes") - count("removed-equality-deletes"))
+    deleted = (
+        count("deleted-records")
+        + count("added-position-deletes")
+        - count("removed-position-deletes")
+        + count("added-equality-deletes")
+        - count("removed-equality-deletes")
+    )
     return inserted, deleted
 
 

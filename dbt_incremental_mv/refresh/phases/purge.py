@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from dbt_incremental_mv.conflicts import lost_race
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.logs import sql as log_sql
@@ -21,6 +20,7 @@ from dbt_incremental_mv.logs.contract import OP_COLUMN, RESET, WATERMARK, LogSpe
 from dbt_incremental_mv.metadata import DataFile
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 from dbt_incremental_mv.refresh.graph import view_consumers
+from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from dbt_incremental_mv.refresh.state.view_state import view_state
 
 # Superseded capture watermarks are purged with consumed changes, or once this many pile up.
@@ -30,8 +30,13 @@ DELETE_READS_METADATA_COLUMNS = (4, 1)
 
 
 def purge_log(
-    ctx: RefreshContext, spec: LogSpec, state: ViewState, view_relation: str, graph: Mapping[str, Any],
-    existing: Callable[[str], bool], log_snapshot: int | None = None,
+    ctx: RefreshContext,
+    spec: LogSpec,
+    state: ViewState,
+    view_relation: str,
+    graph: Mapping[str, Any],
+    existing: Callable[[str], bool],
+    log_snapshot: int | None = None,
 ) -> list[str]:
     """Purge what every view on the log consumed. ``log_snapshot``: the log snapshot this refresh
     read (its counts decide; rows appended since are newer than anything a view consumed)."""
@@ -109,7 +114,11 @@ def _rewritten_files(meta, spec: LogSpec, snapshot: int, floor: int, files: Sequ
 
 
 def _purge_files(
-    ctx: RefreshContext, spec: LogSpec, files: Sequence[DataFile], floor: int, watermark_sequence: int | None,
+    ctx: RefreshContext,
+    spec: LogSpec,
+    files: Sequence[DataFile],
+    floor: int,
+    watermark_sequence: int | None,
     before: int | None,
 ) -> list[str]:
     """Purge by whole files: one metadata commit, no row read or rewritten. A capture appends a
@@ -135,11 +144,15 @@ def _record_purge(ctx: RefreshContext, spec: LogSpec, before: int | None, floor:
         return
     log = meta.table(spec.log_relation)
     purge = log.current if log is not None else None
-    if purge is None or purge.parent_id != before or purge.operation == log_properties.APPEND:
+    if log is None or purge is None or purge.parent_id != before or purge.operation == log_properties.APPEND:
         return  # another commit came in between: leave it unrecorded
     try:
-        meta.fast_forward(spec.log_relation, purge.snapshot_id, to_snapshot=purge.snapshot_id,
-                          properties=log_properties.purges_property(log.properties, purge.snapshot_id, floor))
+        meta.fast_forward(
+            spec.log_relation,
+            purge.snapshot_id,
+            to_snapshot=purge.snapshot_id,
+            properties=log_properties.purges_property(log.properties, purge.snapshot_id, floor),
+        )
     except Exception as exc:  # noqa: BLE001
         if not lost_race(exc):
             raise

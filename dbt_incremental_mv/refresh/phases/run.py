@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dbt_incremental_mv.refresh.context import RefreshContext
-from dbt_incremental_mv.refresh.phases.plan import RefreshPlan
 from dbt_incremental_mv.refresh.phases.decide import CarriesDecision, RefreshDecision
+from dbt_incremental_mv.refresh.phases.plan import RefreshPlan
 
 
 @dataclass
@@ -38,7 +38,7 @@ class RefreshRun(CarriesDecision):
         if method == "complete":
             self.changed_decision = RefreshDecision("complete", why)
 
-    @property  # type: ignore[override]
-    def decision(self) -> RefreshDecision:
+    @property
+    def decision(self) -> RefreshDecision:  # type: ignore[override]  # read-only: derived from the plan's
         """The decision this run carries out: the plan's, unless the run changed it."""
         return self.changed_decision if self.changed_decision is not None else self.plan.decision

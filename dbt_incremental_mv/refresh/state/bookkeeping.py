@@ -77,7 +77,9 @@ class ViewState:
             base = payload.get("base")
             run = payload.get("run")
             return cls(
-                logs=logs, method=str(payload["method"]), base=None if base is None else int(base),
+                logs=logs,
+                method=str(payload["method"]),
+                base=None if base is None else int(base),
                 run=None if run is None else str(run),
             )
         except (ValueError, KeyError, TypeError):

@@ -29,10 +29,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition
 from dbt_incremental_mv.logs import sql as log_sql
 from dbt_incremental_mv.logs.contract import DELETE, INSERT, OP_COLUMN
 from dbt_incremental_mv.metadata import commits_since
+from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition
 from dbt_incremental_mv.sql_text import ident, integer, relation, string
 
 APPEND = "append"
@@ -41,7 +41,9 @@ APPEND = "append"
 def unconsumed_counts(log_relation: str, position: LogPosition, snapshots: Sequence[int]) -> str:
     """Per log snapshot: the images the view has not consumed, and the capture watermarks."""
     op = ident(OP_COLUMN)
-    images = f"{op} in ({string(INSERT)}, {string(DELETE)}) and {log_sql.unconsumed(position.sequence, position.commits)}"
+    images = (
+        f"{op} in ({string(INSERT)}, {string(DELETE)}) and {log_sql.unconsumed(position.sequence, position.commits)}"
+    )
     parts = [
         f"select {integer(s)} as snapshot_id, count_if({images}) as unconsumed, "
         f"count_if(not ({op} in ({string(INSERT)}, {string(DELETE)}))) as watermarks\n"
@@ -51,7 +53,9 @@ def unconsumed_counts(log_relation: str, position: LogPosition, snapshots: Seque
     return "\nunion all\n".join(parts)
 
 
-def snapshots_to_count(chain: Sequence[int], operations: Mapping[int, str], parents: Mapping[int, int | None]) -> list[int]:
+def snapshots_to_count(
+    chain: Sequence[int], operations: Mapping[int, str], parents: Mapping[int, int | None]
+) -> list[int]:
     """The snapshots whose unconsumed counts decide: each non-append commit and its parent."""
     needed: list[int] = []
     for snapshot in chain:
@@ -182,7 +186,9 @@ def positions_current(
     for capture, master, log, position in positions:
         if position is None or position.commits:
             return False
-        recorded, now = (position.master_snapshot, current.get(master)) if capture else (position.log_snapshot, current.get(log))
+        recorded, now = (
+            (position.master_snapshot, current.get(master)) if capture else (position.log_snapshot, current.get(log))
+        )
         if recorded is None or now is None or recorded != now:
             return False
     return True

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from dbt_incremental_mv.metadata import Metadata
+from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 
 
 def view_state_at(metadata: Metadata, name: str) -> tuple[ViewState | None, int | None]:

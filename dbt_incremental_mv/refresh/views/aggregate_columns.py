@@ -22,7 +22,7 @@ class Arguments:
     """The aggregated expressions of the view, each projected once by the delta terms."""
 
     def __init__(self, view: ViewDefinition) -> None:
-        self.expressions: list[exp.Expression] = []
+        self.expressions: list[exp.Expr] = []
         self.by_column: dict[str, int] = {}
         for output in view.outputs:
             if output.argument is not None:
@@ -31,7 +31,7 @@ class Arguments:
             if hidden.purpose not in (HiddenPurpose.ROW_COUNT, HiddenPurpose.RESERVE):  # (a reserve's: its output's)
                 self.by_column[hidden.name] = self._index(hidden.expression.this)
 
-    def _index(self, expression: exp.Expression) -> int:
+    def _index(self, expression: exp.Expr) -> int:
         for index, known in enumerate(self.expressions):
             if known == expression:
                 return index
@@ -70,7 +70,8 @@ def nonnull_count_of(view: ViewDefinition, column: str) -> str:
     # a hidden SUM column: the count serving the same outputs
     sum_column = next(h for h in view.hidden_columns if h.name == column)
     return next(
-        h.name for h in view.hidden_columns
+        h.name
+        for h in view.hidden_columns
         if h.purpose is HiddenPurpose.NONNULL_COUNT and set(sum_column.outputs) & set(h.outputs)
     )
 

@@ -54,16 +54,36 @@ from dbt_incremental_mv.logs.contract import DELETE
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.views import outer_aggregate
 from dbt_incremental_mv.refresh.views.aggregate_columns import (
-    RECOMPUTED, RECOMPUTED_PREFIX, SIGN, STORED, Arguments, counted_columns, delta_name, group_match,
-    nonnull_count_of, summed_columns,
+    RECOMPUTED,
+    RECOMPUTED_PREFIX,
+    SIGN,
+    STORED,
+    Arguments,
+    counted_columns,
+    delta_name,
+    group_match,
+    nonnull_count_of,
+    summed_columns,
 )
 from dbt_incremental_mv.refresh.views.min_max import (
-    new_reserve, new_reserve_name, recompute_ctes, reserve_deltas, reserve_of, with_new_reserves,
+    new_reserve,
+    new_reserve_name,
+    recompute_ctes,
+    reserve_deltas,
+    reserve_of,
+    with_new_reserves,
 )
 from dbt_incremental_mv.refresh.views.semijoin import marked_ranges, reduce_sources
 from dbt_incremental_mv.refresh.views.statement import (
-    WRITE_BRANCH, Cached, RefreshStatement, Write, branch_target, broadcast_exists, cached_view,
-    delete_write, refresh_writes,
+    WRITE_BRANCH,
+    Cached,
+    RefreshStatement,
+    Write,
+    branch_target,
+    broadcast_exists,
+    cached_view,
+    delete_write,
+    refresh_writes,
 )
 from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation
 
@@ -107,7 +127,10 @@ def _old_state(log: MarkedLog, columns: list[str]) -> tuple[str, bool]:
 
 
 def _delta_terms(
-    view: ViewDefinition, marked: Mapping[str, MarkedLog], arguments: Arguments, keys: outer_aggregate.Keys,
+    view: ViewDefinition,
+    marked: Mapping[str, MarkedLog],
+    arguments: Arguments,
+    keys: outer_aggregate.Keys,
 ) -> list[str]:
     """The delta, a telescoping sum over the changed occurrences: each one's change with the
     occurrences before it in their new state and those after it in their old state. An occurrence
@@ -116,10 +139,15 @@ def _delta_terms(
     one is not linear: outer_aggregate.py makes its terms, with the others as real rows.
     ``keys(alias, query)``: what reads the affected anchor keys ``query`` returns (a cached view)."""
     changed = [o.alias for o in view.occurrences if marked[o.master.name].has_changes]
-    columns = {o.alias: sorted(view.referenced_columns[o.alias], key=str.casefold) or list(marked[o.master.name].spec.key) for o in view.occurrences}
+    columns = {
+        o.alias: sorted(view.referenced_columns[o.alias], key=str.casefold) or list(marked[o.master.name].spec.key)
+        for o in view.occurrences
+    }
     # the sum holds in any order: over outer joins the null-supplying changes go first, so that
     # the others' terms read them in their new state (no old state of a fact is rebuilt)
-    order = sorted(view.aliases, key=lambda a: a not in view.null_supplying) if view.null_supplying else list(view.aliases)
+    order = (
+        sorted(view.aliases, key=lambda a: a not in view.null_supplying) if view.null_supplying else list(view.aliases)
+    )
     terms = []
     for position, alias in enumerate(order):
         if alias not in changed:
@@ -146,7 +174,7 @@ def _delta_terms(
                 if has_sign:
                     signed.append(other)
 
-        def project(select: exp.Select, sign: exp.Expression, signed: list[str] = signed) -> str:
+        def project(select: exp.Select, sign: exp.Expr, signed: list[str] = signed) -> str:
             for other in signed:
                 sign = exp.Mul(this=sign, expression=exp.column(SIGN, table=other, quoted=True))
             return _term(view, arguments, select, sign)
@@ -157,13 +185,15 @@ def _delta_terms(
         if not view.null_supplying:
             sources = reduce_sources(view, sources, {alias: marked_ranges(marked[view.occurrence(alias).master.name])})
         else:  # what is joined on its key, read for its changed keys only (outer_aggregate.py)
-            sources = outer_aggregate.restrict_to_changed_keys(view, alias, marked[view.occurrence(alias).master.name], sources)
+            sources = outer_aggregate.restrict_to_changed_keys(
+                view, alias, marked[view.occurrence(alias).master.name], sources
+            )
         select = select_expression(view, sources, include_hidden=False)
         terms.append(project(select, exp.column(SIGN, table=signed[0], quoted=True), signed[1:]))
     return terms
 
 
-def _term(view: ViewDefinition, arguments: Arguments, select: exp.Select, sign: exp.Expression) -> str:
+def _term(view: ViewDefinition, arguments: Arguments, select: exp.Select, sign: exp.Expr) -> str:
     """A delta term from a select of the defining query: its rows' group keys, aggregated
     expressions and ``sign``, not grouped."""
     projections = [
@@ -192,7 +222,11 @@ def _delta_query(view: ViewDefinition, terms: list[str], arguments: Arguments, m
 
 
 def _delta_of_rows(
-    view: ViewDefinition, rows: str, arguments: Arguments, min_max: list[str], overflowed: Sequence[str] = (),
+    view: ViewDefinition,
+    rows: str,
+    arguments: Arguments,
+    min_max: list[str],
+    overflowed: Sequence[str] = (),
 ) -> str:
     """Per group: the signed net change of the row count and of every aggregate, from the delta
     rows ``rows`` (a relation: a subquery or a cached view), and each reserve's change (its
@@ -236,7 +270,8 @@ def overflowable_sums(view: ViewDefinition, view_types: Mapping[str, str]) -> li
     as is one whose delta's sum overflowed (a NULL beside values: its own, ANSI off)."""
     types = {c.casefold(): t.replace(" ", "").lower() for c, t in view_types.items()}
     return [
-        (column, nonnull_count_of(view, column)) for column in summed_columns(view)
+        (column, nonnull_count_of(view, column))
+        for column in summed_columns(view)
         if types.get(column.casefold(), "").startswith("decimal(38,")
     ]
 
@@ -247,13 +282,18 @@ def _cast(expression: str, column: str, view_types: Mapping[str, str]) -> str:
 
 
 def _new_values(
-    view: ViewDefinition, view_types: Mapping[str, str], recompute: bool, stored: str, source: str,
+    view: ViewDefinition,
+    view_types: Mapping[str, str],
+    recompute: bool,
+    stored: str,
+    source: str,
     reserves_in_source: bool = False,
 ) -> dict[str, str]:
     """Each stored column's value after the refresh, from the row ``source`` (the group's delta
     and, for recomputed groups, its recomputed values) and the stored row ``stored`` (all NULL
     for a new group); ``reserves_in_source``: the new reserves are columns of ``source``
     (with_new_reserves), not computed here."""
+
     def old(column: str) -> str:
         return f"{stored}.{ident(column)}"
 
@@ -290,13 +330,17 @@ def _new_values(
             )
         elif output.kind is OutputKind.PLAIN and output.name not in values:  # a constant (no GROUP BY)
             values[output.name] = render_expression(output.expression)
-        elif output.kind in (OutputKind.MIN, OutputKind.MAX) and reserve_of(view, output.name) is not None:
+        elif (
+            output.kind in (OutputKind.MIN, OutputKind.MAX)
+            and (reserve_column := reserve_of(view, output.name)) is not None
+        ):
             reserve = (
-                f"{source}.{ident(new_reserve_name(output.name))}" if reserves_in_source
+                f"{source}.{ident(new_reserve_name(output.name))}"
+                if reserves_in_source
                 else new_reserve(view, output.name, view_types, stored, source)
             )
             values[output.name] = f"try_element_at({reserve}, 1).`v`"
-            values[reserve_of(view, output.name).name] = reserve
+            values[reserve_column.name] = reserve
         elif output.kind in (OutputKind.MIN, OutputKind.MAX):
             function = "greatest" if output.kind is OutputKind.MAX else "least"
             values[output.name] = f"{function}({old(output.name)}, {delta(output.name, 'p')})"
@@ -310,8 +354,12 @@ def _new_values(
 
 
 def _rewrite(
-    view: ViewDefinition, view_relation: str, marked: Mapping[str, MarkedLog], view_types: Mapping[str, str],
-    branch: str, changed: list[str],
+    view: ViewDefinition,
+    view_relation: str,
+    marked: Mapping[str, MarkedLog],
+    view_types: Mapping[str, str],
+    branch: str,
+    changed: list[str],
 ) -> RefreshStatement | None:
     """A small view rewritten whole, in ONE statement: its stored rows full-outer-joined with the
     delta (computed inline, read once), the delta's groups with their new values, the others as
@@ -320,7 +368,11 @@ def _rewrite(
     from the masters (MIN/MAX after deletes, HAVING): they read the delta several times, None."""
     min_max = [o.name for o in view.outputs if o.kind in (OutputKind.MIN, OutputKind.MAX)]
     any_deletes = any(marked[o.master.name].deletes for o in view.occurrences)
-    if view.having is not None or (min_max and (any_deletes or view.null_supplying)) or overflowable_sums(view, view_types):
+    if (
+        view.having is not None
+        or (min_max and (any_deletes or view.null_supplying))
+        or overflowable_sums(view, view_types)
+    ):
         return None
     arguments = Arguments(view)
 
@@ -335,7 +387,8 @@ def _rewrite(
     in_delta = "coalesce(`_mv_s`.`_mv_in_delta`, false)"
     kept = [
         f"case when {in_delta} then {values[c]} else `_mv_t`.{ident(c)} end as {ident(c)}"
-        if c not in keys else f"coalesce(`_mv_s`.{ident(c)}, `_mv_t`.{ident(c)}) as {ident(c)}"
+        if c not in keys
+        else f"coalesce(`_mv_s`.{ident(c)}, `_mv_t`.{ident(c)}) as {ident(c)}"
         for c in stored
     ]
     new_count = values[ROW_COUNT_COLUMN]
@@ -376,7 +429,9 @@ def _with_stored_rows(view: ViewDefinition, delta: str, rows: str, view_relation
     )
 
 
-def _cached_delta(view: ViewDefinition, view_types: Mapping[str, str], delta: str, rows: str, view_relation: str) -> str:
+def _cached_delta(
+    view: ViewDefinition, view_types: Mapping[str, str], delta: str, rows: str, view_relation: str
+) -> str:
     """What the refresh caches of ``delta`` (of the delta rows ``rows``): each group with its
     stored row (_with_stored_rows) and its new MIN/MAX reserves (with_new_reserves)."""
     return with_new_reserves(view, view_types, _with_stored_rows(view, delta, rows, view_relation))
@@ -433,7 +488,7 @@ def refresh_statement(
     # computed once (the writes name it up to six times), then read from the session's cache;
     # with reserves, the delta reads its rows once more per reserve: over several masters they
     # are cached first (one statement more), a single master's are its log's images
-    rows_cached = ()
+    rows_cached: tuple[Cached, ...] = ()
     if view.reserves and len(view.occurrences) > 1:
         rows_cached = (Cached(cached_view(branch, "terms"), "\nunion all\n".join(terms)),)
         delta_rows = ident(rows_cached[0].name)
@@ -453,7 +508,7 @@ def refresh_statement(
     new_count = values[ROW_COUNT_COLUMN]
     stored = view.stored_columns
     from_source = "from `_mv_source` as `_mv_s`"
-    of_delta_groups = broadcast_exists(groups, '`_mv_k`', group_match('`_mv_k`', '`_mv_v`', keys))
+    of_delta_groups = broadcast_exists(groups, "`_mv_k`", group_match("`_mv_k`", "`_mv_v`", keys))
     delete = delete_write(target, of_delta_groups, "`_mv_v`")
     new_rows = (
         f"select {', '.join(f'{values[c]} as {ident(c)}' for c in stored)}\n{from_source}"
@@ -465,9 +520,7 @@ def refresh_statement(
     inserted = f"with {', '.join(ctes)}\n{new_rows}"
     insert = f"insert into {target} ({idents(stored)})\n{inserted}"
     sliced = {c.name.rsplit("_slices_", 1)[1] for c in slices}
-    run = tuple(
-        f"{'SLICES' if a in sliced else 'ROWS' if a in view.null_supplying else 'DELTA'} {a}" for a in changed
-    )
+    run = tuple(f"{'SLICES' if a in sliced else 'ROWS' if a in view.null_supplying else 'DELTA'} {a}" for a in changed)
     if extremes and view.reserves:
         run += ("MIN/MAX from the reserves, recompute of groups whose reserve ran out",)
     elif extremes:
@@ -478,14 +531,17 @@ def refresh_statement(
     if min_max and not extremes:
         skipped += ("MIN/MAX recompute (insert-only)",)
     # (the statistics are read before the writes, and the cached delta: the delta in full)
-    stats_ctes = [f"`_mv_delta` as (\n{_cached_delta(view, view_types, delta_in_full, rows_in_full, view_relation)}\n)", *ctes[1:]]
+    stats_ctes = [
+        f"`_mv_delta` as (\n{_cached_delta(view, view_types, delta_in_full, rows_in_full, view_relation)}\n)",
+        *ctes[1:],
+    ]
     existed = f"`_mv_s`.{STORED}.{ident(ROW_COUNT_COLUMN)} is not null"
-    recomputed = f"count_if(`_mv_s`.{ident(RECOMPUTED)})" if recompute else "0"
+    recomputed_count = f"count_if(`_mv_s`.{ident(RECOMPUTED)})" if recompute else "0"
     if view.having is None:
         stats = (
             f"with {', '.join(stats_ctes)}\n"
             f"select count_if(not {existed} and {new_count} > 0), count_if({existed} and {new_count} <> 0), "
-            f"count_if({existed} and {new_count} = 0), {recomputed}\n{from_source}"
+            f"count_if({existed} and {new_count} = 0), {recomputed_count}\n{from_source}"
         )
     else:  # a group is in the view after the refresh when it has rows and passes
         passes = f"(`_mv_h`.{ident(ROW_COUNT_COLUMN)} > 0 and coalesce({render_expression(view.having)}, false))"
@@ -499,6 +555,14 @@ def refresh_statement(
         )
     labels = ("groups inserted", "groups updated", "groups deleted", "groups recomputed")
     return refresh_writes(
-        branch, [delete, Write("insert", insert)], run, skipped, stats, labels, (*slices, *rows_cached, cached),
-        touched=of_delta_groups, deleted=of_delta_groups, inserted=inserted,
+        branch,
+        [delete, Write("insert", insert)],
+        run,
+        skipped,
+        stats,
+        labels,
+        (*slices, *rows_cached, cached),
+        touched=of_delta_groups,
+        deleted=of_delta_groups,
+        inserted=inserted,
     )

@@ -18,15 +18,20 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from dbt_incremental_mv.analysis import ViewClass, ViewDefinition
-from dbt_incremental_mv.refresh.views import aggregate_view, join_view, outer_join_view
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
+from dbt_incremental_mv.refresh.views import aggregate_view, join_view, outer_join_view
 from dbt_incremental_mv.refresh.views.statement import RefreshStatement
 
 
 class Refresher(Protocol):
     def __call__(
-        self, view: ViewDefinition, view_relation: str, marked: Mapping[str, MarkedLog], view_types: Mapping[str, str],
-        branch: str, view_rows: int | None,
+        self,
+        view: ViewDefinition,
+        view_relation: str,
+        marked: Mapping[str, MarkedLog],
+        view_types: Mapping[str, str],
+        branch: str,
+        view_rows: int | None,
     ) -> RefreshStatement | None: ...
 
 
@@ -49,8 +54,11 @@ BRANCH_CLASSES: dict[ViewClass, ViewClassModule] = {
 }
 
 
-def blocker_of(classes: Mapping[ViewClass, ViewClassModule], view: ViewDefinition,
-               logged: Mapping[str, Sequence[str]] | None = None) -> str | None:
+def blocker_of(
+    classes: Mapping[ViewClass, ViewClassModule],
+    view: ViewDefinition,
+    logged: Mapping[str, Sequence[str]] | None = None,
+) -> str | None:
     """Why ``view`` cannot be fast refreshed by ``classes`` (its class missing, or its module's
     blocker: ``logged`` maps master relations to the columns their logs carry), or None."""
     module = classes.get(view.view_class)
@@ -60,8 +68,13 @@ def blocker_of(classes: Mapping[ViewClass, ViewClassModule], view: ViewDefinitio
 
 
 def statement_of(
-    classes: Mapping[ViewClass, ViewClassModule], view: ViewDefinition, view_relation: str,
-    marked: Mapping[str, MarkedLog], view_types: Mapping[str, str], branch: str, view_rows: int | None = None,
+    classes: Mapping[ViewClass, ViewClassModule],
+    view: ViewDefinition,
+    view_relation: str,
+    marked: Mapping[str, MarkedLog],
+    view_types: Mapping[str, str],
+    branch: str,
+    view_rows: int | None = None,
 ) -> RefreshStatement | None:
     """The statement of ``view``'s class module in ``classes``."""
     module = classes.get(view.view_class)

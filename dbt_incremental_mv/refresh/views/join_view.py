@@ -56,8 +56,16 @@ from dbt_incremental_mv.logs.contract import INSERT
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.views.semijoin import marked_ranges, reduce_sources
 from dbt_incremental_mv.refresh.views.statement import (
-    WRITE_BRANCH, KeyRestriction, RefreshStatement, Write, any_of, branch_target, delete_write, pruned_any_of,
-    refresh_writes, split_by_literal,
+    WRITE_BRANCH,
+    KeyRestriction,
+    RefreshStatement,
+    Write,
+    any_of,
+    branch_target,
+    delete_write,
+    pruned_any_of,
+    refresh_writes,
+    split_by_literal,
 )
 from dbt_incremental_mv.sql_text import broadcast, idents, relation
 
@@ -75,8 +83,12 @@ def _ins_restrictions(
 
 
 def _ins_sources(
-    view: ViewDefinition, sources: Mapping[str, str], alias: str, restrictions: list[KeyRestriction],
-    earlier: Mapping[str, list[KeyRestriction]], own: KeyRestriction | None,
+    view: ViewDefinition,
+    sources: Mapping[str, str],
+    alias: str,
+    restrictions: list[KeyRestriction],
+    earlier: Mapping[str, list[KeyRestriction]],
+    own: KeyRestriction | None,
 ) -> dict[str, str]:
     """What one INS query reads: ``alias`` restricted to any of ``restrictions``, each occurrence
     an earlier INS query restricted without those rows (``earlier``: alias -> its restrictions),
@@ -92,8 +104,8 @@ def _ins_sources(
             restricted[other] = restriction.excluded_from(restricted[other])
     if from_log is None:
         restricted[alias] = f"(select * from {restricted[alias]} where {any_of(restrictions)})"
-    ranges = marked_ranges(own.log) if alone else {}
-    key_sets = {alias: own.log.changed_keys(own.images)} if alone else {}
+    ranges = marked_ranges(own.log) if own is not None and alone else {}
+    key_sets = {alias: own.log.changed_keys(own.images)} if own is not None and alone else {}
     return reduce_sources(view, restricted, {alias: ranges}, key_sets)
 
 
@@ -116,7 +128,8 @@ def _ins_groups(view: ViewDefinition, ins_aliases: list[str]) -> list[tuple[str,
     left = list(ins_aliases)
     groups = []
     while left:
-        best_alias, best_links = left[0], []
+        best_alias = left[0]
+        best_links: list[KeyLink] = []
         for occurrence in view.occurrences:
             alias = occurrence.alias
             # (two occurrences are joined in one step only: at most one link from each source)
@@ -131,7 +144,10 @@ def _ins_groups(view: ViewDefinition, ins_aliases: list[str]) -> list[tuple[str,
 
 
 def _folded_ins_query(
-    view: ViewDefinition, marked: Mapping[str, MarkedLog], sources: Mapping[str, str], ins_aliases: list[str],
+    view: ViewDefinition,
+    marked: Mapping[str, MarkedLog],
+    sources: Mapping[str, str],
+    ins_aliases: list[str],
 ) -> str | None:
     """The INS steps as one query that reads each master once, or None (then the INS queries
     of ``_ins_groups``).
@@ -197,8 +213,13 @@ def _ordinal(bound: object) -> int:
 
 
 def _folded_query(
-    view: ViewDefinition, marked: Mapping[str, MarkedLog], sources: Mapping[str, str], ins_aliases: list[str],
-    hub: str, links: list[KeyLink], children: list[KeyLink],
+    view: ViewDefinition,
+    marked: Mapping[str, MarkedLog],
+    sources: Mapping[str, str],
+    ins_aliases: list[str],
+    hub: str,
+    links: list[KeyLink],
+    children: list[KeyLink],
 ) -> str:
     """The folded INS query around ``hub`` (``_folded_ins_query``)."""
     hub_key = view.occurrence(hub).master.key
@@ -222,7 +243,7 @@ def _hidden_restrictions(
     found = []
     for alias in aliases:
         log = marked[view.occurrence(alias).master.name]
-        by_source = {h.source_column.lower(): h.name for h in view.key_columns(alias)}
+        by_source = view.key_columns_by_source(alias)
         found.append(KeyRestriction(log, tuple(by_source[k.lower()] for k in log.spec.key), images))
     return found
 
@@ -240,7 +261,10 @@ def _delete_groups(restrictions: list[KeyRestriction]) -> list[list[KeyRestricti
 
 
 def _ins_queries(
-    view: ViewDefinition, marked: Mapping[str, MarkedLog], sources: Mapping[str, str], ins_aliases: list[str],
+    view: ViewDefinition,
+    marked: Mapping[str, MarkedLog],
+    sources: Mapping[str, str],
+    ins_aliases: list[str],
 ) -> list[str]:
     """The INS steps as disjoint queries, one per group of ``_ins_groups`` (two when its own keys
     are read from the log and it runs dimensions' steps too)."""
@@ -294,14 +318,16 @@ def refresh_statement(
     if ins_aliases:
         sources = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
         folded = _folded_ins_query(view, marked, sources, ins_aliases)
-        if folded is None:
-            ins_query = "\nunion all\n".join(_ins_queries(view, marked, sources, ins_aliases))
-        else:
-            ins_query = folded
+        ins_query = "\nunion all\n".join(_ins_queries(view, marked, sources, ins_aliases)) if folded is None else folded
         writes.append(Write("insert", f"insert into {target} ({idents(view.stored_columns)})\n{ins_query}"))
     deleted = any_of(restrictions) if restrictions else None
     # every row deleted or inserted has the key of a changed occurrence among its changed keys
     return refresh_writes(
-        branch, writes, run, skipped, touched=any_of(_hidden_restrictions(view, marked, changed)), deleted=deleted,
+        branch,
+        writes,
+        run,
+        skipped,
+        touched=any_of(_hidden_restrictions(view, marked, changed)),
+        deleted=deleted,
         inserted=ins_query,
     )

@@ -15,9 +15,16 @@ from dbt_incremental_mv.analysis.model import HiddenColumn
 from dbt_incremental_mv.analysis.render import render_expression, select_expression
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.views.aggregate_columns import (
-    RECOMPUTED, RECOMPUTED_PREFIX, SIGN, STORED, Arguments, delta_name, nonnull_count_of,
+    RECOMPUTED,
+    RECOMPUTED_PREFIX,
+    SIGN,
+    STORED,
+    Arguments,
+    delta_name,
+    nonnull_count_of,
 )
 from dbt_incremental_mv.sql_text import ident, idents
+
 
 def safe_extreme(view: ViewDefinition, column: str, delta: str, stored: str) -> str:
     """The new extreme of ``column`` is ``greatest(stored, candidates)`` (``least`` for MIN): no
@@ -54,7 +61,9 @@ def with_new_reserves(view: ViewDefinition, view_types: Mapping[str, str], rows:
 
 
 def recompute_ctes(
-    view: ViewDefinition, marked: Mapping[str, MarkedLog], min_max: list[str],
+    view: ViewDefinition,
+    marked: Mapping[str, MarkedLog],
+    min_max: list[str],
     overflowed: Sequence[tuple[str, str]] = (),
 ) -> list[str]:
     """The groups recomputed from the masters as of the marked snapshot (``_mv_flagged``): those
@@ -77,7 +86,9 @@ def recompute_ctes(
             f"`_mv_f`.{ident(flagged)} <=> ({render_expression(expression)})"
             for flagged, expression in zip(flagged_keys, group)
         )
-        flagged_rows = sqlglot.parse_one(f"exists (select 1 from `_mv_flagged` as `_mv_f` where {correlated})", read="spark")
+        flagged_rows = sqlglot.parse_one(
+            f"exists (select 1 from `_mv_flagged` as `_mv_f` where {correlated})", read="spark"
+        )
         restricted = select_expression(view, sources, row_filter=flagged_rows)
         flagged_only = ""
     else:  # a global aggregate has its one row even over no rows: filter after it
@@ -87,7 +98,8 @@ def recompute_ctes(
         f"`_mv_q`.{ident(c)}" if c in keys else f"`_mv_q`.{ident(c)} as {ident(RECOMPUTED_PREFIX + c)}"
         for c in view.stored_columns
     )
-    ctes, flagged = [], []
+    ctes: list[str] = []
+    flagged: list[str] = []
     reserved = [c for c in min_max if reserve_of(view, c) is not None]
     plain = [c for c in min_max if c not in reserved]
     stored = f"`_mv_d`.{STORED}"  # the group's stored row (NULL fields when the view has none)
@@ -101,7 +113,9 @@ def recompute_ctes(
     if plain:
         negative = " or ".join(f"`_mv_d`.{ident(delta_name(c, 'n'))} is not null" for c in plain)
         safe = " and ".join(safe_extreme(view, c, "`_mv_d`", stored) for c in plain)
-        flagged.append(f"select {projection} from `_mv_delta` as `_mv_d`\nwhere ({negative}) and not coalesce({held} and {safe}, false)")
+        flagged.append(
+            f"select {projection} from `_mv_delta` as `_mv_d`\nwhere ({negative}) and not coalesce({held} and {safe}, false)"
+        )
     if view.having is not None:  # the delta's groups the view does not hold
         flagged.append(f"select {projection} from `_mv_delta` as `_mv_d`\nwhere not {held}")
     if overflowed:  # a sum stored as NULL beside values, or a delta's sum that overflowed itself
@@ -142,22 +156,31 @@ def reserve_deltas(view: ViewDefinition, terms: str, arguments: Arguments) -> li
     found = []
     for argument, names in by_argument.items():
         x = ident(argument)
-        ranks = [(f"`_mv_rk{i}`", "desc" if view.output(name).kind is OutputKind.MAX else "asc") for i, name in enumerate(names)]
+        ranks = [
+            (f"`_mv_rk{i}`", "desc" if view.output(name).kind is OutputKind.MAX else "asc")
+            for i, name in enumerate(names)
+        ]
         ranked = ", ".join(
-            f"row_number() over (partition by {keys}, `_mv_n` > 0 order by `_mv_v` {order}) as {rank}" for rank, order in ranks
+            f"row_number() over (partition by {keys}, `_mv_n` > 0 order by `_mv_v` {order}) as {rank}"
+            for rank, order in ranks
         )
         lists = ", ".join(
             f"collect_list(case when {rank} <= {RESERVE} then named_struct('v', `_mv_v`, 'n', `_mv_n`) end) "
             f"as {ident(reserve_delta_name(name))}"
             for (rank, _), name in zip(ranks, names)
         )
-        found.append((tuple(reserve_delta_name(name) for name in names), (
-            f"select {keys}, {lists} from (\n"
-            f"select *, {ranked} from (\n"
-            f"select {keys}, {x} as `_mv_v`, sum({ident(SIGN)}) as `_mv_n` from {terms}\n"
-            f"where {x} is not null group by {keys}, {x} having sum({ident(SIGN)}) <> 0\n)\n"
-            f") where {' or '.join(f'{rank} <= {RESERVE}' for rank, _ in ranks)} group by {keys}"
-        )))
+        found.append(
+            (
+                tuple(reserve_delta_name(name) for name in names),
+                (
+                    f"select {keys}, {lists} from (\n"
+                    f"select *, {ranked} from (\n"
+                    f"select {keys}, {x} as `_mv_v`, sum({ident(SIGN)}) as `_mv_n` from {terms}\n"
+                    f"where {x} is not null group by {keys}, {x} having sum({ident(SIGN)}) <> 0\n)\n"
+                    f") where {' or '.join(f'{rank} <= {RESERVE}' for rank, _ in ranks)} group by {keys}"
+                ),
+            )
+        )
     return found
 
 

@@ -85,9 +85,7 @@ def old_state(log: MarkedLog, columns: list[str]) -> str:
     if not log.inserts:  # only deletes: the new rows and the deleted ones
         return f"(select {idents(columns)} from {new}\nunion all\nselect {idents(columns)} from (\n{log.images(columns, DELETE)}\n))"
     unchanged = f"select {listed} from {new} as `_mv_m` left anti join ({log.changed_keys()}) as `_mv_k` on {on}"
-    now = (
-        f"select {listed}, 1 as {ident(NET)} from {new} as `_mv_m` left semi join ({log.changed_keys()}) as `_mv_k` on {on}"
-    )
+    now = f"select {listed}, 1 as {ident(NET)} from {new} as `_mv_m` left semi join ({log.changed_keys()}) as `_mv_k` on {on}"
     images = log.signed_images(columns, NET, invert=True)
     rebuilt = (
         f"select {idents(columns)} from (\n{now}\nunion all\n{images}\n)\n"
@@ -102,14 +100,18 @@ def _restricted(source: str, columns: tuple[str, ...] | list[str], keys_sql: str
 
 
 # a delta term from a select of the defining query and the sign of its rows (aggregate_view._term)
-Project = Callable[[exp.Select, exp.Expression], str]
+Project = Callable[[exp.Select, exp.Expr], str]
 # the affected anchor keys of a changed occurrence, computed once: (alias, query) -> what reads them
 Keys = Callable[[str, str], str]
 
 
 def null_supplying_terms(
-    view: ViewDefinition, alias: str, marked: Mapping[str, MarkedLog], states: Mapping[str, str],
-    project: Project, keys: Keys,
+    view: ViewDefinition,
+    alias: str,
+    marked: Mapping[str, MarkedLog],
+    states: Mapping[str, str],
+    project: Project,
+    keys: Keys,
 ) -> list[str]:
     """The delta terms of the change of ``alias``, an occurrence an outer join null-extends, with
     every other occurrence read from ``states`` (the new state of those before it in the
@@ -122,7 +124,9 @@ def null_supplying_terms(
     return _slice_terms(view, alias, log, states, project, keys)
 
 
-def restrict_to_changed_keys(view: ViewDefinition, alias: str, log: MarkedLog, sources: Mapping[str, str]) -> dict[str, str]:
+def restrict_to_changed_keys(
+    view: ViewDefinition, alias: str, log: MarkedLog, sources: Mapping[str, str]
+) -> dict[str, str]:
     """``sources`` of the term of a change of ``alias`` (no outer join null-extends it: its signed
     images), with every occurrence joined on its key restricted to the keys the log marked: their
     other rows join no image, whatever the join (for inner-join views semijoin.py does this)."""
@@ -147,7 +151,7 @@ def by_row_step(view: ViewDefinition, alias: str) -> JoinStep | None:
     step = steps[position]
     if step.kind is not JoinKind.LEFT or not step.equi_pairs or any(p.null_safe for p in step.equi_pairs):
         return None
-    for later in steps[position + 1:]:
+    for later in steps[position + 1 :]:
         if later.kind is JoinKind.RIGHT or (later.condition is not None and alias in references(later.condition)):
             return None
     return step
@@ -166,7 +170,9 @@ def _own_values(step: JoinStep, rows: str, also: str = "") -> str:
     )
     conditions = [f"{render_expression(p.right)} is not null" for p in step.equi_pairs]
     conditions += [f"({render_expression(r)})" for r in step.residual]
-    return f"select {values}{', ' + also if also else ''} from {rows} as {ident(alias)} where {' and '.join(conditions)}"
+    return (
+        f"select {values}{', ' + also if also else ''} from {rows} as {ident(alias)} where {' and '.join(conditions)}"
+    )
 
 
 def _transitions(step: JoinStep, log: MarkedLog, columns: list[str]) -> str:
@@ -177,7 +183,9 @@ def _transitions(step: JoinStep, log: MarkedLog, columns: list[str]) -> str:
     names = _value_names(step)
     listed = idents(names)
     images = f"({log.signed_images(columns, '_mv_s')})"
-    net = f"select {listed}, sum(`_mv_s`) as `_mv_d` from (\n{_own_values(step, images, '`_mv_s`')}\n) group by {listed}"
+    net = (
+        f"select {listed}, sum(`_mv_s`) as `_mv_d` from (\n{_own_values(step, images, '`_mv_s`')}\n) group by {listed}"
+    )
     wanted = f"select distinct {listed} from (\n{net}\n)"
     now = (
         f"select {listed}, count(*) as `_mv_n` from (\n{_own_values(step, log.master_as_of())}\n)\n"
@@ -193,7 +201,9 @@ def _transitions(step: JoinStep, log: MarkedLog, columns: list[str]) -> str:
     )
 
 
-def _row_terms(view: ViewDefinition, step: JoinStep, log: MarkedLog, states: Mapping[str, str], project: Project) -> list[str]:
+def _row_terms(
+    view: ViewDefinition, step: JoinStep, log: MarkedLog, states: Mapping[str, str], project: Project
+) -> list[str]:
     """Row by row (Oracle's outer-join refresh, for an aggregate): the earlier rows joined with
     the occurrence's signed images (rows where it is present), and the null-extended rows that
     come (+1) or go (-1) for the join values whose rows went from some to none or back."""
@@ -201,18 +211,25 @@ def _row_terms(view: ViewDefinition, step: JoinStep, log: MarkedLog, states: Map
     columns = read_columns(view, alias)
     signed = f"({log.signed_images(columns, '_mv_s')})"
     changed = select_expression(view, {**states, alias: signed}, include_hidden=False)
-    changed = changed.where(exp.Not(this=exp.Is(this=exp.column("_mv_s", table=alias, quoted=True), expression=exp.Null())))
+    changed = changed.where(
+        exp.Not(this=exp.Is(this=exp.column("_mv_s", table=alias, quoted=True), expression=exp.Null()))
+    )
     terms = [project(changed, exp.column("_mv_s", table=alias, quoted=True))]
     empty = f"(select {idents(columns)} from {log.master_as_of()} where false)"
     extended = select_expression(view, {**states, alias: empty}, include_hidden=False)
-    on = exp.and_(*(
-        exp.EQ(this=p.left.copy(), expression=exp.column(n, table="_mv_t", quoted=True))
-        for p, n in zip(step.equi_pairs, _value_names(step))
-    ))
+    on = exp.and_(
+        *(
+            exp.EQ(this=p.left.copy(), expression=exp.column(n, table="_mv_t", quoted=True))
+            for p, n in zip(step.equi_pairs, _value_names(step))
+        )
+    )
     extended = extended.join(
-        exp.Subquery(this=exp.maybe_parse(broadcast(_transitions(step, log, columns)), dialect="spark"),
-                     alias=exp.TableAlias(this=exp.to_identifier("_mv_t", quoted=True))),
-        on=on, join_type="inner",
+        exp.Subquery(
+            this=exp.maybe_parse(broadcast(_transitions(step, log, columns)), dialect="spark"),
+            alias=exp.TableAlias(this=exp.to_identifier("_mv_t", quoted=True)),
+        ),
+        on=on,
+        join_type="inner",
     )
     terms.append(project(extended, exp.column("_mv_t", table="_mv_t", quoted=True)))
     return terms
@@ -243,12 +260,17 @@ def _anchor_keys_of_rows(view: ViewDefinition, sources: Mapping[str, str], prese
     select = select_expression(view, sources, include_hidden=False)
     select.set("where", None)
     select.set("group", None)
-    select.set("expressions", [
-        exp.Alias(this=exp.column(k, table=root, quoted=True), alias=exp.to_identifier(k, quoted=True))
-        for k in view.occurrence(root).master.key
-    ])
+    select.set(
+        "expressions",
+        [
+            exp.Alias(this=exp.column(k, table=root, quoted=True), alias=exp.to_identifier(k, quoted=True))
+            for k in view.occurrence(root).master.key
+        ],
+    )
     for column in view.occurrence(present).master.key:
-        select = select.where(exp.Not(this=exp.Is(this=exp.column(column, table=present, quoted=True), expression=exp.Null())))
+        select = select.where(
+            exp.Not(this=exp.Is(this=exp.column(column, table=present, quoted=True), expression=exp.Null()))
+        )
     return render_expression(select)
 
 
@@ -271,7 +293,12 @@ def affected_anchor_keys(view: ViewDefinition, alias: str, log: MarkedLog, state
 
 
 def _slice_terms(
-    view: ViewDefinition, alias: str, log: MarkedLog, states: Mapping[str, str], project: Project, keys: Keys,
+    view: ViewDefinition,
+    alias: str,
+    log: MarkedLog,
+    states: Mapping[str, str],
+    project: Project,
+    keys: Keys,
 ) -> list[str]:
     """By slices: the affected slices with ``alias`` in its new state (+1) and in its old (-1)."""
     keys_sql = keys(alias, affected_anchor_keys(view, alias, log, states))

@@ -57,7 +57,15 @@ from dbt_incremental_mv.analysis.links import KeyLink, key_links
 from dbt_incremental_mv.analysis.render import render_select
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.views.statement import (
-    WRITE_BRANCH, Cached, RefreshStatement, Write, branch_target, broadcast_exists, cached_view, delete_write, in_changed,
+    WRITE_BRANCH,
+    Cached,
+    RefreshStatement,
+    Write,
+    branch_target,
+    broadcast_exists,
+    cached_view,
+    delete_write,
+    in_changed,
     refresh_writes,
 )
 from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation
@@ -76,7 +84,9 @@ def blocker(view: ViewDefinition, logged: Mapping[str, object]) -> str | None:
     return None
 
 
-def _among(log: MarkedLog, columns: list[str] | tuple[str, ...], keys_sql: str | None = None, images: str | None = None) -> str:
+def _among(
+    log: MarkedLog, columns: list[str] | tuple[str, ...], keys_sql: str | None = None, images: str | None = None
+) -> str:
     """``columns`` (holding ``log``'s key) among the keys ``keys_sql`` returns, or among the keys
     its log marked (``images``: ``all`` or ``inserts``, see statement.in_changed)."""
     if images is not None:
@@ -90,7 +100,9 @@ def _restricted(log: MarkedLog, keys_sql: str | None = None, images: str | None 
     return f"(select * from {log.master_as_of()} where {_among(log, log.spec.key, keys_sql, images)})"
 
 
-def _slices(view: ViewDefinition, marked: Mapping[str, MarkedLog], keys_sql: str | None = None, images: str | None = None) -> str:
+def _slices(
+    view: ViewDefinition, marked: Mapping[str, MarkedLog], keys_sql: str | None = None, images: str | None = None
+) -> str:
     """The defining query's slices of some anchor keys (see _among: ``keys_sql`` names them as the
     anchor's key columns; ``images``: the keys the anchor's log marked): the anchor restricted to
     them, and so is every occurrence joined on its key."""
@@ -112,7 +124,7 @@ def _new_state(view: ViewDefinition, marked: Mapping[str, MarkedLog], restricted
 
 
 def _hidden_key(view: ViewDefinition, alias: str, log: MarkedLog) -> list[str]:
-    by_source = {h.source_column.lower(): h.name for h in view.key_columns(alias)}
+    by_source = view.key_columns_by_source(alias)
     return [by_source[k.lower()] for k in log.spec.key]
 
 
@@ -177,9 +189,7 @@ def _by_row(view: ViewDefinition, changed: list[str]) -> str | None:
     )
 
 
-def _row_pairs(
-    view: ViewDefinition, view_relation: str, marked: Mapping[str, MarkedLog], alias: str
-) -> list[str]:
+def _row_pairs(view: ViewDefinition, view_relation: str, marked: Mapping[str, MarkedLog], alias: str) -> list[str]:
     """Queries returning, for each changed row of ``alias`` (applied row by row), the anchor key of
     each slice it was in or is in now with its own key: the anchor key named as the anchor
     master's key columns, its key as its hidden key columns in the view."""
@@ -205,12 +215,16 @@ def _null_extended(x_hidden: list[str], row: str) -> str:
     return " and ".join(f"{row}.{ident(h)} is null" for h in x_hidden)
 
 
-def _row_filter(root_log: MarkedLog, root_hidden: list[str], x_hidden: list[str], keys: str, whole: bool, row: str) -> str:
+def _row_filter(
+    root_log: MarkedLog, root_hidden: list[str], x_hidden: list[str], keys: str, whole: bool, row: str
+) -> str:
     """Whether the view row ``row`` (an alias) is one the row-by-row refresh rewrites: a row of a
     changed row of X (its anchor and key in the pairs), a null-extended row of an affected anchor,
     or any row of a slice recomputed whole. One semi join on the anchor key with the pairs
     broadcast: a row of another anchor is dismissed by one hash probe."""
-    anchor_match = " and ".join(f"`_mv_k`.{ident(k)} = {row}.{ident(h)}" for k, h in zip(root_log.spec.key, root_hidden))
+    anchor_match = " and ".join(
+        f"`_mv_k`.{ident(k)} = {row}.{ident(h)}" for k, h in zip(root_log.spec.key, root_hidden)
+    )
     x_null = _null_extended(x_hidden, row)
     x_match = " and ".join(f"{row}.{ident(h)} = `_mv_k`.{ident(h)}" for h in x_hidden)
     which = ([f"`_mv_k`.{ident(WHOLE)}"] if whole else []) + [f"({x_null})", f"({x_match})"]
@@ -242,8 +256,9 @@ def refresh_statement(
         return refresh_writes(branch, writes, (f"INS {root}",), skipped, touched=touched, inserted=rows)
     if changed == [root] and not root_log.inserts:  # anchor rows gone: so are their slices
         touched = in_changed(root_log, root_hidden)
-        return refresh_writes(branch, [delete_write(target, touched)], (f"DEL {root}",), skipped,
-                              touched=touched, deleted=touched)
+        return refresh_writes(
+            branch, [delete_write(target, touched)], (f"DEL {root}",), skipped, touched=touched, deleted=touched
+        )
     # the affected keys read the view as it was (main): the DELETE goes to the write branch;
     # both writes read them, computed once (they join the changed rows with the masters)
     by_row = _by_row(view, changed)
@@ -261,7 +276,14 @@ def refresh_statement(
         ]
         run = tuple(f"SLICES {a}" for a in changed) + ("DEL+INS slices",)
         return refresh_writes(
-            branch, writes, run, skipped, cached=(affected,), touched=in_slices, deleted=in_slices, inserted=slices,
+            branch,
+            writes,
+            run,
+            skipped,
+            cached=(affected,),
+            touched=in_slices,
+            deleted=in_slices,
+            inserted=slices,
         )
     # Oracle's outer-join algorithm for ``by_row`` (X): the view rows of its changed rows are
     # deleted and inserted, and the anchors its images name (the affected ones) only get their
@@ -271,8 +293,10 @@ def refresh_statement(
     x_hidden = _hidden_key(view, by_row, x_log)
     # the affected keys: (anchor, row of X) pairs, and anchors whose slice is recomputed whole
     key_list = idents(root_log.spec.key)
-    tagged = [f"select {key_list}, {idents(x_hidden)}" + (f", false as {ident(WHOLE)}" if whole else "") + f" from (\n{p}\n)"
-              for p in _row_pairs(view, view_relation, marked, by_row)]
+    tagged = [
+        f"select {key_list}, {idents(x_hidden)}" + (f", false as {ident(WHOLE)}" if whole else "") + f" from (\n{p}\n)"
+        for p in _row_pairs(view, view_relation, marked, by_row)
+    ]
     nulls = ", ".join(f"null as {ident(h)}" for h in x_hidden)  # (typed by the union)
     tagged += [f"select {key_list}, {nulls}, true as {ident(WHOLE)} from (\n{p}\n)" for p in whole]
     affected = Cached(name, "\nunion all\n".join(tagged))
@@ -285,14 +309,19 @@ def refresh_statement(
     # keys, and its null-extended rows sort first (the view is written sorted by the largest
     # master's hidden key, layout.py), so the files between are not planned
     prefilter = None if whole else x_log.key_prefilter([f"`_mv_v`.{ident(h)}" for h in x_hidden])
-    nulls_or_marked = (
-        f"(({_null_extended(x_hidden, '`_mv_v`')}) or {prefilter})\nand " if prefilter else ""
-    )
+    nulls_or_marked = f"(({_null_extended(x_hidden, '`_mv_v`')}) or {prefilter})\nand " if prefilter else ""
     writes = [
         delete_write(on_branch, f"{nulls_or_marked}{rows_of}", "`_mv_v`"),
         Write("insert", f"insert into {on_branch} ({idents(stored)})\n{new_rows}"),
     ]
     run = (f"ROWS {by_row}",) + tuple(f"SLICES {a}" for a in changed if a != by_row) + ("DEL+INS rows",)
     return refresh_writes(
-        branch, writes, run, skipped, cached=(affected,), touched=rows_of, deleted=rows_of, inserted=new_rows,
+        branch,
+        writes,
+        run,
+        skipped,
+        cached=(affected,),
+        touched=rows_of,
+        deleted=rows_of,
+        inserted=new_rows,
     )

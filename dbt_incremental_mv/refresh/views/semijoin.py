@@ -78,7 +78,9 @@ def known_filter(column: str, known: Known) -> str:
 
 
 def reduce_sources(
-    view: ViewDefinition, sources: Mapping[str, str], restricted: Mapping[str, Ranges],
+    view: ViewDefinition,
+    sources: Mapping[str, str],
+    restricted: Mapping[str, Ranges],
     key_sets: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """``sources`` (alias -> what the query reads for it) with the occurrences reachable from the

@@ -106,14 +106,29 @@ def cached_view(branch: str, what: str) -> str:
 
 
 def refresh_writes(
-    branch: str, writes: list[Write], steps_run: tuple[str, ...], steps_skipped: tuple[str, ...],
-    stats_sql: str | None = None, stats_labels: tuple[str, ...] = (), cached: tuple[Cached, ...] = (),
-    touched: str | None = None, deleted: str | None = None, inserted: str | None = None,
+    branch: str,
+    writes: list[Write],
+    steps_run: tuple[str, ...],
+    steps_skipped: tuple[str, ...],
+    stats_sql: str | None = None,
+    stats_labels: tuple[str, ...] = (),
+    cached: tuple[Cached, ...] = (),
+    touched: str | None = None,
+    deleted: str | None = None,
+    inserted: str | None = None,
 ) -> RefreshStatement:
     """A RefreshStatement of ``writes`` (their SQL already aimed at the branch when there are several)."""
     return RefreshStatement(
-        tuple(writes), steps_run, steps_skipped, stats_sql, stats_labels, branch if len(writes) > 1 else None, cached,
-        touched, deleted, inserted,
+        tuple(writes),
+        steps_run,
+        steps_skipped,
+        stats_sql,
+        stats_labels,
+        branch if len(writes) > 1 else None,
+        cached,
+        touched,
+        deleted,
+        inserted,
     )
 
 

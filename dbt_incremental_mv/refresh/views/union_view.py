@@ -22,10 +22,15 @@ from collections.abc import Mapping, Sequence
 
 from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.analysis.render import branch_rows
-from dbt_incremental_mv.refresh.views.branch_classes import BRANCH_CLASSES, blocker_of, statement_of
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
+from dbt_incremental_mv.refresh.views.branch_classes import BRANCH_CLASSES, blocker_of, statement_of
 from dbt_incremental_mv.refresh.views.statement import (
-    WRITE_BRANCH, RefreshStatement, Write, branch_target, delete_write, refresh_writes,
+    WRITE_BRANCH,
+    RefreshStatement,
+    Write,
+    branch_target,
+    delete_write,
+    refresh_writes,
 )
 from dbt_incremental_mv.sql_text import idents, relation
 
@@ -63,7 +68,8 @@ def refresh_statement(
     deletes = [s.deleted for _, _, s in parts if s.deleted is not None]
     inserts = [
         branch_rows(number, part, s.inserted, view.stored_columns, tuple(o.name for o in view.outputs), view_types)
-        for number, part, s in parts if s.inserted is not None
+        for number, part, s in parts
+        if s.inserted is not None
     ]
     target = branch_target(view_relation, branch) if deletes and inserts else relation(view_relation)
     writes = []
@@ -95,9 +101,7 @@ def _check_combinable(number: int, statement: RefreshStatement) -> None:
     INSERT (its query known); the view's one DELETE and one INSERT combine those of its branches."""
     names = [w.name for w in statement.writes]
     deletes = names.count("delete")
-    known = (statement.deleted is not None) == (deletes > 0) and (statement.inserted is not None) == (
-        "insert" in names
-    )
+    known = (statement.deleted is not None) == (deletes > 0) and (statement.inserted is not None) == ("insert" in names)
     if not names or names[deletes:] not in ([], ["insert"]) or not known:
         raise ValueError(f"UNION ALL branch {number}: its writes ({', '.join(names)}) cannot be combined")
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from dbt_incremental_mv.analysis import ViewClass, ViewDefinition
+from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.views import union_view
 from dbt_incremental_mv.refresh.views.branch_classes import BRANCH_CLASSES, ViewClassModule, blocker_of, statement_of
-from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.views.statement import WRITE_BRANCH, RefreshStatement
 
 CLASSES: dict[ViewClass, ViewClassModule] = {
@@ -28,7 +28,10 @@ def blocker(view: ViewDefinition, logged: Mapping[str, Sequence[str]] | None = N
 
 
 def refresh_statement(
-    view: ViewDefinition, view_relation: str, marked: Mapping[str, MarkedLog], view_types: Mapping[str, str],
+    view: ViewDefinition,
+    view_relation: str,
+    marked: Mapping[str, MarkedLog],
+    view_types: Mapping[str, str],
     branch: str = WRITE_BRANCH,
     view_rows: int | None = None,
 ) -> RefreshStatement | None:
