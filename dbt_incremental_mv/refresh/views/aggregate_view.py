@@ -65,6 +65,7 @@ from dbt_incremental_mv.refresh.views.aggregate_columns import (
     nonnull_count_of,
     summed_columns,
 )
+from dbt_incremental_mv.refresh.views.exact_decimals import average_guard, average_of, sum_guards, sum_of, wide_sum
 from dbt_incremental_mv.refresh.views.min_max import (
     new_reserve,
     new_reserve_name,
@@ -231,8 +232,8 @@ def _delta_of_rows(
     """Per group: the signed net change of the row count and of every aggregate, from the delta
     rows ``rows`` (a relation: a subquery or a cached view), and each reserve's change (its
     argument's values netted: reserve_deltas), which reads them once more. Of a sum that can
-    overflow (``overflowed``), also how many values the delta holds: its sum is NULL beside some
-    when it overflowed itself (see overflowable_sums)."""
+    overflow (``overflowed``: exact_decimals.wide_sum), also how many values the delta holds: its
+    sum is NULL beside some when it overflowed itself (exact_decimals.sum_guards)."""
     s = ident(SIGN)
     parts = [ident(c) for c in view.group_key_columns] + [f"sum({s}) as {ident(delta_name(ROW_COUNT_COLUMN, ''))}"]
     for column in counted_columns(view):
@@ -262,22 +263,47 @@ def _delta_of_rows(
     return f"select `_mv_g`.*, {joined} from (\n{delta}\n) as `_mv_g`{joins}"
 
 
-def overflowable_sums(view: ViewDefinition, view_types: Mapping[str, str]) -> list[tuple[str, str]]:
-    """The stored sums that can overflow their type, with their non-NULL counts: a decimal(38, s)
-    (Spark's SUM of a decimal(p, s) is a decimal(p + 10, s), bounded to 38 digits). ANSI off, an
-    overflowing SUM is NULL; adding a later delta to that NULL cannot give the sum back when it
-    comes into range again, so a group holding such a NULL beside non-NULL values is recomputed,
-    as is one whose delta's sum overflowed (a NULL beside values: its own, ANSI off)."""
-    types = {c.casefold(): t.replace(" ", "").lower() for c, t in view_types.items()}
-    return [
-        (column, nonnull_count_of(view, column))
-        for column in summed_columns(view)
-        if types.get(column.casefold(), "").startswith("decimal(38,")
-    ]
+def exactness_guards(view: ViewDefinition, view_types: Mapping[str, str]) -> list[str]:
+    """Conditions on a row of the cached delta (``_mv_d``, its stored row ``_mv_d``.``_mv_t``) under
+    which its group is recomputed from the masters, because the refresh's arithmetic cannot give
+    Spark's value (exact_decimals.py): a wide decimal sum that overflowed or does not fit the
+    narrow types, a decimal average that no rung computes exactly. Empty for most views."""
+    stored = f"`_mv_d`.{STORED}"
+    guards = []
+    for column in summed_columns(view):
+        guards += sum_guards(
+            f"{stored}.{ident(column)}",
+            f"{stored}.{ident(nonnull_count_of(view, column))}",
+            f"`_mv_d`.{ident(delta_name(column, ''))}",
+            f"`_mv_d`.{ident(delta_name(column, 'v'))}",
+            stored_type(view_types, column),
+        )
+    values = _new_values(view, view_types, False, stored, "`_mv_d`", reserves_in_source=True)
+    for output in view.outputs:
+        if output.kind is OutputKind.AVG:
+            support = view.support_columns(output.name)
+            total = next(h.name for h in support if h.purpose is HiddenPurpose.SUM)
+            counted = next(h.name for h in support if h.purpose is HiddenPurpose.NONNULL_COUNT)
+            guard = average_guard(
+                values[total], values[counted], stored_type(view_types, total), stored_type(view_types, output.name)
+            )
+            if guard is not None:
+                guards.append(guard)
+    return guards
+
+
+def wide_sums(view: ViewDefinition, view_types: Mapping[str, str]) -> list[str]:
+    """The stored sums whose delta also counts its values (exact_decimals.sum_guards reads it)."""
+    return [column for column in summed_columns(view) if wide_sum(stored_type(view_types, column)) is not None]
+
+
+def stored_type(view_types: Mapping[str, str], column: str) -> str | None:
+    """The stored table's type of ``column`` (matched case-insensitively), or None."""
+    return next((t for c, t in view_types.items() if c.casefold() == column.casefold()), None)
 
 
 def _cast(expression: str, column: str, view_types: Mapping[str, str]) -> str:
-    spark_type = next((t for c, t in view_types.items() if c.casefold() == column.casefold()), None)
+    spark_type = stored_type(view_types, column)
     return f"cast({expression} as {spark_type})" if spark_type else expression
 
 
@@ -310,7 +336,7 @@ def _new_values(
         counted = nonnull_count_of(view, column)
         values[column] = (
             f"case when {values[counted]} = 0 then null "
-            f"else coalesce({old(column)}, 0) + coalesce({delta(column)}, 0) end"
+            f"else {sum_of(old(column), delta(column), stored_type(view_types, column))} end"
         )
     for output in view.outputs:
         if output.kind is OutputKind.COUNT_STAR:
@@ -319,14 +345,9 @@ def _new_values(
             support = view.support_columns(output.name)
             total = next(h.name for h in support if h.purpose is HiddenPurpose.SUM)
             counted = next(h.name for h in support if h.purpose is HiddenPurpose.NONNULL_COUNT)
-            # Spark's AVG: its sum (in the sum's own type) divided by the count (a decimal(20,0) for a
-            # decimal sum, a double for a double), rounded half up to the AVG's type (the stored
-            # column's). The quotient is rounded to the division's scale (20 for a decimal(20,2)
-            # sum) first: that differs from AVG's one rounding only for a quotient within 10^-20 of
-            # a rounding boundary, which takes a group of over 10^12 rows.
-            values[output.name] = (
-                f"case when {values[counted]} = 0 then null "
-                f"else {_cast(f'({values[total]})', total, view_types)} / ({values[counted]}) end"
+            # as Spark's AVG computes it (exact_decimals.py: a decimal's rounded once to its type)
+            values[output.name] = average_of(
+                values[total], values[counted], stored_type(view_types, total), stored_type(view_types, output.name)
             )
         elif output.kind is OutputKind.PLAIN and output.name not in values:  # a constant (no GROUP BY)
             values[output.name] = render_expression(output.expression)
@@ -371,7 +392,7 @@ def _rewrite(
     if (
         view.having is not None
         or (min_max and (any_deletes or view.null_supplying))
-        or overflowable_sums(view, view_types)
+        or exactness_guards(view, view_types)
     ):
         return None
     arguments = Arguments(view)
@@ -463,9 +484,9 @@ def refresh_statement(
     # (over outer joins the old slices' rows are negative whatever the logs hold)
     extremes = bool(min_max) and (any_deletes or bool(view.null_supplying))
     # with HAVING, groups the view does not hold are recomputed (their state is not stored); so are
-    # groups whose sum overflowed (overflowable_sums)
-    overflowed = overflowable_sums(view, view_types)
-    recompute = extremes or view.having is not None or bool(overflowed)
+    # groups whose sum or average the refresh's arithmetic cannot give exactly (exactness_guards)
+    guards = exactness_guards(view, view_types)
+    recompute = extremes or view.having is not None or bool(guards)
     target = branch_target(view_relation, branch)
     keys = view.group_key_columns
     slices: list[Cached] = []  # the affected anchor keys of a change sliced by them (outer_aggregate.py)
@@ -479,7 +500,7 @@ def refresh_statement(
 
     terms = _delta_terms(view, marked, arguments, anchor_keys)
     delta_rows = _delta_rows(terms)
-    sums = [total for total, _ in overflowed]
+    sums = wide_sums(view, view_types)
     delta = _delta_of_rows(view, delta_rows, arguments, min_max, sums)
     # (the statistics run before the cached views are made: they compute the anchor keys inline)
     inline.append(True)
@@ -499,7 +520,7 @@ def refresh_statement(
     rows = "select `_mv_d`.*"
     joins = ""
     if recompute:
-        ctes += recompute_ctes(view, marked, min_max if extremes else [], overflowed)
+        ctes += recompute_ctes(view, marked, min_max if extremes else [], guards)
         recomputed = [f"`_mv_r`.{ident(RECOMPUTED_PREFIX + c)}" for c in view.stored_columns if c not in keys]
         rows += f", {', '.join(recomputed)}, coalesce(`_mv_r`.{ident(RECOMPUTED)}, false) as {ident(RECOMPUTED)}"
         joins = f"\nleft join `_mv_recompute` as `_mv_r` on {group_match('`_mv_d`', '`_mv_r`', keys)}"

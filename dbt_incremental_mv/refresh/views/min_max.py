@@ -64,13 +64,13 @@ def recompute_ctes(
     view: ViewDefinition,
     marked: Mapping[str, MarkedLog],
     min_max: list[str],
-    overflowed: Sequence[tuple[str, str]] = (),
+    guards: Sequence[str] = (),
 ) -> list[str]:
     """The groups recomputed from the masters as of the marked snapshot (``_mv_flagged``): those
     whose stored extreme a negative row may have removed (``min_max``), for a view with HAVING
     every group of the delta the view does not hold (it did not pass, or did not exist: its state
-    is not stored), and those whose stored sum overflowed (``overflowed``: sum and count columns
-    whose sum is NULL beside a non-zero count, see aggregate_view.overflowable_sums). Of an output with a reserve, the groups whose reserve ran out while
+    is not stored), and those meeting one of ``guards`` (conditions on the cached delta's row:
+    aggregate_view.exactness_guards). Of an output with a reserve, the groups whose reserve ran out while
     they still have values (see new_reserve); of one without (a global aggregate), the groups with
     negative rows, less those stored with every extreme safe (a group not in the view has no
     stored extreme and is recomputed)."""
@@ -118,13 +118,8 @@ def recompute_ctes(
         )
     if view.having is not None:  # the delta's groups the view does not hold
         flagged.append(f"select {projection} from `_mv_delta` as `_mv_d`\nwhere not {held}")
-    if overflowed:  # a sum stored as NULL beside values, or a delta's sum that overflowed itself
-        lost = " or ".join(
-            f"({stored}.{ident(total)} is null and {stored}.{ident(count)} > 0) or "
-            f"(`_mv_d`.{ident(delta_name(total, ''))} is null and `_mv_d`.{ident(delta_name(total, 'v'))} > 0)"
-            for total, count in overflowed
-        )
-        flagged.append(f"select {projection} from `_mv_delta` as `_mv_d`\nwhere {lost}")
+    if guards:  # a sum or average the refresh's arithmetic cannot give exactly (aggregate_view.exactness_guards)
+        flagged.append(f"select {projection} from `_mv_delta` as `_mv_d`\nwhere {' or '.join(guards)}")
     union = "\nunion\n".join(flagged)
     return ctes + [
         f"`_mv_flagged` as (\n{union}\n)",

@@ -203,7 +203,7 @@ MIXED_TYPES = (
 MIXED_STORED = {
     "k": "string", "a": "double", "t": "decimal(20,2)", "_mv_b1_k": "string", "_mv_b1_a": "decimal(14,6)",
     "_mv_b1_t": "decimal(20,2)", "_mv_sum_b1_a": "decimal(20,2)", "_mv_b2_k": "string", "_mv_b2_a": "double",
-    "_mv_b2_t": "bigint", "_mv_sum_b2_a": "bigint",
+    "_mv_b2_t": "bigint", "_mv_sum_b2_a": "double",
 }
 
 
@@ -214,17 +214,16 @@ def test_a_branch_is_maintained_in_its_own_types_then_widened_as_the_union_widen
     count = "(coalesce(`_mv_s`.`_mv_t`.`_mv_cnt_b1_a`, 0) + coalesce(`_mv_s`.`_mv_d__mv_cnt_b1_a`, 0))"
     total = (f"case when {count} = 0 then null else coalesce(`_mv_s`.`_mv_t`.`_mv_sum_b1_a`, 0) + "
              "coalesce(`_mv_s`.`_mv_d__mv_sum_b1_a`, 0) end")
-    # Spark's AVG of a decimal: its sum, in the sum's type, over the count, rounded to decimal(14,6)
-    # (dividing in the union's double skipped that rounding: issue 62)
+    # Spark's AVG of a decimal: its sum over its count, rounded to decimal(14,6) (dividing in the
+    # union's double skipped that rounding: issue 62; exact_decimals.py)
     average = f"case when {count} = 0 then null else cast(({total}) as decimal(20,2)) / ({count}) end"
     assert f"cast({average} as decimal(14,6)) as `_mv_b1_a`" in insert
-    # a SUM is maintained from the branch's own column, never from the widened visible one
     assert ("cast(case when " + count + " = 0 then null else coalesce(`_mv_s`.`_mv_t`.`_mv_b1_t`, 0) + "
             "coalesce(`_mv_s`.`_mv_d__mv_b1_t`, 0) end as decimal(20,2)) as `_mv_b1_t`") in insert
     assert "`_mv_s`.`_mv_t`.`t`" not in insert and "`_mv_s`.`_mv_t`.`a`" not in insert
     # then the union's widening: each visible column is its branch column cast to the stored type
     assert ("select cast(`_mv_b1_k` as string) as `k`, cast(`_mv_b1_a` as double) as `a`, "
             "cast(`_mv_b1_t` as decimal(20,2)) as `t`, `_mv_branch`, `_mv_b1_k`, `_mv_b1_a`, `_mv_b1_t`, ") in insert
-    # the second branch's AVG of a bigint is a double already
-    assert "coalesce(`_mv_s`.`_mv_d__mv_sum_b2_a`, 0) end) as bigint) / (" in insert
+    # the second branch's AVG of a bigint: a double sum (analysis/summands.py) over the count
+    assert "coalesce(`_mv_s`.`_mv_d__mv_sum_b2_a`, 0) end) as double) / (" in insert
     sqlglot.parse_one(insert, read="spark")
