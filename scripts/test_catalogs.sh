@@ -7,8 +7,9 @@
 #   hive  a Hive Metastore service (the standalone metastore in PySpark's jars, on Derby)
 # What differs between catalogs is their commit, which refreshers in separate JVMs (one compare-
 # and-swap winner, the other failing cleanly), the crash points and the held refreshes exercise.
-#   DBT_MV_TEST_DEPTH=ci (default, the per-change CI): on each catalog, in one test process (one
-#     catalog service), every view class built, changed, refreshed and checked (test_smoke.py),
+#   DBT_MV_TEST_DEPTH=ci (default, the per-change CI): the catalogs at once, each in one test process
+#     (one catalog service): every view class built, changed (a MERGE per master, then key updates
+#     and deletes), refreshed and checked (test_smoke.py),
 #     the tables found in that catalog, and two refreshers in separate JVMs, one held at the view's
 #     write while the other publishes.
 #   DBT_MV_TEST_DEPTH=full (scripts/test_matrix.sh): generated definitions of every class (seed 82's
@@ -24,25 +25,42 @@ catalogs="${DBT_MV_CATALOGS:-jdbc rest hive}"
 case " $catalogs " in *" jdbc "*) bash "$repo/scripts/install_postgresql.sh" ;; esac
 venv="$(bash "$repo/scripts/setup.sh")"
 cd "$repo"
-for catalog in $catalogs; do
-  echo "catalog job: $catalog"
-  junit=()
-  [ -z "${DBT_MV_JUNIT_DIR:-}" ] || junit=(--junitxml="$DBT_MV_JUNIT_DIR/catalog-$catalog.xml")
-  if [ "${DBT_MV_TEST_DEPTH:-ci}" != full ]; then
+junit() { [ -z "${DBT_MV_JUNIT_DIR:-}" ] || echo "--junitxml=$DBT_MV_JUNIT_DIR/catalog-$1.xml"; }
+if [ "${DBT_MV_TEST_DEPTH:-ci}" != full ]; then
+  # the catalogs at once, each one test process (much of each is JVMs starting and waiting: the
+  # catalog service, the dbt processes of the compare-and-swap check), their output in turn
+  logs="$(mktemp -d)"
+  pids=()
+  for catalog in $catalogs; do
     DBT_MV_TEST_CATALOG="$catalog" DBT_MV_PAUSE_POINTS="delete from" DBT_MV_SEPARATE_PROCESS_ROUNDS=0 \
-      "$venv/bin/python" -m pytest "${junit[@]}" "$@" \
+      DBT_MV_SMOKE_ROUNDS=batched,keys "$venv/bin/python" -m pytest $(junit "$catalog") "$@" \
       tests/functional/test_smoke.py \
       tests/functional/test_change_logs.py::TestTheCatalog \
-      tests/functional/test_change_logs.py::TestRefreshersInSeparateProcesses
-    continue
-  fi
+      tests/functional/test_change_logs.py::TestRefreshersInSeparateProcesses >"$logs/$catalog.log" 2>&1 &
+    pids+=($!)
+  done
+  failed=0
+  index=0
+  for catalog in $catalogs; do
+    status=0
+    wait "${pids[$index]}" || status=$?
+    index=$((index + 1))
+    echo "catalog job: $catalog (exit $status)"
+    cat "$logs/$catalog.log"
+    [ "$status" -eq 0 ] || failed=1
+  done
+  rm -rf "$logs"
+  exit "$failed"
+fi
+for catalog in $catalogs; do
+  echo "catalog job: $catalog"
   if [ "$catalog" = jdbc ]; then
     force=TestForceRandomized lean=()
   else
     force=TestCostBasedForce lean=(--deselect tests/functional/test_change_logs.py::TestTwoViewsOnOneLog)
   fi
   DBT_MV_TEST_CATALOG="$catalog" DBT_MV_FUZZ_SEED="${DBT_MV_CATALOG_SEED:-82}" DBT_MV_FUZZ_DEFINITIONS="${DBT_MV_CATALOG_DEFINITIONS:-4}" DBT_MV_FUZZ_ROUNDS=1 \
-  DBT_MV_CRASH_STRIDE="${DBT_MV_CRASH_STRIDE:-8}" DBT_MV_PAUSE_POINTS="${DBT_MV_PAUSE_POINTS:-delete from}" "$venv/bin/python" -m pytest -n "${DBT_MV_TEST_WORKERS:-2}" --dist loadgroup "${junit[@]}" "$@" "${lean[@]}" \
+  DBT_MV_CRASH_STRIDE="${DBT_MV_CRASH_STRIDE:-8}" DBT_MV_PAUSE_POINTS="${DBT_MV_PAUSE_POINTS:-delete from}" "$venv/bin/python" -m pytest -n "${DBT_MV_TEST_WORKERS:-2}" --dist loadgroup $(junit "$catalog") "$@" "${lean[@]}" \
     tests/functional/test_generated_views.py \
     tests/functional/test_change_logs.py \
     tests/functional/test_fast_refresh_build.py \

@@ -29,6 +29,15 @@ def soak_factor() -> int:
     return max(1, int(os.environ.get("DBT_MV_SOAK", "1") or 1))
 
 
+def randomized_rounds(rounds: int) -> int:
+    """How many of a randomized test's alternating rounds (batched, then single statements) run: all
+    of them times the soak factor at full depth; half of them at the CI's (tests/depth.py), at least
+    one (a test running one round reads its marked keys from the logs in it)."""
+    from tests.depth import full
+
+    return rounds * soak_factor() if full() else max(1, rounds // 2)
+
+
 def batch_size() -> int:
     """Random operations in one batched round (one multi-row MERGE per master): their number
     costs next to nothing, the refresh after them is what takes time. Grows with the soak factor."""

@@ -6,7 +6,7 @@ import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
 from dbt_incremental_mv.refresh.views import join_view
-from tests.functional.differential import Column, Master, Workload, keys_read_from_logs, soak_factor
+from tests.functional.differential import Column, Master, Workload, keys_read_from_logs, randomized_rounds, soak_factor
 from tests.functional.util import rows
 
 REGIONS = ["north", "south", None]
@@ -102,7 +102,7 @@ class TestJoinRefresh:
         self.check_all(workload)
 
         compared = set()
-        for round_number in range(4 * soak_factor()):
+        for round_number in range(randomized_rounds(4)):
             workload.alternating_round(round_number)
             with keys_read_from_logs(round_number % 2 == 1):  # and literal keys in the others
                 results, log = run_dbt_and_capture(["run"])

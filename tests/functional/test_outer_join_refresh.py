@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
-from tests.functional.differential import Column, Master, Workload, keys_read_from_logs, soak_factor
+from tests.functional.differential import Column, Master, Workload, keys_read_from_logs, randomized_rounds, soak_factor
 
 MASTERS = [
     Master("customers", "customer_id", key_pool=tuple(range(1001, 1009)), columns=[
@@ -92,7 +92,7 @@ class TestOuterJoinRefresh:
         self.check_all(workload)
 
         logs = ""
-        for round_number in range(4 * soak_factor()):
+        for round_number in range(randomized_rounds(4)):
             workload.alternating_round(round_number)
             with keys_read_from_logs(round_number % 2 == 1):  # and literal keys in the others
                 results, log = run_dbt_and_capture(["run"])
