@@ -107,8 +107,8 @@ def matrix_only(nodeid: str, named: tuple[str, ...] = ()) -> bool:
     return group in MATRIX_ONLY
 
 
-def pytest_report_header(config):
-    """At the top of the output: the run's depth and seed, and how to run the same again."""
+def _run_lines() -> list[str]:
+    """The run's depth and seed, and how to run the same again."""
     from tests.functional.test_generated_views import DEFINITIONS, ROUNDS, SEED
 
     made = f"from commit {commit()[:12]}" if commit() and "DBT_MV_TEST_SEED" not in os.environ else "given"
@@ -119,6 +119,23 @@ def pytest_report_header(config):
         f"DBT_MV_FUZZ_SEED={SEED} DBT_MV_FUZZ_DEFINITIONS={DEFINITIONS} DBT_MV_FUZZ_ROUNDS={ROUNDS} "
         "bash scripts/test.sh tests/functional/test_generated_views.py",
     ]
+
+
+def pytest_report_header(config):
+    """At the top of the output (pytest -v or default verbosity): _run_lines."""
+    return _run_lines()
+
+
+def pytest_sessionstart(session):
+    """Quiet runs (``-q``, as CI's) print no report header: write _run_lines at the top anyway, once
+    (the xdist controller or a single process, not each worker)."""
+    config = session.config
+    if getattr(config, "workerinput", None) is not None or config.get_verbosity() >= 0:
+        return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        for line in _run_lines():
+            reporter.write_line(line)
 
 
 def pytest_collection_modifyitems(config, items):
