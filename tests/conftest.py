@@ -9,32 +9,35 @@ from tests.depth import commit, depth, full, run_seed
 pytest_plugins = ["dbt.tests.fixtures.project"]
 
 
-# Seconds a group of tests took in the CI's Spark 3.5 suite (two processes; 2026-11-29, the Thrift
-# group from its first test to its last), for the groups over ~40 s; a functional group not listed
-# counts FUNCTIONAL_SECONDS, a unit test nothing. Only their order matters (see
-# pytest_collection_modifyitems): update it when a group's rank changes.
+# Seconds a group of tests took in the CI's Spark 3.5 suite (two processes; 2026-12-02 at the CI's
+# depth; the groups only the matrix runs from its full-depth runs before), for the groups over ~40 s;
+# a functional group not listed counts FUNCTIONAL_SECONDS, a unit test nothing. Only their order
+# matters (see pytest_collection_modifyitems): update it when a group's rank changes.
 EXPECTED_SECONDS = {
-    "thrift": 1050,
-    "tests/functional/test_aggregate_refresh.py::TestAggregateRefresh": 590,
-    "tests/functional/test_generated_views.py::TestGeneratedViews": 430,
-    "tests/functional/test_outer_aggregate_refresh.py::TestOuterJoinAggregateRefresh": 410,
-    "tests/functional/test_robustness.py::TestInterruptedAggregateRefresh": 340,
-    "tests/functional/test_example_project.py": 300,
-    "tests/functional/test_having_refresh.py::TestHavingRefresh": 290,
-    "tests/functional/test_change_logs.py::TestRefreshersInSeparateProcesses": 200,
-    "tests/functional/test_robustness.py::TestKilledRefresh": 190,  # 4 tests: dbt processes killed and rerun
-    "tests/functional/test_outer_join_refresh.py::TestOuterJoinRefresh": 180,
-    "tests/functional/test_union_all_refresh.py::TestUnionAllRefresh": 175,
-    "tests/functional/test_stacked_refresh.py::TestThreeStackedViewsOverALoggedIncrementalModel": 105,
-    "tests/functional/test_join_refresh.py::TestJoinRefresh": 90,
-    "tests/functional/test_ansi_mode.py::TestAnsiOn": 80,
-    "tests/functional/test_change_logs.py::TestInterruptedRefresh": 75,
-    "tests/functional/test_location_root.py": 70,
-    "tests/functional/test_aggregate_refresh.py::TestMinMaxRecomputesOnlyWhatItMust": 70,
-    "tests/functional/test_explain_and_history.py::TestForceRandomized": 60,
-    "tests/functional/test_ansi_mode.py::TestAnsiOff": 55,
+    "thrift": 1050,  # the matrix's; the CI's Thrift smoke alone about 300
+    "tests/functional/test_generated_views.py::TestGeneratedViews": 405,
+    "tests/functional/test_aggregate_refresh.py::TestAggregateRefresh": 330,
+    "tests/functional/test_robustness.py::TestInterruptedAggregateRefresh": 340,  # 90 in CI (every third point)
+    "tests/functional/test_having_refresh.py::TestHavingRefresh": 290,  # matrix only
+    "tests/functional/test_outer_aggregate_refresh.py::TestOuterJoinAggregateRefresh": 285,
+    "tests/functional/test_example_project.py": 240,
+    "tests/functional/test_change_logs.py::TestRefreshersInSeparateProcesses": 200,  # matrix only
+    "tests/functional/test_outer_join_refresh.py::TestOuterJoinRefresh": 135,
+    "tests/functional/test_union_all_refresh.py::TestUnionAllRefresh": 115,
+    "tests/functional/test_stacked_refresh.py::TestThreeStackedViewsOverALoggedIncrementalModel": 105,  # matrix only
+    "tests/functional/test_recomputed_types.py::TestRecomputedTypes": 95,
+    "tests/functional/test_robustness.py::TestKilledRefresh": 90,  # 2 of 4 kill points in CI
+    "tests/functional/test_ansi_mode.py::TestAnsiOn": 85,
+    "tests/functional/test_location_root.py": 70,  # matrix only
+    "tests/functional/test_explain_and_history.py::TestForceRandomized": 60,  # matrix only
+    "tests/functional/test_join_refresh.py::TestJoinRefresh": 60,
+    "tests/functional/test_ansi_mode.py::TestAnsiOff": 55,  # matrix only
     "tests/functional/test_stacked_refresh.py::TestThreeStackedViews": 50,
-    "tests/functional/test_change_logs.py::TestTwoViewsOnOneLog": 40,
+    "tests/functional/test_recomputed_types.py::TestOverflowAnsiOff": 47,
+    "tests/functional/test_aggregate_refresh.py::TestMinMaxRecomputesOnlyWhatItMust": 45,
+    "tests/functional/test_change_logs.py::TestTwoViewsOnOneLog": 41,
+    "tests/functional/test_join_refresh.py::TestMergeOnReadMasters": 39,
+    "tests/functional/test_change_logs.py::TestInterruptedRefresh": 38,
 }
 FUNCTIONAL_SECONDS = 15
 
@@ -76,7 +79,7 @@ def pytest_xdist_make_scheduler(config, log):
 # runs everything (DBT_MV_TEST_DEPTH=full), by test group (group_of) or node id prefix: each entry
 # says what in the CI covers the same capability. Keep the CI within its 40 minutes on 2 cores.
 MATRIX_ONLY = {
-    "thrift": "the Thrift Server at full depth; CI: every view class over Thrift (test_thrift_smoke.py)",
+    "thrift": "the Thrift Server at full depth; CI: every view class over Thrift, one batched change (test_thrift_smoke.py)",
     "tests/functional/test_having_refresh.py::TestHavingRefresh":
         "randomized HAVING views; CI: HAVING in the example project, the generated definitions, the UNION ALL test",
     "tests/functional/test_stacked_refresh.py::TestThreeStackedViewsOverALoggedIncrementalModel":
@@ -91,8 +94,8 @@ MATRIX_ONLY = {
     "tests/functional/test_location_root.py":
         "custom view locations on an embedded Hive metastore; CI: the catalog smoke on a Hive Metastore service",
     "tests/functional/test_smoke.py::TestEveryViewClass":
-        "every view class once on Spark 3.5; CI: each class's randomized test (the smoke runs on Spark 4.1, "
-        "Thrift and each catalog)",
+        "every view class once on Spark 3.5; CI: each class's randomized test (the smoke runs on Spark 4.1 "
+        "and over Thrift)",
 }
 
 

@@ -1,6 +1,7 @@
 """One build, change, refresh and check of every view class in one dbt project: the smoke test the
-Spark 4 job and each production catalog run (scripts/test_spark4.sh, scripts/test_catalogs.sh; the
-randomized tests of each class run at full depth in the Spark 3.5 suite and scripts/test_matrix.sh).
+Spark 4 job and the Thrift smoke run (scripts/test_spark4.sh, tests/functional/thrift/
+test_thrift_smoke.py; the randomized tests of each class run in the Spark 3.5 suite, at full depth
+in scripts/test_matrix.sh).
 
 After the build and after each refresh (a batched change, one of single statements, key updates and
 deletes), every view equals its defining query recomputed on the masters, and every refresh is fast."""
@@ -60,7 +61,7 @@ LOGS = """
 
 class TestEveryViewClass:
     # the changes refreshed in turn: a MERGE per master, single statements, key updates and deletes
-    # (DBT_MV_SMOKE_ROUNDS: a comma-separated choice of them, e.g. the catalog smoke's)
+    # (DBT_MV_SMOKE_ROUNDS: a comma-separated choice of them)
     ROUNDS: tuple[str, ...] = tuple(os.environ.get("DBT_MV_SMOKE_ROUNDS", "batched,single,keys").split(","))
 
     @pytest.fixture(scope="class")
