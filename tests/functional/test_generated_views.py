@@ -55,4 +55,9 @@ class TestGeneratedViews:
                 small = shrink(definition, lambda c: fails_alone(project, c, SEED, ROUNDS), budget=60)
                 keep_regression(small, f"seed {SEED}: " + next(f for f in outcome.failures
                                                                if f.startswith(f"{definition.name}:")).splitlines()[0])
-        assert not outcome.failures, "\n".join(outcome.failures)
+        again = (
+            f"DBT_MV_FUZZ_SEED={SEED} DBT_MV_FUZZ_DEFINITIONS={DEFINITIONS} DBT_MV_FUZZ_ROUNDS={ROUNDS} "
+            "bash scripts/test.sh tests/functional/test_generated_views.py (on any commit; "
+            "scripts/fuzz.sh shrinks a failure into tests/fuzz/regressions.json)"
+        )
+        assert not outcome.failures, "\n".join([*outcome.failures, f"the same definitions and rounds again: {again}"])
