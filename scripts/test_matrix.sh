@@ -31,7 +31,7 @@ job() {  # job <name> <command...>: run when selected
   local minutes=$(( (SECONDS - started + 30) / 60 ))
   local result=pass
   [ "$status" -eq 0 ] || { result="FAIL (exit $status, $out/$name.log)"; overall=1; }
-  summary+=("$name: $result, $minutes min: $(grep -aE '^=+ .*(passed|failed|error).* in ' "$out/$name.log" | tail -1 | tr -d '=' | xargs)")
+  summary+=("$name: $result, $minutes min: $(grep -aE '[0-9]+ (passed|failed|errors?)\b.* in [0-9.]+s' "$out/$name.log" | tail -1 | tr -d '=' | xargs)")
   echo "${summary[-1]}"
 }
 job spark35 bash scripts/test.sh -q -p no:cacheprovider --junitxml="$out/spark35.xml"
