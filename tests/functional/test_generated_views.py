@@ -20,6 +20,12 @@ SEED = int(os.environ.get("DBT_MV_FUZZ_SEED") or run_seed())
 DEFINITIONS = int(os.environ.get("DBT_MV_FUZZ_DEFINITIONS") or (20 if full() else 12))
 ROUNDS = int(os.environ.get("DBT_MV_FUZZ_ROUNDS") or (3 if full() else 2))
 THREADS = int(os.environ.get("DBT_MV_FUZZ_THREADS", "1"))
+# the command that runs the same definitions and rounds again, on any commit (printed at the top of
+# the output by tests/conftest.py and in a failure's message)
+AGAIN = (
+    f"DBT_MV_FUZZ_SEED={SEED} DBT_MV_FUZZ_DEFINITIONS={DEFINITIONS} DBT_MV_FUZZ_ROUNDS={ROUNDS} "
+    "bash scripts/test.sh tests/functional/test_generated_views.py"
+)
 
 
 class TestGeneratedViews:
@@ -55,9 +61,5 @@ class TestGeneratedViews:
                 small = shrink(definition, lambda c: fails_alone(project, c, SEED, ROUNDS), budget=60)
                 keep_regression(small, f"seed {SEED}: " + next(f for f in outcome.failures
                                                                if f.startswith(f"{definition.name}:")).splitlines()[0])
-        again = (
-            f"DBT_MV_FUZZ_SEED={SEED} DBT_MV_FUZZ_DEFINITIONS={DEFINITIONS} DBT_MV_FUZZ_ROUNDS={ROUNDS} "
-            "bash scripts/test.sh tests/functional/test_generated_views.py (on any commit; "
-            "scripts/fuzz.sh shrinks a failure into tests/fuzz/regressions.json)"
-        )
+        again = f"{AGAIN} (on any commit; scripts/fuzz.sh shrinks a failure into tests/fuzz/regressions.json)"
         assert not outcome.failures, "\n".join([*outcome.failures, f"the same definitions and rounds again: {again}"])
