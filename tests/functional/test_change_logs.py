@@ -16,7 +16,7 @@ from dbt.tests.util import run_dbt, run_dbt_and_capture
 from dbt_incremental_mv.adapter.connections import FaultInjection
 from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from tests.functional.catalogs import catalog_kind
-from tests.depth import fault_points
+from tests.depth import fault_points, full
 from tests.functional.differential import Column, Master, Workload
 from tests.functional.util import DBT, LOST_RACE, rows
 
@@ -176,6 +176,16 @@ class TestRefreshersInSeparateProcesses(ChangeLogTests):
         assert "\tat org.apache" not in output and "Traceback" not in output, output[-4000:]
         return process.returncode, output
 
+    def refresh_elsewhere(self, project, profiles_root) -> tuple[int, str]:
+        """A refresh of both views by another process than A: at full depth a dbt process of its
+        own; at the CI's this test process (its JVM is not A's either: the compare-and-swap is still
+        across processes), two JVM starts fewer per catalog."""
+        if full():
+            return self.finish(self.dbt(project, profiles_root))
+        results, output = run_dbt_and_capture(["run"], expect_pass=None)
+        assert "\tat org.apache" not in output and "Traceback" not in output, output[-4000:]
+        return (0 if all(r.status == "success" for r in results) else 1), output
+
     def test_one_winner_publishes_the_other_fails_cleanly_and_reruns(self, project, profiles_root, tmp_path):
         workload = self.workload(project, seed=43)
         # (1) A pauses after a statement of its refresh of order_countries (its capture into the
@@ -190,7 +200,7 @@ class TestRefreshersInSeparateProcesses(ChangeLogTests):
             while not Path(f"{resume}.reached").exists():
                 assert a.poll() is None, self.finish(a)[1][-4000:]
                 time.sleep(0.5)
-            b_status, b_output = self.finish(self.dbt(project, profiles_root))
+            b_status, b_output = self.refresh_elsewhere(project, profiles_root)
             assert b_status == 0, b_output[-4000:]
             self.check(workload)  # B refreshed both views while A held its refresh open
             workload.round(4)
@@ -213,9 +223,9 @@ class TestRefreshersInSeparateProcesses(ChangeLogTests):
         print(f"separate processes, unpaused: {dict(outcomes)}")
 
     def finish_and_check(self, project, profiles_root, workload):
-        """One more refresh (in another process too) applies what is left: the views are exact and
+        """One more refresh (by another process than A) applies what is left: the views are exact and
         the shared logs hold no change (both views consumed every one; superseded watermarks may wait)."""
-        status, output = self.finish(self.dbt(project, profiles_root))
+        status, output = self.refresh_elsewhere(project, profiles_root)
         assert status == 0, output[-4000:]
         self.check(workload)
         for master in ("orders", "customers"):

@@ -15,9 +15,9 @@ from tests.fuzz.generator import Generator
 from tests.fuzz.shrink import keep_regression, regressions, shrink
 
 # the run's seed (from the commit being tested: each CI run checks definitions no earlier one did;
-# tests/depth.py), at the CI's depth 12 definitions and 2 rounds, at full depth 20 and 3
+# tests/depth.py), at the CI's depth 8 definitions and 2 rounds, at full depth 20 and 3
 SEED = int(os.environ.get("DBT_MV_FUZZ_SEED") or run_seed())
-DEFINITIONS = int(os.environ.get("DBT_MV_FUZZ_DEFINITIONS") or (20 if full() else 12))
+DEFINITIONS = int(os.environ.get("DBT_MV_FUZZ_DEFINITIONS") or (20 if full() else 8))
 ROUNDS = int(os.environ.get("DBT_MV_FUZZ_ROUNDS") or (3 if full() else 2))
 THREADS = int(os.environ.get("DBT_MV_FUZZ_THREADS", "1"))
 # the command that runs the same definitions and rounds again, on any commit (printed at the top of
@@ -43,7 +43,7 @@ class TestGeneratedViews:
         return model_files(self.DEFINITIONS)
 
     def test_each_is_refused_or_maintained_exactly(self, project):
-        # the CI's 12 (and the regression cases) are a sample, another one for each commit: a
+        # the CI's 8 (and the regression cases) are a sample, another one for each commit: a
         # generated view's fast refresh takes 1-10 s of Spark planning here, and the whole CI must
         # finish within 40 minutes; the 2,000-definition run is by hand (scripts/fuzz.sh, in a JVM
         # of its own; docs/correctness.md)

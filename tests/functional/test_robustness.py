@@ -65,7 +65,7 @@ class TestInterruptedAggregateRefresh(RobustnessTests):
     def test_every_fault_point_recovers_without_double_counting(self, project):
         workload = self.workload(project, seed=21)
         points = 0
-        faults = fault_points(60, 3, "aggregate")  # every one at full depth, every third in CI (tests/depth.py)
+        faults = fault_points(60, 6, "aggregate")  # every one at full depth, every sixth in CI (tests/depth.py)
         for number, fault_after in enumerate(faults):
             workload.round(6, batched=number % 2 == 0)
             results, log = run("--select", "country_totals", fault_after=fault_after, expect_pass=None)
