@@ -31,9 +31,11 @@ case "$pyspark" in
   *) requirement="pyspark==$pyspark" ;;
 esac
 # uv installs what pip would (the same versions), about twice as fast from a cold cache (PySpark
-# is a source distribution: built once, then cached in ~/.cache/uv).
+# is a source distribution: built once, then cached in ~/.cache/uv). Compiled to bytecode at
+# install, as pip does: with PYTHONDONTWRITEBYTECODE set (as on this project's machines) every
+# Python process would otherwise compile dbt, sqlglot and PySpark from source at each start.
 [ -x "$venv/bin/uv" ] || "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "uv>=0.9,<1"
-install() { "$venv/bin/uv" pip install --quiet --python "$venv/bin/python" "$@"; }
+install() { "$venv/bin/uv" pip install --quiet --compile-bytecode --python "$venv/bin/python" "$@"; }
 install "$repo[dev]" "$requirement"
 # an installed copy of the same version is kept: always install the checkout's code.
 install --no-deps --reinstall "$repo"

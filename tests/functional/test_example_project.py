@@ -22,7 +22,7 @@ def dbt(project_dir, *args):
     return output
 
 
-def test_demo_builds_refreshes_incrementally_and_rebuilds_cleanly(tmp_path):
+def test_demo_builds_refreshes_incrementally_and_passes_its_tests_cleanly(tmp_path):
     project = tmp_path / "shop"
     shutil.copytree(REPO / "integration_tests", project, ignore=shutil.ignore_patterns("target", "logs", "warehouse"))
 
@@ -56,9 +56,6 @@ def test_demo_builds_refreshes_incrementally_and_rebuilds_cleanly(tmp_path):
     tested = dbt(project, "test")  # incl. matches_defining_query on every view
     assert "Done. PASS=10 WARN=0 ERROR=0" in tested and tested.count("matches_defining_query") >= 7, tested
 
-    third = dbt(project, "run")
-    assert "customer_orders: fast refresh: nothing marked" in third and "no write" in third
-    assert "Done. PASS=7 WARN=0 ERROR=0" in dbt(project, "run", "--full-refresh")
     advice = dbt(project, "run-operation", "mv_layout_advice")
     assert "alter table `shop`.`customer_orders` write ordered by `_mv_o_order_id`, `_mv_c_customer_id`;" in advice
 
