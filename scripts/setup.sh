@@ -43,8 +43,6 @@ install --no-deps --reinstall "$repo"
 "$venv/bin/dbt-incremental-mv" prepare-jars >/dev/null
 # Build the JVM's class-data-sharing archive once per virtualenv (cached; ~50 s the first time):
 # every dbt command's Spark then starts ~2.5 s sooner. Not fatal: without it the JVM starts as
-# before. DBT_MV_JVM_ARCHIVE=0 skips it (.ci/run's Spark 4 venv: two JVMs do not repay it).
-if [ "${DBT_MV_JVM_ARCHIVE:-1}" != 0 ]; then
-  "$venv/bin/dbt-incremental-mv" jvm-archive >/dev/null 2>&1 || true
-fi
+# before (and the first Spark session starts building it in the background).
+"$venv/bin/dbt-incremental-mv" jvm-archive >/dev/null 2>&1 || true
 echo "$venv"
