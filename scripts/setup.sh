@@ -35,10 +35,10 @@ esac
 # install, as pip does: with PYTHONDONTWRITEBYTECODE set (as on this project's machines) every
 # Python process would otherwise compile dbt, sqlglot and PySpark from source at each start.
 [ -x "$venv/bin/uv" ] || "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "uv>=0.9,<1"
-install() { "$venv/bin/uv" pip install --quiet --compile-bytecode --python "$venv/bin/python" "$@"; }
-install "$repo[dev]" "$requirement"
+uv_install() { "$venv/bin/uv" pip install --quiet --compile-bytecode --python "$venv/bin/python" "$@"; }
+uv_install "$repo[dev]" "$requirement"
 # an installed copy of the same version is kept: always install the checkout's code.
-install --no-deps --reinstall "$repo"
+uv_install --no-deps --reinstall "$repo"
 # Prepare the Iceberg runtime once (cached), so the first dbt command starts quickly.
 "$venv/bin/dbt-incremental-mv" prepare-jars >/dev/null
 # Build the JVM's class-data-sharing archive once per virtualenv (cached; ~50 s the first time):

@@ -10,9 +10,9 @@
 #   DBT_MV_TEST_DEPTH=ci (default, the per-change CI): the catalogs at once, each in one test process
 #     (one catalog service): the tables found in that catalog, and a join view and a filter view
 #     over one shared log built and refreshed by two refreshers in separate JVMs, a dbt process
-#     held at the view's write while the test process publishes (the compare-and-swap check). What differs between
-#     the view classes is their SQL, not their commit: every class runs in the Spark 3.5 suite, the
-#     Spark 4 smoke and, on each catalog, the matrix.
+#     held at the view's write while the test process publishes (the compare-and-swap check).
+#     What differs between the view classes is their SQL, not their commit: every class runs in
+#     the Spark 3.5 suite, the Spark 4 smoke and, on each catalog, the matrix.
 #   DBT_MV_TEST_DEPTH=full (scripts/test_matrix.sh): generated definitions of every class (seed 82's
 #     first 4 and the regression cases), change logs shared by two views, every eighth crash point,
 #     refreshers in separate JVMs held and unheld, cost-based force, builds and rebuilds; two test
