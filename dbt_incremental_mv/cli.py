@@ -9,7 +9,8 @@ import sys
 from dbt_incremental_mv.runtime.iceberg_runtime import IcebergRuntimeError, runtime_jars
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser (docs/reference.md lists its commands and options from it)."""
     parser = argparse.ArgumentParser(prog="dbt-incremental-mv")
     commands = parser.add_subparsers(dest="command", required=True)
     prepare = commands.add_parser(
@@ -43,7 +44,11 @@ def main(argv: list[str] | None = None) -> int:
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting (repeatable)"
     )
     server.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the server to listen")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.command == "thrift-server":
         return _thrift_server(args)
     if args.command == "jvm-archive":

@@ -21,6 +21,131 @@ ON_CONFIGURATION_CHANGE = ("apply", "fail")
 """dbt's config, for a changed definition: ``apply`` rebuilds the view, ``fail`` fails the model."""
 
 
+@dataclass(frozen=True)
+class ConfigKey:
+    """One model config the materialization reads, as the reference page lists it."""
+
+    name: str
+    values: str  # the values allowed, as the user writes them
+    default: str  # what applies when the config is not set
+    meaning: str
+
+
+MODEL_CONFIGS = (
+    ConfigKey(
+        "refresh_method",
+        "`force`, `fast`, `complete`",
+        "`force`",
+        "`force`: the cheaper of a fast and a complete refresh by estimated cost, a complete refresh when a "
+        "fast one is impossible (the log line says why); `fast`: fail when a fast refresh is impossible (the "
+        "view is left unchanged; a view that could never be fast refreshed is not even built); `complete`: "
+        "always recompute.",
+    ),
+    ConfigKey(
+        "refresh_history",
+        "`true`, `false`",
+        "`true`",
+        "Append one row per refresh to `<history_schema>.mv_refresh_history`.",
+    ),
+    ConfigKey(
+        "history_schema",
+        "a schema name",
+        "the model's schema",
+        "Where the refresh history table is; project-wide: `+history_schema: ops` under `models:`.",
+    ),
+    ConfigKey(
+        "mv_log",
+        "`true`, `false`",
+        "`false`",
+        "Each fast refresh appends the rows it changed to the view's own change log (a declared source whose "
+        "`meta.mv_log.master` is this model), for the `fast_refresh` models built on this one. `true` "
+        "without a declared log fails the model before anything runs.",
+    ),
+    ConfigKey(
+        "refresh_stats",
+        "`true`, `false`",
+        "`false`",
+        "Aggregate views: count the groups a fast refresh inserts, updates, deletes and recomputes (one "
+        "extra query) and print them in the log line.",
+    ),
+    ConfigKey(
+        "rewrite_rows",
+        "a whole number, 0 or more",
+        "`100000`",
+        "A fast refresh of an aggregate view of at most this many rows rewrites it whole in one statement "
+        "instead of deleting and inserting its changed groups; `0`: never.",
+    ),
+    ConfigKey(
+        "on_configuration_change",
+        "`apply`, `fail`",
+        "`apply`",
+        "When the model's SQL or configuration changed since the view was built: `apply` rebuilds it, "
+        "`fail` fails the model.",
+    ),
+    ConfigKey(
+        "file_format",
+        "`iceberg`",
+        "`iceberg`",
+        "A fast-refreshed view is always an Iceberg table; any other value is refused.",
+    ),
+    ConfigKey(
+        "partition_by",
+        "columns or Iceberg transforms (`days(ts)`)",
+        "none",
+        "The view's table is partitioned by them, on every build and rebuild.",
+    ),
+    ConfigKey(
+        "clustered_by + buckets",
+        "column names + a positive whole number",
+        "none",
+        "Each column becomes an Iceberg `bucket(n, column)` partition after the `partition_by` ones (Iceberg "
+        "has no Hive bucketing). One without the other is refused.",
+    ),
+    ConfigKey(
+        "tblproperties",
+        "a map",
+        "merge-on-read deletes and updates",
+        "Set on the view's table; the plugin's own `write.wap.enabled` and `dbt_incremental_mv.*` properties win.",
+    ),
+    ConfigKey(
+        "location_root",
+        "a path",
+        "the catalog's location",
+        "The table is (re)built at `<root>/<alias>`. Iceberg's Hadoop catalog (the embedded default) "
+        "refuses custom locations: use it with a Hive, REST or JDBC catalog.",
+    ),
+    ConfigKey(
+        "persist_docs",
+        "`relation`, `columns`",
+        "none",
+        "The model's description becomes the table comment when the table is (re)built; column "
+        "descriptions become column comments after every run.",
+    ),
+    ConfigKey(
+        "contract",
+        "`{enforced: true}` with columns' `data_type`",
+        "not enforced",
+        "dbt checks the query's column names and types before anything is created; the hidden `_mv_*` "
+        "columns are not part of the contract.",
+    ),
+    ConfigKey(
+        "pre_hook / post_hook",
+        "SQL",
+        "none",
+        "Run before and after every build, fast refresh and complete refresh.",
+    ),
+    ConfigKey(
+        "grants",
+        "as in dbt-spark",
+        "none",
+        "Applied after each run where Spark has table access control (Databricks); refused before "
+        "anything is created on a Spark without a `GRANT` statement.",
+    ),
+)
+"""Every model config the fast_refresh materialization reads (docs/reference.md is generated from
+this; the validated ones are FastRefreshConfig's fields, with the same defaults)."""
+
+
 class ConfigError(ValueError):
     """A model's fast_refresh configuration is invalid."""
 

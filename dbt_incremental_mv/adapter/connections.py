@@ -1,8 +1,9 @@
 """Credentials and connection manager of the ``spark_mv`` profile type.
 
-Every dbt-spark connection method works unchanged (session, thrift, http, odbc). For
-``method: session`` the plugin first starts the embedded Spark session with Iceberg
-(see :mod:`dbt_incremental_mv.runtime.embedded`), then dbt-spark's session wrapper uses it.
+dbt-spark's connection methods pass through unchanged; ``session`` and ``thrift`` are the ones the
+test suite runs (TESTED_METHODS). For ``method: session`` the plugin first starts the embedded
+Spark session with Iceberg (see :mod:`dbt_incremental_mv.runtime.embedded`), then dbt-spark's
+session wrapper uses it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dbt.adapters.spark.connections import (
 )
 from dbt_common.exceptions import DbtDatabaseError, DbtRuntimeError
 
+from dbt_incremental_mv.config import ConfigKey
 from dbt_incremental_mv.conflicts import concurrent_commit_error
 from dbt_incremental_mv.refresh.phases.publish import cache_planning
 from dbt_incremental_mv.runtime.embedded import ICEBERG_JARS_MODES, JIT_MODES, start_session
@@ -39,6 +41,57 @@ _session_lock = threading.Lock()
 
 
 ANSI_MODE = "spark.sql.ansi.enabled"
+
+TESTED_METHODS = ("session", "thrift")
+"""The connection methods the test suite runs; dbt-spark's others (http, odbc) are passed through
+untested."""
+
+PROFILE_KEYS = (
+    ConfigKey(
+        "type",
+        "`spark_mv`",
+        "required",
+        "The plugin's profile type: dbt-spark's `spark` with the `fast_refresh` materialization added.",
+    ),
+    ConfigKey(
+        "method",
+        "`session`, `thrift` (dbt-spark's `http`, `odbc` pass through, untested)",
+        "required",
+        "`session`: an embedded Spark session in the dbt process, with a local Iceberg warehouse; `thrift`: a "
+        "Spark Thrift Server (`host`, `port`, as in dbt-spark).",
+    ),
+    ConfigKey(
+        "warehouse",
+        "a directory",
+        "`warehouse` (relative to where dbt runs)",
+        "`method: session`: the local Iceberg warehouse of `spark_catalog`.",
+    ),
+    ConfigKey(
+        "iceberg_jars",
+        ", ".join(f"`{mode}`" for mode in ICEBERG_JARS_MODES),
+        "`auto`",
+        "`method: session`: how Spark gets the Iceberg runtime. `auto`: the one `spark.jars` or "
+        "`spark.jars.packages` names, else the installed Spark's (bundled offline on Spark 3.5, downloaded "
+        "once on Spark 4); `bundled`: always the offline one (Spark 3.5); `packages`: Spark's resolver "
+        "downloads it; `none`: your Spark ships it.",
+    ),
+    ConfigKey(
+        "jit",
+        ", ".join(f"`{mode}`" for mode in JIT_MODES),
+        "`auto`",
+        "`method: session`: how the JVM compiles. `quick`: the C1 compiler only (short commands on small "
+        "tables finish sooner); `peak`: the JVM's default (fastest on large tables once warm); `auto`: "
+        "`quick` for a dbt command on a small local warehouse, else `peak`.",
+    ),
+    ConfigKey(
+        "server_side_parameters",
+        "a map of Spark settings",
+        "the plugin's defaults",
+        "Any Spark setting (a catalog, driver memory, `spark.sql.ansi.enabled`); yours win over the plugin's defaults.",
+    ),
+)
+"""The profile keys this plugin adds or gives a meaning (dbt-spark's others, e.g. ``host``, ``port``,
+``schema``, ``threads``, are dbt-spark's); docs/reference.md is generated from this."""
 
 
 def _explicit_ansi_mode(parameters: Mapping[str, Any]) -> str | None:

@@ -71,12 +71,11 @@ class SparkMVAdapter(SparkAdapter):
         JVM (no SQL statement, no Spark job), SQL otherwise (thrift, http, odbc).
         ``DBT_INCREMENTAL_MV_METADATA=sql`` forces SQL (to compare, or to work around a catalog
         the Java API cannot load)."""
-        import os
-
+        from dbt_incremental_mv import environment
         from dbt_incremental_mv.adapter.connections import FaultInjection
         from dbt_incremental_mv.metadata import JvmCatalog, Metadata, SqlCatalog, java_api_usable
 
-        if os.environ.get("DBT_INCREMENTAL_MV_METADATA", "").lower() != "sql":
+        if (environment.METADATA.value() or "").lower() != "sql":
             handle = self.connections.get_thread_connection().handle
             session = getattr(getattr(handle, "handle", None), "session", None)
             if session is not None and java_api_usable(session):
@@ -214,6 +213,16 @@ class SparkMVAdapter(SparkAdapter):
             row = engine.history_row(run, propagation, line, get_invocation_id())
             with self._history_lock:
                 self._history.setdefault(history_relation(schema), []).append(row)
+        if run.decision.blocker is not None:  # after the history row: the refresh was made
+            from dbt.adapters.events.types import AdapterEventWarning
+            from dbt_common.events.functions import warn_or_error
+
+            warn_or_error(
+                AdapterEventWarning(
+                    base_msg=f"Model '{run.plan.model_name}' was recomputed in full: it cannot be fast refreshed "
+                    f"({run.decision.blocker})"
+                )
+            )
         return line
 
     # ------------------------------------------------------------ the refresh history

@@ -52,6 +52,16 @@ MIN_FORMAT_VERSION = 3
 
 INSERT, DELETE, WATERMARK, RESET = "I", "D", "W", "R"
 
+LOG_KEYS = {
+    "master": "The master table whose changes the log holds: a model or seed name (as in `ref`), or "
+    "`source_name.table_name`. Required.",
+    "key": "The master's unique key: a column or a list of columns. Required.",
+    "capture": "`true`: the plugin fills the log itself from the master's Iceberg commits (every column of "
+    "the master logged); `false` (default): your ingestion writes it. A log its master's `logged_merge` "
+    "model writes is capture-managed either way.",
+}
+"""The entries of a change log's ``meta.mv_log`` block (docs/reference.md is generated from this)."""
+
 
 class LogContractError(ValueError):
     """A change log, its declaration or its master breaks the contract."""
@@ -123,10 +133,10 @@ def _spec_from_source(graph: Mapping[str, Any], source: Mapping[str, Any], block
     where = f"source '{source['source_name']}.{source['name']}'"
     if not isinstance(block, Mapping):
         raise LogContractError(f"{where}: meta.{META_KEY} must be a mapping with 'master' and 'key'.")
-    unknown = sorted(set(block) - {"master", "key", "capture"})
+    unknown = sorted(set(block) - set(LOG_KEYS))
     if unknown:
         raise LogContractError(
-            f"{where}: meta.{META_KEY} has unknown entries {unknown}; allowed: master, key, capture."
+            f"{where}: meta.{META_KEY} has unknown entries {unknown}; allowed: {', '.join(LOG_KEYS)}."
         )
     master = block.get("master")
     if not isinstance(master, str) or not master.strip():

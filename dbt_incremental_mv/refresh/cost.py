@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -38,6 +37,7 @@ from typing import Literal, Protocol
 import sqlglot
 from sqlglot import exp
 
+from dbt_incremental_mv import environment
 from dbt_incremental_mv.analysis.model import ViewDefinition
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.views.statement import RefreshStatement
@@ -94,13 +94,13 @@ class Calibration:
         )
 
 
-CALIBRATION_ENV = "DBT_INCREMENTAL_MV_CALIBRATION"
+CALIBRATION_ENV = environment.CALIBRATION.name
 
 
 def calibration() -> Calibration:
     """The prices: those of the file ``DBT_INCREMENTAL_MV_CALIBRATION`` names (measured on your
     cluster: benchmarks/README.md), else the package's (each file read once per process)."""
-    return _calibration(os.environ.get(CALIBRATION_ENV) or None)
+    return _calibration(environment.CALIBRATION.value())
 
 
 @lru_cache(maxsize=4)

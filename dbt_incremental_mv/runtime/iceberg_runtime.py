@@ -33,12 +33,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from dbt_incremental_mv import environment
+
 ICEBERG_VERSION = "1.10.2"  # the bundled runtime's (Spark 3.5)
 # The Iceberg release whose Spark runtime each Spark line gets: the bundled one where Iceberg
 # builds it (3.5, 4.0), else the first release that supports the line (4.1: Iceberg 1.11.0).
 ICEBERG_FOR_SPARK = {"3.5": ICEBERG_VERSION, "4.0": ICEBERG_VERSION, "4.1": "1.11.0"}
 BUNDLED_SPARK_LINE = "3.5"
-MAVEN_REPOSITORY_ENV = "DBT_INCREMENTAL_MV_MAVEN_REPOSITORY"
+MAVEN_REPOSITORY_ENV = environment.MAVEN_REPOSITORY.name
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
 DOWNLOAD_TIMEOUT_S = 120
 JACKSON_JARS = ("jackson-core", "jackson-databind", "jackson-annotations")
@@ -205,7 +207,7 @@ def relocate_jackson(jackson_jars: list[Path], target: Path) -> None:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("DBT_INCREMENTAL_MV_CACHE") or os.path.join(
+    base = environment.CACHE.value() or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "dbt-incremental-mv"
     )
     return Path(base)
@@ -280,7 +282,7 @@ def maven_jar(group: str, artifact: str, version: str, classifier: str = "", *, 
     target = cache_dir() / "jars" / name
     if target.is_file():
         return target
-    repository = (os.environ.get(MAVEN_REPOSITORY_ENV) or MAVEN_CENTRAL).rstrip("/")
+    repository = (environment.MAVEN_REPOSITORY.value() or MAVEN_CENTRAL).rstrip("/")
     url = f"{repository}/{group.replace('.', '/')}/{artifact}/{version}/{name}"
     partial = None
     try:
@@ -345,6 +347,6 @@ def prepare_offline_jars(spark: SparkLine | None = None, *, http_client: bool = 
         except OSError as exc:
             raise IcebergRuntimeError(
                 f"Cannot write the relocated Jackson jar to {target_dir}: {exc}. "
-                "Set DBT_INCREMENTAL_MV_CACHE to a writable directory."
+                f"Set {environment.CACHE.name} to a writable directory."
             ) from exc
     return IcebergJars(runtime=runtime, relocated_jackson=target)

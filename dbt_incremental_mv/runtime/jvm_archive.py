@@ -35,9 +35,10 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from dbt_incremental_mv import environment
 from dbt_incremental_mv.runtime.iceberg_runtime import cache_dir
 
-SWITCH = "DBT_INCREMENTAL_MV_JVM_ARCHIVE"
+SWITCH = environment.JVM_ARCHIVE.name
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 # the JVM's own messages about archives (a mismatch, a skipped class) are not for dbt users
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
@@ -81,7 +82,7 @@ WORKLOAD = (
 
 def enabled(settings: Mapping[str, str]) -> bool:
     """Whether the plugin manages the archive of a session with these settings."""
-    if os.environ.get(SWITCH, "").strip().lower() in ("off", "0", "false", "no"):
+    if (environment.JVM_ARCHIVE.value() or "").strip().lower() in ("off", "0", "false", "no"):
         return False
     return not any(choice in settings.get(JAVA_OPTIONS, "") for choice in USER_CHOICES)
 

@@ -73,3 +73,8 @@ class TestRefusalCatalogue:
         assert f"{name}: build (first run" in log
         _, log = run_dbt_and_capture(["run", "--select", name])
         assert f"{name}: complete (fast refresh impossible: cannot fast refresh: rand()" in log.lower(), log
+        # a dbt warning, so that --warn-error fails the run on it
+        warning = f"model '{name}' was recomputed in full: it cannot be fast refreshed (cannot fast refresh: rand()"
+        assert warning in log.lower(), log
+        results = run_dbt(["--warn-error", "run", "--select", name], expect_pass=False)
+        assert results[0].status == "error" and warning in str(results[0].message).lower(), results[0].message

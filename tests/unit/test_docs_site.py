@@ -31,3 +31,22 @@ def test_the_readme_links_to_files_that_exist_and_stays_short():
     assert targets
     assert [t for t in targets if not (ROOT / t).exists()] == []
     assert len(readme.splitlines()) <= 120  # two screens: the rest is in docs/
+
+
+def test_the_reference_page_is_generated_from_the_code():
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_docs.py"), "--check"], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_validated_model_config_is_in_the_reference_with_its_default():
+    from dataclasses import fields
+
+    from dbt_incremental_mv.config import MODEL_CONFIGS, FastRefreshConfig
+
+    documented = {key.name: key.default.strip("`") for key in MODEL_CONFIGS}
+    for field in fields(FastRefreshConfig):
+        assert field.name in documented, field.name
+        if field.default is not None:
+            assert documented[field.name] == str(field.default).lower(), field.name

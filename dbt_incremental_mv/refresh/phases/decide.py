@@ -22,6 +22,9 @@ class DefinitionChanged(RuntimeError):
 class RefreshDecision:
     action: Action
     reason: str
+    # why the view cannot be fast refreshed, when that is why it is recomputed (not because it was
+    # asked for, or cheaper): the user is warned, so that `dbt run --warn-error` fails on it
+    blocker: str | None = None
 
 
 class CarriesDecision:
@@ -87,4 +90,4 @@ def decide_refresh(
         return RefreshDecision("complete", "refresh_method='complete'")
     if fast_refresh_blocker is None:
         return RefreshDecision("fast", "fast refresh")
-    return RefreshDecision("complete", f"fast refresh impossible: {fast_refresh_blocker}")
+    return RefreshDecision("complete", f"fast refresh impossible: {fast_refresh_blocker}", blocker=fast_refresh_blocker)

@@ -16,12 +16,12 @@ from __future__ import annotations
 import datetime
 import json
 import math
-import os
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dbt_incremental_mv import environment
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.logs.contract import INSERT, LogSpec, normalize_type
 from dbt_incremental_mv.logs.sql import KEY_BUCKETS, LITERAL_KEYS, KeyProbe
@@ -43,24 +43,24 @@ MAX_RANGES = 16  # disjoint ranges of the first key column, at most (an OR Icebe
 LISTED_VALUES = 200_000
 # Tuning and test knobs: how many keys at most become literals (0: none, the logs are read for
 # them), how many values the images listed to the mark step hold at most (0: netted in SQL).
-LITERAL_KEYS_ENV = "DBT_INCREMENTAL_MV_LITERAL_KEYS"
-LISTED_VALUES_ENV = "DBT_INCREMENTAL_MV_LISTED_VALUES"
+LITERAL_KEYS_ENV = environment.LITERAL_KEYS.name
+LISTED_VALUES_ENV = environment.LISTED_VALUES.name
 
 
-def _limit(variable: str, default: int) -> int:
+def _limit(variable: environment.EnvironmentVariable, default: int) -> int:
     try:
-        return max(0, int(os.environ.get(variable, default)))
+        return max(0, int(variable.value() or default))
     except ValueError:
         return default
 
 
 def literal_keys() -> int:
     """At most this many marked keys become literals (default LITERAL_KEYS: Iceberg's IN limit)."""
-    return min(_limit(LITERAL_KEYS_ENV, LITERAL_KEYS), LITERAL_KEYS)
+    return min(_limit(environment.LITERAL_KEYS, LITERAL_KEYS), LITERAL_KEYS)
 
 
 def listed_values() -> int:
-    return _limit(LISTED_VALUES_ENV, LISTED_VALUES)
+    return _limit(environment.LISTED_VALUES, LISTED_VALUES)
 
 
 def nothing_to_refresh(ctx: RefreshContext, plan: RefreshPlan, state: ViewState) -> bool:

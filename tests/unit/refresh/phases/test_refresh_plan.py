@@ -53,6 +53,13 @@ def test_force_falls_back_to_complete_and_says_why():
     decision = decide(FORCE, blocker="the log of shop.orders is missing")
     assert decision.action == "complete"
     assert "the log of shop.orders is missing" in decision.reason
+    assert decision.blocker == "the log of shop.orders is missing"  # the adapter warns with it
+
+
+def test_only_a_recompute_forced_by_a_blocker_carries_it():
+    assert decide(COMPLETE, blocker="x").blocker is None  # asked for
+    assert decide(FORCE, existing=None, blocker="x").blocker is None  # the first build
+    assert decide(FORCE).blocker is None
 
 
 def test_fast_method_fails_when_fast_refresh_is_impossible():

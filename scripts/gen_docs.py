@@ -1,0 +1,351 @@
+"""Writes the generated pages of the docs site from the code's own definitions.
+
+    .venv/bin/python scripts/gen_docs.py          # rewrite docs/reference.md and docs/supported-sql.md
+    .venv/bin/python scripts/gen_docs.py --check  # exit 1 when a page differs (the unit suite does this)
+
+docs/reference.md lists every model config (config.MODEL_CONFIGS), change-log key
+(logs.contract.LOG_KEYS), profile key (adapter.connections.PROFILE_KEYS), environment variable
+(environment.USER_FACING), run-operation and test (their macros' signatures in macros/) and
+command-line command (cli.build_parser): a key added to the code without its entry fails the check.
+docs/supported-sql.md shows examples of what is maintained and what is refused, each analysed by
+the product when the page is generated (the class and the refusal messages are its own output).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # this checkout's package, not an installed copy
+REFERENCE = REPO / "docs" / "reference.md"
+
+# What each run-operation and generic test does; their arguments are read from the macros. A public
+# macro under macros/operations or macros/tests without an entry here fails the check.
+OPERATIONS = {
+    "explain_fast_refresh": (
+        "What the next `dbt run` of a model does and why: its view class, the masters and their logs, fast "
+        "or complete and the cost estimate `force` decides by, each phase's statements, layout advice. "
+        "Reads only; works for a model not built yet.",
+        "dbt run-operation explain_fast_refresh --args '{model: customer_orders}'",
+    ),
+    "mv_status": (
+        "Each fast_refresh view's state: fresh, stale (changes pending, by master), needs rebuild (why), "
+        "unusable (why) or not built. Reads only.",
+        "dbt run-operation mv_status --args '{models: [customer_orders]}'",
+    ),
+    "create_mv_log": (
+        "Create every declared change log that does not exist yet (or the logs of the named masters).",
+        "dbt run-operation create_mv_log --args '{master: orders}'",
+    ),
+    "capture_mv_log": (
+        "Append the master commits made since the last capture to capture-managed logs (every refresh "
+        "captures first, so this is rarely needed by hand).",
+        "dbt run-operation capture_mv_log",
+    ),
+    "refresh_on_commit": (
+        "On-commit refresh: in a post-hook of a model that writes a master, refresh every view reading that "
+        "master from just the commit(s) it made.",
+        '{{ config(post_hook="{{ refresh_on_commit() }}") }}',
+    ),
+    "mv_layout_advice": (
+        "The Iceberg sort orders that let each view's refresh skip data files. Printed, never run.",
+        "dbt run-operation mv_layout_advice --args '{models: [customer_orders]}'",
+    ),
+    "matches_defining_query": (
+        "Generic test: the view equals its defining query recomputed now (as multisets, hidden `_mv_*` "
+        "columns left out); each failing row says whether it is missing from the view or extra in it.",
+        "data_tests: [matches_defining_query]",
+    ),
+}
+
+SUPPORTED_SQL = REPO / "docs" / "supported-sql.md"
+
+# The tables the examples read (schema shop), as the analysis sees them: (column, Spark type), key.
+EXAMPLE_MASTERS = {
+    "orders": (
+        (
+            ("order_id", "bigint"),
+            ("customer_id", "bigint"),
+            ("product_id", "bigint"),
+            ("amount", "decimal(12,2)"),
+            ("status", "string"),
+            ("ordered_at", "timestamp"),
+        ),
+        ("order_id",),
+    ),
+    "customers": ((("customer_id", "bigint"), ("name", "string"), ("country", "string")), ("customer_id",)),
+    "products": ((("product_id", "bigint"), ("name", "string"), ("price", "decimal(10,2)")), ("product_id",)),
+}
+
+# (what, the example's SQL); each is analysed as the materialization does when the page is generated.
+MAINTAINED = [
+    (
+        "Filter and project one table",
+        "select order_id, amount * 2 as doubled from shop.orders where status <> 'cancelled'",
+    ),
+    (
+        "Inner joins (`JOIN ... ON`, comma joins, self-joins)",
+        "select o.order_id, c.name, p.name as product from shop.orders o join shop.customers c on o.customer_id = "
+        "c.customer_id join shop.products p on o.product_id = p.product_id",
+    ),
+    (
+        "LEFT / RIGHT outer joins, chains of them",
+        "select c.customer_id, c.name, o.order_id from shop.customers c left join shop.orders o on o.customer_id = "
+        "c.customer_id",
+    ),
+    (
+        "Aggregates: COUNT, SUM, AVG, MIN, MAX with GROUP BY",
+        "select status, count(*) as n, sum(amount) as total, avg(amount) as mean, max(amount) as biggest from shop.orders "
+        "group by status",
+    ),
+    (
+        "Aggregates over inner or outer joins, HAVING",
+        "select c.country, count(o.order_id) as orders from shop.customers c left join shop.orders o on o.customer_id = "
+        "c.customer_id group by c.country having count(o.order_id) > 10",
+    ),
+    (
+        "A global aggregate, constant columns",
+        "select 'all orders' as scope, count(*) as n, sum(amount) as total from shop.orders",
+    ),
+    ("SELECT DISTINCT", "select distinct customer_id, status from shop.orders"),
+    (
+        "UNION ALL of maintainable branches",
+        "select order_id as id, 'order' as kind from shop.orders union all select customer_id, 'customer' from "
+        "shop.customers",
+    ),
+    (
+        "CTEs and derived tables that filter or project one table (dbt's import CTEs)",
+        "with paid as (select * from shop.orders where status = 'paid') select p.order_id, c.country from paid p join "
+        "shop.customers c on p.customer_id = c.customer_id",
+    ),
+]
+REFUSED = [
+    (
+        "Window functions",
+        "select order_id, row_number() over (partition by customer_id order by ordered_at) as rn from shop.orders",
+    ),
+    (
+        "The current date or time",
+        "select order_id from shop.orders where ordered_at > current_date() - interval 30 days",
+    ),
+    ("Non-deterministic functions", "select order_id, rand() as r from shop.orders"),
+    (
+        "FULL OUTER JOIN",
+        "select c.customer_id, o.order_id from shop.customers c full outer join shop.orders o on o.customer_id = "
+        "c.customer_id",
+    ),
+    ("UNION, INTERSECT, EXCEPT", "select customer_id from shop.orders union select customer_id from shop.customers"),
+    (
+        "Subqueries in WHERE (IN, EXISTS, scalar)",
+        "select order_id from shop.orders where customer_id in (select customer_id from shop.customers where country = 'FR')",
+    ),
+    ("COUNT(DISTINCT)", "select status, count(distinct customer_id) as buyers from shop.orders group by status"),
+    (
+        "A CTE that aggregates, joined again",
+        "with totals as (select customer_id, sum(amount) as spent from shop.orders group by customer_id) select c.name, "
+        "t.spent from shop.customers c join totals t on t.customer_id = c.customer_id",
+    ),
+    ("LIMIT", "select order_id from shop.orders limit 10"),
+    ("An expression over aggregates", "select status, sum(amount) / count(*) as mean from shop.orders group by status"),
+]
+
+MACRO = re.compile(r"\{%-?\s*(macro|test)\s+([a-z][a-z0-9_]*)\s*\(([^)]*)\)")
+
+
+def public_macros() -> dict[str, str]:
+    """Each public operation or test macro, by name, with its arguments as written."""
+    found = {}
+    for path in sorted((REPO / "macros").glob("*/*.sql")):
+        if path.parent.name not in ("operations", "tests"):
+            continue
+        for _, name, arguments in MACRO.findall(path.read_text(encoding="utf-8")):
+            if not name.startswith("_"):
+                found[name] = ", ".join(a.strip() for a in arguments.split(",") if a.strip())
+    return found
+
+
+def cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def keys_table(keys) -> list[str]:
+    return table(
+        ("key", "values", "default", "meaning"), [(f"`{k.name}`", k.values, k.default, k.meaning) for k in keys]
+    )
+
+
+def cli_lines() -> list[str]:
+    from dbt_incremental_mv.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+    helps = {choice.dest: choice.help for choice in commands._choices_actions}  # noqa: SLF001
+    lines = []
+    for name, sub in commands.choices.items():
+        lines += ["", f"**`dbt-incremental-mv {name}`**: {helps.get(name, '')}."]
+        options = [a for a in sub._actions if a.option_strings and a.dest != "help"]  # noqa: SLF001
+        lines += [""] if options else []
+        for option in options:
+            lines.append(f"- `{', '.join(option.option_strings)}`: {option.help}")
+    return lines
+
+
+def reference() -> str:
+    from dbt_incremental_mv import environment
+    from dbt_incremental_mv.adapter.connections import PROFILE_KEYS
+    from dbt_incremental_mv.config import MODEL_CONFIGS
+    from dbt_incremental_mv.logs.contract import LOG_KEYS
+
+    macros = public_macros()
+    undocumented = sorted(set(macros) - set(OPERATIONS))
+    stale = sorted(set(OPERATIONS) - set(macros))
+    if undocumented or stale:
+        raise SystemExit(f"scripts/gen_docs.py OPERATIONS: undocumented {undocumented}, no longer a macro {stale}")
+    lines = [
+        "# Reference",
+        "",
+        "<!-- Generated by scripts/gen_docs.py from the code's definitions; edit those, then run it. -->",
+        "",
+        "Every key the plugin reads, with its values and default. A bad value fails the model (or the run)",
+        "before anything is created, with a message naming the key, the value and the values allowed.",
+        "",
+        "## Model configs",
+        "",
+        "Set in a model's `{{ config(...) }}`, its YAML `config:` block, or project-wide under `models:` in",
+        "`dbt_project.yml` (`+refresh_method: fast`). The materialization is `materialized='fast_refresh'`.",
+        "",
+        *keys_table(MODEL_CONFIGS),
+        "",
+        "## Change logs: `meta.mv_log`",
+        "",
+        "A change log is a dbt source table whose `meta` has an `mv_log` block (see [Change logs](change-logs.md)):",
+        "",
+        "```yaml",
+        "sources:",
+        "  - name: change_logs",
+        "    schema: shop",
+        "    tables:",
+        "      - name: mlog_orders",
+        "        meta:",
+        "          mv_log: {master: orders, key: [order_id], capture: true}",
+        "```",
+        "",
+        *table(("key", "meaning"), [(f"`{name}`", meaning) for name, meaning in LOG_KEYS.items()]),
+        "",
+        "An incremental model that is a master can write its own log: `incremental_strategy='logged_merge'`",
+        "with `unique_key` (dbt's `merge`, plus the log rows, committed with it).",
+        "",
+        "## Profile",
+        "",
+        "The keys this plugin adds or gives a meaning; dbt-spark's others (`host`, `port`, `schema`,",
+        "`threads`, ...) keep their meaning (see [Profiles](profiles.md)).",
+        "",
+        *keys_table(PROFILE_KEYS),
+        "",
+        "## Environment variables",
+        "",
+        *table(
+            ("variable", "default", "meaning"),
+            [(f"`{v.name}`", v.default, v.meaning) for v in environment.USER_FACING],
+        ),
+        "",
+        "## Run-operations and tests",
+        "",
+        *table(
+            ("macro", "arguments", "what it does", "example"),
+            [
+                (f"`{name}`", f"`{macros[name]}`" if macros[name] else "none", text, f"`{example}`")
+                for name, (text, example) in OPERATIONS.items()
+            ],
+        ),
+        "",
+        "## Command line",
+        "",
+        "Helpers around the plugin, installed with it (not needed for `dbt` commands).",
+        *cli_lines(),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def analysed(sql: str) -> tuple[str, str]:
+    """(the view class, or "refused"; the class's name or the refusal message) of one example."""
+    from dbt_incremental_mv.analysis.analyze import analyze_view
+    from dbt_incremental_mv.analysis.errors import UnsupportedViewError
+    from dbt_incremental_mv.analysis.model import MasterTable
+
+    masters = {
+        f"shop.{name}": MasterTable(f"shop.{name}", columns, key) for name, (columns, key) in EXAMPLE_MASTERS.items()
+    }
+    try:
+        return "maintained", analyze_view(sql, masters).view_class.value.replace("_", " ")
+    except UnsupportedViewError as refusal:
+        return "refused", str(refusal)
+
+
+def supported_sql() -> str:
+    lines = [
+        "# Supported SQL",
+        "",
+        "<!-- Generated by scripts/gen_docs.py: each example is analysed as the materialization analyses a",
+        "model; the class and the messages below are the analysis's own output. -->",
+        "",
+        "A `fast_refresh` model's compiled SQL is analysed before anything runs. A maintainable query is",
+        "refreshed incrementally by its view class ([join](views/join.md), [outer join](views/outer-join.md),",
+        "[aggregate](views/aggregate.md), [UNION ALL](views/union-all.md)); any other is refused with the",
+        "construct quoted and what to change. With `refresh_method='force'` (the default) a refused model is",
+        "rebuilt in full on every run; with `fast` it fails. `dbt run-operation explain_fast_refresh` shows",
+        "the analysis of any model without running it.",
+        "",
+        "The examples read `shop.orders` (order_id, customer_id, product_id, amount, status, ordered_at),",
+        "`shop.customers` (customer_id, name, country) and `shop.products` (product_id, name, price).",
+        "",
+        "## Maintained",
+        "",
+    ]
+    rows = []
+    for what, sql in MAINTAINED:
+        outcome, detail = analysed(sql)
+        if outcome != "maintained":
+            raise SystemExit(f"scripts/gen_docs.py: the maintained example {what!r} is refused: {detail}")
+        rows.append((what, f"`{sql}`", detail))
+    lines += table(("construct", "example", "view class"), rows)
+    lines += ["", "## Refused, with the message you see", ""]
+    for what, sql in REFUSED:
+        outcome, detail = analysed(sql)
+        if outcome != "refused":
+            raise SystemExit(f"scripts/gen_docs.py: the refused example {what!r} is maintained ({detail})")
+        lines += [f"**{what}**", "", "```sql", sql, "```", "", "```", detail, "```", ""]
+    return "\n".join(lines)
+
+
+PAGES = {REFERENCE: reference, SUPPORTED_SQL: supported_sql}
+
+
+def main(argv: list[str]) -> int:
+    stale = []
+    for path, render in PAGES.items():
+        text = render()
+        if "--check" in argv:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(path.relative_to(REPO))
+            continue
+        path.write_text(text, encoding="utf-8")
+        print(path)
+    if stale:
+        print(f"out of date: {', '.join(map(str, stale))}: run .venv/bin/python scripts/gen_docs.py", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
