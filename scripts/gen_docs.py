@@ -33,8 +33,9 @@ OPERATIONS = {
     ),
     "mv_status": (
         "Each fast_refresh view's state: fresh, stale (changes pending, by master), needs rebuild (why), "
-        "unusable (why) or not built. Reads only.",
-        "dbt run-operation mv_status --args '{models: [customer_orders]}'",
+        "unusable (why) or not built. Reads only. `fail_on` (states, e.g. `[stale, unusable]`): the command "
+        "fails when a view is in one, a gate for CI.",
+        "dbt run-operation mv_status --args '{fail_on: [stale, needs_rebuild, unusable]}'",
     ),
     "create_mv_log": (
         "Create every declared change log that does not exist yet (or the logs of the named masters).",

@@ -372,25 +372,38 @@ class SparkMVAdapter(SparkAdapter):
             yield node, f"{node['schema']}.{node.get('alias') or node['name']}".lower()
 
     @available
-    def mv_status(self, graph: Mapping[str, Any], models: Sequence[str] | None = None) -> list[str]:
+    def mv_status(
+        self, graph: Mapping[str, Any], models: Sequence[str] | None = None, fail_on: Sequence[str] | None = None
+    ) -> dict[str, Any]:
         """One line per fast_refresh view: fresh, stale, needs rebuild or unusable, and why.
-        Reads only (Oracle's USER_MVIEWS.STALENESS): nothing is captured, refreshed or purged."""
-        from dbt_incremental_mv.refresh.state.staleness import view_status
+        Reads only (Oracle's USER_MVIEWS.STALENESS): nothing is captured, refreshed or purged.
+        ``fail_on`` names states (e.g. stale, unusable) that make the command fail, so that CI can
+        gate on it: the result's ``failure`` then says which views are in them (None: none)."""
+        from dbt_incremental_mv.refresh.state.staleness import Staleness, view_status
 
+        try:
+            failing_states = {Staleness.named(state) for state in fail_on or ()}
+        except ValueError as exc:
+            raise self._people_error(exc) from exc
         engine = self._engine()
         found = [
             (
                 name,
-                (
-                    engine.status(node, name, graph)
-                    if self._relation_exists(name)
-                    else view_status(node["name"], built=False)
-                ).line(),
+                engine.status(node, name, graph)
+                if self._relation_exists(name)
+                else view_status(node["name"], built=False),
             )
             for node, name in self._fast_refresh_models(graph, models)
         ]
         last = self._last_refreshes(graph, [name for name, _ in found], models)
-        return [f"{line}; {last[name]}" if name in last else line for name, line in found]
+        lines = [f"{status.line()}; {last[name]}" if name in last else status.line() for name, status in found]
+        failing = [status for _, status in found if status.status in failing_states]
+        failure = None
+        if failing:
+            failure = f"mv_status: {len(failing)} view(s) in a state named by fail_on: " + ", ".join(
+                f"{status.model} ({status.status.value})" for status in failing
+            )
+        return {"lines": lines, "failure": failure}
 
     def _last_refreshes(
         self, graph: Mapping[str, Any], views: Sequence[str], models: Sequence[str] | None

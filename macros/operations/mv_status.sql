@@ -5,9 +5,14 @@
 
     dbt run-operation mv_status
     dbt run-operation mv_status --args '{models: [customer_orders]}'
+    dbt run-operation mv_status --args '{fail_on: [stale, needs_rebuild, unusable]}'   # non-zero exit: a CI gate
 #}
-{% macro mv_status(models=none) -%}
-  {%- for line in adapter.mv_status(graph, _mv_masters(models)) -%}
+{% macro mv_status(models=none, fail_on=none) -%}
+  {%- set report = adapter.mv_status(graph, _mv_masters(models), _mv_masters(fail_on)) -%}
+  {%- for line in report['lines'] -%}
     {{ print(line) }}
   {%- endfor -%}
+  {%- if report['failure'] -%}
+    {{ exceptions.raise_compiler_error(report['failure']) }}
+  {%- endif -%}
 {%- endmacro %}

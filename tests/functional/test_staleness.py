@@ -49,12 +49,18 @@ class TestLogDeletedByHand(StalenessProject):
         log = status(project)
         assert "v: fresh" in log and "v_fast: fresh" in log, log
         assert "v_fast" not in status(project, "--args", "{models: [v]}")
+        run_dbt(["run-operation", "mv_status", "--args", "{fail_on: [stale, needs_rebuild, unusable]}"])  # passes
 
         project.run_sql(f"insert into {schema}.orders values (3, 7.00)")
         project.run_sql(f"update {schema}.orders set amount = 6.00 where order_id = 1")
         before = snapshots(project, "v", "v_fast", "mlog_orders", "orders")
         log = status(project)
         assert f"v: stale (changes pending: {schema}.orders: 2 uncaptured commit(s))" in log, log
+        # a CI gate: the command fails naming the views in the states asked for
+        _, log = run_dbt_and_capture(["run-operation", "mv_status", "--args", "{fail_on: stale}"], expect_pass=False)
+        assert "mv_status: 2 view(s) in a state named by fail_on: v (stale), v_fast (stale)" in log, log
+        _, log = run_dbt_and_capture(["run-operation", "mv_status", "--args", "{fail_on: [late]}"], expect_pass=False)
+        assert "fail_on names 'late', which is not a state. Allowed: stale, needs_rebuild, unusable, not_built" in log
         assert snapshots(project, "v", "v_fast", "mlog_orders", "orders") == before  # status changed nothing
 
         run_dbt(["run-operation", "capture_mv_log"])

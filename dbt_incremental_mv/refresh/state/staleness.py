@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from dbt_incremental_mv.logs import sql as log_sql
 from dbt_incremental_mv.logs.contract import DELETE, INSERT, OP_COLUMN
@@ -113,7 +114,34 @@ def out_of_step(
 
 # ------------------------------------------------------------------ the view's state, for people
 
-FRESH, STALE, NEEDS_REBUILD, UNUSABLE, NOT_BUILT = "fresh", "stale", "needs rebuild", "unusable", "not built"
+
+class Staleness(StrEnum):
+    """How a view stands (Oracle's USER_MVIEWS.STALENESS); the value is what mv_status prints."""
+
+    FRESH = "fresh"
+    STALE = "stale"  # changes pending: the next run applies them
+    NEEDS_REBUILD = "needs rebuild"  # the next run recomputes it (and says why)
+    UNUSABLE = "unusable"  # it cannot be fast refreshed
+    NOT_BUILT = "not built"
+
+    @classmethod
+    def named(cls, text: str) -> Staleness:
+        """The state a user names, in either spelling: ``needs rebuild`` or ``needs_rebuild``."""
+        wanted = text.strip().lower().replace("_", " ")
+        for state in cls:
+            if state.value == wanted:
+                return state
+        allowed = ", ".join(state.value.replace(" ", "_") for state in cls if state is not cls.FRESH)
+        raise ValueError(f"mv_status: fail_on names {text!r}, which is not a state. Allowed: {allowed}.")
+
+
+FRESH, STALE, NEEDS_REBUILD, UNUSABLE, NOT_BUILT = (
+    Staleness.FRESH,
+    Staleness.STALE,
+    Staleness.NEEDS_REBUILD,
+    Staleness.UNUSABLE,
+    Staleness.NOT_BUILT,
+)
 
 
 @dataclass(frozen=True)
@@ -136,7 +164,7 @@ class PendingChanges:
 @dataclass(frozen=True)
 class ViewStatus:
     model: str
-    status: str
+    status: Staleness
     detail: str = ""
 
     def line(self) -> str:
