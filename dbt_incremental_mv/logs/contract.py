@@ -55,7 +55,8 @@ INSERT, DELETE, WATERMARK, RESET = "I", "D", "W", "R"
 LOG_KEYS = {
     "master": "The master table whose changes the log holds: a model or seed name (as in `ref`), or "
     "`source_name.table_name`. Required.",
-    "key": "The master's unique key: a column or a list of columns. Required.",
+    "key": "The master's unique key: a column or a list of columns. Required unless the master is a model that "
+    "declares it: a `primary_key` constraint (model-level, or on one column), else its `unique_key` config.",
     "capture": "`true`: the plugin fills the log itself from the master's Iceberg commits (every column of "
     "the master logged); `false` (default): your ingestion writes it. A log its master's `logged_merge` "
     "model writes is capture-managed either way.",
@@ -77,6 +78,7 @@ class LogSpec:
     master_relation: str  # "schema.table" of the master
     key: tuple[str, ...]
     capture: bool
+    key_origin: str = ""  # where the key was declared, for messages about it
 
     @property
     def master_name(self) -> str:
@@ -149,12 +151,16 @@ def _spec_from_source(graph: Mapping[str, Any], source: Mapping[str, Any], block
         problem = "matches no model, seed or source" if not candidates else "is ambiguous"
         raise LogContractError(f"{where}: master '{master}' {problem} in this project.")
     key = block.get("key")
+    key_origin = f"meta.{META_KEY}.key of {where}"
+    if key is None:
+        key, key_origin = declared_key(candidates[0])
     if isinstance(key, str):
         key = [key]
     if not key or not isinstance(key, Sequence) or not all(isinstance(k, str) and k.strip() for k in key):
         raise LogContractError(
             f"{where}: the master '{master}' has no declared unique key. Add meta.{META_KEY}.key: "
-            "the list of columns that identify a master row (its primary key)."
+            "the list of columns that identify a master row (its primary key), or declare it on the master "
+            "model (a primary_key constraint, or unique_key)."
         )
     capture = block.get("capture", False)
     if not isinstance(capture, bool):
@@ -169,7 +175,26 @@ def _spec_from_source(graph: Mapping[str, Any], source: Mapping[str, Any], block
         master_relation=_relation_name(candidates[0]),
         key=tuple(k.strip().lower() for k in key),
         capture=capture,
+        key_origin=key_origin,
     )
+
+
+def declared_key(node: Mapping[str, Any]) -> tuple[Any, str]:
+    """The unique key a master model declares itself, and where it was read: its ``primary_key``
+    constraint (model-level, or one column's), else its ``unique_key`` config; (None, "") when
+    it declares none."""
+    name = f"{node.get('resource_type', 'model')} '{node.get('name', '?')}'"
+    for constraint in node.get("constraints") or ():
+        if constraint.get("type") == "primary_key" and constraint.get("columns"):
+            return list(constraint["columns"]), f"the primary_key constraint of {name}"
+    for column_name, column in (node.get("columns") or {}).items():
+        for constraint in column.get("constraints") or ():
+            if constraint.get("type") == "primary_key":
+                return [column.get("name") or column_name], f"the primary_key constraint of {name}'s column"
+    unique_key = (node.get("config") or {}).get("unique_key")
+    if unique_key:
+        return unique_key, f"the unique_key of {name}"
+    return None, ""
 
 
 def logs_by_master(specs: Sequence[LogSpec]) -> dict[str, LogSpec]:
@@ -290,11 +315,12 @@ def validate_log_columns(
     ``*_columns`` map lowercase column names to Spark type strings.
     """
     problems = []
+    origin = f" (the key from {spec.key_origin})" if spec.key_origin else ""
     for column in spec.key:
         if column not in master_columns:
-            problems.append(f"key column '{column}' is not a column of the master")
+            problems.append(f"key column '{column}'{origin} is not a column of the master")
         elif column not in log_columns:
-            problems.append(f"key column '{column}' is missing")
+            problems.append(f"key column '{column}'{origin} is missing")
     for column, expected in ((OP_COLUMN, "string"), (COMMIT_COLUMN, "bigint")):
         actual = log_columns.get(column)
         if actual is None:

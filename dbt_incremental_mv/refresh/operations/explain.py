@@ -47,6 +47,7 @@ class Explanation:
     view_relation: str
     built: bool
     view_class: str | None = None
+    masters: list[str] = field(default_factory=list)  # each master with its log and key, and where the key is from
     refusals: list[str] = field(default_factory=list)  # every reason, each with what to change
     next_run: str = ""  # what the next dbt run does, and why
     cost: str | None = None  # the estimates force decides by, and its choice
@@ -64,6 +65,7 @@ class Explanation:
         out.append(f"next dbt run: {self.next_run}")
         if self.cost:
             out.append(f"cost: {self.cost}")
+        out += [f"master {line}" for line in self.masters]
         for phase, statements in self.phases:
             out += ["", f"-- {phase}"]
             out += [s if s.startswith("--") else f"{s.rstrip(';')};" for s in statements]
@@ -95,6 +97,11 @@ def explain(
         found.refusals = [str(exc)]
         found.next_run = "fails before anything is changed (above)"
         return found
+    found.masters = [
+        f"{spec.master_name}: log {spec.log_relation} ({'captured by the plugin' if spec.capture else 'written by its ingestion'}), "
+        f"key ({', '.join(spec.key)}) from {spec.key_origin or 'its declaration'}"
+        for _, spec in sorted(plan.logs.items())
+    ]
     found.refusals = refusals(ctx, plan, model, sql, graph)
     definition = plan.definition
     found.view_class = _class_of(definition) if definition is not None else None

@@ -143,3 +143,45 @@ def test_a_type_iceberg_cannot_widen_recreates_the_log():
     evolution = log_evolution(LOG, {**MASTER, "amount": "string"})
     assert evolution.recreate and evolution.evolved(LOG) == {}
     assert f"column amount changed type from {LOG['amount']} to string" in evolution.describe()
+
+
+def _with_master_model(g, **node):
+    g["nodes"]["model.shop.customers"].update(node)
+    return g
+
+
+@pytest.mark.parametrize(
+    "node, key, origin",
+    [
+        (
+            {"constraints": [{"type": "primary_key", "columns": ["Customer_Id"]}]},
+            ("customer_id",),
+            "the primary_key constraint of model 'customers'",
+        ),
+        (
+            {"columns": {"customer_id": {"name": "customer_id", "constraints": [{"type": "primary_key"}]}}},
+            ("customer_id",),
+            "the primary_key constraint of model 'customers''s column",
+        ),
+        ({"config": {"unique_key": ["region", "customer_id"]}}, ("region", "customer_id"), "the unique_key of model 'customers'"),
+        ({"config": {"unique_key": "customer_id"}}, ("customer_id",), "the unique_key of model 'customers'"),
+    ],
+)
+def test_the_key_may_come_from_the_master_models_own_declaration(node, key, origin):
+    g = _with_master_model(graph({"master": "customers"}), resource_type="model", **node)
+    (spec,) = log_specs_from_graph(g)
+    assert spec.key == key
+    assert spec.key_origin == origin
+
+
+def test_a_key_in_meta_wins_over_the_models_and_messages_say_where_it_is_from():
+    g = _with_master_model(graph({"master": "customers", "key": "id"}), config={"unique_key": "customer_id"})
+    (spec,) = log_specs_from_graph(g)
+    assert spec.key == ("id",) and spec.key_origin == "meta.mv_log.key of source 'logs.mlog_orders'"
+    with pytest.raises(LogContractError, match=r"key column 'id' \(the key from meta.mv_log.key of source 'logs.mlog_orders'\) is not a column of the master"):
+        validate_log_columns(spec, {"_mv_op": "string", "_mv_commit": "bigint"}, {"customer_id": "bigint"}, 3)
+
+
+def test_a_master_without_any_declared_key_is_refused_saying_where_to_declare_it():
+    with pytest.raises(LogContractError, match="a primary_key constraint, or unique_key"):
+        log_specs_from_graph(graph({"master": "customers"}))

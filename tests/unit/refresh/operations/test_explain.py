@@ -27,6 +27,8 @@ def test_a_model_not_built_yet_shows_its_build_and_the_fast_refresh_that_follows
         "-- explain_fast_refresh: v (shop.v, not built yet)", "view class: join", "fast refreshable: yes",
         "next dbt run: build (first run: building the view in full)",
     ]
+    masters = [line for line in lines if line.startswith("master ")]
+    assert len(masters) == 2 and all(" key (" in line and ") from meta.mv_log.key of source '" in line for line in masters)
     assert "-- build\ncreate or replace table `shop`.`v` using iceberg as\nselect o.order_id" in text
     for phase in ("mark", "write", "publish", "purge"):
         assert f"-- once built, a fast refresh runs: {phase}" in text, phase
