@@ -88,7 +88,7 @@ def test_valid_log_returns_logged_columns():
 @pytest.mark.parametrize(
     "log, version, message",
     [
-        ({k: v for k, v in LOG.items() if k != "order_id"}, 3, "key column 'order_id' is missing"),
+        ({k: v for k, v in LOG.items() if k != "order_id"}, 3, r"key column 'order_id' \(the key from meta.mv_log.key of source 'logs.mlog_orders'\) is missing"),
         ({k: v for k, v in LOG.items() if k != "_mv_op"}, 3, "column '_mv_op' \\(string\\) is missing"),
         ({**LOG, "_mv_commit": "string"}, 3, "'_mv_commit' is string, the contract says bigint"),
         ({**LOG, "amount": "double"}, 3, "'amount' is double but decimal\\(10,2\\) in the master"),
