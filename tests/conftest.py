@@ -93,6 +93,9 @@ MATRIX_ONLY = {
         "catalog smoke), the plugin's file system's atomic renames (test_hadoop_catalog_processes.py)",
     "tests/functional/test_location_root.py":
         "custom view locations on an embedded Hive metastore; CI: the catalog smoke on a Hive Metastore service",
+    "tests/functional/test_example_pipeline.py":
+        "the examples/ project end to end by the CLI (scripts/demo.sh's steps); CI: the integration_tests project "
+        "by the CLI (test_example_project.py), ephemeral models and keys from unique_key in the unit suite",
     "tests/functional/test_smoke.py::TestEveryViewClass":
         "every view class once on Spark 3.5; CI: each class's randomized test (the smoke runs on Spark 4.1 "
         "and over Thrift)",

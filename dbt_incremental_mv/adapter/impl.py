@@ -430,6 +430,21 @@ class SparkMVAdapter(SparkAdapter):
         return last
 
     @available
+    def mv_renderable(self, graph: Mapping[str, Any], model_name: str) -> bool:
+        """Whether an operation can render the model's SQL: it has SQL and refs no ephemeral model
+        (dbt refuses ``ref()`` of an ephemeral model outside a model's compilation)."""
+        nodes = graph.get("nodes", {})
+        for node in nodes.values():
+            if node.get("resource_type") == "model" and node.get("name") == model_name:
+                ephemeral = [
+                    dependency
+                    for dependency in (node.get("depends_on") or {}).get("nodes", ())
+                    if (nodes.get(dependency, {}).get("config") or {}).get("materialized") == "ephemeral"
+                ]
+                return bool(node.get("raw_code")) and not ephemeral
+        return False
+
+    @available
     def mv_explain(self, graph: Mapping[str, Any], model_name: str, compiled_sql: str | None = None) -> list[str]:
         """What the next refresh of one fast_refresh model would do, without doing it (reads only;
         see refresh/operations/explain.py). ``compiled_sql``: the model's SQL as rendered by the operation
@@ -451,9 +466,16 @@ class SparkMVAdapter(SparkAdapter):
             sql = view.properties.get(DEFINITION_PROPERTY) if view is not None else None
         if not sql:
             raise DbtRuntimeError(
-                f"Cannot explain '{model_name}': its SQL could not be rendered; run dbt compile first."
+                f"Cannot explain '{model_name}' before it is built: it refs an ephemeral model, which "
+                "dbt's run-operation cannot render. Build it (dbt run -s " + model_name + "), then explain it "
+                "from the definition its build stores."
+                if not self.mv_renderable(graph, model_name)
+                else f"Cannot explain '{model_name}': its SQL could not be rendered."
             )
-        return self._engine().explain(node, sql, name, built, graph)
+        lines = self._engine().explain(node, sql, name, built, graph)
+        if not compiled_sql and not node.get("compiled_code"):
+            lines.insert(1, "-- from the definition stored at its last build (it refs an ephemeral model)")
+        return lines
 
     @available
     def mv_log_capture(self, graph: Mapping[str, Any], masters: Sequence[str] | None = None) -> list[str]:

@@ -11,26 +11,43 @@ def relation_name(node: Mapping[str, Any]) -> str:
     return f"{node['schema']}.{name}".lower()
 
 
-def dependency_relations(model: Mapping[str, Any], graph: Mapping[str, Any]) -> list[str]:
-    """The relations a model reads through ref() and source(), sorted."""
+READ_TYPES = ("model", "seed", "snapshot", "source")
+
+
+def read_nodes(model: Mapping[str, Any], graph: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The nodes whose relations a model reads through ref() and source(). An ephemeral model has
+    no relation (dbt inlines it as a CTE): what it reads is read instead, through any depth."""
     nodes = {**graph.get("nodes", {}), **graph.get("sources", {})}
-    found = set()
-    for unique_id in (model.get("depends_on") or {}).get("nodes", []):
+    found: dict[str, Mapping[str, Any]] = {}
+    pending = list((model.get("depends_on") or {}).get("nodes", []))
+    seen: set[str] = set()
+    while pending:
+        unique_id = pending.pop()
+        if unique_id in seen:
+            continue
+        seen.add(unique_id)
         node = nodes.get(unique_id)
-        if node is not None and node.get("resource_type") in ("model", "seed", "snapshot", "source"):
-            found.add(relation_name(node))
-    return sorted(found)
+        if node is None or node.get("resource_type") not in READ_TYPES:
+            continue
+        if node.get("resource_type") == "model" and (node.get("config") or {}).get("materialized") == "ephemeral":
+            pending.extend((node.get("depends_on") or {}).get("nodes", []))
+            continue
+        found[unique_id] = node
+    return [found[unique_id] for unique_id in sorted(found)]
+
+
+def dependency_relations(model: Mapping[str, Any], graph: Mapping[str, Any]) -> list[str]:
+    """The relations a model reads (ephemeral models' included), sorted."""
+    return sorted({relation_name(node) for node in read_nodes(model, graph)})
 
 
 def dependency_names(model: Mapping[str, Any], graph: Mapping[str, Any]) -> dict[str, str]:
     """The relations the model reads (as dependency_relations), each with the name the user
     writes it by: ``source_name.table_name`` for a source, the node's name for a model or seed."""
     names = {}
-    for node_id in (model.get("depends_on") or {}).get("nodes", []):
-        node = graph.get("nodes", {}).get(node_id) or graph.get("sources", {}).get(node_id)
-        if node is not None and node.get("resource_type") in ("model", "seed", "snapshot", "source"):
-            written = f"{node['source_name']}.{node['name']}" if node["resource_type"] == "source" else node["name"]
-            names[relation_name(node)] = written
+    for node in read_nodes(model, graph):
+        written = f"{node['source_name']}.{node['name']}" if node["resource_type"] == "source" else node["name"]
+        names[relation_name(node)] = written
     return dict(sorted(names.items()))
 
 

@@ -9,7 +9,8 @@
 #}
 {% macro explain_fast_refresh(model=none) -%}
   {%- set node = _mv_model_node(model) -%}
-  {%- set sql = render(node.raw_code) if node is not none and node.raw_code else none -%}
+  {#- run-operation cannot ref() ephemeral models: such a model is explained from its stored definition -#}
+  {%- set sql = render(node.raw_code) if adapter.mv_renderable(graph, model) else none -%}
   {%- for line in adapter.mv_explain(graph, model, sql) -%}
     {{ print(line) }}
   {%- endfor -%}
