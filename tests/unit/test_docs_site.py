@@ -50,3 +50,15 @@ def test_every_validated_model_config_is_in_the_reference_with_its_default():
         assert field.name in documented, field.name
         if field.default is not None:
             assert documented[field.name] == str(field.default).lower(), field.name
+
+
+def test_user_pages_hold_no_session_notes():
+    """The site is a manual: dated diaries and issue numbers belong in git and the issue notes."""
+    diary = re.compile(r"\bissue \d+|this session|an hour later|the night|yesterday|this morning|earlier today", re.I)
+    found = [
+        f"{page.relative_to(ROOT)}:{number}: {line.strip()[:80]}"
+        for page in sorted((ROOT / "docs").rglob("*.md"))
+        for number, line in enumerate(page.read_text().splitlines(), 1)
+        if diary.search(line)
+    ]
+    assert found == []
