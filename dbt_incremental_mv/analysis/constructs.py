@@ -343,8 +343,8 @@ def _refuse_unsupported_aggregates(statement: exp.Expr) -> Iterator[UnsupportedV
                 "aggregate FILTER clauses are not supported",
                 "Move the condition inside the aggregate, e.g. SUM(CASE WHEN cond THEN x END)",
             )
-        if not functions.is_aggregate(node):
-            continue
+        if not functions.is_aggregate(node) or isinstance(node.parent, exp.Window):
+            continue  # a window's function is refused with its window, once
         if not functions.is_maintainable_aggregate(node):
             name = node.name.lower() if isinstance(node, exp.Anonymous) else ""
             yield UnsupportedViewError(

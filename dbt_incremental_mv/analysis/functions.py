@@ -127,6 +127,7 @@ AGGREGATE_ALTERNATIVES: dict[str, str] = {
 DETERMINISTIC_BUILTIN_NAMES: frozenset[str] = frozenset(
     {
         "array_repeat",
+        "assert_true",  # dbt-spark's own dateadd/datediff macros emit it
         "array_union",
         "arrays_overlap",
         "bigint",
@@ -208,7 +209,9 @@ def is_aggregate(node: exp.Expr) -> bool:
     if isinstance(node, exp.AggFunc):
         return True
     if isinstance(node, (exp.Any, exp.All)) and not isinstance(node.this, exp.Query):
-        return True  # Spark's any(x)/every(x) aggregates, not ANY (subquery)
+        # Spark's any(x)/every(x) aggregates; not ANY (subquery), nor the quantifier of
+        # `x LIKE ANY ('a%', 'b%')` (a predicate's right operand)
+        return not (isinstance(node.parent, exp.Predicate) and node.arg_key == "expression")
     return isinstance(node, exp.Anonymous) and node.name.lower() in UNSUPPORTED_AGGREGATE_NAMES
 
 

@@ -262,3 +262,32 @@ def test_first_problem_in_a_fixed_order_is_reported(view):
     with pytest.raises(UnsupportedViewError) as caught:
         view(f"select row_number() over (order by o.order_id) as rn from {O} limit 1")
     assert caught.value.construct == "LIMIT 1"
+
+
+# ---------------------------------------------------------------- defects found on real dbt models
+def test_assert_true_is_a_deterministic_builtin_not_an_unknown_function(masters):
+    # dbt-spark's own dateadd/datediff macros emit it
+    sql = f"select o.order_id, assert_true(o.amount >= 0) as checked from {O}"
+    assert analyze_view(sql, masters).view_class.value == "join"
+
+
+@pytest.mark.parametrize("quantifier", ["like any", "like all", "not like any", "ilike any"])
+def test_like_any_is_a_predicate_not_the_any_aggregate(quantifier, masters):
+    sql = f"select o.order_id from {O} where o.status {quantifier} ('paid%', 'ship%')"
+    view = analyze_view(sql, masters)
+    assert view.view_class.value == "join" and not view.is_aggregate
+
+
+def test_the_any_aggregate_is_still_refused_as_an_aggregate(masters):
+    with pytest.raises(UnsupportedViewError, match=r"ANY\(o.amount > 1\): only COUNT, SUM"):
+        analyze_view(f"select o.status, any(o.amount > 1) as some_big from {O} group by o.status", masters)
+
+
+@pytest.mark.parametrize("function", ["lag(o.amount)", "sum(o.amount)", "first_value(o.amount)", "row_number()"])
+def test_a_window_function_is_reported_once(function):
+    from dbt_incremental_mv.analysis.analyze import rewritten_statement
+    from dbt_incremental_mv.analysis.constructs import unsupported_constructs
+
+    sql = f"select o.order_id, {function} over (partition by o.customer_id order by o.order_id) as w from {O}"
+    found = [str(e) for e in unsupported_constructs(rewritten_statement(sql))]
+    assert len(found) == 1 and "window functions are not supported" in found[0], found
