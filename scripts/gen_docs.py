@@ -93,6 +93,10 @@ MAINTAINED = [
         "c.customer_id join shop.products p on o.product_id = p.product_id",
     ),
     (
+        "JOIN ... USING (inner and LEFT joins)",
+        "select order_id, customer_id, c.country from shop.orders o left join shop.customers c using (customer_id)",
+    ),
+    (
         "LEFT / RIGHT outer joins, chains of them",
         "select c.customer_id, c.name, o.order_id from shop.customers c left join shop.orders o on o.customer_id = "
         "c.customer_id",

@@ -289,13 +289,6 @@ def _refuse_unsupported_joins(statement: exp.Expr) -> Iterator[UnsupportedViewEr
             yield UnsupportedViewError(
                 f"{kind} JOIN", "this join type is not supported", "Use an inner, LEFT or RIGHT join"
             )
-        if join.args.get("using"):
-            names = [describe(u) for u in join.args["using"]]
-            yield UnsupportedViewError(
-                f"JOIN ... USING ({', '.join(names)})",
-                "JOIN ... USING is not supported",
-                f"Write the condition with ON, e.g. ON a.{names[0]} = b.{names[0]}",
-            )
         for key, value in join.args.items():
             if value and key not in ("this", "on", "side", "kind", "method", "using"):
                 yield UnsupportedViewError(

@@ -174,8 +174,11 @@ class Resolver:
 
         joins = []
         for position, join in enumerate(written_joins, start=1):
+            using = _using_equalities(join, entries, position)
+            if using:
+                entries[position] = replace(entries[position], merged=frozenset(n.casefold() for n in using))
             visible = Scope(entries[: position + 1])  # ON sees the tables joined so far
-            conjuncts = visible.resolve_conjuncts(join.args.get("on"))
+            conjuncts = tuple(using.values()) + visible.resolve_conjuncts(join.args.get("on"))
             joins.append(RawJoin(occurrences[position].alias, _join_kind(join), conjuncts, join))
 
         scope = Scope(entries)
@@ -315,6 +318,12 @@ class Resolver:
 
     def _projection(self, item: exp.Expr, scope: Scope) -> list[Projection]:
         if isinstance(item, exp.Star):
+            if any(entry.merged for entry in scope.entries):
+                raise UnsupportedViewError(
+                    describe(item),
+                    "SELECT * over JOIN ... USING is not supported (Spark puts the USING columns first, once)",
+                    "List the columns, or select each table's star (a.*, b.*)",
+                )
             return _star(item, scope.entries)
         if isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
             qualifier = tuple(p.name.casefold() for p in item.parts[:-1])
@@ -442,6 +451,42 @@ def _with_env(select: exp.Expr, env: Mapping[str, _Cte]) -> Mapping[str, _Cte]:
         name = cte.alias
         visible[name.casefold()] = _Cte(name.casefold(), cte.this, _alias_columns(cte), dict(visible))
     return visible
+
+
+def _using_equalities(join: exp.Join, entries: list[ScopeEntry], position: int) -> dict[str, exp.Expr]:
+    """``JOIN t USING (k, ...)`` as the equalities ``<the earlier FROM item's k> = t.k``, by column
+    name (empty without USING). Inner and LEFT joins only: there an unqualified ``k`` is the
+    earlier item's column, as Spark resolves it."""
+    names = [u.name for u in join.args.get("using") or ()]
+    if not names:
+        return {}
+    written = f"JOIN ... USING ({', '.join(names)})"
+    if _join_kind(join) is JoinKind.RIGHT:
+        raise UnsupportedViewError(
+            written,
+            "a RIGHT JOIN with USING is not supported (its USING columns are the right side's)",
+            f"Write the condition with ON, e.g. ON a.{names[0]} = b.{names[0]}",
+        )
+    right = entries[position]
+    equalities: dict[str, exp.Expr] = {}
+    for name in names:
+        earlier = [
+            (entry, found)
+            for entry in entries[:position]
+            if name.casefold() not in entry.merged and (found := entry.lookup(name)) is not None
+        ]
+        if len(earlier) != 1:
+            problem = "no table joined before it has" if not earlier else "several tables joined before it have"
+            raise UnsupportedViewError(
+                written,
+                f"{problem} a column {name}",
+                f"Write the condition with ON, naming the table you mean, e.g. ON a.{name} = {right.label}.{name}",
+            )
+        found = right.lookup(name)
+        if found is None:
+            raise UnsupportedViewError(written, f"{right.label} has no column {name}", "Check the column name")
+        equalities[name] = exp.EQ(this=earlier[0][1][1].copy(), expression=found[1].copy())
+    return equalities
 
 
 def _join_kind(join: exp.Join) -> JoinKind:

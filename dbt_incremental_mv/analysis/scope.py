@@ -20,6 +20,9 @@ class ScopeEntry:
     label: str
     qualifiers: frozenset[tuple[str, ...]]
     columns: tuple[tuple[str, exp.Expr], ...]
+    # columns a JOIN ... USING merged into an earlier FROM item's: an unqualified reference means
+    # that item's column (Spark's semantics for inner and LEFT joins), a qualified one still this one
+    merged: frozenset[str] = frozenset()
 
     def lookup(self, name: str) -> tuple[str, exp.Expr] | None:
         wanted = name.casefold()
@@ -94,7 +97,11 @@ class Scope:
                     f"Check the column name; {entry.label} has: {', '.join(c for c, _ in entry.columns)}",
                 )
             return found
-        matches = [(entry, found) for entry in self.entries if (found := entry.lookup(name)) is not None]
+        matches = [
+            (entry, found)
+            for entry in self.entries
+            if name.casefold() not in entry.merged and (found := entry.lookup(name)) is not None
+        ]
         if len(matches) > 1:
             raise UnsupportedViewError(
                 name,

@@ -146,6 +146,9 @@ class Generator:
     def __init__(self, seed: int, refused_share: float = 0.15):
         self.seed = seed
         self.random = random.Random(seed)
+        # JOIN ... USING is drawn from its own stream: the definitions of a seed keep their shape
+        # (the main stream is not consumed), some of their joins written with USING
+        self.using_random = random.Random(seed * 7919 + 1)
         self.refused_share = refused_share
 
     # -- FROM ---------------------------------------------------------------------------------
@@ -196,7 +199,18 @@ class Generator:
                     earlier.nullable = True
                 block.features.add("right")
             block.features.add("join")
-            block.joins.append(f"{kind} {{{other.name}}} {alias} on {condition}")
+            sharing = [o for o in block.occurrences if any(c.name == own_column for c in o.master.all_columns)]
+            if (
+                condition == f"{occ.alias}.{own_column} = {alias}.{other_column}"
+                and own_column == other_column
+                and kind in ("join", "left join")
+                and sharing == [occ]  # USING names the one earlier table with that column
+                and self.using_random.random() < 0.3
+            ):
+                block.features.add("using")
+                block.joins.append(f"{kind} {{{other.name}}} {alias} using ({own_column})")
+            else:
+                block.joins.append(f"{kind} {{{other.name}}} {alias} on {condition}")
             block.occurrences.append(new)
 
     def _column(self, block: Block, kinds: str = "ndfs") -> tuple[str, str]:

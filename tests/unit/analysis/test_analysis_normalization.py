@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from dbt_incremental_mv.analysis import JoinKind, MasterTable, OutputKind, ViewClass, analyze_view, render_expression
+from dbt_incremental_mv.analysis import (
+    JoinKind,
+    MasterTable,
+    OutputKind,
+    UnsupportedViewError,
+    ViewClass,
+    analyze_view,
+    render_expression,
+)
 from dbt_incremental_mv.analysis.render import render_select
 
 
@@ -304,3 +312,53 @@ def test_where_is_split_into_conjuncts(written, expected):
     rendered_where = render_select(definition).split(" WHERE ", 1)[1]
     assert rendered_where == " AND ".join(expected)
     assert len(definition.where_conjuncts) == len(expected)
+
+
+# ---------------------------------------------------------------- JOIN ... USING
+@pytest.mark.parametrize("side", ["", "left "])
+def test_join_using_is_the_join_on_the_earlier_tables_column(side, masters):
+    on = analyze_view(
+        f"select o.order_id, o.customer_id, c.name from shop.orders o {side}join shop.customers c "
+        "on o.customer_id = c.customer_id",
+        masters,
+    )
+    using = analyze_view(
+        f"select o.order_id, customer_id, c.name from shop.orders o {side}join shop.customers c using (customer_id)",
+        masters,
+    )
+    assert render_select(using) == render_select(on)
+
+
+def test_join_using_in_a_chain_takes_the_column_from_the_table_that_has_it(masters):
+    on = analyze_view(
+        "select o.order_id, l.line_no, c.name from shop.orders o join shop.order_lines l on o.order_id = l.order_id "
+        "join shop.customers c on o.customer_id = c.customer_id",
+        masters,
+    )
+    using = analyze_view(
+        "select order_id, l.line_no, c.name from shop.orders o join shop.order_lines l using (order_id) "
+        "join shop.customers c using (customer_id)",
+        masters,
+    )
+    assert render_select(using) == render_select(on)
+
+
+@pytest.mark.parametrize(
+    "sql, message",
+    [
+        ("select * from shop.orders o join shop.customers c using (customer_id)", "SELECT \\* over JOIN ... USING"),
+        (
+            "select o.order_id from shop.orders o right join shop.customers c using (customer_id)",
+            "a RIGHT JOIN with USING is not supported",
+        ),
+        (
+            "select o.order_id from shop.orders o join shop.order_lines l on o.order_id = l.order_id "
+            "join shop.orders o2 using (order_id)",
+            "several tables joined before it have a column order_id",
+        ),
+        ("select o.order_id from shop.orders o join shop.customers c using (order_id)", "c has no column order_id"),
+    ],
+)
+def test_join_using_that_cannot_be_read_as_an_on_is_refused_saying_how_to_write_it(sql, message, masters):
+    with pytest.raises(UnsupportedViewError, match=message):
+        analyze_view(sql, masters)

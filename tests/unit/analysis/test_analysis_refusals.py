@@ -146,7 +146,7 @@ REFUSALS = [
     ("full join", "select o.order_id from shop.orders o full join shop.customers c on o.customer_id = c.customer_id",
      "full outer join"),
     ("natural join", "select o.order_id from shop.orders o natural join shop.customers c", "natural join"),
-    ("using", "select o.order_id from shop.orders o join shop.customers c using (customer_id)", "using (customer_id)"),
+    ("using with a star", "select * from shop.orders o join shop.customers c using (customer_id)", "*"),
     ("left semi join", "select o.order_id from shop.orders o left semi join shop.customers c "
                        "on o.customer_id = c.customer_id", "semi join"),
     ("left anti join", "select o.order_id from shop.orders o left anti join shop.customers c "
