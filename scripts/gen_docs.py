@@ -126,6 +126,10 @@ MAINTAINED = [
         "with paid as (select * from shop.orders where status = 'paid') select p.order_id, c.country from paid p join "
         "shop.customers c on p.customer_id = c.customer_id",
     ),
+    (
+        "ORDER BY inside a CTE or subquery without LIMIT (ignored: it orders nothing the view keeps)",
+        "with recent as (select * from shop.orders order by ordered_at desc) select order_id, amount from recent",
+    ),
 ]
 REFUSED = [
     (

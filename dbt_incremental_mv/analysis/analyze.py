@@ -43,7 +43,7 @@ def analyze_view(sql: str, masters: Mapping[str, MasterTable]) -> ViewDefinition
     metadata. Raises UnsupportedViewError naming the first construct that prevents an
     incremental refresh.
     """
-    statement = parse_statement(sql)
+    statement = without_inner_order(parse_statement(sql))
     branches = union_all_branches(statement)
     if branches is not None:
         refuse_unsupported_constructs(rewritten_query(statement))
@@ -102,7 +102,28 @@ def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> V
 
 def rewritten_statement(sql: str) -> exp.Query:
     """The query as the construct checks read it (see rewritten_query)."""
-    return rewritten_query(parse_statement(sql))
+    return rewritten_query(without_inner_order(parse_statement(sql)))
+
+
+def without_inner_order(statement: exp.Query) -> exp.Query:
+    """The query without the ORDER BY of its CTEs and subqueries that have no LIMIT or OFFSET:
+    such an order decides nothing the outer query keeps (a multiset). The outermost ORDER BY
+    stays, and the construct checks refuse it (it would promise a stored order)."""
+
+    def pointless(node: exp.Select, outermost: exp.Query) -> bool:
+        return (
+            node is not outermost
+            and bool(node.args.get("order"))
+            and not node.args.get("limit")
+            and not node.args.get("offset")
+        )
+
+    if not any(pointless(node, statement) for node in statement.find_all(exp.Select)):
+        return statement
+    statement = statement.copy()
+    for node in [n for n in statement.find_all(exp.Select) if pointless(n, statement)]:
+        node.set("order", None)
+    return statement
 
 
 def rewritten_query(statement: exp.Query) -> exp.Query:

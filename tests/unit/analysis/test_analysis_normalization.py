@@ -362,3 +362,34 @@ def test_join_using_in_a_chain_takes_the_column_from_the_table_that_has_it(maste
 def test_join_using_that_cannot_be_read_as_an_on_is_refused_saying_how_to_write_it(sql, message, masters):
     with pytest.raises(UnsupportedViewError, match=message):
         analyze_view(sql, masters)
+
+
+# ---------------------------------------------------------------- ORDER BY inside a CTE or subquery
+@pytest.mark.parametrize(
+    "ordered",
+    [
+        "with paid as (select * from shop.orders where status = 'paid' order by order_date desc) "
+        "select p.order_id, c.name from paid p join shop.customers c on p.customer_id = c.customer_id",
+        "select p.order_id, c.name from (select * from shop.orders where status = 'paid' order by 1) p "
+        "join shop.customers c on p.customer_id = c.customer_id",
+    ],
+)
+def test_an_order_by_inside_without_limit_is_dropped(ordered, masters):
+    plain = analyze_view(
+        "select p.order_id, c.name from (select * from shop.orders where status = 'paid') p "
+        "join shop.customers c on p.customer_id = c.customer_id",
+        masters,
+    )
+    assert render_select(analyze_view(ordered, masters)) == render_select(plain)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "select o.order_id from shop.orders o order by o.order_id",  # the outermost: a promised stored order
+        "with top as (select * from shop.orders order by amount desc limit 10) select top.order_id from top",
+    ],
+)
+def test_an_outermost_order_by_or_one_with_a_limit_stays_refused(sql, masters):
+    with pytest.raises(UnsupportedViewError):
+        analyze_view(sql, masters)
