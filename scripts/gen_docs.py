@@ -107,6 +107,11 @@ MAINTAINED = [
         "group by status",
     ),
     (
+        "COUNT_IF, BOOL_OR / ANY / SOME, BOOL_AND / EVERY (as the COUNT, MAX, MIN they equal)",
+        "select status, count_if(amount > 100) as big, bool_or(amount > 1000) as any_huge from shop.orders "
+        "group by status",
+    ),
+    (
         "Aggregates over inner or outer joins, HAVING",
         "select c.country, count(o.order_id) as orders from shop.customers c left join shop.orders o on o.customer_id = "
         "c.customer_id group by c.country having count(o.order_id) > 10",

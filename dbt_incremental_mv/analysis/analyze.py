@@ -43,7 +43,7 @@ def analyze_view(sql: str, masters: Mapping[str, MasterTable]) -> ViewDefinition
     metadata. Raises UnsupportedViewError naming the first construct that prevents an
     incremental refresh.
     """
-    statement = without_inner_order(parse_statement(sql))
+    statement = as_maintained_aggregates(without_inner_order(parse_statement(sql)))
     branches = union_all_branches(statement)
     if branches is not None:
         refuse_unsupported_constructs(rewritten_query(statement))
@@ -102,7 +102,31 @@ def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> V
 
 def rewritten_statement(sql: str) -> exp.Query:
     """The query as the construct checks read it (see rewritten_query)."""
-    return rewritten_query(without_inner_order(parse_statement(sql)))
+    return rewritten_query(as_maintained_aggregates(without_inner_order(parse_statement(sql))))
+
+
+def as_maintained_aggregates(statement: exp.Query) -> exp.Query:
+    """Aggregates that equal a maintained one, written as it: ``COUNT_IF(c)`` is
+    ``COUNT(CASE WHEN c THEN 1 END)``; ``BOOL_OR``/``ANY``/``SOME`` of a boolean is its ``MAX``
+    (true above false, NULLs ignored, NULL when none), ``BOOL_AND``/``EVERY`` its ``MIN``."""
+
+    def maintained(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.CountIf):
+            return exp.Count(this=exp.Case(ifs=[exp.If(this=node.this.copy(), true=exp.Literal.number(1))]))
+        name = node.name.lower() if isinstance(node, exp.Anonymous) else ""
+        if isinstance(node, exp.LogicalOr) or (isinstance(node, exp.Any) and functions.is_aggregate(node)):
+            return exp.Max(this=node.this.unnest().copy())  # ANY's argument comes parenthesized
+        if name == "some" and len(node.expressions) == 1:
+            return exp.Max(this=node.expressions[0].copy())
+        if isinstance(node, exp.LogicalAnd):
+            return exp.Min(this=node.this.copy())
+        if name == "every" and len(node.expressions) == 1:
+            return exp.Min(this=node.expressions[0].copy())
+        return node
+
+    rewritten = statement.transform(maintained)
+    assert isinstance(rewritten, exp.Query)  # the root is a query; only aggregate calls are replaced
+    return rewritten
 
 
 def without_inner_order(statement: exp.Query) -> exp.Query:

@@ -149,6 +149,8 @@ class Generator:
         # JOIN ... USING is drawn from its own stream: the definitions of a seed keep their shape
         # (the main stream is not consumed), some of their joins written with USING
         self.using_random = random.Random(seed * 7919 + 1)
+        # likewise an aggregate written as an equal one the analysis rewrites (COUNT_IF for COUNT)
+        self.spelling_random = random.Random(seed * 7919 + 2)
         self.refused_share = refused_share
 
     # -- FROM ---------------------------------------------------------------------------------
@@ -330,7 +332,11 @@ class Generator:
         if kind == "n":
             column, _ = self._column(block)
             integral, _ = self._column(block, "n")
-            return r.choice(("count(*)", f"count({column})", f"sum({integral})", f"min({integral})", f"max({integral})"))
+            chosen = r.choice(("count(*)", f"count({column})", f"sum({integral})", f"min({integral})", f"max({integral})"))
+            if chosen == f"count({column})" and self.spelling_random.random() < 0.3:
+                block.features.add("count_if")
+                return f"count_if({column} is not null)"
+            return chosen
         if kind == "d":
             decimal = self._expression(block, "d")
             integral, _ = self._column(block, "n")

@@ -393,3 +393,22 @@ def test_an_order_by_inside_without_limit_is_dropped(ordered, masters):
 def test_an_outermost_order_by_or_one_with_a_limit_stays_refused(sql, masters):
     with pytest.raises(UnsupportedViewError):
         analyze_view(sql, masters)
+
+
+# ---------------------------------------------------------------- aggregates equal to maintained ones
+@pytest.mark.parametrize(
+    "written, maintained",
+    [
+        ("count_if(o.amount > 10)", "count(case when o.amount > 10 then 1 end)"),
+        ("bool_or(o.amount > 10)", "max(o.amount > 10)"),
+        ("any(o.amount > 10)", "max(o.amount > 10)"),
+        ("some(o.amount > 10)", "max(o.amount > 10)"),
+        ("bool_and(o.amount > 10)", "min(o.amount > 10)"),
+        ("every(o.amount > 10)", "min(o.amount > 10)"),
+    ],
+)
+def test_an_aggregate_equal_to_a_maintained_one_is_maintained_as_it(written, maintained, masters):
+    sql = "select o.status, {} as flag from shop.orders o group by o.status"
+    assert render_select(analyze_view(sql.format(written), masters)) == render_select(
+        analyze_view(sql.format(maintained), masters)
+    )
