@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Protocol
 
 import sqlglot
 from sqlglot import exp
@@ -40,6 +40,7 @@ from sqlglot import exp
 from dbt_incremental_mv import environment
 from dbt_incremental_mv.analysis.model import ViewDefinition
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
+from dbt_incremental_mv.refresh.phases.decide import RefreshAction
 from dbt_incremental_mv.refresh.views.statement import RefreshStatement
 
 GB = 1024**3
@@ -322,7 +323,7 @@ class Sizes(Protocol):
 
 @dataclass(frozen=True)
 class Estimate:
-    method: Literal["fast", "complete"]
+    method: RefreshAction  # FAST or COMPLETE
     seconds: float
     statements: int
     bytes_read: int
@@ -336,12 +337,12 @@ class Estimate:
 
     def describe(self) -> str:
         read = f"reads {self.bytes_read / GB:.2f} GB"
-        if self.largest_read is not None and self.method == "fast":
+        if self.largest_read is not None and self.method == RefreshAction.FAST:
             name, share = self.largest_read
             read += f" ({share:.0%} of {name})"
         shape = f" ({self.stages} stage{'s' if self.stages != 1 else ''})" if self.stages else ""
         parts = [f"{self.statements} statement{'s' if self.statements != 1 else ''}{shape}", read]
-        if self.method == "complete":
+        if self.method == RefreshAction.COMPLETE:
             parts.append(f"writes {self.bytes_written / GB:.2f} GB")
         elif self.bytes_captured:
             parts.append(f"after a capture of {self.bytes_captured / GB:.2f} GB of changed master files")
@@ -352,7 +353,7 @@ class Estimate:
 
 @dataclass(frozen=True)
 class Choice:
-    method: Literal["fast", "complete"]
+    method: RefreshAction  # FAST or COMPLETE
     fast: Estimate
     complete: Estimate
 
@@ -417,7 +418,7 @@ def estimate_fast(
     written = int(min(changes, view_rows) * (view_bytes / view_rows)) if view_rows else 0
     stages = [statement_stages(sql) for sql in statements]
     return Estimate(
-        "fast",
+        RefreshAction.FAST,
         fast_seconds(prices, stages, read, written, changes),
         len(statements),
         read,
@@ -472,7 +473,7 @@ def estimate_complete(
     written = view[0] if view is not None else 0
     stages, windows = shape
     return Estimate(
-        "complete",
+        RefreshAction.COMPLETE,
         complete_seconds(prices, read, stages, windows, written),
         1,
         read,
@@ -486,5 +487,5 @@ def choose(fast: Estimate, complete: Estimate) -> Choice:
     """The cheaper refresh; a tie goes to fast (it leaves the view's files as they are), and so
     does an estimate missing a table's size (Oracle's rule: fast whenever possible)."""
     if fast.unknown or complete.unknown:
-        return Choice("fast", fast, complete)
-    return Choice("complete" if complete.seconds < fast.seconds else "fast", fast, complete)
+        return Choice(RefreshAction.FAST, fast, complete)
+    return Choice(RefreshAction.COMPLETE if complete.seconds < fast.seconds else RefreshAction.FAST, fast, complete)

@@ -26,6 +26,7 @@ from dbt_incremental_mv.refresh.operations import status as status_phase
 from dbt_incremental_mv.refresh.phases import capture as capture_phase
 from dbt_incremental_mv.refresh.phases import force, own_log, propagate
 from dbt_incremental_mv.refresh.phases import publish as publish_phase
+from dbt_incremental_mv.refresh.phases.decide import RefreshAction
 from dbt_incremental_mv.refresh.phases.mark import mark_logs, nothing_to_refresh
 from dbt_incremental_mv.refresh.phases.plan import plan_refresh
 from dbt_incremental_mv.refresh.phases.propagate import Propagation
@@ -71,7 +72,7 @@ class FastRefreshEngine:
         ctx, plan = self._context(run, self.ctx), run.plan
         # a fast refresh consumes from the state the staleness check accepted; its commit is made
         # on the view snapshot that state was read from, or not at all (publish)
-        state, read_at = (plan.view_state, plan.view_read_at) if run.action == "fast" else (None, None)
+        state, read_at = (plan.view_state, plan.view_read_at) if run.action == RefreshAction.FAST else (None, None)
         if state is not None and nothing_to_refresh(ctx, plan, state):
             return Propagation([], None, {}, IDLE)
         ctx.metadata.reset_staging()
@@ -106,7 +107,7 @@ class FastRefreshEngine:
             run.changed_decision = marked.fallback
         if skipped:
             captured.append(f"capture of {', '.join(plan.logs[m].master_name for m in sorted(skipped))} not needed")
-        if run.action == "fast":
+        if run.action == RefreshAction.FAST:
             propagation = propagate.fast(ctx, run, marked.logs, read_at)
         else:
             propagation = propagate.complete(ctx, run, marked.logs)
@@ -160,14 +161,18 @@ class FastRefreshEngine:
                 created is None
                 and run.own_log_note is None
                 and propagation.steps
-                and run.action not in ("fast", "build")
+                and run.action not in (RefreshAction.FAST, RefreshAction.BUILD)
             ):
                 created = (
                     f"{plan.own_log.log_relation} not written (a complete refresh: its readers capture the change)"
                 )
             run.own_log_note = created or run.own_log_note
         purged = self.purge(run, propagation, graph, existing)
-        line = propagation.summary if run.action == "fast" else f"{run.action} ({run.reason}): {propagation.summary}"
+        line = (
+            propagation.summary
+            if run.action == RefreshAction.FAST
+            else f"{run.action} ({run.reason}): {propagation.summary}"
+        )
         if touched:
             line += f"; {touched}"
         if run.own_log_note:
@@ -202,7 +207,11 @@ class FastRefreshEngine:
         done: list[str] = []
         for spec in plan.logs.values():
             marked = propagation.marked.get(spec.master_relation)
-            if marked is not None and marked.upto == marked.consumed and (run.action == "fast" or marked.uncaptured):
+            if (
+                marked is not None
+                and marked.upto == marked.consumed
+                and (run.action == RefreshAction.FAST or marked.uncaptured)
+            ):
                 continue  # this view consumed nothing of the log: it cannot raise what every view consumed
             done += purge_log(
                 ctx,

@@ -31,6 +31,7 @@ from dbt_incremental_mv.refresh.graph import dependency_names
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.phases import force
 from dbt_incremental_mv.refresh.phases.capture import capture_plan, consumers_stops
+from dbt_incremental_mv.refresh.phases.decide import RefreshAction
 from dbt_incremental_mv.refresh.phases.mark import key_probe, mark_logs, netting_columns, nothing_to_refresh
 from dbt_incremental_mv.refresh.phases.plan import RefreshPlan, plan_refresh, rewritable_rows
 from dbt_incremental_mv.refresh.phases.publish import StepKind, commit_state, staged_statement
@@ -105,12 +106,12 @@ def explain(
     found.refusals = refusals(ctx, plan, model, sql, graph)
     definition = plan.definition
     found.view_class = _class_of(definition) if definition is not None else None
-    found.next_run = plan.action if plan.action == "fast" else f"{plan.action} ({plan.reason})"
+    found.next_run = plan.action if plan.action == RefreshAction.FAST else f"{plan.action} ({plan.reason})"
     if method == "fast" and found.refusals:
         found.next_run = "fails before anything is changed: refresh_method='fast' and the view cannot be fast refreshed"
     if definition is not None:
         found.layout = layout_advice(definition, view_relation)
-    if plan.action != "fast":
+    if plan.action != RefreshAction.FAST:
         found.phases.append((plan.action, [_recompute(plan)]))
         if definition is not None and not found.refusals:
             found.phases += _fast_phases(
@@ -143,7 +144,7 @@ def explain(
         choice = force.after_mark(ctx, plan, marked, statement) if statement is not None else None
     if choice is not None:
         found.cost = _choice_line(choice, plan.config.refresh_method)
-        if choice.method == "complete" and plan.config.refresh_method == "force":
+        if choice.method == RefreshAction.COMPLETE and plan.config.refresh_method == "force":
             found.next_run = f"complete ({choice.why})"
     found.phases += _fast_phases(ctx, plan, state, marked, "fast refresh", captures)
     return found
@@ -196,7 +197,7 @@ def refusals(
 # ---------------------------------------------------------------------- statements
 def _recompute(plan: RefreshPlan) -> str:
     target = relation(plan.view_relation)
-    if plan.action == "build":
+    if plan.action == RefreshAction.BUILD:
         return f"create or replace table {target} using iceberg as\n{plan.compiled_sql.strip()}"
     return f"insert overwrite {target}\n{plan.compiled_sql.strip()}"
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from dbt_incremental_mv.reads import Reads
+from dbt_incremental_mv.refresh.phases.decide import RefreshAction
 from dbt_incremental_mv.refresh.phases.publish import PUBLISHED_SNAPSHOT, StepKind, rows_written
 from dbt_incremental_mv.sql_text import integer, relation, string
 
@@ -101,8 +102,8 @@ def refresh_row(
     """The row of one finished refresh, from what its phases kept (the run's decision, timings
     and cost choice; the marked logs; the published commit's summary)."""
     plan = run.plan
-    idle = run.action == "fast" and not propagation.steps
-    reason = run.cost_choice if run.action == "fast" and run.cost_choice else run.reason
+    idle = run.action == RefreshAction.FAST and not propagation.steps
+    reason = run.cost_choice if run.action == RefreshAction.FAST and run.cost_choice else run.reason
     inserted, deleted = rows_written(run.published_summary) if run.published_summary else (None, None)
     snapshot: str | int | None = run.published_summary.get(PUBLISHED_SNAPSHOT) if run.published_summary else None
     if snapshot is None:

@@ -11,6 +11,7 @@ from dbt_incremental_mv.definition import DEFINITION_PROPERTY
 from dbt_incremental_mv.logs.contract import LogContractError
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 from dbt_incremental_mv.refresh.phases.capture import capture_plan
+from dbt_incremental_mv.refresh.phases.decide import RefreshAction
 from dbt_incremental_mv.refresh.phases.plan import plan_refresh
 from dbt_incremental_mv.refresh.state import staleness
 from dbt_incremental_mv.refresh.state.view_state import view_state
@@ -33,13 +34,13 @@ def status(
         plan = plan_refresh(ctx, {**model, "config": decide_only}, sql, view_relation, "table", False, graph)
     except (ConfigError, LogContractError) as exc:
         return staleness.view_status(name, built=True, unusable=str(exc))
-    if plan.action == "build":
+    if plan.action == RefreshAction.BUILD:
         return staleness.view_status(
             name, built=True, rebuild=[plan.reason.removesuffix(": rebuilding the view in full")]
         )
     if plan.out_of_step is not None:
         return staleness.view_status(name, built=True, rebuild=[plan.out_of_step])
-    if plan.action != "fast":
+    if plan.action != RefreshAction.FAST:
         return staleness.view_status(name, built=True, unusable=plan.reason.removeprefix("fast refresh impossible: "))
     state = view_state(ctx.metadata, view_relation)
     assert state is not None  # plan_refresh() checked it

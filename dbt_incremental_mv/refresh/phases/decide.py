@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from enum import StrEnum
 
 from dbt_incremental_mv.config import FastRefreshConfig
 
-Action = Literal["build", "complete", "fast"]
+
+class RefreshAction(StrEnum):
+    """What a run does to the view: build it (first run, --full-refresh, a changed definition),
+    recompute it (complete), or apply the changes (fast). Its value is what the log line, the
+    refresh history and the materialization read."""
+
+    BUILD = "build"
+    COMPLETE = "complete"
+    FAST = "fast"
 
 
 class FastRefreshUnavailable(RuntimeError):
@@ -20,7 +28,7 @@ class DefinitionChanged(RuntimeError):
 
 @dataclass(frozen=True)
 class RefreshDecision:
-    action: Action
+    action: RefreshAction
     reason: str
     # why the view cannot be fast refreshed, when that is why it is recomputed (not because it was
     # asked for, or cheaper): the user is warned, so that `dbt run --warn-error` fails on it
@@ -73,11 +81,13 @@ def decide_refresh(
             "recompute the view."
         )
     if existing_type is None:
-        return RefreshDecision("build", "first run: building the view in full")
+        return RefreshDecision(RefreshAction.BUILD, "first run: building the view in full")
     if full_refresh:
-        return RefreshDecision("build", "--full-refresh: rebuilding the view in full")
+        return RefreshDecision(RefreshAction.BUILD, "--full-refresh: rebuilding the view in full")
     if existing_type != "table":
-        return RefreshDecision("build", f"the existing relation is a {existing_type}: replacing it with the view")
+        return RefreshDecision(
+            RefreshAction.BUILD, f"the existing relation is a {existing_type}: replacing it with the view"
+        )
     if definition_change is not None:
         if config.on_configuration_change == "fail":
             raise DefinitionChanged(
@@ -85,9 +95,11 @@ def decide_refresh(
                 "--full-refresh to rebuild the view, or set on_configuration_change='apply' to rebuild it "
                 "automatically."
             )
-        return RefreshDecision("build", f"{definition_change}: rebuilding the view in full")
+        return RefreshDecision(RefreshAction.BUILD, f"{definition_change}: rebuilding the view in full")
     if config.refresh_method == "complete":
-        return RefreshDecision("complete", "refresh_method='complete'")
+        return RefreshDecision(RefreshAction.COMPLETE, "refresh_method='complete'")
     if fast_refresh_blocker is None:
-        return RefreshDecision("fast", "fast refresh")
-    return RefreshDecision("complete", f"fast refresh impossible: {fast_refresh_blocker}", blocker=fast_refresh_blocker)
+        return RefreshDecision(RefreshAction.FAST, "fast refresh")
+    return RefreshDecision(
+        RefreshAction.COMPLETE, f"fast refresh impossible: {fast_refresh_blocker}", blocker=fast_refresh_blocker
+    )

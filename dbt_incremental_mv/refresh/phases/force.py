@@ -23,6 +23,7 @@ from dbt_incremental_mv.refresh import cost
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.phases.capture import capture_plan
+from dbt_incremental_mv.refresh.phases.decide import RefreshAction
 from dbt_incremental_mv.refresh.phases.plan import RefreshPlan, rewritable_rows
 from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from dbt_incremental_mv.refresh.views import view_classes
@@ -56,13 +57,13 @@ def captures_to_skip(
     """refresh_method='force', before the capture of a refresh carrying out ``action``: the
     masters whose capture a complete refresh does without (empty: capture as usual), and the
     choice made (None: none yet, decided after the mark; ``complete``: the run recomputes)."""
-    if state is None or action != "fast" or plan.config.refresh_method != "force":
+    if state is None or action != RefreshAction.FAST or plan.config.refresh_method != "force":
         return frozenset(), None
     early = before_capture(ctx, plan, state)
     if early is None:
         return frozenset(), None
     choice, masters = early
-    return (masters if choice.method == "complete" else frozenset()), choice
+    return (masters if choice.method == RefreshAction.COMPLETE else frozenset()), choice
 
 
 def before_capture(

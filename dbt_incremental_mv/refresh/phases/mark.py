@@ -28,7 +28,7 @@ from dbt_incremental_mv.logs.sql import KEY_BUCKETS, LITERAL_KEYS, KeyProbe
 from dbt_incremental_mv.metadata import EPOCH, Bound
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 from dbt_incremental_mv.refresh.marked_log import KeyValues, MarkedLog, netted_columns
-from dbt_incremental_mv.refresh.phases.decide import RefreshDecision
+from dbt_incremental_mv.refresh.phases.decide import RefreshAction, RefreshDecision
 from dbt_incremental_mv.refresh.phases.plan import RefreshPlan, fallback
 from dbt_incremental_mv.refresh.state import staleness
 from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
@@ -161,7 +161,7 @@ def mark_logs(
             consumed, stats = resumed[spec.master_relation]
         if (
             changed is None
-            and action == "fast"
+            and action == RefreshAction.FAST
             and stats["reset_sequence"] is not None
             and stats["reset_sequence"] > consumed
         ):
@@ -223,7 +223,7 @@ def key_probe(
     the images are listed by the counting statement and netted here; otherwise netted in SQL,
     with their keys (when their types allow literals) and the occupied buckets of an integer or
     date first key over the span those files' statistics give."""
-    if (action or plan.action) != "fast" or plan.definition is None or log_snapshot is None:
+    if (action or plan.action) != RefreshAction.FAST or plan.definition is None or log_snapshot is None:
         return None
     if not any(o.master.name == spec.master_relation for o in plan.definition.occurrences):
         return None
@@ -425,7 +425,7 @@ def _resume(
     """Where a view whose position is uncaptured resumes in each such log, and its counts from
     there (one more count statement, on the first refresh after such a complete refresh only);
     or the complete refresh a fast one becomes when it cannot resume."""
-    if action != "fast":
+    if action != RefreshAction.FAST:
         return {}, None
     resumed: dict[str, tuple[int, dict]] = {}
     again: dict[str, StatsRequest] = {}

@@ -26,7 +26,7 @@ from dbt_incremental_mv.logs.contract import (
 from dbt_incremental_mv.metadata import commits_since
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.graph import dependency_names, dependency_relations, view_consumers
-from dbt_incremental_mv.refresh.phases.decide import CarriesDecision, RefreshDecision, decide_refresh
+from dbt_incremental_mv.refresh.phases.decide import CarriesDecision, RefreshAction, RefreshDecision, decide_refresh
 from dbt_incremental_mv.refresh.state import staleness
 from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.refresh.state.view_state import view_state_at
@@ -221,7 +221,7 @@ def plan_refresh(
         definition_change=change,
     )
     recreated = sorted(log for log, evolution in evolutions.items() if evolution.recreate)
-    if decision.action == "fast" and recreated:
+    if decision.action == RefreshAction.FAST and recreated:
         decision = fallback(
             name,
             config,
@@ -236,7 +236,7 @@ def plan_refresh(
         for c in (definition.stored_columns if definition is not None else ())
         if c.lower() not in {e.lower() for e in existing_columns or ()}
     ]
-    if decision.action == "fast" and lacking:  # built by an earlier version of the plugin
+    if decision.action == RefreshAction.FAST and lacking:  # built by an earlier version of the plugin
         decision = fallback(
             name,
             config,
@@ -246,13 +246,13 @@ def plan_refresh(
             ),
         )
     out_of_step, view_state, view_read_at = None, None, None
-    if decision.action == "fast":
+    if decision.action == RefreshAction.FAST:
         out_of_step, view_state, view_read_at = check_staleness(ctx, view_relation, logs, existing_logs)
     if out_of_step is not None:
         decision = fallback(name, config, out_of_step)
     user_tblproperties = {str(k): str(v) for k, v in user_properties.items()}
     layout = ViewLayout()
-    if definition is not None and decision.action != "fast":  # (a fast refresh writes no new table)
+    if definition is not None and decision.action != RefreshAction.FAST:  # (a fast refresh writes no new table)
         sizes = {m: meta.table_size(m) for m in masters}
         layout = view_layout(definition, {m: size[1] for m, size in sizes.items() if size is not None})
     return RefreshPlan(

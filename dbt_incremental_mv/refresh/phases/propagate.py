@@ -14,6 +14,7 @@ from dbt_incremental_mv.analysis.render import render_select
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.phases import force, own_log
+from dbt_incremental_mv.refresh.phases.decide import RefreshAction
 from dbt_incremental_mv.refresh.phases.plan import current_types, rewritable_rows
 from dbt_incremental_mv.refresh.phases.publish import (
     Step,
@@ -65,7 +66,7 @@ def fast(ctx: RefreshContext, run: RefreshRun, marked: dict[str, MarkedLog], rea
     if plan.config.refresh_method == "force":
         choice = force.after_mark(ctx, plan, marked, statement)
         run.record_choice(choice.method, choice.why)
-        if choice.method == "complete":
+        if choice.method == RefreshAction.COMPLETE:
             return complete(ctx, run, marked)
         chosen = f"; force: {choice.short}"
     state = commit_state(marked, "fast", base=read_at)
@@ -132,7 +133,7 @@ def complete(ctx: RefreshContext, run: RefreshRun, marked: Mapping[str, MarkedLo
         query, columns, state = plan.compiled_sql, None, None
     target = relation(plan.view_relation)
     same_table = plan.existing_columns == tuple(columns or ()) and plan.stored_definition == plan.compiled_sql.strip()
-    if state is not None and columns is not None and run.action == "complete" and same_table:
+    if state is not None and columns is not None and run.action == RefreshAction.COMPLETE and same_table:
         steps = staged(state, "main", f"insert overwrite {target} ({idents(columns)})\n{query}")
         return Propagation(steps, state, dict(marked), "recomputed in one commit")
     steps = [Step("main", view_table.enforce_contract(query, columns, plan.contract), kind=StepKind.CREATE)]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dbt_incremental_mv.refresh.context import RefreshContext
-from dbt_incremental_mv.refresh.phases.decide import CarriesDecision, RefreshDecision
+from dbt_incremental_mv.refresh.phases.decide import CarriesDecision, RefreshAction, RefreshDecision
 from dbt_incremental_mv.refresh.phases.plan import RefreshPlan
 
 
@@ -35,8 +35,8 @@ class RefreshRun(CarriesDecision):
         """refresh_method='force' chose ``method`` (fast or complete) because ``why``: kept for the
         history; a complete refresh is then what this run carries out."""
         self.cost_choice = why
-        if method == "complete":
-            self.changed_decision = RefreshDecision("complete", why)
+        if method == RefreshAction.COMPLETE:
+            self.changed_decision = RefreshDecision(RefreshAction.COMPLETE, why)
 
     @property
     def decision(self) -> RefreshDecision:  # type: ignore[override]  # read-only: derived from the plan's
