@@ -433,15 +433,13 @@ class SparkMVAdapter(SparkAdapter):
     def mv_renderable(self, graph: Mapping[str, Any], model_name: str) -> bool:
         """Whether an operation can render the model's SQL: it has SQL and refs no ephemeral model
         (dbt refuses ``ref()`` of an ephemeral model outside a model's compilation)."""
+        from dbt_incremental_mv.refresh.graph import is_ephemeral
+
         nodes = graph.get("nodes", {})
         for node in nodes.values():
             if node.get("resource_type") == "model" and node.get("name") == model_name:
-                ephemeral = [
-                    dependency
-                    for dependency in (node.get("depends_on") or {}).get("nodes", ())
-                    if (nodes.get(dependency, {}).get("config") or {}).get("materialized") == "ephemeral"
-                ]
-                return bool(node.get("raw_code")) and not ephemeral
+                refs = (node.get("depends_on") or {}).get("nodes", ())
+                return bool(node.get("raw_code")) and not any(is_ephemeral(nodes.get(ref, {})) for ref in refs)
         return False
 
     @available

@@ -14,6 +14,11 @@ def relation_name(node: Mapping[str, Any]) -> str:
 READ_TYPES = ("model", "seed", "snapshot", "source")
 
 
+def is_ephemeral(node: Mapping[str, Any]) -> bool:
+    """An ephemeral model: dbt inlines it as a CTE; it has no relation."""
+    return node.get("resource_type") == "model" and (node.get("config") or {}).get("materialized") == "ephemeral"
+
+
 def read_nodes(model: Mapping[str, Any], graph: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The nodes whose relations a model reads through ref() and source(). An ephemeral model has
     no relation (dbt inlines it as a CTE): what it reads is read instead, through any depth."""
@@ -29,7 +34,7 @@ def read_nodes(model: Mapping[str, Any], graph: Mapping[str, Any]) -> list[Mappi
         node = nodes.get(unique_id)
         if node is None or node.get("resource_type") not in READ_TYPES:
             continue
-        if node.get("resource_type") == "model" and (node.get("config") or {}).get("materialized") == "ephemeral":
+        if is_ephemeral(node):
             pending.extend((node.get("depends_on") or {}).get("nodes", []))
             continue
         found[unique_id] = node
