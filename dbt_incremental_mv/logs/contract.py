@@ -190,7 +190,8 @@ def declared_key(node: Mapping[str, Any]) -> tuple[Any, str]:
     for column_name, column in (node.get("columns") or {}).items():
         for constraint in column.get("constraints") or ():
             if constraint.get("type") == "primary_key":
-                return [column.get("name") or column_name], f"the primary_key constraint of {name}'s column"
+                column_name = column.get("name") or column_name
+                return [column_name], f"the primary_key constraint on column {column_name} of {name}"
     unique_key = (node.get("config") or {}).get("unique_key")
     if unique_key:
         return unique_key, f"the unique_key of {name}"

@@ -161,7 +161,7 @@ def _with_master_model(g, **node):
         (
             {"columns": {"customer_id": {"name": "customer_id", "constraints": [{"type": "primary_key"}]}}},
             ("customer_id",),
-            "the primary_key constraint of model 'customers''s column",
+            "the primary_key constraint on column customer_id of model 'customers'",
         ),
         ({"config": {"unique_key": ["region", "customer_id"]}}, ("region", "customer_id"), "the unique_key of model 'customers'"),
         ({"config": {"unique_key": "customer_id"}}, ("customer_id",), "the unique_key of model 'customers'"),
