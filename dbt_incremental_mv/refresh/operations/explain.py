@@ -151,12 +151,16 @@ def explain(
 
 
 # ---------------------------------------------------------------------- reasons
+def _prose(view_class: ViewClass) -> str:
+    return view_class.value.replace("_", " ")  # outer join, union all
+
+
 def _class_of(definition: ViewDefinition) -> str:
     """The view class; for an aggregate, over outer joins (and their anchor) and with HAVING."""
     if definition.branches:
         shown = "; ".join(f"branch {n}: {_class_of(b)}" for n, b in enumerate(definition.branches, start=1))
-        return f"{definition.view_class.value} ({shown}; each maintained on its own rows, marked by _mv_branch)"
-    text = definition.view_class.value
+        return f"{_prose(definition.view_class)} ({shown}; each maintained on its own rows, marked by _mv_branch)"
+    text = _prose(definition.view_class)
     if definition.view_class is ViewClass.AGGREGATE and definition.null_supplying:
         text += f" over outer joins (anchor: {outer_aggregate.anchor(definition)})"
     if definition.having is not None:

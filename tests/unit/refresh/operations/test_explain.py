@@ -104,7 +104,7 @@ def test_a_union_all_view_names_each_branch_s_class_and_shows_one_delete_and_one
     warehouse.change("orders")
     lines = explained(warehouse)
     assert lines[1:3] == [
-        "view class: union_all (branch 1: join; branch 2: aggregate; each maintained on its own rows, marked by "
+        "view class: union all (branch 1: join; branch 2: aggregate; each maintained on its own rows, marked by "
         "_mv_branch)",
         "fast refreshable: yes",
     ]
