@@ -43,7 +43,7 @@ def analyze_view(sql: str, masters: Mapping[str, MasterTable]) -> ViewDefinition
     metadata. Raises UnsupportedViewError naming the first construct that prevents an
     incremental refresh.
     """
-    statement = as_maintained_aggregates(without_inner_order(parse_statement(sql)))
+    statement = parsed_query(sql)
     branches = union_all_branches(statement)
     if branches is not None:
         refuse_unsupported_constructs(rewritten_query(statement))
@@ -102,7 +102,13 @@ def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> V
 
 def rewritten_statement(sql: str) -> exp.Query:
     """The query as the construct checks read it (see rewritten_query)."""
-    return rewritten_query(as_maintained_aggregates(without_inner_order(parse_statement(sql))))
+    return rewritten_query(parsed_query(sql))
+
+
+def parsed_query(sql: str) -> exp.Query:
+    """The model's query as every reading of it starts: parsed, its CTEs' and subqueries'
+    pointless ORDER BYs dropped, aggregates equal to maintained ones written as them."""
+    return as_maintained_aggregates(without_inner_order(parse_statement(sql)))
 
 
 def as_maintained_aggregates(statement: exp.Query) -> exp.Query:

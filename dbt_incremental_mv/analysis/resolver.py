@@ -470,11 +470,7 @@ def _using_equalities(join: exp.Join, entries: list[ScopeEntry], position: int) 
     right = entries[position]
     equalities: dict[str, exp.Expr] = {}
     for name in names:
-        earlier = [
-            (entry, found)
-            for entry in entries[:position]
-            if name.casefold() not in entry.merged and (found := entry.lookup(name)) is not None
-        ]
+        earlier = [(entry, found) for entry in entries[:position] if (found := entry.unqualified(name)) is not None]
         if len(earlier) != 1:
             problem = "no table joined before it has" if not earlier else "several tables joined before it have"
             raise UnsupportedViewError(

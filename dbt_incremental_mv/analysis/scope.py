@@ -24,6 +24,10 @@ class ScopeEntry:
     # that item's column (Spark's semantics for inner and LEFT joins), a qualified one still this one
     merged: frozenset[str] = frozenset()
 
+    def unqualified(self, name: str) -> tuple[str, exp.Expr] | None:
+        """The column an unqualified reference ``name`` means here (None when a USING merged it away)."""
+        return None if name.casefold() in self.merged else self.lookup(name)
+
     def lookup(self, name: str) -> tuple[str, exp.Expr] | None:
         wanted = name.casefold()
         for column, expression in self.columns:
@@ -97,11 +101,7 @@ class Scope:
                     f"Check the column name; {entry.label} has: {', '.join(c for c, _ in entry.columns)}",
                 )
             return found
-        matches = [
-            (entry, found)
-            for entry in self.entries
-            if name.casefold() not in entry.merged and (found := entry.lookup(name)) is not None
-        ]
+        matches = [(entry, found) for entry in self.entries if (found := entry.unqualified(name)) is not None]
         if len(matches) > 1:
             raise UnsupportedViewError(
                 name,

@@ -135,15 +135,6 @@ class Staleness(StrEnum):
         raise ValueError(f"mv_status: fail_on names {text!r}, which is not a state. Allowed: {allowed}.")
 
 
-FRESH, STALE, NEEDS_REBUILD, UNUSABLE, NOT_BUILT = (
-    Staleness.FRESH,
-    Staleness.STALE,
-    Staleness.NEEDS_REBUILD,
-    Staleness.UNUSABLE,
-    Staleness.NOT_BUILT,
-)
-
-
 @dataclass(frozen=True)
 class PendingChanges:
     """What a refresh would consume from one master now."""
@@ -183,15 +174,15 @@ def view_status(
     unsupported construct), ``rebuild`` (why the next run recomputes it: definition or master
     column changed, log out of step, master history rewritten), ``pending`` (changes per master)."""
     if not built:
-        return ViewStatus(model, NOT_BUILT, "dbt run builds it")
+        return ViewStatus(model, Staleness.NOT_BUILT, "dbt run builds it")
     if unusable:
-        return ViewStatus(model, UNUSABLE, unusable)
+        return ViewStatus(model, Staleness.UNUSABLE, unusable)
     if rebuild:
-        return ViewStatus(model, NEEDS_REBUILD, "; ".join(rebuild))
+        return ViewStatus(model, Staleness.NEEDS_REBUILD, "; ".join(rebuild))
     changed = [p for p in pending if p.logged or p.uncaptured]
     if changed:
-        return ViewStatus(model, STALE, "changes pending: " + ", ".join(p.describe() for p in changed))
-    return ViewStatus(model, FRESH)
+        return ViewStatus(model, Staleness.STALE, "changes pending: " + ", ".join(p.describe() for p in changed))
+    return ViewStatus(model, Staleness.FRESH)
 
 
 def positions_current(

@@ -1,7 +1,7 @@
 from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.metadata import commits_since
 from dbt_incremental_mv.refresh.state.staleness import (
-    FRESH, NEEDS_REBUILD, NOT_BUILT, STALE, UNUSABLE, PendingChanges, out_of_step,
+    PendingChanges, Staleness, out_of_step,
     snapshots_to_count, unconsumed_counts, view_status,
 )
 
@@ -76,15 +76,15 @@ def test_count_query_reads_each_snapshot_with_the_views_unconsumed_predicate():
 
 def test_view_status_precedence():
     pending = [PendingChanges("shop.orders", 3, 1), PendingChanges("shop.customers", 0, 0)]
-    assert view_status("v", built=False).status == NOT_BUILT
+    assert view_status("v", built=False).status == Staleness.NOT_BUILT
     assert view_status("v", built=True, unusable="no log", rebuild=["x"]).line() == "v: unusable (no log)"
     assert view_status("v", built=True, rebuild=["a", "b"], pending=pending).line() == "v: needs rebuild (a; b)"
     stale = view_status("v", built=True, pending=pending)
-    assert stale.status == STALE
+    assert stale.status == Staleness.STALE
     assert stale.detail == "changes pending: shop.orders: 3 logged change(s) + 1 uncaptured commit(s)"
     assert view_status("v", built=True, pending=pending[1:]).line() == "v: fresh"
-    assert view_status("v", built=True).status == FRESH
-    assert UNUSABLE and NEEDS_REBUILD
+    assert view_status("v", built=True).status == Staleness.FRESH
+    assert Staleness.UNUSABLE and Staleness.NEEDS_REBUILD
 
 
 def test_nothing_to_refresh_from_snapshot_ids_alone():
