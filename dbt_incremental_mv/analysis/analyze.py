@@ -9,7 +9,6 @@ top-level UNION ALL is analysed branch by branch, then combined (analysis/union.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from types import MappingProxyType
 
 from sqlglot import exp
@@ -48,7 +47,7 @@ def analyze_view(sql: str, masters: Mapping[str, MasterTable]) -> ViewDefinition
     if branches is not None:
         refuse_unsupported_constructs(rewritten_query(statement))
         first = analyze_query(branches[0], masters)
-        names = tuple(o.name for o in first.outputs)
+        names = tuple(o.name for o in first.visible_outputs)
         return analyze_union([first, *(analyze_query(named_projections(b, names), masters) for b in branches[1:])])
     return analyze_query(statement, masters)
 
@@ -65,15 +64,21 @@ def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> V
     is_aggregate = query.is_aggregate
     refuse_bad_output_names(query.projections)
     classified = classify_outputs(query.projections, query.group_by or (), is_aggregate)
-    group_by = classified.group_by
+    group_by, outputs, having = classified.group_by, classified.outputs, None
+    if having_condition is not None:
+        assert isinstance(statement, exp.Select)  # split_having returns the condition of a SELECT only
+        having, read_by_having = resolve_having(
+            having_condition, statement, masters, outputs, classified.group_key_columns
+        )
+        outputs += read_by_having
     hidden = (
-        aggregate_hidden_columns(classified.outputs, bool(group_by), average_summands(classified.outputs, occurrences))
+        aggregate_hidden_columns(outputs, bool(group_by), average_summands(outputs, occurrences))
         if is_aggregate
         else key_hidden_columns(occurrences)
     )
     read = _referenced_columns(
         occurrences,
-        [o.expression for o in classified.outputs],
+        [o.expression for o in outputs],
         [h.expression for h in hidden],
         tree.where_conjuncts,
         [s.condition for s in tree.joins if s.condition is not None],
@@ -83,7 +88,7 @@ def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> V
         occurrences=occurrences,
         joins=tree.joins,
         where_conjuncts=tree.where_conjuncts,
-        outputs=classified.outputs,
+        outputs=outputs,
         group_by=group_by,
         is_aggregate=is_aggregate,
         view_class=_view_class(is_aggregate, tree),
@@ -91,11 +96,8 @@ def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> V
         null_supplying=tree.null_supplying,
         group_key_columns=classified.group_key_columns,
         referenced_columns=read,
+        having=having,
     )
-    if having_condition is not None:
-        assert isinstance(statement, exp.Select)  # split_having returns the condition of a SELECT only
-        having = resolve_having(having_condition, statement, masters, classified.outputs, classified.group_key_columns)
-        definition = replace(definition, having=having)
     _refuse_unrenderable(definition)
     return definition
 

@@ -6,10 +6,11 @@ stored row, or, for a group the view does not hold (it failed the filter, or did
 recomputes it from the masters (refresh/views/aggregate_view.py), and keeps the groups that pass.
 
 So the filter must be evaluable on a group's stored row: every aggregate it reads is one the
-view selects (or ``COUNT(*)``, which the view keeps as its hidden ``_mv_count``), and every
-other column it reads is grouped by. It is rewritten here over the stored column names:
-``having count(*) > 2 and sum(o.amount) > 10`` with ``sum(o.amount) as total`` selected becomes
-``_mv_count > 2 and total > 10``.
+view stores (a selected one, ``COUNT(*)`` as the hidden ``_mv_count``, or one added as a hidden
+output for the filter), and every other column it reads is grouped by. It is rewritten here
+over the stored column names: ``having count(*) > 2 and sum(o.amount) > 10`` with
+``sum(o.amount) as total`` selected becomes ``_mv_count > 2 and total > 10``; without it,
+``_mv_count > 2 and _mv_a1_having > 10``.
 """
 
 from __future__ import annotations
@@ -18,10 +19,8 @@ from collections.abc import Mapping
 
 from sqlglot import exp
 
-from dbt_incremental_mv.analysis import functions
-from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
-from dbt_incremental_mv.analysis.hidden import ROW_COUNT_COLUMN
 from dbt_incremental_mv.analysis.model import MasterTable, OutputColumn
+from dbt_incremental_mv.analysis.outputs import over_stored_columns
 from dbt_incremental_mv.analysis.resolver import Resolver
 
 HAVING_PROJECTION = "_mv_having"
@@ -57,42 +56,17 @@ def resolve_having(
     masters: Mapping[str, MasterTable],
     outputs: tuple[OutputColumn, ...],
     group_key_columns: tuple[str, ...],
-) -> exp.Expr:
+) -> tuple[exp.Expr, tuple[OutputColumn, ...]]:
     """The HAVING ``condition`` of ``statement`` (the query without it) over the view's stored
-    column names; UnsupportedViewError when it reads what a stored row does not hold."""
+    column names, and the hidden outputs it adds (the aggregates it reads that no output
+    computes); UnsupportedViewError when it reads what a stored row cannot hold."""
     probe = statement.copy()
     probe.set(
         "expressions",
         [exp.Alias(this=_expand_aliases(condition, statement), alias=exp.to_identifier(HAVING_PROJECTION))],
     )
     resolved = Resolver(masters).query(probe).projections[0].expression
-    keys = {name: next(o.expression for o in outputs if o.name == name) for name in group_key_columns}
-    aggregates = [o for o in outputs if o.is_aggregate]
-
-    def stored(node: exp.Expr) -> exp.Expr:
-        bare = node.unnest() if isinstance(node, exp.Paren) else node
-        for name, expression in keys.items():
-            if bare == expression:
-                return exp.column(name, quoted=True)
-        if functions.is_aggregate(bare):
-            for output in aggregates:
-                if bare == output.expression:
-                    return exp.column(output.name, quoted=True)
-            if isinstance(bare, exp.Count) and isinstance(bare.this, exp.Star) and not bare.args.get("distinct"):
-                return exp.column(ROW_COUNT_COLUMN, quoted=True)
-            raise UnsupportedViewError(
-                describe(bare),
-                "HAVING reads an aggregate the view does not select: a group's stored row does not hold it",
-                f"Select it (e.g. {describe(bare)} as some_name) and the HAVING can read it",
-            )
-        return node
-
-    rewritten = resolved.copy().transform(stored)
-    for column in rewritten.find_all(exp.Column):
-        if column.table:
-            raise UnsupportedViewError(
-                describe(column),
-                "HAVING reads a column that is neither grouped by nor aggregated",
-                "Group by it, or filter it in WHERE",
-            )
-    return rewritten
+    keys = tuple((next(o.expression for o in outputs if o.name == name), name) for name in group_key_columns)
+    known, hidden = list(outputs), list[OutputColumn]()
+    rewritten = over_stored_columns(resolved, keys, known, hidden, "having", reader="HAVING")
+    return rewritten, tuple(hidden)

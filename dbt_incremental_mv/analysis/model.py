@@ -136,6 +136,10 @@ class OutputKind(StrEnum):
     AVG = "avg"
     MIN = "min"
     MAX = "max"
+    DERIVED = "derived"
+    """An expression over the group's aggregates and keys (``ROUND(SUM(x), 2)``,
+    ``SUM(a) / COUNT(*)``): each aggregate it reads is maintained as an output of its own (hidden
+    when not selected), and the column is recomputed from the stored values (``stored``)."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -143,13 +147,17 @@ class OutputColumn(_ReadableRepr):
     """A visible column of the view: ``expression AS name``.
 
     For an aggregate, ``expression`` is the whole call (``SUM(o.amount)``) and ``argument`` what
-    it aggregates (``o.amount``; None for COUNT(*)).
+    it aggregates (``o.amount``; None for COUNT(*)). A DERIVED column's ``stored`` is its
+    expression over the stored column names (``round(`_mv_a1_revenue`, 2)``). A ``hidden`` output
+    is an aggregate that only DERIVED columns read: stored (named ``_mv_...``), not selected.
     """
 
     name: str
     expression: exp.Expr
     kind: OutputKind = OutputKind.PLAIN
     argument: exp.Expr | None = None
+    stored: exp.Expr | None = None
+    hidden: bool = False
 
     @property
     def is_aggregate(self) -> bool:
@@ -226,8 +234,14 @@ class ViewDefinition(_ReadableRepr):
 
     @property
     def stored_columns(self) -> tuple[str, ...]:
-        """Every column of the stored table, in stored order: visible outputs, then hidden."""
+        """Every column of the stored table, in stored order: outputs (the visible ones, then the
+        aggregates only DERIVED columns read), then hidden columns."""
         return tuple(o.name for o in self.outputs) + tuple(h.name for h in self.hidden_columns)
+
+    @property
+    def visible_outputs(self) -> tuple[OutputColumn, ...]:
+        """The columns the defining query selects, in its order."""
+        return tuple(o for o in self.outputs if not o.hidden)
 
     @property
     def aliases(self) -> tuple[str, ...]:

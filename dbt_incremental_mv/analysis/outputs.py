@@ -8,6 +8,7 @@ from sqlglot import exp
 
 from dbt_incremental_mv.analysis import functions
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
+from dbt_incremental_mv.analysis.hidden import ROW_COUNT_COLUMN
 from dbt_incremental_mv.analysis.model import OutputColumn, OutputKind
 from dbt_incremental_mv.analysis.resolved import Projection
 
@@ -56,15 +57,25 @@ def classify_outputs(
     # one more group key: grouping by it changes no group, and it is stored and matched like one.
     # Next to a global aggregate (``'all orders' as scope``) it is a plain column of its one row.
     constant = [_is_constant(p.expression) for p in projections]
-    outputs = tuple(
+    outputs: list[OutputColumn | None] = [
         (OutputColumn(p.name, _constant_key(p.expression)) if group_by else OutputColumn(p.name, p.expression.copy()))
         if is_constant
         else _aggregate_view_output(p, group_by)
         for p, is_constant in zip(projections, constant)
-    )
+    ]
     if group_by:
-        group_by = (*group_by, *(o.expression for o, is_constant in zip(outputs, constant) if is_constant))
-    return ClassifiedOutputs(outputs, _group_key_columns(outputs, group_by), group_by)
+        group_by = (*group_by, *(o.expression for o, is_constant in zip(outputs, constant) if o and is_constant))
+    known = [o for o in outputs if o is not None]
+    keys = _group_key_columns(tuple(known), group_by)
+    # expressions over aggregates, once the group keys they may read are named
+    hidden: list[OutputColumn] = []
+    derived = _Derived(
+        tuple((e, next(o.name for o in known if o.name in keys and o.expression == e)) for e in group_by)
+    )
+    for index, projection in enumerate(projections):
+        if outputs[index] is None:
+            outputs[index] = derived.output(projection, known, hidden)
+    return ClassifiedOutputs((*(o for o in outputs if o is not None), *hidden), keys, group_by)
 
 
 def _is_constant(expression: exp.Expr) -> bool:
@@ -85,17 +96,14 @@ def _constant_key(expression: exp.Expr) -> exp.Expr:
     return expression.copy()
 
 
-def _aggregate_view_output(projection: Projection, group_by: tuple[exp.Expr, ...]) -> OutputColumn:
+def _aggregate_view_output(projection: Projection, group_by: tuple[exp.Expr, ...]) -> OutputColumn | None:
+    """The output of one projection of an aggregate view; None for an expression over
+    aggregates (``_Derived``, once the group keys are known)."""
     expression = _strip_parentheses(projection.expression)
     if functions.is_maintainable_aggregate(expression):
         return _aggregate_output(projection.name, expression)
     if functions.contains_aggregate(expression):
-        raise UnsupportedViewError(
-            _shown(projection),
-            "an expression over aggregates cannot be maintained column by column",
-            "Select the aggregates themselves (e.g. SUM(a) AS total, COUNT(*) AS n) and compute the "
-            "expression in a downstream model",
-        )
+        return None
     if expression in group_by:
         return OutputColumn(projection.name, expression)
     raise UnsupportedViewError(
@@ -105,13 +113,81 @@ def _aggregate_view_output(projection: Projection, group_by: tuple[exp.Expr, ...
     )
 
 
-def _aggregate_output(name: str, call: exp.Expr) -> OutputColumn:
+def _aggregate_output(name: str, call: exp.Expr, hidden: bool = False) -> OutputColumn:
     if isinstance(call, exp.Count):
         argument = call.this
         if isinstance(argument, exp.Star) or _is_non_null_constant(argument):
-            return OutputColumn(name, exp.Count(this=exp.Star(), big_int=True), OutputKind.COUNT_STAR)
-        return OutputColumn(name, call, OutputKind.COUNT, argument)
-    return OutputColumn(name, call, _KINDS[type(call)], call.this)
+            return OutputColumn(name, exp.Count(this=exp.Star(), big_int=True), OutputKind.COUNT_STAR, hidden=hidden)
+        return OutputColumn(name, call, OutputKind.COUNT, argument, hidden=hidden)
+    return OutputColumn(name, call, _KINDS[type(call)], call.this, hidden=hidden)
+
+
+def over_stored_columns(
+    expression: exp.Expr,
+    keys: tuple[tuple[exp.Expr, str], ...],
+    known: list[OutputColumn],
+    hidden: list[OutputColumn],
+    owner: str,
+    reader: str,
+) -> exp.Expr:
+    """``expression`` (a SELECT expression over aggregates, a HAVING condition) over the stored
+    column names: each GROUP BY expression (``keys``: to the output holding it) and each aggregate
+    replaced by the column holding it. An aggregate no output computes becomes a hidden output,
+    ``_mv_a<n>_<owner>``, appended to ``known`` and ``hidden``; COUNT(*) is the view's own
+    ``_mv_count``. Refuses an aggregate the view cannot maintain, and a column neither grouped by
+    nor aggregated, each message saying who reads it (``reader``)."""
+
+    def stored(node: exp.Expr) -> exp.Expr:
+        bare = _strip_parentheses(node)
+        for key, name in keys:
+            if bare == key:
+                return exp.column(name, quoted=True)
+        if not functions.is_aggregate(bare):
+            return node
+        if not functions.is_maintainable_aggregate(bare) or functions.contains_aggregate(bare.this):
+            raise UnsupportedViewError(
+                describe(bare),
+                f"{reader} reads an aggregate the view cannot maintain",
+                "Use COUNT, SUM, AVG, MIN or MAX (or an aggregate written as one), or compute this "
+                "column in a downstream model",
+            )
+        made = sum(1 for o in hidden if o.name.startswith("_mv_a") and o.name.endswith(f"_{owner}"))
+        candidate = _aggregate_output(f"_mv_a{made + 1}_{owner}", bare, hidden=True)
+        for output in known:
+            if output.kind is candidate.kind and output.expression == candidate.expression:
+                return exp.column(output.name, quoted=True)
+        if candidate.kind is OutputKind.COUNT_STAR:
+            return exp.column(ROW_COUNT_COLUMN, quoted=True)
+        known.append(candidate)
+        hidden.append(candidate)
+        return exp.column(candidate.name, quoted=True)
+
+    rewritten = expression.copy().transform(stored)
+    for column in rewritten.find_all(exp.Column):
+        if column.table:
+            raise UnsupportedViewError(
+                describe(column),
+                f"{reader} reads a column that is neither aggregated nor in GROUP BY",
+                "Group by it, or aggregate it" + (", or filter it in WHERE" if reader == "HAVING" else ""),
+            )
+    return rewritten
+
+
+@dataclass(frozen=True)
+class _Derived:
+    """Expressions over a group's aggregates and keys (``ROUND(SUM(x), 2)``, ``COALESCE(MAX(d),
+    k)``, ``SUM(a) / COUNT(*)``): each aggregate is maintained as a column of its own (the
+    selected output computing the same call, or a hidden one), and the expression is recomputed
+    from the stored values, with Spark's own functions and types, whenever its group changes."""
+
+    keys: tuple[tuple[exp.Expr, str], ...]  # GROUP BY expression -> the output holding it
+
+    def output(self, projection: Projection, known: list[OutputColumn], hidden: list[OutputColumn]) -> OutputColumn:
+        expression = _strip_parentheses(projection.expression)
+        stored = over_stored_columns(
+            expression, self.keys, known, hidden, projection.name, reader=f"column {projection.name}"
+        )
+        return OutputColumn(projection.name, expression.copy(), OutputKind.DERIVED, stored=stored)
 
 
 def _is_non_null_constant(node: exp.Expr | None) -> bool:

@@ -56,7 +56,7 @@ def render_select(
     filtered = f"select * from (\n{query}\n) as `_mv_g`\nwhere {render_expression(definition.having)}"
     if include_hidden:
         return filtered
-    outputs = ", ".join(render_expression(exp.column(o.name, quoted=True)) for o in definition.outputs)
+    outputs = ", ".join(render_expression(exp.column(o.name, quoted=True)) for o in definition.visible_outputs)
     return f"select {outputs} from (\n{filtered}\n)"
 
 
@@ -141,7 +141,8 @@ def select_expression(
     sources = known_sources(definition, sources)
     if include_hidden and definition.reserves:
         return _with_reserves(definition, sources, row_filter)
-    projections: list[exp.Expr] = [_aliased(o.expression, o.name) for o in definition.outputs]
+    outputs = definition.outputs if include_hidden else definition.visible_outputs
+    projections: list[exp.Expr] = [_aliased(o.expression, o.name) for o in outputs]
     if include_hidden:
         projections += [_aliased(h.expression, h.name) for h in definition.hidden_columns]
     select = _rows(definition, sources, projections, row_filter)

@@ -33,7 +33,7 @@ from typing import cast
 
 from sqlglot import exp
 
-from dbt_incremental_mv.analysis.errors import UnsupportedViewError
+from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 from dbt_incremental_mv.analysis.hidden import aggregate_hidden_columns, key_hidden_columns
 from dbt_incremental_mv.analysis.model import (
     EquiPair,
@@ -42,6 +42,7 @@ from dbt_incremental_mv.analysis.model import (
     JoinStep,
     MasterOccurrence,
     OutputColumn,
+    OutputKind,
     ViewClass,
     ViewDefinition,
 )
@@ -137,7 +138,7 @@ def _is_star(projection: exp.Expr) -> bool:
 
 def analyze_union(branches: Sequence[ViewDefinition]) -> ViewDefinition:
     """The UNION ALL of the analysed ``branches`` (in written order) as one ViewDefinition."""
-    names = tuple(o.name for o in branches[0].outputs)
+    names = tuple(o.name for o in branches[0].visible_outputs)
     taken: set[str] = set()
     prepared = []
     for number, branch in enumerate(branches, start=1):
@@ -208,11 +209,20 @@ def _refuse_name_collisions(names: Sequence[str], hidden: Sequence[HiddenColumn]
 
 
 def _refuse_unmaintainable_branch(number: int, branch: ViewDefinition, width: int) -> None:
-    if len(branch.outputs) != width:
+    if len(branch.visible_outputs) != width:
         raise UnsupportedViewError(
             f"UNION ALL branch {number}",
-            f"it selects {len(branch.outputs)} columns and the first branch {width}",
+            f"it selects {len(branch.visible_outputs)} columns and the first branch {width}",
             "Select the same number of columns in every branch",
+        )
+    derived = next((o for o in branch.outputs if o.kind is OutputKind.DERIVED), None)
+    if derived is not None:
+        raise UnsupportedViewError(
+            describe(derived.expression),
+            f"UNION ALL branch {number} computes an expression over aggregates, which a union's "
+            "branch cannot maintain yet",
+            "Select the aggregates themselves in the branch and compute the expression in a downstream "
+            "model, or make the branch its own fast_refresh model",
         )
     if branch.is_aggregate and not branch.group_by:
         raise UnsupportedViewError(
@@ -220,6 +230,14 @@ def _refuse_unmaintainable_branch(number: int, branch: ViewDefinition, width: in
             "it aggregates without GROUP BY: its one row exists even over no rows, which a branch's "
             "groups cannot express",
             "Group the branch by a column, or make it its own fast_refresh model",
+        )
+    unselected = next((o for o in branch.outputs if o.hidden), None)
+    if unselected is not None:  # (the branch's columns are renamed per branch; its hidden aggregates are not yet)
+        raise UnsupportedViewError(
+            describe(unselected.expression),
+            f"the HAVING of UNION ALL branch {number} reads an aggregate the branch does not select",
+            "Select it in every branch (it becomes a column of the union), or make the branch its own "
+            "fast_refresh model",
         )
 
 

@@ -28,10 +28,25 @@ VIEWS = {
         f"select c.segment, avg(o.weight) from {O} o join {C} c on o.customer_id = c.customer_id "
         "group by c.segment"
     ),
+    # expressions over aggregates (issue 65): recomputed from the stored aggregates in their own
+    # types (a decimal(20,2) sum over a bigint count divides at Spark's scale), HAVING on an
+    # aggregate not selected
+    "derived_values": (
+        "select o.status, round(sum(o.amount), 1) as total_1dp, sum(o.amount) / count(*) as mean_amount, "
+        "coalesce(max(o.weight), -1.0) as heaviest, cast(count(o.quantity) as int) * 2 as twice_counted, "
+        "o.status || ':' || cast(min(o.quantity) as string) as label "
+        f"from {O} o group by o.status having sum(o.quantity) > 0 or max(o.amount) is null"
+    ),
+    # the usual mart: each customer with its orders' total, 0 when it has none (outer join)
+    "customer_spend": (
+        "select c.customer_id, c.segment, coalesce(sum(o.amount), 0) as spent, count(o.order_id) as orders, "
+        "round(avg(o.amount), 1) as mean_amount "
+        f"from {C} c left join {O} o on o.customer_id = c.customer_id group by c.customer_id, c.segment"
+    ),
     # a global aggregate labelled by a constant: Spark needs no GROUP BY for it
     "labelled_totals": (
         "select 'all orders' as scope, 1 as version, count(*) as n, sum(o.amount) as total, "
-        f"avg(o.amount) as avg_amount from {O} o"
+        f"avg(o.amount) as avg_amount, coalesce(sum(o.weight), 0) / greatest(count(*), 1) as per_order from {O} o"
     ),
 }
 

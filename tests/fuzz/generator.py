@@ -151,6 +151,9 @@ class Generator:
         self.using_random = random.Random(seed * 7919 + 1)
         # likewise an aggregate written as an equal one the analysis rewrites (COUNT_IF for COUNT)
         self.spelling_random = random.Random(seed * 7919 + 2)
+        # and an aggregate output wrapped in an expression over aggregates (ROUND(SUM(x), 1)), a
+        # HAVING on an aggregate no column selects
+        self.derived_random = random.Random(seed * 7919 + 3)
         self.refused_share = refused_share
 
     # -- FROM ---------------------------------------------------------------------------------
@@ -298,7 +301,7 @@ class Generator:
         return f"select {'distinct ' if distinct else ''}{', '.join(outputs)} {block.from_clause()}{where}{tail}"
 
     def _aggregate_select(self, block: Block, kinds: list[str], global_ok: bool = True,
-                          extra: list[str] | None = None) -> str:
+                          extra: list[str] | None = None, derived_ok: bool = True) -> str:
         """An aggregate SELECT whose outputs have ``kinds``: group keys first (columns,
         expressions, constants), then aggregates; maybe a HAVING over a selected aggregate."""
         r = self.random
@@ -311,7 +314,7 @@ class Generator:
                 outputs.append(f"{r.choice(LABELS)} as c{i}")
                 block.features.add("constant label")
             elif i >= keys:
-                aggregates.append(self._aggregate(block, kind))
+                aggregates.append(self._derived(block, kind, self._aggregate(block, kind), derived_ok))
                 outputs.append(f"{aggregates[-1]} as c{i}")
             elif i > 0 and r.random() < 0.2:  # a constant group key, selected beside a grouped one
                 outputs.append(f"{CONSTANTS[kind]} as c{i}")
@@ -325,7 +328,25 @@ class Generator:
             tail += r.choice((f" having {aggregate} is not null", f" having {aggregate} is null",
                               f" having {aggregate} <> {CONSTANTS[kinds[keys + aggregates.index(aggregate)]]}"))
             block.features.add("having")
+        if group_by and derived_ok and self.derived_random.random() < 0.15:
+            condition = self.derived_random.choice(("count(*) > 1", "count(*) <= 2"))
+            tail += f" and {condition}" if " having " in tail else f" having {condition}"
+            block.features.add("having unselected")
         return self._select(block, outputs + (extra or []), tail)
+
+    def _derived(self, block: Block, kind: str, aggregate: str, derived_ok: bool) -> str:
+        """Sometimes ``aggregate`` inside an expression of the same kind (a view that is no UNION
+        ALL branch: a branch's expressions over aggregates are refused)."""
+        d = self.derived_random
+        if not derived_ok or d.random() >= 0.25:
+            return aggregate
+        block.features.add("expression over aggregates")
+        templates = {
+            "n": ("{a} + 1", "coalesce({a}, 0)", "cast({a} as int) * 2", "abs({a})"),
+            "d": ("round({a}, 1)", "coalesce({a}, 0)", "{a} / count(*)", "{a} * 2", "{a} - 1"),
+            "s": ("coalesce({a}, 'none')", "upper({a})", "concat({a}, '-', cast(count(*) as string))"),
+        }[kind]
+        return d.choice(templates).format(a=aggregate)
 
     def _aggregate(self, block: Block, kind: str) -> str:
         r = self.random
@@ -360,7 +381,7 @@ class Generator:
             for _ in range(r.choice((2, 2, 3))):
                 block = self._block(r.choice((1, 1, 2, 3)))
                 branch_shape = r.choices(("rows", "aggregate", "distinct"), (5, 4, 1))[0]
-                branches.append(self._shaped(block, branch_shape, kinds, global_ok=False))
+                branches.append(self._shaped(block, branch_shape, kinds, union_branch=True))
                 features |= block.features
             features.add("union")
             sql = " union all ".join(branches)
@@ -385,7 +406,7 @@ class Generator:
             choices.append("count distinct")
         return self.random.choice(choices)
 
-    def _shaped(self, block: Block, shape: str, kinds: list[str], global_ok: bool = True,
+    def _shaped(self, block: Block, shape: str, kinds: list[str], union_branch: bool = False,
                 refusal: str | None = None) -> str:
         r = self.random
         extra: list[str] = []
@@ -406,7 +427,8 @@ class Generator:
             column, _ = self._column(block)
             extra.append(f"count(distinct {column}) as nd")
         if shape == "aggregate":
-            return self._aggregate_select(block, kinds, global_ok, extra)
+            # a UNION ALL branch groups (its groups are its rows) and selects its aggregates as such
+            return self._aggregate_select(block, kinds, not union_branch, extra, derived_ok=not union_branch)
         outputs = [f"{self._expression(block, k)} as c{i}" for i, k in enumerate(kinds)] + extra
         if shape == "distinct":
             block.features.add("distinct")

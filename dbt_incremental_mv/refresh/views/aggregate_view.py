@@ -365,6 +365,12 @@ def _new_values(
         elif output.kind in (OutputKind.MIN, OutputKind.MAX):
             function = "greatest" if output.kind is OutputKind.MAX else "least"
             values[output.name] = f"{function}({old(output.name)}, {delta(output.name, 'p')})"
+    for output in view.outputs:
+        if output.kind is OutputKind.DERIVED:  # from the new values it reads, in their stored types
+            assert output.stored is not None  # the analysis gives every DERIVED output its expression
+            value = _over_values(output.stored, values, view_types)
+            # not evaluated for a group that goes (with ANSI on, 1 / COUNT(x) of its zero would fail)
+            values[output.name] = f"case when {count} > 0 then {value} end" if view.group_by else value
     result = {}
     for column in view.stored_columns:
         value = values[column]
@@ -372,6 +378,24 @@ def _new_values(
             value = f"case when {source}.{ident(RECOMPUTED)} then {source}.{ident(RECOMPUTED_PREFIX + column)} else {value} end"
         result[column] = _cast(value, column, view_types)
     return result
+
+
+def _over_values(expression: exp.Expr, values: Mapping[str, str], view_types: Mapping[str, str]) -> str:
+    """``expression``, over stored column names, with each column replaced by its new value cast
+    to its stored type (as the defining query's expression reads the aggregate's own type)."""
+    placeholders: dict[str, str] = {}
+
+    def swap(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column) and not node.table:
+            token = f"_mv_value{len(placeholders)}"
+            placeholders[token] = _cast(values[node.name], node.name, view_types)
+            return exp.column(token, quoted=True)
+        return node
+
+    text = render_expression(expression.copy().transform(swap))
+    for token, value in placeholders.items():
+        text = text.replace(f"`{token}`", f"({value})")
+    return text
 
 
 def _rewrite(

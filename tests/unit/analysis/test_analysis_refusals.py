@@ -77,8 +77,8 @@ REFUSALS = [
     ("any subquery", f"select o.order_id from {O} where o.amount = any (select amount from shop.orders)", "any"),
     # grouping
     ("having without group by", f"select count(*) as n from {O} having count(*) > 1", "count(*) > 1"),
-    ("having an aggregate not selected", f"select o.status, count(*) as n from {O} group by o.status having sum(o.amount) > 1",
-     "sum(o.amount)"),
+    ("having an unmaintainable aggregate",
+     f"select o.status, count(*) as n from {O} group by o.status having stddev(o.amount) > 1", "stddev(o.amount)"),
     ("having an ungrouped column", f"select o.status, count(*) as n from {O} group by o.status having n > 1 "
      "or o.amount > 2", "o.amount"),
     ("grouping sets", f"select o.status, count(*) as n from {O} group by grouping sets ((o.status), ())",
@@ -97,9 +97,16 @@ REFUSALS = [
     ("approx_count_distinct", f"select approx_count_distinct(o.customer_id) as n from {O}", "approx_count_distinct("),
     ("mean", f"select mean(o.amount) as m from {O}", "mean("),
     ("nested aggregate", f"select max(sum(o.amount)) as m from {O}", "max(sum("),
-    ("expression over aggregates", f"select sum(o.amount) / count(*) as avg_amount from {O}",
-     "sum(o.amount) / count(*)"),
-    ("aggregate plus constant", f"select o.status, count(*) + 1 as n from {O} group by o.status", "count(*) + 1"),
+    ("expression over an unmaintainable aggregate",
+     f"select o.status, round(stddev(o.amount), 2) as sd from {O} group by o.status", "stddev(o.amount)"),
+    ("expression over an aggregate and an ungrouped column",
+     f"select o.status, sum(o.amount) + o.amount as x from {O} group by o.status", "o.amount"),
+    ("having on an unselected aggregate in a union branch",
+     f"select o.status, count(*) as n from {O} group by o.status having sum(o.amount) > 1 union all "
+     "select c.country, count(*) from shop.customers c group by c.country", "sum(o.amount)"),
+    ("expression over aggregates in a union branch",
+     f"select o.status, count(*) as n from {O} group by o.status union all "
+     "select c.country, cast(count(*) as int) from shop.customers c group by c.country", "cast(count(*) as int)"),
     ("non-aggregated column", f"select o.status, o.amount, count(*) as n from {O} group by o.status", "amount"),
     ("group by not selected", f"select count(*) as n from {O} group by o.status", "status"),
     ("aggregate filter clause", f"select count(*) filter (where o.amount > 1) as n from {O}", "filter"),

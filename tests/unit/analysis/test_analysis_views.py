@@ -424,6 +424,57 @@ def test_hidden_aggregate_columns_are_shared(view):
     ]
 
 
+def test_expressions_over_aggregates_are_derived_from_stored_aggregates(view, rendered):
+    definition = view(
+        "select status, round(sum(amount), 1) as total, sum(amount) / count(*) as mean, "
+        "coalesce(max(order_date), date'2020-01-01') as last_date, count(*) as n, count(*) + 1 as n1, "
+        "status || ':' || cast(count(*) as string) as label from shop.orders group by status"
+    )
+    kinds = {o.name: (o.kind, o.hidden) for o in definition.outputs}
+    assert kinds == {
+        "status": (OutputKind.PLAIN, False),
+        "total": (OutputKind.DERIVED, False),
+        "mean": (OutputKind.DERIVED, False),
+        "last_date": (OutputKind.DERIVED, False),
+        "n": (OutputKind.COUNT_STAR, False),
+        "n1": (OutputKind.DERIVED, False),
+        "label": (OutputKind.DERIVED, False),
+        # each aggregate no output selects is stored once, hidden, named after its first reader
+        "_mv_a1_total": (OutputKind.SUM, True),
+        "_mv_a1_last_date": (OutputKind.MAX, True),
+    }
+    stored = {o.name: sql_of(o.stored) for o in definition.outputs if o.stored is not None}
+    assert stored == {
+        "total": "ROUND(`_mv_a1_total`, 1)",
+        "mean": "`_mv_a1_total` / `n`",
+        "last_date": "COALESCE(`_mv_a1_last_date`, CAST('2020-01-01' AS DATE))",
+        "n1": "`n` + 1",
+        "label": "`status` || ':' || CAST(`n` AS STRING)",
+    }
+    assert [o.name for o in definition.visible_outputs] == ["status", "total", "mean", "last_date", "n", "n1", "label"]
+    # the hidden aggregates get their helpers like selected ones; the defining query is unchanged
+    assert "_mv_top_a1_last_date" in definition.stored_columns
+    visible = rendered(definition, include_hidden=False)
+    assert "_mv_a1" not in visible and "ROUND(SUM(`orders`.`amount`), 1) AS `total`" in visible
+
+
+def test_count_star_in_an_expression_reads_the_row_count(view):
+    definition = view("select cast(count(*) as int) as n, sum(amount) * 2 as twice from shop.orders")
+    assert sql_of(definition.output("n").stored) == "CAST(`_mv_count` AS INT)"
+    assert sql_of(definition.output("twice").stored) == "`_mv_a1_twice` * 2"
+
+
+def test_having_reads_aggregates_the_view_does_not_select(view):
+    definition = view(
+        "select status, count(*) as n from shop.orders group by status having sum(amount) > 10 and max(amount) < 5"
+    )
+    assert sql_of(definition.having) == "`_mv_a1_having` > 10 AND `_mv_a2_having` < 5"
+    assert [(o.name, o.kind, o.hidden) for o in definition.outputs[2:]] == [
+        ("_mv_a1_having", OutputKind.SUM, True),
+        ("_mv_a2_having", OutputKind.MAX, True),
+    ]
+
+
 # -- the definition as a value ---------------------------------------------------------------
 
 

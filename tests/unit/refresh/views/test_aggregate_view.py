@@ -515,3 +515,21 @@ def test_a_decimal_38_sum_adds_in_types_that_drop_no_digit_or_is_recomputed():
     assert "count(`_mv_x0`) as `_mv_dv_revenue`" in wide.cached[-1].sql
     rewritten = aggregate_view.refresh_statement(view, "shop.v", logs, {"revenue": "decimal(38,8)"}, view_rows=1)
     assert rewritten.writes[0].name == "delete"  # not rewritten whole: it may recompute groups
+
+
+def test_an_expression_over_aggregates_is_recomputed_from_their_new_values_in_their_stored_types():
+    view = analyze_view(
+        "select product_id, round(sum(price), 1) as total, sum(price) / count(*) as mean from shop.lines "
+        "group by product_id",
+        MASTERS,
+    )
+    logs = {"shop.lines": marked(LINES, 2, 1)}
+    types = {"product_id": "bigint", "total": "decimal(21,1)", "mean": "decimal(38,22)", "_mv_a1_total": "decimal(20,2)"}
+    insert = aggregate_view.refresh_statement(view, "shop.v", logs, types).writes[-1].sql
+    count = "(coalesce(`_mv_s`.`_mv_t`.`_mv_count`, 0) + coalesce(`_mv_s`.`_mv_d__mv_count`, 0))"
+    # the hidden sum's new value, cast to decimal(20,2) before ROUND and the division read it (a
+    # decimal(21,2) sum would divide at another scale); not evaluated for a group that goes
+    assert "as `_mv_a1_total`" in insert
+    assert f"cast(case when {count} > 0 then ROUND((cast(case when" in insert
+    assert "as decimal(20,2))), 1) end as decimal(21,1)) as `total`" in insert
+    assert f"as decimal(20,2))) / ({count}) end as decimal(38,22)) as `mean`" in insert
