@@ -8,12 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
-REFRESH_METHODS = ("force", "fast", "complete")
-"""``force``: the cheaper of fast and complete by estimated cost, complete when a fast refresh is
-impossible (default); ``fast``: fail when a fast refresh is impossible; ``complete``: always
-recompute the whole view."""
+
+class RefreshMethod(StrEnum):
+    """The model config ``refresh_method``, as the user writes it."""
+
+    FORCE = "force"  # the cheaper of fast and complete by estimated cost; complete when fast is impossible
+    FAST = "fast"  # fail when a fast refresh is impossible
+    COMPLETE = "complete"  # always recompute the whole view
+
+
+REFRESH_METHODS = tuple(RefreshMethod)
 
 FILE_FORMAT = "iceberg"
 
@@ -152,7 +159,7 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class FastRefreshConfig:
-    refresh_method: str = "force"
+    refresh_method: RefreshMethod = RefreshMethod.FORCE
     refresh_stats: bool = False  # count the groups/rows a fast refresh changes (one extra query)
     on_configuration_change: str = "apply"  # dbt's config: rebuild on a definition change, or fail
     refresh_history: bool = True  # append a row per refresh to <history_schema>.mv_refresh_history
@@ -160,6 +167,9 @@ class FastRefreshConfig:
     mv_log: bool = False  # the refresh appends what it changed to the view's declared change log
     # a fast refresh of an aggregate view of at most this many rows rewrites it whole, in one statement
     rewrite_rows: int = 100_000
+
+    def __post_init__(self) -> None:  # (written as the user writes it: the enum member)
+        object.__setattr__(self, "refresh_method", RefreshMethod(self.refresh_method))
 
     @classmethod
     def from_model_config(cls, model_name: str, config: Mapping[str, Any]) -> FastRefreshConfig:
@@ -218,7 +228,7 @@ class FastRefreshConfig:
         return cls(
             mv_log=mv_log,
             rewrite_rows=rewrite_rows,
-            refresh_method=refresh_method.strip().lower(),
+            refresh_method=RefreshMethod(refresh_method.strip().lower()),
             refresh_stats=refresh_stats,
             on_configuration_change=on_change.strip().lower(),
             refresh_history=refresh_history,

@@ -27,9 +27,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from enum import StrEnum
 
-Method = Literal["none", "changelog", "files", "diff", "reset", "skip"]
+
+class CaptureMethod(StrEnum):
+    """How a capture brings a log up to its master (see the module's docstring)."""
+
+    NONE = "none"  # nothing to capture: the log is up to date (or was just created)
+    CHANGELOG = "changelog"  # Iceberg's changelog scan of copy-on-write commits
+    FILES = "files"  # the data files the commits changed (or row lineage)
+    DIFF = "diff"  # the difference of two snapshots (merge-on-read history, over SQL)
+    RESET = "reset"  # the history is broken: a reset watermark
+    SKIP = "skip"  # no view needs the changes: a watermark stands for them
+
+    @property
+    def captures(self) -> bool:
+        """Whether the master has commits to capture: read (or, skipped, stood for by a watermark)."""
+        return self not in (CaptureMethod.NONE, CaptureMethod.RESET)
+
 
 # A capture by row lineage finds the old rows gone (deleted or updated) by their ids first and
 # broadcasts those ids when the files' statistics say there are at most this many: a hash
@@ -65,7 +80,7 @@ class Reflected:
 
 @dataclass(frozen=True)
 class CapturePlan:
-    method: Method
+    method: CaptureMethod
     start: int | None  # exclusive; None: from the master's first snapshot
     end: int | None
     reason: str
@@ -91,9 +106,9 @@ def plan_capture(
     ends there, with its watermark (the next capture goes on from it); when every view is past
     the oldest, the changes up to it are not read at all ("skip": a watermark only)."""
     if current is None:
-        return CapturePlan("none", captured_through, None, "the master has no snapshot yet")
+        return CapturePlan(CaptureMethod.NONE, captured_through, None, "the master has no snapshot yet")
     if has_watermark and captured_through == current:
-        return CapturePlan("none", current, current, "the log is up to date")
+        return CapturePlan(CaptureMethod.NONE, current, current, "the log is up to date")
     by_id = {s.snapshot_id: s for s in lineage}
     start = captured_through if has_watermark else None
     in_range: list[SnapshotInfo] = []
@@ -101,12 +116,14 @@ def plan_capture(
     while cursor is not None and cursor != start:
         snapshot = by_id.get(cursor)
         if snapshot is None:  # expired, or not an ancestor
-            return CapturePlan("reset", start, current, f"snapshot {cursor} of the master's history is gone")
+            return CapturePlan(
+                CaptureMethod.RESET, start, current, f"snapshot {cursor} of the master's history is gone"
+            )
         in_range.append(snapshot)
         cursor = snapshot.parent_id
     if cursor != start:
         return CapturePlan(
-            "reset",
+            CaptureMethod.RESET,
             start,
             current,
             f"the last captured snapshot {start} is not an ancestor of the master's current snapshot {current}",
@@ -115,7 +132,7 @@ def plan_capture(
     if reflected.all_past and reflected.stops and reflected.stops <= set(in_range_ids):
         oldest = next(s for s in reversed(in_range_ids) if s in reflected.stops)
         return CapturePlan(
-            "skip",
+            CaptureMethod.SKIP,
             start,
             oldest,
             f"every view reading the log reflects master snapshot {oldest} already (recomputed since): "
@@ -133,7 +150,7 @@ def plan_capture(
     )
     if by_files and files_readable and (merge_on_read or row_lineage or len(in_range) > 1):
         return CapturePlan(
-            "files",
+            CaptureMethod.FILES,
             start,
             current,
             f"{len(in_range)} new master commit(s), read by the data files they changed",
@@ -141,7 +158,9 @@ def plan_capture(
         )
     if merge_on_read:
         if start is not None and start not in by_id:
-            return CapturePlan("reset", start, current, f"the last captured snapshot {start} has expired")
-        return CapturePlan("diff", start, current, "the master has delete files (merge-on-read)", (current,))
+            return CapturePlan(CaptureMethod.RESET, start, current, f"the last captured snapshot {start} has expired")
+        return CapturePlan(
+            CaptureMethod.DIFF, start, current, "the master has delete files (merge-on-read)", (current,)
+        )
     commits = tuple(s.snapshot_id for s in reversed(in_range))
-    return CapturePlan("changelog", start, current, f"{len(in_range)} new master commit(s)", commits)
+    return CapturePlan(CaptureMethod.CHANGELOG, start, current, f"{len(in_range)} new master commit(s)", commits)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dbt_incremental_mv.analysis import ViewDefinition
+from dbt_incremental_mv.config import RefreshMethod
 from dbt_incremental_mv.logs.capture_plan import CapturePlan
 from dbt_incremental_mv.logs.contract import LogSpec
 from dbt_incremental_mv.metadata import Metadata
@@ -26,7 +27,7 @@ from dbt_incremental_mv.refresh.operations import status as status_phase
 from dbt_incremental_mv.refresh.phases import capture as capture_phase
 from dbt_incremental_mv.refresh.phases import force, own_log, propagate
 from dbt_incremental_mv.refresh.phases import publish as publish_phase
-from dbt_incremental_mv.refresh.phases.decide import RefreshAction
+from dbt_incremental_mv.refresh.phases.decide import RefreshAction, RunFacts
 from dbt_incremental_mv.refresh.phases.mark import mark_logs, nothing_to_refresh
 from dbt_incremental_mv.refresh.phases.plan import plan_refresh
 from dbt_incremental_mv.refresh.phases.propagate import Propagation
@@ -67,20 +68,21 @@ class FastRefreshEngine:
 
     # ---------------------------------------------------------------- capture + mark + propagate
     def mark(self, run: RefreshRun) -> Propagation:
-        """Capture, then fix what this refresh consumes and which snapshots it reads; returns the
-        statements that change the view."""
+        """Capture, fix what this refresh consumes and which snapshots it reads, decide (once: from
+        the plan's facts and what this found, decide.py); returns the statements that change the view."""
         ctx, plan = self._context(run, self.ctx), run.plan
+        planned_fast = plan.action == RefreshAction.FAST
         # a fast refresh consumes from the state the staleness check accepted; its commit is made
         # on the view snapshot that state was read from, or not at all (publish)
-        state, read_at = (plan.view_state, plan.view_read_at) if run.action == RefreshAction.FAST else (None, None)
+        state, read_at = (plan.view_state, plan.view_read_at) if planned_fast else (None, None)
         if state is not None and nothing_to_refresh(ctx, plan, state):
+            run.decide(RunFacts())
             return Propagation([], None, {}, IDLE)
         ctx.metadata.reset_staging()
-        skipped, choice = force.captures_to_skip(
-            ctx, plan, state, run.action
+        skipped, early = force.captures_to_skip(
+            ctx, plan, state, plan.action
         )  # force may recompute rather than capture
-        if choice is not None:
-            run.record_choice(choice.method, choice.why)
+        reads_changes = planned_fast and not (early is not None and early.method == RefreshAction.COMPLETE)
         captured = []
         started = time.perf_counter()
         for spec in plan.logs.values():
@@ -99,16 +101,21 @@ class FastRefreshEngine:
                         {plan.view_relation: state},
                     ),
                 )
-                if capture.method not in ("none", "reset"):
+                if capture.method.captures:
                     captured.append(f"captured {capture.reason}")
         run.timings["capture"] = time.perf_counter() - started
-        marked = mark_logs(ctx, plan, state, uncaptured=skipped, action=run.action)
-        if marked.fallback is not None:  # a log was reset while marking
-            run.changed_decision = marked.fallback
+        marking = RefreshAction.FAST if reads_changes else RefreshAction.COMPLETE
+        marked = mark_logs(ctx, plan, state, uncaptured=skipped, action=marking)
+        statement, late = None, None
+        if reads_changes and marked.log_reset is None:
+            statement = propagate.fast_statement(ctx, plan, marked.logs)
+            if statement is not None and plan.config.refresh_method is RefreshMethod.FORCE:
+                late = force.after_mark(ctx, plan, marked.logs, statement)
+        decision = run.decide(RunFacts(before_capture=early, log_reset=marked.log_reset, after_mark=late))
         if skipped:
             captured.append(f"capture of {', '.join(plan.logs[m].master_name for m in sorted(skipped))} not needed")
-        if run.action == RefreshAction.FAST:
-            propagation = propagate.fast(ctx, run, marked.logs, read_at)
+        if decision.action == RefreshAction.FAST:
+            propagation = propagate.fast(ctx, run, marked.logs, read_at, statement)
         else:
             propagation = propagate.complete(ctx, run, marked.logs)
         if captured:  # which capture path ran, and what it read

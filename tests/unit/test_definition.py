@@ -4,7 +4,7 @@ import pytest
 
 from dbt_incremental_mv.config import ConfigError, FastRefreshConfig
 from dbt_incremental_mv.definition import definition_change, encode_columns, normalized_sql
-from dbt_incremental_mv.refresh.phases.decide import DefinitionChanged, decide_refresh
+from dbt_incremental_mv.refresh.phases.decide import DefinitionChanged, PlanFacts, decide_refresh
 
 SQL = "select o.order_id, c.name\nfrom shop.orders o join shop.customers c on o.customer_id = c.customer_id"
 COLUMNS = {"shop.orders": {"order_id": "bigint", "customer_id": "bigint"}, "shop.customers": {"name": "string", "customer_id": "bigint"}}
@@ -36,16 +36,14 @@ def test_master_column_changes():
 
 def test_a_change_rebuilds_or_fails():
     apply = FastRefreshConfig.from_model_config("v", {"refresh_method": "fast"})
-    decision = decide_refresh("v", apply, existing_type="table", full_refresh=False, fast_refresh_blocker=None,
-                              definition_change="the model's SQL changed since the view was built")
+    changed = PlanFacts("table", definition_change="the model's SQL changed since the view was built")
+    decision = decide_refresh("v", apply, changed)
     assert decision.action == "build" and "SQL changed" in decision.reason
     fail = FastRefreshConfig.from_model_config("v", {"on_configuration_change": "fail"})
     with pytest.raises(DefinitionChanged, match="on_configuration_change='fail'"):
-        decide_refresh("v", fail, existing_type="table", full_refresh=False, fast_refresh_blocker=None,
-                       definition_change="the model's SQL changed since the view was built")
+        decide_refresh("v", fail, changed)
     # --full-refresh rebuilds whatever the setting
-    assert decide_refresh("v", fail, existing_type="table", full_refresh=True, fast_refresh_blocker=None,
-                          definition_change="x").action == "build"
+    assert decide_refresh("v", fail, PlanFacts("table", True, definition_change="x")).action == "build"
 
 
 def test_on_configuration_change_values():

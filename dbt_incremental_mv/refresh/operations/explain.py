@@ -20,10 +20,10 @@ from dbt_incremental_mv.analysis import MasterTable, ViewClass, ViewDefinition, 
 from dbt_incremental_mv.analysis.analyze import rewritten_statement
 from dbt_incremental_mv.analysis.constructs import unsupported_constructs
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError
-from dbt_incremental_mv.config import ConfigError
+from dbt_incremental_mv.config import ConfigError, RefreshMethod
 from dbt_incremental_mv.layout import layout_advice
 from dbt_incremental_mv.logs import sql as log_sql
-from dbt_incremental_mv.logs.capture_plan import CapturePlan
+from dbt_incremental_mv.logs.capture_plan import CaptureMethod, CapturePlan
 from dbt_incremental_mv.logs.contract import LogContractError, LogSpec
 from dbt_incremental_mv.refresh import cost
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
@@ -82,12 +82,12 @@ def explain(
     name = str(model.get("name", "?"))
     found = Explanation(name, view_relation, built)
     config = model.get("config") or {}
-    method = str(config.get("refresh_method") or "force").lower()
+    method = str(config.get("refresh_method") or RefreshMethod.FORCE).lower()
     # decided as force (a refresh_method='fast' view that cannot be fast refreshed is explained,
     # not refused) and with definition changes applied
     decide_only = {
         **config,
-        "refresh_method": "complete" if method == "complete" else "force",
+        "refresh_method": RefreshMethod.COMPLETE if method == RefreshMethod.COMPLETE else RefreshMethod.FORCE,
         "on_configuration_change": "apply",
     }
     try:
@@ -107,7 +107,7 @@ def explain(
     definition = plan.definition
     found.view_class = _class_of(definition) if definition is not None else None
     found.next_run = plan.action if plan.action == RefreshAction.FAST else f"{plan.action} ({plan.reason})"
-    if method == "fast" and found.refusals:
+    if method == RefreshMethod.FAST and found.refusals:
         found.next_run = "fails before anything is changed: refresh_method='fast' and the view cannot be fast refreshed"
     if definition is not None:
         found.layout = layout_advice(definition, view_relation)
@@ -144,7 +144,7 @@ def explain(
         choice = force.after_mark(ctx, plan, marked, statement) if statement is not None else None
     if choice is not None:
         found.cost = _choice_line(choice, plan.config.refresh_method)
-        if choice.method == RefreshAction.COMPLETE and plan.config.refresh_method == "force":
+        if choice.method == RefreshAction.COMPLETE and plan.config.refresh_method is RefreshMethod.FORCE:
             found.next_run = f"complete ({choice.why})"
     found.phases += _fast_phases(ctx, plan, state, marked, "fast refresh", captures)
     return found
@@ -215,7 +215,7 @@ def _captures(ctx: RefreshContext, plan: RefreshPlan, state: ViewState) -> dict[
         snapshots = ctx.metadata.mains([spec.log_relation, spec.master_relation])
         stops = consumers_stops(ctx, spec, plan.log_consumers.get(spec.log_relation, ()), {plan.view_relation: state})
         capture = capture_plan(ctx, spec, snapshots, state.logs.get(spec.log_relation), stops=stops)
-        if capture.method != "none":
+        if capture.method is not CaptureMethod.NONE:
             found[spec.master_relation] = capture
     return found
 
@@ -227,14 +227,14 @@ def capture_statements(spec: LogSpec, logged: list[str], capture: CapturePlan) -
         f"-- {spec.log_relation}: {capture.method} ({capture.reason}); appended on branch {branch} of the log, "
         "then main fast-forwarded to it (a compare-and-swap)"
     )
-    if capture.method == "changelog":
+    if capture.method is CaptureMethod.CHANGELOG:
         view = "mv_changes_<id>"
         return [
             note,
             log_sql.changelog_view(spec, view, capture.start, capture.end or 0),
             log_sql.capture_from_changelog(spec, logged, view, capture.end or 0, branch),
         ]
-    if capture.method == "files":
+    if capture.method is CaptureMethod.FILES:
         return [
             note,
             f"-- the data files changed between master snapshots {capture.start} and {capture.end}, staged "
@@ -249,9 +249,12 @@ def capture_statements(spec: LogSpec, logged: list[str], capture: CapturePlan) -
                 written_view="mv_files_added_<id>",
             ),
         ]
-    if capture.method == "diff":
+    if capture.method is CaptureMethod.DIFF:
         return [note, log_sql.capture_by_diff(spec, logged, capture.start, capture.end or 0, branch)]
-    return [note, log_sql.watermark_row(spec, logged, capture.end, reset=capture.method == "reset", branch=branch)]
+    return [
+        note,
+        log_sql.watermark_row(spec, logged, capture.end, reset=capture.method is CaptureMethod.RESET, branch=branch),
+    ]
 
 
 def _provisional(ctx: RefreshContext, plan: RefreshPlan, state: ViewState | None) -> dict[str, MarkedLog]:
@@ -376,6 +379,6 @@ def _choice_line(choice: cost.Choice, method: str) -> str:
         f"fast ~{choice.fast.seconds:.1f} s ({choice.fast.describe()}); "
         f"complete ~{choice.complete.seconds:.1f} s ({choice.complete.describe()})"
     )
-    if method == "force":
+    if method == RefreshMethod.FORCE:
         return f"{estimates}: refresh_method='force' runs {choice.method} ({choice.why})"
     return f"{estimates}: refresh_method='{method}' runs {method} regardless"

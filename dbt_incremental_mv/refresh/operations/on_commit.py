@@ -9,6 +9,7 @@ from typing import Any
 
 from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewDefinition, analyze_view
 from dbt_incremental_mv.definition import DEFINITION_PROPERTY
+from dbt_incremental_mv.logs.capture_plan import CaptureMethod
 from dbt_incremental_mv.logs.contract import LogContractError, LogSpec, log_specs_from_graph, logs_by_master
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 from dbt_incremental_mv.refresh.graph import dependency_relations, model_node, view_consumers
@@ -68,7 +69,7 @@ def on_commit(
             per_commit=True,
             stops=capture_phase.consumers_stops(ctx, spec, view_consumers(graph, master_relation)),
         )
-        if captured.method == "reset":
+        if captured.method is CaptureMethod.RESET:
             return [f"{captured.reason}: the views reading {spec.master_name} need a complete refresh (dbt run)"]
         if commits is None:
             commits = captured.commits

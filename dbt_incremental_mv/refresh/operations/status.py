@@ -8,6 +8,7 @@ from typing import Any
 
 from dbt_incremental_mv.config import ConfigError
 from dbt_incremental_mv.definition import DEFINITION_PROPERTY
+from dbt_incremental_mv.logs.capture_plan import CaptureMethod
 from dbt_incremental_mv.logs.contract import LogContractError
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 from dbt_incremental_mv.refresh.phases.capture import capture_plan
@@ -38,8 +39,8 @@ def status(
         return staleness.view_status(
             name, built=True, rebuild=[plan.reason.removesuffix(": rebuilding the view in full")]
         )
-    if plan.out_of_step is not None:
-        return staleness.view_status(name, built=True, rebuild=[plan.out_of_step])
+    if plan.facts.out_of_step is not None:
+        return staleness.view_status(name, built=True, rebuild=[plan.facts.out_of_step])
     if plan.action != RefreshAction.FAST:
         return staleness.view_status(name, built=True, unusable=plan.reason.removeprefix("fast refresh impossible: "))
     state = view_state(ctx.metadata, view_relation)
@@ -59,7 +60,7 @@ def status(
         if spec.capture:
             capture = capture_plan(ctx, spec, snapshots, per_commit=True)  # counts the commits
             uncaptured = len(capture.commits)
-            if capture.method == "reset":
+            if capture.method is CaptureMethod.RESET:
                 rebuild.append(f"the history of {spec.master_name} was rewritten or expired before it was captured")
         if stats["reset_sequence"] is not None and stats["reset_sequence"] > position.sequence:
             rebuild.append(f"the history of {spec.master_name} was rewritten or expired before it was captured")

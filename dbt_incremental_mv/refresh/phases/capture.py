@@ -16,7 +16,14 @@ from dataclasses import replace
 from dbt_incremental_mv.conflicts import lost_race
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.logs import sql as log_sql
-from dbt_incremental_mv.logs.capture_plan import CapturePlan, Reflected, SnapshotInfo, broadcast_gone_ids, plan_capture
+from dbt_incremental_mv.logs.capture_plan import (
+    CaptureMethod,
+    CapturePlan,
+    Reflected,
+    SnapshotInfo,
+    broadcast_gone_ids,
+    plan_capture,
+)
 from dbt_incremental_mv.logs.contract import LogContractError, LogSpec, log_evolution
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
@@ -111,7 +118,7 @@ def _capture(
             meta.forget(spec.log_relation, spec.master_relation)
         snapshots = meta.mains([spec.log_relation, spec.master_relation])
         plan = capture_plan(ctx, spec, snapshots, position, per_commit, stops)
-        if plan.method == "none":
+        if plan.method is CaptureMethod.NONE:
             break
         read = _commit_capture(ctx, spec, logged, plan, snapshots[spec.log_relation])
         if read is None:  # lost the race
@@ -163,7 +170,7 @@ def _create_log(ctx: RefreshContext, spec: LogSpec) -> CapturePlan:
             if not lost_race(exc):
                 raise
     return CapturePlan(
-        "none", current, current, f"created {spec.log_relation}, capturing from master snapshot {current}"
+        CaptureMethod.NONE, current, current, f"created {spec.log_relation}, capturing from master snapshot {current}"
     )
 
 
@@ -230,7 +237,7 @@ def _commit_capture(
     read = ""
     try:
         meta.create_branch(spec.log_relation, branch, log_snapshot)
-        if plan.method == "changelog":
+        if plan.method is CaptureMethod.CHANGELOG:
             assert plan.end is not None  # a plan that reads changes ends at a master snapshot
             view = f"mv_changes_{digest}"
             ctx.execute(log_sql.changelog_view(spec, view, plan.start, plan.end))
@@ -238,7 +245,7 @@ def _commit_capture(
                 ctx.execute(log_sql.capture_from_changelog(spec, logged, view, plan.end, branch))
             finally:
                 meta.drop_temp_view(view)
-        elif plan.method == "files":
+        elif plan.method is CaptureMethod.FILES:
             assert plan.start is not None and plan.end is not None
             with meta.changed_files(spec.master_relation, plan.start, plan.end) as changed:
                 if changed is not None:
@@ -262,10 +269,10 @@ def _commit_capture(
                 else:  # the files cannot be staged (e.g. the schema changed since): both snapshots are read
                     read = "read by a scan of both snapshots instead"
                     ctx.execute(log_sql.capture_by_diff(spec, logged, plan.start, plan.end, branch))
-        elif plan.method == "diff":
+        elif plan.method is CaptureMethod.DIFF:
             assert plan.end is not None  # a plan that reads changes ends at a master snapshot
             ctx.execute(log_sql.capture_by_diff(spec, logged, plan.start, plan.end, branch))
-        elif plan.method == "skip":  # no view needs these changes: a watermark stands for them
+        elif plan.method is CaptureMethod.SKIP:  # no view needs these changes: a watermark stands for them
             ctx.execute(log_sql.watermark_row(spec, logged, plan.end, branch=branch))
         else:  # reset
             ctx.execute(log_sql.watermark_row(spec, logged, plan.end, reset=True, branch=branch))

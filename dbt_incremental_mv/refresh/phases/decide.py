@@ -1,11 +1,18 @@
-"""Which kind of refresh a ``fast_refresh`` model gets on this run, and why."""
+"""Which kind of refresh a ``fast_refresh`` model gets on this run, and why: one function,
+``decide_refresh``, from the facts the phases report (``PlanFacts``: what planning read;
+``RunFacts``: what the run learned before writing anything). Nothing else turns a refresh into
+another kind."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
-from dbt_incremental_mv.config import FastRefreshConfig
+from dbt_incremental_mv.config import FastRefreshConfig, RefreshMethod
+
+if TYPE_CHECKING:
+    from dbt_incremental_mv.refresh.cost import Choice
 
 
 class RefreshAction(StrEnum):
@@ -56,50 +63,83 @@ def _sentence(text: str) -> str:
     return text if text.endswith((".", "!", "?")) else f"{text}."
 
 
-def decide_refresh(
-    model_name: str,
-    config: FastRefreshConfig,
-    *,
-    existing_type: str | None,
-    full_refresh: bool,
-    fast_refresh_blocker: str | None,
-    definition_change: str | None = None,
-) -> RefreshDecision:
-    """Decide between building the view, recomputing it (complete) and a fast refresh.
+@dataclass(frozen=True)
+class PlanFacts:
+    """What planning found (reads only). Each ``str`` says why a fast refresh cannot go on (None:
+    nothing stops it); ``out_of_step`` is read only when the other facts allow a fast refresh."""
 
-    ``existing_type`` is the type of the relation already in the warehouse (None when there
-    is none); ``fast_refresh_blocker`` says why a fast refresh is impossible (None when it is
-    possible); ``definition_change`` why the stored view no longer matches the model (None
-    when it does): the view is rebuilt, or the run fails with ``on_configuration_change='fail'``.
-    """
-    if config.refresh_method == "fast" and fast_refresh_blocker is not None:
+    existing_type: str | None  # the relation in the warehouse (None: there is none)
+    full_refresh: bool = False  # dbt run --full-refresh
+    blocker: str | None = None  # the view, its config or its logs cannot be fast refreshed
+    definition_change: str | None = None  # the stored view no longer matches the model
+    lost_changes: str | None = None  # a log is recreated: the changes it holds are lost
+    lacking_columns: str | None = None  # the view lacks hidden columns this version keeps
+    out_of_step: str | None = None  # the view's record of its logs does not match them
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What a run learned before it wrote anything (refresh_method='force': the cost model's
+    choices, before the capture and after the mark step)."""
+
+    before_capture: Choice | None = None  # a complete one skips the capture
+    log_reset: str | None = None  # a log was reset while marking: its changes are lost
+    after_mark: Choice | None = None
+
+    @property
+    def cost_choice(self) -> Choice | None:
+        """The cost model's last choice (the history keeps why), if it made one."""
+        return self.after_mark or self.before_capture
+
+
+def decide_refresh(
+    model_name: str, config: FastRefreshConfig, facts: PlanFacts, run: RunFacts | None = None
+) -> RefreshDecision:
+    """Build the view (first run, --full-refresh, a changed definition), recompute it
+    (complete) or apply the changes (fast), from what planning found and, once the run has
+    marked its changes, what the run found (``run``; None: the planned decision).
+
+    Raises FastRefreshUnavailable when refresh_method='fast' cannot be honoured, and
+    DefinitionChanged for a changed definition under on_configuration_change='fail'."""
+    if config.refresh_method is RefreshMethod.FAST and facts.blocker is not None:
         # as Oracle refuses CREATE MATERIALIZED VIEW ... REFRESH FAST for such a view: fail before
         # anything is built, not at the first refresh
-        raise FastRefreshUnavailable(
-            f"Model '{model_name}' cannot be fast refreshed: {_sentence(fast_refresh_blocker)} "
-            "Set refresh_method='force' to fall back to a complete refresh, or 'complete' to always "
-            "recompute the view."
-        )
-    if existing_type is None:
+        raise _unavailable(model_name, facts.blocker)
+    if facts.existing_type is None:
         return RefreshDecision(RefreshAction.BUILD, "first run: building the view in full")
-    if full_refresh:
+    if facts.full_refresh:
         return RefreshDecision(RefreshAction.BUILD, "--full-refresh: rebuilding the view in full")
-    if existing_type != "table":
+    if facts.existing_type != "table":
         return RefreshDecision(
-            RefreshAction.BUILD, f"the existing relation is a {existing_type}: replacing it with the view"
+            RefreshAction.BUILD, f"the existing relation is a {facts.existing_type}: replacing it with the view"
         )
-    if definition_change is not None:
+    if facts.definition_change is not None:
         if config.on_configuration_change == "fail":
             raise DefinitionChanged(
-                f"Model '{model_name}': {definition_change}, and on_configuration_change='fail'. Run with "
+                f"Model '{model_name}': {facts.definition_change}, and on_configuration_change='fail'. Run with "
                 "--full-refresh to rebuild the view, or set on_configuration_change='apply' to rebuild it "
                 "automatically."
             )
-        return RefreshDecision(RefreshAction.BUILD, f"{definition_change}: rebuilding the view in full")
-    if config.refresh_method == "complete":
+        return RefreshDecision(RefreshAction.BUILD, f"{facts.definition_change}: rebuilding the view in full")
+    if config.refresh_method is RefreshMethod.COMPLETE:
         return RefreshDecision(RefreshAction.COMPLETE, "refresh_method='complete'")
-    if fast_refresh_blocker is None:
-        return RefreshDecision(RefreshAction.FAST, "fast refresh")
-    return RefreshDecision(
-        RefreshAction.COMPLETE, f"fast refresh impossible: {fast_refresh_blocker}", blocker=fast_refresh_blocker
+    run = run or RunFacts()
+    planned_stop = facts.blocker or facts.lost_changes or facts.lacking_columns or facts.out_of_step
+    if planned_stop is None and run.before_capture is not None and run.before_capture.method == RefreshAction.COMPLETE:
+        return RefreshDecision(RefreshAction.COMPLETE, run.before_capture.why)
+    stop = planned_stop or run.log_reset
+    if stop is not None:
+        if config.refresh_method is RefreshMethod.FAST:
+            raise _unavailable(model_name, stop)
+        return RefreshDecision(RefreshAction.COMPLETE, f"fast refresh impossible: {stop}", blocker=stop)
+    if run.after_mark is not None and run.after_mark.method == RefreshAction.COMPLETE:
+        return RefreshDecision(RefreshAction.COMPLETE, run.after_mark.why)
+    return RefreshDecision(RefreshAction.FAST, "fast refresh")
+
+
+def _unavailable(model_name: str, blocker: str) -> FastRefreshUnavailable:
+    return FastRefreshUnavailable(
+        f"Model '{model_name}' cannot be fast refreshed: {_sentence(blocker)} "
+        "Set refresh_method='force' to fall back to a complete refresh, or 'complete' to always "
+        "recompute the view."
     )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from dbt_incremental_mv.config import RefreshMethod
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.refresh import cost
 from dbt_incremental_mv.refresh.context import RefreshContext
@@ -57,7 +58,7 @@ def captures_to_skip(
     """refresh_method='force', before the capture of a refresh carrying out ``action``: the
     masters whose capture a complete refresh does without (empty: capture as usual), and the
     choice made (None: none yet, decided after the mark; ``complete``: the run recomputes)."""
-    if state is None or action != RefreshAction.FAST or plan.config.refresh_method != "force":
+    if state is None or action != RefreshAction.FAST or plan.config.refresh_method is not RefreshMethod.FORCE:
         return frozenset(), None
     early = before_capture(ctx, plan, state)
     if early is None:
@@ -82,7 +83,7 @@ def before_capture(
         snapshots = meta.mains([spec.log_relation, spec.master_relation])
         position = state.logs.get(spec.log_relation)
         capture = capture_plan(ctx, spec, snapshots, position)
-        if capture.method in ("none", "reset"):
+        if not capture.method.captures:
             continue
         master = meta.table(spec.master_relation)
         commits = master.commits_since(capture.start) if master is not None and capture.start is not None else None

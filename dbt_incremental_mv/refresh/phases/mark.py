@@ -28,8 +28,8 @@ from dbt_incremental_mv.logs.sql import KEY_BUCKETS, LITERAL_KEYS, KeyProbe
 from dbt_incremental_mv.metadata import EPOCH, Bound
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 from dbt_incremental_mv.refresh.marked_log import KeyValues, MarkedLog, netted_columns
-from dbt_incremental_mv.refresh.phases.decide import RefreshAction, RefreshDecision
-from dbt_incremental_mv.refresh.phases.plan import RefreshPlan, fallback
+from dbt_incremental_mv.refresh.phases.decide import RefreshAction
+from dbt_incremental_mv.refresh.phases.plan import RefreshPlan
 from dbt_incremental_mv.refresh.state import staleness
 from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 
@@ -74,10 +74,10 @@ def nothing_to_refresh(ctx: RefreshContext, plan: RefreshPlan, state: ViewState)
 @dataclass(frozen=True)
 class Marked:
     """What the mark step fixed: the marked rows of every log of the view, by master relation;
-    and, for a fast refresh that cannot go on, the complete refresh it becomes (None: it can)."""
+    and, for a fast refresh, why it cannot go on (a log reset: its changes are lost; None: it can)."""
 
     logs: dict[str, MarkedLog]
-    fallback: RefreshDecision | None = None
+    log_reset: str | None = None
 
 
 def mark_logs(
@@ -89,7 +89,7 @@ def mark_logs(
 ) -> Marked:
     """The marked rows of every log of the view, by master relation, for a refresh carrying out
     ``action`` (default: the plan's). A fast refresh whose log was reset (the master's history
-    rewritten before capture) becomes a complete refresh (``Marked.fallback``).
+    rewritten before capture) cannot go on (``Marked.log_reset`` says why: decide.py).
 
     ``uncaptured``: the masters of capture-managed logs this (complete) refresh did not capture:
     the view reflects their current snapshot, past the log (LogPosition.uncaptured). A view whose
@@ -133,7 +133,7 @@ def mark_logs(
             ),
         )
     counted = dict(zip(requests, ctx.stats(*requests.values())))
-    resumed, changed = _resume(ctx, plan, requests, counted, action)
+    resumed, reset = _resume(ctx, requests, counted, action)
     marked = {}
     for spec in specs:
         position = state.logs.get(spec.log_relation) if state else None
@@ -160,16 +160,12 @@ def mark_logs(
         if spec.master_relation in resumed:
             consumed, stats = resumed[spec.master_relation]
         if (
-            changed is None
+            reset is None
             and action == RefreshAction.FAST
             and stats["reset_sequence"] is not None
             and stats["reset_sequence"] > consumed
         ):
-            changed = fallback(
-                plan.model_name,
-                plan.config,
-                f"the history of {spec.master_name} was rewritten or expired before it was captured",
-            )
+            reset = f"the history of {spec.master_name} was rewritten or expired before it was captured"
         master_snapshot = stats["captured_through"] if spec.capture else master_snapshots.get(spec.master_relation)
         probe = requests[spec.master_relation].probe
         marked[spec.master_relation] = MarkedLog(
@@ -186,7 +182,7 @@ def mark_logs(
                 **probed(stats, probe, key_types(plan, spec)),  # the view's net counts replace the log's
             }
         )
-    return Marked(marked, changed)
+    return Marked(marked, reset)
 
 
 def key_types(plan: RefreshPlan, spec: LogSpec) -> tuple[str | None, ...]:
@@ -417,14 +413,13 @@ def key_ranges(text: str | None, buckets: tuple[str, float, float] | None) -> tu
 
 def _resume(
     ctx: RefreshContext,
-    plan: RefreshPlan,
     requests: dict[str, StatsRequest],
     counted: dict[str, dict],
     action: str,
-) -> tuple[dict[str, tuple[int, dict]], RefreshDecision | None]:
+) -> tuple[dict[str, tuple[int, dict]], str | None]:
     """Where a view whose position is uncaptured resumes in each such log, and its counts from
     there (one more count statement, on the first refresh after such a complete refresh only);
-    or the complete refresh a fast one becomes when it cannot resume."""
+    or why a fast refresh cannot resume."""
     if action != RefreshAction.FAST:
         return {}, None
     resumed: dict[str, tuple[int, dict]] = {}
@@ -434,12 +429,10 @@ def _resume(
             continue
         resume = counted[master]["resume_sequence"]
         if resume is None:
-            return {}, fallback(
-                plan.model_name,
-                plan.config,
+            return {}, (
                 f"the change log of {request.spec.master_name} was captured past master snapshot {request.resume_at}, "
                 "which the view reflects since a complete refresh, in one piece: the changes before and after it "
-                "cannot be told apart",
+                "cannot be told apart"
             )
         consumed = max(int(resume), request.consumed)
         again[master] = StatsRequest(

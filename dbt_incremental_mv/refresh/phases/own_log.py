@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from dbt_incremental_mv.conflicts import lost_race
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.logs import sql as log_sql
+from dbt_incremental_mv.logs.capture_plan import CaptureMethod
 from dbt_incremental_mv.logs.contract import CONTRACT_COLUMNS, LogSpec, normalize_type
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.phases import capture as capture_phase
@@ -100,7 +101,7 @@ def write(
     if log_snapshot is None:
         return "it has no snapshot yet"
     capture = capture_phase.capture_plan(ctx, spec, {spec.log_relation: log_snapshot, spec.master_relation: before})
-    if capture.method != "none" or capture.end != before:
+    if capture.method is not CaptureMethod.NONE or capture.end != before:
         return f"it is captured through table snapshot {capture.start}, not {before} (the next capture catches up)"
     branch = f"{BRANCH_PREFIX}{uuid.uuid4().hex[:16]}"
     meta.create_branch(spec.log_relation, branch, log_snapshot)

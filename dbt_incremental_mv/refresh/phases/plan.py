@@ -5,7 +5,7 @@ deleted changes); everything that can fail for the user fails here, before anyth
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dbt_incremental_mv import view_table
@@ -26,7 +26,13 @@ from dbt_incremental_mv.logs.contract import (
 from dbt_incremental_mv.metadata import commits_since
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.graph import dependency_names, dependency_relations, view_consumers
-from dbt_incremental_mv.refresh.phases.decide import CarriesDecision, RefreshAction, RefreshDecision, decide_refresh
+from dbt_incremental_mv.refresh.phases.decide import (
+    CarriesDecision,
+    PlanFacts,
+    RefreshAction,
+    RefreshDecision,
+    decide_refresh,
+)
 from dbt_incremental_mv.refresh.state import staleness
 from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.refresh.state.view_state import view_state_at
@@ -77,7 +83,7 @@ class RefreshPlan(CarriesDecision):
     tblproperties: dict[str, str] = field(default_factory=dict)
     stored_definition: str | None = None
     view_types: dict[str, str] = field(default_factory=dict)  # the existing table's columns and types
-    out_of_step: str | None = None  # why the view's record of its logs cannot be refreshed from
+    facts: PlanFacts = field(default_factory=lambda: PlanFacts("table"))  # what the decision was taken from
     partition_spec: list[str] = field(default_factory=list)  # partition_by, clustered_by as bucket()
     contract: dict[str, str] | None = None  # enforced contract: column -> Spark type
     log_evolutions: dict[str, LogEvolution] = field(default_factory=dict)  # capture-managed logs to evolve
@@ -120,11 +126,6 @@ def rewritable_rows(ctx: RefreshContext, plan: RefreshPlan) -> int | None:
         return None
     size = ctx.metadata.table_size(plan.view_relation)
     return size[1] if size is not None and size[1] <= plan.config.rewrite_rows else None
-
-
-def fallback(name: str, config: FastRefreshConfig, reason: str) -> RefreshDecision:
-    """A complete refresh because of ``reason`` (or the refusal under refresh_method='fast')."""
-    return decide_refresh(name, config, existing_type="table", full_refresh=False, fast_refresh_blocker=reason)
 
 
 def plan_refresh(
@@ -212,44 +213,36 @@ def plan_refresh(
         properties = view.properties if view is not None else {}
         stored_definition = properties.get(DEFINITION_PROPERTY)
         change = definition_change(stored_definition, compiled_sql, properties.get(COLUMNS_PROPERTY), read_columns)
-    decision = decide_refresh(
-        name,
-        config,
-        existing_type=existing_type,
-        full_refresh=full_refresh,
-        fast_refresh_blocker=blocker,
-        definition_change=change,
-    )
     recreated = sorted(log for log, evolution in evolutions.items() if evolution.recreate)
-    if decision.action == RefreshAction.FAST and recreated:
-        decision = fallback(
-            name,
-            config,
-            "; ".join(
-                f"the change log {log} is recreated ({evolutions[log].describe()} in its master), so the "
-                "changes it holds are lost"
-                for log in recreated
-            ),
-        )
     lacking = [
         c
         for c in (definition.stored_columns if definition is not None else ())
         if c.lower() not in {e.lower() for e in existing_columns or ()}
     ]
-    if decision.action == RefreshAction.FAST and lacking:  # built by an earlier version of the plugin
-        decision = fallback(
-            name,
-            config,
-            (
-                f"the view lacks the hidden column{'s' if len(lacking) > 1 else ''} {', '.join(lacking)} this version of "
-                "the plugin keeps to refresh it (it was built by an earlier version): rebuilt once"
-            ),
+    facts = PlanFacts(
+        existing_type,
+        full_refresh,
+        blocker,
+        change,
+        lost_changes="; ".join(
+            f"the change log {log} is recreated ({evolutions[log].describe()} in its master), so the "
+            "changes it holds are lost"
+            for log in recreated
         )
-    out_of_step, view_state, view_read_at = None, None, None
-    if decision.action == RefreshAction.FAST:
+        or None,
+        lacking_columns=(
+            f"the view lacks the hidden column{'s' if len(lacking) > 1 else ''} {', '.join(lacking)} this version of "
+            "the plugin keeps to refresh it (it was built by an earlier version): rebuilt once"
+        )
+        if lacking
+        else None,
+    )
+    decision = decide_refresh(name, config, facts)
+    view_state, view_read_at = None, None
+    if decision.action == RefreshAction.FAST:  # the view's record of its logs: read for a fast refresh only
         out_of_step, view_state, view_read_at = check_staleness(ctx, view_relation, logs, existing_logs)
-    if out_of_step is not None:
-        decision = fallback(name, config, out_of_step)
+        facts = replace(facts, out_of_step=out_of_step)
+        decision = decide_refresh(name, config, facts)
     user_tblproperties = {str(k): str(v) for k, v in user_properties.items()}
     layout = ViewLayout()
     if definition is not None and decision.action != RefreshAction.FAST:  # (a fast refresh writes no new table)
@@ -275,7 +268,7 @@ def plan_refresh(
         },
         stored_definition=stored_definition,
         view_types=view_types,
-        out_of_step=out_of_step,
+        facts=facts,
         partition_spec=partition_spec,
         contract=contract,
         log_evolutions=evolutions,

@@ -13,9 +13,9 @@ from dbt_incremental_mv import view_table
 from dbt_incremental_mv.analysis.render import render_select
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
-from dbt_incremental_mv.refresh.phases import force, own_log
+from dbt_incremental_mv.refresh.phases import own_log
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
-from dbt_incremental_mv.refresh.phases.plan import current_types, rewritable_rows
+from dbt_incremental_mv.refresh.phases.plan import RefreshPlan, current_types, rewritable_rows
 from dbt_incremental_mv.refresh.phases.publish import (
     Step,
     StepKind,
@@ -28,6 +28,7 @@ from dbt_incremental_mv.refresh.phases.publish import (
 from dbt_incremental_mv.refresh.phases.run import RefreshRun
 from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from dbt_incremental_mv.refresh.views import view_classes
+from dbt_incremental_mv.refresh.views.statement import RefreshStatement
 from dbt_incremental_mv.sql_text import idents, relation
 
 
@@ -43,32 +44,36 @@ class Propagation:
     steps_skipped: tuple[str, ...] = ()
 
 
-def fast(ctx: RefreshContext, run: RefreshRun, marked: dict[str, MarkedLog], read_at: int | None) -> Propagation:
-    """The writes of a fast refresh (what it learns goes to ``run``: force's choice, the write
-    branch, the rows the view's own log gets), or a complete refresh when force chooses one."""
-    plan = run.plan
+def fast_statement(ctx: RefreshContext, plan: RefreshPlan, marked: Mapping[str, MarkedLog]) -> RefreshStatement | None:
+    """The view class's statement applying the ``marked`` changes (None: they change nothing)."""
     assert plan.definition is not None
-    branch = write_branch()
-    statement = view_classes.refresh_statement(
+    return view_classes.refresh_statement(
         plan.definition,
         plan.view_relation,
         marked,
         plan.view_types,
-        branch,
+        write_branch(),
         rewritable_rows(ctx, plan),
     )
+
+
+def fast(
+    ctx: RefreshContext,
+    run: RefreshRun,
+    marked: dict[str, MarkedLog],
+    read_at: int | None,
+    statement: RefreshStatement | None,
+) -> Propagation:
+    """The writes of a fast refresh applying ``statement`` (fast_statement's); what it learns goes
+    to ``run``: the write branch, the rows the view's own log gets."""
+    plan = run.plan
     kinds = ", ".join(
         f"{m.spec.master_name}: {m.kind} (+{m.inserts}/-{m.deletes}{_skipped(m)})" for m in marked.values()
     )
     if statement is None:
         return Propagation([], None, marked, f"fast refresh: nothing marked ({kinds}); no write")
-    chosen = ""
-    if plan.config.refresh_method == "force":
-        choice = force.after_mark(ctx, plan, marked, statement)
-        run.record_choice(choice.method, choice.why)
-        if choice.method == RefreshAction.COMPLETE:
-            return complete(ctx, run, marked)
-        chosen = f"; force: {choice.short}"
+    choice = run.facts.after_mark if run.facts is not None else None
+    chosen = f"; force: {choice.short}" if choice is not None else ""
     state = commit_state(marked, "fast", base=read_at)
     summary = (
         f"fast refresh: {kinds}; steps run: {', '.join(statement.steps_run)}"

@@ -1,10 +1,10 @@
 """One run of a refresh plan: what the phases learn while they run.
 
-The plan (plan.py) is what was decided before anything changed, and is not edited. The run
-record holds the rest: the refresh's I/O, the decision when the run changed it (a log reset while
-marking, or refresh_method='force' choosing a recompute by cost), and what later phases and the
-history read of earlier ones (the write branch, the rows the view's own log gets, the published
-commit's counts, timings, what the statements read)."""
+The plan (plan.py) is what was planned before anything changed, and is not edited. The run
+record holds the rest: the refresh's I/O, the decision taken once the changes are marked (from the
+plan's facts and the run's: decide.py), and what later phases and the history read of earlier ones
+(the write branch, the rows the view's own log gets, the published commit's counts, timings, what
+the statements read)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dbt_incremental_mv.refresh.context import RefreshContext
-from dbt_incremental_mv.refresh.phases.decide import CarriesDecision, RefreshAction, RefreshDecision
+from dbt_incremental_mv.refresh.phases.decide import CarriesDecision, RefreshDecision, RunFacts, decide_refresh
 from dbt_incremental_mv.refresh.phases.plan import RefreshPlan
 
 
@@ -20,8 +20,8 @@ from dbt_incremental_mv.refresh.phases.plan import RefreshPlan
 class RefreshRun(CarriesDecision):
     plan: RefreshPlan
     context: RefreshContext | None = field(default=None, repr=False, compare=False)  # the refresh's I/O
-    changed_decision: RefreshDecision | None = None  # what the run turned the plan's decision into (None: kept)
-    cost_choice: str | None = None  # refresh_method='force': the estimate that chose (history.py)
+    facts: RunFacts | None = None  # what the run learned before writing (None: not decided yet)
+    decided: RefreshDecision | None = None  # the decision taken from the plan's facts and those
     write_branch: str | None = None  # the branch a refresh of several writes stages them on (publish drops it)
     changed_rows: Any = None  # own_log.ChangedRows: which rows this fast refresh changes (for the own log)
     pending_log: Any = None  # own_log.PendingLog: its rows for this refresh, published after the view's
@@ -31,14 +31,20 @@ class RefreshRun(CarriesDecision):
     phase_ended: float | None = None  # perf_counter when its last timed phase ended (the writes run between)
     reads: Any = None  # reads.Reads: what the refresh's statements read (session mode), once it finished
 
-    def record_choice(self, method: str, why: str) -> None:
-        """refresh_method='force' chose ``method`` (fast or complete) because ``why``: kept for the
-        history; a complete refresh is then what this run carries out."""
-        self.cost_choice = why
-        if method == RefreshAction.COMPLETE:
-            self.changed_decision = RefreshDecision(RefreshAction.COMPLETE, why)
+    def decide(self, facts: RunFacts) -> RefreshDecision:
+        """The decision this run carries out, taken once from the plan's facts and ``facts``."""
+        assert self.decided is None, "a run is decided once"
+        self.facts = facts
+        self.decided = decide_refresh(self.plan.model_name, self.plan.config, self.plan.facts, facts)
+        return self.decided
 
     @property
-    def decision(self) -> RefreshDecision:  # type: ignore[override]  # read-only: derived from the plan's
-        """The decision this run carries out: the plan's, unless the run changed it."""
-        return self.changed_decision if self.changed_decision is not None else self.plan.decision
+    def decision(self) -> RefreshDecision:  # type: ignore[override]  # read-only: the run's, else the plan's
+        """The decision this run carries out (before it is taken: the plan's)."""
+        return self.decided if self.decided is not None else self.plan.decision
+
+    @property
+    def cost_choice(self) -> str | None:
+        """refresh_method='force': why the cost model chose as it did (the history keeps it)."""
+        choice = self.facts.cost_choice if self.facts is not None else None
+        return choice.why if choice is not None else None

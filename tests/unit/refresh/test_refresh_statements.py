@@ -144,20 +144,24 @@ def test_a_view_over_an_ingestion_log_without_any_commit_builds_and_reads_no_mis
     assert not any("version as of 0" in sql for sql in built.fake.statements), built.fake.statements
 
 
-def test_the_plan_is_not_edited_what_the_run_learns_is_in_its_record(warehouse):
-    """What planning decided stays as it was (RefreshPlan is frozen); the run's record holds the
-    rest: here a fast refresh whose log was reset before capture turns complete while marking."""
+def test_the_plan_is_not_edited_the_run_is_decided_once_from_the_facts(warehouse):
+    """What planning found stays as it was (RefreshPlan is frozen); the run is decided once, after
+    the mark step, from the plan's facts and its own (decide.py): here a fast refresh whose log
+    was reset before capture is decided complete, with the reset as what blocks it."""
     import dataclasses
 
-    from dbt_incremental_mv.refresh.phases.decide import RefreshDecision
+    from dbt_incremental_mv.refresh.phases.decide import RefreshDecision, RunFacts
     from dbt_incremental_mv.refresh.phases.run import RefreshRun
 
     warehouse.change("orders")
     warehouse.refresh()
     engine, run, propagation, line = warehouse.last
     assert isinstance(run, RefreshRun) and run.plan.action == "fast" and run.action == "fast"
-    assert run.timings.keys() >= {"capture"}
+    assert run.facts is not None and run.facts.log_reset is None and run.timings.keys() >= {"capture"}
     with pytest.raises(dataclasses.FrozenInstanceError):
         run.plan.decision = RefreshDecision("complete", "edited")  # type: ignore[misc]
-    turned = RefreshRun(run.plan, changed_decision=RefreshDecision("complete", "a log was reset"))
-    assert (turned.action, turned.reason, turned.plan.action) == ("complete", "a log was reset", "fast")
+    with pytest.raises(AssertionError, match="decided once"):
+        run.decide(RunFacts())
+    turned = RefreshRun(run.plan)
+    turned.decide(RunFacts(log_reset="a log was reset"))
+    assert (turned.action, turned.decision.blocker, turned.plan.action) == ("complete", "a log was reset", "fast")

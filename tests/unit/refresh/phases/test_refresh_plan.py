@@ -1,13 +1,13 @@
 import pytest
 
 from dbt_incremental_mv.config import FastRefreshConfig
-from dbt_incremental_mv.refresh.phases.decide import FastRefreshUnavailable, decide_refresh
+from dbt_incremental_mv.refresh.phases.decide import FastRefreshUnavailable, PlanFacts, decide_refresh
 
 FORCE, FAST, COMPLETE = (FastRefreshConfig(m) for m in ("force", "fast", "complete"))
 
 
 def decide(config, existing="table", full_refresh=False, blocker=None):
-    return decide_refresh("v", config, existing_type=existing, full_refresh=full_refresh, fast_refresh_blocker=blocker)
+    return decide_refresh("v", config, PlanFacts(existing, full_refresh, blocker))
 
 
 @pytest.mark.parametrize("config", [FORCE, COMPLETE])
