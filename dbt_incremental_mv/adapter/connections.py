@@ -8,13 +8,12 @@ session wrapper uses it.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from dbt.adapters.contracts.connection import Connection, ConnectionState
 from dbt.adapters.events.logging import AdapterLogger
@@ -30,11 +29,8 @@ from dbt_common.exceptions import DbtDatabaseError, DbtRuntimeError
 
 from dbt_incremental_mv.config import ConfigKey
 from dbt_incremental_mv.conflicts import concurrent_commit_error
-from dbt_incremental_mv.refresh.phases.publish import cache_planning
 from dbt_incremental_mv.runtime.embedded import ICEBERG_JARS_MODES, JIT_MODES, start_session
 from dbt_incremental_mv.runtime.iceberg_runtime import IcebergRuntimeError
-
-CACHE_PLANNING_STATEMENTS = frozenset(sum(cache_planning(), []))
 
 logger = AdapterLogger("spark_mv")
 _session_lock = threading.Lock()
@@ -164,67 +160,6 @@ def summarize_spark_error(exc: BaseException | None) -> str | None:
     return None
 
 
-class FaultInjection:
-    """Test hook: fail a run right after its n-th state-changing statement.
-
-    Set ``DBT_INCREMENTAL_MV_FAULT_AFTER=<n>`` (and a fresh ``DBT_INCREMENTAL_MV_FAULT_RUN``
-    token per run) to raise after the n-th statement that is not a plain read (SELECT,
-    DESCRIBE, SHOW, ``SET key``, the settings a CACHE TABLE is planned under), or ``DBT_INCREMENTAL_MV_FAULT_AT=<text>`` to raise after the first
-    statement containing ``text``. ``on_fault`` may be set to a callable run at that point instead of
-    raising (e.g. a concurrent writer); with ``DBT_INCREMENTAL_MV_FAULT_KILL=1`` the process exits
-    at once instead (status 137, as if killed); with ``DBT_INCREMENTAL_MV_FAULT_PAUSE=<file>`` it
-    creates ``<file>.reached``, waits there until ``<file>`` exists (another process refreshes
-    meanwhile; at most 10 minutes) and goes on. Off unless the variable is set.
-    """
-
-    on_fault: Any = None
-    _count = 0
-    _done = False
-    _token: str | None = None
-    _lock = threading.Lock()
-
-    @classmethod
-    def after(cls, sql: str) -> None:
-        limit = os.environ.get("DBT_INCREMENTAL_MV_FAULT_AFTER")
-        prefix = os.environ.get("DBT_INCREMENTAL_MV_FAULT_AT")
-        if not limit and not prefix:
-            return
-        statement = sql.lstrip()
-        while statement.startswith("/*"):  # dbt's query comment
-            statement = statement.split("*/", 1)[-1].lstrip()
-        if statement[:8].lower().startswith(("select", "describe", "show", "with")):
-            return
-        if statement[:4].lower() == "set " and "=" not in statement:  # reading a setting
-            return
-        if statement.rstrip() in CACHE_PLANNING_STATEMENTS:  # how a cache is planned: no state
-            return
-        with cls._lock:
-            token = os.environ.get("DBT_INCREMENTAL_MV_FAULT_RUN")
-            if token != cls._token:
-                cls._token, cls._count, cls._done = token, 0, False
-            cls._count += 1
-            if prefix:
-                hit = not cls._done and prefix.lower() in statement.lower()
-            else:
-                assert limit is not None  # the early return above: one of the two variables is set
-                hit = cls._count == int(limit)
-            cls._done = cls._done or hit
-        if hit:
-            if os.environ.get("DBT_INCREMENTAL_MV_FAULT_KILL"):
-                os._exit(137)  # die like a killed process: no cleanup, no exception handlers
-            if os.environ.get("DBT_INCREMENTAL_MV_FAULT_PAUSE"):
-                resume = os.environ["DBT_INCREMENTAL_MV_FAULT_PAUSE"]
-                open(f"{resume}.reached", "w").close()
-                deadline = time.monotonic() + 600
-                while not os.path.exists(resume) and time.monotonic() < deadline:
-                    time.sleep(0.2)
-                return
-            if cls.on_fault is not None:
-                cls.on_fault()
-            else:
-                raise DbtRuntimeError(f"injected fault after statement {limit}: {statement[:80]}")
-
-
 FIRST_POLL_WAIT = 0.02
 """Seconds slept after the first poll that finds a statement still running; each later sleep
 doubles, up to the profile's ``poll_interval``."""
@@ -298,9 +233,19 @@ class ThriftConnectionWrapper(PyhiveConnectionWrapper):
 class SparkMVConnectionManager(SparkConnectionManager):
     TYPE = "spark_mv"
 
+    # told of each statement this process ran, once it ran (its SQL), and of each commit made
+    # through Iceberg's Java API (the metadata seam's on_commit): none unless one is registered
+    # (the tests' fault injection is)
+    statement_listeners: ClassVar[list[Callable[[str], None]]] = []
+
+    @classmethod
+    def statement_ran(cls, sql: str) -> None:
+        for listener in tuple(cls.statement_listeners):
+            listener(sql)
+
     def add_query(self, sql: str, *args: Any, **kwargs: Any):
         result = super().add_query(sql, *args, **kwargs)
-        FaultInjection.after(sql)
+        self.statement_ran(sql)
         return result
 
     @classmethod

@@ -8,7 +8,6 @@ reads and log maintenance themselves.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -72,14 +71,14 @@ class SparkMVAdapter(SparkAdapter):
         ``DBT_INCREMENTAL_MV_METADATA=sql`` forces SQL (to compare, or to work around a catalog
         the Java API cannot load)."""
         from dbt_incremental_mv import environment
-        from dbt_incremental_mv.adapter.connections import FaultInjection
+        from dbt_incremental_mv.adapter.connections import SparkMVConnectionManager
         from dbt_incremental_mv.metadata import JvmCatalog, Metadata, SqlCatalog, java_api_usable
 
         if (environment.METADATA.value() or "").lower() != "sql":
             handle = self.connections.get_thread_connection().handle
             session = getattr(getattr(handle, "handle", None), "session", None)
             if session is not None and java_api_usable(session):
-                return Metadata(JvmCatalog(session, on_commit=FaultInjection.after))
+                return Metadata(JvmCatalog(session, on_commit=SparkMVConnectionManager.statement_ran))
         return Metadata(SqlCatalog(self._query, self._run))
 
     def _session_connection(self):
@@ -113,30 +112,27 @@ class SparkMVAdapter(SparkAdapter):
         full_refresh: bool,
         graph: Mapping[str, Any],
     ):
-        """Validate the model, its logs and its view definition, and decide how to refresh: the
-        plan, in the record of its run (refresh/phases/run.py) that the later calls take.
+        """Validate the model, its logs and its view definition, and plan the refresh: the engine
+        over this connection with the record of its run (engine.Refresh), which the later calls take.
 
         Reads only. A bad config, a broken log or refresh_method='fast' on a view that
         cannot be fast refreshed fails here, before anything is changed.
         """
         from dbt_incremental_mv.config import ConfigError
         from dbt_incremental_mv.logs.contract import LogContractError
+        from dbt_incremental_mv.refresh.engine import Refresh
         from dbt_incremental_mv.refresh.phases.decide import DefinitionChanged, FastRefreshUnavailable
 
         existing_type = str(existing.type) if existing is not None and existing.type is not None else None
-        started = time.perf_counter()
         session = self._session_connection()
         if session is not None:  # what every statement of the refresh reads, until it finishes
             session.start_recording()
         try:
-            run = self._engine().plan(
-                model, compiled_code, _relation_name(target), existing_type, bool(full_refresh), graph
-            )
+            engine = self._engine()
+            run = engine.plan(model, compiled_code, _relation_name(target), existing_type, bool(full_refresh), graph)
             if (model.get("config") or {}).get("grants"):
                 self._check_grants_supported(model["name"], target)
-            run.phase_ended = time.perf_counter()
-            run.timings["plan"] = run.phase_ended - started
-            return run
+            return Refresh(engine, run)
         except (ConfigError, LogContractError, FastRefreshUnavailable, DefinitionChanged) as exc:
             raise self._people_error(exc) from exc
 
@@ -154,48 +150,38 @@ class SparkMVAdapter(SparkAdapter):
                 raise error from exc
 
     @available
-    def fast_refresh_mark(self, run):
-        """Capture and mark; returns the statements of the propagate step."""
+    def fast_refresh_mark(self, refresh):
+        """Capture, mark and decide; returns the steps of the propagate phase."""
         from dbt_incremental_mv.refresh.phases.decide import FastRefreshUnavailable
 
-        started = time.perf_counter()
         try:
-            propagation = self._engine().mark(run)
+            return refresh.engine.mark(refresh.run)
         except FastRefreshUnavailable as exc:
             raise self._people_error(exc) from exc
-        run.phase_ended = time.perf_counter()
-        run.timings["mark"] = run.phase_ended - started - run.timings.get("capture", 0.0)
-        return propagation
 
     @available
-    def fast_refresh_log(self, run, wap_id: str) -> None:
-        """mv_log=true: write what the staged refresh changed to a branch of the view's change log."""
-        self._engine().write_own_log(run, wap_id)
-
-    @available
-    def fast_refresh_publish(self, run, wap_id: str) -> None:
-        """Publish the refresh's staged commit (a compare-and-swap on the view's main branch)."""
+    def fast_refresh_execute(self, refresh, propagation, create_sql, target: BaseRelation) -> None:
+        """Run the propagate steps (execute.py): each statement through this connection (dbt logs
+        it), the view's table made by the ``fast_refresh_create_sql`` macro (the DDL around the
+        query, in the model's context), the staged commit published as a compare-and-swap."""
         from dbt_incremental_mv.refresh.engine import ConcurrentRefreshError
 
-        started = time.perf_counter()
-        run.timings["write"] = started - (run.phase_ended or started)  # the macro ran the writes
+        engine, run, plan = refresh.engine, refresh.run, refresh.plan
+
+        def create(query: str) -> str:
+            return str(create_sql(target, query, plan.tblproperties, plan.partition_spec))
+
         try:
-            run.published_summary = self._engine().publish(run.plan.view_relation, wap_id, run)
+            engine.execute(run, propagation, engine.runner(run, self._run, create))
         except ConcurrentRefreshError as exc:
             raise self._people_error(exc) from exc
-        run.phase_ended = time.perf_counter()
-        run.timings["publish"] = run.phase_ended - started
 
     @available
-    def fast_refresh_finish(self, run, propagation, graph: Mapping[str, Any]) -> str:
+    def fast_refresh_finish(self, refresh, propagation, graph: Mapping[str, Any]) -> str:
         """Purge what every view has consumed; returns the model's one log line. Keeps the
         refresh's history row, written with the others when the dbt command ends."""
-        started = time.perf_counter()
-        if "publish" not in run.timings:
-            run.timings["write"] = started - (run.phase_ended or started)
-        engine = self._engine()
+        engine, run = refresh.engine, refresh.run
         line = engine.finish(run, propagation, graph, self._relation_exists)
-        run.timings["purge"] = time.perf_counter() - started
         session = self._session_connection()
         if session is not None and session.recording is not None:
             from dbt_incremental_mv.reads import Reads

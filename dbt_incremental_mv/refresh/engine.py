@@ -9,8 +9,8 @@ times them.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from dbt_incremental_mv.analysis import ViewDefinition
@@ -28,14 +28,15 @@ from dbt_incremental_mv.refresh.phases import capture as capture_phase
 from dbt_incremental_mv.refresh.phases import force, own_log, propagate
 from dbt_incremental_mv.refresh.phases import publish as publish_phase
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction, RunFacts
+from dbt_incremental_mv.refresh.phases.execute import PhaseClock, StepRunner, execute_steps
 from dbt_incremental_mv.refresh.phases.mark import mark_logs, nothing_to_refresh
-from dbt_incremental_mv.refresh.phases.plan import plan_refresh
+from dbt_incremental_mv.refresh.phases.plan import RefreshPlan, plan_refresh
 from dbt_incremental_mv.refresh.phases.propagate import Propagation
 from dbt_incremental_mv.refresh.phases.publish import ConcurrentRefreshError, Step, StepKind  # noqa: F401 - part of the engine's API
 from dbt_incremental_mv.refresh.phases.purge import purge_log
 from dbt_incremental_mv.refresh.phases.run import RefreshRun
 from dbt_incremental_mv.refresh.state import staleness
-from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition
+from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.sql_text import relation
 
 IDLE = "fast refresh: nothing marked (no master commit or log change since the last refresh); no write"
@@ -48,10 +49,6 @@ class FastRefreshEngine:
         else:
             self.ctx = RefreshContext(query, execute, metadata)
 
-    @staticmethod
-    def _context(run: RefreshRun, fallback: RefreshContext) -> RefreshContext:
-        return run.context if run.context is not None else fallback
-
     # ---------------------------------------------------------------- plan
     def plan(
         self,
@@ -63,28 +60,61 @@ class FastRefreshEngine:
         graph: Mapping[str, Any],
     ) -> RefreshRun:
         """Validate and decide (reads only, see plan.py): the plan, in the record of its run."""
-        plan = plan_refresh(self.ctx, model, compiled_sql, view_relation, existing_type, full_refresh, graph)
-        return RefreshRun(plan, context=self.ctx)
+        clock = PhaseClock()
+        with clock.phase("plan"):
+            plan = plan_refresh(self.ctx, model, compiled_sql, view_relation, existing_type, full_refresh, graph)
+        return RefreshRun(plan, clock=clock)
 
-    # ---------------------------------------------------------------- capture + mark + propagate
+    # ---------------------------------------------------------------- capture + mark + decide
     def mark(self, run: RefreshRun) -> Propagation:
         """Capture, fix what this refresh consumes and which snapshots it reads, decide (once: from
         the plan's facts and what this found, decide.py); returns the statements that change the view."""
-        ctx, plan = self._context(run, self.ctx), run.plan
+        ctx = self.ctx
+        plan = run.plan
         planned_fast = plan.action == RefreshAction.FAST
         # a fast refresh consumes from the state the staleness check accepted; its commit is made
         # on the view snapshot that state was read from, or not at all (publish)
         state, read_at = (plan.view_state, plan.view_read_at) if planned_fast else (None, None)
-        if state is not None and nothing_to_refresh(ctx, plan, state):
-            run.decide(RunFacts())
-            return Propagation([], None, {}, IDLE)
-        ctx.metadata.reset_staging()
-        skipped, early = force.captures_to_skip(
-            ctx, plan, state, plan.action
-        )  # force may recompute rather than capture
-        reads_changes = planned_fast and not (early is not None and early.method == RefreshAction.COMPLETE)
+        with run.clock.phase("mark"):
+            if state is not None and nothing_to_refresh(ctx, plan, state):
+                run.decide(RunFacts())
+                return Propagation([], None, {}, IDLE)
+            ctx.metadata.reset_staging()
+            # force may recompute rather than capture
+            skipped, early = force.captures_to_skip(ctx, plan, state, plan.action)
+        with run.clock.phase("capture"):
+            captured = self._capture(ctx, run, state, skipped)
+        with run.clock.phase("mark"):
+            reads_changes = planned_fast and not (early is not None and early.method == RefreshAction.COMPLETE)
+            marked = mark_logs(
+                ctx,
+                plan,
+                state,
+                uncaptured=skipped,
+                action=RefreshAction.FAST if reads_changes else RefreshAction.COMPLETE,
+            )
+            statement, late = None, None
+            if reads_changes and marked.log_reset is None:
+                statement = propagate.fast_statement(ctx, plan, marked.logs)
+                if statement is not None and plan.config.refresh_method is RefreshMethod.FORCE:
+                    late = force.after_mark(ctx, plan, marked.logs, statement)
+            decision = run.decide(RunFacts(before_capture=early, log_reset=marked.log_reset, after_mark=late))
+            if decision.action == RefreshAction.FAST:
+                propagation = propagate.fast(ctx, run, marked.logs, read_at, statement)
+            else:
+                propagation = propagate.complete(ctx, run, marked.logs)
+        if skipped:
+            captured.append(f"capture of {', '.join(plan.logs[m].master_name for m in sorted(skipped))} not needed")
+        if captured:  # which capture path ran, and what it read
+            propagation.summary += "; " + "; ".join(captured)
+        return propagation
+
+    def _capture(
+        self, ctx: RefreshContext, run: RefreshRun, state: ViewState | None, skipped: frozenset[str]
+    ) -> list[str]:
+        """Capture every capture-managed log of the view but those in ``skipped``: what each did."""
+        plan = run.plan
         captured = []
-        started = time.perf_counter()
         for spec in plan.logs.values():
             if spec.capture and spec.master_relation not in skipped:
                 capture = capture_phase.capture(
@@ -103,30 +133,25 @@ class FastRefreshEngine:
                 )
                 if capture.method.captures:
                     captured.append(f"captured {capture.reason}")
-        run.timings["capture"] = time.perf_counter() - started
-        marking = RefreshAction.FAST if reads_changes else RefreshAction.COMPLETE
-        marked = mark_logs(ctx, plan, state, uncaptured=skipped, action=marking)
-        statement, late = None, None
-        if reads_changes and marked.log_reset is None:
-            statement = propagate.fast_statement(ctx, plan, marked.logs)
-            if statement is not None and plan.config.refresh_method is RefreshMethod.FORCE:
-                late = force.after_mark(ctx, plan, marked.logs, statement)
-        decision = run.decide(RunFacts(before_capture=early, log_reset=marked.log_reset, after_mark=late))
-        if skipped:
-            captured.append(f"capture of {', '.join(plan.logs[m].master_name for m in sorted(skipped))} not needed")
-        if decision.action == RefreshAction.FAST:
-            propagation = propagate.fast(ctx, run, marked.logs, read_at, statement)
-        else:
-            propagation = propagate.complete(ctx, run, marked.logs)
-        if captured:  # which capture path ran, and what it read
-            propagation.summary += "; " + "; ".join(captured)
-        return propagation
+        return captured
+
+    # ---------------------------------------------------------------- execute
+    def execute(self, run: RefreshRun, propagation: Propagation, runner: StepRunner) -> None:
+        """Run the propagate steps with ``runner`` (execute.py), timed into the run's record."""
+        execute_steps(propagation.steps, runner, run.clock)
+
+    def runner(self, run: RefreshRun, statement: Callable[[str], object], create: Callable[[str], str]) -> StepRunner:
+        """The steps of ``run`` carried out: statements by ``statement`` (the adapter's: dbt logs
+        them), the view's table made by ``create`` (the DDL around a query), publish and the own
+        log by this engine."""
+        return _RefreshRunner(self, run, statement, create)
 
     # ---------------------------------------------------------------- own log + publish
     def write_own_log(self, run: RefreshRun, wap_id: str) -> None:
         """mv_log=true: write the rows this fast refresh changed to a branch of the view's own
         change log, published after the view's commit (see own_log.py)."""
-        ctx, plan = self._context(run, self.ctx), run.plan
+        ctx = self.ctx
+        plan = run.plan
         assert plan.own_log is not None and run.changed_rows is not None and plan.view_read_at is not None
         staged = publish_phase.staged_snapshot(ctx, plan.view_relation, wap_id)
         if staged is None:
@@ -142,7 +167,7 @@ class FastRefreshEngine:
     def publish(self, view_relation: str, wap_id: str, run: RefreshRun | None = None) -> dict[str, str]:
         """Publish the staged commit as a compare-and-swap (see publish.py), then the rows
         written to the view's own log for it, if any."""
-        ctx = self._context(run, self.ctx) if run is not None else self.ctx
+        ctx = self.ctx
         pending = getattr(run, "pending_log", None)
         try:
             summary = publish_phase.publish(ctx, view_relation, wap_id, run.write_branch if run is not None else None)
@@ -160,10 +185,16 @@ class FastRefreshEngine:
         self, run: RefreshRun, propagation: Propagation, graph: Mapping[str, Any], existing: Callable[[str], bool]
     ) -> str:
         """Purge what every view has consumed; returns the model's one log line."""
+        with run.clock.phase("purge"):
+            return self._finish(run, propagation, graph, existing)
+
+    def _finish(
+        self, run: RefreshRun, propagation: Propagation, graph: Mapping[str, Any], existing: Callable[[str], bool]
+    ) -> str:
         plan = run.plan
         touched = self.touched_rows(run, propagation)
         if plan.own_log is not None:  # a log the view keeps starts with its first build
-            created = own_log.ensure_exists(self._context(run, self.ctx), plan.own_log)
+            created = own_log.ensure_exists(self.ctx, plan.own_log)
             if (
                 created is None
                 and run.own_log_note is None
@@ -192,7 +223,8 @@ class FastRefreshEngine:
         """Rows the published commit inserted into and deleted from the view."""
         if not propagation.steps:
             return ""
-        ctx, plan = self._context(run, self.ctx), run.plan
+        ctx = self.ctx
+        plan = run.plan
         if any(step.kind is StepKind.CREATE for step in propagation.steps):
             # the table was built anew (its last commit is the empty bookkeeping one): its size
             ctx.metadata.forget(plan.view_relation)
@@ -210,7 +242,8 @@ class FastRefreshEngine:
         """Delete log rows that every dependent view has consumed. Returns what was purged."""
         if propagation.state is None:
             return []
-        ctx, plan = self._context(run, self.ctx), run.plan
+        ctx = self.ctx
+        plan = run.plan
         done: list[str] = []
         for spec in plan.logs.values():
             marked = propagation.marked.get(spec.master_relation)
@@ -235,7 +268,7 @@ class FastRefreshEngine:
         self, run: RefreshRun, propagation: Propagation, line: str, invocation_id: str
     ) -> history.HistoryRow:
         """The refresh history's row for this refresh (history.py), from what the phases kept."""
-        return history.refresh_row(self._context(run, self.ctx), run, propagation, line, invocation_id)
+        return history.refresh_row(self.ctx, run, propagation, line, invocation_id)
 
     # ---------------------------------------------------------------- operations
     def on_commit(
@@ -270,3 +303,47 @@ class FastRefreshEngine:
         self, spec: LogSpec, snapshots: Mapping[str, int], position: LogPosition | None = None
     ) -> CapturePlan:
         return capture_phase.capture_plan(self.ctx, spec, snapshots, position)
+
+
+@dataclass
+class Refresh:
+    """One model's refresh as the materialization drives it, call by call: the engine over the
+    connection it was planned on (what it read of the metadata kept) and the record of its run."""
+
+    engine: FastRefreshEngine
+    run: RefreshRun
+
+    @property
+    def plan(self) -> RefreshPlan:
+        return self.run.plan
+
+    @property
+    def action(self) -> str:
+        return self.run.action
+
+
+class _RefreshRunner:
+    """A refresh's steps carried out (FastRefreshEngine.runner)."""
+
+    def __init__(
+        self,
+        engine: FastRefreshEngine,
+        run: RefreshRun,
+        statement: Callable[[str], object],
+        create: Callable[[str], str],
+    ) -> None:
+        self.engine, self.run, self.statement, self.create_sql = engine, run, statement, create
+
+    def sql(self, step: Step) -> None:
+        self.statement(step.sql)
+
+    def create(self, step: Step) -> None:
+        self.statement(self.create_sql(step.sql))
+
+    def publish(self, step: Step) -> None:
+        assert step.wap_id is not None  # a publish step names its staged commit
+        self.run.published_summary = self.engine.publish(self.run.plan.view_relation, step.wap_id, self.run)
+
+    def own_log(self, step: Step) -> None:
+        assert step.wap_id is not None
+        self.engine.write_own_log(self.run, step.wap_id)

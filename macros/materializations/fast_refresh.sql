@@ -2,21 +2,22 @@
   A materialized view kept up to date by fast refresh.
 
   Python decides, Jinja renders and runs:
-    plan     validate config, change logs and view definition; decide build / complete / fast (reads only):
-             the plan, in the record of its run that every later call takes
+    plan     validate config, change logs and view definition; plan build / complete / fast (reads only):
+             the refresh (its engine and the record of its run) that every later call takes
     mark     capture the masters' new commits into their logs; fix which log rows and master snapshots
-             this refresh uses; return the propagate statements
-    run      the statements: one staged Iceberg commit on the view, published atomically with the
-             record of what it consumed (mv_log=true: what it changed written to the view's own
-             change log first, on a branch the publish moves the log to)
+             this refresh uses; decide (once); return the propagate steps
+    execute  the steps, each statement run through the adapter (dbt logs it): one staged Iceberg
+             commit on the view, published atomically with the record of what it consumed
+             (mv_log=true: what it changed written to the view's own change log first, on a
+             branch the publish moves the log to)
     finish   purge log rows that every dependent view has consumed; log one line: what was done and why
 #}
 {% materialization fast_refresh, adapter='spark_mv' %}
   {%- set existing_relation = load_cached_relation(this) -%}
   {%- set target_relation = this.incorporate(type='table') -%}
-  {%- set refresh_run = adapter.fast_refresh_plan(model, compiled_code, target_relation, existing_relation, should_full_refresh(), graph) -%}
+  {%- set refresh = adapter.fast_refresh_plan(model, compiled_code, target_relation, existing_relation, should_full_refresh(), graph) -%}
   {%- set grant_config = config.get('grants') -%}
-  {%- if refresh_run.plan.contract is not none -%}
+  {%- if refresh.plan.contract is not none -%}
     {{ get_assert_columns_equivalent(compiled_code) }}  {#- names and types, before anything is created -#}
   {%- endif -%}
   {{ run_hooks(pre_hooks) }}
@@ -25,29 +26,13 @@
     {% do adapter.drop_relation(existing_relation) %}
   {%- endif -%}
 
-  {%- set propagation = adapter.fast_refresh_mark(refresh_run) -%}
-  {%- for step in propagation.steps -%}
-    {%- if step.kind == 'publish' -%}
-      {% do adapter.fast_refresh_publish(refresh_run, step.wap_id) %}
-    {%- elif step.kind == 'log' -%}
-      {% do adapter.fast_refresh_log(refresh_run, step.wap_id) %}
-    {%- else -%}
-      {%- call statement(step.name) -%}
-        {%- if step.kind == 'create' -%}
-          {{ fast_refresh_create_sql(target_relation, step.sql, refresh_run.plan.tblproperties, refresh_run.plan.partition_spec) }}
-        {%- else -%}
-          {{ step.sql }}
-        {%- endif -%}
-      {%- endcall -%}
-    {%- endif -%}
-  {%- endfor -%}
-  {%- if not propagation.steps -%}
-    {% call noop_statement('main', 'NO CHANGES') %}{% endcall %}
-  {%- endif -%}
+  {%- set propagation = adapter.fast_refresh_mark(refresh) -%}
+  {% do adapter.fast_refresh_execute(refresh, propagation, fast_refresh_create_sql, target_relation) %}
+  {% call noop_statement('main', 'OK' if propagation.steps else 'NO CHANGES') %}{% endcall %}
 
-  {{ log(model.name ~ ': ' ~ adapter.fast_refresh_finish(refresh_run, propagation, graph), info=True) }}
+  {{ log(model.name ~ ': ' ~ adapter.fast_refresh_finish(refresh, propagation, graph), info=True) }}
 
-  {% set should_revoke = should_revoke(existing_relation, full_refresh_mode=(refresh_run.action != 'fast')) %}
+  {% set should_revoke = should_revoke(existing_relation, full_refresh_mode=(refresh.action != 'fast')) %}
   {% do apply_grants(target_relation, grant_config, should_revoke) %}
   {% do persist_docs(target_relation, model) %}
 

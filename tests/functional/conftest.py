@@ -3,6 +3,9 @@ import os
 import pytest
 
 from tests.functional.catalogs import catalog_parameters
+from tests.faults import install as install_fault_injection
+
+install_fault_injection()  # the tests in this process (tests/faults.py)
 
 
 @pytest.fixture(scope="session")

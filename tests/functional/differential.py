@@ -49,7 +49,9 @@ def keys_read_from_logs(on: bool = True):
     """Within the block (when ``on``), fast refreshes read their marked keys from the logs and net
     their images in SQL (refresh/phases/mark.py's knobs at 0), the path of changes too large for
     literals; outside it small test changes always take the literal path."""
-    from dbt_incremental_mv.refresh.phases.mark import LISTED_VALUES_ENV, LITERAL_KEYS_ENV
+    from dbt_incremental_mv.environment import LISTED_VALUES, LITERAL_KEYS
+
+    LITERAL_KEYS_ENV, LISTED_VALUES_ENV = LITERAL_KEYS.name, LISTED_VALUES.name
 
     saved = {name: os.environ.get(name) for name in (LITERAL_KEYS_ENV, LISTED_VALUES_ENV)}
     if on:

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
-from dbt_incremental_mv.adapter.connections import FaultInjection
+from tests.faults import FaultInjection
 from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from tests.functional.catalogs import catalog_kind
 from tests.depth import fault_points, full
 from tests.functional.differential import Column, Master, Workload
-from tests.functional.util import DBT, LOST_RACE, rows
+from tests.functional.util import DBT_WITH_FAULTS, LOST_RACE, dbt_with_faults_env, rows
 
 MASTERS = [
     Master("customers", "customer_id", [
@@ -166,8 +166,9 @@ class TestRefreshersInSeparateProcesses(ChangeLogTests):
         if pause is not None:
             env.update(DBT_INCREMENTAL_MV_FAULT_AT=pause_at, DBT_INCREMENTAL_MV_FAULT_PAUSE=str(pause))
         return subprocess.Popen(
-            [DBT, "run", *args, "--project-dir", str(project.project_root), "--profiles-dir", str(profiles_root)],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            [*DBT_WITH_FAULTS, "run", *args, "--project-dir", str(project.project_root), "--profiles-dir",
+             str(profiles_root)],
+            env=dbt_with_faults_env(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
 
     @staticmethod

@@ -9,11 +9,11 @@ from dataclasses import replace
 import pytest
 from dbt.tests.util import run_dbt
 
-from dbt_incremental_mv.adapter.connections import FaultInjection
+from tests.faults import FaultInjection
 from tests.depth import fault_points, sample
 from tests.functional.differential import Column, Master, Workload
 from tests.functional.test_change_logs import run
-from tests.functional.util import DBT, rows
+from tests.functional.util import DBT_WITH_FAULTS, dbt_with_faults_env, rows
 
 
 MASTERS = [
@@ -130,9 +130,9 @@ class TestKilledRefresh(RobustnessTests):
         env = {**os.environ, "DBT_INCREMENTAL_MV_FAULT_AT": point, "DBT_INCREMENTAL_MV_FAULT_KILL": "1"}
         env.pop("DBT_INCREMENTAL_MV_FAULT_AFTER", None)
         done = subprocess.run(
-            [DBT, "run", "--select", "customer_totals", "--project-dir", str(project.project_root),
+            [*DBT_WITH_FAULTS, "run", "--select", "customer_totals", "--project-dir", str(project.project_root),
              "--profiles-dir", str(profiles_root)],
-            env=env, capture_output=True, text=True, timeout=600,
+            env=dbt_with_faults_env(env), capture_output=True, text=True, timeout=600,
         )
         assert done.returncode == 137, done.stdout[-3000:] + done.stderr[-3000:]
         run("--select", "customer_totals")  # the rerun completes what the killed run began

@@ -10,6 +10,14 @@ import pytest
 
 # the dbt command line of this interpreter's environment (for tests that run dbt in processes of its own)
 DBT = str(Path(sys.executable).with_name("dbt"))
+REPO = Path(__file__).resolve().parents[2]
+# ... with the tests' fault injection installed (tests/faults.py; run with dbt_with_faults_env)
+DBT_WITH_FAULTS = [sys.executable, "-m", "tests.dbt_with_faults"]
+
+
+def dbt_with_faults_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a DBT_WITH_FAULTS process: the repository importable (its ``tests`` package)."""
+    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))}
 # in the one-line failure of a refresh that lost (FastRefreshEngine.publish, dbt_incremental_mv.conflicts)
 LOST_RACE = "committed while this one ran"
 

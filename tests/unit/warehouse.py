@@ -67,17 +67,13 @@ class Warehouse:
         existing = "table" if "shop.v" in fake.tables else None
         run = engine.plan(self.model, self.sql, "shop.v", existing, False, self.graph)
         propagation = engine.mark(run)
-        for step in propagation.steps:
-            if step.kind == "publish":
-                run.published_summary = engine.publish("shop.v", step.wap_id, run)
-            elif step.kind == "log":
-                engine.write_own_log(run, step.wap_id)
-            elif step.kind == "create":
-                fake.statements.append(f"create or replace table shop.v as {step.sql}")
-                columns = [(c, "string") for c in run.plan.definition.stored_columns]
-                fake.table("shop.v", columns, dict(run.plan.tblproperties))
-            else:
-                fake.execute(step.sql)
+
+        def create(query: str) -> str:  # the table made here: the fake catalog runs no DDL
+            columns = [(c, "string") for c in run.plan.definition.stored_columns]
+            fake.table("shop.v", columns, dict(run.plan.tblproperties))
+            return f"create or replace table shop.v as {query}"
+
+        engine.execute(run, propagation, engine.runner(run, fake.execute, create))
         line = engine.finish(run, propagation, self.graph, lambda name: name in fake.tables)
         self.last = (engine, run, propagation, line)  # what the refresh kept (its history row)
         return line

@@ -32,9 +32,10 @@ from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.phases import force
 from dbt_incremental_mv.refresh.phases.capture import capture_plan, consumers_stops
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
+from dbt_incremental_mv.refresh.phases.execute import Listing, execute_steps
 from dbt_incremental_mv.refresh.phases.mark import key_probe, mark_logs, netting_columns, nothing_to_refresh
 from dbt_incremental_mv.refresh.phases.plan import RefreshPlan, plan_refresh, rewritable_rows
-from dbt_incremental_mv.refresh.phases.publish import StepKind, commit_state, staged_statement
+from dbt_incremental_mv.refresh.phases.publish import commit_state, staged_statement
 from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from dbt_incremental_mv.refresh.views import outer_aggregate, view_classes
 from dbt_incremental_mv.sql_text import relation
@@ -323,13 +324,9 @@ def _fast_phases(
     if statement is None:
         phases.append((f"{title}: write", ["-- nothing to write for these changes"]))
         return phases
-    steps = staged_statement(commit_state(marked, "fast", base=None), statement)
-    phases.append(
-        (
-            f"{title}: write (on a branch of the view, staged with the refresh's record)",
-            [s.sql for s in steps if s.kind is not StepKind.PUBLISH],
-        )
-    )
+    listing = Listing()  # the steps a refresh executes, listed
+    execute_steps(staged_statement(commit_state(marked, "fast", base=None), statement), listing)
+    phases.append((f"{title}: write (on a branch of the view, staged with the refresh's record)", listing.statements))
     if plan.own_log is not None and statement.touched is not None:  # mv_log=true
         spec = plan.own_log
         phases.append(

@@ -43,8 +43,6 @@ MAX_RANGES = 16  # disjoint ranges of the first key column, at most (an OR Icebe
 LISTED_VALUES = 200_000
 # Tuning and test knobs: how many keys at most become literals (0: none, the logs are read for
 # them), how many values the images listed to the mark step hold at most (0: netted in SQL).
-LITERAL_KEYS_ENV = environment.LITERAL_KEYS.name
-LISTED_VALUES_ENV = environment.LISTED_VALUES.name
 
 
 def _limit(variable: environment.EnvironmentVariable, default: int) -> int:

@@ -1,7 +1,7 @@
 """One run of a refresh plan: what the phases learn while they run.
 
 The plan (plan.py) is what was planned before anything changed, and is not edited. The run
-record holds the rest: the refresh's I/O, the decision taken once the changes are marked (from the
+record holds the rest: the decision taken once the changes are marked (from the
 plan's facts and the run's: decide.py), and what later phases and the history read of earlier ones
 (the write branch, the rows the view's own log gets, the published commit's counts, timings, what
 the statements read)."""
@@ -11,15 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.phases.decide import CarriesDecision, RefreshDecision, RunFacts, decide_refresh
+from dbt_incremental_mv.refresh.phases.execute import PhaseClock
 from dbt_incremental_mv.refresh.phases.plan import RefreshPlan
 
 
 @dataclass
 class RefreshRun(CarriesDecision):
     plan: RefreshPlan
-    context: RefreshContext | None = field(default=None, repr=False, compare=False)  # the refresh's I/O
     facts: RunFacts | None = None  # what the run learned before writing (None: not decided yet)
     decided: RefreshDecision | None = None  # the decision taken from the plan's facts and those
     write_branch: str | None = None  # the branch a refresh of several writes stages them on (publish drops it)
@@ -27,8 +26,7 @@ class RefreshRun(CarriesDecision):
     pending_log: Any = None  # own_log.PendingLog: its rows for this refresh, published after the view's
     own_log_note: str | None = None  # what was done with the own log, for the log line
     published_summary: dict[str, str] | None = None  # row counts of the commit publish() put on main
-    timings: dict[str, float] = field(default_factory=dict)  # seconds per phase so far (history.py)
-    phase_ended: float | None = None  # perf_counter when its last timed phase ended (the writes run between)
+    clock: PhaseClock = field(default_factory=PhaseClock)  # seconds per phase so far (history.py)
     reads: Any = None  # reads.Reads: what the refresh's statements read (session mode), once it finished
 
     def decide(self, facts: RunFacts) -> RefreshDecision:
@@ -42,6 +40,10 @@ class RefreshRun(CarriesDecision):
     def decision(self) -> RefreshDecision:  # type: ignore[override]  # read-only: the run's, else the plan's
         """The decision this run carries out (before it is taken: the plan's)."""
         return self.decided if self.decided is not None else self.plan.decision
+
+    @property
+    def timings(self) -> dict[str, float]:
+        return self.clock.seconds
 
     @property
     def cost_choice(self) -> str | None:

@@ -94,7 +94,7 @@ def test_fault_injection_counts_state_changes_only(monkeypatch):
     import pytest
     from dbt_common.exceptions import DbtRuntimeError
 
-    from dbt_incremental_mv.adapter.connections import FaultInjection
+    from tests.faults import FaultInjection
     from dbt_incremental_mv.refresh.phases.publish import cache_planning
 
     monkeypatch.setenv("DBT_INCREMENTAL_MV_FAULT_AFTER", "2")

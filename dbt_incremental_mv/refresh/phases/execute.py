@@ -1,0 +1,81 @@
+"""Execute: the steps of the propagate phase run in order, each by the kind it is (publish.py's
+StepKind), timed into the run's record. One loop for every executor of a refresh's steps: the
+materialization's (the adapter runs the statements, so dbt logs each one), explain's (which lists
+them) and the unit tests' warehouse (which runs them on a fake catalog)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from dbt_incremental_mv.refresh.phases.publish import Step, StepKind
+
+
+class StepRunner(Protocol):
+    """How each kind of step is carried out."""
+
+    def sql(self, step: Step) -> None:
+        """Run the step's statement."""
+
+    def create(self, step: Step) -> None:
+        """Create (or replace) the view's table as the step's query."""
+
+    def publish(self, step: Step) -> None:
+        """Publish the commit staged with the step's ``wap_id``."""
+
+    def own_log(self, step: Step) -> None:
+        """mv_log=true: write what the commit staged with ``wap_id`` changed to the view's log."""
+
+
+@dataclass
+class PhaseClock:
+    """Seconds spent in each phase of one refresh (the refresh history keeps them)."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
+
+
+PHASE_OF = {StepKind.SQL: "write", StepKind.CREATE: "write", StepKind.LOG: "write", StepKind.PUBLISH: "publish"}
+
+
+def execute_steps(steps: Sequence[Step], runner: StepRunner, clock: PhaseClock | None = None) -> None:
+    """Run ``steps`` in order with ``runner``, each timed into ``clock`` under its phase."""
+    clock = clock or PhaseClock()
+    for step in steps:
+        action: Callable[[Step], None] = {
+            StepKind.SQL: runner.sql,
+            StepKind.CREATE: runner.create,
+            StepKind.PUBLISH: runner.publish,
+            StepKind.LOG: runner.own_log,
+        }[step.kind]
+        with clock.phase(PHASE_OF[step.kind]):
+            action(step)
+
+
+@dataclass
+class Listing:
+    """A runner that runs nothing: it lists the statements (explain)."""
+
+    statements: list[str] = field(default_factory=list)
+
+    def sql(self, step: Step) -> None:
+        self.statements.append(step.sql)
+
+    def create(self, step: Step) -> None:
+        self.statements.append(step.sql)
+
+    def publish(self, step: Step) -> None:
+        """(explain says what publishing does in words)"""
+
+    def own_log(self, step: Step) -> None:
+        """(explain says what the own log gets in words)"""

@@ -1,0 +1,56 @@
+"""The one loop that runs a refresh's steps (refresh/phases/execute.py)."""
+
+from dbt_incremental_mv.refresh.phases.execute import Listing, PhaseClock, execute_steps
+from dbt_incremental_mv.refresh.phases.publish import Step, StepKind
+
+STEPS = [
+    Step("main", "select 1", kind=StepKind.CREATE),
+    Step("stage", "set spark.wap.id=w1"),
+    Step("insert", "insert into t select 1"),
+    Step("log", kind=StepKind.LOG, wap_id="w1"),
+    Step("publish", kind=StepKind.PUBLISH, wap_id="w1"),
+]
+
+
+class Recording:
+    def __init__(self):
+        self.done = []
+
+    def sql(self, step):
+        self.done.append(("sql", step.name))
+
+    def create(self, step):
+        self.done.append(("create", step.name))
+
+    def publish(self, step):
+        self.done.append(("publish", step.wap_id))
+
+    def own_log(self, step):
+        self.done.append(("own_log", step.wap_id))
+
+
+def test_each_step_is_run_in_order_by_its_kind_and_timed_under_its_phase():
+    runner, clock = Recording(), PhaseClock({"plan": 1.0})
+    execute_steps(STEPS, runner, clock)
+    assert runner.done == [("create", "main"), ("sql", "stage"), ("sql", "insert"), ("own_log", "w1"), ("publish", "w1")]
+    assert set(clock.seconds) == {"plan", "write", "publish"} and clock.seconds["plan"] == 1.0
+
+
+def test_a_failing_step_stops_the_run_and_its_time_is_still_counted():
+    class Failing(Recording):
+        def sql(self, step):
+            raise RuntimeError("lost the race")
+
+    clock = PhaseClock()
+    runner = Failing()
+    try:
+        execute_steps(STEPS, runner, clock)
+    except RuntimeError:
+        pass
+    assert runner.done == [("create", "main")] and "write" in clock.seconds and "publish" not in clock.seconds
+
+
+def test_explain_lists_the_statements_a_refresh_runs():
+    listing = Listing()
+    execute_steps(STEPS, listing)
+    assert listing.statements == ["select 1", "set spark.wap.id=w1", "insert into t select 1"]
