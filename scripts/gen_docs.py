@@ -79,6 +79,15 @@ EXAMPLE_MASTERS = {
     ),
     "customers": ((("customer_id", "bigint"), ("name", "string"), ("country", "string")), ("customer_id",)),
     "products": ((("product_id", "bigint"), ("name", "string"), ("price", "decimal(10,2)")), ("product_id",)),
+    "prices": (
+        (
+            ("product_id", "bigint"),
+            ("valid_from", "timestamp"),
+            ("valid_to", "timestamp"),
+            ("price", "decimal(10,2)"),
+        ),
+        ("product_id", "valid_from"),
+    ),
 }
 
 # (what, the example's SQL); each is analysed as the materialization does when the page is generated.
@@ -100,6 +109,11 @@ MAINTAINED = [
         "LEFT / RIGHT outer joins, chains of them",
         "select c.customer_id, c.name, o.order_id from shop.customers c left join shop.orders o on o.customer_id = "
         "c.customer_id",
+    ),
+    (
+        "Range or OR conditions in an outer join's ON, beside an equality (validity intervals)",
+        "select o.order_id, p.price from shop.orders o left join shop.prices p on p.product_id = o.product_id and "
+        "o.ordered_at >= p.valid_from and (o.ordered_at < p.valid_to or p.valid_to is null)",
     ),
     (
         "Aggregates: COUNT, SUM, AVG, MIN, MAX with GROUP BY",
@@ -328,7 +342,8 @@ def supported_sql() -> str:
         "inlines them as CTEs, so the tables they read are the masters.",
         "",
         "The examples read `shop.orders` (order_id, customer_id, product_id, amount, status, ordered_at),",
-        "`shop.customers` (customer_id, name, country) and `shop.products` (product_id, name, price).",
+        "`shop.customers` (customer_id, name, country), `shop.products` (product_id, name, price) and",
+        "`shop.prices` (product_id, valid_from, valid_to, price).",
         "",
         "## Maintained",
         "",

@@ -146,6 +146,10 @@ def _step(join: RawJoin, step: int, conjuncts: list[exp.Expr], chain: _Chain) ->
 
 
 def _validated_outer_condition(join: RawJoin, step: int, chain: _Chain) -> list[exp.Expr]:
+    """The ON conjuncts of an outer join step: at least one equality between its two sides; the
+    others filter the null-supplying side, or read both sides (a range to a validity interval,
+    an OR: the view's slices are then recomputed, never applied row by row: see
+    ``filters_only_its_side``)."""
     earlier = chain.earlier(step)
     null_side = frozenset({join.alias}) if join.kind is JoinKind.LEFT else earlier
     kind = f"{join.kind.upper()} JOIN {join.alias}"
@@ -155,25 +159,38 @@ def _validated_outer_condition(join: RawJoin, step: int, chain: _Chain) -> list[
             has_equality = True
             continue
         read = references(conjunct)
-        if read <= null_side and not (join.kind is JoinKind.RIGHT and read & chain.nullable_before[step]):
-            continue  # a filter on the null-supplying side
+        if join.kind is JoinKind.RIGHT and read & chain.nullable_before[step]:
+            raise _outer_condition_error(conjunct, read, null_side, kind)
+        if read & null_side:
+            continue  # a filter on the null-supplying side, or a condition on both sides
         raise _outer_condition_error(conjunct, read, null_side, kind)
     if not has_equality:
+        written = join.written.args.get("on")
         raise UnsupportedViewError(
-            kind,
-            "an outer join needs at least one equality between its two sides in ON",
+            f"{kind} ON {describe(written)}" if written is not None else kind,
+            "an outer join needs at least one equality between its two sides in ON (beside any other "
+            "condition): the rows of one side that a change of the other touches are found by it",
             f"Join on key columns, e.g. ON {sorted(earlier)[0]}.id = {join.alias}.id",
         )
     return list(join.conjuncts)
 
 
+def filters_only_its_side(step: JoinStep) -> bool:
+    """Whether the ON conjuncts of an outer join step besides its equalities read only its
+    null-supplying side (a LEFT JOIN's own table, what comes before a RIGHT JOIN): then each row
+    matches what its join values name, and a change can be applied row by row. (Always, for an
+    inner join.)"""
+    if step.kind is JoinKind.LEFT:
+        return all(references(r) <= {step.alias} for r in step.residual)
+    if step.kind is JoinKind.RIGHT:
+        return all(step.alias not in references(r) for r in step.residual)
+    return True
+
+
 def _outer_condition_error(
     conjunct: exp.Expr, read: frozenset[str], null_side: frozenset[str], kind: str
 ) -> UnsupportedViewError:
-    if conjunct.find(exp.Or) is not None:
-        reason = f"OR in the ON condition of {kind} is not supported"
-        hint = "Use a conjunction of equalities (a.x = b.x AND a.y = b.y)"
-    elif not read & null_side:
+    if not read & null_side:
         reason = (
             f"this ON condition of {kind} reads only the preserved side: it does not filter rows, "
             "it only decides which rows find a match"

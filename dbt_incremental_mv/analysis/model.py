@@ -102,9 +102,10 @@ class JoinStep(_ReadableRepr):
 
     ``condition`` is the AND of every conjunct evaluated at this step (None: a cross join);
     ``equi_pairs`` are the equalities among them that link ``alias`` to earlier occurrences and
-    ``residual`` the other conjuncts. For an outer join the residual conjuncts only filter the
-    null-supplying side (the step's occurrence for LEFT, everything before it for RIGHT); for
-    an inner join they are whatever else must hold at this point of the join.
+    ``residual`` the other conjuncts. For an outer join the residual conjuncts read its
+    null-supplying side (the step's occurrence for LEFT, everything before it for RIGHT): filters
+    of it, or conditions on both sides (``a.day between b.valid_from and b.valid_to``); for an
+    inner join they are whatever else must hold at this point of the join.
     """
 
     alias: str

@@ -9,6 +9,12 @@ from tests.functional.test_aggregate_refresh import SRC, ShopViews
 from tests.functional.util import rows
 
 VIEWS = {
+    # an ON condition on both sides beside the equality (a range, issue 65): slices recomputed
+    "customer_orders_in_range": (
+        "select c.customer_id, count(o.order_id) as n_orders, coalesce(sum(o.amount), 0) as total "
+        f"from {SRC['customers']} c left join {SRC['orders']} o on o.customer_id = c.customer_id "
+        "and o.quantity <= c.region_id group by c.customer_id"
+    ),
     # a customer's orders, zero for customers without any: COUNT(x) of the null-supplying side
     "customer_orders": (
         "select c.customer_id, c.segment, count(*) as n_rows, count(o.order_id) as n_orders, "

@@ -63,6 +63,14 @@ VIEWS = {
         f"left join {S['regions']} r on r.region_id = c.region_id",
         ["customer_id", "order_id", "region"],
     ),
+    # ON conditions on both sides beside the equality (issue 65): a range, as to a validity
+    # interval, and an OR; changes of either side recompute the slices they touch
+    "orders_in_range": (
+        f"select c.customer_id, c.name, o.order_id, o.amount from {S['customers']} c "
+        f"left join {S['orders']} o on o.customer_id = c.customer_id "
+        "and o.amount between c.region_id and c.region_id * 4 and (o.status <> 'cancelled' or c.name = 'ada')",
+        ["customer_id", "name", "order_id", "amount"],
+    ),
 }
 
 

@@ -154,6 +154,8 @@ class Generator:
         # and an aggregate output wrapped in an expression over aggregates (ROUND(SUM(x), 1)), a
         # HAVING on an aggregate no column selects
         self.derived_random = random.Random(seed * 7919 + 3)
+        # and a LEFT JOIN's ON with a condition on both sides beside its equality (a range, an OR)
+        self.range_random = random.Random(seed * 7919 + 4)
         self.refused_share = refused_share
 
     # -- FROM ---------------------------------------------------------------------------------
@@ -196,6 +198,9 @@ class Generator:
                 filtered = occ if kind == "right join" else new
                 condition += f" and {self._predicate(filtered, r.random() < 0.5)}"
                 block.features.add("on filter")
+            if kind == "left join" and break_rule != "on preserved" and self.range_random.random() < 0.2:
+                condition += f" and {self._both_sides(occ, new)}"
+                block.features.add("on both sides")
             if kind == "left join":
                 new.nullable = True
                 block.features.add("left")
@@ -217,6 +222,21 @@ class Generator:
             else:
                 block.joins.append(f"{kind} {{{other.name}}} {alias} on {condition}")
             block.occurrences.append(new)
+
+    def _both_sides(self, earlier: Occurrence, new: Occurrence) -> str:
+        """A condition reading both sides of a LEFT JOIN: a range between numeric columns, or an OR."""
+        d = self.range_random
+
+        def numeric(occurrence: Occurrence) -> str:
+            return f"{occurrence.alias}.{d.choice([c.name for c in occurrence.master.all_columns if c.kind in 'nd'])}"
+
+        left, right = numeric(earlier), numeric(new)
+        return d.choice((
+            f"{right} between {left} - 2 and {left} + 2",
+            f"{right} >= {left}",
+            f"({right} < {left} or {right} is null)",
+            f"({right} <> {left} or {earlier.alias}.{earlier.master.key} is null)",
+        ))
 
     def _column(self, block: Block, kinds: str = "ndfs") -> tuple[str, str]:
         """A column of one of the occurrences, of one of ``kinds``: (SQL, kind)."""

@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping
 from sqlglot import exp
 
 from dbt_incremental_mv.analysis import ViewDefinition
-from dbt_incremental_mv.analysis.joins import references
+from dbt_incremental_mv.analysis.joins import filters_only_its_side, references
 from dbt_incremental_mv.analysis.links import KeyLink, key_links
 from dbt_incremental_mv.analysis.model import JoinKind, JoinStep
 from dbt_incremental_mv.analysis.render import render_expression, select_expression
@@ -150,6 +150,8 @@ def by_row_step(view: ViewDefinition, alias: str) -> JoinStep | None:
         return None
     step = steps[position]
     if step.kind is not JoinKind.LEFT or not step.equi_pairs or any(p.null_safe for p in step.equi_pairs):
+        return None
+    if not filters_only_its_side(step):  # its matches also depend on the earlier rows' other columns
         return None
     for later in steps[position + 1 :]:
         if later.kind is JoinKind.RIGHT or (later.condition is not None and alias in references(later.condition)):

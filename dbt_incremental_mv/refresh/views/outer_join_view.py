@@ -53,6 +53,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from dbt_incremental_mv.analysis import ViewDefinition
+from dbt_incremental_mv.analysis.joins import filters_only_its_side
 from dbt_incremental_mv.analysis.links import KeyLink, key_links
 from dbt_incremental_mv.analysis.render import render_select
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
@@ -183,6 +184,8 @@ def _by_row(view: ViewDefinition, changed: list[str]) -> str | None:
     join and joined to the anchor on the anchor's whole key (so each of its rows is in the slice
     its join columns name). None when no changed occurrence qualifies."""
     root = anchor(view)
+    if not all(filters_only_its_side(s) for s in view.joins):  # an ON condition on both sides: slices
+        return None
     return next(
         (a for a in changed if a != root and a in view.null_supplying and _link_from_anchor(view, a) is not None),
         None,
