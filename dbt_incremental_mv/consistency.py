@@ -26,7 +26,9 @@ class NotAFastRefreshView(ValueError):
     """The relation has no stored definition: it was not built by fast_refresh."""
 
 
-def _compared(column: str, spark_type: str) -> str:
+def compared_column(column: str, spark_type: str) -> str:
+    """``column`` as the view and its query are compared: a floating-point one to 9 significant
+    digits (a SUM of doubles differs in its last bits between two plans of one query)."""
     if spark_type.strip().lower() in _FLOATING:
         return f"format_string('%.9g', {ident(column)}) as {ident(column)}"
     return ident(column)
@@ -48,7 +50,7 @@ def mismatch_sql(view_relation: str, columns: Sequence[tuple[str, str]], definin
     shown = visible_columns(columns)
     if not shown:
         raise NotAFastRefreshView(f"{view_relation} has no columns to compare (does it exist?)")
-    select_list = ", ".join(_compared(name, spark_type) for name, spark_type in shown)
+    select_list = ", ".join(compared_column(name, spark_type) for name, spark_type in shown)
     view_rows = f"select {select_list} from {relation(view_relation)}"
     query_rows = f"select {select_list} from (\n{defining_sql.strip().rstrip(';')}\n) as `_mv_definition`"
     problem = ident(PROBLEM_COLUMN)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from dbt.tests.util import run_dbt_and_capture
 
+from dbt_incremental_mv.consistency import compared_column
 from tests.functional.differential import OPERATIONS, Column, Master, Workload
 from tests.functional.util import rows
 from tests.fuzz.generator import MASTERS, Definition
@@ -154,7 +155,9 @@ class GeneratedCheck:
         started = time.perf_counter()
         pairs = {}
         for d in self.maintained:
-            columns = ", ".join(f"`{c}`" for c in _visible(self.project, schema, d.name))
+            # as matches_defining_query compares: doubles to 9 significant digits (a SUM of doubles
+            # differs in its last bits between two plans of one query: the build's and the query's)
+            columns = ", ".join(compared_column(c, t) for c, t in _visible(self.project, schema, d.name))
             pairs[d.name] = (f"select {columns} from {schema}.{d.name}", f"select {columns} from ({d.sql(refs)})")
         names = sorted(pairs)
         differing = []
@@ -185,17 +188,18 @@ class GeneratedCheck:
         return self.outcome
 
 
-_columns: dict[tuple[str, str], list[str]] = {}
+_columns: dict[tuple[str, str], list[tuple[str, str]]] = {}
 
 
-def _visible(project, schema: str, view: str) -> list[str]:
+def _visible(project, schema: str, view: str) -> list[tuple[str, str]]:
+    """The view's visible columns with their types."""
     if (schema, view) not in _columns:
         names = []
-        for name, *_ in rows(project, f"describe {schema}.{view}"):
+        for name, spark_type, *_ in rows(project, f"describe {schema}.{view}"):
             if not name or name.startswith("#"):
                 break  # the partitioning follows
             if not name.startswith("_mv_"):
-                names.append(name)
+                names.append((name, spark_type))
         _columns[(schema, view)] = names
     return _columns[(schema, view)]
 
