@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -151,7 +152,7 @@ def over_stored_columns(
                 "Use COUNT, SUM, AVG, MIN or MAX (or an aggregate written as one), or compute this "
                 "column in a downstream model",
             )
-        made = sum(1 for o in hidden if o.name.startswith("_mv_a") and o.name.endswith(f"_{owner}"))
+        made = sum(1 for o in known if o.hidden and re.fullmatch(rf"_mv_a\d+_{re.escape(owner)}", o.name))
         candidate = _aggregate_output(f"_mv_a{made + 1}_{owner}", bare, hidden=True)
         for output in known:
             if output.kind is candidate.kind and output.expression == candidate.expression:

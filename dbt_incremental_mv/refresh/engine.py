@@ -81,7 +81,7 @@ class FastRefreshEngine:
                 return Propagation([], None, {}, IDLE)
             ctx.metadata.reset_staging()
             # force may recompute rather than capture
-            skipped, early = force.captures_to_skip(ctx, plan, state, plan.action)
+            skipped, early = force.captures_to_skip(ctx, plan, state)
         with run.clock.phase("capture"):
             captured = self._capture(ctx, run, state, skipped)
         with run.clock.phase("mark"):

@@ -50,15 +50,12 @@ def after_mark(
 
 
 def captures_to_skip(
-    ctx: RefreshContext,
-    plan: RefreshPlan,
-    state: ViewState | None,
-    action: str,
+    ctx: RefreshContext, plan: RefreshPlan, state: ViewState | None
 ) -> tuple[frozenset[str], cost.Choice | None]:
-    """refresh_method='force', before the capture of a refresh carrying out ``action``: the
+    """refresh_method='force', before the capture of the plan's refresh: the
     masters whose capture a complete refresh does without (empty: capture as usual), and the
     choice made (None: none yet, decided after the mark; ``complete``: the run recomputes)."""
-    if state is None or action != RefreshAction.FAST or plan.config.refresh_method is not RefreshMethod.FORCE:
+    if state is None or plan.action != RefreshAction.FAST or plan.config.refresh_method is not RefreshMethod.FORCE:
         return frozenset(), None
     early = before_capture(ctx, plan, state)
     if early is None:

@@ -475,6 +475,16 @@ def test_having_reads_aggregates_the_view_does_not_select(view):
     ]
 
 
+def test_hidden_aggregates_get_distinct_names_whoever_reads_them(view):
+    # a column named like HAVING's hidden outputs, and owners that end alike
+    definition = view(
+        'select status, round(sum(amount), 1) as `having`, max(amount) + 1 as total, min(amount) - 1 as grand_total '
+        "from shop.orders group by status having avg(amount) > 1"
+    )
+    names = [o.name for o in definition.outputs if o.hidden]
+    assert names == ["_mv_a1_having", "_mv_a1_total", "_mv_a1_grand_total", "_mv_a2_having"]
+
+
 # -- the definition as a value ---------------------------------------------------------------
 
 
