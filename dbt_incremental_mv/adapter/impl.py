@@ -155,7 +155,7 @@ class SparkMVAdapter(SparkAdapter):
         from dbt_incremental_mv.refresh.phases.decide import FastRefreshUnavailable
 
         try:
-            return refresh.engine.mark(refresh.run)
+            return refresh.prepare()
         except FastRefreshUnavailable as exc:
             raise self._people_error(exc) from exc
 

@@ -10,7 +10,7 @@ times them.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dbt_incremental_mv.analysis import ViewDefinition
@@ -19,6 +19,7 @@ from dbt_incremental_mv.logs.capture_plan import CapturePlan
 from dbt_incremental_mv.logs.contract import LogSpec
 from dbt_incremental_mv.metadata import Metadata
 from dbt_incremental_mv.refresh.context import Execute, Query, RefreshContext
+from dbt_incremental_mv.refresh.cost import Choice
 from dbt_incremental_mv.refresh.graph import view_consumers
 from dbt_incremental_mv.refresh.operations import explain as explain_phase
 from dbt_incremental_mv.refresh.operations import history
@@ -27,9 +28,9 @@ from dbt_incremental_mv.refresh.operations import status as status_phase
 from dbt_incremental_mv.refresh.phases import capture as capture_phase
 from dbt_incremental_mv.refresh.phases import force, own_log, propagate
 from dbt_incremental_mv.refresh.phases import publish as publish_phase
-from dbt_incremental_mv.refresh.phases.decide import RefreshAction, RunFacts
+from dbt_incremental_mv.refresh.phases.decide import RefreshAction, RefreshDecision, RunFacts
 from dbt_incremental_mv.refresh.phases.execute import PhaseClock, StepRunner, execute_steps
-from dbt_incremental_mv.refresh.phases.mark import mark_logs, nothing_to_refresh
+from dbt_incremental_mv.refresh.phases.mark import Marked, mark_logs, nothing_to_refresh
 from dbt_incremental_mv.refresh.phases.plan import RefreshPlan, plan_refresh
 from dbt_incremental_mv.refresh.phases.propagate import Propagation
 from dbt_incremental_mv.refresh.phases.publish import ConcurrentRefreshError, Step, StepKind  # noqa: F401 - part of the engine's API
@@ -37,9 +38,26 @@ from dbt_incremental_mv.refresh.phases.purge import purge_log
 from dbt_incremental_mv.refresh.phases.run import RefreshRun
 from dbt_incremental_mv.refresh.state import staleness
 from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
+from dbt_incremental_mv.refresh.views.statement import RefreshStatement
 from dbt_incremental_mv.sql_text import relation
 
 IDLE = "fast refresh: nothing marked (no master commit or log change since the last refresh); no write"
+
+
+@dataclass(frozen=True)
+class MarkedRefresh:
+    """What was found before the capture, by the capture and by the mark, for decide and emit:
+    the view state the refresh consumes from, the logs marked, and the captures (``captured``:
+    what each did, for the log line)."""
+
+    state: ViewState | None
+    read_at: int | None  # the view snapshot a fast refresh commits on
+    idle: bool = False  # nothing changed since the last refresh: no write
+    skipped: frozenset[str] = frozenset()  # masters whose capture force skipped (recomputed instead)
+    early: Choice | None = None  # force's choice before the capture
+    captured: tuple[str, ...] = ()
+    marked: Marked | None = None
+    reads_changes: bool = False  # the refresh applies the marked changes (planned fast, not skipped by force)
 
 
 class FastRefreshEngine:
@@ -65,48 +83,79 @@ class FastRefreshEngine:
             plan = plan_refresh(self.ctx, model, compiled_sql, view_relation, existing_type, full_refresh, graph)
         return RefreshRun(plan, clock=clock)
 
-    # ---------------------------------------------------------------- capture + mark + decide
-    def mark(self, run: RefreshRun) -> Propagation:
-        """Capture, fix what this refresh consumes and which snapshots it reads, decide (once: from
-        the plan's facts and what this found, decide.py); returns the statements that change the view."""
+    # ---------------------------------------------------------------- before the capture, capture + mark
+    def before_capture(self, run: RefreshRun) -> MarkedRefresh:
+        """What is known before anything is captured: the view state a fast refresh consumes
+        from, whether anything changed since, and (refresh_method='force') whether a complete
+        refresh is cheaper even before the capture (force.py), which then skips it."""
         ctx = self.ctx
         plan = run.plan
-        planned_fast = plan.action == RefreshAction.FAST
         # a fast refresh consumes from the state the staleness check accepted; its commit is made
         # on the view snapshot that state was read from, or not at all (publish)
-        state, read_at = (plan.view_state, plan.view_read_at) if planned_fast else (None, None)
+        state, read_at = (plan.view_state, plan.view_read_at) if plan.action == RefreshAction.FAST else (None, None)
         with run.clock.phase("mark"):
             if state is not None and nothing_to_refresh(ctx, plan, state):
-                run.decide(RunFacts())
-                return Propagation([], None, {}, IDLE)
+                return MarkedRefresh(state, read_at, idle=True)
             ctx.metadata.reset_staging()
-            # force may recompute rather than capture
             skipped, early = force.captures_to_skip(ctx, plan, state)
+        return MarkedRefresh(state, read_at, skipped=skipped, early=early)
+
+    def mark(self, run: RefreshRun, before: MarkedRefresh) -> MarkedRefresh:
+        """Capture the logs (but those ``before`` skips) and fix what this refresh consumes and
+        which snapshots it reads: the facts the decision is taken from (decide)."""
+        if before.idle:
+            return before
+        plan = run.plan
         with run.clock.phase("capture"):
-            captured = self._capture(ctx, run, state, skipped)
+            captured = self._capture(self.ctx, run, before.state, before.skipped)
+        early = before.early
+        reads_changes = plan.action == RefreshAction.FAST and not (
+            early is not None and early.method == RefreshAction.COMPLETE
+        )
         with run.clock.phase("mark"):
-            reads_changes = planned_fast and not (early is not None and early.method == RefreshAction.COMPLETE)
             marked = mark_logs(
-                ctx,
+                self.ctx,
                 plan,
-                state,
-                uncaptured=skipped,
+                before.state,
+                uncaptured=before.skipped,
                 action=RefreshAction.FAST if reads_changes else RefreshAction.COMPLETE,
             )
-            statement, late = None, None
-            if reads_changes and marked.log_reset is None:
-                statement = propagate.fast_statement(ctx, plan, marked.logs)
-                if statement is not None and plan.config.refresh_method is RefreshMethod.FORCE:
-                    late = force.after_mark(ctx, plan, marked.logs, statement)
-            decision = run.decide(RunFacts(before_capture=early, log_reset=marked.log_reset, after_mark=late))
-            if decision.action == RefreshAction.FAST:
-                propagation = propagate.fast(ctx, run, marked.logs, read_at, statement)
+        if before.skipped:
+            names = ", ".join(plan.logs[m].master_name for m in sorted(before.skipped))
+            captured.append(f"capture of {names} not needed")
+        return replace(before, captured=tuple(captured), marked=marked, reads_changes=reads_changes)
+
+    # ---------------------------------------------------------------- propose + decide + emit
+    def propose(self, run: RefreshRun, marked: MarkedRefresh) -> RefreshStatement | None:
+        """The view class's statement applying the marked changes, when the refresh reads them
+        (None: a complete refresh, or the changes change nothing)."""
+        if marked.marked is None or not marked.reads_changes or marked.marked.log_reset is not None:
+            return None
+        with run.clock.phase("mark"):
+            return propagate.fast_statement(self.ctx, run.plan, marked.marked.logs)
+
+    def decide(self, run: RefreshRun, marked: MarkedRefresh, statement: RefreshStatement | None) -> RefreshDecision:
+        """The run's one decision (decide.py), from the plan's facts and the mark's (and, under
+        refresh_method='force', the cost model's choice between ``statement`` and a complete refresh)."""
+        if marked.idle or marked.marked is None:
+            return run.decide(RunFacts())
+        late = None
+        if statement is not None and run.plan.config.refresh_method is RefreshMethod.FORCE:
+            with run.clock.phase("mark"):
+                late = force.after_mark(self.ctx, run.plan, marked.marked.logs, statement)
+        return run.decide(RunFacts(before_capture=marked.early, log_reset=marked.marked.log_reset, after_mark=late))
+
+    def emit(self, run: RefreshRun, marked: MarkedRefresh, statement: RefreshStatement | None) -> Propagation:
+        """The steps that change the view, as the run's decision says."""
+        if marked.idle or marked.marked is None:
+            return Propagation([], None, {}, IDLE)
+        with run.clock.phase("mark"):
+            if run.action == RefreshAction.FAST:
+                propagation = propagate.fast(self.ctx, run, marked.marked.logs, marked.read_at, statement)
             else:
-                propagation = propagate.complete(ctx, run, marked.logs)
-        if skipped:
-            captured.append(f"capture of {', '.join(plan.logs[m].master_name for m in sorted(skipped))} not needed")
-        if captured:  # which capture path ran, and what it read
-            propagation.summary += "; " + "; ".join(captured)
+                propagation = propagate.complete(self.ctx, run, marked.marked.logs)
+        if marked.captured:  # which capture path ran, and what it read
+            propagation.summary += "; " + "; ".join(marked.captured)
         return propagation
 
     def _capture(
@@ -320,6 +369,13 @@ class Refresh:
     @property
     def action(self) -> str:
         return self.run.action
+
+    def prepare(self) -> Propagation:
+        """Capture and mark, decide once, and return the steps that change the view."""
+        marked = self.engine.mark(self.run, self.engine.before_capture(self.run))
+        statement = self.engine.propose(self.run, marked)
+        self.engine.decide(self.run, marked, statement)
+        return self.engine.emit(self.run, marked, statement)
 
 
 class _RefreshRunner:

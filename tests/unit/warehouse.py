@@ -4,7 +4,7 @@ materialization does."""
 
 from __future__ import annotations
 
-from dbt_incremental_mv.refresh.engine import FastRefreshEngine
+from dbt_incremental_mv.refresh.engine import FastRefreshEngine, Refresh
 from tests.unit.fake_iceberg import LOG_COLUMNS, FakeIceberg, statement_kinds
 
 
@@ -66,7 +66,7 @@ class Warehouse:
         engine = FastRefreshEngine(fake.query, fake.execute, fake.metadata())
         existing = "table" if "shop.v" in fake.tables else None
         run = engine.plan(self.model, self.sql, "shop.v", existing, False, self.graph)
-        propagation = engine.mark(run)
+        propagation = Refresh(engine, run).prepare()
 
         def create(query: str) -> str:  # the table made here: the fake catalog runs no DDL
             columns = [(c, "string") for c in run.plan.definition.stored_columns]
