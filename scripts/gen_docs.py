@@ -151,14 +151,19 @@ MAINTAINED = [
         "shop.customers c on p.customer_id = c.customer_id",
     ),
     (
+        "The latest row per key, the top rows of each partition (ROW_NUMBER, RANK, DENSE_RANK <= n; QUALIFY)",
+        "select * from (select o.*, row_number() over (partition by customer_id order by ordered_at desc) as rn from "
+        "shop.orders o) as latest where rn = 1",
+    ),
+    (
         "ORDER BY inside a CTE or subquery without LIMIT (ignored: it orders nothing the view keeps)",
         "with recent as (select * from shop.orders order by ordered_at desc) select order_id, amount from recent",
     ),
 ]
 REFUSED = [
     (
-        "Window functions",
-        "select order_id, row_number() over (partition by customer_id order by ordered_at) as rn from shop.orders",
+        "Other window functions (running totals, LAG/LEAD, a rank not filtered on)",
+        "select order_id, sum(amount) over (partition by customer_id order by ordered_at) as running from shop.orders",
     ),
     (
         "The current date or time",

@@ -20,9 +20,10 @@ from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 from dbt_incremental_mv.analysis.having import resolve_having, split_having
 from dbt_incremental_mv.analysis.hidden import aggregate_hidden_columns, key_hidden_columns
 from dbt_incremental_mv.analysis.joins import JoinTree, normalize_joins
-from dbt_incremental_mv.analysis.model import MasterOccurrence, MasterTable, ViewClass, ViewDefinition
+from dbt_incremental_mv.analysis.model import MasterOccurrence, MasterTable, Ranking, ViewClass, ViewDefinition
 from dbt_incremental_mv.analysis.outputs import classify_outputs, refuse_bad_output_names
 from dbt_incremental_mv.analysis.parse import parse_statement
+from dbt_incremental_mv.analysis.ranking import HINT, RankingShape, completed_ranking, resolved_ranking, split_ranking
 from dbt_incremental_mv.analysis.resolved import OccurrenceSource, ResolvedQuery
 from dbt_incremental_mv.analysis.resolver import Resolver
 from dbt_incremental_mv.analysis.summands import average_summands
@@ -55,8 +56,12 @@ def analyze_view(sql: str, masters: Mapping[str, MasterTable]) -> ViewDefinition
 def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> ViewDefinition:
     """Analyse one SELECT (a whole view, or a branch of a UNION ALL view)."""
     statement, having_condition = split_having(distinct_as_group_by(statement))
+    statement, ranked = split_ranking(statement)
     refuse_unsupported_constructs(statement)
     query = Resolver(masters).query(statement)
+    ranking = None
+    if ranked is not None:
+        query, ranking = resolved_ranking(query, ranked)
     _refuse_aggregates_outside_select(query)
     occurrences = tuple(MasterOccurrence(o.alias, o.master) for o in query.occurrences)
     _refuse_keyless_masters(query.occurrences)
@@ -76,6 +81,11 @@ def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> V
         if is_aggregate
         else key_hidden_columns(occurrences)
     )
+    if ranking is not None:
+        assert ranked is not None  # the ranking resolved from it
+        _refuse_ranking_over(ranking, ranked, occurrences, is_aggregate)
+        ranking, outputs, partitions = completed_ranking(ranking, occurrences[0], outputs)
+        hidden += partitions
     read = _referenced_columns(
         occurrences,
         [o.expression for o in outputs],
@@ -83,6 +93,7 @@ def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> V
         tree.where_conjuncts,
         [s.condition for s in tree.joins if s.condition is not None],
         group_by,
+        _ranking_parts(ranking),
     )
     definition = ViewDefinition(
         occurrences=occurrences,
@@ -91,12 +102,13 @@ def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> V
         outputs=outputs,
         group_by=group_by,
         is_aggregate=is_aggregate,
-        view_class=_view_class(is_aggregate, tree),
+        view_class=ViewClass.RANKED if ranking is not None else _view_class(is_aggregate, tree),
         hidden_columns=hidden,
         null_supplying=tree.null_supplying,
         group_key_columns=classified.group_key_columns,
         referenced_columns=read,
         having=having,
+        ranking=ranking,
     )
     _refuse_unrenderable(definition)
     return definition
@@ -159,11 +171,12 @@ def without_inner_order(statement: exp.Query) -> exp.Query:
 
 
 def rewritten_query(statement: exp.Query) -> exp.Query:
-    """The query as the analysis reads it: ``SELECT DISTINCT`` as the GROUP BY it equals, and the
-    outer query's HAVING taken apart (analysis/having.py, resolved on its own); for a top-level
-    UNION ALL, each branch so."""
+    """The query as the analysis reads it: ``SELECT DISTINCT`` as the GROUP BY it equals, the
+    outer query's HAVING taken apart (analysis/having.py, resolved on its own), a ranking window
+    filtered on taken out (analysis/ranking.py); for a top-level UNION ALL, each branch so (a
+    branch's window is refused)."""
     if not top_level_unions(statement):
-        return split_having(distinct_as_group_by(statement))[0]
+        return split_ranking(split_having(distinct_as_group_by(statement))[0])[0]
     return map_union_branches(statement, lambda b: split_having(distinct_as_group_by(b))[0])
 
 
@@ -188,6 +201,39 @@ def distinct_as_group_by(statement: exp.Query) -> exp.Query:
     grouped.set("distinct", None)
     grouped.set("group", exp.Group(expressions=[k.copy() for k in keys]))
     return grouped
+
+
+def _ranking_parts(ranking: Ranking | None) -> list[exp.Expr]:
+    if ranking is None:
+        return []
+    return [*ranking.partition_by, *(o.this for o in ranking.order_by), *ranking.tie_break, *ranking.post_conjuncts]
+
+
+def _refuse_ranking_over(
+    ranking: Ranking,
+    shape: RankingShape,
+    occurrences: tuple[MasterOccurrence, ...],
+    is_aggregate: bool,
+) -> None:
+    """A ranking window is refreshed over the rows of one master (filtered), selected as they are."""
+    if len(occurrences) != 1:
+        raise UnsupportedViewError(
+            shape.written,
+            "a ranking window is refreshed over one table: here its rows come from a join",
+            "Rank the rows of one table (join in a model over the deduplicated one)",
+        )
+    if is_aggregate:
+        raise UnsupportedViewError(
+            shape.written,
+            "a ranking window is refreshed when the query over it selects rows, not aggregates",
+            "Aggregate in a model over the deduplicated one",
+        )
+    for part in _ranking_parts(ranking):
+        found = next((n for n in part.walk() if isinstance(n, exp.Window) or functions.is_aggregate(n)), None)
+        if found is not None:
+            raise UnsupportedViewError(
+                describe(found), "not allowed in a ranking window's PARTITION BY or ORDER BY", HINT
+            )
 
 
 def _view_class(is_aggregate: bool, tree: JoinTree) -> ViewClass:
@@ -246,6 +292,7 @@ def _referenced_columns(
 
 
 def _rendered_parts(definition: ViewDefinition) -> Iterable[exp.Expr]:
+    yield from _ranking_parts(definition.ranking)
     yield from (o.expression for o in definition.outputs)
     yield from (h.expression for h in definition.hidden_columns)
     yield from definition.where_conjuncts

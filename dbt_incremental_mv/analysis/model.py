@@ -120,13 +120,55 @@ class JoinStep(_ReadableRepr):
 
 
 class ViewClass(Enum):
-    """How a view is maintained: by occurrence keys (JOIN, OUTER_JOIN), by groups (AGGREGATE), or
-    branch by branch (UNION_ALL: each branch one of the others, its rows marked by ``_mv_branch``)."""
+    """How a view is maintained: by occurrence keys (JOIN, OUTER_JOIN), by groups (AGGREGATE),
+    branch by branch (UNION_ALL: each branch one of the others, its rows marked by ``_mv_branch``),
+    or by window partitions (RANKED: the top rows of each partition, ``Ranking``)."""
 
     JOIN = "join"
     OUTER_JOIN = "outer_join"
     AGGREGATE = "aggregate"
     UNION_ALL = "union_all"
+    RANKED = "ranked"
+
+
+class RankFunction(StrEnum):
+    """The ranking window functions a RANKED view filters on."""
+
+    ROW_NUMBER = "row_number"
+    RANK = "rank"
+    DENSE_RANK = "dense_rank"
+
+
+@dataclass(frozen=True, repr=False)
+class Ranking(_ReadableRepr):
+    """The rows of a RANKED view: those the defining query's rows rank within ``keep`` of their
+    window partition (``function() OVER (PARTITION BY partition_by ORDER BY order_by) <= keep``:
+    ``= 1`` is the latest row per key), then meeting ``post_conjuncts`` (the outer query's
+    filters, applied to the ranked rows). ``tie_break``: the master key columns appended to a
+    ROW_NUMBER's ORDER BY so that tied rows are ranked the same way by every build and refresh
+    (empty when the order is total or the function ranks ties alike). ``partition_columns``:
+    the stored columns holding each partition expression (a refresh deletes partitions by them)."""
+
+    function: RankFunction
+    partition_by: tuple[exp.Expr, ...]
+    order_by: tuple[exp.Ordered, ...]
+    keep: int
+    tie_break: tuple[exp.Expr, ...] = ()
+    post_conjuncts: tuple[exp.Expr, ...] = ()
+    partition_columns: tuple[str, ...] = ()
+
+    @property
+    def window(self) -> exp.Window:
+        """The ranking window, tie-break included (a fresh tree)."""
+        order = [o.copy() for o in self.order_by] + [
+            exp.Ordered(this=t.copy(), nulls_first=True) for t in self.tie_break
+        ]
+        return exp.Window(
+            this=exp.Anonymous(this=self.function.value, expressions=[]),
+            partition_by=[p.copy() for p in self.partition_by],
+            order=exp.Order(expressions=order),
+            over="OVER",
+        )
 
 
 class OutputKind(StrEnum):
@@ -181,6 +223,9 @@ class HiddenPurpose(StrEnum):
     Spark type (``_mv_b{n}_{column}``): the union widens the visible column (a decimal AVG to
     double, say), so the branch is maintained on its own columns and its visible ones are their
     cast to the union's types (analysis/union.py)."""
+    PARTITION = "partition"
+    """A RANKED view's window partition expression, when no visible column holds it: a refresh
+    deletes and recomputes the partitions its changes touch."""
     RESERVE = "reserve"
     """For MIN(x)/MAX(x): the group's RESERVE most extreme distinct values of x with their counts,
     ``array<struct<v, n>>`` from the extreme (``expression`` is x): a delete of the extreme is
@@ -232,6 +277,8 @@ class ViewDefinition(_ReadableRepr):
     # plus ``_mv_branch`` (analysis/union.py); the union's occurrences are theirs (aliases unique
     # across branches) and its hidden columns ``_mv_branch`` then theirs (shared by name)
     branches: tuple[ViewDefinition, ...] = ()
+    # RANKED: the window filter (analysis/ranking.py); its outputs are over the ranked rows
+    ranking: Ranking | None = None
 
     @property
     def stored_columns(self) -> tuple[str, ...]:

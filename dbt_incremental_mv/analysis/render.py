@@ -145,6 +145,8 @@ def select_expression(
     projections: list[exp.Expr] = [_aliased(o.expression, o.name) for o in outputs]
     if include_hidden:
         projections += [_aliased(h.expression, h.name) for h in definition.hidden_columns]
+    if definition.ranking is not None:
+        return _top_ranked(definition, sources, projections, row_filter)
     select = _rows(definition, sources, projections, row_filter)
     if definition.group_by:
         select.set("group", exp.Group(expressions=[e.copy() for e in definition.group_by]))
@@ -167,6 +169,38 @@ def _rows(
     conjuncts = list(definition.where_conjuncts) + ([row_filter] if row_filter is not None else [])
     if conjuncts:
         select.set("where", exp.Where(this=conjunction(conjuncts)))
+    return select
+
+
+RANKED = "_mv_r"  # the ranked rows of a RANKED view
+RANK = "_mv_rank"
+KEEP = "_mv_keep"
+
+
+def _top_ranked(
+    definition: ViewDefinition,
+    sources: Mapping[str, Source],
+    projections: list[exp.Expr],
+    row_filter: exp.Expr | None,
+) -> exp.Select:
+    """A RANKED view's query: its rows (``projections``, filtered) with their rank in the window
+    (and whether they meet the filters on the ranked rows), those ranked within ``keep``. A
+    ``row_filter`` is applied before the ranking: it must keep or drop whole partitions."""
+    ranking = definition.ranking
+    assert ranking is not None
+    inner = [*projections, _aliased(ranking.window, RANK)]
+    if ranking.post_conjuncts:
+        inner.append(_aliased(conjunction(ranking.post_conjuncts), KEEP))
+    rows = _rows(definition, sources, inner, row_filter)
+    names = [exp.column(p.alias, table=RANKED, quoted=True) for p in projections if isinstance(p, exp.Alias)]
+    select = exp.Select(expressions=names)
+    select.set("from_", exp.From(this=exp.Subquery(this=rows, alias=_table_alias(RANKED))))
+    kept: exp.Expr = exp.LTE(
+        this=exp.column(RANK, table=RANKED, quoted=True), expression=exp.Literal.number(ranking.keep)
+    )
+    if ranking.post_conjuncts:
+        kept = exp.And(this=kept, expression=exp.column(KEEP, table=RANKED, quoted=True))
+    select.set("where", exp.Where(this=kept))
     return select
 
 

@@ -19,7 +19,8 @@ from typing import Any
 from dbt_incremental_mv.analysis import MasterTable, ViewClass, ViewDefinition, analyze_view
 from dbt_incremental_mv.analysis.analyze import rewritten_statement
 from dbt_incremental_mv.analysis.constructs import unsupported_constructs
-from dbt_incremental_mv.analysis.errors import UnsupportedViewError
+from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
+from dbt_incremental_mv.analysis.model import Ranking
 from dbt_incremental_mv.config import ConfigError, RefreshMethod
 from dbt_incremental_mv.layout import layout_advice
 from dbt_incremental_mv.logs import sql as log_sql
@@ -166,6 +167,21 @@ def _class_of(definition: ViewDefinition) -> str:
         text += f" over outer joins (anchor: {outer_aggregate.anchor(definition)})"
     if definition.having is not None:
         text += " with HAVING (the groups it does not hold are recomputed when changed)"
+    if definition.ranking is not None:
+        text += f" ({_ranking_prose(definition.ranking)})"
+    return text
+
+
+def _ranking_prose(ranking: Ranking) -> str:
+    """What a RANKED view keeps, and how ties are broken (the refresh recomputes partitions)."""
+    partitions = ", ".join(describe(p) for p in ranking.partition_by)
+    kept = "the first row" if ranking.keep == 1 else f"the top {ranking.keep} ranks"
+    text = f"{kept} of each partition by {partitions} by {ranking.function.value}; a change recomputes its partitions"
+    if ranking.tie_break:
+        text += (
+            f"; rows the ORDER BY leaves tied are ranked by the master's key ({', '.join(describe(t) for t in ranking.tie_break)}),"
+            " the same way by every build and refresh"
+        )
     return text
 
 

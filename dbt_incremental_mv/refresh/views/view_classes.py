@@ -1,5 +1,6 @@
-"""Which module refreshes which view class: the classes of one query (branch_classes.py) and
-UNION ALL, whose branches are each one of those (union_view.py). See branch_classes.py for the
+"""Which module refreshes which view class: the classes of one query (branch_classes.py),
+UNION ALL, whose branches are each one of those (union_view.py), and the top rows of window
+partitions (ranked_view.py). See branch_classes.py for the
 interface every view-class module exposes."""
 
 from __future__ import annotations
@@ -8,13 +9,14 @@ from collections.abc import Mapping, Sequence
 
 from dbt_incremental_mv.analysis import ViewClass, ViewDefinition
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
-from dbt_incremental_mv.refresh.views import union_view
+from dbt_incremental_mv.refresh.views import ranked_view, union_view
 from dbt_incremental_mv.refresh.views.branch_classes import BRANCH_CLASSES, ViewClassModule, blocker_of, statement_of
 from dbt_incremental_mv.refresh.views.statement import WRITE_BRANCH, RefreshStatement
 
 CLASSES: dict[ViewClass, ViewClassModule] = {
     **BRANCH_CLASSES,
     ViewClass.UNION_ALL: ViewClassModule(union_view.refresh_statement, union_view.blocker),
+    ViewClass.RANKED: ViewClassModule(ranked_view.refresh_statement, ranked_view.blocker),
 }
 
 

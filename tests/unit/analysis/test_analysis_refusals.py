@@ -36,7 +36,9 @@ REFUSALS = [
     ("sum over", f"select o.order_id, sum(o.amount) over () as total from {O}", "over ("),
     ("row_number without over", f"select row_number() as rn from {O}", "row_number("),
     ("window clause", f"select o.order_id from {O} window w as (partition by o.customer_id)", "window"),
-    ("qualify", f"select o.order_id from {O} qualify row_number() over (order by o.order_id) = 1", "qualify"),
+    ("qualify", f"select o.order_id from {O} qualify sum(o.amount) over (partition by o.customer_id) > 1", "qualify"),
+    ("ranking without partition", f"select o.order_id from {O} qualify row_number() over (order by o.order_id) = 1",
+     "row_number() over (order by"),
     # row-subset and ordering clauses
     ("limit", f"select o.order_id from {O} limit 10", "limit 10"),
     ("offset", f"select o.order_id from {O} offset 5", "offset 5"),

@@ -52,6 +52,10 @@ VIEWS = {
     "union_all": "select o.customer_id, o.amount from shop.orders o where o.status = 'open' "
                  "union all select c.customer_id, sum(o.amount) from shop.orders o join shop.customers c "
                  "on o.customer_id = c.customer_id group by c.customer_id",
+    "latest": "select * from (select o.*, row_number() over (partition by o.customer_id order by o.day desc) as rn "
+              "from shop.orders o where o.status <> 'void') as latest where rn = 1",
+    "top_ranked": "with r as (select order_id, amount, rank() over (partition by lower(status), day order by amount desc) as rk "
+                  "from shop.orders) select order_id, amount from r where rk <= 2 and amount > 0",
 }
 
 

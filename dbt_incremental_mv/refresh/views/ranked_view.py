@@ -1,0 +1,154 @@
+"""Fast refresh of RANKED views (ViewClass.RANKED): the top rows of each window partition of one
+master's rows, "latest row per key" above all (analysis/ranking.py).
+
+**Partitions.** A row's rank depends only on the rows of its partition, so the view is the union,
+over partitions, of each one's top rows. A refresh recomputes the partitions its changes touch:
+
+- from the log's before and after images, when it carries the columns the partition
+  expressions read: the partitions each changed row was in and is in now;
+- otherwise from the view and the master: the partitions of the view rows holding a changed key
+  (the old ones) and of the master's rows with a changed key (the new ones). A changed row that is
+  not in the view ranked below the top in its old partition: taking it away changes no rank above
+  it. That is not so when the query filters the ranked rows (a top row that fails the filter is
+  not in the view), so such a view needs the images (``blocker``).
+
+Partition values are matched null-safely (a NULL partition key is a partition).
+
+**One commit.** The affected partitions, computed once into the session's cache, are deleted from
+the view on the refresh's write branch (a scan of the view with them broadcast) and recomputed:
+the defining query over the master's rows of those partitions (a semi join with them broadcast),
+staged on the branch and published with the refresh's state (statement.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from sqlglot import exp
+
+from dbt_incremental_mv.analysis import ViewDefinition
+from dbt_incremental_mv.analysis.model import Ranking
+from dbt_incremental_mv.analysis.render import render_expression, render_select
+from dbt_incremental_mv.refresh.marked_log import MarkedLog
+from dbt_incremental_mv.refresh.views.statement import (
+    WRITE_BRANCH,
+    Cached,
+    RefreshStatement,
+    Write,
+    branch_target,
+    broadcast_exists,
+    cached_view,
+    delete_write,
+    in_changed,
+    refresh_writes,
+)
+from dbt_incremental_mv.sql_text import ident, idents, relation
+
+KEY = "_mv_k"  # the affected partitions, as a table alias
+VIEW = "_mv_v"  # the view's rows, as a table alias
+
+
+def _ranking(view: ViewDefinition) -> Ranking:
+    assert view.ranking is not None  # a RANKED view has one
+    return view.ranking
+
+
+def partition_source_columns(view: ViewDefinition) -> tuple[str, ...]:
+    """The master columns the partition expressions read, in name order."""
+    names = {c.name for p in _ranking(view).partition_by for c in p.find_all(exp.Column)}
+    return tuple(sorted(names, key=str.casefold))
+
+
+def blocker(view: ViewDefinition, logged: Mapping[str, Sequence[str]]) -> str | None:
+    ranking = _ranking(view)
+    if not ranking.post_conjuncts:
+        return None
+    master = view.occurrences[0].master.name
+    carried = {c.casefold() for c in logged.get(master, ())}
+    missing = [c for c in partition_source_columns(view) if c.casefold() not in carried]
+    if master in logged and missing:
+        return (
+            f"the query filters the ranked rows, so the partitions a change leaves are read from the "
+            f"change log's before images, and the log of {master} does not carry {', '.join(missing)}"
+        )
+    return None
+
+
+def _partition_names(ranking: Ranking) -> list[str]:
+    return [f"_mv_p{i}" for i in range(1, len(ranking.partition_by) + 1)]
+
+
+def _partitions_of(view: ViewDefinition, rows: str) -> str:
+    """The partition values of ``rows`` (a query of the master's columns), named ``_mv_p<i>``."""
+    ranking = _ranking(view)
+    alias = view.occurrences[0].alias
+    values = ", ".join(
+        f"{render_expression(p)} as {ident(n)}" for p, n in zip(ranking.partition_by, _partition_names(ranking))
+    )
+    return f"select {values} from (\n{rows}\n) as {ident(alias)}"
+
+
+def _affected_parts(view: ViewDefinition, view_relation: str, log: MarkedLog) -> list[str]:
+    """Queries returning the partitions the marked changes touch (see the module's doc)."""
+    ranking = _ranking(view)
+    read = partition_source_columns(view)
+    if log.logs_columns(read):
+        return [_partitions_of(view, log.images(read))]
+    alias = view.occurrences[0].alias
+    hidden = [view.key_columns_by_source(alias)[k.lower()] for k in log.spec.key]
+    stored = ", ".join(
+        f"{ident(c)} as {ident(n)}" for c, n in zip(ranking.partition_columns, _partition_names(ranking))
+    )
+    old = f"select {stored} from {relation(view_relation)} where {in_changed(log, hidden)}"
+    new = _partitions_of(view, f"select * from {log.master_as_of()} where {in_changed(log, log.spec.key)}")
+    return [old, new]
+
+
+def _matches(ranking: Ranking, values: Sequence[str]) -> str:
+    """A row of the affected partitions (alias ``_mv_k``) with the partition ``values``, null-safely."""
+    return " and ".join(f"{ident(KEY)}.{ident(n)} <=> {v}" for n, v in zip(_partition_names(ranking), values))
+
+
+def refresh_statement(
+    view: ViewDefinition,
+    view_relation: str,
+    marked: Mapping[str, MarkedLog],
+    view_types: Mapping[str, str] | None = None,
+    branch: str = WRITE_BRANCH,
+    view_rows: int | None = None,  # (not used: the view is never rewritten whole)
+) -> RefreshStatement | None:
+    """The writes that apply the marked changes, or None when nothing is marked."""
+    occurrence = view.occurrences[0]
+    log = marked[occurrence.master.name]
+    if not log.has_changes:
+        return None
+    ranking = _ranking(view)
+    name = cached_view(branch, "partitions")
+    names = idents(_partition_names(ranking))
+    union = "\nunion all\n".join(f"select {names} from (\n{p}\n)" for p in _affected_parts(view, view_relation, log))
+    affected = Cached(name, f"select distinct {names} from (\n{union}\n)")
+    partitions = f"select * from {ident(name)}"
+    in_view = broadcast_exists(
+        partitions, ident(KEY), _matches(ranking, [f"{ident(VIEW)}.{ident(c)}" for c in ranking.partition_columns])
+    )
+    alias = ident(occurrence.alias)
+    in_master = broadcast_exists(
+        partitions, ident(KEY), _matches(ranking, [render_expression(p) for p in ranking.partition_by])
+    )
+    rows = f"(select {alias}.* from {log.master_as_of()} as {alias} where {in_master})"
+    recomputed = render_select(view, {occurrence.alias: rows})
+    on_branch = branch_target(view_relation, branch)
+    writes = [
+        delete_write(on_branch, in_view, ident(VIEW)),
+        Write("insert", f"insert into {on_branch} ({idents(view.stored_columns)})\n{recomputed}"),
+    ]
+    return refresh_writes(
+        branch,
+        writes,
+        (f"PARTITIONS {occurrence.alias}", "DEL+INS partitions"),
+        (),
+        cached=(affected,),
+        touched=in_view,
+        deleted=in_view,
+        inserted=recomputed,
+    )
