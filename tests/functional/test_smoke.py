@@ -47,6 +47,11 @@ VIEWS = {
         f"union all select c.segment, avg(o.weight) from {O} o join {C} c on o.customer_id = c.customer_id "
         "group by c.segment"
     ),
+    # the latest row per key (a ranking window filtered on)
+    "smoke_latest": (
+        "select * from (select o.order_id, o.customer_id, o.amount, row_number() over (partition by o.customer_id "
+        f"order by o.amount desc nulls last, o.order_id) as rn from {O} o) as latest where rn = 1"
+    ),
     # a view over a view (smoke_join keeps its own change log: mv_log=true)
     "smoke_over_view": "select v.region, count(*) as n, sum(v.doubled) as doubled from {{ ref('smoke_join') }} v group by v.region",
 }

@@ -104,6 +104,8 @@ class Definition:
         outer = "left" in f or "right" in f
         if "union" in f:
             return "union all"
+        if "ranked" in f:
+            return "ranked"
         if "aggregate" in f or "distinct" in f:
             return "aggregate over outer join" if outer else ("aggregate over join" if "join" in f else "aggregate")
         if outer:
@@ -156,6 +158,8 @@ class Generator:
         self.derived_random = random.Random(seed * 7919 + 3)
         # and a LEFT JOIN's ON with a condition on both sides beside its equality (a range, an OR)
         self.range_random = random.Random(seed * 7919 + 4)
+        # and a SELECT of one table's rows ranked in window partitions, its top rows kept
+        self.ranked_random = random.Random(seed * 7919 + 5)
         self.refused_share = refused_share
 
     # -- FROM ---------------------------------------------------------------------------------
@@ -408,12 +412,45 @@ class Generator:
         else:
             block = self._block(r.choice((1, 2, 2, 3, 3, 4)), refusal)
             sql = self._shaped(block, shape, kinds, refusal=refusal)
+            if shape == "rows" and refusal is None and self.ranked_random.random() < 0.3:
+                # one table's rows, drawn from the ranked stream (the main one is consumed as before)
+                main, self.random = self.random, self.ranked_random
+                try:
+                    block = self._block(1)
+                    sql = self._ranked(block, self._shaped(block, shape, kinds), len(kinds))
+                finally:
+                    self.random = main
             features |= block.features
         construct = None
         if refusal is not None:
             sql, construct = self._refused(sql, refusal)
             features.add(f"refused: {refusal}")
         return Definition(f"g{number:04d}", sql, construct, tuple(sorted(features)))
+
+    def _ranked(self, block: Block, sql: str, outputs: int) -> str:
+        """``sql`` (one table's rows, outputs ``c0``...) ranked in window partitions, its top rows
+        kept: ROW_NUMBER (its ORDER BY ends with the key: the query is deterministic), RANK or
+        DENSE_RANK (ties ranked alike), in a derived table or a CTE, maybe a filter on the ranked rows."""
+        r = self.ranked_random
+        block.features.add("ranked")
+        occurrence = block.occurrences[0]
+        columns = [f"{occurrence.alias}.{c.name}" for c in occurrence.master.all_columns]
+        key = f"{occurrence.alias}.{occurrence.master.key}"
+        partition = r.sample([c for c in columns if c != key], r.choice((1, 1, 2)))
+        order = [f"{c}{r.choice(('', ' desc', ' desc nulls last', ' nulls last'))}" for c in r.sample(columns, r.choice((1, 2)))]
+        function = r.choice(("row_number", "row_number", "rank", "dense_rank"))
+        if function == "row_number" and not any(o.split(" ")[0] == key for o in order):
+            order.append(key)
+        window = f"{function}() over (partition by {', '.join(partition)} order by {', '.join(order)}) as rk"
+        inner = sql.replace(" from {", f", {window} from {{", 1)
+        kept = r.choice(("rk = 1", "rk = 1", "rk <= 2", "rk < 3"))
+        if r.random() < 0.3:
+            kept += f" and c{r.randrange(outputs)} is not null"
+            block.features.add("ranked filter")
+        if r.random() < 0.5:
+            return f"select * from ({inner}) as ranked_rows where {kept}"
+        listed = ", ".join(f"c{i}" for i in range(outputs))
+        return f"with ranked_rows as ({inner}) select {listed} from ranked_rows where {kept}"
 
     def _refusal(self, shape: str) -> str:
         """A construct to refuse, that fits ``shape`` (a UNION ALL's are around it: every branch

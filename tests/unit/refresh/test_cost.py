@@ -271,3 +271,20 @@ def test_a_calibration_file_of_an_earlier_version_prices_the_stages_at_nothing()
     rebuilt = dataclasses.replace(prices, seconds_per_gb_rebuilt=5.0)
     assert cost.complete_seconds(prices, 0, 0, 0, GB) == pytest.approx(cost.complete_seconds(prices, 0, 0, 0, 0) + 1.0)
     assert cost.complete_seconds(rebuilt, 0, 0, 0, GB) == pytest.approx(cost.complete_seconds(prices, 0, 0, 0, 0) + 5.0)
+
+
+def test_a_ranked_view_reads_its_master_whole_to_recompute_the_partitions_touched():
+    from dbt_incremental_mv.refresh.views import ranked_view
+
+    view = analyze_view(
+        "select * from (select o.*, row_number() over (partition by o.customer_id order by o.amount desc) as rn "
+        "from shop.orders o) as latest where rn = 1",
+        MASTERS,
+    )
+    logs = {"shop.orders": marked(ORDERS, 3, 2, key_values=((1,), (2,), (3,)), logged=("order_id", "customer_id"))}
+    statement = ranked_view.refresh_statement(view, "shop.v", logs, {})
+    fast = cost.estimate_fast(statement, "shop.v", logs, Sizes(SIZES), PRICES)
+    complete = cost.estimate_complete([("shop.orders", 123)], "shop.v", Sizes(SIZES), PRICES, cost.query_stages(view))
+    # the partitions' rows are found by a semi join: a scan of orders (and of the view to delete)
+    assert SIZES["shop.orders"][0] <= fast.bytes_read
+    assert fast.bytes_written < complete.bytes_written  # it rewrites the partitions touched, not the view
