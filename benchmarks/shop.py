@@ -243,6 +243,10 @@ VIEWS = (
     View("order_events", "union", ("orders", "customers"), f"{RETURNED_ORDERS}\nunion all\n{CUSTOMER_TOTALS}"),
     View("returned_orders", "filter", ("orders",), RETURNED_ORDERS),
     View("customer_totals", "agg-join", ("orders", "customers"), CUSTOMER_TOTALS),
+    # the latest order of each customer (a ranking window filtered on): its partitions recomputed
+    View("latest_order_per_customer", "ranked", ("orders",),
+         "select * from (\n  select o.*, row_number() over (partition by o.customer_id order by o.order_date desc, o.order_id desc) as rn\n"
+         "  from {orders} o\n) as latest\nwhere rn = 1"),
     View("line_items", "join3-lines", ("order_lines", "orders", "products"),
          "select l.order_id, l.line_no, l.quantity, l.unit_price, o.order_date, o.status, p.product_id, p.category\n"
          "from {order_lines} l\njoin {orders} o on l.order_id = o.order_id\n"

@@ -147,7 +147,9 @@ class Ranking(_ReadableRepr):
     filters, applied to the ranked rows). ``tie_break``: the master key columns appended to a
     ROW_NUMBER's ORDER BY so that tied rows are ranked the same way by every build and refresh
     (empty when the order is total or the function ranks ties alike). ``partition_columns``:
-    the stored columns holding each partition expression (a refresh deletes partitions by them)."""
+    the stored columns holding each partition expression (a refresh deletes partitions by them);
+    ``order_columns``: those holding each ORDER BY expression (new rows are ranked among the
+    view's own rows by them)."""
 
     function: RankFunction
     partition_by: tuple[exp.Expr, ...]
@@ -156,6 +158,7 @@ class Ranking(_ReadableRepr):
     tie_break: tuple[exp.Expr, ...] = ()
     post_conjuncts: tuple[exp.Expr, ...] = ()
     partition_columns: tuple[str, ...] = ()
+    order_columns: tuple[str, ...] = ()
 
     @property
     def window(self) -> exp.Window:
@@ -226,6 +229,9 @@ class HiddenPurpose(StrEnum):
     PARTITION = "partition"
     """A RANKED view's window partition expression, when no visible column holds it: a refresh
     deletes and recomputes the partitions its changes touch."""
+    RANK_ORDER = "rank_order"
+    """A RANKED view's window ORDER BY expression, when no visible column holds it: new rows are
+    ranked among the view's rows of their partition by it."""
     RESERVE = "reserve"
     """For MIN(x)/MAX(x): the group's RESERVE most extreme distinct values of x with their counts,
     ``array<struct<v, n>>`` from the extreme (``expression`` is x): a delete of the extreme is

@@ -247,11 +247,21 @@ def completed_ranking(
         else o
         for o in outputs
     )
-    columns, hidden = [], []
-    for index, part in enumerate(completed.partition_by, start=1):
-        holder = next((o.name for o in outputs if not o.hidden and unparenthesized(o.expression) == part), None)
-        if holder is None:
-            holder = f"_mv_p{index}"
-            hidden.append(HiddenColumn(holder, part.copy(), HiddenPurpose.PARTITION))
-        columns.append(holder)
-    return replace(completed, partition_columns=tuple(columns)), outputs, tuple(hidden)
+    hidden: list[HiddenColumn] = []
+
+    def held(expressions: tuple[exp.Expr, ...], prefix: str, purpose: HiddenPurpose) -> tuple[str, ...]:
+        columns = []
+        for index, expression in enumerate(expressions, start=1):
+            holder = next(
+                (o.name for o in outputs if not o.hidden and unparenthesized(o.expression) == expression), None
+            )
+            holder = holder or next((h.name for h in hidden if h.expression == expression), None)
+            if holder is None:
+                holder = f"{prefix}{index}"
+                hidden.append(HiddenColumn(holder, expression.copy(), purpose))
+            columns.append(holder)
+        return tuple(columns)
+
+    partitions = held(completed.partition_by, "_mv_p", HiddenPurpose.PARTITION)
+    orders = held(tuple(o.this for o in completed.order_by), "_mv_o", HiddenPurpose.RANK_ORDER)
+    return replace(completed, partition_columns=partitions, order_columns=orders), outputs, tuple(hidden)

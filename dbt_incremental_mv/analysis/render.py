@@ -204,6 +204,22 @@ def _top_ranked(
     return select
 
 
+def unranked_rows(definition: ViewDefinition, sources: Mapping[str, Source] | None = None) -> str:
+    """A RANKED view's rows before the ranking (every stored column, filtered as the defining
+    query filters them before ranking; a column selecting the rank is NULL): new rows a refresh
+    ranks among the view's own (refresh/views/ranked_view.py)."""
+    assert definition.ranking is not None
+    sources = known_sources(definition, sources)
+    projections: list[exp.Expr] = [
+        _aliased(exp.Cast(this=exp.null(), to=exp.DataType.build("int")), o.name)
+        if o.expression.find(exp.Window) is not None
+        else _aliased(o.expression, o.name)
+        for o in definition.outputs
+    ]
+    projections += [_aliased(h.expression, h.name) for h in definition.hidden_columns]
+    return render_expression(_rows(definition, sources, projections, None))
+
+
 ROWS = "_mv_w"  # the ranked rows a view with reserves groups
 
 

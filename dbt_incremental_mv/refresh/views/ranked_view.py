@@ -14,6 +14,10 @@ over partitions, of each one's top rows. A refresh recomputes the partitions its
 
 Partition values are matched null-safely (a NULL partition key is a partition).
 
+**Only new rows** (an append-only master: "latest row per key" over ingested events): the new top
+rows of a partition are the top rows of its rows in the view and the new rows, ranked again on the
+view's stored columns (it keeps the columns the window reads); the master is not read at all.
+
 **One commit.** The affected partitions, computed once into the session's cache, are deleted from
 the view on the refresh's write branch (a scan of the view with them broadcast) and recomputed:
 the defining query over the master's rows of those partitions (a semi join with them broadcast),
@@ -28,7 +32,7 @@ from sqlglot import exp
 
 from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.analysis.model import Ranking
-from dbt_incremental_mv.analysis.render import render_expression, render_select
+from dbt_incremental_mv.analysis.render import render_expression, render_select, unranked_rows
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.views.statement import (
     WRITE_BRANCH,
@@ -104,6 +108,53 @@ def _affected_parts(view: ViewDefinition, view_relation: str, log: MarkedLog) ->
     return [old, new]
 
 
+def _merged_with_new_rows(view: ViewDefinition, view_relation: str, log: MarkedLog, in_view: str) -> str | None:
+    """Only new rows (no before image marked): the new top rows of each affected partition are
+    the top rows of the view's rows of it and the new rows, ranked again on the stored columns
+    (a row outranked before is outranked still: every row ranked above a new top row is in the
+    view or new). The master is not read: the new rows are the log's after images (the view's
+    columns of them, when the log carries them: ``inserted_rows``). Not for a view that filters
+    the ranked rows (a top row that fails the filter is not in the view, yet outranks) or selects
+    an expression over the rank; None then."""
+    ranking = _ranking(view)
+    occurrence = view.occurrences[0]
+    netted = {c.casefold() for c in log.netted_by or ()}
+    if (
+        log.deletes
+        or ranking.post_conjuncts
+        or not netted
+        or any(c.casefold() not in netted for c in view.referenced_columns[occurrence.alias])
+        or any(
+            o.expression.find(exp.Window) is not None and not isinstance(o.expression, exp.Window) for o in view.outputs
+        )
+    ):
+        return None
+    stored = view.stored_columns
+    types = {c.casefold(): t for c, t in occurrence.master.columns}
+    new_rows = unranked_rows(view, {occurrence.alias: log.inserted_rows(types)})
+    kept = f"select {idents(stored)} from {relation(view_relation)} as {ident(VIEW)} where {in_view}"
+    keys = {h.expression: h.name for h in view.key_columns(occurrence.alias)}
+    order = [f"{ident(c)} {_direction(o)}" for c, o in zip(ranking.order_columns, ranking.order_by)]
+    order += [f"{ident(keys[t])} nulls first" for t in ranking.tie_break]
+    window = f"{ranking.function.value}() over (partition by {idents(ranking.partition_columns)} order by {', '.join(order)})"
+    ranks = {o.name for o in view.outputs if isinstance(o.expression, exp.Window)}
+    listed = ", ".join(f"`_mv_rank` as {ident(c)}" if c in ranks else ident(c) for c in stored)
+    return (
+        f"select {listed} from (\nselect *, {window} as `_mv_rank` from (\n{kept}\nunion all\n{new_rows}\n)\n)\n"
+        f"where `_mv_rank` <= {ranking.keep}"
+    )
+
+
+def _direction(ordered: exp.Ordered) -> str:
+    """An ORDER BY item's direction and NULL placement, written out (Spark's defaults: NULLs
+    first ascending, last descending)."""
+    descending = bool(ordered.args.get("desc"))
+    nulls_first = ordered.args.get("nulls_first")
+    if nulls_first is None:
+        nulls_first = not descending
+    return f"{'desc' if descending else 'asc'} nulls {'first' if nulls_first else 'last'}"
+
+
 def _matches(ranking: Ranking, values: Sequence[str]) -> str:
     """A row of the affected partitions (alias ``_mv_k``) with the partition ``values``, null-safely."""
     return " and ".join(f"{ident(KEY)}.{ident(n)} <=> {v}" for n, v in zip(_partition_names(ranking), values))
@@ -131,12 +182,17 @@ def refresh_statement(
     in_view = broadcast_exists(
         partitions, ident(KEY), _matches(ranking, [f"{ident(VIEW)}.{ident(c)}" for c in ranking.partition_columns])
     )
-    alias = ident(occurrence.alias)
-    in_master = broadcast_exists(
-        partitions, ident(KEY), _matches(ranking, [render_expression(p) for p in ranking.partition_by])
-    )
-    rows = f"(select {alias}.* from {log.master_as_of()} as {alias} where {in_master})"
-    recomputed = render_select(view, {occurrence.alias: rows})
+    merged = _merged_with_new_rows(view, view_relation, log, in_view)
+    if merged is not None:
+        recomputed, steps = merged, (f"MERGE {occurrence.alias}", "DEL+INS partitions")
+    else:
+        alias = ident(occurrence.alias)
+        in_master = broadcast_exists(
+            partitions, ident(KEY), _matches(ranking, [render_expression(p) for p in ranking.partition_by])
+        )
+        rows = f"(select {alias}.* from {log.master_as_of()} as {alias} where {in_master})"
+        recomputed = render_select(view, {occurrence.alias: rows})
+        steps = (f"PARTITIONS {occurrence.alias}", "DEL+INS partitions")
     on_branch = branch_target(view_relation, branch)
     writes = [
         delete_write(on_branch, in_view, ident(VIEW)),
@@ -145,7 +201,7 @@ def refresh_statement(
     return refresh_writes(
         branch,
         writes,
-        (f"PARTITIONS {occurrence.alias}", "DEL+INS partitions"),
+        steps,
         (),
         cached=(affected,),
         touched=in_view,

@@ -44,3 +44,22 @@ def test_filters_on_the_ranked_rows_need_the_images():
     assert "does not carry day, status" in ranked_view.blocker(FILTERED, {ORDERS.name: ("order_id",)})
     assert ranked_view.blocker(FILTERED, {ORDERS.name: ("order_id", "status", "day")}) is None
     assert ranked_view.blocker(LATEST, {ORDERS.name: ("order_id",)}) is None
+
+
+def test_only_new_rows_are_ranked_among_the_views_own_and_the_master_is_not_read():
+    found = statement(LATEST, inserts=2, key_values=((4,), (5,)), insert_key_values=((4,), (5,)),
+                      netted_by=("customer_id", "day", "order_id", "status", "amount"))
+    assert found.steps_run[0] == "MERGE latest"
+    insert = found.writes[-1].sql
+    assert "`shop`.`orders`" not in insert and "`logs`.`mlog_orders`" in insert
+    # ranked again on the stored columns, the tie broken by the stored key, the rank recomputed
+    assert "order by `day` desc nulls last, `_mv_latest_order_id` nulls first" in insert
+    assert "`_mv_rank` as `rn`" in insert
+
+
+def test_deletes_or_filters_on_the_ranked_rows_recompute_from_the_master():
+    netted = ("customer_id", "day", "order_id", "status", "amount")
+    mixed = statement(LATEST, inserts=2, deletes=1, key_values=((4,), (5,)), netted_by=netted)
+    assert mixed.steps_run[0] == "PARTITIONS latest" and "`shop`.`orders` VERSION AS OF 123" in mixed.writes[-1].sql
+    filtered = statement(FILTERED, inserts=2, key_values=((4,), (5,)), insert_key_values=((4,), (5,)), netted_by=netted)
+    assert filtered.steps_run[0] == "PARTITIONS r"
