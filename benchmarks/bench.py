@@ -303,7 +303,8 @@ class Bench:
         point: dict = {"planned_fraction": fraction, "changed_rows": changed_rows}
         payload = self.payload(warehouse, record["scale"], fraction=fraction, changed_rows=changed_rows,
                                spread=self.args.spread, salt=101 + index, cdc_logs=self.cdc_logs,
-                               dimensions=not self.args.no_dimension_changes)
+                               dimensions=not self.args.no_dimension_changes,
+                               append_only=self.args.append_only)
         change = point["change"] = spark_step("change", payload)
         point["fraction"] = change["changed_orders"] / change["orders_before"]
         self.progress(f"change: {change['changed_orders']:,} orders ({point['fraction']:.4%})"
@@ -379,6 +380,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sweep", choices=("fraction", "scale"), default=None)
     parser.add_argument("--spread", choices=("scattered", "clustered"), default="scattered",
                         help="changed rows picked by a hash over every data file, or the newest rows")
+    parser.add_argument("--append-only", action="store_true",
+                        help="each point's change inserts new rows only (as an ingestion that appends)")
     parser.add_argument("--master-mode", choices=("cow", "mor"), default="cow",
                         help="masters' write.delete/update/merge.mode: copy-on-write or merge-on-read")
     parser.add_argument("--master-format", type=int, choices=(2, 3), default=2,
@@ -447,6 +450,7 @@ def default_name(args: argparse.Namespace) -> str:
     data = "" if args.dataset == "shop" else f"{args.dataset}_"
     version = "" if args.master_format == 2 else f"-v{args.master_format}"
     facts = "_facts" if args.no_dimension_changes else ""
+    facts += "_append" if args.append_only else ""
     return f"bench_{data}{sweep}{scales}_{changed}_{args.spread}_{args.master_mode}{version}_{args.logs}{lines}{facts}"
 
 

@@ -268,12 +268,12 @@ def statement_stages(sql: str) -> int:
 
 def query_stages(view: ViewDefinition) -> tuple[int, int]:
     """(joins and aggregations, windows) of a complete refresh's query: a view's joins, its
-    GROUP BY, and the ranking window each MIN/MAX reserve is built by (render.py); a UNION ALL's
-    branches summed."""
+    GROUP BY, the ranking window each MIN/MAX reserve is built by (render.py) and a ranked view's
+    window; a UNION ALL's branches summed."""
     if view.branches:
         shapes = [query_stages(b) for b in view.branches]
         return sum(s for s, _ in shapes), sum(w for _, w in shapes)
-    return len(view.joins) + int(view.is_aggregate), len(view.reserves)
+    return len(view.joins) + int(view.is_aggregate), len(view.reserves) + int(view.ranking is not None)
 
 
 def fast_seconds(prices: Calibration, stages: Sequence[int], read: int, written: int, changes: int) -> float:

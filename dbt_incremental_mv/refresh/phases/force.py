@@ -25,6 +25,7 @@ from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.phases.capture import capture_plan
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
+from dbt_incremental_mv.refresh.phases.mark import netting_columns
 from dbt_incremental_mv.refresh.phases.plan import RefreshPlan, rewritable_rows
 from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from dbt_incremental_mv.refresh.views import view_classes
@@ -102,14 +103,18 @@ def before_capture(
         changed = spec.master_relation in pending or not (
             position is not None and log is not None and log_properties.no_rows_added_since(log, position.log_snapshot)
         )
+        # one new row: the cheapest change (a ranked view applies new rows without its master)
         provisional[spec.master_relation] = MarkedLog(
             spec,
             (log.main if log is not None else None) or 0,
             position.sequence if position else 0,
             (position.sequence if position else 0) + 1,
             int(changed),
-            int(changed),
+            0,
             current.get(spec.master_relation, -1),
+            # its images carry the view's columns when the log does (the view reads them there)
+            logged=tuple(plan.logged_columns.get(spec.log_relation, ())),
+            netted_by=netting_columns(plan, spec),
         )
     statement = view_classes.refresh_statement(
         plan.definition,
