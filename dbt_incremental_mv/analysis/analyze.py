@@ -84,7 +84,7 @@ def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> V
     if ranking is not None:
         assert ranked is not None  # the ranking resolved from it
         _refuse_ranking_over(ranking, ranked, occurrences, is_aggregate)
-        ranking, outputs, partitions = completed_ranking(ranking, occurrences[0], outputs)
+        ranking, outputs, partitions = completed_ranking(ranking, occurrences[0], outputs, hidden)
         hidden += partitions
     read = _referenced_columns(
         occurrences,

@@ -54,7 +54,7 @@ class RankingShape:
     filters on the ranked rows travel, and the rows kept per partition."""
 
     function: RankFunction
-    directions: tuple[exp.Ordered, ...]
+    directions: tuple[tuple[bool | None, bool | None], ...]  # per ORDER BY item: (DESC, NULLS FIRST), None: unsaid
     partitions: int
     posts: int
     keep: int
@@ -197,9 +197,7 @@ def _split(statement: exp.Query) -> tuple[exp.Query, RankingShape | None]:
             "expressions", exp.Alias(this=exp.Paren(this=conjunct.copy()), alias=exp.to_identifier(f"{POST}{index}"))
         )
     rewritten.set("where", None)
-    directions = tuple(
-        exp.Ordered(this=exp.null(), desc=o.args.get("desc"), nulls_first=o.args.get("nulls_first")) for o in orders
-    )
+    directions = tuple((o.args.get("desc"), o.args.get("nulls_first")) for o in orders)
     return rewritten, RankingShape(function, directions, len(parts), len(others), kept[0][1] or 1, written)
 
 
@@ -219,8 +217,8 @@ def resolved_ranking(query: ResolvedQuery, shape: RankingShape) -> tuple[Resolve
             found[projection.name.casefold()] = projection.expression
     parts = tuple(found[f"{PARTITION}{i}"] for i in range(1, shape.partitions + 1))
     orders = tuple(
-        exp.Ordered(this=found[f"{ORDER}{i}"].copy(), desc=d.args.get("desc"), nulls_first=d.args.get("nulls_first"))
-        for i, d in enumerate(shape.directions, start=1)
+        exp.Ordered(this=found[f"{ORDER}{i}"].copy(), desc=desc, nulls_first=nulls_first)
+        for i, (desc, nulls_first) in enumerate(shape.directions, start=1)
     )
     posts = tuple(unparenthesized(found[f"{POST}{i}"]) for i in range(1, shape.posts + 1))
     kept = tuple(p for p in query.projections if not is_carried(p.name))
@@ -228,12 +226,16 @@ def resolved_ranking(query: ResolvedQuery, shape: RankingShape) -> tuple[Resolve
 
 
 def completed_ranking(
-    ranking: Ranking, occurrence: MasterOccurrence, outputs: tuple[OutputColumn, ...]
+    ranking: Ranking,
+    occurrence: MasterOccurrence,
+    outputs: tuple[OutputColumn, ...],
+    existing: tuple[HiddenColumn, ...] = (),
 ) -> tuple[Ranking, tuple[OutputColumn, ...], tuple[HiddenColumn, ...]]:
     """The ranking with its tie-break (a ROW_NUMBER's ORDER BY completed by the master's key, so
     that ties are ranked alike by every build and refresh) and the stored columns of its
-    partition expressions; the outputs with the window where the query selects its rank; the
-    hidden columns holding partition expressions no visible column holds."""
+    partition and ORDER BY expressions; the outputs with the window where the query selects its
+    rank; the hidden columns holding those expressions that neither a visible column nor an
+    ``existing`` hidden one (the master's key) holds."""
     tie_break: tuple[exp.Expr, ...] = ()
     if ranking.function is RankFunction.ROW_NUMBER:
         ordered = [o.this for o in ranking.order_by]
@@ -255,7 +257,7 @@ def completed_ranking(
             holder = next(
                 (o.name for o in outputs if not o.hidden and unparenthesized(o.expression) == expression), None
             )
-            holder = holder or next((h.name for h in hidden if h.expression == expression), None)
+            holder = holder or next((h.name for h in (*existing, *hidden) if h.expression == expression), None)
             if holder is None:
                 holder = f"{prefix}{index}"
                 hidden.append(HiddenColumn(holder, expression.copy(), purpose))

@@ -88,3 +88,13 @@ def test_refusals_quote_the_window_or_the_filter(view, sql, construct, reason):
     with pytest.raises(UnsupportedViewError) as caught:
         view(sql)
     assert construct.lower() in str(caught.value).lower() and reason in str(caught.value)
+
+
+def test_an_order_by_the_key_is_stored_once(view):
+    definition = view(
+        "select customer_id from (select customer_id, row_number() over (partition by customer_id "
+        "order by order_id desc) as rn from shop.orders) as t where rn = 1"
+    )
+    (key,) = definition.key_columns("t")
+    assert definition.ranking.order_columns == (key.name,)
+    assert [h.name for h in definition.hidden_columns] == [key.name]  # no _mv_o1 beside the key
