@@ -23,7 +23,7 @@ The marked keys restrict the reads (marked.py): literals when few, which Spark p
 masters' scans and the view's (the DELETE's OR of the masters' conditions too), else the log's
 keys within the ranges of their first column. A master's own INS step reads no master at all
 when its log carries every column the view reads of it: its rows are the log's after images
-(``_inserted_rows``; with scattered keys the master's rows of them are in every data file).
+(``statement.inserted_rows_from_log``; with scattered keys the master's rows of them are in every data file).
 
 **One scan of the fact for its dimensions' INS steps.** The INS step of a dimension ``c``
 joined by ``o.customer_id = c.customer_id`` (its whole key) makes the same rows as the defining
@@ -63,6 +63,7 @@ from dbt_incremental_mv.refresh.views.statement import (
     any_of,
     branch_target,
     delete_write,
+    inserted_rows_from_log,
     pruned_any_of,
     refresh_writes,
     split_by_literal,
@@ -95,7 +96,7 @@ def _ins_sources(
     the other masters reduced to the rows that join it (semijoin.py). Its rows lie in the range of
     its marked keys, and its keys among them, when it is restricted to them alone (``own``)."""
     alone = own is not None and restrictions == [own]
-    from_log = _inserted_rows(view, own.log, alias) if own is not None and alone else None
+    from_log = inserted_rows_from_log(view, own.log, alias) if own is not None and alone else None
     restricted = dict(sources)
     if from_log is not None:
         restricted[alias] = from_log
@@ -107,17 +108,6 @@ def _ins_sources(
     ranges = marked_ranges(own.log) if own is not None and alone else {}
     key_sets = {alias: own.log.changed_keys(own.images)} if own is not None and alone else {}
     return reduce_sources(view, restricted, {alias: ranges}, key_sets)
-
-
-def _inserted_rows(view: ViewDefinition, log: MarkedLog, alias: str) -> str | None:
-    """What an occurrence's own INS step reads of it when its log carries every column the view
-    reads of it: the log's after images of the marked keys (MarkedLog.inserted_rows), not the
-    master within their ranges (a filter view of scattered changes read its master whole for
-    them). None: the images are not netted by those columns (the log lacks one)."""
-    netted = {c.casefold() for c in log.netted_by or ()}
-    if not netted or any(c.casefold() not in netted for c in view.referenced_columns[alias]):
-        return None
-    return log.inserted_rows({c.casefold(): t for c, t in view.occurrence(alias).master.columns})
 
 
 def _ins_groups(view: ViewDefinition, ins_aliases: list[str]) -> list[tuple[str, bool, list[KeyLink]]]:

@@ -44,6 +44,7 @@ from dbt_incremental_mv.refresh.views.statement import (
     cached_view,
     delete_write,
     in_changed,
+    inserted_rows_from_log,
     refresh_writes,
 )
 from dbt_incremental_mv.sql_text import ident, idents, relation
@@ -113,26 +114,24 @@ def _merged_with_new_rows(view: ViewDefinition, view_relation: str, log: MarkedL
     the top rows of the view's rows of it and the new rows, ranked again on the stored columns
     (a row outranked before is outranked still: every row ranked above a new top row is in the
     view or new). The master is not read: the new rows are the log's after images (the view's
-    columns of them, when the log carries them: ``inserted_rows``). Not for a view that filters
+    columns of them, when the log carries them: ``statement.inserted_rows_from_log``). Not for a view that filters
     the ranked rows (a top row that fails the filter is not in the view, yet outranks) or selects
     an expression over the rank; None then."""
     ranking = _ranking(view)
     occurrence = view.occurrences[0]
-    netted = {c.casefold() for c in log.netted_by or ()}
+    new_rows = inserted_rows_from_log(view, log, occurrence.alias)
     if (
         log.deletes
         or ranking.post_conjuncts
-        or not netted
-        or any(c.casefold() not in netted for c in view.referenced_columns[occurrence.alias])
+        or new_rows is None
         or any(
             o.expression.find(exp.Window) is not None and not isinstance(o.expression, exp.Window) for o in view.outputs
         )
     ):
         return None
     stored = view.stored_columns
-    types = {c.casefold(): t for c, t in occurrence.master.columns}
-    new_rows = unranked_rows(view, {occurrence.alias: log.inserted_rows(types)})
     kept = f"select {idents(stored)} from {relation(view_relation)} as {ident(VIEW)} where {in_view}"
+    new = unranked_rows(view, {occurrence.alias: new_rows})
     keys = {h.expression: h.name for h in view.key_columns(occurrence.alias)}
     order = [f"{ident(c)} {_direction(o)}" for c, o in zip(ranking.order_columns, ranking.order_by)]
     order += [f"{ident(keys[t])} nulls first" for t in ranking.tie_break]
@@ -140,7 +139,7 @@ def _merged_with_new_rows(view: ViewDefinition, view_relation: str, log: MarkedL
     ranks = {o.name for o in view.outputs if isinstance(o.expression, exp.Window)}
     listed = ", ".join(f"`_mv_rank` as {ident(c)}" if c in ranks else ident(c) for c in stored)
     return (
-        f"select {listed} from (\nselect *, {window} as `_mv_rank` from (\n{kept}\nunion all\n{new_rows}\n)\n)\n"
+        f"select {listed} from (\nselect *, {window} as `_mv_rank` from (\n{kept}\nunion all\n{new}\n)\n)\n"
         f"where `_mv_rank` <= {ranking.keep}"
     )
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.sql_text import broadcast, ident, relation
 
@@ -206,3 +207,14 @@ def pruned_any_of(restrictions: Sequence[KeyRestriction]) -> str:
 def broadcast_exists(query: str, alias: str, condition: str) -> str:
     """``EXISTS`` a row of ``query`` (as ``alias``) meeting ``condition``, broadcast (see broadcast)."""
     return f"exists (select /*+ BROADCAST */ 1 from (\n{query}\n) as {alias} where {condition})"
+
+
+def inserted_rows_from_log(view: ViewDefinition, log: MarkedLog, alias: str) -> str | None:
+    """What a view reads of an occurrence's new rows when its log carries every column the view
+    reads of it: the log's after images of the marked keys (MarkedLog.inserted_rows), not the
+    master within their ranges (a filter view of scattered changes read its master whole for
+    them). None: the images are not netted by those columns (the log lacks one)."""
+    netted = {c.casefold() for c in log.netted_by or ()}
+    if not netted or any(c.casefold() not in netted for c in view.referenced_columns[alias]):
+        return None
+    return log.inserted_rows({c.casefold(): t for c, t in view.occurrence(alias).master.columns})
