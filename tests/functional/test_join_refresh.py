@@ -79,7 +79,7 @@ class TestJoinRefresh:
         monkeypatch.setattr(join_view, "_scattered", lambda log: True)
         # the other views' INS steps of one master read its changed rows from the log's after images
         from_images = []
-        read_images = join_view._inserted_rows
+        read_images = join_view.inserted_rows_from_log
 
         def inserted_rows(view, log, alias):
             found = read_images(view, log, alias)
@@ -87,7 +87,7 @@ class TestJoinRefresh:
                 from_images.append(log.spec.master_relation.split(".")[-1])
             return found
 
-        monkeypatch.setattr(join_view, "_inserted_rows", inserted_rows)
+        monkeypatch.setattr(join_view, "inserted_rows_from_log", inserted_rows)
         # orders is an Iceberg v3 table (row lineage: its changed files' rows are told apart by
         # _row_id), customers and regions v2 (compared by value)
         masters = [replace(m, rows={}, properties=V3 if m.name == "orders" else ()) for m in MASTERS]
