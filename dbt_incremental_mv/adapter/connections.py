@@ -8,7 +8,6 @@ session wrapper uses it.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -29,11 +28,11 @@ from dbt_common.exceptions import DbtDatabaseError, DbtRuntimeError
 
 from dbt_incremental_mv.config import ConfigKey
 from dbt_incremental_mv.conflicts import concurrent_commit_error
+from dbt_incremental_mv.process_state import PROCESS
 from dbt_incremental_mv.runtime.embedded import ICEBERG_JARS_MODES, JIT_MODES, start_session
 from dbt_incremental_mv.runtime.iceberg_runtime import IcebergRuntimeError
 
 logger = AdapterLogger("spark_mv")
-_session_lock = threading.Lock()
 
 
 ANSI_MODE = "spark.sql.ansi.enabled"
@@ -258,7 +257,7 @@ class SparkMVConnectionManager(SparkConnectionManager):
             if type(connection.handle) is PyhiveConnectionWrapper:
                 connection.handle.__class__ = ThriftConnectionWrapper
             return connection
-        with _session_lock:  # dbt threads open connections concurrently; one JVM per process
+        with PROCESS.session_start:  # dbt threads open connections concurrently; one JVM per process
             try:
                 root = start_session(
                     warehouse=creds.warehouse,

@@ -18,6 +18,7 @@ from dbt_common.exceptions import DbtRuntimeError
 
 from dbt_incremental_mv import __version__
 from dbt_incremental_mv.adapter.connections import SparkMVConnectionManager
+from dbt_incremental_mv.adapter.listing import ListingCatalog, list_relations
 
 
 def _relation_name(relation: BaseRelation) -> str:
@@ -31,6 +32,7 @@ class SparkMVAdapter(SparkAdapter):
         super().__init__(*args, **kwargs)
         self._history: dict[str, list] = {}  # history table -> rows kept until the command ends
         self._history_lock = threading.Lock()
+        self.listing_catalog = ListingCatalog(self._query)  # read at the first listing (listing.py)
 
     @classmethod
     def get_adapter_run_info(cls, config: Any) -> AdapterTrackingRelationInfo:
@@ -46,8 +48,6 @@ class SparkMVAdapter(SparkAdapter):
 
     def list_relations_without_caching(self, schema_relation: BaseRelation) -> list[BaseRelation]:
         # One `show tables` per schema on an Iceberg SparkCatalog instead of one describe per table.
-        from dbt_incremental_mv.adapter.listing import list_relations
-
         return list_relations(self, schema_relation, super().list_relations_without_caching)
 
     def drop_schema(self, relation: BaseRelation) -> None:

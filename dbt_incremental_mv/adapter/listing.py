@@ -19,7 +19,6 @@ Thrift Server. The catalog setting is read once per adapter.
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -125,18 +124,20 @@ def _true(value: Any) -> bool:
     return value is True or str(value).strip().lower() == "true"
 
 
-# The catalog of each adapter (one per dbt invocation), read at its first listing.
-_catalogs: weakref.WeakKeyDictionary[Any, Catalog] = weakref.WeakKeyDictionary()
-_catalogs_lock = threading.Lock()
+class ListingCatalog:
+    """The catalog an adapter lists (one adapter per dbt command), read at its first listing:
+    dbt lists schemas on several threads, the first reads the settings, the others wait for it."""
 
+    def __init__(self, query: Query) -> None:
+        self._query = query
+        self._catalog: Catalog | None = None
+        self._lock = threading.Lock()
 
-def _catalog_of(adapter: Any) -> Catalog:
-    # dbt lists schemas on several threads: the first reads the setting, the others wait for it.
-    with _catalogs_lock:
-        catalog = _catalogs.get(adapter)
-        if catalog is None:
-            catalog = _catalogs[adapter] = read_catalog(adapter._query)
-        return catalog
+    def get(self) -> Catalog:
+        with self._lock:
+            if self._catalog is None:
+                self._catalog = read_catalog(self._query)
+            return self._catalog
 
 
 def list_relations(adapter: Any, schema_relation: Any, fallback: Callable[[Any], list]) -> list:
@@ -146,7 +147,7 @@ def list_relations(adapter: Any, schema_relation: Any, fallback: Callable[[Any],
     schema = schema_relation.schema
     if not schema:
         return fallback(schema_relation)
-    catalog = _catalog_of(adapter)
+    catalog = adapter.listing_catalog.get()
     if not catalog.only_iceberg_tables:
         return fallback(schema_relation)
     return [

@@ -34,7 +34,6 @@ from typing import Protocol, cast
 
 from dbt_incremental_mv.metadata.iceberg_java import LAST_UPDATED_FIELD_ID  # noqa: F401 - importable from here
 from dbt_incremental_mv.metadata.jvm_catalog import (  # noqa: F401 - the seam's names, importable from here
-    PARSED_KEPT,
     JvmCatalog,
     java_api_usable,
 )

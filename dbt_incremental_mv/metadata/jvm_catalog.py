@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
@@ -42,20 +41,11 @@ from dbt_incremental_mv.metadata.types import (
     metadata_contention,
     retried_metadata_commit,
 )
+from dbt_incremental_mv.process_state import PROCESS
 from dbt_incremental_mv.runtime.jvm_calls import java_class, string_writer, text_of
 from dbt_incremental_mv.sql_text import string
 
 logger = logging.getLogger(__name__)
-
-
-# Parsed table metadata by (table, metadata file, table uuid): never stale, metadata files are immutable.
-_parsed: dict[tuple[str, str, str], TableMetadata] = {}
-_parsed_lock = threading.Lock()
-PARSED_KEPT = 256
-
-
-# Whether a JVM's Iceberg has the Java API the catalog calls, by the JVM's gateway (checked once).
-_api_checked: dict[int, bool] = {}
 
 
 def java_api_usable(session: Any) -> bool:
@@ -63,7 +53,7 @@ def java_api_usable(session: Any) -> bool:
     When it lacks one, the metadata is read through SQL instead (slower, same answers) and a
     warning names the Iceberg version and what is missing, once per JVM."""
     key = id(session._jvm)
-    if key not in _api_checked:
+    if key not in PROCESS.java_api:
         missing = missing_java_api(session._jvm)
         if missing is not None:
             logger.warning(
@@ -73,8 +63,8 @@ def java_api_usable(session: Any) -> bool:
                 iceberg_version(session._jvm),
                 missing,
             )
-        _api_checked[key] = missing is None
-    return _api_checked[key]
+        PROCESS.java_api[key] = missing is None
+    return PROCESS.java_api[key]
 
 
 class JvmCatalog:
@@ -114,16 +104,9 @@ class JvmCatalog:
         # A metadata file never changes once written, but a Hadoop catalog names them v1, v2, ...
         # per table: a table dropped and created again reuses the names. Its uuid tells them apart.
         key = (name, str(current.metadataFileLocation()), str(current.uuid()))
-        with _parsed_lock:
-            parsed = _parsed.get(key)
-        if parsed is None:
-            document = json.loads(self._metadata_json(current))
-            parsed = from_metadata_json(name, document)
-            with _parsed_lock:
-                if len(_parsed) >= PARSED_KEPT:
-                    _parsed.pop(next(iter(_parsed)))
-                _parsed[key] = parsed
-        return parsed
+        return PROCESS.parsed_metadata.get_or_make(
+            key, lambda: from_metadata_json(name, json.loads(self._metadata_json(current)))
+        )
 
     def _metadata_json(self, metadata: Any) -> str:
         """``metadata`` as Iceberg writes it to a metadata file, written into a JVM string and

@@ -8,7 +8,6 @@ in session mode in the same metadata commit): two processes never append a chang
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -25,24 +24,13 @@ from dbt_incremental_mv.logs.capture_plan import (
     plan_capture,
 )
 from dbt_incremental_mv.logs.contract import LogContractError, LogSpec, log_evolution
+from dbt_incremental_mv.process_state import PROCESS
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.refresh.state.view_state import view_state
 
 # A capture that loses the race to a concurrent capture or purge decides again, this many times.
 CAPTURE_ATTEMPTS = 5
-
-# Captures of one log are serialized within the process (dbt threads refreshing two views of
-# the same master would otherwise race and retry); across processes the capture's
-# compare-and-swap commit keeps them from appending a change twice.
-_capture_locks: dict[str, threading.Lock] = {}
-_capture_locks_guard = threading.Lock()
-
-
-def _capture_lock(log_relation: str) -> threading.Lock:
-    with _capture_locks_guard:
-        return _capture_locks.setdefault(log_relation, threading.Lock())
-
 
 Stops = Callable[[], Reflected]  # read only when there is something to capture
 
@@ -67,7 +55,7 @@ def capture(
     what the views of the log reflect past it (consumers_stops; read only when there is
     something to capture): the capture ends at each such master snapshot it passes, with a
     watermark there, and goes on from it; changes no view needs are not read (logs/capture_plan.py)."""
-    with _capture_lock(spec.log_relation):
+    with PROCESS.capture_locks.of(spec.log_relation):  # process_state.py says why
         # what this refresh read of the log may predate the lock: another thread may have
         # created, evolved or captured into it meanwhile
         ctx.metadata.forget(spec.log_relation, spec.master_relation)

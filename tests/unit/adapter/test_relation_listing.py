@@ -5,14 +5,14 @@ import pytest
 from dbt.adapters.spark.relation import SparkRelation
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt_incremental_mv.adapter.listing import ICEBERG_CATALOG, list_relations
+from dbt_incremental_mv.adapter.listing import ICEBERG_CATALOG, ListingCatalog, list_relations
 
 HADOOP = {"spark.sql.catalog.spark_catalog": ICEBERG_CATALOG, "spark.sql.defaultCatalog": "spark_catalog"}
 
 
 class FakeAdapter:
-    """The parts of SparkMVAdapter the listing uses: ``_query`` (rows of one statement) and
-    ``Relation``; the fake answers from ``settings`` and ``schemas`` and records every statement."""
+    """The parts of SparkMVAdapter the listing uses: ``_query`` (rows of one statement),
+    ``listing_catalog`` and ``Relation``; the fake answers from ``settings`` and ``schemas`` and records every statement."""
 
     Relation = SparkRelation
 
@@ -23,6 +23,7 @@ class FakeAdapter:
         self.views_error = views_error
         self.statements = []
         self.fallbacks = []
+        self.listing_catalog = ListingCatalog(self._query)
 
     def _query(self, sql):
         self.statements.append(sql)

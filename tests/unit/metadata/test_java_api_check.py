@@ -4,6 +4,7 @@ jvm_catalog.java_api_usable): a JVM whose Iceberg lacks an entry point is read t
 from types import SimpleNamespace
 
 from dbt_incremental_mv.metadata import iceberg_java, jvm_catalog
+from dbt_incremental_mv.process_state import PROCESS
 
 
 class FakeJvm:
@@ -43,7 +44,7 @@ def test_a_missing_class_or_method_is_named():
 
 
 def test_a_jvm_lacking_the_api_is_read_through_sql_with_one_warning_naming_the_version(monkeypatch, caplog):
-    monkeypatch.setattr(jvm_catalog, "_api_checked", {})
+    monkeypatch.setattr(PROCESS, "java_api", {})
     classes = whole_api()
     del classes["org.apache.iceberg.spark.SparkTableCache"]
     lacking = SimpleNamespace(_jvm=FakeJvm(classes, version="1.12.0"))
