@@ -126,6 +126,12 @@ MAINTAINED = [
         "group by status",
     ),
     (
+        "COUNT/SUM/AVG(DISTINCT), PERCENTILE, MEDIAN, STDDEV, VARIANCE, APPROX_COUNT_DISTINCT, CORR, BIT_OR, "
+        "sorted COLLECT_SET / COLLECT_LIST (each group a change touches recomputed from the masters)",
+        "select status, count(distinct customer_id) as buyers, percentile(amount, 0.9) as p90, "
+        "array_sort(collect_set(customer_id)) as who from shop.orders group by status",
+    ),
+    (
         "Aggregates over inner or outer joins, HAVING",
         "select c.country, count(o.order_id) as orders from shop.customers c left join shop.orders o on o.customer_id = "
         "c.customer_id group by c.country having count(o.order_id) > 10",
@@ -180,7 +186,10 @@ REFUSED = [
         "Subqueries in WHERE (IN, EXISTS, scalar)",
         "select order_id from shop.orders where customer_id in (select customer_id from shop.customers where country = 'FR')",
     ),
-    ("COUNT(DISTINCT)", "select status, count(distinct customer_id) as buyers from shop.orders group by status"),
+    (
+        "Aggregates whose answer depends on the order Spark reads the rows in",
+        "select customer_id, max_by(order_id, amount) as biggest_order from shop.orders group by customer_id",
+    ),
     (
         "A CTE that aggregates, joined again",
         "with totals as (select customer_id, sum(amount) as spent from shop.orders group by customer_id) select c.name, "

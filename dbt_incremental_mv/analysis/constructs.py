@@ -339,18 +339,7 @@ def _refuse_unsupported_aggregates(statement: exp.Expr) -> Iterator[UnsupportedV
         if not functions.is_aggregate(node) or isinstance(node.parent, exp.Window):
             continue  # a window's function is refused with its window, once
         if not functions.is_maintainable_aggregate(node):
-            name = node.name.lower() if isinstance(node, exp.Anonymous) else ""
-            yield UnsupportedViewError(
-                describe(node),
-                "only COUNT, SUM, AVG, MIN and MAX can be maintained incrementally",
-                functions.AGGREGATE_ALTERNATIVES.get(name, "Compute this aggregate in a separate model or downstream"),
-            )
-        if isinstance(node.this, exp.Distinct):
-            yield UnsupportedViewError(
-                describe(node),
-                "DISTINCT aggregates cannot be maintained from changes",
-                "Group by the distinct column in one fast_refresh model and count its rows in another model",
-            )
+            yield _unmaintainable(node)
         if node.expressions:
             yield UnsupportedViewError(
                 describe(node),
@@ -364,6 +353,32 @@ def _refuse_unsupported_aggregates(statement: exp.Expr) -> Iterator[UnsupportedV
                     "nested aggregates are not supported",
                     "Aggregate in one model and aggregate again in a downstream model",
                 )
+
+
+def _unmaintainable(node: exp.Expr) -> UnsupportedViewError:
+    """Why the aggregate ``node`` cannot be maintained, and what to use instead."""
+    if isinstance(node, functions.COLLECTIONS):
+        return UnsupportedViewError(
+            describe(node),
+            "the order of a collected array is the order Spark reads the rows in, which differs between runs",
+            f"Sort it: ARRAY_SORT({describe(node)})",
+        )
+    if isinstance(node, tuple(functions.NOT_RECOMPUTABLE_ALTERNATIVES)):
+        return UnsupportedViewError(
+            describe(node),
+            "its answer depends on the order Spark reads the rows in",
+            functions.NOT_RECOMPUTABLE_ALTERNATIVES[type(node)],
+        )
+    name = node.name.lower() if isinstance(node, exp.Anonymous) else ""
+    return UnsupportedViewError(
+        describe(node),
+        "this aggregate cannot be maintained incrementally",
+        functions.AGGREGATE_ALTERNATIVES.get(
+            name,
+            "Use an aggregate the supported SQL page lists (COUNT, SUM, AVG, MIN, MAX, their DISTINCT forms, "
+            "PERCENTILE, STDDEV, ...), or compute this one in a separate model or downstream",
+        ),
+    )
 
 
 def _refuse_unknown_functions(statement: exp.Expr) -> Iterator[UnsupportedViewError]:

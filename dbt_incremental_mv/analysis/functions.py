@@ -20,6 +20,50 @@ MAINTAINABLE_AGGREGATES: tuple[type[exp.Expr], ...] = (exp.Count, exp.Sum, exp.A
 """COUNT/SUM/AVG combine from deltas (with the hidden counts); MIN/MAX are recomputed per group
 when a deletion removes the current extreme."""
 
+RECOMPUTED_AGGREGATES: tuple[type[exp.Expr], ...] = _types(
+    "ApproxDistinct",
+    "Stddev",
+    "StddevPop",
+    "StddevSamp",
+    "Variance",
+    "VariancePop",
+    "Median",
+    "Quantile",
+    "Corr",
+    "CovarPop",
+    "CovarSamp",
+    "Kurtosis",
+    "Skewness",
+    "BitwiseAndAgg",
+    "BitwiseOrAgg",
+    "BitwiseXorAgg",
+)
+"""Deterministic aggregates that no delta maintains: their value for a group is a function of
+its rows as a multiset (not of their order), so a group the changes touch is recomputed from the
+masters (OutputKind.RECOMPUTED). So are the DISTINCT forms of COUNT/SUM/AVG/MIN/MAX, and
+COLLECT_LIST/COLLECT_SET inside ARRAY_SORT/SORT_ARRAY (ORDERED_COLLECTIONS)."""
+
+COLLECTIONS: tuple[type[exp.Expr], ...] = _types("ArrayAgg", "ArrayUniqueAgg")
+"""COLLECT_LIST / COLLECT_SET (ARRAY_AGG): their elements' order is the order Spark read the
+rows in, so only a sorted collection is deterministic."""
+
+SORTED_ARRAYS: tuple[type[exp.Expr], ...] = _types("ArraySort", "SortArray")
+
+NOT_RECOMPUTABLE_ALTERNATIVES: dict[type[exp.Expr], str] = {
+    t: hint
+    for name, hint in (
+        ("ApproxQuantile", "Use percentile(), which is exact and recomputed per changed group"),
+        ("ArgMax", "Rows tied on the ordering value make it pick any row: rank the rows (row_number() = 1) instead"),
+        ("ArgMin", "Rows tied on the ordering value make it pick any row: rank the rows (row_number() = 1) instead"),
+        ("First", "It picks whichever row Spark reads first: use min() or max(), or rank the rows"),
+        ("Last", "It picks whichever row Spark reads last: use min() or max(), or rank the rows"),
+        ("AnyValue", "It picks whichever row Spark reads first: use min() or max()"),
+        ("Mode", "Values tied for the most frequent make it pick any: compute the counts and rank them"),
+    )
+    if (t := getattr(exp, name, None)) is not None
+}
+"""Aggregates whose answer depends on the order Spark reads the rows in: refused, with what to use."""
+
 NONDETERMINISTIC_TYPES: tuple[type[exp.Expr], ...] = _types(
     "Rand",
     "Randn",
@@ -215,8 +259,28 @@ def is_aggregate(node: exp.Expr) -> bool:
     return isinstance(node, exp.Anonymous) and node.name.lower() in UNSUPPORTED_AGGREGATE_NAMES
 
 
+def is_delta_aggregate(node: exp.Expr) -> bool:
+    """COUNT/SUM/AVG/MIN/MAX of one value, without DISTINCT: maintained from the changes' deltas."""
+    return isinstance(node, MAINTAINABLE_AGGREGATES) and not isinstance(node.this, exp.Distinct)
+
+
+def is_recomputed_aggregate(node: exp.Expr) -> bool:
+    """An aggregate maintained by recomputing the groups a change touches (RECOMPUTED_AGGREGATES,
+    a DISTINCT COUNT/SUM/AVG/MIN/MAX, a sorted COLLECT_LIST/COLLECT_SET)."""
+    if isinstance(node, tuple(NOT_RECOMPUTABLE_ALTERNATIVES)):  # PERCENTILE_APPROX is a kind of PERCENTILE
+        return False
+    if isinstance(node, MAINTAINABLE_AGGREGATES):
+        return isinstance(node.this, exp.Distinct)
+    if isinstance(node, COLLECTIONS):
+        parent = node.parent
+        while isinstance(parent, exp.Paren):
+            parent = parent.parent
+        return isinstance(parent, SORTED_ARRAYS)
+    return isinstance(node, RECOMPUTED_AGGREGATES)
+
+
 def is_maintainable_aggregate(node: exp.Expr) -> bool:
-    return isinstance(node, MAINTAINABLE_AGGREGATES)
+    return is_delta_aggregate(node) or is_recomputed_aggregate(node)
 
 
 def contains_aggregate(node: exp.Expr) -> bool:

@@ -182,6 +182,10 @@ class OutputKind(StrEnum):
     AVG = "avg"
     MIN = "min"
     MAX = "max"
+    RECOMPUTED = "recomputed"
+    """An aggregate no delta maintains (``COUNT(DISTINCT x)``, ``PERCENTILE(x, 0.9)``,
+    ``STDDEV(x)``, ...: functions.RECOMPUTED_AGGREGATES): each group a change touches is recomputed
+    from the masters' rows of it."""
     DERIVED = "derived"
     """An expression over the group's aggregates and keys (``ROUND(SUM(x), 2)``,
     ``SUM(a) / COUNT(*)``): each aggregate it reads is maintained as an output of its own (hidden

@@ -115,6 +115,8 @@ def _aggregate_view_output(projection: Projection, group_by: tuple[exp.Expr, ...
 
 
 def _aggregate_output(name: str, call: exp.Expr, hidden: bool = False) -> OutputColumn:
+    if functions.is_recomputed_aggregate(call):
+        return OutputColumn(name, call, OutputKind.RECOMPUTED, hidden=hidden)
     if isinstance(call, exp.Count):
         argument = call.this
         if isinstance(argument, exp.Star) or _is_non_null_constant(argument):
@@ -149,8 +151,8 @@ def over_stored_columns(
             raise UnsupportedViewError(
                 describe(bare),
                 f"{reader} reads an aggregate the view cannot maintain",
-                "Use COUNT, SUM, AVG, MIN or MAX (or an aggregate written as one), or compute this "
-                "column in a downstream model",
+                "Use an aggregate the supported SQL page lists (COUNT, SUM, AVG, MIN, MAX, COUNT(DISTINCT), "
+                "PERCENTILE, STDDEV, ...), or compute this column in a downstream model",
             )
         made = sum(1 for o in known if o.hidden and re.fullmatch(rf"_mv_a\d+_{re.escape(owner)}", o.name))
         candidate = _aggregate_output(f"_mv_a{made + 1}_{owner}", bare, hidden=True)

@@ -68,7 +68,10 @@ def keys_read_from_logs(on: bool = True):
 
 def comparable(value):
     """A value as compared: floating point rounded to 9 significant digits (an incrementally
-    maintained AVG or SUM of doubles may differ from a recomputation in the last bits)."""
+    maintained AVG or SUM of doubles may differ from a recomputation in the last bits); an array
+    as a tuple of its elements, compared in order."""
+    if isinstance(value, list):
+        return tuple(comparable(v) for v in value)
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value) or value == 0:
             return value

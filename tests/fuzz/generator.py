@@ -160,6 +160,9 @@ class Generator:
         self.range_random = random.Random(seed * 7919 + 4)
         # and a SELECT of one table's rows ranked in window partitions, its top rows kept
         self.ranked_random = random.Random(seed * 7919 + 5)
+        # and an aggregate no delta maintains, of the same type, in place of one (COUNT(DISTINCT x)
+        # for a count, SUM/AVG(DISTINCT x), BIT_OR): their groups recomputed
+        self.recomputed_random = random.Random(seed * 7919 + 6)
         self.refused_share = refused_share
 
     # -- FROM ---------------------------------------------------------------------------------
@@ -381,12 +384,23 @@ class Generator:
             if chosen == f"count({column})" and self.spelling_random.random() < 0.3:
                 block.features.add("count_if")
                 return f"count_if({column} is not null)"
+            if self.recomputed_random.random() < 0.12:
+                block.features.add("recomputed aggregate")
+                return self.recomputed_random.choice(
+                    (f"count(distinct {column})", f"sum(distinct {integral})", f"bit_or({integral})")
+                )
             return chosen
         if kind == "d":
             decimal = self._expression(block, "d")
             integral, _ = self._column(block, "n")
-            return r.choice((f"sum({decimal})", f"min({decimal})", f"max({decimal})", f"avg({decimal})",
-                             f"avg({decimal})", f"avg({integral})"))
+            chosen = r.choice((f"sum({decimal})", f"min({decimal})", f"max({decimal})", f"avg({decimal})",
+                               f"avg({decimal})", f"avg({integral})"))
+            if self.recomputed_random.random() < 0.12:
+                block.features.add("recomputed aggregate")
+                return self.recomputed_random.choice(
+                    (f"sum(distinct {decimal})", f"avg(distinct {decimal})")
+                )
+            return chosen
         string = self._expression(block, "s")
         return r.choice((f"min({string})", f"max({string})"))
 
@@ -460,7 +474,7 @@ class Generator:
         choices = ["window", "nondeterministic", "limit", "subquery", "set operation", "full outer",
                    "outer where", "inner after outer", "on preserved"]
         if shape == "aggregate":
-            choices.append("count distinct")
+            choices.append("order-dependent aggregate")
         return self.random.choice(choices)
 
     def _shaped(self, block: Block, shape: str, kinds: list[str], union_branch: bool = False,
@@ -480,9 +494,9 @@ class Generator:
             at = len(block.joins) - 1
             kind, rest = block.joins[at].split(" {", 1)
             block.joins[at] = "full outer join {" + rest
-        elif refusal == "count distinct":
+        elif refusal == "order-dependent aggregate":
             column, _ = self._column(block)
-            extra.append(f"count(distinct {column}) as nd")
+            extra.append(f"first({column}) as nd")
         if shape == "aggregate":
             # a UNION ALL branch groups (its groups are its rows) and selects its aggregates as such
             return self._aggregate_select(block, kinds, not union_branch, extra, derived_ok=not union_branch)
@@ -503,7 +517,7 @@ class Generator:
             operation = "union" if len(sql) % 3 == 0 else ("intersect" if len(sql) % 3 == 1 else "except")
             return f"{sql} {operation} {sql}", operation
         named = {"window": "over (", "nondeterministic": "", "full outer": "full outer join",
-                 "count distinct": "count(distinct", "outer where": "the where clause filters",
+                 "order-dependent aggregate": "first(", "outer where": "the where clause filters",
                  "inner after outer": "this inner join condition reads", "on preserved": "reads only the preserved side",
                  }[refusal]
         if refusal == "nondeterministic":

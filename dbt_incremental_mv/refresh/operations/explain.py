@@ -20,7 +20,7 @@ from dbt_incremental_mv.analysis import MasterTable, ViewClass, ViewDefinition, 
 from dbt_incremental_mv.analysis.analyze import rewritten_statement
 from dbt_incremental_mv.analysis.constructs import unsupported_constructs
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
-from dbt_incremental_mv.analysis.model import Ranking
+from dbt_incremental_mv.analysis.model import OutputKind, Ranking
 from dbt_incremental_mv.config import ConfigError, RefreshMethod
 from dbt_incremental_mv.layout import layout_advice
 from dbt_incremental_mv.logs import sql as log_sql
@@ -167,6 +167,10 @@ def _class_of(definition: ViewDefinition) -> str:
         text += f" over outer joins (anchor: {outer_aggregate.anchor(definition)})"
     if definition.having is not None:
         text += " with HAVING (the groups it does not hold are recomputed when changed)"
+    recomputed = [o for o in definition.outputs if o.kind is OutputKind.RECOMPUTED]
+    if recomputed:
+        calls = ", ".join(describe(o.expression) for o in recomputed)
+        text += f" (no delta maintains {calls}: every group a change touches is recomputed from the masters)"
     if definition.ranking is not None:
         text += f" ({_ranking_prose(definition.ranking)})"
     return text

@@ -263,6 +263,12 @@ def _delta_of_rows(
     return f"select `_mv_g`.*, {joined} from (\n{delta}\n) as `_mv_g`{joins}"
 
 
+def recomputed_outputs(view: ViewDefinition) -> list[str]:
+    """The outputs no delta maintains (OutputKind.RECOMPUTED: COUNT(DISTINCT x), PERCENTILE, ...):
+    with one, every group the changes touch is recomputed from the masters (min_max.recompute_ctes)."""
+    return [o.name for o in view.outputs if o.kind is OutputKind.RECOMPUTED]
+
+
 def exactness_guards(view: ViewDefinition, view_types: Mapping[str, str]) -> list[str]:
     """Conditions on a row of the cached delta (``_mv_d``, its stored row ``_mv_d``.``_mv_t``) under
     which its group is recomputed from the masters, because the refresh's arithmetic cannot give
@@ -349,6 +355,8 @@ def _new_values(
             values[output.name] = average_of(
                 values[total], values[counted], stored_type(view_types, total), stored_type(view_types, output.name)
             )
+        elif output.kind is OutputKind.RECOMPUTED:  # every group of the delta is recomputed: kept elsewhere
+            values[output.name] = old(output.name)
         elif output.kind is OutputKind.PLAIN and output.name not in values:  # a constant (no GROUP BY)
             values[output.name] = render_expression(output.expression)
         elif (
@@ -416,6 +424,7 @@ def _rewrite(
     if (
         view.having is not None
         or (min_max and (any_deletes or view.null_supplying))
+        or recomputed_outputs(view)
         or exactness_guards(view, view_types)
     ):
         return None
@@ -510,7 +519,8 @@ def refresh_statement(
     # with HAVING, groups the view does not hold are recomputed (their state is not stored); so are
     # groups whose sum or average the refresh's arithmetic cannot give exactly (exactness_guards)
     guards = exactness_guards(view, view_types)
-    recompute = extremes or view.having is not None or bool(guards)
+    touched = bool(recomputed_outputs(view))  # every group of the delta is recomputed
+    recompute = extremes or view.having is not None or bool(guards) or touched
     target = branch_target(view_relation, branch)
     keys = view.group_key_columns
     slices: list[Cached] = []  # the affected anchor keys of a change sliced by them (outer_aggregate.py)
@@ -544,7 +554,7 @@ def refresh_statement(
     rows = "select `_mv_d`.*"
     joins = ""
     if recompute:
-        ctes += recompute_ctes(view, marked, min_max if extremes else [], guards)
+        ctes += recompute_ctes(view, marked, min_max if extremes else [], guards, every_group=touched)
         recomputed = [f"`_mv_r`.{ident(RECOMPUTED_PREFIX + c)}" for c in view.stored_columns if c not in keys]
         rows += f", {', '.join(recomputed)}, coalesce(`_mv_r`.{ident(RECOMPUTED)}, false) as {ident(RECOMPUTED)}"
         joins = f"\nleft join `_mv_recompute` as `_mv_r` on {group_match('`_mv_d`', '`_mv_r`', keys)}"
@@ -566,11 +576,13 @@ def refresh_statement(
     insert = f"insert into {target} ({idents(stored)})\n{inserted}"
     sliced = {c.name.rsplit("_slices_", 1)[1] for c in slices}
     run = tuple(f"{'SLICES' if a in sliced else 'ROWS' if a in view.null_supplying else 'DELTA'} {a}" for a in changed)
-    if extremes and view.reserves:
+    if touched:
+        run += ("recompute of every changed group (an aggregate no delta maintains)",)
+    elif extremes and view.reserves:
         run += ("MIN/MAX from the reserves, recompute of groups whose reserve ran out",)
     elif extremes:
         run += ("MIN/MAX recompute of groups whose extreme was removed",)
-    if view.having is not None:
+    if view.having is not None and not touched:
         run += ("HAVING: recompute of groups the view does not hold",)
     skipped = tuple(f"DELTA {o.alias}" for o in view.occurrences if o.alias not in changed)
     if min_max and not extremes:

@@ -65,6 +65,7 @@ def recompute_ctes(
     marked: Mapping[str, MarkedLog],
     min_max: list[str],
     guards: Sequence[str] = (),
+    every_group: bool = False,
 ) -> list[str]:
     """The groups recomputed from the masters as of the marked snapshot (``_mv_flagged``): those
     whose stored extreme a negative row may have removed (``min_max``), for a view with HAVING
@@ -73,7 +74,8 @@ def recompute_ctes(
     aggregate_view.exactness_guards). Of an output with a reserve, the groups whose reserve ran out while
     they still have values (see new_reserve); of one without (a global aggregate), the groups with
     negative rows, less those stored with every extreme safe (a group not in the view has no
-    stored extreme and is recomputed)."""
+    stored extreme and is recomputed). ``every_group``: every group of the delta (a view with an
+    aggregate no delta maintains: aggregate_view.recomputed_outputs), which covers all the above."""
     keys = view.group_key_columns
     # the flagged keys by position: a key named like an occurrence alias (an output `c1` over
     # `customers c1`) would capture the correlated reference `c1.region_id` inside the EXISTS
@@ -100,6 +102,22 @@ def recompute_ctes(
     )
     ctes: list[str] = []
     flagged: list[str] = []
+    if every_group:
+        flagged.append(f"select {projection} from `_mv_delta` as `_mv_d`")
+    else:
+        flagged += _flagged_groups(view, min_max, guards, projection)
+    union = "\nunion\n".join(flagged)
+    return ctes + [
+        f"`_mv_flagged` as (\n{union}\n)",
+        f"`_mv_recompute` as (\nselect {recomputed}, true as {ident(RECOMPUTED)} from (\n"
+        f"{render_expression(restricted)}\n) as `_mv_q`{flagged_only}\n)",
+    ]
+
+
+def _flagged_groups(view: ViewDefinition, min_max: list[str], guards: Sequence[str], projection: str) -> list[str]:
+    """The queries of the delta's groups recomputed for their MIN/MAX, HAVING or ``guards``
+    (recompute_ctes), each projecting the group keys (``projection``)."""
+    flagged: list[str] = []
     reserved = [c for c in min_max if reserve_of(view, c) is not None]
     plain = [c for c in min_max if c not in reserved]
     stored = f"`_mv_d`.{STORED}"  # the group's stored row (NULL fields when the view has none)
@@ -120,12 +138,7 @@ def recompute_ctes(
         flagged.append(f"select {projection} from `_mv_delta` as `_mv_d`\nwhere not {held}")
     if guards:  # a sum or average the refresh's arithmetic cannot give exactly (aggregate_view.exactness_guards)
         flagged.append(f"select {projection} from `_mv_delta` as `_mv_d`\nwhere {' or '.join(guards)}")
-    union = "\nunion\n".join(flagged)
-    return ctes + [
-        f"`_mv_flagged` as (\n{union}\n)",
-        f"`_mv_recompute` as (\nselect {recomputed}, true as {ident(RECOMPUTED)} from (\n"
-        f"{render_expression(restricted)}\n) as `_mv_q`{flagged_only}\n)",
-    ]
+    return flagged
 
 
 def reserve_of(view: ViewDefinition, output: str) -> HiddenColumn | None:

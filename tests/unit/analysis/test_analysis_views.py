@@ -555,3 +555,41 @@ def test_select_distinct_is_a_counted_group(view):
     assert distinct.view_class == grouped.view_class == ViewClass.AGGREGATE
     assert [h.name for h in distinct.hidden_columns] == ["_mv_count"]
     assert render_select(distinct) == render_select(grouped)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "count(distinct customer_id)",
+        "count(distinct customer_id, status)",
+        "sum(distinct amount)",
+        "avg(distinct amount)",
+        "min(distinct amount)",
+        "percentile(amount, 0.9)",
+        "median(amount)",
+        "stddev(amount)",
+        "var_pop(amount)",
+        "approx_count_distinct(customer_id)",
+        "corr(amount, customer_id)",
+        "bit_or(customer_id)",
+    ],
+)
+def test_an_aggregate_no_delta_maintains_is_recomputed_per_touched_group(view, rendered, call):
+    definition = view(f"select status, {call} as r, sum(amount) as total from shop.orders group by status")
+    kinds = {o.name: o.kind for o in definition.outputs if not o.hidden}
+    assert kinds == {"status": OutputKind.PLAIN, "r": OutputKind.RECOMPUTED, "total": OutputKind.SUM}
+    assert definition.view_class is ViewClass.AGGREGATE
+    assert call.split("(")[0] in rendered(definition).lower()  # the complete refresh computes it as written
+
+
+def test_a_sorted_collection_is_an_expression_over_a_recomputed_aggregate(view):
+    definition = view(
+        "select status, array_sort(collect_set(customer_id)) as buyers, count(distinct customer_id) * 2 as twice "
+        "from shop.orders group by status having count(distinct order_date) > 1"
+    )
+    kinds = {o.name: (o.kind, o.hidden) for o in definition.outputs}
+    assert kinds["buyers"] == (OutputKind.DERIVED, False)
+    assert kinds["twice"] == (OutputKind.DERIVED, False)
+    hidden = [o for o in definition.outputs if o.hidden]
+    assert {o.kind for o in hidden} == {OutputKind.RECOMPUTED}
+    assert len(hidden) == 3  # collect_set, count(distinct customer_id), the HAVING's count(distinct order_date)

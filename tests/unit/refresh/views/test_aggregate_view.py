@@ -533,3 +533,30 @@ def test_an_expression_over_aggregates_is_recomputed_from_their_new_values_in_th
     assert f"cast(case when {count} > 0 then ROUND((cast(case when" in insert
     assert "as decimal(20,2))), 1) end as decimal(21,1)) as `total`" in insert
     assert f"as decimal(20,2))) / ({count}) end as decimal(38,22)) as `mean`" in insert
+
+
+def test_an_aggregate_no_delta_maintains_recomputes_every_group_the_changes_touch_and_only_those():
+    sql = (
+        "select product_id, count(distinct order_id) as orders, percentile(qty, 0.5) as median_qty, "
+        "max(price) as max_price, count(*) as n from shop.lines group by product_id having count(distinct qty) > 1"
+    )
+    view = analyze_view(sql, MASTERS)
+    for inserts, deletes in ((3, 0), (0, 2), (1, 1)):
+        refresh = aggregate_view.refresh_statement(view, "shop.v", {"shop.lines": marked(LINES, inserts, deletes)}, {})
+        delete, insert = refresh.writes
+        for statement_sql in (delete.sql, insert.sql, refresh.stats_sql):
+            sqlglot.parse_one(statement_sql, read="spark")
+        # every group of the delta, whatever the logs hold: no MIN/MAX or HAVING condition on it
+        flagged = insert.sql.split("`_mv_flagged` as (\n", 1)[1].split("\n)", 1)[0]
+        assert flagged == "select `_mv_d`.`product_id` as `_mv_g0` from `_mv_delta` as `_mv_d`"
+        # recomputed from the master's rows of those groups only (a semi join below the aggregation)
+        recompute = insert.sql.split("`_mv_recompute` as (", 1)[1]
+        assert "COUNT(DISTINCT `_mv_w`.`_mv_c0`) AS `orders`" in recompute
+        assert "PERCENTILE(`_mv_w`.`_mv_c3`, 0.5) AS `median_qty`" in recompute
+        assert "FROM `shop`.`lines` VERSION AS OF 123 AS `lines` WHERE EXISTS(SELECT 1 FROM `_mv_flagged` AS `_mv_f`" in recompute
+        # the delta aggregates nothing for them (it cannot): only the counts, sums and extremes
+        assert "distinct" not in delta_of(refresh.cached[0].sql).lower()
+        assert refresh.steps_run == ("DELTA lines", "recompute of every changed group (an aggregate no delta maintains)")
+    # never the one-statement rewrite of a small view: it reads no master
+    small = aggregate_view.refresh_statement(view, "shop.v", {"shop.lines": marked(LINES, 3, 0)}, {}, view_rows=5)
+    assert [w.name for w in small.writes] == ["delete", "insert"]

@@ -43,6 +43,8 @@ VIEWS = {
     "aggregate": "select customer_id, count(*) as n, count(status) as s, sum(amount) as total, avg(amount) as mean "
                  "from shop.orders group by customer_id",
     "global": "select count(*) as n, sum(amount) as total from shop.orders",
+    "recomputed": "select customer_id, count(distinct status) as statuses, sum(amount) as total from shop.orders "
+                  "group by customer_id",
     "min_max": "select customer_id, min(amount) as low, max(day) as last_day from shop.orders group by customer_id",
     "distinct": "select distinct status, customer_id from shop.orders",
     "having_join": "select c.region_id, sum(o.amount) as total from shop.orders o join shop.customers c "
