@@ -157,6 +157,19 @@ MAINTAINED = [
         "shop.customers c on p.customer_id = c.customer_id",
     ),
     (
+        "UNION ALL in a CTE or derived table that the query reads alone, selecting and filtering its rows "
+        "(`dbt_utils.union_relations`)",
+        "with unioned as (select cast(order_id as bigint) as id, cast(status as string) as label from shop.orders "
+        "union all select cast(customer_id as bigint), cast(country as string) from shop.customers) "
+        "select id, upper(label) as label from unioned where id > 0",
+    ),
+    (
+        "A CTE or derived table that joins, joined to more tables with an inner join (or as the first FROM item)",
+        "with order_customers as (select o.order_id, o.product_id, c.country from shop.orders o join shop.customers c "
+        "on o.customer_id = c.customer_id) select oc.order_id, oc.country, p.name from order_customers oc join "
+        "shop.products p on p.product_id = oc.product_id",
+    ),
+    (
         "The latest row per key, the top rows of each partition (ROW_NUMBER, RANK, DENSE_RANK <= n; QUALIFY)",
         "select * from (select o.*, row_number() over (partition by customer_id order by ordered_at desc) as rn from "
         "shop.orders o) as latest where rn = 1",
@@ -194,6 +207,17 @@ REFUSED = [
         "A CTE that aggregates, joined again",
         "with totals as (select customer_id, sum(amount) as spent from shop.orders group by customer_id) select c.name, "
         "t.spent from shop.customers c join totals t on t.customer_id = c.customer_id",
+    ),
+    (
+        "A CTE that joins, on either side of an outer join after the first FROM item",
+        "with order_customers as (select o.order_id, o.product_id, c.country from shop.orders o join shop.customers c "
+        "on o.customer_id = c.customer_id) select p.product_id, oc.order_id from shop.products p left join "
+        "order_customers oc on oc.product_id = p.product_id",
+    ),
+    (
+        "UNION ALL under an aggregate or a join",
+        "with unioned as (select customer_id from shop.orders union all select customer_id from shop.customers) "
+        "select customer_id, count(*) as n from unioned group by customer_id",
     ),
     ("LIMIT", "select order_id from shop.orders limit 10"),
 ]

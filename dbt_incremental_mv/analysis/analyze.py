@@ -16,6 +16,7 @@ from sqlglot.errors import SqlglotError
 
 from dbt_incremental_mv.analysis import functions, render
 from dbt_incremental_mv.analysis.constructs import refuse_unsupported_constructs
+from dbt_incremental_mv.analysis.distribute import distributed_union
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 from dbt_incremental_mv.analysis.having import resolve_having, split_having
 from dbt_incremental_mv.analysis.hidden import aggregate_hidden_columns, key_hidden_columns
@@ -43,7 +44,7 @@ def analyze_view(sql: str, masters: Mapping[str, MasterTable]) -> ViewDefinition
     metadata. Raises UnsupportedViewError naming the first construct that prevents an
     incremental refresh.
     """
-    statement = parsed_query(sql)
+    statement = distributed_union(parsed_query(sql), masters)
     branches = union_all_branches(statement)
     if branches is not None:
         refuse_unsupported_constructs(rewritten_query(statement))

@@ -56,8 +56,9 @@ def _refuse_set_operations(statement: exp.Expr) -> Iterator[UnsupportedViewError
         if isinstance(node, exp.Union) and not node.args.get("distinct"):
             yield UnsupportedViewError(
                 "UNION ALL",
-                "UNION ALL is fast refreshed as the outermost query only (here it is in a subquery, "
-                "a CTE or under another set operation)",
+                "UNION ALL is fast refreshed as the outermost query, or in a subquery or CTE that a query "
+                "reads alone, selecting and filtering its rows (here it is joined, aggregated, under another "
+                "set operation, or a branch has DISTINCT or HAVING)",
                 "Make the UNION ALL the model's query itself, or its branches separate models",
             )
             continue

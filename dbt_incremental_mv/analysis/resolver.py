@@ -11,7 +11,12 @@ Every FROM item is reduced to one occurrence of a master table, and every column
   filter of that occurrence (where that filter goes in the join is decided in ``joins``);
 * a query whose only FROM item is a CTE or derived table that joins or aggregates (dbt's
   ``select * from final``) is that inner query with the outer projection, filter and grouping
-  applied on top of it.
+  applied on top of it;
+* a CTE or derived table that joins (without aggregating), itself joined to more tables (dbt's
+  import CTEs joined in a mart), is spliced into the outer join chain: its occurrences, renamed
+  ``<its alias>_<their alias>``, take its place, and its WHERE and the ON of the join to it become
+  filters of the whole join (``_part``; ``_check_splice`` refuses where that would change the
+  result).
 
 Anything else nested is refused: its result could not be maintained as part of one join.
 
@@ -40,7 +45,7 @@ from dbt_incremental_mv.analysis.resolved import (
 )
 from dbt_incremental_mv.analysis.scope import Scope, ScopeEntry
 
-_SEPARATE_MODEL_HINT = "Make it a separate model and ref() it, or write its joins in the main query"
+_SEPARATE_MODEL_HINT = "Make it a separate fast_refresh model and ref() it: that model maintains it, this one reads it"
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,24 @@ class _Relation:
     master: MasterTable
     columns: tuple[tuple[str, exp.Expr], ...]
     filters: tuple[exp.Expr, ...]
+
+
+@dataclass(frozen=True)
+class _Part:
+    """What one FROM item of a joined query contributes to the join chain: its occurrences (one,
+    or a spliced CTE's), the joins among them, the filters of the whole join it brings (a spliced
+    CTE's WHERE) and the columns it shows the outer query."""
+
+    occurrences: tuple[OccurrenceSource, ...]
+    joins: tuple[RawJoin, ...]
+    where: tuple[exp.Expr, ...]
+    columns: tuple[tuple[str, exp.Expr], ...]
+    label: str
+
+    @property
+    def null_extended(self) -> frozenset[str]:
+        """The occurrences a LEFT JOIN inside a spliced CTE null-extends."""
+        return frozenset(j.alias for j in self.joins if j.kind is JoinKind.LEFT)
 
 
 @dataclass(frozen=True)
@@ -158,38 +181,114 @@ class Resolver:
     def _joined(self, select: exp.Select, env: Mapping[str, _Cte]) -> ResolvedQuery:
         written_joins: list[exp.Join] = select.args.get("joins") or []
         items = [select.args["from_"].this] + [join.this for join in written_joins]
-        entries: list[ScopeEntry] = []
-        occurrences: list[OccurrenceSource] = []
-        for item in items:
-            alias = self._occurrence_alias(item)
-            if any(o.alias == alias for o in occurrences):
+        aliases = [self._occurrence_alias(item) for item in items]
+        for position, alias in enumerate(aliases):
+            if alias in aliases[:position]:
                 raise UnsupportedViewError(
                     alias,
                     "two FROM items have the same name (a self-join needs distinct aliases)",
                     "Give each occurrence its own alias, e.g. FROM t AS a JOIN t AS b ON ...",
                 )
-            relation = self._relation(item, alias, env)
-            occurrences.append(OccurrenceSource(alias, relation.master, relation.filters))
-            entries.append(ScopeEntry(alias, _qualifiers(item), relation.columns))
+        taken = set(aliases)
+        parts = [self._part(item, alias, env, taken) for item, alias in zip(items, aliases)]
+        entries = [ScopeEntry(part.label, _qualifiers(item), part.columns) for item, part in zip(items, parts)]
 
-        joins = []
+        occurrences = list(parts[0].occurrences)
+        joins = list(parts[0].joins)
+        where = list(parts[0].where)
+        if parts[0].where and any(_join_kind(j) is JoinKind.RIGHT for j in written_joins):
+            raise _splice_error(parts[0].label, "a RIGHT JOIN after it would null-extend the rows its WHERE keeps")
         for position, join in enumerate(written_joins, start=1):
             using = _using_equalities(join, entries, position)
             if using:
                 entries[position] = replace(entries[position], merged=frozenset(n.casefold() for n in using))
             visible = Scope(entries[: position + 1])  # ON sees the tables joined so far
             conjuncts = tuple(using.values()) + visible.resolve_conjuncts(join.args.get("on"))
-            joins.append(RawJoin(occurrences[position].alias, _join_kind(join), conjuncts, join))
+            part = parts[position]
+            if len(part.occurrences) == 1:
+                joins.append(RawJoin(part.occurrences[0].alias, _join_kind(join), conjuncts, join))
+            else:
+                _check_splice(part, join, conjuncts, written_joins[position:])
+                # an inner join to a join: a cross join to its first occurrence, then its own
+                # joins; the ON and its WHERE filter the whole (joins.py places each conjunct)
+                joins.append(RawJoin(part.occurrences[0].alias, JoinKind.INNER, (), join))
+                joins.extend(part.joins)
+                where.extend(conjuncts + part.where)
+            occurrences.extend(part.occurrences)
 
         scope = Scope(entries)
         projections = self._projections(select, scope)
         return ResolvedQuery(
             occurrences=tuple(occurrences),
             joins=tuple(joins),
-            where=scope.resolve_conjuncts(_where(select)),
+            where=tuple(where) + scope.resolve_conjuncts(_where(select)),
             projections=projections,
             group_by=self._group_by(select, scope, projections),
         )
+
+    def _part(self, item: exp.Expr, alias: str, env: Mapping[str, _Cte], taken: set[str]) -> _Part:
+        """A FROM item of a joined query: a master, a simple CTE/derived table over one, or a
+        CTE/derived table that joins, spliced (its occurrences renamed apart from ``taken``)."""
+        spliced = self._spliceable(item, env)
+        if spliced is None:
+            relation = self._relation(item, alias, env)
+            return _Part((OccurrenceSource(alias, relation.master, relation.filters),), (), (), relation.columns, alias)
+        inner, nested = spliced
+        renamed: dict[str, str] = {}
+        for occurrence in inner.occurrences:
+            candidate, suffix = f"{alias}_{occurrence.alias}", 1
+            while candidate in taken:
+                suffix += 1
+                candidate = f"{alias}_{occurrence.alias}_{suffix}"
+            taken.add(candidate)
+            renamed[occurrence.alias] = candidate
+
+        def moved(expression: exp.Expr) -> exp.Expr:
+            return _renamed(expression, renamed)
+
+        columns = _rename(
+            tuple((p.name, moved(p.expression)) for p in inner.projections), nested.column_lists, nested.label
+        )
+        _refuse_duplicate_names((name for name, _ in columns), nested.label)
+        # A WHERE conjunct of one occurrence that no join inside null-extends filters that
+        # occurrence first (as a filter of a simple CTE does); the others filter the whole join.
+        extended = {j.alias for j in inner.joins if j.kind is JoinKind.LEFT}
+        if any(j.kind is JoinKind.RIGHT for j in inner.joins):
+            extended.update(o.alias for o in inner.occurrences)
+        own_filters: dict[str, list[exp.Expr]] = {o.alias: list(o.filters) for o in inner.occurrences}
+        where: list[exp.Expr] = []
+        for conjunct in inner.where:
+            read = {c.table for c in conjunct.find_all(exp.Column)}
+            if len(read) == 1 and not read & extended:
+                own_filters[read.pop()].append(conjunct)
+            else:
+                where.append(conjunct)
+        return _Part(
+            occurrences=tuple(
+                OccurrenceSource(renamed[o.alias], o.master, tuple(moved(f) for f in own_filters[o.alias]))
+                for o in inner.occurrences
+            ),
+            joins=tuple(
+                RawJoin(renamed[j.alias], j.kind, tuple(moved(c) for c in j.conjuncts), j.written) for j in inner.joins
+            ),
+            where=tuple(moved(w) for w in where),
+            columns=columns,
+            label=alias,
+        )
+
+    def _spliceable(self, item: exp.Expr, env: Mapping[str, _Cte]) -> tuple[ResolvedQuery, _Nested] | None:
+        """The resolved query of a CTE/derived table that joins without aggregating (None for
+        anything else: a table, a simple CTE, or one ``_relation`` refuses)."""
+        nested = self._nested(item, env)
+        if nested is None or not self._is_complex(item, env):
+            return None
+        body = nested.body
+        if not isinstance(body, exp.Select) or _shape_problem(body) not in (None, "it joins tables"):
+            return None
+        inner = self.query(body, nested.env)
+        if inner.is_aggregate or len(inner.occurrences) < 2:
+            return None
+        return inner, nested
 
     def _layer_over(self, select: exp.Select, env: Mapping[str, _Cte], item: exp.Expr) -> ResolvedQuery:
         """``select ... from <inner query>``: the inner query with this SELECT applied on top."""
@@ -278,8 +377,7 @@ class Resolver:
         if problem is not None:
             raise UnsupportedViewError(
                 label,
-                f"a CTE or subquery that is joined to other tables must read one table without "
-                f"joins or aggregation, but {problem}",
+                f"a CTE or subquery that is joined to other tables may filter, project and join tables, but {problem}",
                 _SEPARATE_MODEL_HINT,
             )
         assert isinstance(body, exp.Select)  # _shape_problem found none: a plain SELECT
@@ -383,6 +481,53 @@ class Resolver:
         return unparenthesized(scope.resolve(item))
 
 
+def _renamed(expression: exp.Expr, aliases: Mapping[str, str]) -> exp.Expr:
+    """``expression`` (resolved: every column ``<alias>.<column>``) over the renamed occurrences."""
+
+    def rename(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column) and node.table in aliases:
+            return column_node(aliases[node.table], node.name)
+        return node
+
+    return expression.copy().transform(rename)
+
+
+def _splice_error(label: str, reason: str) -> UnsupportedViewError:
+    return UnsupportedViewError(
+        label,
+        f"a CTE or subquery that joins tables can be joined to more tables, but not here: {reason}",
+        _SEPARATE_MODEL_HINT,
+    )
+
+
+def _check_splice(part: _Part, join: exp.Join, conjuncts: tuple[exp.Expr, ...], following: list[exp.Join]) -> None:
+    """Refuse splicing a joining CTE where the spliced chain would not equal the query: only an
+    inner join to it is a join to its occurrences in turn (``a JOIN (b JOIN c)`` is ``(a JOIN b)
+    JOIN c``; ``a LEFT JOIN (b JOIN c)`` is no chain of two joins); a RIGHT JOIN inside it would
+    null-extend the tables before it too; the ON may not read a table it null-extends (that drops
+    the null-extended rows); and a later RIGHT JOIN would null-extend the rows its filters keep."""
+    kind = _join_kind(join)
+    if kind is not JoinKind.INNER:
+        side = "null-supplying" if kind is JoinKind.LEFT else "preserved"
+        raise _splice_error(
+            part.label,
+            f"it is the {side} side of a {kind.upper()} JOIN, and an outer join to a join is no chain of joins",
+        )
+    if any(j.kind is JoinKind.RIGHT for j in part.joins):
+        raise _splice_error(part.label, "it has a RIGHT JOIN inside, and it is not the first FROM item")
+    for conjunct in conjuncts:
+        read = sorted(c.table for c in conjunct.find_all(exp.Column) if c.table in part.null_extended)
+        if read:
+            raise UnsupportedViewError(
+                describe(conjunct),
+                f"this join condition reads {', '.join(read)}, which a LEFT JOIN inside {part.label} "
+                "null-extends: it drops the null-extended rows and turns that LEFT JOIN into an inner join",
+                f"Join {part.label} on columns of the tables it does not null-extend, or make its LEFT JOIN inner",
+            )
+    if any(_join_kind(j) is JoinKind.RIGHT for j in following[1:]):
+        raise _splice_error(part.label, "a RIGHT JOIN after it would null-extend the rows its join conditions keep")
+
+
 def _star(star: exp.Star, entries: Iterable[ScopeEntry], written: exp.Expr | None = None) -> list[Projection]:
     for key in ("replace", "rename", "ilike"):
         if star.args.get(key):
@@ -431,12 +576,12 @@ def _shape_problem(body: exp.Expr) -> str | None:
         return "it is not a plain SELECT"
     if body.args.get("from_") is None:
         return "it reads no table"
-    if body.args.get("joins"):
-        return "it joins tables"
     if body.args.get("group") is not None:
         return "it aggregates (GROUP BY)"
     if any(functions.contains_aggregate(e) for e in body.expressions):
         return "it aggregates"
+    if body.args.get("joins"):
+        return "it joins tables"
     return None
 
 

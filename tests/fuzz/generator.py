@@ -15,6 +15,7 @@ fills them (``shop.orders`` for the analysis, a dbt ``source()`` for a model).
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 
 # -- the masters ---------------------------------------------------------------------------------
@@ -163,6 +164,10 @@ class Generator:
         # and an aggregate no delta maintains, of the same type, in place of one (COUNT(DISTINCT x)
         # for a count, SUM/AVG(DISTINCT x), BIT_OR): their groups recomputed
         self.recomputed_random = random.Random(seed * 7919 + 6)
+        # and a join's first tables written as a CTE or derived table that joins them, joined to the rest
+        self.nested_random = random.Random(seed * 7919 + 7)
+        # and a UNION ALL inside a CTE or derived table, read alone by a query that selects its columns
+        self.wrapped_random = random.Random(seed * 7919 + 8)
         self.refused_share = refused_share
 
     # -- FROM ---------------------------------------------------------------------------------
@@ -423,9 +428,15 @@ class Generator:
                 features |= block.features
             features.add("union")
             sql = " union all ".join(branches)
+            # (not over a branch with DISTINCT or HAVING: analysis/distribute.py leaves those nested)
+            if refusal is None and self.wrapped_random.random() < 0.35 and not re.search(r"select distinct| having ", sql):
+                sql = self._wrapped_union(sql, len(kinds))
+                features.add("union in a subquery")
         else:
             block = self._block(r.choice((1, 2, 2, 3, 3, 4)), refusal)
             sql = self._shaped(block, shape, kinds, refusal=refusal)
+            if refusal is None and len(block.occurrences) >= 3 and self.nested_random.random() < 0.4:
+                sql = self._nested_join(block, sql)
             if shape == "rows" and refusal is None and self.ranked_random.random() < 0.3:
                 # one table's rows, drawn from the ranked stream (the main one is consumed as before)
                 main, self.random = self.random, self.ranked_random
@@ -440,6 +451,72 @@ class Generator:
             sql, construct = self._refused(sql, refusal)
             features.add(f"refused: {refusal}")
         return Definition(f"g{number:04d}", sql, construct, tuple(sorted(features)))
+
+    def _wrapped_union(self, sql: str, outputs: int) -> str:
+        """The UNION ALL ``sql`` (columns ``c0``...) in a CTE or a derived table (maybe renaming
+        its columns with a column list, maybe through a second CTE), its columns selected as they
+        are: all of them, maybe in another order, maybe renamed."""
+        w = self.wrapped_random
+        names = [f"c{i}" for i in range(outputs)]
+        renamed = w.random() < 0.3
+        if renamed:
+            names = [f"u{i}" for i in range(outputs)]
+        picked = w.sample(range(outputs), outputs)  # every column (a DISTINCT branch's keys all kept)
+        listed = ", ".join(f"u.{names[i]}" + (f" as c{i}" if w.random() < 0.5 or renamed else "") for i in picked)
+        columns = "*" if w.random() < 0.4 else listed
+        column_list = f"({', '.join(names)})" if renamed else ""
+        form = w.choice(("cte", "derived", "two ctes"))
+        if form == "derived":
+            return f"select {columns} from ({sql}) as u{column_list}"
+        if form == "cte":
+            return f"with u{column_list} as ({sql}) select {columns} from u"
+        return f"with v{column_list} as ({sql}), u as (select * from v) select {columns} from u"
+
+    def _nested_join(self, block: Block, sql: str) -> str:
+        """``sql`` with its first tables joined in a CTE or derived table (``j``, each column
+        ``<alias>_<column>``), the rest joined to it; when the join after them is an inner one
+        and nothing after them is a RIGHT JOIN, maybe that table first and ``j`` joined to it (an
+        inner join's sides swapped). A WHERE conjunct of those tables alone goes inside."""
+        d = self.nested_random
+        count = d.randrange(2, len(block.occurrences))
+        inside, rest = block.occurrences[:count], block.joins[count - 1:]
+        if any(" using (" in j for j in rest):
+            return sql
+        names = {o.alias for o in inside}
+        from_clause = block.from_clause()
+        start = sql.index(from_clause)
+        head, tail = sql[:start], sql[start + len(from_clause):]
+        where = f" where {' and '.join(block.where)}" if block.where else ""
+        assert tail.startswith(where)
+        tail = tail[len(where):]
+
+        def reads(text: str) -> set[str]:
+            return set(re.findall(r"\b([a-z]\d+)\.", text))
+
+        inner_where = [w for w in block.where if reads(w) <= names]
+        outer_where = [w for w in block.where if w not in inner_where]
+
+        def moved(text: str) -> str:
+            return re.sub(r"\b([a-z]\d+)\.(\w+)", lambda m: f"j.{m[1]}_{m[2]}" if m[1] in names else m[0], text)
+
+        columns = ", ".join(f"{o.alias}.{c.name} as {o.alias}_{c.name}" for o in inside for c in o.master.all_columns)
+        first = inside[0]
+        body = (f"select {columns} from {{{first.master.name}}} {first.alias}"
+                + "".join(f" {j}" for j in block.joins[:count - 1])
+                + (f" where {' and '.join(inner_where)}" if inner_where else ""))
+        as_cte = d.random() < 0.5
+        nested = "j" if as_cte else f"({body}) j"
+        swap = (rest[0].startswith("join ") and not any(j.startswith("right join") for j in rest)
+                and not any(j.startswith("right join") for j in block.joins[:count - 1]) and d.random() < 0.5)
+        if swap:
+            table, condition = re.match(r"join (\{\w+\} \w+) on (.*)$", rest[0]).groups()
+            from_text = f"from {table} join {nested} on {moved(condition)}" + "".join(f" {moved(j)}" for j in rest[1:])
+        else:
+            from_text = f"from {nested}" + "".join(f" {moved(j)}" for j in rest)
+        outer = f" where {' and '.join(moved(w) for w in outer_where)}" if outer_where else ""
+        block.features.add("nested join")
+        sql = f"{moved(head)}{from_text}{outer}{moved(tail)}"
+        return f"with j as ({body}) {sql}" if as_cte else sql
 
     def _ranked(self, block: Block, sql: str, outputs: int) -> str:
         """``sql`` (one table's rows, outputs ``c0``...) ranked in window partitions, its top rows

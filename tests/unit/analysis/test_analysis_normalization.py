@@ -161,6 +161,127 @@ def test_derived_table_in_join_merges(view):
     assert [sql_of(c) for c in definition.joins[0].residual] == []
 
 
+def test_a_joining_cte_joined_to_more_tables_is_spliced_into_the_chain(view, rendered):
+    definition = view(
+        """
+        with order_customers as (
+            select o.order_id, o.customer_id, c.country, c.name
+            from shop.orders o join shop.customers c on o.customer_id = c.customer_id
+            where o.status <> 'cancelled' and c.name <> c.country
+        )
+        select oc.order_id, n.region, upper(oc.name) as who
+        from shop.countries n join order_customers oc on oc.country = n.country
+        where n.region = 'EU'
+        """
+    )
+    assert definition.view_class is ViewClass.JOIN
+    assert [(o.alias, o.master.name) for o in definition.occurrences] == [
+        ("n", "shop.countries"), ("oc_o", "shop.orders"), ("oc_c", "shop.customers"),
+    ]
+    assert [(s.alias, s.kind) for s in definition.joins] == [("oc_o", JoinKind.INNER), ("oc_c", JoinKind.INNER)]
+    # a cross join to its first table, its own join, then the ON of the join to it where it can be evaluated
+    assert definition.joins[0].condition is None
+    assert sql_of(definition.joins[1].condition) == (
+        "`oc_o`.`customer_id` = `oc_c`.`customer_id` AND `n`.`country` = `oc_c`.`country`"
+    )
+    assert [sql_of(c) for c in definition.where_conjuncts] == [
+        "`oc_o`.`status` <> 'cancelled'", "`oc_c`.`name` <> `oc_c`.`country`", "`n`.`region` = 'EU'",
+    ]
+    assert outputs_of(definition) == [
+        ("order_id", "`oc_o`.`order_id`"), ("region", "`n`.`region`"), ("who", "UPPER(`oc_c`.`name`)"),
+    ]
+    rendered(definition)
+
+
+@pytest.mark.parametrize(
+    "nested, flat",
+    [
+        (
+            "with x as (select o.order_id, o.customer_id, c.country from shop.orders o join shop.customers c "
+            "on o.customer_id = c.customer_id where o.status = 'open') "
+            "select x.order_id, n.region from x join shop.countries n on n.country = x.country",
+            "select x_o.order_id, n.region from shop.orders x_o join shop.customers x_c "
+            "on x_o.customer_id = x_c.customer_id join shop.countries n on n.country = x_c.country "
+            "where x_o.status = 'open'",
+        ),
+        (
+            "select n.region, count(*) as orders from shop.countries n join (select o.order_id, c.country "
+            "from shop.orders o join shop.customers c on o.customer_id = c.customer_id) x on x.country = n.country "
+            "group by n.region",
+            "select n.region, count(*) as orders from shop.countries n, shop.orders x_o join shop.customers x_c "
+            "on x_o.customer_id = x_c.customer_id where x_c.country = n.country group by n.region",
+        ),
+        (
+            "with x as (select o.order_id, l.line_no, p.name from shop.orders o join shop.order_lines l "
+            "on l.order_id = o.order_id left join shop.products p on p.product_id = l.product_id) "
+            "select x.order_id, x.name, c.country from x left join shop.customers c on c.customer_id = x.order_id",
+            "select x_o.order_id, x_p.name, c.country from shop.orders x_o join shop.order_lines x_l "
+            "on x_l.order_id = x_o.order_id left join shop.products x_p on x_p.product_id = x_l.product_id "
+            "left join shop.customers c on c.customer_id = x_o.order_id",
+        ),
+    ],
+    ids=["filtered", "derived table under an aggregate", "first, with outer joins inside and after"],
+)
+def test_a_spliced_cte_is_the_join_written_flat(view, rendered, nested, flat):
+    """The view a joining CTE joined again defines is the one its flat join defines: the same
+    occurrences, steps, filters and outputs, so the same refresh statements."""
+    spliced, written = view(nested), view(flat)
+    assert rendered(spliced) == rendered(written)
+    assert spliced == written
+
+
+def test_a_joining_cte_with_a_left_join_keeps_it_where_it_is_joined_on_its_preserved_side(view):
+    definition = view(
+        """
+        with lines as (
+            select l.order_id, l.line_no, p.name as product
+            from shop.order_lines l left join shop.products p on p.product_id = l.product_id and p.category = 'x'
+        )
+        select o.order_id, lines.line_no, lines.product
+        from shop.orders o join lines on lines.order_id = o.order_id
+        """
+    )
+    assert definition.view_class is ViewClass.OUTER_JOIN
+    assert [(s.alias, s.kind) for s in definition.joins] == [
+        ("lines_l", JoinKind.INNER), ("lines_p", JoinKind.LEFT),
+    ]
+    assert [sql_of(c) for c in definition.joins[1].residual] == ["`lines_p`.`category` = 'x'"]
+
+
+def test_a_joining_cte_first_keeps_its_own_joins_and_the_outer_joins_follow(view):
+    definition = view(
+        """
+        with j as (select o.order_id, o.customer_id from shop.orders o left join shop.customers c
+                   on o.customer_id = c.customer_id where o.status = 'open')
+        select j.order_id, l.line_no from j right join shop.order_lines l on l.order_id = j.order_id
+        """
+    )
+    assert [(s.alias, s.kind) for s in definition.joins] == [("j_c", JoinKind.LEFT), ("l", JoinKind.RIGHT)]
+    # its WHERE filters its orders before the RIGHT JOIN null-extends them: a condition of that join
+    assert [sql_of(c) for c in definition.joins[1].residual] == ["`j_o`.`status` = 'open'"]
+    assert definition.where_conjuncts == ()
+
+
+def test_spliced_occurrences_are_renamed_apart_from_the_other_from_items(view):
+    definition = view(
+        """
+        with j as (select o.order_id, c.customer_id from shop.orders o join shop.customers c
+                   on o.customer_id = c.customer_id)
+        select a.order_id, b.order_id as other, j_o.name
+        from j a join j b on a.customer_id = b.customer_id join shop.customers j_o on j_o.customer_id = a.customer_id
+        """
+    )
+    assert definition.aliases == ("a_o", "a_c", "b_o", "b_c", "j_o")
+    definition = view(
+        """
+        with j as (select o.order_id, c.customer_id from shop.orders o join shop.customers c
+                   on o.customer_id = c.customer_id)
+        select x.order_id, x_o.name from j x join shop.customers x_o on x_o.customer_id = x.customer_id
+        """
+    )
+    assert definition.aliases == ("x_o_2", "x_c", "x_o")
+
+
 def test_cte_filter_of_a_null_supplying_occurrence_goes_into_the_on_clause(view, rendered):
     definition = view(
         """

@@ -63,8 +63,17 @@ REFUSALS = [
     ("union", f"select o.order_id from {O} union select o.order_id from {O}", "union"),
     ("intersect", f"select o.order_id from {O} intersect select o.order_id from {O}", "intersect"),
     ("except", f"select o.order_id from {O} except select o.order_id from {O}", "except"),
-    ("union in cte", f"with u as (select order_id from shop.orders union all select order_id from shop.orders) "
-                     "select order_id from u", "union all"),
+    ("union in cte, aggregated", "with u as (select order_id from shop.orders union all select order_id "
+                                 "from shop.orders) select order_id, count(*) as n from u group by order_id", "union all"),
+    ("union in cte, joined", "with u as (select order_id from shop.orders union all select order_id "
+                             "from shop.orders) select u.order_id from u join shop.customers c on c.customer_id = u.order_id",
+     "union all"),
+    ("union in cte, an expression over a column of mixed types",
+     "with u as (select o.amount as a from shop.orders o union all select l.unit_price from shop.order_lines l) "
+     "select a * 2 as doubled from u", "a * 2"),
+    ("union in cte, a filter on a column of mixed types",
+     "with u as (select o.customer_id as k from shop.orders o union all select l.line_no from shop.order_lines l) "
+     "select k from u where k > 1", "k > 1"),
     # subqueries in expressions
     ("in subquery", f"select o.order_id from {O} where o.customer_id in (select customer_id from shop.customers)",
      "in (select"),
@@ -177,9 +186,33 @@ REFUSALS = [
      "n.country = c.country"),
     ("joined cte aggregates", "with n as (select country, count(*) as k from shop.customers group by country) "
                               "select o.order_id from shop.orders o join n on n.k = o.customer_id", "n"),
-    ("joined cte joins", "with j as (select c.customer_id from shop.customers c join shop.countries n "
-                         "on c.country = n.country) select o.order_id from shop.orders o join j "
-                         "on j.customer_id = o.customer_id", "j"),
+    ("joining cte on the null-supplying side of a left join",
+     "with j as (select c.customer_id from shop.customers c join shop.countries n "
+     "on c.country = n.country) select o.order_id from shop.orders o left join j "
+     "on j.customer_id = o.customer_id", "j"),
+    ("joining cte on the preserved side of a right join",
+     "with j as (select c.customer_id from shop.customers c join shop.countries n "
+     "on c.country = n.country) select o.order_id from shop.orders o right join j "
+     "on j.customer_id = o.customer_id", "j"),
+    ("joining cte with a right join inside, joined after the first table",
+     "with j as (select n.country, c.customer_id from shop.customers c right join shop.countries n "
+     "on c.country = n.country) select o.order_id from shop.orders o join j "
+     "on j.customer_id = o.customer_id", "j"),
+    ("join condition reading what a joining cte null-extends",
+     "with j as (select c.customer_id, n.region from shop.customers c left join shop.countries n "
+     "on c.country = n.country) select o.order_id from shop.orders o join j "
+     "on j.region = o.status", "j_n"),
+    ("joining cte with a right join after it",
+     "with j as (select c.customer_id from shop.customers c join shop.countries n "
+     "on c.country = n.country) select o.order_id, p.name from shop.orders o join j "
+     "on j.customer_id = o.customer_id right join shop.products p on p.product_id = o.order_id", "j"),
+    ("joining first cte whose where reads two tables, with a right join after it",
+     "with j as (select c.customer_id from shop.customers c join shop.countries n "
+     "on c.country = n.country where c.name <> n.region) select j.customer_id, p.name from j "
+     "right join shop.products p on p.product_id = j.customer_id", "j"),
+    ("joining and aggregating cte joined", "with j as (select c.country, count(*) as k from shop.customers c "
+     "join shop.countries n on c.country = n.country group by c.country) select o.order_id from shop.orders o "
+     "join j on j.k = o.customer_id", "j"),
     ("derived table without alias in a join",
      "select o.order_id from shop.orders o join (select customer_id from shop.customers) on 1 = 1",
      "(select customer_id"),

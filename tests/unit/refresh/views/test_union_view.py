@@ -90,12 +90,63 @@ def test_an_aggregate_branch_keeps_its_own_columns_only_the_row_count_is_shared(
     assert view.branches[1].having.sql(dialect="spark") == "`_mv_b2_a` > 2"
 
 
-def test_a_union_all_inside_a_cte_and_other_set_operations_stay_refused():
-    with pytest.raises(UnsupportedViewError, match="outermost query only"):
+def test_a_union_all_aggregated_and_other_set_operations_stay_refused():
+    with pytest.raises(UnsupportedViewError, match="reads alone, selecting and filtering its rows"):
         analyze_view("with u as (select order_id from shop.orders union all select order_id from shop.orders) "
-                     "select order_id from u", MASTERS)
+                     "select order_id, count(*) as n from u group by order_id", MASTERS)
     with pytest.raises(UnsupportedViewError, match="other than UNION ALL"):
         analyze_view("select order_id from shop.orders union select order_id from shop.orders", MASTERS)
+
+
+@pytest.mark.parametrize(
+    "nested, flat",
+    [
+        (
+            "with u as (select o.customer_id as id, o.amount as value from shop.orders o where o.status = 'open' "
+            "union all select c.customer_id, cast(null as decimal(10,2)) from shop.customers c) select * from u",
+            "select u.customer_id as id, u.amount as value from shop.orders u where u.status = 'open' "
+            "union all select u.customer_id as id, cast(null as decimal(10,2)) as value from shop.customers u",
+        ),
+        (
+            # the union_relations shape: every column cast alike; a projection and filter on top, through a CTE
+            "with unioned as (select cast(o.customer_id as bigint) as id, cast(o.status as string) as label "
+            "from shop.orders o union all select cast(c.customer_id as bigint), cast(c.segment as string) "
+            "from shop.customers c), final as (select id, upper(label) as label from unioned where id > 0) "
+            "select * from final",
+            "select cast(final.customer_id as bigint) as id, upper(cast(final.status as string)) as label "
+            "from shop.orders final where cast(final.customer_id as bigint) > 0 union all "
+            "select cast(final.customer_id as bigint) as id, upper(cast(final.segment as string)) as label "
+            "from shop.customers final where cast(final.customer_id as bigint) > 0",
+        ),
+        (
+            # an aggregating branch, the columns renamed by the derived table's column list
+            "select x.k, x.v from (select o.status, count(*) from shop.orders o group by o.status union all "
+            "select c.segment, count(*) from shop.customers c group by c.segment) as x(k, v)",
+            "select o.status as k, count(*) as v from shop.orders o group by o.status union all "
+            "select c.segment as k, count(*) as v from shop.customers c group by c.segment",
+        ),
+    ],
+    ids=["select star", "cast columns, a CTE over the union", "aggregating branches, a column list"],
+)
+# (the flat queries name each branch's table as the analysis does: a table read through a derived table
+# that filters and projects it goes by that table's alias, one under an aggregate by its own)
+def test_a_union_all_read_alone_through_a_cte_or_derived_table_is_the_union_all_view(nested, flat):
+    """Projected and filtered row by row, a UNION ALL in a CTE or derived table is the top-level
+    UNION ALL of the outer query over each branch: the same view, so the same refresh."""
+    distributed, written = analyze_view(nested, MASTERS), analyze_view(flat, MASTERS)
+    assert distributed.view_class is ViewClass.UNION_ALL
+    assert render_select(distributed) == render_select(written)
+    assert [render_select(b) for b in distributed.branches] == [render_select(b) for b in written.branches]
+
+
+def test_a_column_whose_branches_disagree_on_its_type_is_kept_only_as_it_is():
+    union = ("with u as (select o.customer_id as id, o.amount as value from shop.orders o "
+             "union all select c.customer_id, 0 from shop.customers c) ")
+    assert analyze_view(union + "select value, id from u where id > 1", MASTERS).view_class is ViewClass.UNION_ALL
+    with pytest.raises(UnsupportedViewError) as caught:
+        analyze_view(union + "select id from u where value > 1", MASTERS)
+    assert caught.value.construct == "value > 1"
+    assert "decimal(10, 2)" in str(caught.value) and "cast(" in str(caught.value)
 
 
 def test_a_branch_that_cannot_be_fast_refreshed_is_named():
