@@ -145,7 +145,10 @@ MAINTAINED = [
         "A global aggregate, constant columns",
         "select 'all orders' as scope, count(*) as n, sum(amount) as total from shop.orders",
     ),
-    ("SELECT DISTINCT", "select distinct customer_id, status from shop.orders"),
+    (
+        "SELECT DISTINCT, also in a CTE or derived table the query reads whole",
+        "with buyers as (select distinct customer_id, status from shop.orders) select * from buyers",
+    ),
     (
         "UNION ALL of maintainable branches",
         "select order_id as id, 'order' as kind from shop.orders union all select customer_id, 'customer' from "

@@ -184,9 +184,23 @@ def rewritten_query(statement: exp.Query) -> exp.Query:
 def distinct_as_group_by(statement: exp.Query) -> exp.Query:
     """``SELECT DISTINCT <expressions>`` is a GROUP BY of them without aggregates: a counted group
     (its hidden count is the number of master rows behind each distinct row), maintained as an
-    aggregate view. Rewritten so when it is the outer query, without GROUP BY, aggregates,
-    DISTINCT ON or ``*``, and selects a column; anything else keeps the DISTINCT, which the
-    construct checks then refuse."""
+    aggregate view. Rewritten so, in the outer query and in every CTE and derived table (one
+    that a query reads alone is then an aggregating query under it; one joined to more tables
+    is refused as one that aggregates), when it has no GROUP BY, aggregates, DISTINCT ON or
+    ``*``, and selects a column; anything else keeps the DISTINCT, which the construct checks
+    then refuse."""
+    nested = [s for s in statement.find_all(exp.Select) if s is not statement and s.args.get("distinct")]
+    if nested:
+        statement = statement.copy()
+        for select in [s for s in statement.find_all(exp.Select) if s is not statement and s.args.get("distinct")]:
+            grouped = _distinct_select_as_group_by(select)
+            if grouped is not select:
+                grouped.meta["distinct"] = True
+                select.replace(grouped)
+    return _distinct_select_as_group_by(statement)
+
+
+def _distinct_select_as_group_by(statement: exp.Query) -> exp.Query:
     distinct = statement.args.get("distinct") if isinstance(statement, exp.Select) else None
     if distinct is None or distinct.args.get("on") or statement.args.get("group"):
         return statement

@@ -577,7 +577,7 @@ def _shape_problem(body: exp.Expr) -> str | None:
     if body.args.get("from_") is None:
         return "it reads no table"
     if body.args.get("group") is not None:
-        return "it aggregates (GROUP BY)"
+        return "it deduplicates (SELECT DISTINCT)" if body.meta.get("distinct") else "it aggregates (GROUP BY)"
     if any(functions.contains_aggregate(e) for e in body.expressions):
         return "it aggregates"
     if body.args.get("joins"):

@@ -168,6 +168,8 @@ class Generator:
         self.nested_random = random.Random(seed * 7919 + 7)
         # and a UNION ALL inside a CTE or derived table, read alone by a query that selects its columns
         self.wrapped_random = random.Random(seed * 7919 + 8)
+        # and a SELECT DISTINCT in a CTE or derived table that the query reads whole
+        self.wrapped_distinct_random = random.Random(seed * 7919 + 9)
         self.refused_share = refused_share
 
     # -- FROM ---------------------------------------------------------------------------------
@@ -437,6 +439,10 @@ class Generator:
             sql = self._shaped(block, shape, kinds, refusal=refusal)
             if refusal is None and len(block.occurrences) >= 3 and self.nested_random.random() < 0.4:
                 sql = self._nested_join(block, sql)
+            if shape == "distinct" and refusal is None and self.wrapped_distinct_random.random() < 0.4:
+                sql = (f"with d as ({sql}) select * from d" if self.wrapped_distinct_random.random() < 0.5
+                       else f"select * from ({sql}) as d")
+                block.features.add("distinct in a subquery")
             if shape == "rows" and refusal is None and self.ranked_random.random() < 0.3:
                 # one table's rows, drawn from the ranked stream (the main one is consumed as before)
                 main, self.random = self.random, self.ranked_random

@@ -230,6 +230,34 @@ def test_a_spliced_cte_is_the_join_written_flat(view, rendered, nested, flat):
     assert spliced == written
 
 
+@pytest.mark.parametrize(
+    "nested",
+    [
+        "with d as (select distinct o.customer_id, c.country from shop.orders o join shop.customers c "
+        "on o.customer_id = c.customer_id) select * from d",
+        "select d.customer_id, d.country from (select distinct o.customer_id, c.country from shop.orders o "
+        "join shop.customers c on o.customer_id = c.customer_id) as d",
+    ],
+    ids=["cte", "derived table"],
+)
+def test_a_select_distinct_read_alone_is_the_distinct_view(view, rendered, nested):
+    flat = (
+        "select distinct o.customer_id, c.country from shop.orders o join shop.customers c "
+        "on o.customer_id = c.customer_id"
+    )
+    assert view(nested).view_class is ViewClass.AGGREGATE
+    assert rendered(view(nested)) == rendered(view(flat))
+
+
+def test_a_select_distinct_joined_again_is_refused_saying_it_deduplicates(view):
+    with pytest.raises(UnsupportedViewError, match=r"it deduplicates \(SELECT DISTINCT\)") as caught:
+        view(
+            "with d as (select distinct customer_id from shop.orders) "
+            "select c.name from shop.customers c join d on d.customer_id = c.customer_id"
+        )
+    assert caught.value.construct == "d"
+
+
 def test_a_joining_cte_with_a_left_join_keeps_it_where_it_is_joined_on_its_preserved_side(view):
     definition = view(
         """
