@@ -173,6 +173,13 @@ MAINTAINED = [
         "shop.products p on p.product_id = oc.product_id",
     ),
     (
+        "A CTE or derived table that aggregates (or a SELECT DISTINCT), inner or LEFT joined on its group keys to "
+        "tables whose keys the query selects (orders per customer)",
+        "with totals as (select customer_id, count(*) as orders, sum(amount) as spent from shop.orders group by "
+        "customer_id) select c.customer_id, c.name, t.orders, t.spent from shop.customers c left join totals t on "
+        "t.customer_id = c.customer_id",
+    ),
+    (
         "The latest row per key, the top rows of each partition (ROW_NUMBER, RANK, DENSE_RANK <= n; QUALIFY)",
         "select * from (select o.*, row_number() over (partition by customer_id order by ordered_at desc) as rn from "
         "shop.orders o) as latest where rn = 1",
@@ -207,7 +214,7 @@ REFUSED = [
         "select customer_id, max_by(order_id, amount) as biggest_order from shop.orders group by customer_id",
     ),
     (
-        "A CTE that aggregates, joined again",
+        "A CTE that aggregates, joined again other than on its group keys, or without the other tables' keys selected",
         "with totals as (select customer_id, sum(amount) as spent from shop.orders group by customer_id) select c.name, "
         "t.spent from shop.customers c join totals t on t.customer_id = c.customer_id",
     ),

@@ -56,7 +56,7 @@ def analyze_view(sql: str, masters: Mapping[str, MasterTable]) -> ViewDefinition
 
 def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> ViewDefinition:
     """Analyse one SELECT (a whole view, or a branch of a UNION ALL view)."""
-    statement, having_condition = split_having(distinct_as_group_by(statement))
+    statement, having_condition = split_having(distinct_as_group_by(star_over_having(statement)))
     statement, ranked = split_ranking(statement)
     refuse_unsupported_constructs(statement)
     query = Resolver(masters).query(statement)
@@ -172,21 +172,56 @@ def without_inner_order(statement: exp.Query) -> exp.Query:
 
 
 def rewritten_query(statement: exp.Query) -> exp.Query:
-    """The query as the analysis reads it: ``SELECT DISTINCT`` as the GROUP BY it equals, the
+    """The query as the analysis reads it: ``select *`` over a grouping CTE with a HAVING as that
+    CTE's query, ``SELECT DISTINCT`` as the GROUP BY it equals, the
     outer query's HAVING taken apart (analysis/having.py, resolved on its own), a ranking window
     filtered on taken out (analysis/ranking.py); for a top-level UNION ALL, each branch so (a
     branch's window is refused)."""
     if not top_level_unions(statement):
-        return split_ranking(split_having(distinct_as_group_by(statement))[0])[0]
-    return map_union_branches(statement, lambda b: split_having(distinct_as_group_by(b))[0])
+        return split_ranking(split_having(distinct_as_group_by(star_over_having(statement)))[0])[0]
+    return map_union_branches(statement, lambda b: split_having(distinct_as_group_by(star_over_having(b)))[0])
+
+
+def star_over_having(statement: exp.Query) -> exp.Query:
+    """``with final as (select ... group by ... having ...) select * from final`` (dbt's closing
+    CTE) is the query of ``final`` itself, with the CTEs it sees: so its HAVING is the outer
+    query's (analysis/having.py). Only for ``select *`` alone over a CTE or derived table that
+    groups with a HAVING; anything else is left as it is."""
+    if not isinstance(statement, exp.Select) or len(statement.expressions) != 1:
+        return statement
+    if not isinstance(statement.expressions[0], exp.Star) or any(
+        statement.args.get(k) for k in ("joins", "where", "group", "having", "qualify", "order", "limit", "distinct")
+    ):
+        return statement
+    item = statement.args["from_"].this if statement.args.get("from_") else None
+    with_ = statement.args.get("with_")
+    body = None
+    if isinstance(item, exp.Subquery) and not (item.args.get("alias") and item.args["alias"].columns):
+        body = item.this
+    elif isinstance(item, exp.Table) and not item.args.get("db") and with_ is not None:
+        ctes = [c for c in with_.expressions if c.alias.casefold() == item.name.casefold()]
+        if ctes and not ctes[-1].args["alias"].columns and not (item.args.get("alias") and item.args["alias"].columns):
+            body = ctes[-1].this
+            kept = with_.expressions[: with_.expressions.index(ctes[-1])]
+            with_ = exp.With(expressions=[c.copy() for c in kept]) if kept else None
+    while isinstance(body, exp.Subquery):
+        body = body.this
+    if not isinstance(body, exp.Select) or body.args.get("having") is None or body.args.get("group") is None:
+        return statement
+    unwrapped = body.copy()
+    own = unwrapped.args.get("with_")
+    if with_ is not None:
+        ctes = [c.copy() for c in with_.expressions] + (list(own.expressions) if own is not None else [])
+        unwrapped.set("with_", exp.With(expressions=ctes))
+    return unwrapped
 
 
 def distinct_as_group_by(statement: exp.Query) -> exp.Query:
     """``SELECT DISTINCT <expressions>`` is a GROUP BY of them without aggregates: a counted group
     (its hidden count is the number of master rows behind each distinct row), maintained as an
-    aggregate view. Rewritten so, in the outer query and in every CTE and derived table (one
-    that a query reads alone is then an aggregating query under it; one joined to more tables
-    is refused as one that aggregates), when it has no GROUP BY, aggregates, DISTINCT ON or
+    aggregate view. Rewritten so, in the outer query and in every CTE and derived table (then
+    an aggregating query read whole, or joined on its keys: analysis/pullup.py), when it has no
+    GROUP BY, aggregates, DISTINCT ON or
     ``*``, and selects a column; anything else keeps the DISTINCT, which the construct checks
     then refuse."""
     nested = [s for s in statement.find_all(exp.Select) if s is not statement and s.args.get("distinct")]
@@ -195,7 +230,6 @@ def distinct_as_group_by(statement: exp.Query) -> exp.Query:
         for select in [s for s in statement.find_all(exp.Select) if s is not statement and s.args.get("distinct")]:
             grouped = _distinct_select_as_group_by(select)
             if grouped is not select:
-                grouped.meta["distinct"] = True
                 select.replace(grouped)
     return _distinct_select_as_group_by(statement)
 

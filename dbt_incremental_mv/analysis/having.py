@@ -61,11 +61,15 @@ def resolve_having(
     column names, and the hidden outputs it adds (the aggregates it reads that no output
     computes); UnsupportedViewError when it reads what a stored row cannot hold."""
     probe = statement.copy()
+    # after the SELECT list, which GROUP BY positions (``group by 1``) keep naming
     probe.set(
         "expressions",
-        [exp.Alias(this=_expand_aliases(condition, statement), alias=exp.to_identifier(HAVING_PROJECTION))],
+        [
+            *probe.expressions,
+            exp.Alias(this=_expand_aliases(condition, statement), alias=exp.to_identifier(HAVING_PROJECTION)),
+        ],
     )
-    resolved = Resolver(masters).query(probe).projections[0].expression
+    resolved = Resolver(masters).query(probe).projections[-1].expression
     keys = tuple((next(o.expression for o in outputs if o.name == name), name) for name in group_key_columns)
     known, hidden = list(outputs), list[OutputColumn]()
     rewritten = over_stored_columns(resolved, keys, known, hidden, "having", reader="HAVING")

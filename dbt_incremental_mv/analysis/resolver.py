@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
-from dbt_incremental_mv.analysis import functions
+from dbt_incremental_mv.analysis import functions, pullup
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 from dbt_incremental_mv.analysis.model import JoinKind, MasterTable
 from dbt_incremental_mv.analysis.resolved import (
@@ -41,6 +41,7 @@ from dbt_incremental_mv.analysis.resolved import (
     RawJoin,
     ResolvedQuery,
     column_node,
+    split_conjuncts,
     unparenthesized,
 )
 from dbt_incremental_mv.analysis.scope import Scope, ScopeEntry
@@ -68,6 +69,12 @@ class _Part:
     where: tuple[exp.Expr, ...]
     columns: tuple[tuple[str, exp.Expr], ...]
     label: str
+    # of a CTE that aggregates (analysis/pullup.py): its GROUP BY, over the renamed occurrences
+    group_keys: tuple[exp.Expr, ...] | None = None
+
+    @property
+    def aliases(self) -> frozenset[str]:
+        return frozenset(o.alias for o in self.occurrences)
 
     @property
     def null_extended(self) -> frozenset[str]:
@@ -193,22 +200,50 @@ class Resolver:
         parts = [self._part(item, alias, env, taken) for item, alias in zip(items, aliases)]
         entries = [ScopeEntry(part.label, _qualifiers(item), part.columns) for item, part in zip(items, parts)]
 
-        occurrences = list(parts[0].occurrences)
-        joins = list(parts[0].joins)
-        where = list(parts[0].where)
-        if parts[0].where and any(_join_kind(j) is JoinKind.RIGHT for j in written_joins):
-            raise _splice_error(parts[0].label, "a RIGHT JOIN after it would null-extend the rows its WHERE keeps")
+        # each FROM item after the first: how it is joined, its ON resolved where it was written
+        joined: dict[int, tuple[JoinKind, tuple[exp.Expr, ...], exp.Join]] = {}
         for position, join in enumerate(written_joins, start=1):
             using = _using_equalities(join, entries, position)
             if using:
                 entries[position] = replace(entries[position], merged=frozenset(n.casefold() for n in using))
             visible = Scope(entries[: position + 1])  # ON sees the tables joined so far
             conjuncts = tuple(using.values()) + visible.resolve_conjuncts(join.args.get("on"))
+            joined[position] = (_join_kind(join), conjuncts, join)
+        chain = list(range(len(items)))
+        swappable = len(parts) > 1 and len(parts[1].occurrences) == 1 and joined[1][0] is JoinKind.INNER
+        if (
+            parts[0].group_keys is not None
+            and swappable
+            and all(k is not JoinKind.RIGHT for k, _, _ in joined.values())
+        ):
+            # ``agg a JOIN t ON ...`` is ``t JOIN agg a ON ...``: the chain starts at ``t``
+            # (analysis/pullup.py); the SELECT list still reads the FROM items as written
+            chain = [1, 0, *chain[2:]]
+            joined[0] = joined.pop(1)
+        first = parts[chain[0]]
+        if first.group_keys is not None:
+            raise pullup.refusal(
+                first.label, "it is the first FROM item", "Put a table it is inner joined to first in FROM"
+            )
+
+        occurrences = list(first.occurrences)
+        joins = list(first.joins)
+        where = list(first.where)
+        if first.where and any(kind is JoinKind.RIGHT for kind, _, _ in joined.values()):
+            raise _splice_error(first.label, "a RIGHT JOIN after it would null-extend the rows its WHERE keeps")
+        pulled: list[tuple[int, _Part, JoinKind]] = []  # the aggregating CTEs, where and how joined
+        for index, position in enumerate(chain[1:], start=1):
+            kind, conjuncts, join = joined[position]
             part = parts[position]
+            if part.group_keys is not None:
+                pullup.check_join(
+                    part.label, part.aliases, part.group_keys, conjuncts, kind, len(part.occurrences), part.columns
+                )
+                pulled.append((position, part, kind))
             if len(part.occurrences) == 1:
-                joins.append(RawJoin(part.occurrences[0].alias, _join_kind(join), conjuncts, join))
+                joins.append(RawJoin(part.occurrences[0].alias, kind, conjuncts, join))
             else:
-                _check_splice(part, join, conjuncts, written_joins[position:])
+                _check_splice(part, join, conjuncts, [joined[p][2] for p in chain[index:]])
                 # an inner join to a join: a cross join to its first occurrence, then its own
                 # joins; the ON and its WHERE filter the whole (joins.py places each conjunct)
                 joins.append(RawJoin(part.occurrences[0].alias, JoinKind.INNER, (), join))
@@ -216,6 +251,8 @@ class Resolver:
                 where.extend(conjuncts + part.where)
             occurrences.extend(part.occurrences)
 
+        if pulled:
+            return self._pulled_up(select, entries, pulled, occurrences, joins, where)
         scope = Scope(entries)
         projections = self._projections(select, scope)
         return ResolvedQuery(
@@ -226,9 +263,57 @@ class Resolver:
             group_by=self._group_by(select, scope, projections),
         )
 
+    def _pulled_up(
+        self,
+        select: exp.Select,
+        entries: list[ScopeEntry],
+        pulled: list[tuple[int, _Part, JoinKind]],
+        occurrences: list[OccurrenceSource],
+        joins: list[RawJoin],
+        where: list[exp.Expr],
+    ) -> ResolvedQuery:
+        """The join with an aggregating CTE as the aggregate over the join it equals
+        (analysis/pullup.py): grouped by the selected columns of the other tables."""
+        position, part, kind = pulled[0]
+        if len(pulled) > 1:
+            raise pullup.refusal(
+                pulled[1][1].label, f"{part.label} aggregates too, and their rows would multiply each other's"
+            )
+        assert part.group_keys is not None
+        entries[position] = replace(
+            entries[position], columns=pullup.pulled_columns(part.columns, part.group_keys, kind is JoinKind.LEFT)
+        )
+        scope = Scope(entries)
+        outer_where = scope.resolve_conjuncts(_where(select))
+        conditions = [
+            (j.written.args.get("on") or j.written, c)
+            for j in joins
+            if j.alias not in part.aliases
+            for c in j.conjuncts
+        ]
+        conditions += [(w, r) for w in split_conjuncts(_where(select)) for r in scope.resolve_conjuncts(w)]
+        pullup.check_outer_query(part.label, part.aliases, select, conditions + [(w, w) for w in where])
+        projections = self._projections(select, scope)
+        keys = [
+            (f"{o.alias}.{key}", column_node(o.alias, o.master.find_column(key) or key))
+            for o in occurrences
+            if o.alias not in part.aliases
+            for key in o.master.key
+        ]
+        pullup.check_keys_selected(part.label, keys, [p.expression for p in projections])
+        group_by = _dedupe(p.expression for p in projections if not functions.contains_aggregate(p.expression))
+        return ResolvedQuery(
+            occurrences=tuple(occurrences),
+            joins=tuple(joins),
+            where=tuple(where) + outer_where,
+            projections=projections,
+            group_by=group_by,
+        )
+
     def _part(self, item: exp.Expr, alias: str, env: Mapping[str, _Cte], taken: set[str]) -> _Part:
         """A FROM item of a joined query: a master, a simple CTE/derived table over one, or a
-        CTE/derived table that joins, spliced (its occurrences renamed apart from ``taken``)."""
+        CTE/derived table that joins or aggregates by a GROUP BY, spliced (its occurrences renamed
+        apart from ``taken``; its group keys kept for the pull-up, analysis/pullup.py)."""
         spliced = self._spliceable(item, env)
         if spliced is None:
             relation = self._relation(item, alias, env)
@@ -274,21 +359,23 @@ class Resolver:
             where=tuple(moved(w) for w in where),
             columns=columns,
             label=alias,
+            group_keys=tuple(moved(k) for k in inner.group_by) if inner.group_by is not None else None,
         )
 
     def _spliceable(self, item: exp.Expr, env: Mapping[str, _Cte]) -> tuple[ResolvedQuery, _Nested] | None:
-        """The resolved query of a CTE/derived table that joins without aggregating (None for
-        anything else: a table, a simple CTE, or one ``_relation`` refuses)."""
+        """The resolved query of a CTE/derived table that joins, or aggregates by a GROUP BY
+        without HAVING (None for anything else: a table, a simple CTE, or one ``_relation``
+        refuses)."""
         nested = self._nested(item, env)
         if nested is None or not self._is_complex(item, env):
             return None
         body = nested.body
-        if not isinstance(body, exp.Select) or _shape_problem(body) not in (None, "it joins tables"):
+        if not isinstance(body, exp.Select) or body.args.get("having") is not None:
             return None
         inner = self.query(body, nested.env)
-        if inner.is_aggregate or len(inner.occurrences) < 2:
-            return None
-        return inner, nested
+        if inner.is_aggregate:
+            return (inner, nested) if inner.group_by else None
+        return (inner, nested) if len(inner.occurrences) >= 2 else None
 
     def _layer_over(self, select: exp.Select, env: Mapping[str, _Cte], item: exp.Expr) -> ResolvedQuery:
         """``select ... from <inner query>``: the inner query with this SELECT applied on top."""
@@ -577,7 +664,7 @@ def _shape_problem(body: exp.Expr) -> str | None:
     if body.args.get("from_") is None:
         return "it reads no table"
     if body.args.get("group") is not None:
-        return "it deduplicates (SELECT DISTINCT)" if body.meta.get("distinct") else "it aggregates (GROUP BY)"
+        return "it aggregates (GROUP BY)"
     if any(functions.contains_aggregate(e) for e in body.expressions):
         return "it aggregates"
     if body.args.get("joins"):

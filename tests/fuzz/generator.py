@@ -170,6 +170,8 @@ class Generator:
         self.wrapped_random = random.Random(seed * 7919 + 8)
         # and a SELECT DISTINCT in a CTE or derived table that the query reads whole
         self.wrapped_distinct_random = random.Random(seed * 7919 + 9)
+        # and a CTE or derived table aggregating a table by a join column, joined back to the rows
+        self.pulled_random = random.Random(seed * 7919 + 10)
         self.refused_share = refused_share
 
     # -- FROM ---------------------------------------------------------------------------------
@@ -443,7 +445,9 @@ class Generator:
                 sql = (f"with d as ({sql}) select * from d" if self.wrapped_distinct_random.random() < 0.5
                        else f"select * from ({sql}) as d")
                 block.features.add("distinct in a subquery")
-            if shape == "rows" and refusal is None and self.ranked_random.random() < 0.3:
+            if shape == "rows" and refusal is None and self.pulled_random.random() < 0.35:
+                sql = self._joined_aggregate(block, sql)
+            elif shape == "rows" and refusal is None and self.ranked_random.random() < 0.3:
                 # one table's rows, drawn from the ranked stream (the main one is consumed as before)
                 main, self.random = self.random, self.ranked_random
                 try:
@@ -457,6 +461,51 @@ class Generator:
             sql, construct = self._refused(sql, refusal)
             features.add(f"refused: {refusal}")
         return Definition(f"g{number:04d}", sql, construct, tuple(sorted(features)))
+
+    def _joined_aggregate(self, block: Block, sql: str) -> str:
+        """``sql`` (rows) with an aggregate of one master by the column of a join edge (or a
+        SELECT DISTINCT of it), in a CTE or derived table, inner or LEFT joined on it to an
+        occurrence no outer join null-extends; every occurrence's key selected too (the rows of
+        the view are theirs), and the aggregate's columns."""
+        p = self.pulled_random
+        options = [(occ, edge, side) for occ in block.occurrences if not occ.nullable for edge in EDGES
+                   for side in (0, 1) if edge[side * 2] == occ.master.name]
+        if not options or f" {block.from_clause()}" not in sql:  # (not over a join rewritten as nested)
+            return sql
+        occ, edge, side = p.choice(options)
+        other = MASTER[edge[2 - side * 2]]
+        own_column, other_column = edge[side * 2 + 1], edge[3 - side * 2]
+        a = "a1"
+        numeric = [c.name for c in other.all_columns if c.kind in "nd"]
+        any_column = p.choice(other.all_columns).name
+        main, self.random = self.random, p  # (the main stream is not consumed)
+        try:
+            where = f" where {self._predicate(Occurrence(a, other))}" if p.random() < 0.4 else ""
+        finally:
+            self.random = main
+        if p.random() < 0.2:
+            body = f"select distinct {a}.{other_column} as k from {{{other.name}}} {a}{where}"
+            columns = []
+        else:
+            aggregates = [("n", "count(*)"), ("s", f"sum({a}.{p.choice(numeric)})"),
+                          ("m", f"max({a}.{any_column})"), ("d", f"count(distinct {a}.{any_column})"),
+                          ("z", f"coalesce(sum({a}.{p.choice(numeric)}), 0)")]
+            chosen = p.sample(aggregates, p.randint(1, 3))
+            body = (f"select {a}.{other_column} as k, " + ", ".join(f"{e} as {n}" for n, e in chosen)
+                    + f" from {{{other.name}}} {a}{where} group by {a}.{other_column}")
+            columns = [n for n, _ in chosen]
+        if p.random() < 0.3:
+            columns.append("k")
+        kind = p.choice(("join", "left join"))
+        keys = [f"{o.alias}.{o.master.key} as key_{o.alias}" for o in block.occurrences]
+        extra = keys + [f"g.{c} as g_{c}" for c in columns]
+        from_clause = block.from_clause()
+        head, rest = sql.split(" " + from_clause, 1)
+        joined = f"{kind} g on g.k = {occ.alias}.{own_column}"
+        block.features.update({"aggregate joined back", "aggregate", "join"} | ({"left"} if kind == "left join" else set()))
+        if p.random() < 0.5:
+            return f"with g as ({body}) {head}, {', '.join(extra)} {from_clause} {joined}{rest}"
+        return f"{head}, {', '.join(extra)} {from_clause} {joined.replace(' g ', f' ({body}) g ', 1)}{rest}"
 
     def _wrapped_union(self, sql: str, outputs: int) -> str:
         """The UNION ALL ``sql`` (columns ``c0``...) in a CTE or a derived table (maybe renaming

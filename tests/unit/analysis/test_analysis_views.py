@@ -475,6 +475,15 @@ def test_having_reads_aggregates_the_view_does_not_select(view):
     ]
 
 
+def test_having_beside_group_by_positions(view):
+    # (the positions name the SELECT list, not the HAVING condition resolved beside it)
+    definition = view(
+        "select coalesce(status, 'none') as s, sum(amount) as total from shop.orders group by 1 having count(*) > 1"
+    )
+    assert [sql_of(k) for k in definition.group_by] == ["COALESCE(`orders`.`status`, 'none')"]
+    assert sql_of(definition.having) == "`_mv_count` > 1"
+
+
 def test_hidden_aggregates_get_distinct_names_whoever_reads_them(view):
     # a column named like HAVING's hidden outputs, and owners that end alike
     definition = view(
