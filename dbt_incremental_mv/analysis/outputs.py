@@ -99,7 +99,8 @@ def _constant_key(expression: exp.Expr) -> exp.Expr:
 
 def _aggregate_view_output(projection: Projection, group_by: tuple[exp.Expr, ...]) -> OutputColumn | None:
     """The output of one projection of an aggregate view; None for an expression over
-    aggregates (``_Derived``, once the group keys are known)."""
+    aggregates or over group keys (``md5(k)`` grouped by ``k``: ``_Derived``, once the group
+    keys are known; it refuses a column neither aggregated nor grouped by)."""
     expression = _strip_parentheses(projection.expression)
     if functions.is_maintainable_aggregate(expression):
         return _aggregate_output(projection.name, expression)
@@ -107,11 +108,13 @@ def _aggregate_view_output(projection: Projection, group_by: tuple[exp.Expr, ...
         return None
     if expression in group_by:
         return OutputColumn(projection.name, expression)
-    raise UnsupportedViewError(
-        _shown(projection),
-        "a column that is neither aggregated nor in GROUP BY",
-        "Add the expression to GROUP BY, or aggregate it",
-    )
+    if isinstance(expression, exp.Column) or not group_by:
+        raise UnsupportedViewError(
+            _shown(projection),
+            "a column that is neither aggregated nor in GROUP BY",
+            "Add the expression to GROUP BY, or aggregate it",
+        )
+    return None
 
 
 def _aggregate_output(name: str, call: exp.Expr, hidden: bool = False) -> OutputColumn:

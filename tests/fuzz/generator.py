@@ -172,6 +172,8 @@ class Generator:
         self.wrapped_distinct_random = random.Random(seed * 7919 + 9)
         # and a CTE or derived table aggregating a table by a join column, joined back to the rows
         self.pulled_random = random.Random(seed * 7919 + 10)
+        # and a column computed from the group keys alone (a surrogate key: md5 of them)
+        self.keyed_random = random.Random(seed * 7919 + 11)
         self.refused_share = refused_share
 
     # -- FROM ---------------------------------------------------------------------------------
@@ -358,6 +360,11 @@ class Generator:
             else:
                 group_by.append(self._expression(block, kind))
                 outputs.append(f"{group_by[-1]} as c{i}")
+        if group_by and derived_ok and self.keyed_random.random() < 0.2:
+            # what dbt_utils.generate_surrogate_key writes over the group keys
+            parts = " || '-' || ".join(f"coalesce(cast({k} as string), '_null_')" for k in group_by)
+            outputs.append(f"md5(cast({parts} as string)) as surrogate")
+            block.features.add("expression over group keys")
         tail = f" group by {', '.join(group_by)}" if group_by else ""
         if group_by and r.random() < 0.25:
             aggregate = r.choice(aggregates)

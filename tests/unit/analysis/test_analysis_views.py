@@ -475,6 +475,18 @@ def test_having_reads_aggregates_the_view_does_not_select(view):
     ]
 
 
+def test_an_expression_over_group_keys_alone_is_recomputed_from_the_stored_keys(view):
+    # dbt_utils.generate_surrogate_key over the grouped columns
+    definition = view(
+        "select status, md5(cast(coalesce(cast(status as string), '') as string)) as id, count(*) as n "
+        "from shop.orders group by status"
+    )
+    assert definition.output("id").kind is OutputKind.DERIVED
+    assert sql_of(definition.output("id").stored) == "MD5(CAST(COALESCE(CAST(`status` AS STRING), '') AS STRING))"
+    with pytest.raises(UnsupportedViewError, match="neither aggregated nor in GROUP BY"):
+        view("select status, md5(cast(amount as string)) as id, count(*) as n from shop.orders group by status")
+
+
 def test_having_beside_group_by_positions(view):
     # (the positions name the SELECT list, not the HAVING condition resolved beside it)
     definition = view(
