@@ -388,15 +388,17 @@ class Resolver:
         scope = Scope([ScopeEntry(label, _qualifiers(item), columns)])
         projections = self._projections(select, scope)
         where = scope.resolve_conjuncts(_where(select))
-        group_by = self._group_by(select, scope, projections)
-        if not inner.is_aggregate:
-            return replace(inner, where=inner.where + where, projections=projections, group_by=group_by)
-        if group_by is not None or any(functions.contains_aggregate(p.written) for p in projections):
+        regrouped = select.args.get("group") is not None
+        if inner.is_aggregate and (regrouped or any(functions.contains_aggregate(p.written) for p in projections)):
+            # (before its GROUP BY is read: a position there may name an aggregate of the inner query)
             raise UnsupportedViewError(
                 label,
                 "aggregating the result of an aggregating CTE or subquery is not supported",
                 "Aggregate once per fast_refresh model; aggregate again in a downstream model",
             )
+        if not inner.is_aggregate:
+            group_by = self._group_by(select, scope, projections)
+            return replace(inner, where=inner.where + where, projections=projections, group_by=group_by)
         for conjunct in where:
             if functions.contains_aggregate(conjunct) or not inner.group_by:
                 # Over a global aggregate (always one row) even a filter without aggregates
