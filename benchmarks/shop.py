@@ -247,6 +247,17 @@ VIEWS = (
     View("latest_order_per_customer", "ranked", ("orders",),
          "select * from (\n  select o.*, row_number() over (partition by o.customer_id order by o.order_date desc, o.order_id desc) as rn\n"
          "  from {orders} o\n) as latest\nwhere rn = 1"),
+    # buyers per day (a COUNT(DISTINCT)): each day a change touches recomputed from the orders of that day
+    View("buyers_per_day", "agg-distinct", ("orders",),
+         "select o.order_date, count(distinct o.customer_id) as buyers, count(*) as orders\n"
+         "from {orders} o\ngroup by o.order_date"),
+    # orders per customer joined back to the customers (dbt's usual mart): the aggregate over the
+    # LEFT JOIN it equals, a changed order updating its customer's row by its delta
+    View("customer_order_stats", "agg-joined-back", ("customers", "orders"),
+         "with per_customer as (\n  select customer_id, count(*) as order_count, sum(amount) as revenue\n"
+         "  from {orders}\n  group by customer_id\n)\n"
+         "select c.customer_id, c.name, c.country, p.order_count, p.revenue\n"
+         "from {customers} c\nleft join per_customer p on p.customer_id = c.customer_id"),
     View("line_items", "join3-lines", ("order_lines", "orders", "products"),
          "select l.order_id, l.line_no, l.quantity, l.unit_price, o.order_date, o.status, p.product_id, p.category\n"
          "from {order_lines} l\njoin {orders} o on l.order_id = o.order_id\n"
