@@ -252,7 +252,10 @@ def hive_metastore(directory: Path):
             _wait_for_port(port, bootstrap, log_path, "the Hive Metastore (bootstrap)")
             deadline = time.monotonic() + 60
             hive_log = directory / "hive.log"
-            while "Hacking in canned values" not in (hive_log.read_text() if hive_log.exists() else ""):
+            # done when its first transaction handler has created the tables (the configuration it
+            # dumps after them, then the next handler starting): stopping it at the first line of that
+            # left AUX_TABLE missing on a loaded machine, and every commit's lock failing
+            while not _transaction_tables_created(hive_log.read_text() if hive_log.exists() else ""):
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"the Hive Metastore did not create its transaction tables: {log_path}")
                 time.sleep(0.3)
@@ -265,6 +268,12 @@ def hive_metastore(directory: Path):
             yield f"thrift://127.0.0.1:{port}"
         finally:
             _stop(server)
+
+
+def _transaction_tables_created(log: str) -> bool:
+    """Whether the bootstrap metastore's log shows its transaction tables created."""
+    done = log.find('END========"new HiveConf()"')
+    return done >= 0 and "Hacking in canned values" in log[done:]
 
 
 @contextlib.contextmanager
