@@ -23,7 +23,7 @@ from dbt_incremental_mv.analysis.hidden import aggregate_hidden_columns, key_hid
 from dbt_incremental_mv.analysis.joins import JoinTree, normalize_joins
 from dbt_incremental_mv.analysis.model import MasterOccurrence, MasterTable, Ranking, ViewClass, ViewDefinition
 from dbt_incremental_mv.analysis.outputs import classify_outputs, refuse_bad_output_names
-from dbt_incremental_mv.analysis.parse import parse_statement
+from dbt_incremental_mv.analysis.parse import parse_statement, with_ctes
 from dbt_incremental_mv.analysis.ranking import HINT, RankingShape, completed_ranking, resolved_ranking, split_ranking
 from dbt_incremental_mv.analysis.resolved import OccurrenceSource, ResolvedQuery
 from dbt_incremental_mv.analysis.resolver import Resolver
@@ -208,12 +208,7 @@ def star_over_having(statement: exp.Query) -> exp.Query:
         body = body.this
     if not isinstance(body, exp.Select) or body.args.get("having") is None or body.args.get("group") is None:
         return statement
-    unwrapped = body.copy()
-    own = unwrapped.args.get("with_")
-    if with_ is not None:
-        ctes = [c.copy() for c in with_.expressions] + (list(own.expressions) if own is not None else [])
-        unwrapped.set("with_", exp.With(expressions=ctes))
-    return unwrapped
+    return with_ctes(body.copy(), with_)
 
 
 def distinct_as_group_by(statement: exp.Query) -> exp.Query:
@@ -224,8 +219,7 @@ def distinct_as_group_by(statement: exp.Query) -> exp.Query:
     GROUP BY, aggregates, DISTINCT ON or
     ``*``, and selects a column; anything else keeps the DISTINCT, which the construct checks
     then refuse."""
-    nested = [s for s in statement.find_all(exp.Select) if s is not statement and s.args.get("distinct")]
-    if nested:
+    if any(s is not statement and s.args.get("distinct") for s in statement.find_all(exp.Select)):
         statement = statement.copy()
         for select in [s for s in statement.find_all(exp.Select) if s is not statement and s.args.get("distinct")]:
             grouped = _distinct_select_as_group_by(select)

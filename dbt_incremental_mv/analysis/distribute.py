@@ -29,9 +29,9 @@ from sqlglot.errors import SqlglotError
 from dbt_incremental_mv.analysis import functions
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 from dbt_incremental_mv.analysis.model import MasterTable
-from dbt_incremental_mv.analysis.parse import unwrap_parentheses
+from dbt_incremental_mv.analysis.parse import unwrap_parentheses, with_ctes
 from dbt_incremental_mv.analysis.resolved import ResolvedQuery
-from dbt_incremental_mv.analysis.resolver import Resolver
+from dbt_incremental_mv.analysis.resolver import Resolver, alias_name
 from dbt_incremental_mv.analysis.union import named_projections, union_all_branches
 
 # clauses of the outer SELECT that make it more than a projection and filter of each row
@@ -64,8 +64,8 @@ def distributed_union(statement: exp.Query, masters: Mapping[str, MasterTable]) 
         return statement
     if any(r is not None and len(r.projections) != len(names) for r in resolved):
         return statement  # branches of different widths: Spark refuses the query itself
-    alias = _alias(item) or name
-    _refuse_reads_of_mixed_types(statement, alias, names, resolved, masters)
+    alias = alias_name(item) or name
+    _refuse_reads_of_mixed_types(statement, alias, names, resolved)
     rewritten = []
     for branch in branches:
         outer = statement.copy()
@@ -100,13 +100,6 @@ def _ctes(select: exp.Select) -> dict[str, exp.CTE]:
     return {cte.alias.casefold(): cte for cte in with_.expressions} if with_ is not None else {}
 
 
-def _alias(item: exp.Expr) -> str | None:
-    alias = item.args.get("alias")
-    if isinstance(alias, exp.TableAlias) and alias.this is not None and alias.name:
-        return alias.name
-    return None
-
-
 def _union_behind(
     item: exp.Expr, ctes: Mapping[str, exp.CTE], masters: Mapping[str, MasterTable]
 ) -> tuple[exp.Query, str, list[str] | None] | None:
@@ -119,7 +112,7 @@ def _union_behind(
         body, name = cte.this, cte.alias
         lists.append([c.name for c in cte.args["alias"].columns] if cte.args.get("alias") else [])
     elif isinstance(item, exp.Subquery):
-        body, name = unwrap_parentheses(item.this), _alias(item) or "u"
+        body, name = unwrap_parentheses(item.this), alias_name(item) or "u"
     else:
         return None
     alias = item.args.get("alias")
@@ -127,10 +120,8 @@ def _union_behind(
     if isinstance(body, exp.Select) and not body.args.get("with_"):
         # a query over a union in its turn (``final`` over ``unioned``): the CTEs it sees are the
         # ones defined before it, which the outer WITH holds
-        with_ctes = body.copy()
-        if ctes:
-            with_ctes.set("with_", exp.With(expressions=[c.copy() for c in ctes.values()]))
-        body = distributed_union(with_ctes, masters)
+        shared = exp.With(expressions=[c.copy() for c in ctes.values()]) if ctes else None
+        body = distributed_union(with_ctes(body, shared), masters)
     if not (isinstance(body, exp.Union) and not body.args.get("distinct")):
         return None
     chosen = next((names for names in reversed(lists) if names), None)
@@ -139,14 +130,8 @@ def _union_behind(
 
 def _resolved(branch: exp.Query, outer: exp.Select, masters: Mapping[str, MasterTable]) -> ResolvedQuery | None:
     """A branch resolved with the CTEs the outer query defines (None when it cannot be)."""
-    query = branch.copy()
-    shared = outer.args.get("with_")
-    if shared is not None:
-        own = query.args.get("with_")
-        ctes = [c.copy() for c in shared.expressions] + (list(own.expressions) if own is not None else [])
-        query.set("with_", exp.With(expressions=ctes))
     try:
-        return Resolver(masters).query(query)
+        return Resolver(masters).query(with_ctes(branch, outer.args.get("with_")))
     except UnsupportedViewError:
         return None
 
@@ -179,7 +164,6 @@ def _refuse_reads_of_mixed_types(
     alias: str,
     names: list[str],
     resolved: list[ResolvedQuery | None],
-    masters: Mapping[str, MasterTable],
 ) -> None:
     """Refuse an expression or filter of the outer query that reads a column whose type the
     branches do not agree on (Spark would compute it on the widened type, the branches on theirs)."""

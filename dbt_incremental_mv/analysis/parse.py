@@ -45,6 +45,18 @@ def parse_statement(sql: str) -> exp.Query:
     return statement
 
 
+def with_ctes(query: exp.Query, shared: exp.With | None) -> exp.Query:
+    """``query`` seeing the CTEs of ``shared`` (an enclosing WITH) before its own: a copy with one
+    WITH holding both; ``query`` itself when there is none to add."""
+    if shared is None:
+        return query
+    merged = query.copy()
+    own = merged.args.get("with_")
+    ctes = [c.copy() for c in shared.expressions] + (list(own.expressions) if own is not None else [])
+    merged.set("with_", exp.With(expressions=ctes, recursive=shared.args.get("recursive")))
+    return merged
+
+
 def unwrap_parentheses(statement: exp.Expr) -> exp.Expr:
     """``(select ...)`` as a whole statement is the select itself (when nothing else is attached)."""
     while isinstance(statement, exp.Subquery) and set(k for k, v in statement.args.items() if v) == {"this"}:

@@ -32,6 +32,7 @@ from sqlglot import exp
 
 from dbt_incremental_mv.analysis import functions
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
+from dbt_incremental_mv.analysis.joins import references
 from dbt_incremental_mv.analysis.model import JoinKind
 
 _HINT = "Make it a separate fast_refresh model and ref() it: that model maintains it, this one reads it"
@@ -41,10 +42,6 @@ def refusal(label: str, reason: str, hint: str = _HINT) -> UnsupportedViewError:
     return UnsupportedViewError(
         label, f"a CTE or subquery that aggregates can be joined to more tables, but not here: {reason}", hint
     )
-
-
-def _reads(expression: exp.Expr) -> frozenset[str]:
-    return frozenset(c.table for c in expression.find_all(exp.Column))
 
 
 def check_join(
@@ -68,9 +65,9 @@ def check_join(
         if isinstance(conjunct, exp.EQ):
             for mine, other in ((conjunct.this, conjunct.expression), (conjunct.expression, conjunct.this)):
                 if (
-                    _reads(mine) <= aliases
-                    and _reads(other)
-                    and not _reads(other) & aliases
+                    references(mine) <= aliases
+                    and references(other)
+                    and not references(other) & aliases
                     and not functions.contains_aggregate(other)
                     and mine in group_keys
                 ):
@@ -122,7 +119,7 @@ def check_outer_query(
     if select.args.get("group") is not None or any(functions.contains_aggregate(e) for e in select.expressions):
         raise refusal(label, "the query over it aggregates too (an aggregate of an aggregate)")
     for written, resolved in conditions:
-        if _reads(resolved) & aliases:
+        if references(resolved) & aliases:
             raise refusal(
                 label,
                 f"{describe(written)} reads its columns outside the SELECT list",

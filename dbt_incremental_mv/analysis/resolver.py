@@ -34,6 +34,7 @@ from sqlglot import exp
 
 from dbt_incremental_mv.analysis import functions, pullup
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
+from dbt_incremental_mv.analysis.joins import references
 from dbt_incremental_mv.analysis.model import JoinKind, MasterTable
 from dbt_incremental_mv.analysis.resolved import (
     OccurrenceSource,
@@ -102,7 +103,7 @@ class _Nested:
     label: str
 
 
-def _alias_name(item: exp.Expr) -> str | None:
+def alias_name(item: exp.Expr) -> str | None:
     alias = item.args.get("alias")
     if isinstance(alias, exp.TableAlias) and alias.this is not None and alias.name:
         return alias.name
@@ -111,7 +112,7 @@ def _alias_name(item: exp.Expr) -> str | None:
 
 def _item_label(item: exp.Expr) -> str:
     """How messages name a FROM item: its alias, else its table name."""
-    return _alias_name(item) or (".".join(_table_parts(item)) if isinstance(item, exp.Table) else "subquery")
+    return alias_name(item) or (".".join(_table_parts(item)) if isinstance(item, exp.Table) else "subquery")
 
 
 def _alias_columns(item: exp.Expr) -> tuple[str, ...]:
@@ -343,9 +344,9 @@ class Resolver:
         own_filters: dict[str, list[exp.Expr]] = {o.alias: list(o.filters) for o in inner.occurrences}
         where: list[exp.Expr] = []
         for conjunct in inner.where:
-            read = {c.table for c in conjunct.find_all(exp.Column)}
+            read = references(conjunct)
             if len(read) == 1 and not read & extended:
-                own_filters[read.pop()].append(conjunct)
+                own_filters[next(iter(read))].append(conjunct)
             else:
                 where.append(conjunct)
         return _Part(
@@ -414,7 +415,7 @@ class Resolver:
     # -- FROM items ---------------------------------------------------------------------------
 
     def _occurrence_alias(self, item: exp.Expr) -> str:
-        alias = _alias_name(item)
+        alias = alias_name(item)
         if alias is not None:
             return alias.casefold()
         if isinstance(item, exp.Table) and isinstance(item.this, exp.Identifier):
@@ -431,7 +432,7 @@ class Resolver:
                 return None
             return _Nested(cte.body, cte.env, (cte.column_names, _alias_columns(item)), cte.name)
         if isinstance(item, exp.Subquery):
-            return _Nested(_unwrap_subquery(item), env, (_alias_columns(item),), _alias_name(item) or "subquery")
+            return _Nested(_unwrap_subquery(item), env, (_alias_columns(item),), alias_name(item) or "subquery")
         raise UnsupportedViewError(describe(item), "this kind of FROM item is not supported", "Select from tables")
 
     @staticmethod
@@ -605,7 +606,7 @@ def _check_splice(part: _Part, join: exp.Join, conjuncts: tuple[exp.Expr, ...], 
     if any(j.kind is JoinKind.RIGHT for j in part.joins):
         raise _splice_error(part.label, "it has a RIGHT JOIN inside, and it is not the first FROM item")
     for conjunct in conjuncts:
-        read = sorted(c.table for c in conjunct.find_all(exp.Column) if c.table in part.null_extended)
+        read = sorted(references(conjunct) & part.null_extended)
         if read:
             raise UnsupportedViewError(
                 describe(conjunct),
@@ -650,7 +651,7 @@ def _qualifiers(item: exp.Expr) -> frozenset[tuple[str, ...]]:
     """The names that may qualify a FROM item's columns: its alias, or for an unaliased table
     its name with any prefix of schema and catalog (``orders``, ``shop.orders``); none for an
     unaliased subquery."""
-    alias = _alias_name(item)
+    alias = alias_name(item)
     if alias is not None:
         return frozenset({(alias.casefold(),)})
     if not isinstance(item, exp.Table):

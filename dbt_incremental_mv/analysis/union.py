@@ -46,7 +46,7 @@ from dbt_incremental_mv.analysis.model import (
     ViewClass,
     ViewDefinition,
 )
-from dbt_incremental_mv.analysis.parse import unwrap_parentheses
+from dbt_incremental_mv.analysis.parse import unwrap_parentheses, with_ctes
 from dbt_incremental_mv.analysis.resolved import column_node
 
 BRANCH_COLUMN = "_mv_branch"
@@ -59,15 +59,7 @@ def union_all_branches(statement: exp.Query) -> list[exp.Query] | None:
     if not _is_union_all(statement):
         return None
     shared = statement.args.get("with_")
-    branches = []
-    for branch in _flattened(statement):
-        if shared is not None:
-            branch = branch.copy()
-            own = branch.args.get("with_")
-            ctes = [c.copy() for c in shared.expressions] + (list(own.expressions) if own is not None else [])
-            branch.set("with_", exp.With(expressions=ctes, recursive=shared.args.get("recursive")))
-        branches.append(branch)
-    return branches
+    return [with_ctes(branch, shared) for branch in _flattened(statement)]
 
 
 def map_union_branches(statement: exp.Query, rewrite: Callable[[exp.Query], exp.Query]) -> exp.Query:
