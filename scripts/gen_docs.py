@@ -185,14 +185,22 @@ MAINTAINED = [
         "shop.orders o) as latest where rn = 1",
     ),
     (
+        "Window functions partitioned by a common PARTITION BY expression (LEAD/LAG validity ranges, running and "
+        "partition-wide aggregates, ROW_NUMBER as a column, FIRST_VALUE), over one table, in the query or in a CTE "
+        "the query selects and filters (QUALIFY too): each partition a change touches is recomputed",
+        "with versions as (select order_id, customer_id, status, ordered_at, lead(ordered_at) over (partition by "
+        "customer_id order by ordered_at) as valid_to from shop.orders) select * from versions where status <> 'void'",
+    ),
+    (
         "ORDER BY inside a CTE or subquery without LIMIT (ignored: it orders nothing the view keeps)",
         "with recent as (select * from shop.orders order by ordered_at desc) select order_id, amount from recent",
     ),
 ]
 REFUSED = [
     (
-        "Other window functions (running totals, LAG/LEAD, a rank not filtered on)",
-        "select order_id, sum(amount) over (partition by customer_id order by ordered_at) as running from shop.orders",
+        "Window functions without PARTITION BY (or without one expression every window partitions by), over a join "
+        "or an aggregate, or over another window's result",
+        "select order_id, lag(amount) over (order by ordered_at) as previous_amount from shop.orders",
     ),
     (
         "The current date or time",

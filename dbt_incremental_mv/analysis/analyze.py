@@ -8,20 +8,27 @@ top-level UNION ALL is analysed branch by branch, then combined (analysis/union.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType
 
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from dbt_incremental_mv.analysis import functions, render
-from dbt_incremental_mv.analysis.constructs import refuse_unsupported_constructs
+from dbt_incremental_mv.analysis.constructs import refuse_unsupported_constructs, unsupported_constructs
 from dbt_incremental_mv.analysis.distribute import distributed_union
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 from dbt_incremental_mv.analysis.having import resolve_having, split_having
 from dbt_incremental_mv.analysis.hidden import aggregate_hidden_columns, key_hidden_columns
 from dbt_incremental_mv.analysis.joins import JoinTree, normalize_joins
-from dbt_incremental_mv.analysis.model import MasterOccurrence, MasterTable, Ranking, ViewClass, ViewDefinition
+from dbt_incremental_mv.analysis.model import (
+    MasterOccurrence,
+    MasterTable,
+    Ranking,
+    ViewClass,
+    ViewDefinition,
+    Windowing,
+)
 from dbt_incremental_mv.analysis.outputs import classify_outputs, refuse_bad_output_names
 from dbt_incremental_mv.analysis.parse import parse_statement, with_ctes
 from dbt_incremental_mv.analysis.ranking import HINT, RankingShape, completed_ranking, resolved_ranking, split_ranking
@@ -35,6 +42,7 @@ from dbt_incremental_mv.analysis.union import (
     top_level_unions,
     union_all_branches,
 )
+from dbt_incremental_mv.analysis.windowing import resolved_windowing, split_windows, windowing
 
 
 def analyze_view(sql: str, masters: Mapping[str, MasterTable]) -> ViewDefinition:
@@ -58,11 +66,17 @@ def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> V
     """Analyse one SELECT (a whole view, or a branch of a UNION ALL view)."""
     statement, having_condition = split_having(distinct_as_group_by(star_over_having(statement)))
     statement, ranked = split_ranking(statement)
-    refuse_unsupported_constructs(statement)
+    windowed = None
+    if ranked is None:
+        statement, windowed = split_windows(statement)
+    refuse_unsupported_constructs(statement, windowed=windowed is not None)
     query = Resolver(masters).query(statement)
     ranking = None
+    posts: tuple[exp.Expr, ...] = ()
     if ranked is not None:
         query, ranking = resolved_ranking(query, ranked)
+    if windowed is not None:
+        query, posts = resolved_windowing(query, windowed)
     _refuse_aggregates_outside_select(query)
     occurrences = tuple(MasterOccurrence(o.alias, o.master) for o in query.occurrences)
     _refuse_keyless_masters(query.occurrences)
@@ -87,6 +101,10 @@ def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> V
         _refuse_ranking_over(ranking, ranked, occurrences, is_aggregate)
         ranking, outputs, partitions = completed_ranking(ranking, occurrences[0], outputs, hidden)
         hidden += partitions
+    window_partition = None
+    if windowed is not None:
+        window_partition, outputs, partitions = windowing(query, windowed, posts, occurrences, outputs, hidden)
+        hidden += partitions
     read = _referenced_columns(
         occurrences,
         [o.expression for o in outputs],
@@ -95,6 +113,7 @@ def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> V
         [s.condition for s in tree.joins if s.condition is not None],
         group_by,
         _ranking_parts(ranking),
+        _windowing_parts(window_partition),
     )
     definition = ViewDefinition(
         occurrences=occurrences,
@@ -103,21 +122,28 @@ def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> V
         outputs=outputs,
         group_by=group_by,
         is_aggregate=is_aggregate,
-        view_class=ViewClass.RANKED if ranking is not None else _view_class(is_aggregate, tree),
+        view_class=_view_class(is_aggregate, tree, ranking, window_partition),
         hidden_columns=hidden,
         null_supplying=tree.null_supplying,
         group_key_columns=classified.group_key_columns,
         referenced_columns=read,
         having=having,
         ranking=ranking,
+        windowing=window_partition,
     )
     _refuse_unrenderable(definition)
     return definition
 
 
-def rewritten_statement(sql: str) -> exp.Query:
-    """The query as the construct checks read it (see rewritten_query)."""
-    return rewritten_query(parsed_query(sql))
+def construct_refusals(sql: str) -> Iterator[UnsupportedViewError]:
+    """Every construct of the model's query that no fast refresh maintains (explain lists them
+    all), read as the analysis reads the query (see rewritten_query)."""
+    statement = rewritten_query(parsed_query(sql))
+    windowed = False
+    if not top_level_unions(statement):
+        statement, shape = split_windows(statement)
+        windowed = shape is not None
+    return unsupported_constructs(statement, windowed=windowed)
 
 
 def parsed_query(sql: str) -> exp.Query:
@@ -246,6 +272,12 @@ def _distinct_select_as_group_by(statement: exp.Query) -> exp.Query:
     return grouped
 
 
+def _windowing_parts(window_partition: Windowing | None) -> list[exp.Expr]:
+    if window_partition is None:
+        return []
+    return [*window_partition.partition_by, *window_partition.post_conjuncts]
+
+
 def _ranking_parts(ranking: Ranking | None) -> list[exp.Expr]:
     if ranking is None:
         return []
@@ -279,7 +311,13 @@ def _refuse_ranking_over(
             )
 
 
-def _view_class(is_aggregate: bool, tree: JoinTree) -> ViewClass:
+def _view_class(
+    is_aggregate: bool, tree: JoinTree, ranking: Ranking | None, window_partition: Windowing | None
+) -> ViewClass:
+    if ranking is not None:
+        return ViewClass.RANKED
+    if window_partition is not None:
+        return ViewClass.WINDOWED
     if is_aggregate:
         return ViewClass.AGGREGATE
     if any(step.is_outer for step in tree.joins):
@@ -336,6 +374,7 @@ def _referenced_columns(
 
 def _rendered_parts(definition: ViewDefinition) -> Iterable[exp.Expr]:
     yield from _ranking_parts(definition.ranking)
+    yield from _windowing_parts(definition.windowing)
     yield from (o.expression for o in definition.outputs)
     yield from (h.expression for h in definition.hidden_columns)
     yield from definition.where_conjuncts

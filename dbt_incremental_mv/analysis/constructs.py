@@ -20,17 +20,20 @@ _SEPARATE_MODEL = "Compute it in a separate (table or view) model and ref() that
 _STORAGE_ORDER_HINT = "Remove it; order or cluster the stored table with table properties"
 
 
-def refuse_unsupported_constructs(statement: exp.Expr) -> None:
+def refuse_unsupported_constructs(statement: exp.Expr, *, windowed: bool = False) -> None:
     """Raise UnsupportedViewError for the first construct no fast refresh can maintain."""
-    for refusal in unsupported_constructs(statement):
+    for refusal in unsupported_constructs(statement, windowed=windowed):
         raise refusal
 
 
-def unsupported_constructs(statement: exp.Expr) -> Iterator[UnsupportedViewError]:
+def unsupported_constructs(statement: exp.Expr, *, windowed: bool = False) -> Iterator[UnsupportedViewError]:
     """Every construct no fast refresh can maintain, in the checks' order; a construct inside
-    one already refused for the same reason (the function of a refused window) is not repeated."""
+    one already refused for the same reason (the function of a refused window) is not repeated.
+    ``windowed``: the query's windows are maintained (analysis/windowing.py took their shape)."""
     seen: list[UnsupportedViewError] = []
     for check in _CHECKS:
+        if windowed and check is _refuse_window_functions:
+            continue
         for refusal in check(statement):
             if any(r.reason == refusal.reason and refusal.construct in r.construct for r in seen):
                 continue
@@ -299,10 +302,21 @@ def _refuse_unsupported_joins(statement: exp.Expr) -> Iterator[UnsupportedViewEr
 
 def _refuse_window_functions(statement: exp.Expr) -> Iterator[UnsupportedViewError]:
     for node in statement.dfs():
-        if isinstance(node, (exp.Window, *functions.WINDOW_ONLY_TYPES)):
+        if isinstance(node, exp.Window) and not node.args.get("partition_by"):
             yield UnsupportedViewError(
                 describe(node),
-                "window functions are not supported: a change to one row can change every row of its partition",
+                "a window without PARTITION BY reads every row: a change to one row could change every row of the view",
+                "Partition the window by a key of the rows it reads (PARTITION BY customer_id), or build the "
+                "view in a table model of its own",
+            )
+        elif isinstance(node, exp.Window) or (
+            isinstance(node, functions.WINDOW_ONLY_TYPES) and not functions.is_windowed(node)
+        ):
+            yield UnsupportedViewError(
+                describe(node),
+                "this window function is not in a form that is fast refreshed: windows are maintained "
+                "when one SELECT computes them over the rows of one table, each partitioned by a common "
+                "PARTITION BY expression, and the queries over it only select and filter its rows",
                 _SEPARATE_MODEL,
             )
 
@@ -337,8 +351,8 @@ def _refuse_unsupported_aggregates(statement: exp.Expr) -> Iterator[UnsupportedV
                 "aggregate FILTER clauses are not supported",
                 "Move the condition inside the aggregate, e.g. SUM(CASE WHEN cond THEN x END)",
             )
-        if not functions.is_aggregate(node) or isinstance(node.parent, exp.Window):
-            continue  # a window's function is refused with its window, once
+        if not functions.is_aggregate(node) or functions.is_windowed(node):
+            continue  # a window's function: maintained with its window, or refused with it, once
         if not functions.is_maintainable_aggregate(node):
             yield _unmaintainable(node)
         if node.expressions:

@@ -284,4 +284,14 @@ def is_maintainable_aggregate(node: exp.Expr) -> bool:
 
 
 def contains_aggregate(node: exp.Expr) -> bool:
-    return any(is_aggregate(n) for n in node.walk())
+    """Whether ``node`` aggregates rows (an aggregate over a window, ``SUM(x) OVER (...)``,
+    does not: it is computed per row)."""
+    return any(is_aggregate(n) and not is_windowed(n) for n in node.walk())
+
+
+def is_windowed(node: exp.Expr) -> bool:
+    """Whether ``node`` is the function of a window (``IGNORE NULLS`` and the like between)."""
+    parent = node.parent
+    while isinstance(parent, (exp.IgnoreNulls, exp.RespectNulls)):
+        parent = parent.parent
+    return isinstance(parent, exp.Window)

@@ -122,13 +122,15 @@ class JoinStep(_ReadableRepr):
 class ViewClass(Enum):
     """How a view is maintained: by occurrence keys (JOIN, OUTER_JOIN), by groups (AGGREGATE),
     branch by branch (UNION_ALL: each branch one of the others, its rows marked by ``_mv_branch``),
-    or by window partitions (RANKED: the top rows of each partition, ``Ranking``)."""
+    or by window partitions (RANKED: the top rows of each partition, ``Ranking``; WINDOWED: rows
+    with window functions over a common partition, ``Windowing``)."""
 
     JOIN = "join"
     OUTER_JOIN = "outer_join"
     AGGREGATE = "aggregate"
     UNION_ALL = "union_all"
     RANKED = "ranked"
+    WINDOWED = "windowed"
 
 
 class RankFunction(StrEnum):
@@ -193,6 +195,21 @@ class OutputKind(StrEnum):
 
 
 @dataclass(frozen=True, repr=False)
+class Windowing(_ReadableRepr):
+    """The rows of a WINDOWED view: one row per row of one master (filtered by the query's
+    ``where_conjuncts`` before the windows), its outputs reading window functions that all
+    partition by ``partition_by`` (among their own PARTITION BY expressions), then meeting
+    ``post_conjuncts`` (the filters of the queries over the windowed one, which may read the
+    windows). A row's windows depend only on the rows of its partition, so a refresh recomputes
+    the partitions its changes touch. ``partition_columns``: the stored columns holding each
+    partition expression (a refresh deletes partitions by them)."""
+
+    partition_by: tuple[exp.Expr, ...]
+    post_conjuncts: tuple[exp.Expr, ...] = ()
+    partition_columns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, repr=False)
 class OutputColumn(_ReadableRepr):
     """A visible column of the view: ``expression AS name``.
 
@@ -231,7 +248,7 @@ class HiddenPurpose(StrEnum):
     double, say), so the branch is maintained on its own columns and its visible ones are their
     cast to the union's types (analysis/union.py)."""
     PARTITION = "partition"
-    """A RANKED view's window partition expression, when no visible column holds it: a refresh
+    """A RANKED or WINDOWED view's window partition expression, when no visible column holds it: a refresh
     deletes and recomputes the partitions its changes touch."""
     RANK_ORDER = "rank_order"
     """A RANKED view's window ORDER BY expression, when no visible column holds it: new rows are
@@ -289,6 +306,8 @@ class ViewDefinition(_ReadableRepr):
     branches: tuple[ViewDefinition, ...] = ()
     # RANKED: the window filter (analysis/ranking.py); its outputs are over the ranked rows
     ranking: Ranking | None = None
+    # WINDOWED: the common partition of its windows and the filters after them (analysis/windowing.py)
+    windowing: Windowing | None = None
 
     @property
     def stored_columns(self) -> tuple[str, ...]:

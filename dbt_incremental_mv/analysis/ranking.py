@@ -155,26 +155,18 @@ def _split(statement: exp.Query) -> tuple[exp.Query, RankingShape | None]:
     ):
         return statement, None
     written = describe(window)
-    if not window.args.get("partition_by") or not window.args.get("order"):
-        raise UnsupportedViewError(
-            written,
-            "a ranking window needs PARTITION BY and ORDER BY to be refreshed by partition",
-            HINT,
-        )
     rank = alias.alias
     conjuncts = split_conjuncts(statement.args["where"].this) if statement.args.get("where") else []
     bounds = [(c, _bound(c, rank)) for c in conjuncts]
     kept = [(c, b) for c, b in bounds if b is not None]
     others = [c for c, b in bounds if b is None]
     reads_rank = [c for c in others if any(col.name.casefold() == rank.casefold() for col in c.find_all(exp.Column))]
-    if len(kept) != 1 or reads_rank:
-        culprit = reads_rank[0] if reads_rank else (kept[1][0] if kept else window)
-        raise UnsupportedViewError(
-            describe(culprit),
-            f"a ranking window is refreshed when the query keeps its top rows by one filter "
-            f"(`{rank} = 1`, `{rank} <= n`) and reads {rank} nowhere else",
-            HINT,
-        )
+    if len(kept) != 1 or reads_rank or not window.args.get("partition_by"):
+        # no top rows kept by one bound (the rank a column, or filtered otherwise): the rows
+        # carry a window (analysis/windowing.py), or an unpartitioned one is refused as such
+        return statement, None
+    if not window.args.get("order"):
+        raise UnsupportedViewError(written, "a ranking window needs ORDER BY to be refreshed by partition", HINT)
     rewritten = statement.copy()
     source = rewritten.args["from_"].this
     if isinstance(source, exp.Subquery) and not source.alias:  # Spark reads one unnamed: name it

@@ -147,6 +147,8 @@ def select_expression(
         projections += [_aliased(h.expression, h.name) for h in definition.hidden_columns]
     if definition.ranking is not None:
         return _top_ranked(definition, sources, projections, row_filter)
+    if definition.windowing is not None and definition.windowing.post_conjuncts:
+        return _kept_after_windows(definition, sources, projections, row_filter)
     select = _rows(definition, sources, projections, row_filter)
     if definition.group_by:
         select.set("group", exp.Group(expressions=[e.copy() for e in definition.group_by]))
@@ -188,18 +190,47 @@ def _top_ranked(
     ``row_filter`` is applied before the ranking: it must keep or drop whole partitions."""
     ranking = definition.ranking
     assert ranking is not None
-    inner = [*projections, _aliased(ranking.window, RANK)]
-    if ranking.post_conjuncts:
-        inner.append(_aliased(conjunction(ranking.post_conjuncts), KEEP))
-    rows = _rows(definition, sources, inner, row_filter)
-    names = [exp.column(p.alias, table=RANKED, quoted=True) for p in projections if isinstance(p, exp.Alias)]
-    select = exp.Select(expressions=names)
-    select.set("from_", exp.From(this=exp.Subquery(this=rows, alias=_table_alias(RANKED))))
+    computed: list[exp.Expr] = [_aliased(ranking.window, RANK)]
     kept: exp.Expr = exp.LTE(
         this=exp.column(RANK, table=RANKED, quoted=True), expression=exp.Literal.number(ranking.keep)
     )
     if ranking.post_conjuncts:
+        computed.append(_aliased(conjunction(ranking.post_conjuncts), KEEP))
         kept = exp.And(this=kept, expression=exp.column(KEEP, table=RANKED, quoted=True))
+    return _rows_kept(definition, sources, projections, row_filter, computed, kept)
+
+
+def _kept_after_windows(
+    definition: ViewDefinition,
+    sources: Mapping[str, Source],
+    projections: list[exp.Expr],
+    row_filter: exp.Expr | None,
+) -> exp.Select:
+    """A WINDOWED view's query with filters after its windows: its rows (``projections``, the
+    windows among them) with whether they meet those filters, those that do. A ``row_filter``
+    is applied before the windows: it must keep or drop whole partitions."""
+    windowing = definition.windowing
+    assert windowing is not None
+    computed: list[exp.Expr] = [_aliased(conjunction(windowing.post_conjuncts), KEEP)]
+    return _rows_kept(
+        definition, sources, projections, row_filter, computed, exp.column(KEEP, table=RANKED, quoted=True)
+    )
+
+
+def _rows_kept(
+    definition: ViewDefinition,
+    sources: Mapping[str, Source],
+    projections: list[exp.Expr],
+    row_filter: exp.Expr | None,
+    computed: list[exp.Expr],
+    kept: exp.Expr,
+) -> exp.Select:
+    """``projections`` of the query's rows that meet ``kept``, a condition over the ``computed``
+    columns beside them (windows: Spark filters on them one query up, as ``_mv_r``)."""
+    rows = _rows(definition, sources, [*projections, *computed], row_filter)
+    names = [exp.column(p.alias, table=RANKED, quoted=True) for p in projections if isinstance(p, exp.Alias)]
+    select = exp.Select(expressions=names)
+    select.set("from_", exp.From(this=exp.Subquery(this=rows, alias=_table_alias(RANKED))))
     select.set("where", exp.Where(this=kept))
     return select
 

@@ -268,12 +268,24 @@ def statement_stages(sql: str) -> int:
 
 def query_stages(view: ViewDefinition) -> tuple[int, int]:
     """(joins and aggregations, windows) of a complete refresh's query: a view's joins, its
-    GROUP BY, the ranking window each MIN/MAX reserve is built by (render.py) and a ranked view's
-    window; a UNION ALL's branches summed."""
+    GROUP BY, the ranking window each MIN/MAX reserve is built by (render.py) and a ranked or
+    windowed view's windows; a UNION ALL's branches summed."""
     if view.branches:
         shapes = [query_stages(b) for b in view.branches]
         return sum(s for s, _ in shapes), sum(w for _, w in shapes)
-    return len(view.joins) + int(view.is_aggregate), len(view.reserves) + int(view.ranking is not None)
+    return len(view.joins) + int(view.is_aggregate), len(view.reserves) + _window_stages(view)
+
+
+def _window_stages(view: ViewDefinition) -> int:
+    """A ranked view's window; a windowed view's windows, one stage per PARTITION BY and ORDER BY
+    they are computed over (Spark sorts once for each)."""
+    if view.ranking is not None:
+        return 1
+    if view.windowing is None:
+        return 0
+    windows = [w for o in view.outputs for w in o.expression.find_all(exp.Window)]
+    windows += [w for p in view.windowing.post_conjuncts for w in p.find_all(exp.Window)]
+    return len({(tuple(w.args.get("partition_by") or ()), w.args.get("order")) for w in windows})
 
 
 def fast_seconds(prices: Calibration, stages: Sequence[int], read: int, written: int, changes: int) -> float:

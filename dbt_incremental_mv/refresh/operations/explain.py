@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dbt_incremental_mv.analysis import MasterTable, ViewClass, ViewDefinition, analyze_view
-from dbt_incremental_mv.analysis.analyze import rewritten_statement
-from dbt_incremental_mv.analysis.constructs import unsupported_constructs
+from dbt_incremental_mv.analysis.analyze import construct_refusals
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 from dbt_incremental_mv.analysis.model import OutputKind, Ranking
 from dbt_incremental_mv.config import ConfigError, RefreshMethod
@@ -173,6 +172,9 @@ def _class_of(definition: ViewDefinition) -> str:
         text += f" (no delta maintains {calls}: every group a change touches is recomputed from the masters)"
     if definition.ranking is not None:
         text += f" ({_ranking_prose(definition.ranking)})"
+    if definition.windowing is not None:
+        partitions = ", ".join(describe(p) for p in definition.windowing.partition_by)
+        text += f" (windows partitioned by {partitions}; a change recomputes its partitions)"
     return text
 
 
@@ -202,7 +204,7 @@ def refusals(
         if master not in plan.logs
     ]
     try:
-        reasons += [str(e).removeprefix(PREFIX) for e in unsupported_constructs(rewritten_statement(sql))]
+        reasons += [str(e).removeprefix(PREFIX) for e in construct_refusals(sql)]
     except UnsupportedViewError as exc:  # not one query
         return reasons + [str(exc).removeprefix(PREFIX)]
     if reasons:

@@ -1,5 +1,8 @@
-"""Fast refresh of RANKED views (ViewClass.RANKED): the top rows of each window partition of one
-master's rows, "latest row per key" above all (analysis/ranking.py).
+"""Fast refresh of views recomputed by window partition: RANKED views (ViewClass.RANKED), the top
+rows of each window partition of one master's rows, "latest row per key" above all
+(analysis/ranking.py), and WINDOWED views (ViewClass.WINDOWED), rows carrying window functions
+over a common partition (LEAD/LAG validity ranges, running totals, first values per key:
+analysis/windowing.py).
 
 **Partitions.** A row's rank depends only on the rows of its partition, so the view is the union,
 over partitions, of each one's top rows. A refresh recomputes the partitions its changes touch:
@@ -9,12 +12,13 @@ over partitions, of each one's top rows. A refresh recomputes the partitions its
 - otherwise from the view and the master: the partitions of the view rows holding a changed key
   (the old ones) and of the master's rows with a changed key (the new ones). A changed row that is
   not in the view ranked below the top in its old partition: taking it away changes no rank above
-  it. That is not so when the query filters the ranked rows (a top row that fails the filter is
-  not in the view), so such a view needs the images (``blocker``).
+  it (a WINDOWED view holds every row of its partitions). That is not so when the query filters
+  the ranked or windowed rows (a row that fails the filter is not in the view, yet its partition's
+  windows read it), so such a view needs the images (``blocker``).
 
 Partition values are matched null-safely (a NULL partition key is a partition).
 
-**Only new rows** (an append-only master: "latest row per key" over ingested events): the new top
+**Only new rows** (RANKED views; an append-only master: "latest row per key" over ingested events): the new top
 rows of a partition are the top rows of its rows in the view and the new rows, ranked again on the
 view's stored columns (it keeps the columns the window reads); the master is not read at all.
 
@@ -31,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from sqlglot import exp
 
 from dbt_incremental_mv.analysis import ViewDefinition
-from dbt_incremental_mv.analysis.model import Ranking
+from dbt_incremental_mv.analysis.model import Ranking, Windowing
 from dbt_incremental_mv.analysis.render import render_expression, render_select, unranked_rows
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.views.statement import (
@@ -53,39 +57,40 @@ KEY = "_mv_k"  # the affected partitions, as a table alias
 VIEW = "_mv_v"  # the view's rows, as a table alias
 
 
-def _ranking(view: ViewDefinition) -> Ranking:
-    assert view.ranking is not None  # a RANKED view has one
-    return view.ranking
+def _partitioned(view: ViewDefinition) -> Ranking | Windowing:
+    """What the view's rows are partitioned and filtered by (RANKED or WINDOWED)."""
+    found = view.ranking or view.windowing
+    assert found is not None  # a view of this module has one
+    return found
 
 
 def partition_source_columns(view: ViewDefinition) -> tuple[str, ...]:
     """The master columns the partition expressions read, in name order."""
-    names = {c.name for p in _ranking(view).partition_by for c in p.find_all(exp.Column)}
+    names = {c.name for p in _partitioned(view).partition_by for c in p.find_all(exp.Column)}
     return tuple(sorted(names, key=str.casefold))
 
 
 def blocker(view: ViewDefinition, logged: Mapping[str, Sequence[str]]) -> str | None:
-    ranking = _ranking(view)
-    if not ranking.post_conjuncts:
+    if not _partitioned(view).post_conjuncts:
         return None
     master = view.occurrences[0].master.name
     carried = {c.casefold() for c in logged.get(master, ())}
     missing = [c for c in partition_source_columns(view) if c.casefold() not in carried]
     if master in logged and missing:
         return (
-            f"the query filters the ranked rows, so the partitions a change leaves are read from the "
+            f"the query filters the {'ranked' if view.ranking is not None else 'windowed'} rows, so the partitions a change leaves are read from the "
             f"change log's before images, and the log of {master} does not carry {', '.join(missing)}"
         )
     return None
 
 
-def _partition_names(ranking: Ranking) -> list[str]:
+def _partition_names(ranking: Ranking | Windowing) -> list[str]:
     return [f"_mv_p{i}" for i in range(1, len(ranking.partition_by) + 1)]
 
 
 def _partitions_of(view: ViewDefinition, rows: str) -> str:
     """The partition values of ``rows`` (a query of the master's columns), named ``_mv_p<i>``."""
-    ranking = _ranking(view)
+    ranking = _partitioned(view)
     alias = view.occurrences[0].alias
     values = ", ".join(
         f"{render_expression(p)} as {ident(n)}" for p, n in zip(ranking.partition_by, _partition_names(ranking))
@@ -95,7 +100,7 @@ def _partitions_of(view: ViewDefinition, rows: str) -> str:
 
 def _affected_parts(view: ViewDefinition, view_relation: str, log: MarkedLog) -> list[str]:
     """Queries returning the partitions the marked changes touch (see the module's doc)."""
-    ranking = _ranking(view)
+    ranking = _partitioned(view)
     read = partition_source_columns(view)
     if log.logs_columns(read):
         return [_partitions_of(view, log.images(read))]
@@ -116,8 +121,10 @@ def _merged_with_new_rows(view: ViewDefinition, view_relation: str, log: MarkedL
     view or new). The master is not read: the new rows are the log's after images (the view's
     columns of them, when the log carries them: ``statement.inserted_rows_from_log``). Not for a view that filters
     the ranked rows (a top row that fails the filter is not in the view, yet outranks) or selects
-    an expression over the rank; None then."""
-    ranking = _ranking(view)
+    an expression over the rank, or a WINDOWED view; None then."""
+    if view.ranking is None:
+        return None
+    ranking = view.ranking
     occurrence = view.occurrences[0]
     new_rows = inserted_rows_from_log(view, log, occurrence.alias)
     if (
@@ -154,7 +161,7 @@ def _direction(ordered: exp.Ordered) -> str:
     return f"{'desc' if descending else 'asc'} nulls {'first' if nulls_first else 'last'}"
 
 
-def _matches(ranking: Ranking, values: Sequence[str]) -> str:
+def _matches(ranking: Ranking | Windowing, values: Sequence[str]) -> str:
     """A row of the affected partitions (alias ``_mv_k``) with the partition ``values``, null-safely."""
     return " and ".join(f"{ident(KEY)}.{ident(n)} <=> {v}" for n, v in zip(_partition_names(ranking), values))
 
@@ -172,7 +179,7 @@ def refresh_statement(
     log = marked[occurrence.master.name]
     if not log.has_changes:
         return None
-    ranking = _ranking(view)
+    ranking = _partitioned(view)
     name = cached_view(branch, "partitions")
     names = idents(_partition_names(ranking))
     union = "\nunion all\n".join(f"select {names} from (\n{p}\n)" for p in _affected_parts(view, view_relation, log))

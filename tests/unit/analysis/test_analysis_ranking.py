@@ -71,11 +71,9 @@ def test_qualify_is_the_same_query(view):
     "sql, construct, reason",
     [
         ("select o.order_id from shop.orders o qualify row_number() over (order by o.order_id) = 1",
-         "ROW_NUMBER() OVER (ORDER BY o.order_id)", "needs PARTITION BY and ORDER BY"),
-        ("select * from (select o.order_id, row_number() over (partition by o.customer_id order by o.order_id) as rn "
-         "from shop.orders o) as t where rn = 1 or rn = 2", "rn = 1 OR rn = 2", "by one filter"),
-        ("select * from (select o.order_id, row_number() over (partition by o.customer_id order by o.order_id) as rn "
-         "from shop.orders o) as t where rn = 1 and rn * 2 > 1", "rn * 2 > 1", "reads rn nowhere else"),
+         "ROW_NUMBER() OVER (ORDER BY o.order_id)", "without PARTITION BY"),
+        ("select o.order_id from shop.orders o qualify row_number() over (partition by o.customer_id) = 1",
+         "ROW_NUMBER() OVER (PARTITION BY o.customer_id)", "needs ORDER BY"),
         ("select * from (select o.order_id, c.name, row_number() over (partition by o.customer_id order by o.order_id) as rn "
          "from shop.orders o join shop.customers c on o.customer_id = c.customer_id) as t where rn = 1",
          "ROW_NUMBER()", "over one table"),
@@ -88,6 +86,16 @@ def test_refusals_quote_the_window_or_the_filter(view, sql, construct, reason):
     with pytest.raises(UnsupportedViewError) as caught:
         view(sql)
     assert construct.lower() in str(caught.value).lower() and reason in str(caught.value)
+
+
+@pytest.mark.parametrize("kept", ["rn = 1 or rn = 2", "rn = 1 and rn * 2 > 1", "rn > 1"])
+def test_a_rank_filtered_otherwise_is_a_windowed_view(view, kept):
+    definition = view(
+        "select * from (select o.order_id, row_number() over (partition by o.customer_id order by o.order_id) as rn "
+        f"from shop.orders o) as t where {kept}"
+    )
+    assert definition.view_class is ViewClass.WINDOWED and definition.ranking is None
+    assert definition.windowing.post_conjuncts  # every filter applied after the window
 
 
 def test_an_order_by_the_key_is_stored_once(view):

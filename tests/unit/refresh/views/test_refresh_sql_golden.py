@@ -58,6 +58,10 @@ VIEWS = {
               "from shop.orders o where o.status <> 'void') as latest where rn = 1",
     "top_ranked": "with r as (select order_id, amount, rank() over (partition by lower(status), day order by amount desc) as rk "
                   "from shop.orders) select order_id, amount from r where rk <= 2 and amount > 0",
+    "windowed": "select order_id, customer_id, day, lead(day) over (partition by customer_id order by day) as next_day, "
+                "sum(amount) over (partition by customer_id, status) as status_total from shop.orders where status <> 'void'",
+    "windowed_filtered": "with h as (select order_id, status, day, lag(status) over (partition by customer_id order by day) as before "
+                         "from shop.orders) select order_id, day from h where before is null or before <> status",
 }
 
 
