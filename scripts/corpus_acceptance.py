@@ -97,7 +97,7 @@ CATEGORIES: list[tuple[str, str]] = [
     ("LIMIT / TABLESAMPLE", r"LIMIT keeps|TABLESAMPLE"),
     ("ORDER BY", r"ORDER BY has no meaning"),
     ("DISTINCT (where GROUP BY is not substituted)", r"DISTINCT is not supported"),
-    ("window function", r"window functions are not supported|ranking window"),
+    ("window function", r"\bwindows?\b"),
     ("current_date/time, random (non-deterministic)", r"non-deterministic functions"),
     ("CTE/subquery that aggregates, joined or aggregated again",
      r"aggregating the result of an aggregating CTE|may filter, project and join tables, but .*aggregat"),

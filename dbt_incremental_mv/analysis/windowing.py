@@ -123,24 +123,62 @@ def _chain(statement: exp.Select) -> list[exp.Select] | None:
         node = below
 
 
+def _windowed_selects(statement: exp.Select) -> list[exp.Select]:
+    """The SELECTs (the query, its CTEs, derived tables, subqueries) computing a window in their
+    own SELECT list."""
+    return [
+        select
+        for select in statement.find_all(exp.Select)
+        if any(w.parent_select is select for p in select.expressions for w in p.find_all(exp.Window))
+    ]
+
+
+def _refuse_placement(statement: exp.Select) -> None:
+    """Why the query's windows are not computed by one SELECT read alone by the queries over it."""
+    windowed = _windowed_selects(statement)
+    first = describe(next(windowed[0].find_all(exp.Window))) if windowed else describe(statement)
+    if len(windowed) > 1:
+        raise UnsupportedViewError(
+            first,
+            "windows are fast refreshed when one SELECT computes them; here several do (a window over another's "
+            "result, or windowed queries combined)",
+            "Compute each window in a fast_refresh model of its own and ref() it",
+        )
+    holder = windowed[0].parent if windowed else None
+    label = holder.alias_or_name if isinstance(holder, (exp.CTE, exp.Subquery)) and holder.alias_or_name else "subquery"
+    raise UnsupportedViewError(
+        first,
+        f"the rows of {label}, which computes windows, are joined, aggregated or deduplicated by the query over it: "
+        "windows are fast refreshed when the queries over them only select and filter their rows",
+        f"Make {label} a fast_refresh model of its own and ref() it (a view over a view)",
+    )
+
+
 def split_windows(statement: exp.Query) -> tuple[exp.Query, WindowShape | None]:
     """The query with the filters over its windowed SELECT carried as columns (see the module's
-    doc), and what was taken out; None when the query has no windows of this shape (then any
-    window it has is refused as a construct, a QUALIFY as the filter over its windows it is)."""
+    doc), and what was taken out; None when the query has no windows, or a window without
+    PARTITION BY (refused as a construct then, a QUALIFY as the filter over its windows it is).
+    Windows computed elsewhere than in one SELECT read alone, or over an aggregate, are refused
+    here, saying where."""
     if not isinstance(statement, exp.Select) or not _has_window(statement):
         return statement, None
     rewritten = _qualify_as_filter(statement) if statement.args.get("qualify") is not None else statement.copy()
+    if any(not w.args.get("partition_by") for w in rewritten.find_all(exp.Window)):
+        return rewritten, None  # refused as a construct, as unpartitioned
     levels = _chain(rewritten)
     if levels is None:
-        return rewritten, None
+        _refuse_placement(rewritten)
+        return rewritten, None  # (not reached: the placement is refused)
     windowed = levels[-1]
     in_place = sum(len(list(p.find_all(exp.Window))) for p in windowed.expressions)
-    if (
-        in_place != len(list(rewritten.find_all(exp.Window)))
-        or any(windowed.args.get(k) for k in ("group", "having", "distinct", "qualify"))
-        or any(not w.args.get("partition_by") for w in rewritten.find_all(exp.Window))
-    ):
-        return rewritten, None  # windows elsewhere too, over an aggregate or unpartitioned: refused as constructs
+    if in_place != len(list(rewritten.find_all(exp.Window))):
+        _refuse_placement(rewritten)
+    if any(windowed.args.get(k) for k in ("group", "having", "distinct")):
+        raise UnsupportedViewError(
+            describe(next(windowed.find_all(exp.Window))),
+            "window functions are fast refreshed over rows, not over the groups of an aggregate or a DISTINCT",
+            HINT,
+        )
     written = describe(next(windowed.find_all(exp.Window)))
     posts = 0
     for depth, level in enumerate(levels[:-1]):
