@@ -247,6 +247,14 @@ VIEWS = (
     View("latest_order_per_customer", "ranked", ("orders",),
          "select * from (\n  select o.*, row_number() over (partition by o.customer_id order by o.order_date desc, o.order_id desc) as rn\n"
          "  from {orders} o\n) as latest\nwhere rn = 1"),
+    # each order with its customer's previous order and running total (windows partitioned by
+    # customer): the partitions of the changed orders' customers recomputed
+    View("order_history", "windowed", ("orders",),
+         "select order_id, customer_id, order_date, amount,\n"
+         "       lag(order_date) over (partition by customer_id order by order_date, order_id) as previous_order_date,\n"
+         "       sum(amount) over (partition by customer_id order by order_date, order_id\n"
+         "                         rows between unbounded preceding and current row) as customer_running_total\n"
+         "from {orders}"),
     # buyers per day (a COUNT(DISTINCT)): each day a change touches recomputed from the orders of that day
     View("buyers_per_day", "agg-distinct", ("orders",),
          "select o.order_date, count(distinct o.customer_id) as buyers, count(*) as orders\n"

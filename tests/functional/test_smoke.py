@@ -52,6 +52,11 @@ VIEWS = {
         "select * from (select o.order_id, o.customer_id, o.amount, row_number() over (partition by o.customer_id "
         f"order by o.amount desc nulls last, o.order_id) as rn from {O} o) as latest where rn = 1"
     ),
+    # windows over a common partition (a view of rows carrying them)
+    "smoke_windowed": (
+        "select o.order_id, o.customer_id, lag(o.amount) over (partition by o.customer_id order by o.order_id) "
+        f"as previous_amount, sum(o.quantity) over (partition by o.customer_id) as customer_quantity from {O} o"
+    ),
     # a view over a view (smoke_join keeps its own change log: mv_log=true)
     "smoke_over_view": "select v.region, count(*) as n, sum(v.doubled) as doubled from {{ ref('smoke_join') }} v group by v.region",
 }

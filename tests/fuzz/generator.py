@@ -2,8 +2,9 @@
 
 Every definition is either one the plugin must maintain (inside the README's supported set:
 joins, LEFT/RIGHT chains, filters in WHERE and ON, expressions, GROUP BY with COUNT/SUM/AVG/MIN/MAX,
-constants as group keys, HAVING, DISTINCT, UNION ALL of such branches) or one it must refuse,
-naming the construct (a window, FULL OUTER JOIN, COUNT(DISTINCT), a non-deterministic function,
+constants as group keys, HAVING, DISTINCT, UNION ALL of such branches, ranked and windowed rows of
+one table, nested queries) or one it must refuse, naming the construct (a window without PARTITION
+BY, FULL OUTER JOIN, COUNT(DISTINCT), a non-deterministic function,
 UNION/INTERSECT/EXCEPT, LIMIT, a subquery in WHERE), injected into an otherwise maintainable one.
 
 Pure Python: the analysis check runs without Spark (tests/unit/test_generated_definitions.py); the
@@ -107,6 +108,8 @@ class Definition:
             return "union all"
         if "ranked" in f:
             return "ranked"
+        if "windowed" in f:
+            return "windowed"
         if "aggregate" in f or "distinct" in f:
             return "aggregate over outer join" if outer else ("aggregate over join" if "join" in f else "aggregate")
         if outer:
@@ -174,6 +177,9 @@ class Generator:
         self.pulled_random = random.Random(seed * 7919 + 10)
         # and a column computed from the group keys alone (a surrogate key: md5 of them)
         self.keyed_random = random.Random(seed * 7919 + 11)
+        # and a SELECT of one table's rows with window functions over a common partition, maybe
+        # filtered on them by the query over it
+        self.windowed_random = random.Random(seed * 7919 + 12)
         self.refused_share = refused_share
 
     # -- FROM ---------------------------------------------------------------------------------
@@ -455,19 +461,25 @@ class Generator:
             if shape == "rows" and refusal is None and self.pulled_random.random() < 0.35:
                 sql = self._joined_aggregate(block, sql)
             elif shape == "rows" and refusal is None and self.ranked_random.random() < 0.3:
-                # one table's rows, drawn from the ranked stream (the main one is consumed as before)
-                main, self.random = self.random, self.ranked_random
-                try:
-                    block = self._block(1)
-                    sql = self._ranked(block, self._shaped(block, shape, kinds), len(kinds))
-                finally:
-                    self.random = main
+                block, sql = self._one_table(self.ranked_random, self._ranked, kinds)
+            elif shape == "rows" and refusal is None and self.windowed_random.random() < 0.25:
+                block, sql = self._one_table(self.windowed_random, self._windowed, kinds)
             features |= block.features
         construct = None
         if refusal is not None:
             sql, construct = self._refused(sql, refusal)
             features.add(f"refused: {refusal}")
         return Definition(f"g{number:04d}", sql, construct, tuple(sorted(features)))
+
+    def _one_table(self, stream: random.Random, shaped, kinds: list[str]) -> tuple[Block, str]:
+        """One table's rows (outputs of ``kinds``) made into ``shaped(block, sql, outputs)``, all
+        drawn from ``stream`` (the main stream is consumed as before)."""
+        main, self.random = self.random, stream
+        try:
+            block = self._block(1)
+            return block, shaped(block, self._shaped(block, "rows", kinds), len(kinds))
+        finally:
+            self.random = main
 
     def _joined_aggregate(self, block: Block, sql: str) -> str:
         """``sql`` (rows) with an aggregate of one master by the column of a join edge (or a
@@ -604,6 +616,65 @@ class Generator:
             return f"select * from ({inner}) as ranked_rows where {kept}"
         listed = ", ".join(f"c{i}" for i in range(outputs))
         return f"with ranked_rows as ({inner}) select {listed} from ranked_rows where {kept}"
+
+    def _windowed(self, block: Block, sql: str, outputs: int) -> str:
+        """``sql`` (one table's rows, outputs ``c0``...) with one to three windows ``w0``... that
+        partition by common columns (one may add a column): LEAD/LAG, aggregates over the whole
+        partition, a running one (RANGE peers) or over a ROWS frame, ROW_NUMBER, FIRST_VALUE. Every
+        order-dependent window's ORDER BY ends with the key (the query is deterministic). In the
+        SELECT itself, or in a derived table or CTE that the query reads, maybe filtering on them."""
+        r = self.windowed_random
+        block.features.add("windowed")
+        occurrence = block.occurrences[0]
+        alias, master = occurrence.alias, occurrence.master
+        key = f"{alias}.{master.key}"
+        others = [c for c in master.columns]
+        partition = [f"{alias}.{c.name}" for c in r.sample(others, r.choice((1, 1, 2)))]
+        summable = [f"{alias}.{c.name}" for c in master.all_columns if c.kind in "nd"]
+        columns = [f"{alias}.{c.name}" for c in master.all_columns]
+        windows = []
+        for _ in range(r.choice((1, 2, 2, 3))):
+            parts = list(partition)
+            if r.random() < 0.3:
+                parts.append(r.choice([c for c in columns if c not in parts]))
+            over = f"partition by {', '.join(parts)}"
+            ordered = f"{r.choice(columns)}{r.choice(('', ' desc', ' nulls last'))}"
+            kind = r.choice(("lead", "lag", "total", "running", "frame", "row_number", "first_value"))
+            if kind in ("lead", "lag"):
+                offset = r.choice(("", "", ", 2"))
+                windows.append(f"{kind}({r.choice(columns)}{offset}) over ({over} order by {ordered}, {key})")
+            elif kind == "total":
+                windows.append(f"{r.choice(('sum', 'min', 'max'))}({r.choice(summable)}) over ({over})")
+            elif kind == "running":  # RANGE: peers of the ORDER BY counted together, as the query says
+                windows.append(f"{r.choice(('sum', 'count'))}({r.choice(summable)}) over ({over} order by {ordered})")
+            elif kind == "frame":
+                windows.append(
+                    f"{r.choice(('sum', 'max'))}({r.choice(summable)}) over ({over} order by {ordered}, {key} "
+                    "rows between 1 preceding and current row)"
+                )
+            elif kind == "row_number":
+                windows.append(f"row_number() over ({over} order by {ordered}, {key})")
+            else:
+                windows.append(
+                    f"first_value({r.choice(columns)}) over ({over} order by {ordered}, {key} "
+                    "rows between unbounded preceding and unbounded following)"
+                )
+        named = ", ".join(f"{w} as w{i}" for i, w in enumerate(windows))
+        inner = sql.replace(" from {", f", {named} from {{", 1)
+        if r.random() < 0.3:
+            return inner
+        listed = ", ".join([f"c{i}" for i in range(outputs)] + [f"w{i}" for i in range(len(windows))])
+        kept = ""
+        if r.random() < 0.5:
+            block.features.add("windowed filter")
+            kept = " where " + r.choice((
+                f"w{r.randrange(len(windows))} is not null",
+                f"w{r.randrange(len(windows))} is null or c{r.randrange(outputs)} is not null",
+                f"c{r.randrange(outputs)} is not null",
+            ))
+        if r.random() < 0.5:
+            return f"select {listed} from ({inner}) as windowed_rows{kept}"
+        return f"with windowed_rows as ({inner}) select {listed} from windowed_rows{kept}"
 
     def _refusal(self, shape: str) -> str:
         """A construct to refuse, that fits ``shape`` (a UNION ALL's are around it: every branch

@@ -45,7 +45,8 @@ def test_the_definitions_cover_every_construct_of_issue_37():
     definitions = Generator(37).definitions(2000)
     features = Counter(f for d in definitions for f in d.features)
     for construct in ("join", "left", "right", "on filter", "where", "expression", "aggregate", "having",
-                      "distinct", "union", "constant key", "constant label", "double", "recomputed aggregate"):
+                      "distinct", "union", "constant key", "constant label", "double", "recomputed aggregate",
+                      "windowed", "windowed filter"):
         assert features[construct] >= 20, (construct, features)
     for refused in ("window", "full outer", "order-dependent aggregate", "nondeterministic", "limit", "subquery",
                     "set operation", "outer where", "inner after outer", "on preserved"):
@@ -53,11 +54,11 @@ def test_the_definitions_cover_every_construct_of_issue_37():
     sql = " ".join(d.sql() for d in definitions)
     for piece in ("case when", "coalesce(", "cast(", "upper(", "count(*)", "sum(", "avg(", "min(", "max(",
                   "count(o", "customers c2 on c1.referrer_id = c2.customer_id", "intersect", "except",
-                  ".credit", ".rate", "avg(o1.quantity)"):
+                  ".credit", ".rate", "avg(o1.quantity)", "lead(", "lag(", "first_value(", "rows between 1 preceding"):
         assert piece in sql, piece
     classes = Counter(d.view_class for d in definitions if d.refused is None)
     assert set(classes) == {"single table", "join", "outer join", "aggregate", "aggregate over join",
-                            "aggregate over outer join", "union all", "ranked"}, classes
+                            "aggregate over outer join", "union all", "ranked", "windowed"}, classes
 
 
 def test_a_failing_definition_is_shrunk_to_what_still_fails():
