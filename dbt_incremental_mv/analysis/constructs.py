@@ -122,7 +122,12 @@ _CLAUSE_REFUSALS: tuple[tuple[str, str, str, str], ...] = (
         "Move the grouping and its HAVING to the outer query, or filter in a downstream model",
     ),
     ("qualify", "", "QUALIFY is not supported (it filters on window functions)", _SEPARATE_MODEL),
-    ("windows", "WINDOW clause", "window functions are not supported", _SEPARATE_MODEL),
+    (
+        "windows",
+        "WINDOW clause",
+        "named windows (a WINDOW clause) are not supported",
+        "Write each window's OVER (PARTITION BY ... ORDER BY ...) in full",
+    ),
     (
         "laterals",
         "",

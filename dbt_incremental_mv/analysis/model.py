@@ -202,11 +202,14 @@ class Windowing(_ReadableRepr):
     ``post_conjuncts`` (the filters of the queries over the windowed one, which may read the
     windows). A row's windows depend only on the rows of its partition, so a refresh recomputes
     the partitions its changes touch. ``partition_columns``: the stored columns holding each
-    partition expression (a refresh deletes partitions by them)."""
+    partition expression (a refresh deletes partitions by them). ``tie_break``: the master key
+    columns appended to the ORDER BY of the windows whose values depend on the order of tied rows
+    (empty when none needed them), so that every build and refresh computes the same values."""
 
     partition_by: tuple[exp.Expr, ...]
     post_conjuncts: tuple[exp.Expr, ...] = ()
     partition_columns: tuple[str, ...] = ()
+    tie_break: tuple[exp.Expr, ...] = ()
 
 
 @dataclass(frozen=True, repr=False)

@@ -162,7 +162,13 @@ def split_windows(statement: exp.Query) -> tuple[exp.Query, WindowShape | None]:
     here, saying where."""
     if not isinstance(statement, exp.Select) or not _has_window(statement):
         return statement, None
-    rewritten = _qualify_as_filter(statement) if statement.args.get("qualify") is not None else statement.copy()
+    rewritten = statement.copy()
+    for select in reversed(list(rewritten.find_all(exp.Select))):  # (the innermost first)
+        if select.args.get("qualify") is not None:
+            if select is rewritten:
+                rewritten = _qualify_as_filter(select)
+            else:
+                select.replace(_qualify_as_filter(select))
     if any(not w.args.get("partition_by") for w in rewritten.find_all(exp.Window)):
         return rewritten, None  # refused as a construct, as unpartitioned
     levels = _chain(rewritten)
@@ -298,8 +304,18 @@ def windowing(
     occurrence = occurrences[0]
     keys = [column_node(occurrence.alias, occurrence.master.find_column(k) or k) for k in occurrence.master.key]
 
+    appended: list[exp.Expr] = []
+
     def broken(expression: exp.Expr) -> exp.Expr:
-        return expression.copy().transform(lambda n: _tie_broken(n, keys) if isinstance(n, exp.Window) else n)
+        def tie_broken(node: exp.Expr) -> exp.Expr:
+            if not isinstance(node, exp.Window):
+                return node
+            window = _tie_broken(node, keys)
+            if window is not node:
+                appended.extend(k for k in keys if k not in appended)
+            return window
+
+        return expression.copy().transform(tie_broken)
 
     outputs = tuple(replace(o, expression=broken(o.expression)) if _has_window(o.expression) else o for o in outputs)
     posts = tuple(broken(p) for p in posts)
@@ -312,4 +328,4 @@ def windowing(
             holder = f"_mv_p{index}"
             hidden.append(HiddenColumn(holder, expression.copy(), HiddenPurpose.PARTITION))
         columns.append(holder)
-    return Windowing(partition, posts, tuple(columns)), outputs, tuple(hidden)
+    return Windowing(partition, posts, tuple(columns), tuple(appended)), outputs, tuple(hidden)

@@ -174,7 +174,14 @@ def _class_of(definition: ViewDefinition) -> str:
         text += f" ({_ranking_prose(definition.ranking)})"
     if definition.windowing is not None:
         partitions = ", ".join(describe(p) for p in definition.windowing.partition_by)
-        text += f" (windows partitioned by {partitions}; a change recomputes its partitions)"
+        text += f" (windows partitioned by {partitions}; a change recomputes its partitions"
+        if definition.windowing.tie_break:
+            keys = ", ".join(describe(t) for t in definition.windowing.tie_break)
+            text += (
+                f"; rows the ORDER BY of ROW_NUMBER, LEAD, LAG, NTILE or a ROWS frame leaves tied are ordered by"
+                f" the master's key ({keys}), the same way by every build and refresh"
+            )
+        text += ")"
     return text
 
 

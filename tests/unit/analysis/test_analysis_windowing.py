@@ -34,6 +34,7 @@ def test_filters_before_and_after_the_windows_stay_where_written(view, rendered)
     sql = rendered(definition)
     # LEAD depends on the order of tied rows: the master's key breaks the ties
     assert "ORDER BY `final`.`order_date`, `final`.`order_id`) AS `valid_to`" in sql
+    assert [t.sql() for t in windowing.tie_break] == ['"final"."order_id"']
     assert sql.endswith("WHERE `_mv_r`.`_mv_keep`")
 
 
@@ -55,6 +56,9 @@ def test_the_common_partition_of_several_windows_and_their_frames(view, rendered
     assert "PARTITION BY `orders`.`customer_id`, `orders`.`status` ORDER BY `orders`.`order_date`) AS `running`" in sql
     assert "ORDER BY `orders`.`order_date`, `orders`.`order_id` rows BETWEEN 2 preceding AND CURRENT ROW" in sql
     assert "_mv_keep" not in sql
+    assert [t.sql() for t in windowing.tie_break] == ['"orders"."order_id"']  # (the ROWS frame's)
+    unbroken = view(f"select order_id, sum(amount) over (partition by customer_id order by order_date) as s from {O}")
+    assert unbroken.windowing.tie_break == ()
 
 
 def test_qualify_on_a_window_that_is_not_a_rank(view):
@@ -64,6 +68,16 @@ def test_qualify_on_a_window_that_is_not_a_rank(view):
     assert definition.view_class is ViewClass.WINDOWED
     assert [o.name for o in definition.visible_outputs] == ["order_id", "customer_id"]
     assert "LAG(" in definition.windowing.post_conjuncts[0].sql()
+
+
+def test_qualify_in_a_cte_is_the_filter_over_its_windows(view):
+    definition = view(
+        f"with s as (select * from {O} qualify row_number() over (partition by customer_id order by order_date desc, "
+        "order_id) = 1) select order_id, amount from s where amount > 0"
+    )
+    assert definition.view_class is ViewClass.WINDOWED
+    assert [o.name for o in definition.visible_outputs] == ["order_id", "amount"]
+    assert len(definition.windowing.post_conjuncts) == 2  # the QUALIFY and the outer filter, after the window
 
 
 def test_a_rank_kept_by_a_filter_is_still_a_ranked_view(view):
