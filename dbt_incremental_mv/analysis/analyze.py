@@ -77,6 +77,8 @@ def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> V
         query, ranking = resolved_ranking(query, ranked)
     if windowed is not None:
         query, posts = resolved_windowing(query, windowed)
+        if not any(p.expression.find(exp.Window) for p in query.projections) and not posts:
+            windowed = None  # no window the view keeps: its rows as any other query's
     _refuse_aggregates_outside_select(query)
     occurrences = tuple(MasterOccurrence(o.alias, o.master) for o in query.occurrences)
     _refuse_keyless_masters(query.occurrences)

@@ -213,13 +213,17 @@ def is_carried(name: str) -> bool:
 
 def resolved_windowing(query: ResolvedQuery, shape: WindowShape) -> tuple[ResolvedQuery, tuple[exp.Expr, ...]]:
     """The resolved query without the carried projections, and the filters after the windows
-    over ``alias.column`` (and the windows)."""
+    over ``alias.column`` (and the windows). When the view keeps no window (a CTE computes one
+    that nothing selects or filters on), the query is its rows as any other: those filters are
+    its WHERE's and none is returned."""
     found: dict[str, exp.Expr] = {}
     for projection in query.projections:
         if is_carried(projection.name) and projection.name.casefold() not in found:
             found[projection.name.casefold()] = projection.expression
     posts = tuple(unparenthesized(found[f"{POST}{i}"]) for i in range(1, shape.posts + 1))
     kept = tuple(p for p in query.projections if not is_carried(p.name))
+    if not _windows(tuple(p.expression for p in kept) + posts):
+        return replace(query, projections=kept, where=query.where + posts), ()
     return replace(query, projections=kept), posts
 
 
@@ -291,8 +295,6 @@ def windowing(
             shape.written, "window functions are fast refreshed over rows, not over the groups of an aggregate", HINT
         )
     windows = _windows(tuple(o.expression for o in outputs) + posts)
-    if not windows:  # the windows were selected by nothing the view keeps
-        raise UnsupportedViewError(shape.written, "the query computes windows it does not select or filter on", HINT)
     _refuse_nested(windows, shape)
     partition = common_partition(windows)
     if not partition:

@@ -61,6 +61,19 @@ def test_the_common_partition_of_several_windows_and_their_frames(view, rendered
     assert unbroken.windowing.tie_break == ()
 
 
+def test_explain_says_which_key_orders_the_ties(view):
+    from dbt_incremental_mv.refresh.operations.explain import _class_of
+
+    tied = _class_of(view(f"select order_id, lag(amount) over (partition by customer_id order by order_date) as p from {O}"))
+    assert tied == (
+        "windowed (windows partitioned by orders.customer_id; a change recomputes its partitions; rows the ORDER BY "
+        "of ROW_NUMBER, LEAD, LAG, NTILE or a ROWS frame leaves tied are ordered by the master's key "
+        "(orders.order_id), the same way by every build and refresh)"
+    )
+    total = _class_of(view(f"select order_id, lag(amount) over (partition by customer_id order by order_id) as p from {O}"))
+    assert total == "windowed (windows partitioned by orders.customer_id; a change recomputes its partitions)"
+
+
 def test_qualify_on_a_window_that_is_not_a_rank(view):
     definition = view(
         f"select order_id, customer_id from {O} qualify lag(status) over (partition by customer_id order by order_id) = 'open'"
@@ -78,6 +91,16 @@ def test_qualify_in_a_cte_is_the_filter_over_its_windows(view):
     assert definition.view_class is ViewClass.WINDOWED
     assert [o.name for o in definition.visible_outputs] == ["order_id", "amount"]
     assert len(definition.windowing.post_conjuncts) == 2  # the QUALIFY and the outer filter, after the window
+
+
+def test_a_window_nothing_keeps_leaves_the_rows_of_the_query(view, rendered):
+    definition = view(
+        f"with w as (select o.*, lag(amount) over (partition by customer_id order by order_id) as previous "
+        f"from {O} o) select order_id, amount from w where status = 'open'"
+    )
+    assert definition.view_class is ViewClass.JOIN and definition.windowing is None
+    assert [w.sql() for w in definition.where_conjuncts] == ['"w"."status" = \'open\'']
+    assert "OVER" not in rendered(definition)
 
 
 def test_a_rank_kept_by_a_filter_is_still_a_ranked_view(view):
