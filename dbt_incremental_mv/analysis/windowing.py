@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
+from dbt_incremental_mv.analysis import functions
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 from dbt_incremental_mv.analysis.model import (
     HiddenColumn,
@@ -123,6 +124,36 @@ def _chain(statement: exp.Select) -> list[exp.Select] | None:
         node = below
 
 
+def _rows_frame(window: exp.Window) -> bool:
+    spec = window.args.get("spec")
+    return spec is not None and str(spec.args.get("kind") or "").upper() == "ROWS"
+
+
+def _refuse_order_dependent(window: exp.Window) -> None:
+    """A window whose value depends on the order Spark reads rows in, whatever the ORDER BY:
+    MAX_BY/MIN_BY/MODE/APPROX_PERCENTILE; FIRST/LAST/ANY_VALUE and COLLECT_LIST but over a ROWS
+    frame in an ORDER BY (its ties then broken by the key, _tie_broken); COLLECT_SET but counted
+    or sorted."""
+    function = _function(window)
+    ordered = window.args.get("order") is not None and _rows_frame(window)
+    counted = isinstance(window.parent, (exp.ArraySize, *functions.SORTED_ARRAYS))
+    if isinstance(function, (exp.ArgMax, exp.ArgMin)) or type(function).__name__ in ("Mode", "ApproxQuantile"):
+        hint = functions.NOT_RECOMPUTABLE_ALTERNATIVES.get(type(function), HINT)
+    elif isinstance(function, tuple(functions.NOT_RECOMPUTABLE_ALTERNATIVES)) and not ordered:
+        hint = "Order the window and give it a ROWS frame, or use min() or max()"
+    elif (
+        isinstance(function, functions.COLLECTIONS)
+        and not counted
+        and not (ordered and isinstance(function, exp.ArrayAgg))
+    ):
+        hint = "Sort the collection (array_sort(...)), count it (size(...)), or order the window with a ROWS frame"
+    else:
+        return
+    raise UnsupportedViewError(
+        describe(window), "its value depends on the order Spark reads the rows in, which differs between runs", hint
+    )
+
+
 def _windowed_selects(statement: exp.Select) -> list[exp.Select]:
     """The SELECTs (the query, its CTEs, derived tables, subqueries) computing a window in their
     own SELECT list."""
@@ -171,6 +202,15 @@ def split_windows(statement: exp.Query) -> tuple[exp.Query, WindowShape | None]:
                 select.replace(_qualify_as_filter(select))
     if any(not w.args.get("partition_by") for w in rewritten.find_all(exp.Window)):
         return rewritten, None  # refused as a construct, as unpartitioned
+    for window in rewritten.find_all(exp.Window):
+        _refuse_order_dependent(window)
+    distinct = next((w for w in rewritten.find_all(exp.Window) if w.this.find(exp.Distinct) is not None), None)
+    if distinct is not None:
+        raise UnsupportedViewError(
+            describe(distinct),
+            "Spark computes no DISTINCT aggregate over a window",
+            "Count the distinct values with size(collect_set(x)) over the same window",
+        )
     levels = _chain(rewritten)
     if levels is None:
         _refuse_placement(rewritten)
@@ -256,9 +296,7 @@ def _tie_broken(window: exp.Window, keys: Sequence[exp.Expr]) -> exp.Window:
     every build and refresh computes the same values; a RANGE frame's peers and a ranking's ties
     are the query's own meaning and are left alone."""
     order = window.args.get("order")
-    spec = window.args.get("spec")
-    rows_frame = spec is not None and str(spec.args.get("kind") or "").upper() == "ROWS"
-    if order is None or not (isinstance(_function(window), _ORDER_DEPENDENT) or rows_frame):
+    if order is None or not (isinstance(_function(window), _ORDER_DEPENDENT) or _rows_frame(window)):
         return window
     ordered = [o.this for o in order.expressions]
     missing = [k for k in keys if k not in ordered]

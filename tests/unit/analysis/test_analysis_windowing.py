@@ -61,6 +61,34 @@ def test_the_common_partition_of_several_windows_and_their_frames(view, rendered
     assert unbroken.windowing.tie_break == ()
 
 
+@pytest.mark.parametrize(
+    "window",
+    [
+        "size(collect_set(status) over (partition by customer_id))",
+        "array_sort(collect_list(status) over (partition by customer_id))",
+        "collect_list(status) over (partition by customer_id order by order_date rows between 1 preceding and current row)",
+        "first(status) over (partition by customer_id order by order_date rows between unbounded preceding and current row)",
+    ],
+)
+def test_order_dependent_windows_made_deterministic(view, window):
+    assert view(f"select order_id, {window} as w from {O}").view_class is ViewClass.WINDOWED
+
+
+@pytest.mark.parametrize(
+    "window",
+    [
+        "collect_set(status) over (partition by customer_id)",
+        "collect_list(status) over (partition by customer_id order by order_date)",
+        "first(status) over (partition by customer_id)",
+        "max_by(status, amount) over (partition by customer_id order by order_date rows between 1 preceding and current row)",
+    ],
+)
+def test_order_dependent_windows_are_refused(view, window):
+    with pytest.raises(UnsupportedViewError) as caught:
+        view(f"select order_id, {window} as w from {O}")
+    assert "depends on the order Spark reads the rows in" in caught.value.reason
+
+
 def test_explain_says_which_key_orders_the_ties(view):
     from dbt_incremental_mv.refresh.operations.explain import _class_of
 
@@ -129,6 +157,8 @@ def test_a_rank_kept_by_a_filter_is_still_a_ranked_view(view):
         (f"select order_id, sum(prev) over (partition by customer_id) as s from (select order_id, customer_id, "
          f"lag(amount) over (partition by customer_id order by order_id) as prev from {O}) as t",
          "SUM(prev) OVER (PARTITION BY customer_id)", "here several do"),
+        (f"select order_id, count(distinct status) over (partition by customer_id) as n from {O}",
+         "COUNT(DISTINCT status) OVER (PARTITION BY customer_id)", "no DISTINCT aggregate over a window"),
         (f"select order_id from (select order_id, count(*) over (partition by customer_id) as n from {O}) as t "
          "join shop.customers c on t.order_id = c.customer_id",
          "COUNT(*) OVER (PARTITION BY customer_id)", "the rows of t, which computes windows, are joined"),
