@@ -46,7 +46,7 @@ class TestExplainAndHistory:
         log = explain("bad")
         assert "fast refreshable: no (2 reasons)" in log, log
         assert "1. LIMIT 5: LIMIT keeps an arbitrary subset of rows" in log
-        assert "2. ROW_NUMBER() OVER (ORDER BY o.amount): window functions are not supported" in log
+        assert "2. ROW_NUMBER() OVER (ORDER BY o.amount): a window without PARTITION BY reads every row" in log
 
         run_dbt(["run"])
         project.run_sql(f"insert into {schema}.orders values (3, 4, 1.00)")
