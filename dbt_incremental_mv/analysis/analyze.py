@@ -72,13 +72,11 @@ def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> V
     refuse_unsupported_constructs(statement, windowed=windowed is not None)
     query = Resolver(masters).query(statement)
     ranking = None
-    posts: tuple[exp.Expr, ...] = ()
+    posts: tuple[exp.Expr, ...] | None = None
     if ranked is not None:
         query, ranking = resolved_ranking(query, ranked)
     if windowed is not None:
         query, posts = resolved_windowing(query, windowed)
-        if not any(p.expression.find(exp.Window) for p in query.projections) and not posts:
-            windowed = None  # no window the view keeps: its rows as any other query's
     _refuse_aggregates_outside_select(query)
     occurrences = tuple(MasterOccurrence(o.alias, o.master) for o in query.occurrences)
     _refuse_keyless_masters(query.occurrences)
@@ -104,7 +102,7 @@ def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> V
         ranking, outputs, partitions = completed_ranking(ranking, occurrences[0], outputs, hidden)
         hidden += partitions
     window_partition = None
-    if windowed is not None:
+    if windowed is not None and posts is not None:  # (None: no window the view keeps, its rows as any query's)
         window_partition, outputs, partitions = windowing(query, windowed, posts, occurrences, outputs, hidden)
         hidden += partitions
     read = _referenced_columns(

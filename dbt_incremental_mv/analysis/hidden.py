@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from sqlglot import exp
 
 from dbt_incremental_mv.analysis.model import HiddenColumn, HiddenPurpose, MasterOccurrence, OutputColumn, OutputKind
-from dbt_incremental_mv.analysis.resolved import column_node
+from dbt_incremental_mv.analysis.resolved import column_node, unparenthesized
 
 ROW_COUNT_COLUMN = "_mv_count"
 RESERVE = 4  # values a MIN/MAX reserve keeps per group
@@ -106,3 +106,24 @@ def _add_or_share(columns: list[HiddenColumn], candidate: HiddenColumn) -> None:
             )
             return
     columns.append(candidate)
+
+
+def holders(
+    expressions: tuple[exp.Expr, ...],
+    outputs: tuple[OutputColumn, ...],
+    hidden: list[HiddenColumn],
+    prefix: str,
+    purpose: HiddenPurpose,
+) -> tuple[str, ...]:
+    """The stored column holding each of ``expressions`` (a window's partition or ORDER BY
+    expressions): a visible output equal to it, else one of ``hidden``, else a new hidden column
+    ``<prefix><position>`` of ``purpose``, appended to ``hidden``."""
+    columns = []
+    for index, expression in enumerate(expressions, start=1):
+        holder = next((o.name for o in outputs if not o.hidden and unparenthesized(o.expression) == expression), None)
+        holder = holder or next((h.name for h in hidden if h.expression == expression), None)
+        if holder is None:
+            holder = f"{prefix}{index}"
+            hidden.append(HiddenColumn(holder, expression.copy(), purpose))
+        columns.append(holder)
+    return tuple(columns)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from sqlglot import exp
 
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
+from dbt_incremental_mv.analysis.hidden import holders
 from dbt_incremental_mv.analysis.model import (
     HiddenColumn,
     HiddenPurpose,
@@ -241,21 +242,8 @@ def completed_ranking(
         else o
         for o in outputs
     )
-    hidden: list[HiddenColumn] = []
-
-    def held(expressions: tuple[exp.Expr, ...], prefix: str, purpose: HiddenPurpose) -> tuple[str, ...]:
-        columns = []
-        for index, expression in enumerate(expressions, start=1):
-            holder = next(
-                (o.name for o in outputs if not o.hidden and unparenthesized(o.expression) == expression), None
-            )
-            holder = holder or next((h.name for h in (*existing, *hidden) if h.expression == expression), None)
-            if holder is None:
-                holder = f"{prefix}{index}"
-                hidden.append(HiddenColumn(holder, expression.copy(), purpose))
-            columns.append(holder)
-        return tuple(columns)
-
-    partitions = held(completed.partition_by, "_mv_p", HiddenPurpose.PARTITION)
-    orders = held(tuple(o.this for o in completed.order_by), "_mv_o", HiddenPurpose.RANK_ORDER)
+    stored = list(existing)
+    partitions = holders(completed.partition_by, outputs, stored, "_mv_p", HiddenPurpose.PARTITION)
+    orders = holders(tuple(o.this for o in completed.order_by), outputs, stored, "_mv_o", HiddenPurpose.RANK_ORDER)
+    hidden = stored[len(existing) :]
     return replace(completed, partition_columns=partitions, order_columns=orders), outputs, tuple(hidden)

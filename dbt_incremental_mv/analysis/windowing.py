@@ -30,6 +30,7 @@ from sqlglot import exp
 
 from dbt_incremental_mv.analysis import functions
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
+from dbt_incremental_mv.analysis.hidden import holders
 from dbt_incremental_mv.analysis.model import (
     HiddenColumn,
     HiddenPurpose,
@@ -251,11 +252,11 @@ def is_carried(name: str) -> bool:
     return folded.startswith(POST) or folded.startswith(QUALIFIED)
 
 
-def resolved_windowing(query: ResolvedQuery, shape: WindowShape) -> tuple[ResolvedQuery, tuple[exp.Expr, ...]]:
+def resolved_windowing(query: ResolvedQuery, shape: WindowShape) -> tuple[ResolvedQuery, tuple[exp.Expr, ...] | None]:
     """The resolved query without the carried projections, and the filters after the windows
     over ``alias.column`` (and the windows). When the view keeps no window (a CTE computes one
     that nothing selects or filters on), the query is its rows as any other: those filters are
-    its WHERE's and none is returned."""
+    its WHERE's and None is returned in their place."""
     found: dict[str, exp.Expr] = {}
     for projection in query.projections:
         if is_carried(projection.name) and projection.name.casefold() not in found:
@@ -263,7 +264,7 @@ def resolved_windowing(query: ResolvedQuery, shape: WindowShape) -> tuple[Resolv
     posts = tuple(unparenthesized(found[f"{POST}{i}"]) for i in range(1, shape.posts + 1))
     kept = tuple(p for p in query.projections if not is_carried(p.name))
     if not _windows(tuple(p.expression for p in kept) + posts):
-        return replace(query, projections=kept, where=query.where + posts), ()
+        return replace(query, projections=kept, where=query.where + posts), None
     return replace(query, projections=kept), posts
 
 
@@ -359,13 +360,7 @@ def windowing(
 
     outputs = tuple(replace(o, expression=broken(o.expression)) if _has_window(o.expression) else o for o in outputs)
     posts = tuple(broken(p) for p in posts)
-    hidden: list[HiddenColumn] = []
-    columns = []
-    for index, expression in enumerate(partition, start=1):
-        holder = next((o.name for o in outputs if not o.hidden and unparenthesized(o.expression) == expression), None)
-        holder = holder or next((h.name for h in existing if h.expression == expression), None)
-        if holder is None:
-            holder = f"_mv_p{index}"
-            hidden.append(HiddenColumn(holder, expression.copy(), HiddenPurpose.PARTITION))
-        columns.append(holder)
-    return Windowing(partition, posts, tuple(columns), tuple(appended)), outputs, tuple(hidden)
+    stored = list(existing)
+    columns = holders(partition, outputs, stored, "_mv_p", HiddenPurpose.PARTITION)
+    hidden = stored[len(existing) :]
+    return Windowing(partition, posts, columns, tuple(appended)), outputs, tuple(hidden)
