@@ -106,9 +106,10 @@ def archive_path(settings: Mapping[str, str]) -> Path:
     import pyspark
 
     jars = Path(pyspark.__file__).parent / "jars"
-    # the JVM's class path is PySpark's jars directory: another virtualenv is another class path
+    # the JVM's class path is PySpark's jars directory: another virtualenv is another class path, and
+    # a reinstall at the same path rewrites the jars (the JVM refuses an archive whose jars changed)
     parts = [_file_identity(_java()), f"pyspark {pyspark.__version__} in {jars}"]
-    parts += sorted(p.name for p in jars.glob("*.jar")) if jars.is_dir() else []
+    parts += sorted(_file_identity(str(p)) for p in jars.glob("*.jar")) if jars.is_dir() else []
     for key in CLASSPATH_SETTINGS:
         value = settings.get(key)
         if value:

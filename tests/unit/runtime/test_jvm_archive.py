@@ -33,6 +33,18 @@ def test_a_rewritten_jar_gets_a_new_archive(tmp_path):
     assert jvm_archive.archive_path(dict(BASE, **{"spark.jars": str(jar)})) != before
 
 
+def test_pyspark_reinstalled_at_the_same_path_gets_a_new_archive(tmp_path, monkeypatch):
+    import pyspark
+
+    jars = tmp_path / "pyspark" / "jars"
+    jars.mkdir(parents=True)
+    (jars / "spark-core.jar").write_bytes(b"one")
+    monkeypatch.setattr(pyspark, "__file__", str(tmp_path / "pyspark" / "__init__.py"))
+    before = jvm_archive.archive_path(BASE)
+    (jars / "spark-core.jar").write_bytes(b"rebuilt")  # same name, another file
+    assert jvm_archive.archive_path(BASE) != before
+
+
 def test_an_existing_archive_is_mapped_quietly_after_the_users_options():
     archive = jvm_archive.archive_path(BASE)
     archive.parent.mkdir(parents=True)
