@@ -114,7 +114,7 @@ CATEGORIES: list[tuple[str, str]] = [
      r"generator functions|LATERAL|table-valued functions|inline VALUES|lateral"),
     ("unknown / user-defined function", r"unknown or user-defined functions"),
     ("aggregate not maintainable (order-dependent, FILTER, several args, ...)",
-     r"this aggregate cannot be maintained|depends on the order Spark reads|aggregate FILTER|"
+     r"this aggregate cannot be maintained|depends on the order Spark reads|FILTER is maintained|values are joined in the order|"
      r"aggregates over several arguments|nested aggregates|order of a collected array"),
     ("outer join: filter/condition on null-supplying side, no equality",
      r"null-supplying side|null-extends|an outer join needs at least one equality|"

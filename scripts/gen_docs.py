@@ -132,6 +132,12 @@ MAINTAINED = [
         "array_sort(collect_set(customer_id)) as who from shop.orders group by status",
     ),
     (
+        "LISTAGG / STRING_AGG ... WITHIN GROUP (ORDER BY ...) (Spark 4; values the order leaves tied are joined in "
+        "their own order), and FILTER (WHERE ...) on any aggregate above (as the aggregate of CASE WHEN ... END)",
+        "select customer_id, listagg(status, ', ') within group (order by ordered_at) as statuses, "
+        "count(*) filter (where amount > 100) as big from shop.orders group by customer_id",
+    ),
+    (
         "Aggregates over inner or outer joins, HAVING",
         "select c.country, count(o.order_id) as orders from shop.customers c left join shop.orders o on o.customer_id = "
         "c.customer_id group by c.country having count(o.order_id) > 10",
@@ -220,6 +226,10 @@ REFUSED = [
     (
         "Aggregates whose answer depends on the order Spark reads the rows in",
         "select customer_id, max_by(order_id, amount) as biggest_order from shop.orders group by customer_id",
+    ),
+    (
+        "LISTAGG without WITHIN GROUP (ORDER BY ...)",
+        "select customer_id, listagg(status, ', ') as statuses from shop.orders group by customer_id",
     ),
     (
         "A CTE that aggregates, joined again other than on its group keys, or without the other tables' keys selected",

@@ -155,9 +155,20 @@ def parsed_query(sql: str) -> exp.Query:
 def as_maintained_aggregates(statement: exp.Query) -> exp.Query:
     """Aggregates that equal a maintained one, written as it: ``COUNT_IF(c)`` is
     ``COUNT(CASE WHEN c THEN 1 END)``; ``BOOL_OR``/``ANY``/``SOME`` of a boolean is its ``MAX``
-    (true above false, NULLs ignored, NULL when none), ``BOOL_AND``/``EVERY`` its ``MIN``."""
+    (true above false, NULLs ignored, NULL when none), ``BOOL_AND``/``EVERY`` its ``MIN``;
+    ``agg(x) FILTER (WHERE c)`` of an aggregate that ignores NULLs is ``agg(CASE WHEN c THEN x
+    END)`` (``COUNT(*)``'s: ``COUNT(CASE WHEN c THEN 1 END)``). An ordered ``LISTAGG(x)`` gets ``x``
+    appended to its ORDER BY: values its order leaves tied are joined by their own order, the
+    same way by every build and refresh (functions.CONCATENATIONS)."""
 
     def maintained(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Filter) and not isinstance(node.parent, exp.Window):
+            return _filtered_as_case(node)
+        value = functions.concatenated_value(node)
+        if value is not None and not any(_bare(o.this) == _bare(value) for o in node.this.expressions):
+            order = node.this.copy()
+            order.append("expressions", exp.Ordered(this=value.copy(), nulls_first=False))
+            return node.__class__(**{**node.args, "this": order})
         if isinstance(node, exp.CountIf):
             return exp.Count(this=exp.Case(ifs=[exp.If(this=node.this.copy(), true=exp.Literal.number(1))]))
         name = node.name.lower() if isinstance(node, exp.Anonymous) else ""
@@ -174,6 +185,44 @@ def as_maintained_aggregates(statement: exp.Query) -> exp.Query:
     rewritten = statement.transform(maintained)
     assert isinstance(rewritten, exp.Query)  # the root is a query; only aggregate calls are replaced
     return rewritten
+
+
+def _bare(node: exp.Expr) -> exp.Expr:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
+def _filtered_as_case(node: exp.Filter) -> exp.Expr:
+    """``agg(x) FILTER (WHERE c)`` as ``agg(CASE WHEN c THEN x END)`` when ``agg`` ignores NULLs
+    (COUNT, SUM, AVG, MIN, MAX, the recomputed aggregates, COLLECT_LIST/SET, LISTAGG); any other
+    is left for the construct checks to refuse."""
+    call, where = node.this, node.expression
+    condition = where.this if isinstance(where, exp.Where) else where
+    if not functions.is_aggregate(call) or call.expressions or call.this is None:
+        return node
+    if isinstance(call, tuple(functions.NOT_RECOMPUTABLE_ALTERNATIVES)):
+        return node
+    if not (
+        functions.is_maintainable_aggregate(call) or isinstance(call, functions.COLLECTIONS + functions.CONCATENATIONS)
+    ):
+        return node
+
+    def when(value: exp.Expr) -> exp.Expr:
+        return exp.Case(ifs=[exp.If(this=condition.copy(), true=value.copy())])
+
+    argument = call.this
+    if isinstance(call, exp.Count) and (isinstance(argument, exp.Star) or argument.is_star):
+        replaced = when(exp.Literal.number(1))
+    elif isinstance(argument, exp.Distinct) and len(argument.expressions) == 1:
+        replaced = exp.Distinct(expressions=[when(argument.expressions[0])])
+    elif isinstance(argument, exp.Order):
+        replaced = exp.Order(this=when(argument.this), expressions=[o.copy() for o in argument.expressions])
+    elif isinstance(argument, exp.Distinct):
+        return node
+    else:
+        replaced = when(argument)
+    return call.__class__(**{**call.args, "this": replaced})
 
 
 def without_inner_order(statement: exp.Query) -> exp.Query:

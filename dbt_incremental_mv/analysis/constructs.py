@@ -353,8 +353,9 @@ def _refuse_unsupported_aggregates(statement: exp.Expr) -> Iterator[UnsupportedV
         if isinstance(node, exp.Filter):
             yield UnsupportedViewError(
                 describe(node),
-                "aggregate FILTER clauses are not supported",
-                "Move the condition inside the aggregate, e.g. SUM(CASE WHEN cond THEN x END)",
+                "FILTER is maintained on an aggregate of one value that ignores NULLs (COUNT, SUM, AVG, MIN, MAX,"
+                " COUNT(DISTINCT), PERCENTILE, COLLECT_LIST/SET, LISTAGG, ...), not on this one",
+                "Use one of those, or move the condition inside the aggregate",
             )
         if not functions.is_aggregate(node) or functions.is_windowed(node):
             continue  # a window's function: maintained with its window, or refused with it, once
@@ -382,6 +383,14 @@ def _unmaintainable(node: exp.Expr) -> UnsupportedViewError:
             describe(node),
             "the order of a collected array is the order Spark reads the rows in, which differs between runs",
             f"Sort it: ARRAY_SORT({describe(node)})",
+        )
+    if isinstance(node, functions.CONCATENATIONS):
+        value = node.this.sql(dialect="spark") if node.this is not None else "x"
+        return UnsupportedViewError(
+            describe(node),
+            "the values are joined in the order Spark reads the rows in, which differs between runs",
+            f"Order them: LISTAGG({value}, ...) WITHIN GROUP (ORDER BY {value}) on Spark 4, or "
+            f"ARRAY_JOIN(ARRAY_SORT(COLLECT_LIST({value})), ...)",
         )
     if isinstance(node, tuple(functions.NOT_RECOMPUTABLE_ALTERNATIVES)):
         return UnsupportedViewError(

@@ -49,6 +49,12 @@ rows in, so only a sorted collection is deterministic."""
 
 SORTED_ARRAYS: tuple[type[exp.Expr], ...] = _types("ArraySort", "SortArray")
 
+CONCATENATIONS: tuple[type[exp.Expr], ...] = _types("GroupConcat")
+"""LISTAGG / STRING_AGG (Spark 4): without WITHIN GROUP (ORDER BY ...) the values are joined in the
+order Spark read the rows in; with it, the analysis appends the value itself to the ORDER BY
+(analyze.as_maintained_aggregates), so values tied on it are joined in one order every time and
+the group's text is a function of its rows: recomputed per changed group."""
+
 NOT_RECOMPUTABLE_ALTERNATIVES: dict[type[exp.Expr], str] = {
     t: hint
     for name, hint in (
@@ -266,7 +272,7 @@ def is_delta_aggregate(node: exp.Expr) -> bool:
 
 def is_recomputed_aggregate(node: exp.Expr) -> bool:
     """An aggregate maintained by recomputing the groups a change touches (RECOMPUTED_AGGREGATES,
-    a DISTINCT COUNT/SUM/AVG/MIN/MAX, a sorted COLLECT_LIST/COLLECT_SET)."""
+    a DISTINCT COUNT/SUM/AVG/MIN/MAX, a sorted COLLECT_LIST/COLLECT_SET, an ordered LISTAGG)."""
     if isinstance(node, tuple(NOT_RECOMPUTABLE_ALTERNATIVES)):  # PERCENTILE_APPROX is a kind of PERCENTILE
         return False
     if isinstance(node, MAINTAINABLE_AGGREGATES):
@@ -276,7 +282,18 @@ def is_recomputed_aggregate(node: exp.Expr) -> bool:
         while isinstance(parent, exp.Paren):
             parent = parent.parent
         return isinstance(parent, SORTED_ARRAYS)
+    if isinstance(node, CONCATENATIONS):
+        return isinstance(node.this, exp.Order)
     return isinstance(node, RECOMPUTED_AGGREGATES)
+
+
+def concatenated_value(node: exp.Expr) -> exp.Expr | None:
+    """The value an ordered LISTAGG joins (None: not one, or ``LISTAGG(DISTINCT x)``, which Spark
+    orders by the value itself)."""
+    if not isinstance(node, CONCATENATIONS) or not isinstance(node.this, exp.Order):
+        return None
+    value = node.this.this
+    return None if isinstance(value, exp.Distinct) else value
 
 
 def is_maintainable_aggregate(node: exp.Expr) -> bool:

@@ -32,7 +32,10 @@ VIEWS = {
         "select o.status, count(*) as n, count(o.amount) as n_amount, sum(o.amount) as total, "
         "sum(o.quantity * 2) as double_quantity, avg(o.amount) as avg_amount, avg(o.weight) as avg_weight, "
         "avg(o.quantity) as avg_quantity, min(o.amount) as min_amount, max(o.amount) as max_amount, "
-        "min(o.weight) as min_weight, max(o.status) as max_status "
+        "min(o.weight) as min_weight, max(o.status) as max_status, "
+        # FILTER: the aggregate of CASE WHEN (a COUNT(*), a SUM, a MAX with its reserve)
+        "count(*) filter (where o.amount > 0) as n_positive, sum(o.quantity) filter (where o.weight > 0.5) as heavy_quantity, "
+        "max(o.weight) filter (where o.amount is not null) as max_priced_weight "
         f"from {SRC['orders']} o where o.customer_id is null or o.customer_id <> 1005 group by o.status"
     ),
     # two group keys, one an expression
@@ -240,7 +243,7 @@ RECOMPUTED_VIEWS = {
     # over a join, with HAVING on a DISTINCT count and an expression over one
     "region_buyers": (
         "select c.region_id, count(distinct o.customer_id) as buyers, count(distinct o.customer_id) * 2 as twice, "
-        "max(o.amount) as max_amount "
+        "max(o.amount) as max_amount, count(distinct o.customer_id) filter (where o.quantity > 1) as bulk_buyers "
         f"from {SRC['orders']} o join {SRC['customers']} c on o.customer_id = c.customer_id "
         "group by c.region_id having count(distinct o.status) > 1"
     ),

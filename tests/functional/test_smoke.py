@@ -9,6 +9,7 @@ deletes), every view equals its defining query recomputed on the masters, and ev
 import os
 from dataclasses import replace
 
+import pyspark
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
@@ -60,6 +61,12 @@ VIEWS = {
     # a view over a view (smoke_join keeps its own change log: mv_log=true)
     "smoke_over_view": "select v.region, count(*) as n, sum(v.doubled) as doubled from {{ ref('smoke_join') }} v group by v.region",
 }
+if int(pyspark.__version__.split(".")[0]) >= 4:
+    # LISTAGG ... WITHIN GROUP (Spark 4): the groups a change touches recomputed; FILTER as CASE WHEN
+    VIEWS["smoke_listagg"] = (
+        "select o.customer_id, listagg(o.status, ',') within group (order by o.status) as statuses, "
+        f"count(*) filter (where o.amount > 0) as n_positive from {O} o group by o.customer_id"
+    )
 LOGS = """
   - name: model_logs
     schema: "{{ target.schema }}"

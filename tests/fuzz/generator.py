@@ -180,6 +180,8 @@ class Generator:
         # and a SELECT of one table's rows with window functions over a common partition, maybe
         # filtered on them by the query over it
         self.windowed_random = random.Random(seed * 7919 + 12)
+        # and an aggregate with FILTER (WHERE ...) on one of the block's columns
+        self.filtered_random = random.Random(seed * 7919 + 13)
         self.refused_share = refused_share
 
     # -- FROM ---------------------------------------------------------------------------------
@@ -398,6 +400,18 @@ class Generator:
         return d.choice(templates).format(a=aggregate)
 
     def _aggregate(self, block: Block, kind: str) -> str:
+        call = self._unfiltered_aggregate(block, kind)
+        if call.startswith("count_if(") or self.filtered_random.random() >= 0.1:
+            return call
+        f = self.filtered_random
+        occurrence = f.choice(block.occurrences)
+        column = f.choice(occurrence.master.all_columns)
+        ref = f"{occurrence.alias}.{column.name}"
+        condition = f.choice((f"{ref} is not null", f"{ref} is null", f"{ref} = {f.choice(LITERALS[column.kind])}"))
+        block.features.add("aggregate filter")
+        return f"{call} filter (where {condition})"
+
+    def _unfiltered_aggregate(self, block: Block, kind: str) -> str:
         r = self.random
         if kind == "n":
             column, _ = self._column(block)

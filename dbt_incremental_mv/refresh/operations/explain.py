@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dbt_incremental_mv.analysis import MasterTable, ViewClass, ViewDefinition, analyze_view
+from dbt_incremental_mv.analysis import MasterTable, ViewClass, ViewDefinition, analyze_view, functions
 from dbt_incremental_mv.analysis.analyze import construct_refusals
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 from dbt_incremental_mv.analysis.model import OutputKind, Ranking
@@ -169,7 +169,12 @@ def _class_of(definition: ViewDefinition) -> str:
     recomputed = [o for o in definition.outputs if o.kind is OutputKind.RECOMPUTED]
     if recomputed:
         calls = ", ".join(describe(o.expression) for o in recomputed)
-        text += f" (no delta maintains {calls}: every group a change touches is recomputed from the masters)"
+        text += f" (no delta maintains {calls}: every group a change touches is recomputed from the masters"
+        if any(
+            len(o.expression.this.expressions) > 1 for o in recomputed if functions.concatenated_value(o.expression)
+        ):
+            text += "; values the ORDER BY of a LISTAGG leaves tied are joined in their own order, the same way by every build and refresh"
+        text += ")"
     if definition.ranking is not None:
         text += f" ({_ranking_prose(definition.ranking)})"
     if definition.windowing is not None:

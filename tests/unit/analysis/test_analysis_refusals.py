@@ -123,7 +123,7 @@ REFUSALS = [
      "select c.country, cast(count(*) as int) from shop.customers c group by c.country", "cast(count(*) as int)"),
     ("non-aggregated column", f"select o.status, o.amount, count(*) as n from {O} group by o.status", "amount"),
     ("group by not selected", f"select count(*) as n from {O} group by o.status", "status"),
-    ("aggregate filter clause", f"select count(*) filter (where o.amount > 1) as n from {O}", "filter"),
+    ("filter on an aggregate that does not ignore NULLs", f"select o.customer_id, first(o.amount) filter (where o.amount > 1) as f from {O} group by o.customer_id", "filter"),
     ("multi-argument count", f"select count(o.amount, o.status) as n from {O}", "count("),
     ("aggregate in where", f"select o.order_id from {O} where sum(o.amount) > 1", "sum("),
     ("group by aggregate ordinal", f"select count(*) as n, o.status from {O} group by 1", "group by 1"),

@@ -614,3 +614,74 @@ def test_a_sorted_collection_is_an_expression_over_a_recomputed_aggregate(view):
     hidden = [o for o in definition.outputs if o.hidden]
     assert {o.kind for o in hidden} == {OutputKind.RECOMPUTED}
     assert len(hidden) == 3  # collect_set, count(distinct customer_id), the HAVING's count(distinct order_date)
+
+
+@pytest.mark.parametrize(
+    ("call", "stored"),
+    [
+        # ordered by the value: as written
+        ("listagg(status, ', ') within group (order by status)", "WITHIN GROUP (ORDER BY `orders`.`status`)"),
+        # ordered by another value: the value itself breaks its ties
+        (
+            "listagg(status, ', ') within group (order by order_date desc)",
+            "WITHIN GROUP (ORDER BY `orders`.`order_date` DESC, `orders`.`status` NULLS LAST)",
+        ),
+        ("string_agg(status, ',') within group (order by (status))", "WITHIN GROUP (ORDER BY (`orders`.`status`))"),
+        # DISTINCT: Spark orders by the value itself
+        (
+            "listagg(distinct status, ', ') within group (order by status)",
+            "LISTAGG(DISTINCT `orders`.`status`, ', ') WITHIN GROUP (ORDER BY `orders`.`status`)",
+        ),
+    ],
+)
+def test_an_ordered_listagg_is_recomputed_per_touched_group_its_ties_ordered_by_the_value(view, rendered, call, stored):
+    definition = view(f"select customer_id, {call} as statuses from shop.orders group by customer_id")
+    assert {o.name: o.kind for o in definition.outputs if not o.hidden}["statuses"] is OutputKind.RECOMPUTED
+    assert stored in rendered(definition)
+
+
+def test_an_unordered_listagg_is_refused_saying_how_to_order_it(view):
+    with pytest.raises(UnsupportedViewError) as refused:
+        view("select customer_id, listagg(status, ', ') as statuses from shop.orders group by customer_id")
+    message = str(refused.value)
+    assert "LISTAGG(status, ', '): the values are joined in the order Spark reads the rows in" in message
+    assert "WITHIN GROUP (ORDER BY status)" in message and "ARRAY_JOIN(ARRAY_SORT(COLLECT_LIST(status))" in message
+
+
+def test_explain_says_a_listagg_s_ties_are_joined_in_the_values_order(view):
+    from dbt_incremental_mv.refresh.operations.explain import _class_of
+
+    tied = _class_of(view("select customer_id, listagg(status) within group (order by order_date) as s from shop.orders group by customer_id"))
+    assert "values the ORDER BY of a LISTAGG leaves tied are joined in their own order" in tied
+    exact = _class_of(view("select customer_id, listagg(status) within group (order by status) as s from shop.orders group by customer_id"))
+    assert "leaves tied" not in exact
+
+
+@pytest.mark.parametrize(
+    ("call", "kind", "stored"),
+    [
+        ("sum(amount) filter (where status = 'open')", OutputKind.SUM, "SUM(CASE WHEN "),
+        ("count(*) filter (where amount > 0)", OutputKind.COUNT, "COUNT(CASE WHEN "),
+        ("count(1) filter (where amount > 0)", OutputKind.COUNT, "COUNT(CASE WHEN "),
+        ("avg(amount) filter (where status <> 'void')", OutputKind.AVG, "CASE WHEN "),
+        ("max(order_date) filter (where amount > 0)", OutputKind.MAX, "MAX(CASE WHEN "),
+        ("count(distinct status) filter (where amount > 0)", OutputKind.RECOMPUTED, "COUNT(DISTINCT CASE WHEN "),
+        ("percentile(amount, 0.5) filter (where status = 'paid')", OutputKind.RECOMPUTED, "PERCENTILE(CASE WHEN "),
+        (
+            "listagg(status) within group (order by status) filter (where amount > 0)",
+            OutputKind.RECOMPUTED,
+            "LISTAGG(CASE WHEN ",
+        ),
+    ],
+)
+def test_an_aggregate_filter_is_the_aggregate_of_case_when(view, rendered, call, kind, stored):
+    definition = view(f"select customer_id, {call} as r from shop.orders group by customer_id")
+    assert {o.name: o.kind for o in definition.outputs if not o.hidden}["r"] is kind
+    text = rendered(definition)
+    assert stored in text and "FILTER (WHERE" not in text and "FILTER(WHERE" not in text  # (FILTER(ARRAY...): MAX's reserve)
+
+
+def test_a_filter_on_an_aggregate_that_does_not_ignore_nulls_alone_is_refused(view):
+    with pytest.raises(UnsupportedViewError) as refused:
+        view("select customer_id, first(amount) filter (where status = 'x') as f from shop.orders group by customer_id")
+    assert "FILTER is maintained on an aggregate of one value that ignores NULLs" in str(refused.value)
