@@ -33,7 +33,8 @@ OPERATIONS = {
     ),
     "mv_status": (
         "Each fast_refresh view's state: fresh, stale (changes pending, by master), needs rebuild (why), "
-        "unusable (why) or not built. Reads only. `fail_on` (states, e.g. `[stale, unusable]`): the command "
+        "unusable (why) or not built, and `compaction recommended` when its refreshes left many delete files or "
+        "small data files. Reads only. `fail_on` (states, e.g. `[stale, unusable]`): the command "
         "fails when a view is in one, a gate for CI.",
         "dbt run-operation mv_status --args '{fail_on: [stale, needs_rebuild, unusable]}'",
     ),
@@ -54,6 +55,12 @@ OPERATIONS = {
     "mv_layout_advice": (
         "The Iceberg sort orders that let each view's refresh skip data files. Printed, never run.",
         "dbt run-operation mv_layout_advice --args '{models: [customer_orders]}'",
+    ),
+    "mv_compact": (
+        "Compact the views `mv_status` recommends it for (or the named ones; `every: true`: due or not): "
+        "Iceberg's `rewrite_data_files` with their deletes applied, and on format 2 the delete files left "
+        "pointing at rewritten files dropped. Run it between refreshes.",
+        "dbt run-operation mv_compact --args '{models: [customer_orders]}'",
     ),
     "matches_defining_query": (
         "Generic test: the view equals its defining query recomputed now (as multisets, hidden `_mv_*` "

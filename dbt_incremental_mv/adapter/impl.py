@@ -342,6 +342,37 @@ class SparkMVAdapter(SparkAdapter):
             lines += [f"{statement};" for statement in layout_advice(definition, name)]
         return lines
 
+    @available
+    def mv_compact(
+        self, graph: Mapping[str, Any], models: Sequence[str] | None = None, every: bool = False
+    ) -> list[str]:
+        """Compact the views whose files are due (layout.ViewFiles: the delete files and small
+        files refreshes leave), or ``every`` selected view: Iceberg's rewrite_data_files, the
+        deletes applied. Run it between refreshes (a refresh publishing meanwhile fails cleanly
+        and the next run redoes it)."""
+        import time
+
+        from dbt_incremental_mv.layout import ViewFiles, compaction_statements
+
+        lines = []
+        for node, name in self._fast_refresh_models(graph, models):
+            table = self._metadata().table(name) if self._relation_exists(name) else None
+            before = ViewFiles.of(table)
+            if table is None or before is None:
+                lines.append(f"{node['name']}: not built yet")
+            elif not (before.compaction_due or every):
+                lines.append(f"{node['name']}: not due ({before.describe()})")
+            else:
+                began = time.time()
+                for statement in compaction_statements(name, table.format_version):
+                    self._run(statement)
+                after = ViewFiles.of(self._metadata().table(name))
+                lines.append(
+                    f"{node['name']}: compacted in {time.time() - began:.1f} s: {before.describe()} -> "
+                    + (after.describe() if after is not None else "?")
+                )
+        return lines
+
     @staticmethod
     def _fast_refresh_models(graph: Mapping[str, Any], models: Sequence[str] | None):
         """(node, relation name) of the project's fast_refresh models, by name; ``models`` selects."""

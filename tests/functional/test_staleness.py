@@ -94,6 +94,30 @@ class TestLogDeletedByHand(StalenessProject):
         assert "v: fresh" in status(project) and "v_fast: fresh" in status(project)
 
 
+class TestCompaction(StalenessProject):
+    def test_mv_status_recommends_compaction_and_mv_compact_leaves_a_view_that_refreshes_on(self, project):
+        schema = self.setup_masters(project)
+        for round_number in range(4):  # each refresh of v_fast deletes by position: a delete file each
+            project.run_sql(f"update {schema}.orders set amount = amount + 1 where order_id = 1")
+            project.run_sql(f"insert into {schema}.orders values ({10 + round_number}, 1.00)")
+            _, log = run_dbt_and_capture(["run", "--select", "v_fast"])
+            assert "v_fast: fast refresh:" in log, log
+        log = status(project, "--args", "{models: [v_fast]}")
+        assert "v_fast: fresh; compaction recommended (" in log, log
+        assert "dbt run-operation mv_compact --args '{models: [v_fast]}'" in log
+        _, log = run_dbt_and_capture(["run-operation", "mv_compact", "--args", "{models: [v_fast]}"])
+        assert "v_fast: compacted in" in log and "-> 1 data files and 0 delete files" in log, log
+        _, log = run_dbt_and_capture(["run-operation", "mv_compact", "--args", "{models: [v_fast]}"])
+        assert "v_fast: not due (1 data files and 0 delete files" in log, log
+        assert "compaction recommended" not in status(project, "--args", "{models: [v_fast]}")
+        self.check(project, "v_fast")
+        # the refresh reads its state through the compaction's commit
+        project.run_sql(f"delete from {schema}.orders where order_id = 2")
+        _, log = run_dbt_and_capture(["run", "--select", "v_fast"])
+        assert "v_fast: fast refresh:" in log, log
+        self.check(project, "v_fast")
+
+
 class TestLogRecreated(StalenessProject):
     def test_dropped_and_recreated_log(self, project):
         schema = self.setup_masters(project)

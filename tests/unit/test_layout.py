@@ -24,3 +24,25 @@ def test_view_sorted_by_hidden_keys_masters_by_key_and_join_columns():
 def test_aggregate_view_sorted_by_group_keys():
     view = analyze_view("select customer_id, sum(amount) as total from s.orders group by customer_id", MASTERS)
     assert layout_advice(view, "s.totals")[0] == "alter table `s`.`totals` write ordered by `customer_id`"
+
+
+def test_a_view_is_due_for_compaction_by_its_delete_files_or_its_many_small_files():
+    from dbt_incremental_mv.layout import COMPACT_DATA_FILES, COMPACT_DELETE_FILES, ViewFiles
+
+    assert not ViewFiles(12, 0, 3 * 1024**2).compaction_due  # as a build leaves it
+    assert ViewFiles(42, COMPACT_DELETE_FILES, 3 * 1024**2).compaction_due
+    assert ViewFiles(COMPACT_DATA_FILES, 0, 3 * 1024**2).compaction_due  # many small files
+    assert not ViewFiles(COMPACT_DATA_FILES, 0, COMPACT_DATA_FILES * 128 * 1024**2).compaction_due  # many big ones
+    assert ViewFiles(202, 49, 3_355_443).describe() == "202 data files and 49 delete files, 3.2 MB"
+
+
+def test_the_view_is_compacted_by_icebergs_procedures_its_deletes_applied():
+    from dbt_incremental_mv.layout import compaction_statements
+
+    rewrite = (
+        "call system.rewrite_data_files(table => '`s`.`order-totals`', options => "
+        "map('delete-file-threshold', '1', 'remove-dangling-deletes', 'true'))"
+    )
+    dangling = "call system.rewrite_position_delete_files(table => '`s`.`order-totals`', options => map('rewrite-all', 'true'))"
+    assert compaction_statements("s.order-totals", 2) == [rewrite, dangling]
+    assert compaction_statements("s.order-totals", 3) == [rewrite]  # deletion vectors: rewritten with their files

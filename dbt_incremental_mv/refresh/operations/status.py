@@ -4,10 +4,12 @@ the plan's checks, the logs' unconsumed rows and what a capture would do; nothin
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from dbt_incremental_mv.config import ConfigError
 from dbt_incremental_mv.definition import DEFINITION_PROPERTY
+from dbt_incremental_mv.layout import ViewFiles
 from dbt_incremental_mv.logs.capture_plan import CaptureMethod
 from dbt_incremental_mv.logs.contract import LogContractError
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
@@ -19,6 +21,17 @@ from dbt_incremental_mv.refresh.state.view_state import view_state
 
 
 def status(
+    ctx: RefreshContext, model: Mapping[str, Any], view_relation: str, graph: Mapping[str, Any]
+) -> staleness.ViewStatus:
+    """The view's staleness, and whether its files are due for compaction (layout.ViewFiles)."""
+    found = _staleness(ctx, model, view_relation, graph)
+    files = ViewFiles.of(ctx.metadata.table(view_relation))
+    if files is None or not files.compaction_due:
+        return found
+    return replace(found, compaction=f"{files.describe()}: a full scan opens and applies them all")
+
+
+def _staleness(
     ctx: RefreshContext, model: Mapping[str, Any], view_relation: str, graph: Mapping[str, Any]
 ) -> staleness.ViewStatus:
     name = str(model.get("name", "?"))

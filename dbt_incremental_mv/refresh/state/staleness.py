@@ -157,9 +157,17 @@ class ViewStatus:
     model: str
     status: Staleness
     detail: str = ""
+    # why the view's files are due for compaction (layout.compaction_advice), whatever its state
+    compaction: str = ""
 
     def line(self) -> str:
-        return f"{self.model}: {self.status}" + (f" ({self.detail})" if self.detail else "")
+        text = f"{self.model}: {self.status}" + (f" ({self.detail})" if self.detail else "")
+        if self.compaction:
+            text += (
+                f"; compaction recommended ({self.compaction}):"
+                f" dbt run-operation mv_compact --args '{{models: [{self.model}]}}'"
+            )
+        return text
 
 
 def view_status(

@@ -139,3 +139,20 @@ def test_mv_status_of_a_view_recomputed_past_its_log_counts_what_came_after():
     spec = next(s for s in _specs(warehouse) if s.master_relation == "shop.orders")
     FastRefreshEngine(fake.query, fake.execute, fake.metadata()).capture(spec, None)  # past it in one piece
     assert line().startswith("v: needs rebuild (the change log of shop.orders was captured past master snapshot")
+
+
+def test_mv_status_recommends_compacting_a_view_its_refreshes_left_many_delete_files_in():
+    from dbt_incremental_mv.refresh.operations.status import status
+
+    warehouse = built()
+    fake = warehouse.fake
+
+    def line() -> str:
+        return status(RefreshContext(fake.query, fake.execute, fake.metadata()), warehouse.model, "shop.v", warehouse.graph).line()
+
+    assert line() == "v: fresh"
+    fake.commit("shop.v", "replace", summary={"total-data-files": "42", "total-delete-files": "5", "total-files-size": "3000000"})
+    assert line() == (
+        "v: fresh; compaction recommended (42 data files and 5 delete files, 2.9 MB: a full scan opens and applies "
+        "them all): dbt run-operation mv_compact --args '{models: [v]}'"
+    )
