@@ -152,7 +152,7 @@ class ViewFiles:
     @classmethod
     def of(cls, table: TableMetadata | None) -> ViewFiles | None:
         """None: no table, or no snapshot."""
-        current = table.snapshots.get(table.main) if table is not None and table.main is not None else None
+        current = table.current if table is not None else None
         if current is None:
             return None
         return cls(

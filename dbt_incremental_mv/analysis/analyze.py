@@ -32,7 +32,7 @@ from dbt_incremental_mv.analysis.model import (
 from dbt_incremental_mv.analysis.outputs import classify_outputs, refuse_bad_output_names
 from dbt_incremental_mv.analysis.parse import parse_statement, with_ctes
 from dbt_incremental_mv.analysis.ranking import HINT, RankingShape, completed_ranking, resolved_ranking, split_ranking
-from dbt_incremental_mv.analysis.resolved import OccurrenceSource, ResolvedQuery
+from dbt_incremental_mv.analysis.resolved import OccurrenceSource, ResolvedQuery, unparenthesized
 from dbt_incremental_mv.analysis.resolver import Resolver
 from dbt_incremental_mv.analysis.summands import average_summands
 from dbt_incremental_mv.analysis.union import (
@@ -165,7 +165,9 @@ def as_maintained_aggregates(statement: exp.Query) -> exp.Query:
         if isinstance(node, exp.Filter) and not isinstance(node.parent, exp.Window):
             return _filtered_as_case(node)
         value = functions.concatenated_value(node)
-        if value is not None and not any(_bare(o.this) == _bare(value) for o in node.this.expressions):
+        if value is not None and not any(
+            unparenthesized(o.this) == unparenthesized(value) for o in node.this.expressions
+        ):
             order = node.this.copy()
             order.append("expressions", exp.Ordered(this=value.copy(), nulls_first=False))
             return node.__class__(**{**node.args, "this": order})
@@ -185,12 +187,6 @@ def as_maintained_aggregates(statement: exp.Query) -> exp.Query:
     rewritten = statement.transform(maintained)
     assert isinstance(rewritten, exp.Query)  # the root is a query; only aggregate calls are replaced
     return rewritten
-
-
-def _bare(node: exp.Expr) -> exp.Expr:
-    while isinstance(node, exp.Paren):
-        node = node.this
-    return node
 
 
 def _filtered_as_case(node: exp.Filter) -> exp.Expr:

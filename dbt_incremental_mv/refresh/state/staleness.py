@@ -157,7 +157,7 @@ class ViewStatus:
     model: str
     status: Staleness
     detail: str = ""
-    # why the view's files are due for compaction (layout.compaction_advice), whatever its state
+    # why the view's files are due for compaction (layout.ViewFiles), whatever its state
     compaction: str = ""
 
     def line(self) -> str:
