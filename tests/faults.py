@@ -14,9 +14,10 @@ from typing import Any
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt_incremental_mv.adapter.connections import SparkMVConnectionManager
+from dbt_incremental_mv.metadata import setting_statements
 from dbt_incremental_mv.refresh.phases.publish import cache_planning
 
-CACHE_PLANNING_STATEMENTS = frozenset(sum(cache_planning(), []))
+CACHE_PLANNING_STATEMENTS = frozenset(setting_statements(sum(cache_planning(), ())))
 
 
 class FaultInjection:

@@ -232,9 +232,10 @@ class ThriftConnectionWrapper(PyhiveConnectionWrapper):
 class SparkMVConnectionManager(SparkConnectionManager):
     TYPE = "spark_mv"
 
-    # told of each statement this process ran, once it ran (its SQL), and of each commit made
-    # through Iceberg's Java API (the metadata seam's on_commit): none unless one is registered
-    # (the tests' fault injection is)
+    # told of each statement this process ran, once it ran (its SQL), and of each change made
+    # without one (the metadata seam's on_change: a commit through Iceberg's Java API, a setting
+    # made through the session, as the SET it stands for): none unless one is registered (the
+    # tests' fault injection is)
     statement_listeners: ClassVar[list[Callable[[str], None]]] = []
 
     @classmethod

@@ -78,7 +78,7 @@ class SparkMVAdapter(SparkAdapter):
             handle = self.connections.get_thread_connection().handle
             session = getattr(getattr(handle, "handle", None), "session", None)
             if session is not None and java_api_usable(session):
-                return Metadata(JvmCatalog(session, on_commit=SparkMVConnectionManager.statement_ran))
+                return Metadata(JvmCatalog(session, on_change=SparkMVConnectionManager.statement_ran))
         return Metadata(SqlCatalog(self._query, self._run))
 
     def _session_connection(self):

@@ -52,6 +52,7 @@ from dbt_incremental_mv.metadata.types import (  # noqa: F401 - the seam's names
     LostRace,
     MetadataContention,
     Query,
+    Setting,
     Snapshot,
     TableMetadata,
     WrittenSince,
@@ -59,6 +60,7 @@ from dbt_incremental_mv.metadata.types import (  # noqa: F401 - the seam's names
     from_metadata_json,
     metadata_contention,
     retried_metadata_commit,
+    setting_statements,
     spark_line,
     spark_type,
 )
@@ -83,6 +85,7 @@ class Catalog(Protocol):
     def drop_branch(self, name: str, branch: str) -> None: ...
     def drop_temp_view(self, view: str) -> None: ...
     def reset_staging(self) -> None: ...
+    def apply_settings(self, settings: Sequence[Setting]) -> None: ...
     def spark_version(self) -> str: ...
 
 
@@ -290,3 +293,9 @@ class Metadata:
     def reset_staging(self) -> None:
         """Unset ``spark.wap.id`` (a failed earlier refresh on this connection may have left it set)."""
         self.catalog.reset_staging()
+
+    def apply_settings(self, settings: Sequence[Setting]) -> None:
+        """Change the session's settings (a value None: back to the session's own, as ``RESET``):
+        in session mode through the session itself, no statement; over SQL as ``SET``/``RESET``."""
+        if settings:
+            self.catalog.apply_settings(settings)

@@ -34,12 +34,14 @@ from dbt_incremental_mv.metadata.types import (
     DataFile,
     LostRace,
     MetadataContention,
+    Setting,
     TableMetadata,
     WrittenSince,
     from_metadata_json,
     java_error,
     metadata_contention,
     retried_metadata_commit,
+    setting_statements,
 )
 from dbt_incremental_mv.process_state import PROCESS
 from dbt_incremental_mv.runtime.jvm_calls import java_class, string_writer, text_of
@@ -70,9 +72,11 @@ def java_api_usable(session: Any) -> bool:
 class JvmCatalog:
     """Metadata through Iceberg's Java API in the embedded session's JVM (no SQL, no Spark job)."""
 
-    def __init__(self, session: Any, on_commit: Callable[[str], None] | None = None) -> None:
+    def __init__(self, session: Any, on_change: Callable[[str], None] | None = None) -> None:
         self.session = session
-        self.on_commit = on_commit or (lambda description: None)
+        # told of every change made without a SQL statement: each metadata commit (described),
+        # each setting (as the statement that would have made it)
+        self.on_change = on_change or (lambda description: None)
         self._staged: dict[str, Any] = {}  # staged scan task set (= its temp view) -> its table
 
     def _table(self, name: str) -> Any | None:
@@ -141,7 +145,7 @@ class JvmCatalog:
             description,
         )
         logger.debug("%s", description)
-        self.on_commit(description)
+        self.on_change(description)
 
     def _fast_forward(
         self,
@@ -244,7 +248,7 @@ class JvmCatalog:
             self._existing_table(name).manageSnapshots().createBranch(branch, snapshot).commit()
 
         retried_metadata_commit(create, f"create branch {branch} on {name}")
-        self.on_commit(f"create branch {branch} on {name}")
+        self.on_change(f"create branch {branch} on {name}")
 
     def drop_branch(self, name: str, branch: str) -> None:
         table = self._table(name)
@@ -312,7 +316,7 @@ class JvmCatalog:
             # SnapshotProducer.deleteFile(String), which deletes the file from storage at once
             delete.deleteFile(self.session._jvm.java.lang.StringBuilder(path))
         delete.commit()
-        self.on_commit(f"delete {len(paths)} data files of {name} [metadata commit]")
+        self.on_change(f"delete {len(paths)} data files of {name} [metadata commit]")
 
     def stage_changed_files(self, name: str, start: int, end: int) -> ChangedFiles | None:
         """Stage the data files of ``name`` that differ between snapshots ``start`` and ``end``
@@ -447,6 +451,21 @@ class JvmCatalog:
 
     def reset_staging(self) -> None:
         self.session.conf.unset("spark.wap.id")
+
+    def apply_settings(self, settings: Sequence[Setting]) -> None:
+        """The settings changed in the session's SQL configuration: what ``SET`` does, and for a
+        value None what ``RESET key`` does (unset, then the value the Spark configuration the
+        session was started from holds, if any), without a statement (~15 ms each over dbt)."""
+        conf = self.session.conf
+        for (key, value), statement in zip(settings, setting_statements(settings)):
+            if value is None:
+                conf.unset(key)
+                initial = self.session._jsparkSession.sharedState().conf().getOption(key)
+                if initial.isDefined():
+                    conf.set(key, initial.get())
+            else:
+                conf.set(key, value)
+            self.on_change(statement)
 
     def spark_version(self) -> str:
         return str(self.session.version)

@@ -11,9 +11,11 @@ from dbt_incremental_mv.metadata.types import (
     Execute,
     LostRace,
     Query,
+    Setting,
     Snapshot,
     TableMetadata,
     retried_metadata_commit,
+    setting_statements,
 )
 from dbt_incremental_mv.sql_text import ident, integer, relation, string
 
@@ -123,6 +125,10 @@ class SqlCatalog:
 
     def reset_staging(self) -> None:
         self.execute("reset spark.wap.id")
+
+    def apply_settings(self, settings: Sequence[Setting]) -> None:
+        for statement in setting_statements(settings):
+            self.execute(statement)
 
     def spark_version(self) -> str:
         return str(self.query("select version()")[0][0])  # '4.1.1 <git revision>'

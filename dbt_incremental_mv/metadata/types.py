@@ -13,6 +13,15 @@ from typing import Any
 
 Query = Callable[[str], Sequence[Sequence[Any]]]
 Execute = Callable[[str], None]
+# A session setting to apply: (key, value), or (key, None) for the value the session started with
+# (what ``RESET key`` gives back)
+Setting = tuple[str, str | None]
+
+
+def setting_statements(settings: Sequence[Setting]) -> list[str]:
+    """The SQL statements applying ``settings``: ``SET key=value``, ``RESET key``."""
+    return [f"set {key}={value}" if value is not None else f"reset {key}" for key, value in settings]
+
 
 logger = logging.getLogger(__name__)
 

@@ -191,8 +191,8 @@ class FastRefreshEngine:
 
     def runner(self, run: RefreshRun, statement: Callable[[str], object], create: Callable[[str], str]) -> StepRunner:
         """The steps of ``run`` carried out: statements by ``statement`` (the adapter's: dbt logs
-        them), the view's table made by ``create`` (the DDL around a query), publish and the own
-        log by this engine."""
+        them), the view's table made by ``create`` (the DDL around a query), settings by the
+        metadata seam (through the session when embedded), publish and the own log by this engine."""
         return _RefreshRunner(self, run, statement, create)
 
     # ---------------------------------------------------------------- own log + publish
@@ -395,6 +395,9 @@ class _RefreshRunner:
 
     def create(self, step: Step) -> None:
         self.statement(self.create_sql(step.sql))
+
+    def settings(self, step: Step) -> None:
+        self.engine.ctx.metadata.apply_settings(step.settings)
 
     def publish(self, step: Step) -> None:
         assert step.wap_id is not None  # a publish step names its staged commit

@@ -283,8 +283,9 @@ def test_a_refreshs_cached_views_keep_their_analysed_plans(project):
     adapter = project.adapter
     views = ("mv_probe_inner", "mv_probe_outer")
     with adapter.connection_named("caching"):
-        for sql in caching([f"cache table `{views[0]}` as select 1 as x", f"cache table `{views[1]}` as select x from `{views[0]}`"]):
-            adapter.execute(sql)
+        for step in caching([f"cache table `{views[0]}` as select 1 as x", f"cache table `{views[1]}` as select x from `{views[0]}`"]):
+            for sql in step.statements:
+                adapter.execute(sql)
         session = adapter.connections.get_thread_connection().handle.handle.session
         catalog = session._jsparkSession.sessionState().catalog()
         assert [catalog.getRawTempView(v).get().plan().isDefined() for v in views] == [True, True]
@@ -332,3 +333,28 @@ def test_the_iceberg_in_use_has_every_java_entry_point_the_metadata_reader_calls
         session = adapter.connections.get_thread_connection().handle.handle.session
         assert missing_java_api(session._jvm) is None, f"Iceberg {iceberg_version(session._jvm)}"
         assert adapter._metadata().in_jvm
+
+
+def test_settings_made_through_the_session_are_what_set_and_reset_make(project):
+    """A refresh's settings (the staging id, the cache planning) are made through the embedded
+    session (Metadata.apply_settings), no statement each; RESET's value comes back after: the
+    Spark configuration's when the session started with one, else none."""
+    adapter = project.adapter
+    with adapter.connection_named("settings"):
+        metadata = adapter._metadata()
+        assert metadata.in_jvm
+
+        def setting(key):
+            _, table = adapter.execute(f"set {key}", fetch=True)
+            return tuple(table[0])[1]
+
+        started = setting("spark.sql.shuffle.partitions")
+        metadata.apply_settings((("spark.sql.shuffle.partitions", "3"), ("spark.wap.id", "probe")))
+        assert (setting("spark.sql.shuffle.partitions"), setting("spark.wap.id")) == ("3", "probe")
+        metadata.apply_settings((("spark.sql.shuffle.partitions", None), ("spark.wap.id", None)))
+        after_apply = (setting("spark.sql.shuffle.partitions"), setting("spark.wap.id"))
+        adapter.execute("set spark.sql.shuffle.partitions=3")
+        adapter.execute("set spark.wap.id=probe")
+        adapter.execute("reset spark.sql.shuffle.partitions")
+        adapter.execute("reset spark.wap.id")
+        assert after_apply == (setting("spark.sql.shuffle.partitions"), setting("spark.wap.id")) == (started, "<undefined>")

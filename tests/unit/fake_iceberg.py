@@ -14,7 +14,15 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
-from dbt_incremental_mv.metadata import ChangedFiles, DataFile, LostRace, Metadata, Snapshot, TableMetadata
+from dbt_incremental_mv.metadata import (
+    ChangedFiles,
+    DataFile,
+    LostRace,
+    Metadata,
+    Snapshot,
+    TableMetadata,
+    setting_statements,
+)
 
 LOG_COLUMNS = [("_mv_op", "string"), ("_mv_commit", "bigint"), ("_mv_time", "timestamp")]
 
@@ -38,6 +46,8 @@ class FakeIceberg:
         self.tables: dict[str, FakeTable] = {}
         self.ids = itertools.count(1000)
         self.statements: list[str] = []  # every SQL statement, reads included
+        self.settings: list[str] = []  # every session setting made without a statement, as SET/RESET
+        self.trace: list[str] = []  # the statements and (marked "[session]") the settings, in order
         self.commits: list[str] = []  # metadata commits (fast-forwards, branches)
         self.wap_id: str | None = None
         self.bounds_read: list[tuple[str, tuple[str, ...]]] = []  # written_since calls: (table, columns)
@@ -161,6 +171,15 @@ class FakeIceberg:
     def reset_staging(self) -> None:
         self.wap_id = None
 
+    def apply_settings(self, settings) -> None:
+        """Through the session, as the Java API's catalog makes them: no statement (kept apart,
+        as the statements they stand for)."""
+        for (key, value), statement in zip(settings, setting_statements(settings)):
+            self.settings.append(statement)
+            self.trace.append(f"[session] {statement}")
+            if key == "spark.wap.id":
+                self.wap_id = value
+
     def spark_version(self) -> str:
         return self.spark
 
@@ -173,6 +192,7 @@ class FakeIceberg:
     # ------------------------------------------------------------ SQL
     def query(self, sql: str) -> list[tuple]:
         self.statements.append(sql)
+        self.trace.append(sql)
         if "as request" in sql:
             return [self._log_stats(int(m.group(1)), block) for m, block in _stats_blocks(sql)]
         if "as snapshot_id, count_if(" in sql:  # staleness counts: nothing unconsumed, one watermark
@@ -181,6 +201,7 @@ class FakeIceberg:
 
     def execute(self, sql: str) -> None:
         self.statements.append(sql)
+        self.trace.append(sql)
         text = sql.strip().lower()
         if text.startswith("set spark.wap.id="):
             self.wap_id = sql.strip().split("=", 1)[1]

@@ -127,7 +127,7 @@ def refresh_row(
         steps_skipped=propagation.steps_skipped,
         rows_inserted=inserted,
         rows_deleted=deleted,
-        statements=ctx.statements + sum(1 for step in propagation.steps if step.kind is not StepKind.PUBLISH),
+        statements=ctx.statements + _step_statements(propagation, over_sql=not ctx.metadata.in_jvm),
         seconds=seconds(run.timings),
         view_snapshot=int(snapshot) if snapshot is not None else None,
         summary=line,
@@ -242,6 +242,14 @@ def missing_columns_sql(table: str, existing: Sequence[str]) -> list[str]:
         for name, kind, doc in COLUMNS
         if name not in have
     ]
+
+
+def _step_statements(propagation: Propagation, over_sql: bool) -> int:
+    """The SQL statements the propagate steps ran through the adapter (the context counts its
+    own: the own log's write among them): each statement, and over SQL each setting's SET/RESET
+    (in session mode the session makes them)."""
+    counted = (StepKind.SQL, StepKind.CREATE) + ((StepKind.SETTINGS,) if over_sql else ())
+    return sum(len(step.statements) for step in propagation.steps if step.kind in counted)
 
 
 def seconds(timings: Mapping[str, float]) -> dict[str, float]:

@@ -119,11 +119,10 @@ def run(ctx: RefreshContext, config: MergeConfig, spec: LogSpec, table: str, new
     source = relation(new_rows) if "." in new_rows else ident(new_rows)
     before, after = cache_planning(analysed_plans=meta.spark() < ANALYSED_MERGE_SOURCE_FAILS)
     try:
-        for sql in [*before, f"cache table {ident(cached)} as\nselect * from {source}"]:
-            ctx.execute(sql)
+        meta.apply_settings(before)
+        ctx.execute(f"cache table {ident(cached)} as\nselect * from {source}")
     finally:
-        for sql in after:
-            ctx.execute(sql)
+        meta.apply_settings(after)
     pending = None
     try:
         if not ctx.query(f"select 1 from {ident(cached)} limit 1"):  # (read from the cache)

@@ -15,8 +15,9 @@ from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 from dbt_incremental_mv.refresh.graph import dependency_relations, model_node, view_consumers
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.phases import capture as capture_phase
+from dbt_incremental_mv.refresh.phases.execute import execute_steps
 from dbt_incremental_mv.refresh.phases.publish import (
-    StepKind,
+    Step,
     open_write_branch,
     publish,
     staged_statement,
@@ -149,23 +150,43 @@ def _refresh_view(
     new_state = ViewState(logs=logs, method="on-commit", base=read_at, run=secrets.token_hex(6))
     if statement.branch is not None:
         open_write_branch(ctx, view, statement.branch, read_at)
-    for step in staged_statement(new_state, statement):  # the steps the materialization runs
-        if step.kind is StepKind.PUBLISH and step.wap_id is not None:
-            publish(ctx, view, step.wap_id, statement.branch)
-            continue
-        try:
-            ctx.execute(step.sql)
-        except Exception:
-            ctx.metadata.reset_staging()  # a failed staged write leaves no wap.id set behind
-            for cached in statement.cached:  # ... nor cached data in the session
-                ctx.metadata.drop_temp_view(cached.name)
-            raise
+    try:  # the steps the materialization runs, by the same loop
+        execute_steps(staged_statement(new_state, statement), _OnCommitRunner(ctx, view, statement.branch))
+    except Exception:
+        ctx.metadata.reset_staging()  # a failed staged write leaves no wap.id set behind
+        for cached in statement.cached:  # ... nor cached data in the session
+            ctx.metadata.drop_temp_view(cached.name)
+        raise
     purged = purge_log(ctx, spec, new_state, view, graph, existing, snapshots.get(spec.log_relation))
     kind = marked[spec.master_relation].kind
     return (
         f"{view}: on-commit refresh of {spec.master_name} commit(s) {', '.join(map(str, commits))}: "
         f"{kind}; steps run: {', '.join(statement.steps_run)}" + (f"; purged {', '.join(purged)}" if purged else "")
     )
+
+
+class _OnCommitRunner:
+    """An on-commit refresh's steps carried out (execute.py): statements and settings through
+    the context, the staged commit published as a compare-and-swap."""
+
+    def __init__(self, ctx: RefreshContext, view: str, branch: str | None) -> None:
+        self.ctx, self.view, self.branch = ctx, view, branch
+
+    def sql(self, step: Step) -> None:
+        self.ctx.execute(step.sql)
+
+    def settings(self, step: Step) -> None:
+        self.ctx.metadata.apply_settings(step.settings)
+
+    def create(self, step: Step) -> None:
+        raise AssertionError("an on-commit refresh never creates the view")
+
+    def publish(self, step: Step) -> None:
+        assert step.wap_id is not None  # a publish step names its staged commit
+        publish(self.ctx, self.view, step.wap_id, self.branch)
+
+    def own_log(self, step: Step) -> None:
+        raise AssertionError("an on-commit refresh writes no own log")
 
 
 def stored_definition(

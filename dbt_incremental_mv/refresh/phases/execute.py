@@ -23,6 +23,9 @@ class StepRunner(Protocol):
     def create(self, step: Step) -> None:
         """Create (or replace) the view's table as the step's query."""
 
+    def settings(self, step: Step) -> None:
+        """Change the session's settings as the step says (Metadata.apply_settings)."""
+
     def publish(self, step: Step) -> None:
         """Publish the commit staged with the step's ``wap_id``."""
 
@@ -45,7 +48,13 @@ class PhaseClock:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
 
 
-PHASE_OF = {StepKind.SQL: "write", StepKind.CREATE: "write", StepKind.LOG: "write", StepKind.PUBLISH: "publish"}
+PHASE_OF = {
+    StepKind.SQL: "write",
+    StepKind.CREATE: "write",
+    StepKind.SETTINGS: "write",
+    StepKind.LOG: "write",
+    StepKind.PUBLISH: "publish",
+}
 
 
 def execute_steps(steps: Sequence[Step], runner: StepRunner, clock: PhaseClock | None = None) -> None:
@@ -55,6 +64,7 @@ def execute_steps(steps: Sequence[Step], runner: StepRunner, clock: PhaseClock |
         action: Callable[[Step], None] = {
             StepKind.SQL: runner.sql,
             StepKind.CREATE: runner.create,
+            StepKind.SETTINGS: runner.settings,
             StepKind.PUBLISH: runner.publish,
             StepKind.LOG: runner.own_log,
         }[step.kind]
@@ -73,6 +83,9 @@ class Listing:
 
     def create(self, step: Step) -> None:
         self.statements.append(step.sql)
+
+    def settings(self, step: Step) -> None:
+        self.statements.extend(step.statements)
 
     def publish(self, step: Step) -> None:
         """(explain says what publishing does in words)"""

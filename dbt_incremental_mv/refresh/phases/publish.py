@@ -15,11 +15,14 @@ from dataclasses import dataclass
 from enum import Enum
 
 from dbt_incremental_mv.conflicts import lost_race
+from dbt_incremental_mv.metadata import Setting, setting_statements
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.refresh.views.statement import WRITE_BRANCH_PREFIX, RefreshStatement, Write
 from dbt_incremental_mv.sql_text import ident
 
+# The setting a write is staged under: its commit is made on no branch, carrying this id (publish)
+WAP_ID = "spark.wap.id"
 # Refreshes that apply changes to the view as it was (a complete refresh recomputes it instead).
 INCREMENTAL_METHODS = ("fast", "on-commit")
 # Row counts of a published commit (its Iceberg summary), for the log line.
@@ -53,20 +56,11 @@ CACHE_PLANNING = (
 )
 
 
-def cache_planning(*, analysed_plans: bool = True) -> tuple[list[str], list[str]]:
-    """The statements that set the settings above, and those that reset them to the session's own
-    (``analysed_plans=False``: the cached views keep their SQL text, as Spark's default)."""
-    settings = [(k, v) for k, v in CACHE_PLANNING if analysed_plans or k != STORE_ANALYSED_PLAN]
-    return [f"set {key}={value}" for key, value in settings], [f"reset {key}" for key, _ in settings]
-
-
-def caching(statements: Sequence[str]) -> list[str]:
-    """``statements`` (CACHE TABLEs) planned in the session itself: between the settings' set
-    and reset (nothing when there is nothing to cache)."""
-    if not statements:
-        return []
-    before, after = cache_planning()
-    return before + list(statements) + after
+def cache_planning(*, analysed_plans: bool = True) -> tuple[tuple[Setting, ...], tuple[Setting, ...]]:
+    """The settings above, and the same keys back to the session's own (``analysed_plans=False``:
+    the cached views keep their SQL text, as Spark's default)."""
+    settings = tuple((k, v) for k, v in CACHE_PLANNING if analysed_plans or k != STORE_ANALYSED_PLAN)
+    return settings, tuple((key, None) for key, _ in settings)
 
 
 # a write branch this old was left by a killed refresh (no refresh runs for a day)
@@ -82,19 +76,41 @@ class StepKind(str, Enum):
 
     SQL = "sql"  # run the step's statement
     CREATE = "create"  # wrap the step's query in the view's DDL (partitioning, location, properties)
+    SETTINGS = "settings"  # change the session's ``settings`` (Metadata.apply_settings: no statement when embedded)
     PUBLISH = "publish"  # publish the commit staged with ``wap_id`` (publish(): a compare-and-swap)
     LOG = "log"  # mv_log=true: write what the commit staged with ``wap_id`` changed (own_log.py)
 
 
 @dataclass(frozen=True)
 class Step:
-    """One step of the propagate phase: a statement (``sql``), or for ``publish`` and ``log``
-    steps the id of the staged commit they act on (``wap_id``)."""
+    """One step of the propagate phase: a statement (``sql``), the session settings a
+    ``settings`` step changes, or for ``publish`` and ``log`` steps the id of the staged commit
+    they act on (``wap_id``)."""
 
     name: str
     sql: str = ""
     kind: StepKind = StepKind.SQL
     wap_id: str | None = None
+    settings: tuple[Setting, ...] = ()
+
+    @property
+    def statements(self) -> list[str]:
+        """What the step runs as SQL statements (over SQL; explain lists them): the statement,
+        or the SET/RESET statements of its settings."""
+        return setting_statements(self.settings) if self.kind is StepKind.SETTINGS else [self.sql]
+
+
+def caching(statements: Sequence[str]) -> list[Step]:
+    """``statements`` (CACHE TABLEs) planned in the session itself: between the settings' change
+    and their reset (nothing when there is nothing to cache)."""
+    if not statements:
+        return []
+    before, after = cache_planning()
+    return [
+        Step("cache", kind=StepKind.SETTINGS, settings=before),
+        *(Step("cache", sql) for sql in statements),
+        Step("cache", kind=StepKind.SETTINGS, settings=after),
+    ]
 
 
 def staged(state: ViewState, name: str, write: str, before: Sequence[Write] = ()) -> list[Step]:
@@ -102,9 +118,9 @@ def staged(state: ViewState, name: str, write: str, before: Sequence[Write] = ()
     that precede it on the refresh's write branch (see statement.py)."""
     wap_id = state.encode()
     return [Step(w.name, w.sql) for w in before] + [
-        Step("stage", f"set spark.wap.id={wap_id}"),
+        Step("stage", kind=StepKind.SETTINGS, settings=((WAP_ID, wap_id),)),
         Step(name, write),
-        Step("unstage", "reset spark.wap.id"),
+        Step("unstage", kind=StepKind.SETTINGS, settings=((WAP_ID, None),)),
         Step("publish", kind=StepKind.PUBLISH, wap_id=wap_id),  # run by publish(): a compare-and-swap
     ]
 
@@ -116,9 +132,7 @@ def staged_statement(state: ViewState, statement: RefreshStatement, log: bool = 
     writes' filter reads still exist (``log`` step, run by own_log.py)."""
     *before, last = statement.writes
     steps = staged(state, "main", last.sql, before)
-    made = [
-        Step("cache", sql) for sql in caching([f"cache table {ident(c.name)} as\n{c.sql}" for c in statement.cached])
-    ]
+    made = caching([f"cache table {ident(c.name)} as\n{c.sql}" for c in statement.cached])
     dropped = [Step("uncache", drop_cached(c.name)) for c in statement.cached]
     logged = [Step("log", kind=StepKind.LOG, wap_id=steps[-1].wap_id)] if log else []
     return made + steps[:-1] + logged + dropped + steps[-1:]

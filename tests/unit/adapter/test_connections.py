@@ -95,13 +95,14 @@ def test_fault_injection_counts_state_changes_only(monkeypatch):
     from dbt_common.exceptions import DbtRuntimeError
 
     from tests.faults import FaultInjection
+    from dbt_incremental_mv.metadata import setting_statements
     from dbt_incremental_mv.refresh.phases.publish import cache_planning
 
     monkeypatch.setenv("DBT_INCREMENTAL_MV_FAULT_AFTER", "2")
     monkeypatch.setenv("DBT_INCREMENTAL_MV_FAULT_RUN", "unit-fault-1")
     for read in ("select 1", "describe table t", "show tables in s", "set spark.sql.catalog.spark_catalog"):
         FaultInjection.after(read)  # reads: not counted
-    for setting in sum(cache_planning(), []):
+    for setting in setting_statements(sum(cache_planning(), ())):
         FaultInjection.after(f"/* dbt */ {setting}\n")  # how a cache is planned: not counted either
     FaultInjection.after("set spark.wap.id=abc")  # the first state change
     with pytest.raises(DbtRuntimeError, match="injected fault after statement 2"):

@@ -135,7 +135,7 @@ def test_the_jvm_fast_forward_is_made_again_while_main_is_where_expected(monkeyp
 
     monkeypatch.setattr(metadata_module.types.time, "sleep", lambda seconds: None)
     committed, attempts = [], []
-    catalog = JvmCatalog(session=None, on_commit=committed.append)
+    catalog = JvmCatalog(session=None, on_change=committed.append)
 
     def contended_once(*args):
         attempts.append(args)
@@ -155,3 +155,55 @@ def test_the_jvm_fast_forward_is_made_again_while_main_is_where_expected(monkeyp
     with pytest.raises(LostRace):
         catalog.fast_forward("shop.v", 5, to_snapshot=9)
     assert len(attempts) == 1 and len(committed) == 1  # lost at once, nothing recorded
+
+
+class _Option:
+    def __init__(self, value):
+        self.value = value
+
+    def isDefined(self):  # noqa: N802 - Scala's name
+        return self.value is not None
+
+    def get(self):
+        return self.value
+
+
+class _Session:
+    """A Spark session's SQL configuration over the Spark configuration it started from."""
+
+    def __init__(self, started_with):
+        self.values, self.started_with, self.statements = dict(started_with), dict(started_with), []
+        session = self
+
+        class Conf:
+            def set(self, key, value):
+                session.values[key] = value
+
+            def unset(self, key):
+                session.values.pop(key, None)
+
+        class SharedConf:
+            def getOption(self, key):  # noqa: N802 - Scala's name
+                return _Option(session.started_with.get(key))
+
+        self.conf = Conf()
+        self._jsparkSession = type("J", (), {"sharedState": lambda _: type("S", (), {"conf": lambda _: SharedConf()})()})()
+
+    def sql(self, statement):
+        self.statements.append(statement)
+
+
+def test_settings_change_the_session_without_a_statement_and_a_reset_gives_back_what_it_started_with():
+    from dbt_incremental_mv.metadata import JvmCatalog, Metadata, SqlCatalog
+
+    session, told = _Session({"spark.sql.shuffle.partitions": "8"}), []
+    metadata = Metadata(JvmCatalog(session, on_change=told.append))
+    metadata.apply_settings((("spark.sql.shuffle.partitions", "3"), ("spark.wap.id", "w1")))
+    assert session.values == {"spark.sql.shuffle.partitions": "3", "spark.wap.id": "w1"} and session.statements == []
+    metadata.apply_settings((("spark.sql.shuffle.partitions", None), ("spark.wap.id", None)))
+    assert session.values == {"spark.sql.shuffle.partitions": "8"}  # as RESET: the started value, or none
+    assert told == ["set spark.sql.shuffle.partitions=3", "set spark.wap.id=w1",
+                    "reset spark.sql.shuffle.partitions", "reset spark.wap.id"]  # the statements they stand for
+    ran = []
+    Metadata(SqlCatalog(lambda sql: [], ran.append)).apply_settings((("spark.wap.id", "w1"), ("spark.wap.id", None)))
+    assert ran == ["set spark.wap.id=w1", "reset spark.wap.id"]  # over SQL: the statements

@@ -1,4 +1,4 @@
-"""Every statement of whole refreshes (capture, mark, propagate, publish, purge; a build, fast
+"""Every statement (and session setting) of whole refreshes (capture, mark, propagate, publish, purge; a build, fast
 refreshes after changes of either master, an idle run, a complete refresh) of each view class in
 the unit tests' warehouse, compared with the committed text in ``golden/refresh_trace.txt``: a
 restructuring of the pipeline must leave the SQL it runs unchanged (issue 64). The random parts
@@ -50,9 +50,9 @@ def trace() -> str:
                 warehouse.change(master)
             if title == "complete":
                 warehouse.model["config"]["refresh_method"] = "complete"
-            warehouse.fake.statements.clear()
+            warehouse.fake.trace.clear()
             line = warehouse.refresh()
-            parts.append(f"=== {view}: {title}\n-- {line}\n" + "\n;\n".join(warehouse.fake.statements))
+            parts.append(f"=== {view}: {title}\n-- {line}\n" + "\n;\n".join(warehouse.fake.trace))
     return normalized("\n\n".join(parts)) + "\n"
 
 

@@ -5,7 +5,7 @@ from dbt_incremental_mv.refresh.phases.publish import Step, StepKind
 
 STEPS = [
     Step("main", "select 1", kind=StepKind.CREATE),
-    Step("stage", "set spark.wap.id=w1"),
+    Step("stage", kind=StepKind.SETTINGS, settings=(("spark.wap.id", "w1"),)),
     Step("insert", "insert into t select 1"),
     Step("log", kind=StepKind.LOG, wap_id="w1"),
     Step("publish", kind=StepKind.PUBLISH, wap_id="w1"),
@@ -22,6 +22,9 @@ class Recording:
     def create(self, step):
         self.done.append(("create", step.name))
 
+    def settings(self, step):
+        self.done.append(("settings", step.settings))
+
     def publish(self, step):
         self.done.append(("publish", step.wap_id))
 
@@ -32,7 +35,7 @@ class Recording:
 def test_each_step_is_run_in_order_by_its_kind_and_timed_under_its_phase():
     runner, clock = Recording(), PhaseClock({"plan": 1.0})
     execute_steps(STEPS, runner, clock)
-    assert runner.done == [("create", "main"), ("sql", "stage"), ("sql", "insert"), ("own_log", "w1"), ("publish", "w1")]
+    assert runner.done == [("create", "main"), ("settings", (("spark.wap.id", "w1"),)), ("sql", "insert"), ("own_log", "w1"), ("publish", "w1")]
     assert set(clock.seconds) == {"plan", "write", "publish"} and clock.seconds["plan"] == 1.0
 
 
@@ -47,10 +50,17 @@ def test_a_failing_step_stops_the_run_and_its_time_is_still_counted():
         execute_steps(STEPS, runner, clock)
     except RuntimeError:
         pass
-    assert runner.done == [("create", "main")] and "write" in clock.seconds and "publish" not in clock.seconds
+    assert runner.done == [("create", "main"), ("settings", (("spark.wap.id", "w1"),))] and "write" in clock.seconds and "publish" not in clock.seconds
 
 
 def test_explain_lists_the_statements_a_refresh_runs():
     listing = Listing()
     execute_steps(STEPS, listing)
     assert listing.statements == ["select 1", "set spark.wap.id=w1", "insert into t select 1"]
+
+
+def test_settings_are_listed_as_the_statements_they_stand_for():
+    listing = Listing()
+    step = Step("cache", kind=StepKind.SETTINGS, settings=(("spark.sql.adaptive.enabled", "false"), ("spark.wap.id", None)))
+    execute_steps([step], listing)
+    assert listing.statements == ["set spark.sql.adaptive.enabled=false", "reset spark.wap.id"]

@@ -4,6 +4,7 @@ cost of the log (one statement) are pinned."""
 
 import pytest
 
+from dbt_incremental_mv.metadata import setting_statements
 from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from dbt_incremental_mv.config import ConfigError, FastRefreshConfig
 from dbt_incremental_mv.logs import properties as log_properties
@@ -117,9 +118,10 @@ def test_the_log_step_runs_after_the_writes_while_their_cached_views_exist_and_b
         branch="b", cached=(Cached("b_delta", "select 1"),), touched=TOUCHED,
     )
     steps = staged_statement(ViewState(logs={}, method="fast", base=1, run="r"), statement, log=True)
-    cache = 2 * len(CACHE_PLANNING) + 1  # set, cache, reset
+    cache = 3  # the settings, the cache, the settings back
     assert [s.name for s in steps] == ["cache"] * cache + ["delete", "stage", "main", "unstage", "log", "uncache", "publish"]
-    assert steps[cache + 4].sql == steps[-1].sql  # the staged commit's id: the log rows belong to it
+    assert [s.settings for s in (steps[0], steps[2])] == [CACHE_PLANNING, tuple((k, None) for k, _ in CACHE_PLANNING)]
+    assert steps[cache + 4].wap_id == steps[-1].wap_id == steps[cache + 1].settings[0][1]  # the log rows belong to the staged commit
     assert "log" not in [s.name for s in staged_statement(ViewState(logs={}, method="fast", base=1), statement)]
 
 
@@ -197,6 +199,11 @@ def merge_warehouse(new_rows: int):
     return fake, ctx, spec, MergeConfig.from_model_config("stg", {"unique_key": "id"}, spec)
 
 
+def planning_statements(analysed_plans=True):
+    """The cache planning settings and their reset, as the statements they stand for."""
+    return tuple(setting_statements(settings) for settings in cache_planning(analysed_plans=analysed_plans))
+
+
 def test_a_logged_merge_merges_on_a_branch_logs_the_keys_it_merged_then_publishes_the_table_and_then_its_log():
     from dbt_incremental_mv.refresh.operations import logged_merge
 
@@ -204,9 +211,10 @@ def test_a_logged_merge_merges_on_a_branch_logs_the_keys_it_merged_then_publishe
     base = fake.tables["shop.stg"].refs["main"]
     line = logged_merge.run(ctx, config, spec, "shop.stg", "stg__dbt_tmp")
     assert line.startswith("merged into shop.stg; logged "), line
-    before, after = cache_planning()  # the cache planned in the session itself, those settings reset after
-    cache, *reset, probe, merge, log = fake.statements[len(before):]
-    assert fake.statements[:len(before)] == before and reset == after
+    before, after = planning_statements()  # the cache planned in the session itself, those settings reset after
+    cache, probe, merge, log = fake.statements
+    assert fake.settings == before + after  # made through the session, no statement
+    assert fake.trace[:len(before) + 1] == [f"[session] {s}" for s in before] + [cache]
     assert cache.startswith("cache table `mv_merge_") and cache.endswith("select * from `stg__dbt_tmp`")
     assert probe.startswith("select 1 from `mv_merge_") and probe.endswith("limit 1")
     assert merge.startswith("merge into `shop`.`stg`.`branch_mv_write_")
@@ -224,8 +232,8 @@ def test_a_logged_merge_without_new_rows_commits_nothing():
 
     fake, ctx, spec, config = merge_warehouse(new_rows=0)
     assert logged_merge.run(ctx, config, spec, "shop.stg", "stg__dbt_tmp") == "no new rows: nothing merged or logged"
-    before, after = cache_planning()
-    assert len(fake.statements) == len(before) + 1 + len(after) + 1 and fake.commits == []  # set, cache, reset, probe
+    before, after = planning_statements()
+    assert len(fake.statements) == 2 and fake.settings == before + after and fake.commits == []  # cache, probe
 
 
 def test_a_logged_merge_whose_cache_fails_resets_the_cache_planning_settings():
@@ -241,8 +249,8 @@ def test_a_logged_merge_whose_cache_fails_resets_the_cache_planning_settings():
     ctx = RefreshContext(ctx.query, failing, ctx.metadata)
     with pytest.raises(RuntimeError, match="out of memory"):
         logged_merge.run(ctx, config, spec, "shop.stg", "stg__dbt_tmp")
-    before, after = cache_planning()
-    assert fake.statements[-len(after):] == after and fake.statements[:len(before)] == before  # not left set in the session
+    before, after = planning_statements()
+    assert fake.settings == before + after  # not left set in the session
 
 
 def test_on_spark_4_1_a_logged_merge_caches_the_new_rows_with_their_sql_text():
@@ -253,11 +261,10 @@ def test_on_spark_4_1_a_logged_merge_caches_the_new_rows_with_their_sql_text():
     fake, ctx, spec, config = merge_warehouse(new_rows=1)
     fake.spark = "4.1.1 c0690c763bafabd08e7079d1137fa0a769a05bae"
     logged_merge.run(ctx, config, spec, "shop.stg", "stg__dbt_tmp")
-    before, after = cache_planning(analysed_plans=False)
-    assert fake.statements[:len(before)] == before and not any("storeAnalyzedPlanForView" in s for s in before)
-    assert fake.statements[len(before)].startswith("cache table `mv_merge_")
-    assert fake.statements[len(before) + 1:len(before) + 1 + len(after)] == after
-    assert any("storeAnalyzedPlanForView" in s for s in cache_planning()[0])  # before 4.1: the analysed plan
+    before, after = planning_statements(analysed_plans=False)
+    assert fake.settings == before + after and not any("storeAnalyzedPlanForView" in s for s in before)
+    assert fake.trace[len(before)].startswith("cache table `mv_merge_")
+    assert any("storeAnalyzedPlanForView" in s for s in planning_statements()[0])  # before 4.1: the analysed plan
 
 
 def test_an_engine_whose_version_cannot_be_read_gets_the_statements_of_spark_3_5():
