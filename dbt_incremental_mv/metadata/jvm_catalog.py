@@ -30,6 +30,7 @@ from dbt_incremental_mv.metadata.iceberg_java import (
 )
 from dbt_incremental_mv.metadata.types import (
     BOUNDED_TYPES,
+    WAP_ID,
     ChangedFiles,
     DataFile,
     LostRace,
@@ -450,7 +451,7 @@ class JvmCatalog:
         self.session.catalog.dropTempView(view)
 
     def reset_staging(self) -> None:
-        self.session.conf.unset("spark.wap.id")
+        self.session.conf.unset(WAP_ID)
 
     def apply_settings(self, settings: Sequence[Setting]) -> None:
         """The settings changed in the session's SQL configuration: what ``SET`` does, and for a

@@ -8,12 +8,14 @@ from collections.abc import Mapping, Sequence
 from dbt_incremental_mv.conflicts import lost_race
 from dbt_incremental_mv.metadata.types import (
     SUMMARY_KEYS,
+    WAP_ID,
     Execute,
     LostRace,
     Query,
     Setting,
     Snapshot,
     TableMetadata,
+    drop_temp_view_statement,
     retried_metadata_commit,
     setting_statements,
 )
@@ -121,10 +123,10 @@ class SqlCatalog:
                 raise
 
     def drop_temp_view(self, view: str) -> None:
-        self.execute(f"drop view if exists {ident(view)}")
+        self.execute(drop_temp_view_statement(view))
 
     def reset_staging(self) -> None:
-        self.execute("reset spark.wap.id")
+        self.apply_settings(((WAP_ID, None),))
 
     def apply_settings(self, settings: Sequence[Setting]) -> None:
         for statement in setting_statements(settings):

@@ -11,11 +11,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dbt_incremental_mv.sql_text import ident
+
 Query = Callable[[str], Sequence[Sequence[Any]]]
 Execute = Callable[[str], None]
+# The setting a write is staged under: its commit is made on no branch, carrying this id
+WAP_ID = "spark.wap.id"
 # A session setting to apply: (key, value), or (key, None) for the value the session started with
 # (what ``RESET key`` gives back)
 Setting = tuple[str, str | None]
+
+
+def drop_temp_view_statement(view: str) -> str:
+    """The SQL statement dropping a temporary view (and its cached data, if cached)."""
+    return f"drop view if exists {ident(view)}"
 
 
 def setting_statements(settings: Sequence[Setting]) -> list[str]:

@@ -191,8 +191,8 @@ class FastRefreshEngine:
 
     def runner(self, run: RefreshRun, statement: Callable[[str], object], create: Callable[[str], str]) -> StepRunner:
         """The steps of ``run`` carried out: statements by ``statement`` (the adapter's: dbt logs
-        them), the view's table made by ``create`` (the DDL around a query), settings by the
-        metadata seam (through the session when embedded), publish and the own log by this engine."""
+        them), the view's table made by ``create`` (the DDL around a query), settings and the
+        drop of cached views by the metadata seam (through the session when embedded), publish and the own log by this engine."""
         return _RefreshRunner(self, run, statement, create)
 
     # ---------------------------------------------------------------- own log + publish
@@ -398,6 +398,9 @@ class _RefreshRunner:
 
     def settings(self, step: Step) -> None:
         self.engine.ctx.metadata.apply_settings(step.settings)
+
+    def uncache(self, step: Step) -> None:
+        self.engine.ctx.metadata.drop_temp_view(step.temp_view)
 
     def publish(self, step: Step) -> None:
         assert step.wap_id is not None  # a publish step names its staged commit

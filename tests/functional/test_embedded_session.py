@@ -358,3 +358,17 @@ def test_settings_made_through_the_session_are_what_set_and_reset_make(project):
         adapter.execute("reset spark.sql.shuffle.partitions")
         adapter.execute("reset spark.wap.id")
         assert after_apply == (setting("spark.sql.shuffle.partitions"), setting("spark.wap.id")) == (started, "<undefined>")
+
+
+def test_a_cached_view_dropped_through_the_session_leaves_no_cached_data(project):
+    """A refresh drops its cached views through the embedded session (Metadata.drop_temp_view, no
+    statement): their cached data goes with them, as with DROP VIEW."""
+    adapter = project.adapter
+    with adapter.connection_named("uncache"):
+        metadata = adapter._metadata()
+        session = adapter.connections.get_thread_connection().handle.handle.session
+        adapter.execute("cache table `mv_probe_cached` as select id * 7 as x from range(10)")
+        same_plan = session.sql("select id * 7 as x from range(10)")
+        assert same_plan.storageLevel.useMemory  # its data is cached
+        metadata.drop_temp_view("mv_probe_cached")
+        assert not same_plan.storageLevel.useMemory and not session.catalog.tableExists("mv_probe_cached")

@@ -21,6 +21,7 @@ from dbt_incremental_mv.metadata import (
     Metadata,
     Snapshot,
     TableMetadata,
+    drop_temp_view_statement,
     setting_statements,
 )
 
@@ -162,8 +163,8 @@ class FakeIceberg:
     def unstage_changed_files(self, changed: ChangedFiles) -> None:
         self.staged.remove(changed)
 
-    def drop_temp_view(self, view: str) -> None:
-        pass
+    def drop_temp_view(self, view: str) -> None:  # through the session, as the Java API's catalog: no statement
+        self.trace.append(f"[session] {drop_temp_view_statement(view)}")
 
     def scan_size(self, name: str, snapshot: int | None, range_filter: tuple) -> int | None:
         return None  # the fake keeps no file statistics: a pruned read's size is not known

@@ -96,6 +96,7 @@ class Warehouse:
     def measured(self):
         self.fake.statements.clear()
         self.fake.settings.clear()
+        self.fake.trace.clear()
         self.fake.commits.clear()
         line = self.refresh()
         return line, statement_kinds(self.fake.statements), list(self.fake.commits)

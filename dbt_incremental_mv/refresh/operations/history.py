@@ -247,8 +247,8 @@ def missing_columns_sql(table: str, existing: Sequence[str]) -> list[str]:
 def _step_statements(propagation: Propagation, over_sql: bool) -> int:
     """The SQL statements the propagate steps ran through the adapter (the context counts its
     own: the own log's write among them): each statement, and over SQL each setting's SET/RESET
-    (in session mode the session makes them)."""
-    counted = (StepKind.SQL, StepKind.CREATE) + ((StepKind.SETTINGS,) if over_sql else ())
+    and cached view's DROP VIEW (in session mode the session makes them)."""
+    counted = (StepKind.SQL, StepKind.CREATE) + ((StepKind.SETTINGS, StepKind.UNCACHE) if over_sql else ())
     return sum(len(step.statements) for step in propagation.steps if step.kind in counted)
 
 

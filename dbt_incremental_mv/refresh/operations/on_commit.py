@@ -166,8 +166,8 @@ def _refresh_view(
 
 
 class _OnCommitRunner:
-    """An on-commit refresh's steps carried out (execute.py): statements and settings through
-    the context, the staged commit published as a compare-and-swap."""
+    """An on-commit refresh's steps carried out (execute.py): statements, settings and cached
+    views dropped through the context, the staged commit published as a compare-and-swap."""
 
     def __init__(self, ctx: RefreshContext, view: str, branch: str | None) -> None:
         self.ctx, self.view, self.branch = ctx, view, branch
@@ -177,6 +177,9 @@ class _OnCommitRunner:
 
     def settings(self, step: Step) -> None:
         self.ctx.metadata.apply_settings(step.settings)
+
+    def uncache(self, step: Step) -> None:
+        self.ctx.metadata.drop_temp_view(step.temp_view)
 
     def create(self, step: Step) -> None:
         raise AssertionError("an on-commit refresh never creates the view")

@@ -26,6 +26,9 @@ class StepRunner(Protocol):
     def settings(self, step: Step) -> None:
         """Change the session's settings as the step says (Metadata.apply_settings)."""
 
+    def uncache(self, step: Step) -> None:
+        """Drop the step's cached temporary view (Metadata.drop_temp_view)."""
+
     def publish(self, step: Step) -> None:
         """Publish the commit staged with the step's ``wap_id``."""
 
@@ -52,6 +55,7 @@ PHASE_OF = {
     StepKind.SQL: "write",
     StepKind.CREATE: "write",
     StepKind.SETTINGS: "write",
+    StepKind.UNCACHE: "write",
     StepKind.LOG: "write",
     StepKind.PUBLISH: "publish",
 }
@@ -65,6 +69,7 @@ def execute_steps(steps: Sequence[Step], runner: StepRunner, clock: PhaseClock |
             StepKind.SQL: runner.sql,
             StepKind.CREATE: runner.create,
             StepKind.SETTINGS: runner.settings,
+            StepKind.UNCACHE: runner.uncache,
             StepKind.PUBLISH: runner.publish,
             StepKind.LOG: runner.own_log,
         }[step.kind]
@@ -85,6 +90,9 @@ class Listing:
         self.statements.append(step.sql)
 
     def settings(self, step: Step) -> None:
+        self.statements.extend(step.statements)
+
+    def uncache(self, step: Step) -> None:
         self.statements.extend(step.statements)
 
     def publish(self, step: Step) -> None:

@@ -15,14 +15,12 @@ from dataclasses import dataclass
 from enum import Enum
 
 from dbt_incremental_mv.conflicts import lost_race
-from dbt_incremental_mv.metadata import Setting, setting_statements
+from dbt_incremental_mv.metadata import WAP_ID, Setting, drop_temp_view_statement, setting_statements
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.refresh.views.statement import WRITE_BRANCH_PREFIX, RefreshStatement, Write
 from dbt_incremental_mv.sql_text import ident
 
-# The setting a write is staged under: its commit is made on no branch, carrying this id (publish)
-WAP_ID = "spark.wap.id"
 # Refreshes that apply changes to the view as it was (a complete refresh recomputes it instead).
 INCREMENTAL_METHODS = ("fast", "on-commit")
 # Row counts of a published commit (its Iceberg summary), for the log line.
@@ -77,6 +75,7 @@ class StepKind(str, Enum):
     SQL = "sql"  # run the step's statement
     CREATE = "create"  # wrap the step's query in the view's DDL (partitioning, location, properties)
     SETTINGS = "settings"  # change the session's ``settings`` (Metadata.apply_settings: no statement when embedded)
+    UNCACHE = "uncache"  # drop the cached ``temp_view`` (Metadata.drop_temp_view: no statement when embedded)
     PUBLISH = "publish"  # publish the commit staged with ``wap_id`` (publish(): a compare-and-swap)
     LOG = "log"  # mv_log=true: write what the commit staged with ``wap_id`` changed (own_log.py)
 
@@ -84,20 +83,25 @@ class StepKind(str, Enum):
 @dataclass(frozen=True)
 class Step:
     """One step of the propagate phase: a statement (``sql``), the session settings a
-    ``settings`` step changes, or for ``publish`` and ``log`` steps the id of the staged commit
-    they act on (``wap_id``)."""
+    ``settings`` step changes, the cached temporary view an ``uncache`` step drops, or for
+    ``publish`` and ``log`` steps the id of the staged commit they act on (``wap_id``)."""
 
     name: str
     sql: str = ""
     kind: StepKind = StepKind.SQL
     wap_id: str | None = None
     settings: tuple[Setting, ...] = ()
+    temp_view: str = ""
 
     @property
     def statements(self) -> list[str]:
         """What the step runs as SQL statements (over SQL; explain lists them): the statement,
-        or the SET/RESET statements of its settings."""
-        return setting_statements(self.settings) if self.kind is StepKind.SETTINGS else [self.sql]
+        the SET/RESET statements of its settings, the DROP VIEW of its temporary view."""
+        if self.kind is StepKind.SETTINGS:
+            return setting_statements(self.settings)
+        if self.kind is StepKind.UNCACHE:
+            return [drop_temp_view_statement(self.temp_view)]
+        return [self.sql]
 
 
 def caching(statements: Sequence[str]) -> list[Step]:
@@ -133,7 +137,7 @@ def staged_statement(state: ViewState, statement: RefreshStatement, log: bool = 
     *before, last = statement.writes
     steps = staged(state, "main", last.sql, before)
     made = caching([f"cache table {ident(c.name)} as\n{c.sql}" for c in statement.cached])
-    dropped = [Step("uncache", drop_cached(c.name)) for c in statement.cached]
+    dropped = [Step("uncache", kind=StepKind.UNCACHE, temp_view=c.name) for c in statement.cached]
     logged = [Step("log", kind=StepKind.LOG, wap_id=steps[-1].wap_id)] if log else []
     return made + steps[:-1] + logged + dropped + steps[-1:]
 
@@ -144,11 +148,6 @@ def staged_snapshot(ctx: RefreshContext, view_relation: str, wap_id: str):
     view = ctx.metadata.table(view_relation)
     found = [s for s in (view.snapshots.values() if view is not None else ()) if s.summary.get("wap.id") == wap_id]
     return found[-1] if found else None
-
-
-def drop_cached(name: str) -> str:
-    """Drop a cached temporary view (and its cached data)."""
-    return f"drop view if exists {ident(name)}"
 
 
 def write_branch(now_ms: int | None = None) -> str:

@@ -7,6 +7,7 @@ STEPS = [
     Step("main", "select 1", kind=StepKind.CREATE),
     Step("stage", kind=StepKind.SETTINGS, settings=(("spark.wap.id", "w1"),)),
     Step("insert", "insert into t select 1"),
+    Step("uncache", kind=StepKind.UNCACHE, temp_view="t_delta"),
     Step("log", kind=StepKind.LOG, wap_id="w1"),
     Step("publish", kind=StepKind.PUBLISH, wap_id="w1"),
 ]
@@ -25,6 +26,9 @@ class Recording:
     def settings(self, step):
         self.done.append(("settings", step.settings))
 
+    def uncache(self, step):
+        self.done.append(("uncache", step.temp_view))
+
     def publish(self, step):
         self.done.append(("publish", step.wap_id))
 
@@ -35,7 +39,7 @@ class Recording:
 def test_each_step_is_run_in_order_by_its_kind_and_timed_under_its_phase():
     runner, clock = Recording(), PhaseClock({"plan": 1.0})
     execute_steps(STEPS, runner, clock)
-    assert runner.done == [("create", "main"), ("settings", (("spark.wap.id", "w1"),)), ("sql", "insert"), ("own_log", "w1"), ("publish", "w1")]
+    assert runner.done == [("create", "main"), ("settings", (("spark.wap.id", "w1"),)), ("sql", "insert"), ("uncache", "t_delta"), ("own_log", "w1"), ("publish", "w1")]
     assert set(clock.seconds) == {"plan", "write", "publish"} and clock.seconds["plan"] == 1.0
 
 
@@ -56,7 +60,7 @@ def test_a_failing_step_stops_the_run_and_its_time_is_still_counted():
 def test_explain_lists_the_statements_a_refresh_runs():
     listing = Listing()
     execute_steps(STEPS, listing)
-    assert listing.statements == ["select 1", "set spark.wap.id=w1", "insert into t select 1"]
+    assert listing.statements == ["select 1", "set spark.wap.id=w1", "insert into t select 1", "drop view if exists `t_delta`"]
 
 
 def test_settings_are_listed_as_the_statements_they_stand_for():
