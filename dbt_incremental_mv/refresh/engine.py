@@ -186,7 +186,12 @@ class FastRefreshEngine:
 
     # ---------------------------------------------------------------- execute
     def execute(self, run: RefreshRun, propagation: Propagation, runner: StepRunner) -> None:
-        """Run the propagate steps with ``runner`` (execute.py), timed into the run's record."""
+        """Make the write branch the steps stage on, then run them with ``runner`` (execute.py),
+        timed into the run's record."""
+        if propagation.write_branch is not None:
+            with run.clock.phase("write"):
+                branch, read_at = propagation.write_branch
+                publish_phase.open_write_branch(self.ctx, run.plan.view_relation, branch, read_at)
         execute_steps(propagation.steps, runner, run.clock)
 
     def runner(self, run: RefreshRun, statement: Callable[[str], object], create: Callable[[str], str]) -> StepRunner:

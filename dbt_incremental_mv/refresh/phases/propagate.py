@@ -20,7 +20,6 @@ from dbt_incremental_mv.refresh.phases.publish import (
     Step,
     StepKind,
     commit_state,
-    open_write_branch,
     staged,
     staged_statement,
     write_branch,
@@ -42,6 +41,9 @@ class Propagation:
     summary: str
     steps_run: tuple[str, ...] = ()  # the view class's steps (a fast refresh's)
     steps_skipped: tuple[str, ...] = ()
+    # the write branch the steps stage on, and the view snapshot it is made at (by the executor,
+    # before the steps: publish.open_write_branch); None: the steps write no branch
+    write_branch: tuple[str, int | None] | None = None
 
 
 def fast_statement(ctx: RefreshContext, plan: RefreshPlan, marked: Mapping[str, MarkedLog]) -> RefreshStatement | None:
@@ -84,7 +86,6 @@ def fast(
         values = ctx.query(statement.stats_sql)[0]
         summary += "; " + ", ".join(f"{label}: {int(v or 0)}" for label, v in zip(statement.stats_labels, values))
     if statement.branch is not None:
-        open_write_branch(ctx, plan.view_relation, statement.branch, read_at)
         run.write_branch = statement.branch
     log = plan.own_log is not None and statement.touched is not None
     run.changed_rows = (
@@ -104,6 +105,7 @@ def fast(
         summary,
         tuple(statement.steps_run),
         tuple(statement.steps_skipped),
+        (statement.branch, read_at) if statement.branch is not None else None,
     )
 
 
