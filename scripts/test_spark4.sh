@@ -3,8 +3,8 @@
 # 4.1.1; Iceberg's runtime for it is downloaded once from Maven Central into the cache), ANSI mode on
 # (Spark 4's default; the Spark 3.5 suite runs with dbt-spark's default, off) and Spark's generated
 # code, as users run (the Spark 3.5 suite's embedded sessions evaluate interpreted).
-#   DBT_MV_TEST_DEPTH=ci (default, the per-change CI): the unit suite and one build, change,
-#     refresh and check of every view class (tests/functional/test_smoke.py).
+#   DBT_MV_TEST_DEPTH=ci (default, the per-change CI): the unit tests of the runtime and the adapter
+#     and one build, change, refresh and check of every view class (tests/functional/test_smoke.py).
 #   DBT_MV_TEST_DEPTH=full (scripts/test_matrix.sh): also generated definitions of every class, the
 #     change logs with every other fault point, builds, rebuilds and refresh methods, the staging of
 #     a view DELETE, the row-level purge of a log, views over a logged_merge model, the ANSI views
@@ -18,7 +18,10 @@ venv="$(bash "$repo/scripts/setup.sh")"
 cd "$repo"
 "$venv/bin/python" -c 'import pyspark; print(f"Spark 4 job: PySpark {pyspark.__version__}")'
 junit() { [ -z "${DBT_MV_JUNIT_DIR:-}" ] || echo "--junitxml=$DBT_MV_JUNIT_DIR/spark4-$1.xml"; }
-"$venv/bin/python" -m pytest -n "${DBT_MV_TEST_WORKERS:-2}" $(junit unit) tests/unit "$@"
+# the unit tests are pure Python: at CI depth only those of the code that depends on the installed
+# PySpark and dbt-spark (the runtime, the adapter) run again here; the Spark 3.5 job runs them all
+if [ "${DBT_MV_TEST_DEPTH:-ci}" = full ]; then units=(tests/unit); else units=(tests/unit/runtime tests/unit/adapter); fi
+"$venv/bin/python" -m pytest -n "${DBT_MV_TEST_WORKERS:-2}" $(junit unit) "${units[@]}" "$@"
 export DBT_MV_TEST_ANSI="${DBT_MV_TEST_ANSI:-true}" DBT_MV_TEST_CODEGEN="${DBT_MV_TEST_CODEGEN:-true}"
 if [ "${DBT_MV_TEST_DEPTH:-ci}" != full ]; then
   exec "$venv/bin/python" -m pytest $(junit smoke) "$@" tests/functional/test_smoke.py
