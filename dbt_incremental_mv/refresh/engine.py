@@ -192,12 +192,14 @@ class FastRefreshEngine:
             with run.clock.phase("write"):
                 branch, read_at = propagation.write_branch
                 publish_phase.open_write_branch(self.ctx, run.plan.view_relation, branch, read_at)
+                run.write_branch = branch  # (publish drops it)
         execute_steps(propagation.steps, runner, run.clock)
 
     def runner(self, run: RefreshRun, statement: Callable[[str], object], create: Callable[[str], str]) -> StepRunner:
         """The steps of ``run`` carried out: statements by ``statement`` (the adapter's: dbt logs
         them), the view's table made by ``create`` (the DDL around a query), settings and the
-        drop of cached views by the metadata seam (through the session when embedded), publish and the own log by this engine."""
+        drop of cached views by the metadata seam (through the session when embedded), publish
+        and the own log by this engine."""
         return _RefreshRunner(self, run, statement, create)
 
     # ---------------------------------------------------------------- own log + publish

@@ -66,8 +66,8 @@ def fast(
     read_at: int | None,
     statement: RefreshStatement | None,
 ) -> Propagation:
-    """The writes of a fast refresh applying ``statement`` (fast_statement's); what it learns goes
-    to ``run``: the write branch, the rows the view's own log gets."""
+    """The writes of a fast refresh applying ``statement`` (fast_statement's), on the write branch
+    they name (made by the executor); the rows the view's own log gets go to ``run``."""
     plan = run.plan
     kinds = ", ".join(
         f"{m.spec.master_name}: {m.kind} (+{m.inserts}/-{m.deletes}{_skipped(m)})" for m in marked.values()
@@ -85,8 +85,6 @@ def fast(
     if plan.config.refresh_stats and statement.stats_sql:
         values = ctx.query(statement.stats_sql)[0]
         summary += "; " + ", ".join(f"{label}: {int(v or 0)}" for label, v in zip(statement.stats_labels, values))
-    if statement.branch is not None:
-        run.write_branch = statement.branch
     log = plan.own_log is not None and statement.touched is not None
     run.changed_rows = (
         own_log.ChangedRows(

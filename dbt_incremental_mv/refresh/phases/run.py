@@ -21,7 +21,7 @@ class RefreshRun(CarriesDecision):
     plan: RefreshPlan
     facts: RunFacts | None = None  # what the run learned before writing (None: not decided yet)
     decided: RefreshDecision | None = None  # the decision taken from the plan's facts and those
-    write_branch: str | None = None  # the branch a refresh of several writes stages them on (publish drops it)
+    write_branch: str | None = None  # the write branch the executor made for the steps (publish drops it)
     changed_rows: Any = None  # own_log.ChangedRows: which rows this fast refresh changes (for the own log)
     pending_log: Any = None  # own_log.PendingLog: its rows for this refresh, published after the view's
     own_log_note: str | None = None  # what was done with the own log, for the log line
