@@ -63,4 +63,12 @@ LISTED_VALUES = EnvironmentVariable(
     "`0`: netted in SQL.",
 )
 
-USER_FACING = (CACHE, MAVEN_REPOSITORY, JVM_ARCHIVE, CALIBRATION, METADATA, LITERAL_KEYS, LISTED_VALUES)
+NOW = EnvironmentVariable(
+    "DBT_INCREMENTAL_MV_NOW",
+    "the session's clock",
+    "The time (`YYYY-MM-DD HH:MM:SS`, the Spark session's time zone) a build or refresh reads the "
+    "`current_date()`, `current_timestamp()`, `now()` and `localtimestamp()` of its views as: "
+    "reproducible runs and backfills.",
+)
+
+USER_FACING = (CACHE, MAVEN_REPOSITORY, JVM_ARCHIVE, CALIBRATION, METADATA, LITERAL_KEYS, LISTED_VALUES, NOW)

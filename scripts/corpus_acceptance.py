@@ -38,7 +38,7 @@ For each compiled model:
    ``order_id``); else the first ``*_id`` or ``*_key`` column the query references; else the
    first column. A relation with no inferred column at all gets none (a ``select *`` of it then
    selects nothing, which the analysis reports).
-3. **Analyse**: ``analyze_view(spark_sql, masters)``: accepted (counted by ``view_class``), or
+3. **Analyse**: ``analyze_view(spark_sql, masters, clock)``: accepted (counted by ``view_class``), or
    refused with an UnsupportedViewError, classified into a construct category by its message
    (CATEGORIES below, matched against the error's construct and reason, not its hint; first match
    wins). Any other exception is an analysis crash, reported
@@ -81,6 +81,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # this checkout's package, not an installed copy
 
 from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, analyze_view  # noqa: E402
+from dbt_incremental_mv.analysis.clock import Clock, clock_move, sql_reads_clock  # noqa: E402
+
+# A model that reads the clock is analysed at a time (as a refresh does), and again a day later:
+# accepted when only filters of one table's rows differ (fast refreshed while no row crosses their
+# boundary); the clock read elsewhere makes every refresh after the time moved a recompute.
+BEFORE, AFTER = Clock.of("2026-12-01 09:00:00"), Clock.of("2026-12-02 10:00:00")
+CLOCK_ELSEWHERE = "the clock is read outside filters of one table's rows"
 
 # (category, regex on str(UnsupportedViewError)); first match wins. ARTIFACT is the inferred-masters one.
 ARTIFACT = "unknown table / column (inferred masters)"
@@ -98,7 +105,8 @@ CATEGORIES: list[tuple[str, str]] = [
     ("ORDER BY", r"ORDER BY has no meaning"),
     ("DISTINCT (where GROUP BY is not substituted)", r"DISTINCT is not supported"),
     ("window function", r"\bwindows?\b"),
-    ("current_date/time, random (non-deterministic)", r"non-deterministic functions"),
+    ("current_date/time read outside filters of one table", CLOCK_ELSEWHERE),
+    ("random / session dependent (non-deterministic)", r"non-deterministic functions"),
     ("CTE/subquery that aggregates, joined or aggregated again",
      r"aggregating the result of an aggregating CTE|may filter, project and join tables, but .*aggregat"),
     ("CTE/subquery that joins, used where its join cannot be spliced (outer side, ...)",
@@ -307,7 +315,7 @@ def infer_masters(spark_sql: str, inf: Inference, yaml_types: dict[str, dict[str
     if root is not None:
         for scope in root.traverse():
             for column in scope.columns:
-                if not isinstance(column.this, exp.Identifier):
+                if not isinstance(column.this, exp.Identifier) or (not column.table and _select_alias(column)):
                     continue
                 _resolve(inf, scope, column.name, column.table or None, seen)
     masters = {}
@@ -319,6 +327,19 @@ def infer_masters(spark_sql: str, inf: Inference, yaml_types: dict[str, dict[str
         columns = tuple((n, spark_type(n, yaml_types.get(key, {}).get(n.lower()))) for n in names)
         masters[key] = MasterTable(key, columns, infer_key(key, names, inf.referenced.get(key, [])))
     return masters
+
+
+def _select_alias(column: exp.Column) -> bool:
+    """An unqualified name in GROUP BY, HAVING or ORDER BY that names one of its SELECT's
+    projections (``group by received_at_date`` for ``cast(received_at as date) as
+    received_at_date``): Spark reads it as that projection unless a table has such a column, so it
+    is no evidence of a master column."""
+    clause = column.find_ancestor(exp.Group, exp.Having, exp.Order, exp.Select)
+    select = clause.parent if isinstance(clause, (exp.Group, exp.Having, exp.Order)) else None
+    if not isinstance(select, exp.Select):
+        return False
+    aliases = {p.alias.lower() for p in select.expressions if isinstance(p, exp.Alias)}
+    return column.name.lower() in aliases
 
 
 def spark_type(name: str, declared: str | None) -> str:
@@ -426,7 +447,13 @@ def analyse_project(directory: Path, timeout: int) -> tuple[dict, list[Outcome]]
             except Exception as error:  # this script's inference, not the analysis
                 outcomes.append(Outcome(info["project"], name, "inference_error", f"{type(error).__name__}: {error}"))
                 continue
-            definition = analyze_view(spark_sql, masters)
+            definition = analyze_view(spark_sql, masters, BEFORE)
+            if sql_reads_clock(spark_sql):
+                move = clock_move(definition, analyze_view(spark_sql, masters, AFTER))
+                if move.elsewhere is not None:
+                    raise UnsupportedViewError(
+                        "the clock", f"{CLOCK_ELSEWHERE} (in {move.elsewhere})", "a refresh recomputes it"
+                    )
             view_class = getattr(definition.view_class, "value", str(definition.view_class))
             parts = (definition, *getattr(definition, "branches", ()))
             tables = len({o.master.name for d in parts for o in getattr(d, "occurrences", ())})

@@ -15,6 +15,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from dbt_incremental_mv.analysis import functions, render
+from dbt_incremental_mv.analysis.clock import Clock, at_time
 from dbt_incremental_mv.analysis.constructs import refuse_unsupported_constructs, unsupported_constructs
 from dbt_incremental_mv.analysis.distribute import distributed_union
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
@@ -45,14 +46,15 @@ from dbt_incremental_mv.analysis.union import (
 from dbt_incremental_mv.analysis.windowing import resolved_windowing, split_windows, windowing
 
 
-def analyze_view(sql: str, masters: Mapping[str, MasterTable]) -> ViewDefinition:
+def analyze_view(sql: str, masters: Mapping[str, MasterTable], clock: Clock | None = None) -> ViewDefinition:
     """Analyse a fast_refresh model's compiled Spark SQL.
 
     ``masters`` maps each table the SQL may read, by normalized ``schema.table``, to its
-    metadata. Raises UnsupportedViewError naming the first construct that prevents an
+    metadata; ``clock``: the time its clock functions read as (analysis/clock.py; None: they are
+    refused). Raises UnsupportedViewError naming the first construct that prevents an
     incremental refresh.
     """
-    statement = distributed_union(parsed_query(sql), masters)
+    statement = distributed_union(parsed_query(sql, clock), masters)
     branches = union_all_branches(statement)
     if branches is not None:
         refuse_unsupported_constructs(rewritten_query(statement))
@@ -135,10 +137,10 @@ def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> V
     return definition
 
 
-def construct_refusals(sql: str) -> Iterator[UnsupportedViewError]:
+def construct_refusals(sql: str, clock: Clock | None = None) -> Iterator[UnsupportedViewError]:
     """Every construct of the model's query that no fast refresh maintains (explain lists them
     all), read as the analysis reads the query (see rewritten_query)."""
-    statement = rewritten_query(parsed_query(sql))
+    statement = rewritten_query(parsed_query(sql, clock))
     windowed = False
     if not top_level_unions(statement):
         statement, shape = split_windows(statement)
@@ -146,10 +148,14 @@ def construct_refusals(sql: str) -> Iterator[UnsupportedViewError]:
     return unsupported_constructs(statement, windowed=windowed)
 
 
-def parsed_query(sql: str) -> exp.Query:
-    """The model's query as every reading of it starts: parsed, its CTEs' and subqueries'
-    pointless ORDER BYs dropped, aggregates equal to maintained ones written as them."""
-    return as_maintained_aggregates(without_inner_order(parse_statement(sql)))
+def parsed_query(sql: str, clock: Clock | None = None) -> exp.Query:
+    """The model's query as every reading of it starts: parsed, its clock functions read at
+    ``clock`` (when given), its CTEs' and subqueries' pointless ORDER BYs dropped, aggregates
+    equal to maintained ones written as them."""
+    statement = parse_statement(sql)
+    if clock is not None:
+        statement = at_time(statement, clock)
+    return as_maintained_aggregates(without_inner_order(statement))
 
 
 def as_maintained_aggregates(statement: exp.Query) -> exp.Query:

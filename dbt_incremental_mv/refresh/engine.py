@@ -21,11 +21,13 @@ from dbt_incremental_mv.metadata import Metadata
 from dbt_incremental_mv.refresh.context import Execute, Query, RefreshContext
 from dbt_incremental_mv.refresh.cost import Choice
 from dbt_incremental_mv.refresh.graph import view_consumers
+from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.operations import explain as explain_phase
 from dbt_incremental_mv.refresh.operations import history
 from dbt_incremental_mv.refresh.operations import on_commit as on_commit_phase
 from dbt_incremental_mv.refresh.operations import status as status_phase
 from dbt_incremental_mv.refresh.phases import capture as capture_phase
+from dbt_incremental_mv.refresh.phases import clock as clock_phase
 from dbt_incremental_mv.refresh.phases import force, own_log, propagate
 from dbt_incremental_mv.refresh.phases import publish as publish_phase
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction, RefreshDecision, RunFacts
@@ -94,7 +96,7 @@ class FastRefreshEngine:
         # on the view snapshot that state was read from, or not at all (publish)
         state, read_at = (plan.view_state, plan.view_read_at) if plan.action == RefreshAction.FAST else (None, None)
         with run.clock.phase("mark"):
-            if state is not None and nothing_to_refresh(ctx, plan, state):
+            if state is not None and nothing_to_refresh(ctx, plan, state) and self._crossed(plan, state) is None:
                 return MarkedRefresh(state, read_at, idle=True)
             ctx.metadata.reset_staging()
             skipped, early = force.captures_to_skip(ctx, plan, state)
@@ -140,10 +142,38 @@ class FastRefreshEngine:
         if marked.idle or marked.marked is None:
             return run.decide(RunFacts())
         late = None
-        if statement is not None and run.plan.config.refresh_method is RefreshMethod.FORCE:
-            with run.clock.phase("mark"):
+        crossed = None
+        with run.clock.phase("mark"):
+            if marked.reads_changes:
+                crossed = self._crossed(run.plan, None, marked.marked.logs)
+            if crossed is None and statement is not None and run.plan.config.refresh_method is RefreshMethod.FORCE:
                 late = force.after_mark(self.ctx, run.plan, marked.marked.logs, statement)
-        return run.decide(RunFacts(before_capture=marked.early, log_reset=marked.marked.log_reset, after_mark=late))
+        return run.decide(
+            RunFacts(
+                before_capture=marked.early, log_reset=marked.marked.log_reset, clock_crossed=crossed, after_mark=late
+            )
+        )
+
+    def _crossed(
+        self, plan: RefreshPlan, state: ViewState | None, marked: Mapping[str, MarkedLog] | None = None
+    ) -> str | None:
+        """Which rows crossed the view's time boundary since the time its rows reflect
+        (refresh/phases/clock.py): the masters read at the snapshots ``state`` reflects, or at
+        those the ``marked`` logs are read at, with their images; None: none did, or the view
+        reads no clock."""
+        if not plan.moving_filters or plan.definition is None:
+            return None
+        masters = {o.alias: o.master.name for o in plan.definition.occurrences}
+        if marked is not None:
+            snapshots: dict[str, int | None] = {m: log.master_snapshot for m, log in marked.items()}
+        else:
+            assert state is not None
+            snapshots = {
+                m: position.master_snapshot
+                for m, spec in plan.logs.items()
+                if (position := state.logs.get(spec.log_relation)) is not None
+            }
+        return clock_phase.crossed_rows(self.ctx, plan.moving_filters, masters, snapshots, marked)
 
     def emit(self, run: RefreshRun, marked: MarkedRefresh, statement: RefreshStatement | None) -> Propagation:
         """The steps that change the view, as the run's decision says."""

@@ -49,6 +49,7 @@ class Explanation:
     view_relation: str
     built: bool
     view_class: str | None = None
+    clock: str | None = None  # how the view depends on the time, when its query reads the clock
     masters: list[str] = field(default_factory=list)  # each master with its log and key, and where the key is from
     refusals: list[str] = field(default_factory=list)  # every reason, each with what to change
     next_run: str = ""  # what the next dbt run does, and why
@@ -59,6 +60,8 @@ class Explanation:
     def lines(self) -> list[str]:
         out = [f"-- explain_fast_refresh: {self.model} ({self.view_relation}{'' if self.built else ', not built yet'})"]
         out.append(f"view class: {self.view_class or 'none (the definition cannot be analysed)'}")
+        if self.clock:
+            out.append(f"clock: {self.clock}")
         if self.refusals:
             out.append(f"fast refreshable: no ({len(self.refusals)} reason{'s' if len(self.refusals) != 1 else ''})")
             out += [f"  {i}. {reason}" for i, reason in enumerate(self.refusals, 1)]
@@ -107,6 +110,8 @@ def explain(
     found.refusals = refusals(ctx, plan, model, sql, graph)
     definition = plan.definition
     found.view_class = _class_of(definition) if definition is not None else None
+    if plan.now is not None:
+        found.clock = _clock_prose(plan)
     found.next_run = plan.action if plan.action == RefreshAction.FAST else f"{plan.action} ({plan.reason})"
     if method == RefreshMethod.FAST and found.refusals:
         found.next_run = "fails before anything is changed: refresh_method='fast' and the view cannot be fast refreshed"
@@ -121,7 +126,7 @@ def explain(
         return found
     state = plan.view_state
     assert state is not None
-    if nothing_to_refresh(ctx, plan, state):
+    if nothing_to_refresh(ctx, plan, state) and not plan.moving_filters:
         found.next_run = (
             "fast: nothing to refresh (no master commit or log change since the last refresh); no statement"
         )
@@ -190,6 +195,20 @@ def _class_of(definition: ViewDefinition) -> str:
     return text
 
 
+def _clock_prose(plan: RefreshPlan) -> str:
+    """How a view that reads the clock is refreshed (analysis/clock.py)."""
+    assert plan.now is not None
+    state = plan.view_state
+    reflected = f"; its rows reflect {state.clock}" if state is not None and state.clock is not None else ""
+    return (
+        f"the query reads the time (current_date(), current_timestamp(), now()); this run reads it as "
+        f"{plan.now.timestamp}{reflected}. Filters of one table's rows by the time stay fast refreshed while no "
+        "row crosses their boundary (a refresh that finds one recomputes the view); read anywhere else (selected, "
+        "in a join condition, HAVING, a window, a UNION ALL branch), the time makes the refresh recompute the view "
+        "whenever it moved (current_date(): once a day)"
+    )
+
+
 def _ranking_prose(ranking: Ranking) -> str:
     """What a RANKED view keeps, and how ties are broken (the refresh recomputes partitions)."""
     partitions = ", ".join(describe(p) for p in ranking.partition_by)
@@ -216,14 +235,14 @@ def refusals(
         if master not in plan.logs
     ]
     try:
-        reasons += [str(e).removeprefix(PREFIX) for e in construct_refusals(sql)]
+        reasons += [str(e).removeprefix(PREFIX) for e in construct_refusals(sql, plan.now)]
     except UnsupportedViewError as exc:  # not one query
         return reasons + [str(exc).removeprefix(PREFIX)]
     if reasons:
         return reasons
     tables = {m: MasterTable(name=m, columns=tuple(ctx.metadata.columns(m)), key=s.key) for m, s in plan.logs.items()}
     try:
-        definition = analyze_view(sql, tables)
+        definition = analyze_view(sql, tables, plan.now)
     except UnsupportedViewError as exc:
         return [str(exc).removeprefix(PREFIX)]
     logged = {

@@ -64,6 +64,12 @@ COLUMNS = (
         "array<struct<table:string,files:bigint,skipped_files:bigint,bytes:bigint>>",
         "per table scanned: data files read and skipped, their bytes",
     ),
+    (
+        "clock",
+        "string",
+        "the time the view's current_date()/current_timestamp()/now() read as (the session's time zone; "
+        "NULL: its query reads no clock)",
+    ),
 )
 READS_TYPE = "array<struct<table:string,files:bigint,skipped_files:bigint,bytes:bigint>>"
 
@@ -94,6 +100,7 @@ class HistoryRow:
     view_snapshot: int | None = None
     summary: str = ""
     reads: Reads | None = None  # what its statements read (None: not measured)
+    clock: str | None = None  # the time the view's clock functions read as (None: it reads no clock)
 
 
 def refresh_row(
@@ -132,6 +139,7 @@ def refresh_row(
         view_snapshot=int(snapshot) if snapshot is not None else None,
         summary=line,
         reads=run.reads,
+        clock=plan.now.timestamp if plan.now is not None else None,
     )
 
 
@@ -205,6 +213,7 @@ def _values(row: HistoryRow) -> str:
             _optional(row.view_snapshot),
             string(row.summary),
             *_reads(row.reads),
+            string(row.clock) if row.clock is not None else "cast(null as string)",
         ]
     )
 

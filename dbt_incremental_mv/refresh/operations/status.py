@@ -13,6 +13,7 @@ from dbt_incremental_mv.layout import ViewFiles
 from dbt_incremental_mv.logs.capture_plan import CaptureMethod
 from dbt_incremental_mv.logs.contract import LogContractError
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
+from dbt_incremental_mv.refresh.phases import clock as clock_phase
 from dbt_incremental_mv.refresh.phases.capture import capture_plan
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
 from dbt_incremental_mv.refresh.phases.plan import plan_refresh
@@ -54,6 +55,8 @@ def _staleness(
         )
     if plan.facts.out_of_step is not None:
         return staleness.view_status(name, built=True, rebuild=[plan.facts.out_of_step])
+    if plan.facts.clock_moved is not None:
+        return staleness.view_status(name, built=True, rebuild=[plan.facts.clock_moved])
     if plan.action != RefreshAction.FAST:
         return staleness.view_status(name, built=True, unusable=plan.reason.removeprefix("fast refresh impossible: "))
     state = view_state(ctx.metadata, view_relation)
@@ -82,6 +85,11 @@ def _staleness(
                 spec.master_relation, int(stats["inserts"] or 0) + int(stats["deletes"] or 0), uncaptured
             )
         )
+    if plan.moving_filters and plan.definition is not None:  # rows the time moved across (the masters as they are)
+        masters = {o.alias: o.master.name for o in plan.definition.occurrences}
+        crossed = clock_phase.crossed_rows(ctx, plan.moving_filters, masters, {})
+        if crossed is not None:
+            rebuild.append(f"{crossed} since the time its rows reflect")
     return staleness.view_status(name, built=True, rebuild=rebuild, pending=pending)
 
 

@@ -75,6 +75,7 @@ class PlanFacts:
     lost_changes: str | None = None  # a log is recreated: the changes it holds are lost
     lacking_columns: str | None = None  # the view lacks hidden columns this version keeps
     out_of_step: str | None = None  # the view's record of its logs does not match them
+    clock_moved: str | None = None  # the view reads the clock where a move of it changes more than filters
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,7 @@ class RunFacts:
 
     before_capture: Choice | None = None  # a complete one skips the capture
     log_reset: str | None = None  # a log was reset while marking: its changes are lost
+    clock_crossed: str | None = None  # rows crossed the view's time boundary since its last refresh
     after_mark: Choice | None = None
 
     @property
@@ -124,7 +126,9 @@ def decide_refresh(
     if config.refresh_method is RefreshMethod.COMPLETE:
         return RefreshDecision(RefreshAction.COMPLETE, "refresh_method='complete'")
     run = run or RunFacts()
-    planned_stop = facts.blocker or facts.lost_changes or facts.lacking_columns or facts.out_of_step
+    planned_stop = (
+        facts.blocker or facts.lost_changes or facts.lacking_columns or facts.out_of_step or facts.clock_moved
+    )
     if planned_stop is None and run.before_capture is not None and run.before_capture.method == RefreshAction.COMPLETE:
         return RefreshDecision(RefreshAction.COMPLETE, run.before_capture.why)
     stop = planned_stop or run.log_reset
@@ -132,6 +136,10 @@ def decide_refresh(
         if config.refresh_method is RefreshMethod.FAST:
             raise _unavailable(model_name, stop)
         return RefreshDecision(RefreshAction.COMPLETE, f"fast refresh impossible: {stop}", blocker=stop)
+    if run.clock_crossed is not None:  # expected of a view that reads the clock: not a warning
+        if config.refresh_method is RefreshMethod.FAST:
+            raise _unavailable(model_name, run.clock_crossed)
+        return RefreshDecision(RefreshAction.COMPLETE, f"{run.clock_crossed}: recomputed")
     if run.after_mark is not None and run.after_mark.method == RefreshAction.COMPLETE:
         return RefreshDecision(RefreshAction.COMPLETE, run.after_mark.why)
     return RefreshDecision(RefreshAction.FAST, "fast refresh")

@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dbt_incremental_mv import view_table
+from dbt_incremental_mv import environment, view_table
 from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewDefinition, analyze_view
+from dbt_incremental_mv.analysis.clock import Clock, ClockError, MovingFilter, sql_reads_clock
 from dbt_incremental_mv.config import ConfigError, FastRefreshConfig
 from dbt_incremental_mv.definition import COLUMNS_PROPERTY, DEFINITION_PROPERTY, definition_change, encode_columns
 from dbt_incremental_mv.layout import ViewLayout, view_layout
@@ -26,6 +27,7 @@ from dbt_incremental_mv.logs.contract import (
 from dbt_incremental_mv.metadata import commits_since
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.graph import dependency_names, dependency_relations, view_consumers
+from dbt_incremental_mv.refresh.phases import clock as clock_phase
 from dbt_incremental_mv.refresh.phases.decide import (
     CarriesDecision,
     PlanFacts,
@@ -95,6 +97,9 @@ class RefreshPlan(CarriesDecision):
     view_read_at: int | None = None  # ... and the view snapshot it was read from (see publish)
     own_log: LogSpec | None = None  # mv_log=true: the view's own change log, written by each fast refresh
     layout: ViewLayout = field(default_factory=ViewLayout)  # how a build or complete refresh writes the view
+    now: Clock | None = None  # the time the view's clock functions read as (None: it reads no clock)
+    # a fast refresh: the filters of one table the clock decides, at the view's time and this one's
+    moving_filters: tuple[MovingFilter, ...] = ()
 
 
 def read_column_types(
@@ -157,6 +162,8 @@ def plan_refresh(
     meta = ctx.metadata
     blocker = None
     definition = None
+    clock = None
+    tables: dict[str, MasterTable] = {}
     logged_columns: dict[str, list[str]] = {}
     evolutions: dict[str, LogEvolution] = {}  # capture-managed logs their master's schema changes outgrew
     existing_logs: set[str] = set()
@@ -192,8 +199,9 @@ def plan_refresh(
         )
     else:
         tables = {m: MasterTable(name=m, columns=tuple(master_columns[m]), key=logs[m].key) for m in masters}
+        clock = read_clock(ctx) if sql_reads_clock(compiled_sql) else None
         try:
-            definition = analyze_view(compiled_sql, tables)
+            definition = analyze_view(compiled_sql, tables, clock)
         except UnsupportedViewError as exc:
             blocker = str(exc)
         else:
@@ -243,6 +251,11 @@ def plan_refresh(
         out_of_step, view_state, view_read_at = check_staleness(ctx, view_relation, logs, existing_logs)
         facts = replace(facts, out_of_step=out_of_step)
         decision = decide_refresh(name, config, facts)
+    moving: tuple[MovingFilter, ...] = ()
+    if decision.action == RefreshAction.FAST and clock is not None and definition is not None:
+        clock_moved, moving = clock_phase.moved_since(compiled_sql, tables, definition, clock, view_state)
+        facts = replace(facts, clock_moved=clock_moved)
+        decision = decide_refresh(name, config, facts)
     user_tblproperties = {str(k): str(v) for k, v in user_properties.items()}
     layout = ViewLayout()
     if definition is not None and decision.action != RefreshAction.FAST:  # (a fast refresh writes no new table)
@@ -283,7 +296,17 @@ def plan_refresh(
         view_read_at=view_read_at,
         own_log=own_log,
         layout=layout,
+        now=clock,
+        moving_filters=moving,
     )
+
+
+def read_clock(ctx: RefreshContext) -> Clock:
+    """This refresh's time (refresh/phases/clock.py), or a ConfigError for a setting that is no time."""
+    try:
+        return clock_phase.refresh_clock(ctx)
+    except ClockError as error:
+        raise ConfigError(f"{environment.NOW.name}: {error}.") from error
 
 
 def check_staleness(

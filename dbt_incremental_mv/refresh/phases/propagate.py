@@ -76,7 +76,7 @@ def fast(
         return Propagation([], None, marked, f"fast refresh: nothing marked ({kinds}); no write")
     choice = run.facts.after_mark if run.facts is not None else None
     chosen = f"; force: {choice.short}" if choice is not None else ""
-    state = commit_state(marked, "fast", base=read_at)
+    state = commit_state(marked, "fast", base=read_at, clock=plan.now)
     summary = (
         f"fast refresh: {kinds}; steps run: {', '.join(statement.steps_run)}"
         + (f"; skipped: {', '.join(statement.steps_skipped)}" if statement.steps_skipped else "")
@@ -133,7 +133,7 @@ def complete(ctx: RefreshContext, run: RefreshRun, marked: Mapping[str, MarkedLo
         )
         columns = definition.stored_columns
         base = ctx.metadata.main(plan.view_relation) if plan.existing_columns else None
-        state = commit_state(marked, run.action, base=base)
+        state = commit_state(marked, run.action, base=base, clock=plan.now)
     else:
         query, columns, state = plan.compiled_sql, None, None
     target = relation(plan.view_relation)

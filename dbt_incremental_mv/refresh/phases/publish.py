@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from dbt_incremental_mv.analysis.clock import Clock
 from dbt_incremental_mv.conflicts import lost_race
 from dbt_incremental_mv.metadata import WAP_ID, Setting, drop_temp_view_statement, setting_statements
 from dbt_incremental_mv.refresh.context import RefreshContext
@@ -168,8 +169,9 @@ def stale_write_branches(branches: Sequence[str], now_ms: int | None = None) -> 
     return sorted(stale)
 
 
-def commit_state(marked, method: str, base: int | None) -> ViewState:
-    """The state a refresh's commit records; ``base``: the view snapshot it is made on."""
+def commit_state(marked, method: str, base: int | None, clock: Clock | None = None) -> ViewState:
+    """The state a refresh's commit records; ``base``: the view snapshot it is made on; ``clock``:
+    the time the view's clock functions read as (None: it reads no clock)."""
     return ViewState(
         logs={
             m.spec.log_relation: LogPosition(
@@ -180,6 +182,7 @@ def commit_state(marked, method: str, base: int | None) -> ViewState:
         method=method,
         base=base,
         run=secrets.token_hex(6),
+        clock=clock.timestamp if clock is not None else None,
     )
 
 

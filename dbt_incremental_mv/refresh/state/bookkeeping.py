@@ -40,12 +40,15 @@ class ViewState:
     # this refresh run, so that two refreshes racing from the same state stage distinct wap.ids
     # (each finds and publishes its own staged snapshot, never the other's)
     run: str | None = None
+    # the time the view's rows reflect, for a view that reads the clock (analysis/clock.py)
+    clock: str | None = None
 
     def encode(self) -> str:
         payload = {
             "base": self.base,
             "method": self.method,
             **({"run": self.run} if self.run is not None else {}),
+            **({"clock": self.clock} if self.clock is not None else {}),
             "logs": {
                 name: [pos.sequence, pos.master_snapshot, sorted(pos.commits)]
                 + ([pos.log_snapshot] if pos.log_snapshot is not None or pos.uncaptured else [])
@@ -76,11 +79,13 @@ class ViewState:
             }
             base = payload.get("base")
             run = payload.get("run")
+            clock = payload.get("clock")
             return cls(
                 logs=logs,
                 method=str(payload["method"]),
                 base=None if base is None else int(base),
                 run=None if run is None else str(run),
+                clock=None if clock is None else str(clock),
             )
         except (ValueError, KeyError, TypeError):
             return None

@@ -59,6 +59,9 @@ def test_the_insert_quotes_every_value_and_parses():
     assert len(values) == 2 and all(len(v.expressions) == len(COLUMNS) for v in values)
     assert "drop table x" not in sql.replace("'it\\'s; drop table x --'", "")
     assert "cast('2026-11-25 07:30:00.000000' as timestamp)" in sql
+    timed = HistoryRow(AT, "inv", "m", "s.v", "fast", "fast refresh", clock="2026-12-01 09:00:00")
+    assert insert_sql("h.t", [timed]).endswith(", '2026-12-01 09:00:00')")
+    assert insert_sql("h.t", [empty]).endswith(", cast(null as string))")
     sqlglot.parse_one(create_sql("ops.mv_refresh_history"), read="spark")
 
 

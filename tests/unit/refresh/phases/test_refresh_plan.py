@@ -99,3 +99,20 @@ def test_a_view_deletes_without_a_shuffle_by_data_file_in_format_2_only():
     # deletion vectors: every delete of a data file from one task (Iceberg's hash distribution)
     assert DELETE_DISTRIBUTION not in view_defaults({"format-version": "3"})
     assert DELETE_DISTRIBUTION not in view_defaults({"format-version": "x"})
+
+
+def test_rows_that_crossed_a_views_time_boundary_recompute_it_without_a_warning():
+    from dbt_incremental_mv.refresh.phases.decide import RunFacts
+
+    crossed = RunFacts(clock_crossed="rows of shop.orders crossed the view's time boundary (...)")
+    decision = decide_refresh("v", FORCE, PlanFacts("table"), crossed)
+    assert decision.action == "complete" and decision.reason.startswith("rows of shop.orders crossed")
+    assert decision.blocker is None  # expected of a view that reads the clock: `--warn-error` passes
+    with pytest.raises(FastRefreshUnavailable, match="crossed the view's time boundary"):
+        decide_refresh("v", FAST, PlanFacts("table"), crossed)
+
+
+def test_a_clock_read_elsewhere_that_moved_is_a_fallback_with_its_reason():
+    facts = PlanFacts("table", clock_moved="the view reads the clock in a selected value, and its time moved")
+    decision = decide_refresh("v", FORCE, facts)
+    assert decision.action == "complete" and decision.blocker == facts.clock_moved

@@ -42,3 +42,9 @@ def test_a_position_past_its_log_round_trips_and_older_ids_decode_as_captured():
     past = ViewState(logs={"l": LogPosition(4, 99, uncaptured=True), "m": LogPosition(5, 7, log_snapshot=3)})
     assert ViewState.decode(past.encode()) == past
     assert ViewState.decode(ViewState(logs={"l": LogPosition(4, 99, log_snapshot=8)}).encode()).logs["l"].uncaptured is False
+
+
+def test_the_time_a_views_rows_reflect_round_trips_and_older_ids_have_none():
+    state = ViewState(logs={"s.l": LogPosition(3, 7)}, method="fast", base=1, clock="2026-12-01 09:00:00")
+    assert ViewState.decode(state.encode()) == state
+    assert ViewState.decode(ViewState(logs={"s.l": LogPosition(3, 7)}).encode()).clock is None

@@ -1,0 +1,167 @@
+"""Views that read the clock: ``current_date()``, ``current_timestamp()``, ``now()``,
+``localtimestamp()`` ("the orders due from today on", "events received up to now").
+
+A refresh fixes the time once (a ``Clock``) and reads the query with the clock functions
+written as that time's literals: the query becomes deterministic, and is analysed, built and
+refreshed like any other. The view state records the clock its rows reflect. At the next refresh
+the clock has moved: the query at the old time and the query at the new one are analysed both,
+and what differs between the two definitions is what the clock decides (``clock_move``):
+
+- nothing (a ``current_date()`` view refreshed again the same day): the view is refreshed as any;
+- filters of one table's rows (``where o.due_date >= current_date()``): the rows whose filter
+  gives another answer at the new time have crossed the time boundary. A refresh counts them
+  (refresh/phases/clock.py); while there are none, the unchanged rows of the view are those of the
+  query at the new time, and the fast refresh applies the changes at the new time;
+- anything else (a clock value selected, in a join condition, after an aggregate): the view is
+  recomputed whenever the time it reads moved.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import TypeVar
+
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from dbt_incremental_mv.analysis.errors import UnsupportedViewError
+from dbt_incremental_mv.analysis.model import ViewDefinition
+from dbt_incremental_mv.analysis.parse import parse_statement
+
+E = TypeVar("E", bound=exp.Expr)
+_TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}( \d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?$")
+
+
+class ClockError(ValueError):
+    """A clock setting that is not a time."""
+
+
+@dataclass(frozen=True, order=True)
+class Clock:
+    """The time one refresh reads the clock functions as, in the session's time zone:
+    ``YYYY-MM-DD HH:MM:SS[.ffffff]``."""
+
+    timestamp: str
+
+    @classmethod
+    def of(cls, text: str) -> Clock:
+        """The clock of a time written ``YYYY-MM-DD[ HH:MM[:SS[.ffffff]]]`` (``T`` between date and
+        time is accepted); raises ClockError for anything else."""
+        value = text.strip().replace("T", " ", 1)
+        if not _TIMESTAMP.match(value):
+            raise ClockError(f"{text!r} is not a time: write it as YYYY-MM-DD HH:MM:SS (the session's time zone)")
+        if len(value) == 10:
+            value += " 00:00:00"
+        elif len(value) == 16:
+            value += ":00"
+        return cls(value)
+
+    @property
+    def date(self) -> str:
+        return self.timestamp[:10]
+
+    def literal(self, function: exp.Expr) -> exp.Expr:
+        """The literal a clock function reads as at this time."""
+        if _name(function) == "current_date":
+            return exp.cast(exp.Literal.string(self.date), exp.DataType.build("date"))
+        kind = "timestamp_ntz" if _name(function) == "localtimestamp" else "timestamp"
+        return exp.cast(exp.Literal.string(self.timestamp), exp.DataType.build(kind, dialect="spark"))
+
+
+_CLOCK_TYPES = {
+    "CurrentDate": "current_date",
+    "CurrentTimestamp": "current_timestamp",
+    "Localtimestamp": "localtimestamp",
+}
+_CLOCK_NAMES = {"now": "current_timestamp", "current_date": "current_date", "current_timestamp": "current_timestamp"}
+
+
+def _name(node: exp.Expr) -> str | None:
+    """``current_date``, ``current_timestamp`` or ``localtimestamp`` for a clock function."""
+    found = _CLOCK_TYPES.get(type(node).__name__)
+    if found is None and isinstance(node, exp.Anonymous) and not node.expressions:
+        found = _CLOCK_NAMES.get(node.name.lower())
+    return found
+
+
+def is_clock(node: exp.Expr) -> bool:
+    """A call of a clock function a refresh fixes (``current_date()``, ``current_timestamp()``,
+    ``now()``, ``localtimestamp()``)."""
+    return _name(node) is not None
+
+
+def reads_clock(statement: exp.Expr) -> bool:
+    return any(is_clock(node) for node in statement.find_all(exp.Func))
+
+
+def sql_reads_clock(sql: str) -> bool:
+    """Whether a model's SQL calls a clock function (False when it does not parse: the analysis
+    says why)."""
+    try:
+        return reads_clock(parse_statement(sql))
+    except (SqlglotError, UnsupportedViewError):
+        return False
+
+
+def at_time(statement: E, clock: Clock) -> E:
+    """The statement with each clock function written as its literal at ``clock`` (a copy)."""
+    fixed = statement.copy().transform(lambda node: clock.literal(node) if is_clock(node) else node)
+    assert isinstance(fixed, type(statement))  # a clock function is never the whole statement
+    return fixed
+
+
+@dataclass(frozen=True)
+class MovingFilter:
+    """A filter of one occurrence's rows that the clock decides: ``before`` at the time the view
+    reflects, ``after`` at this refresh's."""
+
+    alias: str
+    before: exp.Expr
+    after: exp.Expr
+
+
+@dataclass(frozen=True)
+class ClockMove:
+    """What changes in a view's definition when the clock moves (see the module's docstring)."""
+
+    filters: tuple[MovingFilter, ...] = ()
+    elsewhere: str | None = None  # where else the clock decides (None: nowhere else)
+
+    @property
+    def moved(self) -> bool:
+        return bool(self.filters) or self.elsewhere is not None
+
+
+def clock_move(before: ViewDefinition, after: ViewDefinition) -> ClockMove:
+    """What differs between the definitions of one query at two times (``before``: the time the
+    view reflects): the filters of one occurrence, or what else."""
+    if len(before.where_conjuncts) != len(after.where_conjuncts):
+        return ClockMove(elsewhere="the query's conditions")
+    filters: list[MovingFilter] = []
+    for old, new in zip(before.where_conjuncts, after.where_conjuncts, strict=True):
+        if old.sql(dialect="spark") == new.sql(dialect="spark"):
+            continue
+        aliases = {column.table for column in new.find_all(exp.Column)}
+        if len(aliases) != 1 or new.find(exp.Subquery, exp.AggFunc, exp.Window) is not None:
+            return ClockMove(elsewhere=f"the condition {new.sql(dialect='spark')}, which is not a filter of one table")
+        filters.append(MovingFilter(aliases.pop(), old, new))
+    places = [label for field, label in _PLACES if repr(getattr(before, field)) != repr(getattr(after, field))]
+    if not places and repr(replace(before, where_conjuncts=())) != repr(replace(after, where_conjuncts=())):
+        places = ["the query"]
+    if places:
+        return ClockMove(tuple(filters), elsewhere=", ".join(dict.fromkeys(places)))
+    return ClockMove(tuple(filters))
+
+
+_PLACES = (
+    ("outputs", "a selected value"),
+    ("hidden_columns", "a selected value"),
+    ("joins", "a join condition"),
+    ("group_by", "GROUP BY"),
+    ("having", "HAVING"),
+    ("ranking", "a window"),
+    ("windowing", "a window"),
+    ("branches", "a UNION ALL branch"),
+)
+"""Where else in a definition the clock may be read, as the user would name the place."""

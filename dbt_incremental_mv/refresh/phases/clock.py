@@ -1,0 +1,132 @@
+"""The clock of a refresh (analysis/clock.py): the time its views' clock functions read as, and
+whether rows crossed a view's time boundary since the time its rows reflect.
+
+A view whose filters of one table read the clock (``where o.due_date >= current_date()``)
+stays equal to its query at the new time while no row's filter gives another answer at the new
+time than at the old one: neither a row of the master as the refresh reads it (the unchanged rows
+the view keeps) nor a marked image of a changed row (the images a view class evaluates the filter
+on). A row that crossed makes the refresh recompute the view (decide.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from sqlglot import exp
+
+from dbt_incremental_mv import environment
+from dbt_incremental_mv.analysis import MasterTable, ViewDefinition, analyze_view, render_expression
+from dbt_incremental_mv.analysis.clock import Clock, MovingFilter, clock_move
+from dbt_incremental_mv.refresh.context import RefreshContext
+from dbt_incremental_mv.refresh.marked_log import MarkedLog
+from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
+from dbt_incremental_mv.sql_text import ident, integer, relation
+
+SESSION_TIME = "select cast(current_timestamp() as string)"
+
+
+def refresh_clock(ctx: RefreshContext) -> Clock:
+    """This refresh's time: DBT_INCREMENTAL_MV_NOW when set, else the Spark session's clock (in
+    its time zone, as its ``current_timestamp()`` reads)."""
+    fixed = environment.NOW.value()
+    if fixed is not None:
+        return Clock.of(fixed)
+    return Clock.of(str(ctx.query(SESSION_TIME)[0][0])[:26])
+
+
+def moved_since(
+    sql: str,
+    masters: Mapping[str, MasterTable],
+    definition: ViewDefinition,
+    clock: Clock,
+    state: ViewState | None,
+) -> tuple[str | None, tuple[MovingFilter, ...]]:
+    """Why the view cannot be fast refreshed at ``clock`` from the time its ``state`` reflects
+    (None: it can), and the filters of one table whose rows may have crossed the time boundary
+    since (``definition``: the query at ``clock``)."""
+    if state is None or state.clock is None:
+        return "the view has no record of the time its rows reflect (it reads the clock)", ()
+    if state.clock == clock.timestamp:
+        return None, ()
+    move = clock_move(analyze_view(sql, masters, Clock(state.clock)), definition)
+    if move.elsewhere is not None:
+        return (
+            f"the view reads the clock in {move.elsewhere}, and its time moved (from {state.clock} to "
+            f"{clock.timestamp})",
+            (),
+        )
+    return None, move.filters
+
+
+_COMPARISONS = (exp.EQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
+
+
+def crossing(filters: Sequence[MovingFilter]) -> exp.Expr:
+    """Rows whose filters give another answer at the new time than at the old one. A filter that
+    compares a value of the row with the time (``o.received_at <= current_timestamp()``) can only
+    change its answer for values between its two times: that range, Spark pushes it to the scan
+    (Iceberg skips the files whose values all lie outside it), then the exact test."""
+    changed: list[exp.Expr] = []
+    for moving in filters:
+        flipped: exp.Expr = exp.NEQ(
+            this=exp.Coalesce(this=exp.paren(moving.before.copy()), expressions=[exp.false()]),
+            expression=exp.Coalesce(this=exp.paren(moving.after.copy()), expressions=[exp.false()]),
+        )
+        span = _span(moving)
+        changed.append(exp.and_(span, flipped) if span is not None else flipped)
+    return exp.or_(*changed) if len(changed) > 1 else changed[0]
+
+
+def _span(moving: MovingFilter) -> exp.Expr | None:
+    """``value BETWEEN least(t0, t1) AND greatest(t0, t1)`` for a comparison of a row's value with
+    the time (``t0``/``t1``: its two times); None for any other filter."""
+    before, after = moving.before, moving.after
+    if not isinstance(after, _COMPARISONS) or type(before) is not type(after):
+        return None
+    if after.this == before.this and after.expression != before.expression:
+        value, old, new = after.this, before.expression, after.expression
+    elif after.expression == before.expression and after.this != before.this:
+        value, old, new = after.expression, before.this, after.this
+    else:
+        return None
+    if value.find(exp.Column) is None or old.find(exp.Column) is not None:
+        return None  # not a row's value compared with the time
+    return exp.Between(
+        this=value.copy(),
+        low=exp.Least(this=old.copy(), expressions=[new.copy()]),
+        high=exp.Greatest(this=old.copy(), expressions=[new.copy()]),
+    )
+
+
+def crossed_rows(
+    ctx: RefreshContext,
+    filters: Sequence[MovingFilter],
+    masters: Mapping[str, str],
+    snapshots: Mapping[str, int | None],
+    marked: Mapping[str, MarkedLog] | None = None,
+) -> str | None:
+    """Which rows crossed the time boundary of ``filters`` (by alias, ``masters`` the master of
+    each alias), read at ``snapshots`` (by master) and, when given, among the ``marked`` images
+    (by master) that carry the filters' columns; None: none did."""
+    by_alias: dict[str, list[MovingFilter]] = {}
+    for moving in filters:
+        by_alias.setdefault(moving.alias, []).append(moving)
+    for alias, own in sorted(by_alias.items()):
+        master = masters[alias]
+        condition = render_expression(crossing(own))
+        snapshot = snapshots.get(master)
+        sources = [
+            f"{relation(master)} version as of {integer(snapshot)}"
+            if snapshot is not None and snapshot >= 0
+            else relation(master)
+        ]
+        log = (marked or {}).get(master)
+        read = sorted({c.name for f in own for c in f.after.find_all(exp.Column)})
+        logged = {c.lower() for c in log.logged} if log is not None else set()
+        if log is not None and log.has_changes and all(c.lower() in logged for c in read):
+            sources.append(f"(\n{log.images(read)}\n)")
+        for source in sources:
+            if ctx.query(f"select 1 from {source} as {ident(alias)}\nwhere {condition}\nlimit 1"):
+                shown = " and ".join(render_expression(f.after) for f in own)
+                return f"rows of {master} crossed the view's time boundary ({shown})"
+    return None

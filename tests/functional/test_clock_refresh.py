@@ -1,0 +1,125 @@
+"""Views that read the clock (current_date(), current_timestamp()): the clock is fixed per run by
+DBT_INCREMENTAL_MV_NOW, never by sleeping. Filters of one table by the time are fast refreshed
+while no row crosses their boundary; a run that finds a crossed row (a changed one, or an
+unchanged one the time moved across, with nothing else to refresh) recomputes the view; a clock
+read elsewhere recomputes it when the time it reads moved. After every run each view equals its
+query at that run's time, across randomized changes."""
+
+import os
+
+import pytest
+from dbt.tests.util import run_dbt_and_capture
+
+from dbt_incremental_mv import environment
+from tests.functional.differential import Column, Master
+from tests.functional.test_aggregate_refresh import ShopViews, visible_columns
+from tests.functional.util import force_as_a_rule, rows  # noqa: F401 - a fixture
+
+MASTERS = [
+    Master("customers", "customer_id", key_pool=tuple(range(1001, 1006)), columns=[
+        Column("segment", "string", ["retail", "corporate", None]),
+    ]),
+    Master("orders", "order_id", [
+        Column("customer_id", "bigint", [1001, 1002, 1003, 1004, None]),
+        Column("amount", "decimal(10,2)", [1.5, 2.25, 10.0, None]),
+        Column("status", "string", ["open", "cancelled", None]),
+        Column("due", "string", ["2026-11-30", "2026-12-01", "2026-12-02", "2026-12-05", None]),
+        Column("received", "string", ["2026-12-01 09:00:00", "2026-12-01 12:00:00", "2026-12-02 08:00:00", None]),
+    ]),
+]
+ORDERS = "{{ source('shop', 'orders') }}"
+CUSTOMERS = "{{ source('shop', 'customers') }}"
+
+VIEWS = {
+    # a join filtered by the date: orders leave the view the day after they are due
+    "open_due_orders": (
+        f"select o.order_id, o.amount, c.segment from {ORDERS} o join {CUSTOMERS} c on o.customer_id = c.customer_id "
+        "where cast(o.due as date) >= current_date() and (o.status is null or o.status <> 'cancelled')"
+    ),
+    # an aggregate of the rows received up to now (rows dated in the future enter as time passes)
+    "received_by_customer": (
+        "select o.customer_id, count(*) as n, sum(o.amount) as total "
+        f"from {ORDERS} o where cast(o.received as timestamp) <= current_timestamp() group by o.customer_id"
+    ),
+    # the date selected: recomputed when the date moved, fast refreshed within a day
+    "days_to_due": f"select o.order_id, datediff(cast(o.due as date), current_date()) as days from {ORDERS} o",
+}
+
+
+def at(sql: str, now: str) -> str:
+    return sql.replace("current_date()", f"date'{now[:10]}'").replace("current_timestamp()", f"timestamp'{now}'")
+
+
+@pytest.mark.usefixtures("force_as_a_rule")
+class TestClockRefresh(ShopViews):
+    VIEWS = VIEWS
+    MASTERS = MASTERS
+    CONFIG = "materialized='fast_refresh'"
+
+    now = "2026-12-01 10:00:00"
+
+    def check_all(self, workload):
+        schema = workload.project.test_schema
+        for name, sql in VIEWS.items():
+            query = at(sql, self.now).replace(ORDERS, f"{schema}.orders").replace(CUSTOMERS, f"{schema}.customers")
+            workload.check(name, query, visible_columns(workload.project, name))
+
+    def run_at(self, workload, now: str) -> dict[str, str]:
+        """``dbt run`` with the clock at ``now``, every view checked; each model's log line."""
+        self.now = now
+        os.environ[environment.NOW.name] = now
+        try:
+            results, log = run_dbt_and_capture(["run"])
+        finally:
+            os.environ.pop(environment.NOW.name, None)
+        assert all(r.status == "success" for r in results), log
+        self.check_all(workload)
+        return {name: next(line for line in log.splitlines() if f" {name}: " in line) for name in VIEWS}
+
+    def test_time_moves(self, project):
+        os.environ[environment.NOW.name] = self.now
+        try:
+            workload = self.built(project, seed=7, initial_rows=12)
+        finally:
+            os.environ.pop(environment.NOW.name, None)
+        # the clock moves within the day and no row crosses: every view fast refreshed
+        workload.round(6, masters=["orders"], kinds=("insert", "update"))
+        lines = self.run_at(workload, "2026-12-01 10:30:00")
+        assert all("fast refresh:" in line for line in lines.values()), lines
+        # rows received at 12:00 are crossed by the time (changed or not): the aggregate recomputed
+        project.run_sql(
+            f"insert into {project.test_schema}.orders values (9001, 1001, 4.00, 'open', '2026-12-05', "
+            "'2026-12-01 12:00:00')"
+        )
+        lines = self.run_at(workload, "2026-12-01 13:00:00")
+        assert "crossed the view's time boundary" in lines["received_by_customer"], lines
+        assert "fast refresh:" in lines["open_due_orders"] and "fast refresh:" in lines["days_to_due"], lines
+        # the next day: due orders leave, the selected date moved
+        workload.round(6, masters=["orders", "customers"])
+        lines = self.run_at(workload, "2026-12-02 09:00:00")
+        assert "crossed the view's time boundary" in lines["open_due_orders"], lines
+        assert "reads the clock in a selected value" in lines["days_to_due"], lines
+        # nothing changed, but the time moved across rows: mv_status and explain say so, the run recomputes
+        os.environ[environment.NOW.name] = "2026-12-06 00:00:00"
+        try:
+            _, status = run_dbt_and_capture(["run-operation", "mv_status"])
+            _, explained = run_dbt_and_capture(
+                ["run-operation", "explain_fast_refresh", "--args", "{model: open_due_orders}"]
+            )
+        finally:
+            os.environ.pop(environment.NOW.name, None)
+        assert "crossed the view's time boundary" in status and "since the time its rows reflect" in status, status
+        assert "clock: the query reads the time" in explained and "this run reads it as 2026-12-06 00:00:00" in explained
+        assert "its rows reflect 2026-12-02 09:00:00" in explained, explained
+        lines = self.run_at(workload, "2026-12-06 00:00:00")
+        assert "crossed the view's time boundary" in lines["open_due_orders"], lines
+        # nothing changed and the time moved across no row: nothing to do
+        lines = self.run_at(workload, "2026-12-06 00:30:00")
+        assert "nothing marked" in lines["open_due_orders"], lines
+        assert "nothing marked" in lines["received_by_customer"], lines
+        history = rows(
+            project,
+            f"select clock from {project.test_schema}.mv_refresh_history where model = 'open_due_orders' "
+            "order by refreshed_at desc limit 1",
+        )
+        assert history == [("2026-12-06 00:30:00",)], history

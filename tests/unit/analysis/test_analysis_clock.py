@@ -1,0 +1,123 @@
+"""Views that read the clock (analysis/clock.py): a refresh's time written into the query as
+literals, and what differs between the query's definitions at two times."""
+
+import pytest
+
+from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, analyze_view, render_expression
+from dbt_incremental_mv.analysis.clock import Clock, ClockError, clock_move, sql_reads_clock
+from dbt_incremental_mv.refresh.phases.clock import crossing
+
+MASTERS = {
+    "s.orders": MasterTable(
+        "s.orders",
+        (("order_id", "bigint"), ("customer_id", "bigint"), ("due", "date"), ("received", "timestamp"), ("amount", "double")),
+        ("order_id",),
+    ),
+    "s.customers": MasterTable("s.customers", (("customer_id", "bigint"), ("valid_to", "date")), ("customer_id",)),
+}
+MORNING, NOON, NEXT_DAY = Clock.of("2026-12-01 09:00"), Clock.of("2026-12-01 12:00:00"), Clock.of("2026-12-02")
+
+
+def move(sql, before, after):
+    return clock_move(analyze_view(sql, MASTERS, before), analyze_view(sql, MASTERS, after))
+
+
+@pytest.mark.parametrize(
+    "text, timestamp",
+    [
+        ("2026-12-01", "2026-12-01 00:00:00"),
+        ("2026-12-01 09:30", "2026-12-01 09:30:00"),
+        ("2026-12-01T09:30:15.25", "2026-12-01 09:30:15.25"),
+    ],
+)
+def test_a_clock_is_a_time_in_the_session_time_zone(text, timestamp):
+    assert Clock.of(text).timestamp == timestamp
+    assert Clock.of(text).date == "2026-12-01"
+
+
+@pytest.mark.parametrize("text", ["yesterday", "2026-12-01 9:30", "12/01/2026", ""])
+def test_a_clock_setting_that_is_no_time_is_refused_saying_how_to_write_it(text):
+    with pytest.raises(ClockError, match="YYYY-MM-DD HH:MM:SS"):
+        Clock.of(text)
+
+
+def test_each_clock_function_reads_as_the_refresh_time():
+    sql = (
+        "select o.order_id from s.orders o where o.due >= current_date and o.received <= now() "
+        "and o.received < current_timestamp() and o.received < localtimestamp()"
+    )
+    assert sql_reads_clock(sql)
+    conjuncts = [render_expression(c) for c in analyze_view(sql, MASTERS, NOON).where_conjuncts]
+    assert conjuncts == [
+        "`o`.`due` >= CAST('2026-12-01' AS DATE)",
+        "`o`.`received` <= CAST('2026-12-01 12:00:00' AS TIMESTAMP)",
+        "`o`.`received` < CAST('2026-12-01 12:00:00' AS TIMESTAMP)",
+        "`o`.`received` < CAST('2026-12-01 12:00:00' AS TIMESTAMP_NTZ)",
+    ]
+
+
+def test_without_a_clock_the_analysis_refuses_the_clock_functions():
+    assert not sql_reads_clock("select o.order_id from s.orders o")
+    with pytest.raises(UnsupportedViewError, match="CURRENT_DATE"):
+        analyze_view("select o.order_id from s.orders o where o.due >= current_date()", MASTERS)
+
+
+def test_a_date_filter_does_not_move_within_the_day():
+    sql = "select o.order_id from s.orders o where o.due >= date_add(current_date(), -30)"
+    assert not move(sql, MORNING, NOON).moved
+    moved = move(sql, NOON, NEXT_DAY)
+    assert moved.elsewhere is None
+    assert [(f.alias, render_expression(f.after)) for f in moved.filters] == [
+        ("o", "`o`.`due` >= DATE_ADD(CAST('2026-12-02' AS DATE), -30)")
+    ]
+
+
+def test_filters_of_each_table_of_a_join_move_apart_from_the_others():
+    sql = (
+        "select o.order_id from s.orders o join s.customers c on o.customer_id = c.customer_id "
+        "where c.valid_to >= current_date() and current_timestamp() >= o.received and o.amount > 0"
+    )
+    moved = move(sql, MORNING, NEXT_DAY)
+    assert moved.elsewhere is None
+    assert sorted(f.alias for f in moved.filters) == ["c", "o"]
+
+
+@pytest.mark.parametrize(
+    "sql, where",
+    [
+        ("select o.order_id, datediff(o.due, current_date()) as age from s.orders o", "a selected value"),
+        (
+            "select o.order_id from s.orders o left join s.customers c on o.customer_id = c.customer_id "
+            "and c.valid_to >= current_date()",
+            "a join condition",
+        ),
+        (
+            "select o.order_id from s.orders o join s.customers c on o.customer_id = c.customer_id "
+            "where o.due >= current_date() or c.valid_to >= current_date()",
+            "a join condition",
+        ),
+        (
+            "select o.customer_id, count(*) as n from s.orders o group by o.customer_id "
+            "having max(o.received) > current_timestamp()",
+            "HAVING",
+        ),
+    ],
+)
+def test_the_clock_read_elsewhere_is_said(sql, where):
+    moved = move(sql, MORNING, NEXT_DAY)
+    assert moved.elsewhere == where
+
+
+def test_rows_that_crossed_are_read_within_the_span_of_the_two_times():
+    sql = "select o.order_id from s.orders o where o.received <= current_timestamp() and (o.due < current_date() or o.amount < 0)"
+    condition = render_expression(crossing(move(sql, MORNING, NEXT_DAY).filters))
+    # a comparison with the time: only values between the two times can change its answer (pruned)
+    assert (
+        "`o`.`received` BETWEEN LEAST(CAST('2026-12-01 09:00:00' AS TIMESTAMP), CAST('2026-12-02 00:00:00' AS TIMESTAMP))"
+        in condition
+    )
+    # any other filter: its answers at the two times compared, a NULL as false
+    assert (
+        "COALESCE((`o`.`due` < CAST('2026-12-01' AS DATE) OR `o`.`amount` < 0), FALSE) <> "
+        "COALESCE((`o`.`due` < CAST('2026-12-02' AS DATE) OR `o`.`amount` < 0), FALSE)"
+    ) in condition
