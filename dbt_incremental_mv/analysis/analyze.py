@@ -54,14 +54,19 @@ def analyze_view(sql: str, masters: Mapping[str, MasterTable], clock: Clock | No
     refused). Raises UnsupportedViewError naming the first construct that prevents an
     incremental refresh.
     """
-    statement = distributed_union(parsed_query(sql, clock), masters)
-    branches = union_all_branches(statement)
-    if branches is not None:
-        refuse_unsupported_constructs(rewritten_query(statement))
-        first = analyze_query(branches[0], masters)
-        names = tuple(o.name for o in first.visible_outputs)
-        return analyze_union([first, *(analyze_query(named_projections(b, names), masters) for b in branches[1:])])
-    return analyze_query(statement, masters)
+    try:
+        statement = distributed_union(parsed_query(sql, clock), masters)
+        branches = union_all_branches(statement)
+        if branches is not None:
+            refuse_unsupported_constructs(rewritten_query(statement))
+            first = analyze_query(branches[0], masters)
+            names = tuple(o.name for o in first.visible_outputs)
+            return analyze_union([first, *(analyze_query(named_projections(b, names), masters) for b in branches[1:])])
+        return analyze_query(statement, masters)
+    except UnsupportedViewError as error:
+        if clock is None:
+            raise
+        raise clock.as_written(error) from error
 
 
 def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> ViewDefinition:

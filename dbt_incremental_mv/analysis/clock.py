@@ -61,6 +61,26 @@ class Clock:
     def date(self) -> str:
         return self.timestamp[:10]
 
+    def as_written(self, error: UnsupportedViewError) -> UnsupportedViewError:
+        """``error`` (of the query at this time) quoting the clock functions as the user wrote
+        them, not as this time's literals."""
+        spelled = {
+            exp.cast(exp.Literal.string(self.date), exp.DataType.build("date")): "CURRENT_DATE()",
+            exp.cast(exp.Literal.string(self.timestamp), exp.DataType.build("timestamp_ntz", dialect="spark")): (
+                "LOCALTIMESTAMP()"
+            ),
+            exp.cast(exp.Literal.string(self.timestamp), exp.DataType.build("timestamp", dialect="spark")): (
+                "CURRENT_TIMESTAMP()"
+            ),
+        }
+
+        def written(text: str) -> str:
+            for literal, function in spelled.items():
+                text = text.replace(literal.sql(dialect="spark"), function)
+            return text
+
+        return UnsupportedViewError(written(error.construct), written(error.reason), written(error.hint))
+
     def literal(self, function: exp.Expr) -> exp.Expr:
         """The literal a clock function reads as at this time."""
         if _name(function) == "current_date":

@@ -367,7 +367,10 @@ class FastRefreshEngine:
         return on_commit_phase.on_commit(self.ctx, master_relation, graph, existing, commits)
 
     def stored_definition(self, view: str, graph: Mapping[str, Any]) -> ViewDefinition | str:
-        return on_commit_phase.stored_definition(self.ctx, view, graph)
+        """The definition a view was built from, as a run would analyse it now (layout advice)."""
+        return on_commit_phase.stored_definition(
+            self.ctx, view, graph, clock=lambda: clock_phase.refresh_clock(self.ctx)
+        )
 
     def explain(
         self, model: Mapping[str, Any], sql: str, view_relation: str, built: bool, graph: Mapping[str, Any]

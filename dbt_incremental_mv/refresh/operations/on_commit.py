@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewDefinition, analyze_view
+from dbt_incremental_mv.analysis.clock import Clock, sql_reads_clock
 from dbt_incremental_mv.definition import DEFINITION_PROPERTY
 from dbt_incremental_mv.logs.capture_plan import CaptureMethod
 from dbt_incremental_mv.logs.contract import LogContractError, LogSpec, log_specs_from_graph, logs_by_master
@@ -193,9 +194,15 @@ class _OnCommitRunner:
 
 
 def stored_definition(
-    ctx: RefreshContext, view: str, graph: Mapping[str, Any], all_logs: Mapping[str, LogSpec] | None = None
+    ctx: RefreshContext,
+    view: str,
+    graph: Mapping[str, Any],
+    all_logs: Mapping[str, LogSpec] | None = None,
+    clock: Callable[[], Clock] | None = None,
 ) -> ViewDefinition | str:
-    """The analysed definition a view was built from (its table property), or why not."""
+    """The analysed definition a view was built from (its table property), or why not; a view
+    that reads the clock is analysed at the time ``clock`` reads (None: not analysed, an on-commit
+    refresh)."""
     if all_logs is None:
         all_logs = logs_by_master(log_specs_from_graph(graph))
     table = ctx.metadata.table(view)
@@ -209,8 +216,13 @@ def stored_definition(
     missing = [m for m in masters if m not in all_logs]
     if missing:
         return f"no change log is declared for {', '.join(missing)}"
+    now = None
+    if sql_reads_clock(sql):  # its time is fixed by the run (refresh/phases/clock.py)
+        if clock is None:
+            return "it reads the clock: dbt run refreshes it"
+        now = clock()
     tables = {m: MasterTable(name=m, columns=tuple(ctx.metadata.columns(m)), key=all_logs[m].key) for m in masters}
     try:
-        return analyze_view(sql, tables)
+        return analyze_view(sql, tables, now)
     except UnsupportedViewError as exc:
         return str(exc)

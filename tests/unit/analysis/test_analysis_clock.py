@@ -121,3 +121,13 @@ def test_rows_that_crossed_are_read_within_the_span_of_the_two_times():
         "COALESCE((`o`.`due` < CAST('2026-12-01' AS DATE) OR `o`.`amount` < 0), FALSE) <> "
         "COALESCE((`o`.`due` < CAST('2026-12-02' AS DATE) OR `o`.`amount` < 0), FALSE)"
     ) in condition
+
+
+def test_a_refusal_quotes_the_clock_functions_as_written_not_as_the_runs_time():
+    sql = (
+        "select c.customer_id from s.customers c left join s.orders o on o.customer_id = c.customer_id "
+        "where o.received <= current_timestamp() and c.valid_to >= current_date()"
+    )
+    with pytest.raises(UnsupportedViewError) as refused:
+        analyze_view(sql, MASTERS, NOON)
+    assert "o.received <= CURRENT_TIMESTAMP()" in str(refused.value) and "2026" not in str(refused.value)
