@@ -62,7 +62,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -142,6 +142,14 @@ def masters_of(ds, views: list[shop.View]) -> list[str]:
     return [m for m in ds.MASTERS if any(m in v.masters for v in views)]
 
 
+def _fast(view: shop.View) -> str:
+    """The fast project's refresh_method: 'fast', but 'force' for a view reading the clock (a run
+    that finds rows the time moved across recomputes it, which 'fast' refuses); run the benchmark
+    with DBT_INCREMENTAL_MV_CALIBRATION=tests/functional/fast_whenever_possible.json so that force
+    chooses fast otherwise."""
+    return "force" if "current_date()" in view.sql or "current_timestamp()" in view.sql else "fast"
+
+
 def write_projects(
     root: Path, warehouse: Path, ds, views: list[shop.View], args: argparse.Namespace
 ) -> tuple[Path, Path, Path | None]:
@@ -153,7 +161,7 @@ def write_projects(
               "on_run_start": ds.WARM_UP}
     fast = write_project(root, "fast", schema="mv_fast",
                          sources_yml=_sources(ds, masters, args.logs, views=views, view_logs=args.view_logs),
-                         models={v.name: _model(ds, v, "materialized='fast_refresh', refresh_method='fast'", views,
+                         models={v.name: _model(ds, v, f"materialized='fast_refresh', refresh_method='{_fast(v)}'", views,
                                                 args.view_logs)
                                  for v in views}, **common)
     complete = write_project(
@@ -199,12 +207,16 @@ def _models_line(run: dict) -> str:
             + ", ".join(f"{name} {m['execution_time_s']:.1f}" for name, m in models.items()))
 
 
+CROSSED = "crossed the view's time boundary"  # a view reading the clock recomputed: expected when time moved
+
+
 def check_fast_refreshed(run: dict, views: list[shop.View]) -> None:
-    """Every view must log ``<view>: fast refresh``; the reason of any other outcome is reported."""
+    """Every view must log ``<view>: fast refresh`` (or its recompute for rows the time moved
+    across, when it reads the clock); the reason of any other outcome is reported."""
     problems = []
     for view in views:
         lines = run["models"].get(view.name, {}).get("log_lines", [])
-        if not any(line.startswith(f"{view.name}: fast refresh") for line in lines):
+        if not any(line.startswith(f"{view.name}: fast refresh") or CROSSED in line for line in lines):
             problems.append(f"{view.name}: " + (" | ".join(lines) or "no log line"))
     if problems:
         raise BenchmarkFailure("not fast refreshed:\n  " + "\n  ".join(problems))
@@ -242,6 +254,7 @@ class Bench:
         self.progress = Progress()
         self.root = Path(tempfile.mkdtemp(prefix="bench_", dir=args.tmpdir))
         self.places: dict[int, tuple[Path, Path, Path, Path | None]] = {}  # per scale: warehouse, fast, complete, force
+        self.clock = datetime.fromisoformat(args.clock) if args.clock else None  # the time the runs read (--clock)
         spark = installed_spark()  # the Spark line this benchmark's dbt runs on, and its Iceberg runtime
         self.results = {
             "name": args.name, "started": datetime.now().isoformat(timespec="seconds"),
@@ -288,6 +301,7 @@ class Bench:
         logs = ", ".join(self.ds.log_name(m) for m in self.cdc_logs)
         self.progress(f"generated: {report.rows_text(record)} in {record['generate']['wall_s']:.1f} s"
                       + (f"; change logs {logs}" if logs else ""))
+        self.set_clock(0.0)
         record["build"] = dbt(fast, "build")
         self.progress(f"build: {_models_line(record['build'])}")
         record["noop"] = dbt(fast, "noop")
@@ -306,6 +320,7 @@ class Bench:
                                dimensions=not self.args.no_dimension_changes,
                                append_only=self.args.append_only)
         change = point["change"] = spark_step("change", payload)
+        point["clock"] = self.set_clock(self.args.clock_step_hours)
         point["fraction"] = change["changed_orders"] / change["orders_before"]
         self.progress(f"change: {change['changed_orders']:,} orders ({point['fraction']:.4%})"
                       f"{'' if self.args.no_dimension_changes else ' + dimensions'}, "
@@ -326,9 +341,25 @@ class Bench:
             point["force_verify"] = self.verify(warehouse, record["scale"], run, schema="mv_force")
         return point
 
+    def set_clock(self, hours: float) -> str | None:
+        """With --clock: move the time the next runs read by ``hours`` (DBT_INCREMENTAL_MV_NOW); the time."""
+        if self.clock is None:
+            return None
+        self.clock += timedelta(hours=hours)
+        os.environ["DBT_INCREMENTAL_MV_NOW"] = self.clock.strftime("%Y-%m-%d %H:%M:%S")
+        return os.environ["DBT_INCREMENTAL_MV_NOW"]
+
+    def at_clock(self, sql: str) -> str:
+        """A defining query at the time the runs read (--clock), for the verification."""
+        if self.clock is None:
+            return sql
+        return (sql.replace("current_date()", f"date'{self.clock:%Y-%m-%d}'")
+                .replace("current_timestamp()", f"timestamp'{self.clock:%Y-%m-%d %H:%M:%S}'"))
+
     def verify(self, warehouse: Path, scale: int, fast_run: dict, schema: str = "mv_fast") -> dict:
         views = [{"name": v.name, "relation": f"{schema}.{v.name}",
-                  "query": v.query(**{m: f"{self.ds.SCHEMA if m in self.ds.MASTERS else schema}.{m}" for m in v.masters})}
+                  "query": self.at_clock(
+                      v.query(**{m: f"{self.ds.SCHEMA if m in self.ds.MASTERS else schema}.{m}" for m in v.masters}))}
                  for v in self.views]
         explain = {} if self.args.no_explain or schema != "mv_fast" else refresh_statements(fast_run)
         result = spark_step("verify", self.payload(warehouse, scale, views=views, explain=explain))
@@ -395,6 +426,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="change the facts only (orders and their lines), no customer or product: what "
                              "the dimension changes cost a refresh is the difference")
     parser.add_argument("--no-lines", action="store_true", help="no order_lines master (and no views on it)")
+    parser.add_argument("--clock", default=None,
+                        help="the time the views' current_date()/current_timestamp() read as at the build "
+                             "(YYYY-MM-DD HH:MM:SS; default: the session's clock)")
+    parser.add_argument("--clock-step-hours", type=float, default=0.0,
+                        help="with --clock: each change's runs read the time this many hours after the previous")
     parser.add_argument("--products", type=int, default=10_000)
     parser.add_argument("--files", type=int, default=8, help="data files per master when generated")
     parser.add_argument("--views", type=lambda s: [v for v in s.split(",") if v], default=None,

@@ -266,6 +266,15 @@ VIEWS = (
          "  from {orders}\n  group by customer_id\n)\n"
          "select c.customer_id, c.name, c.country, p.order_count, p.revenue\n"
          "from {customers} c\nleft join per_customer p on p.customer_id = c.customer_id"),
+    # rolling filters by the clock (a run's time: --clock, else the session's): orders of the last 90
+    # days, fast refreshed within a day and recomputed by the first run of a day that some crossed;
+    # orders placed up to now, each run reading which crossed its time boundary (none do within a day)
+    View("recent_orders", "rolling-date", ("orders",),
+         "select order_id, customer_id, order_date, amount\nfrom {orders}\n"
+         "where order_date >= date_add(current_date(), -90)"),
+    View("placed_by_customer", "rolling-time-agg", ("orders",),
+         "select customer_id, count(*) as order_count, sum(amount) as revenue\nfrom {orders}\n"
+         "where cast(order_date as timestamp) <= current_timestamp()\ngroup by customer_id"),
     View("line_items", "join3-lines", ("order_lines", "orders", "products"),
          "select l.order_id, l.line_no, l.quantity, l.unit_price, o.order_date, o.status, p.product_id, p.category\n"
          "from {order_lines} l\njoin {orders} o on l.order_id = o.order_id\n"
