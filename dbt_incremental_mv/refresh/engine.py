@@ -173,7 +173,8 @@ class FastRefreshEngine:
                 for m, spec in plan.logs.items()
                 if (position := state.logs.get(spec.log_relation)) is not None
             }
-        return clock_phase.crossed_rows(self.ctx, plan.moving_filters, masters, snapshots, marked)
+        types = {o.alias: {c.lower(): t for c, t in o.master.columns} for o in plan.definition.occurrences}
+        return clock_phase.crossed_rows(self.ctx, plan.moving_filters, masters, snapshots, marked, types)
 
     def emit(self, run: RefreshRun, marked: MarkedRefresh, statement: RefreshStatement | None) -> Propagation:
         """The steps that change the view, as the run's decision says."""

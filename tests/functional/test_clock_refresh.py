@@ -6,6 +6,7 @@ read elsewhere recomputes it when the time it reads moved. After every run each 
 query at that run's time, across randomized changes."""
 
 import os
+from dataclasses import dataclass
 
 import pytest
 from dbt.tests.util import run_dbt_and_capture
@@ -14,6 +15,17 @@ from dbt_incremental_mv import environment
 from tests.functional.differential import Column, Master
 from tests.functional.test_aggregate_refresh import ShopViews, visible_columns
 from tests.functional.util import force_as_a_rule, rows  # noqa: F401 - a fixture
+
+@dataclass(frozen=True)
+class At:
+    """A timestamp value of the random DML, written as a timestamp literal (differential.literal
+    writes its repr)."""
+
+    text: str
+
+    def __repr__(self):
+        return f"timestamp'{self.text}'"
+
 
 MASTERS = [
     Master("customers", "customer_id", key_pool=tuple(range(1001, 1006)), columns=[
@@ -25,6 +37,7 @@ MASTERS = [
         Column("status", "string", ["open", "cancelled", None]),
         Column("due", "string", ["2026-11-30", "2026-12-01", "2026-12-02", "2026-12-05", None]),
         Column("received", "string", ["2026-12-01 09:00:00", "2026-12-01 12:00:00", "2026-12-02 08:00:00", None]),
+        Column("placed", "timestamp", [At("2026-11-30 23:30:00"), At("2026-12-01 00:15:00"), At("2026-12-05 07:00:00"), None]),
     ]),
 ]
 ORDERS = "{{ source('shop', 'orders') }}"
@@ -40,6 +53,10 @@ VIEWS = {
     "received_by_customer": (
         "select o.customer_id, count(*) as n, sum(o.amount) as total "
         f"from {ORDERS} o where cast(o.received as timestamp) <= current_timestamp() group by o.customer_id"
+    ),
+    # a timestamp column's date against the date: its crossing check pruned by the column's times
+    "placed_lately": (
+        f"select o.order_id, o.placed from {ORDERS} o where cast(o.placed as date) >= date_add(current_date(), -1)"
     ),
     # the date selected: recomputed when the date moved, fast refreshed within a day
     "days_to_due": f"select o.order_id, datediff(cast(o.due as date), current_date()) as days from {ORDERS} o",
@@ -89,7 +106,7 @@ class TestClockRefresh(ShopViews):
         # rows received at 12:00 are crossed by the time (changed or not): the aggregate recomputed
         project.run_sql(
             f"insert into {project.test_schema}.orders values (9001, 1001, 4.00, 'open', '2026-12-05', "
-            "'2026-12-01 12:00:00')"
+            "'2026-12-01 12:00:00', timestamp'2026-12-05 07:00:00')"
         )
         lines = self.run_at(workload, "2026-12-01 13:00:00")
         assert "crossed the view's time boundary" in lines["received_by_customer"], lines
@@ -98,6 +115,7 @@ class TestClockRefresh(ShopViews):
         workload.round(6, masters=["orders", "customers"])
         lines = self.run_at(workload, "2026-12-02 09:00:00")
         assert "crossed the view's time boundary" in lines["open_due_orders"], lines
+        assert "crossed the view's time boundary" in lines["placed_lately"], lines  # 11-30 23:30 left
         assert "reads the clock in a selected value" in lines["days_to_due"], lines
         # nothing changed, but the time moved across rows: mv_status and explain say so, the run recomputes
         os.environ[environment.NOW.name] = "2026-12-06 00:00:00"

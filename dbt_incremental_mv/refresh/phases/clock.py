@@ -61,25 +61,28 @@ def moved_since(
 _COMPARISONS = (exp.EQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 
 
-def crossing(filters: Sequence[MovingFilter]) -> exp.Expr:
+def crossing(filters: Sequence[MovingFilter], types: Mapping[str, str] | None = None) -> exp.Expr:
     """Rows whose filters give another answer at the new time than at the old one. A filter that
     compares a value of the row with the time (``o.received_at <= current_timestamp()``) can only
     change its answer for values between its two times: that range, Spark pushes it to the scan
-    (Iceberg skips the files whose values all lie outside it), then the exact test."""
+    (Iceberg skips the files whose values all lie outside it), then the exact test. ``types``: the
+    Spark type of each column (lower case), so that a timestamp column's date (``cast(o.placed_at
+    as date) >= current_date() - 30``) is pruned by its range of times."""
     changed: list[exp.Expr] = []
     for moving in filters:
         flipped: exp.Expr = exp.NEQ(
             this=exp.Coalesce(this=exp.paren(moving.before.copy()), expressions=[exp.false()]),
             expression=exp.Coalesce(this=exp.paren(moving.after.copy()), expressions=[exp.false()]),
         )
-        span = _span(moving)
+        span = _span(moving, types or {})
         changed.append(exp.and_(span, flipped) if span is not None else flipped)
     return exp.or_(*changed) if len(changed) > 1 else changed[0]
 
 
-def _span(moving: MovingFilter) -> exp.Expr | None:
+def _span(moving: MovingFilter, types: Mapping[str, str]) -> exp.Expr | None:
     """``value BETWEEN least(t0, t1) AND greatest(t0, t1)`` for a comparison of a row's value with
-    the time (``t0``/``t1``: its two times); None for any other filter."""
+    the time (``t0``/``t1``: its two times), with the times of those dates when the value is a
+    timestamp column's date; None for any other filter."""
     before, after = moving.before, moving.after
     if not isinstance(after, _COMPARISONS) or type(before) is not type(after):
         return None
@@ -91,11 +94,22 @@ def _span(moving: MovingFilter) -> exp.Expr | None:
         return None
     if value.find(exp.Column) is None or old.find(exp.Column) is not None:
         return None  # not a row's value compared with the time
-    return exp.Between(
-        this=value.copy(),
-        low=exp.Least(this=old.copy(), expressions=[new.copy()]),
-        high=exp.Greatest(this=old.copy(), expressions=[new.copy()]),
+    low, high = (
+        exp.Least(this=old.copy(), expressions=[new.copy()]),
+        exp.Greatest(this=old.copy(), expressions=[new.copy()]),
     )
+    span: exp.Expr = exp.Between(this=value.copy(), low=low, high=high)
+    column = value.this if isinstance(value, (exp.Cast, exp.TryCast)) and value.to.is_type("date") else None
+    if isinstance(column, exp.Column) and types.get(column.name.lower(), "").startswith("timestamp"):
+        # a timestamp's date is within [low, high] when the timestamp is within [low, high + 1 day)
+        kind = exp.DataType.build(types[column.name.lower()], dialect="spark")
+        day_after = exp.DateAdd(this=high.copy(), expression=exp.Literal.number(1), unit=exp.var("DAY"))
+        span = exp.and_(
+            span,
+            exp.GTE(this=column.copy(), expression=exp.cast(low.copy(), kind)),
+            exp.LT(this=column.copy(), expression=exp.cast(day_after, kind)),
+        )
+    return span
 
 
 def crossed_rows(
@@ -104,16 +118,18 @@ def crossed_rows(
     masters: Mapping[str, str],
     snapshots: Mapping[str, int | None],
     marked: Mapping[str, MarkedLog] | None = None,
+    types: Mapping[str, Mapping[str, str]] | None = None,
 ) -> str | None:
     """Which rows crossed the time boundary of ``filters`` (by alias, ``masters`` the master of
     each alias), read at ``snapshots`` (by master) and, when given, among the ``marked`` images
-    (by master) that carry the filters' columns; None: none did."""
+    (by master) that carry the filters' columns, in one query per master; None: none did.
+    ``types``: by alias, the Spark type of each master column (lower case), for pruning."""
     by_alias: dict[str, list[MovingFilter]] = {}
     for moving in filters:
         by_alias.setdefault(moving.alias, []).append(moving)
     for alias, own in sorted(by_alias.items()):
         master = masters[alias]
-        condition = render_expression(crossing(own))
+        condition = render_expression(crossing(own, (types or {}).get(alias, {})))
         snapshot = snapshots.get(master)
         sources = [
             f"{relation(master)} version as of {integer(snapshot)}"
@@ -125,8 +141,8 @@ def crossed_rows(
         logged = {c.lower() for c in log.logged} if log is not None else set()
         if log is not None and log.has_changes and all(c.lower() in logged for c in read):
             sources.append(f"(\n{log.images(read)}\n)")
-        for source in sources:
-            if ctx.query(f"select 1 from {source} as {ident(alias)}\nwhere {condition}\nlimit 1"):
-                shown = " and ".join(render_expression(f.after) for f in own)
-                return f"rows of {master} crossed the view's time boundary ({shown})"
+        reads = [f"select 1 from {source} as {ident(alias)}\nwhere {condition}" for source in sources]
+        if ctx.query("\nunion all\n".join(reads) + "\nlimit 1"):
+            shown = " and ".join(render_expression(f.after) for f in own)
+            return f"rows of {master} crossed the view's time boundary ({shown})"
     return None

@@ -131,3 +131,45 @@ def test_a_refusal_quotes_the_clock_functions_as_written_not_as_the_runs_time():
     with pytest.raises(UnsupportedViewError) as refused:
         analyze_view(sql, MASTERS, NOON)
     assert "o.received <= CURRENT_TIMESTAMP()" in str(refused.value) and "2026" not in str(refused.value)
+
+
+def test_the_date_of_a_timestamp_column_is_pruned_by_the_times_of_the_two_dates():
+    sql = "select o.order_id from s.orders o where cast(o.received as date) >= current_date() - 30"
+    filters = move(sql, MORNING, NEXT_DAY).filters
+    types = {"received": "timestamp", "order_id": "bigint"}
+    condition = render_expression(crossing(filters, types))
+    assert "`o`.`received` >= CAST(LEAST(CAST('2026-12-01' AS DATE) - 30, CAST('2026-12-02' AS DATE) - 30) AS TIMESTAMP)" in condition
+    assert "`o`.`received` < CAST(DATE_ADD(GREATEST(" in condition
+    # a string column's date: no range of its values (strings need not sort as their dates)
+    assert "`o`.`received` >=" not in render_expression(crossing(filters, {"received": "string"}))
+
+
+def test_the_master_and_the_marked_images_are_read_by_one_query_that_stops_at_the_first_row():
+    from dataclasses import dataclass
+
+    from dbt_incremental_mv.refresh.phases.clock import crossed_rows
+
+    @dataclass
+    class Log:
+        logged: tuple = ("order_id", "received")
+        has_changes: bool = True
+
+        def images(self, columns):
+            return f"select {', '.join(columns)} from images"
+
+    class Context:
+        def __init__(self, rows):
+            self.rows, self.sql = rows, []
+
+        def query(self, sql):
+            self.sql.append(sql)
+            return self.rows
+
+    sql = "select o.order_id from s.orders o where o.received <= current_timestamp()"
+    filters = move(sql, MORNING, NOON).filters
+    ctx = Context([])
+    assert crossed_rows(ctx, filters, {"o": "s.orders"}, {"s.orders": 12}, {"s.orders": Log()}) is None
+    assert len(ctx.sql) == 1 and ctx.sql[0].count("select 1 from") == 2 and ctx.sql[0].endswith("limit 1")
+    assert "`s`.`orders` version as of 12 as `o`" in ctx.sql[0] and "from images" in ctx.sql[0]
+    found = crossed_rows(Context([(1,)]), filters, {"o": "s.orders"}, {"s.orders": 12})
+    assert found is not None and found.startswith("rows of s.orders crossed the view's time boundary")
