@@ -205,10 +205,10 @@ MAINTAINED = [
         "customer_id order by ordered_at) as valid_to from shop.orders) select * from versions where status <> 'void'",
     ),
     (
-        "Filters by the current date or time (`current_date()`, `current_timestamp()`, `now()`; fixed once per run): "
-        "fast refreshed while no row crosses their boundary; a run that finds a row the time moved across recomputes "
-        "the view, and so does one after the time moved when the query reads it elsewhere (selected, in a join "
-        "condition, HAVING, a window)",
+        "Filters of one table by the current date or time (`current_date()`, `current_timestamp()`, `now()`; fixed "
+        "once per run): a join view applies the rows the time moved across as changes; another class is recomputed "
+        "by a run that finds one, and a query that reads the time elsewhere (selected, in a join condition, HAVING, a "
+        "window) by a run after it moved",
         "select order_id, amount from shop.orders where ordered_at > current_date() - interval 30 days",
     ),
     (

@@ -156,14 +156,13 @@ class FastRefreshEngine:
 
     def _crossed(
         self, plan: RefreshPlan, state: ViewState | None, marked: Mapping[str, MarkedLog] | None = None
-    ) -> str | None:
+    ) -> clock_phase.Crossing | None:
         """Which rows crossed the view's time boundary since the time its rows reflect
         (refresh/phases/clock.py): the masters read at the snapshots ``state`` reflects, or at
         those the ``marked`` logs are read at, with their images; None: none did, or the view
         reads no clock."""
         if not plan.moving_filters or plan.definition is None:
             return None
-        masters = {o.alias: o.master.name for o in plan.definition.occurrences}
         if marked is not None:
             snapshots: dict[str, int | None] = {m: log.master_snapshot for m, log in marked.items()}
         else:
@@ -173,8 +172,8 @@ class FastRefreshEngine:
                 for m, spec in plan.logs.items()
                 if (position := state.logs.get(spec.log_relation)) is not None
             }
-        types = {o.alias: {c.lower(): t for c, t in o.master.columns} for o in plan.definition.occurrences}
-        return clock_phase.crossed_rows(self.ctx, plan.moving_filters, masters, snapshots, marked, types)
+        occurrences = {o.alias: o for o in plan.definition.occurrences}
+        return clock_phase.crossed_rows(self.ctx, plan.moving_filters, occurrences, snapshots, marked)
 
     def emit(self, run: RefreshRun, marked: MarkedRefresh, statement: RefreshStatement | None) -> Propagation:
         """The steps that change the view, as the run's decision says."""

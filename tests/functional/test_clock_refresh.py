@@ -1,8 +1,8 @@
 """Views that read the clock (current_date(), current_timestamp()): the clock is fixed per run by
-DBT_INCREMENTAL_MV_NOW, never by sleeping. Filters of one table by the time are fast refreshed
-while no row crosses their boundary; a run that finds a crossed row (a changed one, or an
-unchanged one the time moved across, with nothing else to refresh) recomputes the view; a clock
-read elsewhere recomputes it when the time it reads moved. After every run each view equals its
+DBT_INCREMENTAL_MV_NOW, never by sleeping. Filters of one table by the time are fast refreshed:
+a join view applies the rows the time moved across as changes (also when nothing else changed),
+an aggregate is recomputed by a run that finds one; a clock read elsewhere recomputes the view
+when the time it reads moved. After every run each view equals its
 query at that run's time, across randomized changes."""
 
 import os
@@ -114,10 +114,12 @@ class TestClockRefresh(ShopViews):
         # the next day: due orders leave, the selected date moved
         workload.round(6, masters=["orders", "customers"])
         lines = self.run_at(workload, "2026-12-02 09:00:00")
-        assert "crossed the view's time boundary" in lines["open_due_orders"], lines
-        assert "crossed the view's time boundary" in lines["placed_lately"], lines  # 11-30 23:30 left
+        # join views apply the rows the time moved across as changes, an aggregate is recomputed
+        assert "fast refresh:" in lines["open_due_orders"] and "TIME o" in lines["open_due_orders"], lines
+        assert "fast refresh:" in lines["placed_lately"] and "TIME o" in lines["placed_lately"], lines  # 11-30 23:30 left
+        assert "crossed the view's time boundary" in lines["received_by_customer"], lines  # 12-02 08:00 came
         assert "reads the clock in a selected value" in lines["days_to_due"], lines
-        # nothing changed, but the time moved across rows: mv_status and explain say so, the run recomputes
+        # nothing changed, but the time moved across rows: mv_status and explain say so, the run applies them
         os.environ[environment.NOW.name] = "2026-12-06 00:00:00"
         try:
             _, status = run_dbt_and_capture(["run-operation", "mv_status"])
@@ -126,11 +128,12 @@ class TestClockRefresh(ShopViews):
             )
         finally:
             os.environ.pop(environment.NOW.name, None)
-        assert "crossed the view's time boundary" in status and "since the time its rows reflect" in status, status
+        assert "crossed the view's time boundary" in status and "the next run applies them" in status, status
         assert "clock: the query reads the time" in explained and "this run reads it as 2026-12-06 00:00:00" in explained
         assert "its rows reflect 2026-12-02 09:00:00" in explained, explained
+        assert "the rows a refresh finds the time moved across are applied as changes" in explained, explained
         lines = self.run_at(workload, "2026-12-06 00:00:00")
-        assert "crossed the view's time boundary" in lines["open_due_orders"], lines
+        assert "steps run: TIME o" in lines["open_due_orders"] and "steps run: TIME o" in lines["placed_lately"], lines
         # nothing changed and the time moved across no row: nothing to do
         lines = self.run_at(workload, "2026-12-06 00:30:00")
         assert "nothing marked" in lines["open_due_orders"], lines

@@ -200,10 +200,15 @@ def _clock_prose(plan: RefreshPlan) -> str:
     assert plan.now is not None
     state = plan.view_state
     reflected = f"; its rows reflect {state.clock}" if state is not None and state.clock is not None else ""
+    crossed = (
+        "the rows a refresh finds the time moved across are applied as changes"
+        if plan.facts.crossings_applied
+        else "a refresh that finds rows the time moved across recomputes the view"
+    )
     return (
         f"the query reads the time (current_date(), current_timestamp(), now()); this run reads it as "
-        f"{plan.now.timestamp}{reflected}. Filters of one table's rows by the time stay fast refreshed while no "
-        "row crosses their boundary (a refresh that finds one recomputes the view); read anywhere else (selected, "
+        f"{plan.now.timestamp}{reflected}. Filters of one table's rows by the time are fast refreshed ({crossed}); "
+        "read anywhere else (selected, "
         "in a join condition, HAVING, a window, a UNION ALL branch), the time makes the refresh recompute the view "
         "whenever it moved (current_date(): once a day)"
     )

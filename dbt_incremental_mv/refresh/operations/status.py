@@ -85,12 +85,15 @@ def _staleness(
                 spec.master_relation, int(stats["inserts"] or 0) + int(stats["deletes"] or 0), uncaptured
             )
         )
+    crossed = None
     if plan.moving_filters and plan.definition is not None:  # rows the time moved across (the masters as they are)
-        masters = {o.alias: o.master.name for o in plan.definition.occurrences}
-        crossed = clock_phase.crossed_rows(ctx, plan.moving_filters, masters, {})
-        if crossed is not None:
-            rebuild.append(f"{crossed} since the time its rows reflect")
-    return staleness.view_status(name, built=True, rebuild=rebuild, pending=pending)
+        occurrences = {o.alias: o for o in plan.definition.occurrences}
+        crossing = clock_phase.crossed_rows(ctx, plan.moving_filters, occurrences, {})
+        if crossing is not None and not plan.facts.crossings_applied:
+            rebuild.append(f"{crossing.reason} since the time its rows reflect")
+        elif crossing is not None:
+            crossed = f"{crossing.reason} since the time its rows reflect: the next run applies them"
+    return staleness.view_status(name, built=True, rebuild=rebuild, pending=pending, crossed=crossed)
 
 
 def _pending_past_log(ctx: RefreshContext, spec, position, snapshots, rebuild: list[str]) -> staleness.PendingChanges:

@@ -11,11 +11,12 @@ on). A row that crossed makes the refresh recompute the view (decide.py).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from sqlglot import exp
 
 from dbt_incremental_mv import environment
-from dbt_incremental_mv.analysis import MasterTable, ViewDefinition, analyze_view, render_expression
+from dbt_incremental_mv.analysis import MasterOccurrence, MasterTable, ViewDefinition, analyze_view, render_expression
 from dbt_incremental_mv.analysis.clock import Clock, MovingFilter, clock_move
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
@@ -112,37 +113,50 @@ def _span(moving: MovingFilter, types: Mapping[str, str]) -> exp.Expr | None:
     return span
 
 
+@dataclass(frozen=True)
+class Crossing:
+    """Rows crossed the view's time boundary: why (for the log line), and by alias the query of its
+    master's rows that crossed, at the snapshot the refresh reads, under the alias (a join view
+    applies them as changes: join_view.with_crossed_rows)."""
+
+    reason: str
+    rows: Mapping[str, str]
+
+
 def crossed_rows(
     ctx: RefreshContext,
     filters: Sequence[MovingFilter],
-    masters: Mapping[str, str],
+    occurrences: Mapping[str, MasterOccurrence],
     snapshots: Mapping[str, int | None],
     marked: Mapping[str, MarkedLog] | None = None,
-    types: Mapping[str, Mapping[str, str]] | None = None,
-) -> str | None:
-    """Which rows crossed the time boundary of ``filters`` (by alias, ``masters`` the master of
-    each alias), read at ``snapshots`` (by master) and, when given, among the ``marked`` images
-    (by master) that carry the filters' columns, in one query per master; None: none did.
-    ``types``: by alias, the Spark type of each master column (lower case), for pruning."""
+) -> Crossing | None:
+    """Which rows crossed the time boundary of ``filters`` (``occurrences``: by alias), read at
+    ``snapshots`` (by master) and, when given, among the ``marked`` images (by master) that carry
+    the filters' columns, in one query per occurrence; None: none did."""
     by_alias: dict[str, list[MovingFilter]] = {}
     for moving in filters:
         by_alias.setdefault(moving.alias, []).append(moving)
+    crossed: dict[str, str] = {}
+    shown: list[str] = []
     for alias, own in sorted(by_alias.items()):
-        master = masters[alias]
-        condition = render_expression(crossing(own, (types or {}).get(alias, {})))
-        snapshot = snapshots.get(master)
-        sources = [
-            f"{relation(master)} version as of {integer(snapshot)}"
+        master = occurrences[alias].master
+        condition = render_expression(crossing(own, {c.lower(): t for c, t in master.columns}))
+        snapshot = snapshots.get(master.name)
+        read_at = (
+            f"{relation(master.name)} version as of {integer(snapshot)}"
             if snapshot is not None and snapshot >= 0
-            else relation(master)
-        ]
-        log = (marked or {}).get(master)
+            else relation(master.name)
+        )
+        sources = [read_at]
+        log = (marked or {}).get(master.name)
         read = sorted({c.name for f in own for c in f.after.find_all(exp.Column)})
         logged = {c.lower() for c in log.logged} if log is not None else set()
         if log is not None and log.has_changes and all(c.lower() in logged for c in read):
             sources.append(f"(\n{log.images(read)}\n)")
         reads = [f"select 1 from {source} as {ident(alias)}\nwhere {condition}" for source in sources]
         if ctx.query("\nunion all\n".join(reads) + "\nlimit 1"):
-            shown = " and ".join(render_expression(f.after) for f in own)
-            return f"rows of {master} crossed the view's time boundary ({shown})"
-    return None
+            crossed[alias] = f"select * from {read_at} as {ident(alias)}\nwhere {condition}"
+            shown.append(f"{master.name}: " + " and ".join(render_expression(f.after) for f in own))
+    if not crossed:
+        return None
+    return Crossing(f"rows crossed the view's time boundary ({'; '.join(shown)})", crossed)

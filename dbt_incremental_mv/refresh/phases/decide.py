@@ -13,6 +13,7 @@ from dbt_incremental_mv.config import FastRefreshConfig, RefreshMethod
 
 if TYPE_CHECKING:
     from dbt_incremental_mv.refresh.cost import Choice
+    from dbt_incremental_mv.refresh.phases.clock import Crossing
 
 
 class RefreshAction(StrEnum):
@@ -76,6 +77,7 @@ class PlanFacts:
     lacking_columns: str | None = None  # the view lacks hidden columns this version keeps
     out_of_step: str | None = None  # the view's record of its logs does not match them
     clock_moved: str | None = None  # the view reads the clock where a move of it changes more than filters
+    crossings_applied: bool = False  # its view class applies rows the time moved across as changes (join)
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ class RunFacts:
 
     before_capture: Choice | None = None  # a complete one skips the capture
     log_reset: str | None = None  # a log was reset while marking: its changes are lost
-    clock_crossed: str | None = None  # rows crossed the view's time boundary since its last refresh
+    clock_crossed: Crossing | None = None  # rows crossed the view's time boundary since its last refresh
     after_mark: Choice | None = None
 
     @property
@@ -136,10 +138,10 @@ def decide_refresh(
         if config.refresh_method is RefreshMethod.FAST:
             raise _unavailable(model_name, stop)
         return RefreshDecision(RefreshAction.COMPLETE, f"fast refresh impossible: {stop}", blocker=stop)
-    if run.clock_crossed is not None:  # expected of a view that reads the clock: not a warning
+    if run.clock_crossed is not None and not facts.crossings_applied:  # expected of such a view: no warning
         if config.refresh_method is RefreshMethod.FAST:
-            raise _unavailable(model_name, run.clock_crossed)
-        return RefreshDecision(RefreshAction.COMPLETE, f"{run.clock_crossed}: recomputed")
+            raise _unavailable(model_name, run.clock_crossed.reason)
+        return RefreshDecision(RefreshAction.COMPLETE, f"{run.clock_crossed.reason}: recomputed")
     if run.after_mark is not None and run.after_mark.method == RefreshAction.COMPLETE:
         return RefreshDecision(RefreshAction.COMPLETE, run.after_mark.why)
     return RefreshDecision(RefreshAction.FAST, "fast refresh")

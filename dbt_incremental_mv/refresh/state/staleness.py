@@ -177,10 +177,12 @@ def view_status(
     unusable: str | None = None,
     rebuild: Sequence[str] = (),
     pending: Sequence[PendingChanges] = (),
+    crossed: str | None = None,
 ) -> ViewStatus:
     """Oracle's STALENESS, decided: ``unusable`` (why it cannot be fast refreshed: no log,
     unsupported construct), ``rebuild`` (why the next run recomputes it: definition or master
-    column changed, log out of step, master history rewritten), ``pending`` (changes per master)."""
+    column changed, log out of step, master history rewritten), ``pending`` (changes per master),
+    ``crossed`` (rows the time moved across, which the next run applies: a join view reading the clock)."""
     if not built:
         return ViewStatus(model, Staleness.NOT_BUILT, "dbt run builds it")
     if unusable:
@@ -188,8 +190,9 @@ def view_status(
     if rebuild:
         return ViewStatus(model, Staleness.NEEDS_REBUILD, "; ".join(rebuild))
     changed = [p for p in pending if p.logged or p.uncaptured]
-    if changed:
-        return ViewStatus(model, Staleness.STALE, "changes pending: " + ", ".join(p.describe() for p in changed))
+    if changed or crossed:
+        found = ["changes pending: " + ", ".join(p.describe() for p in changed)] if changed else []
+        return ViewStatus(model, Staleness.STALE, "; ".join(found + ([crossed] if crossed else [])))
     return ViewStatus(model, Staleness.FRESH)
 
 

@@ -321,3 +321,55 @@ def refresh_statement(
         deleted=deleted,
         inserted=ins_query,
     )
+
+
+def with_crossed_rows(
+    view: ViewDefinition,
+    view_relation: str,
+    marked: Mapping[str, MarkedLog],
+    statement: RefreshStatement | None,
+    crossed: Mapping[str, str],
+    branch: str = WRITE_BRANCH,
+) -> RefreshStatement:
+    """``statement`` (the marked changes' writes, None: none), then the view rows of the master
+    rows whose filters by the time give another answer now (refresh/phases/clock.py) recomputed:
+    a DELETE of the view rows whose key of an occurrence is among its ``crossed`` rows' keys (by
+    alias: a query of those rows under the alias), an INSERT of the defining query's rows of those
+    keys at the marked snapshots (the crossed rows read in place of their occurrence when one
+    occurrence crossed). Both run after the changes' writes, on the write branch: a row of a
+    changed key that also crossed is deleted and inserted again, once."""
+    target = branch_target(view_relation, branch)
+    writes = [
+        w if statement is not None and statement.branch is not None else _on_branch(w, view_relation, target)
+        for w in (statement.writes if statement is not None else ())
+    ]
+    held = []
+    for alias, rows in sorted(crossed.items()):
+        key = view.occurrence(alias).master.key
+        by_source = view.key_columns_by_source(alias)
+        held.append(f"({idents([by_source[k.lower()] for k in key])}) in (select {idents(key)} from (\n{rows}\n))")
+    condition = " or ".join(held)
+    writes.append(delete_write(target, condition))
+    sources = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
+    if len(crossed) == 1:
+        [(alias, rows)] = crossed.items()
+        inserted = render_select(view, {**sources, alias: f"(\n{rows}\n)"})
+    else:
+        inserted = f"select * from (\n{render_select(view, sources)}\n) as _mv_crossed\nwhere {condition}"
+    writes.append(Write("insert", f"insert into {target} ({idents(view.stored_columns)})\n{inserted}"))
+    timed = tuple(f"TIME {alias}" for alias in sorted(crossed))
+    return refresh_writes(
+        branch,
+        writes,
+        (statement.steps_run if statement is not None else ()) + timed,
+        statement.steps_skipped if statement is not None else (),
+        cached=statement.cached if statement is not None else (),
+    )
+
+
+def _on_branch(write: Write, view_relation: str, target: str) -> Write:
+    """A write made for the view itself (a refresh of one write) aimed at its write branch."""
+    verb = "delete from" if write.name == "delete" else "insert into"
+    written = f"{verb} {relation(view_relation)}"
+    assert write.sql.startswith(written), write.sql[:80]
+    return Write(write.name, f"{verb} {target}{write.sql[len(written) :]}")

@@ -3,7 +3,7 @@ literals, and what differs between the query's definitions at two times."""
 
 import pytest
 
-from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, analyze_view, render_expression
+from dbt_incremental_mv.analysis import MasterOccurrence, MasterTable, UnsupportedViewError, analyze_view, render_expression
 from dbt_incremental_mv.analysis.clock import Clock, ClockError, clock_move, sql_reads_clock
 from dbt_incremental_mv.refresh.phases.clock import crossing
 
@@ -167,9 +167,12 @@ def test_the_master_and_the_marked_images_are_read_by_one_query_that_stops_at_th
 
     sql = "select o.order_id from s.orders o where o.received <= current_timestamp()"
     filters = move(sql, MORNING, NOON).filters
+    occurrences = {"o": MasterOccurrence("o", MASTERS["s.orders"])}
     ctx = Context([])
-    assert crossed_rows(ctx, filters, {"o": "s.orders"}, {"s.orders": 12}, {"s.orders": Log()}) is None
+    assert crossed_rows(ctx, filters, occurrences, {"s.orders": 12}, {"s.orders": Log()}) is None
     assert len(ctx.sql) == 1 and ctx.sql[0].count("select 1 from") == 2 and ctx.sql[0].endswith("limit 1")
     assert "`s`.`orders` version as of 12 as `o`" in ctx.sql[0] and "from images" in ctx.sql[0]
-    found = crossed_rows(Context([(1,)]), filters, {"o": "s.orders"}, {"s.orders": 12})
-    assert found is not None and found.startswith("rows of s.orders crossed the view's time boundary")
+    found = crossed_rows(Context([(1,)]), filters, occurrences, {"s.orders": 12})
+    assert found is not None and found.reason.startswith("rows crossed the view's time boundary (s.orders: ")
+    # the keys of the master's rows that crossed, for a join view's refresh
+    assert found.rows["o"].startswith("select * from `s`.`orders` version as of 12 as `o`\nwhere ")

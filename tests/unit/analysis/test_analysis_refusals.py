@@ -12,7 +12,7 @@ OLC = "shop.orders o left join shop.customers c on o.customer_id = c.customer_id
 
 # (id, sql, a string the error's construct must contain, case-insensitively)
 REFUSALS = [
-    # non-deterministic functions
+    # non-deterministic functions (the clock's too, for an analysis without a clock: a run fixes one)
     ("rand", f"select rand() as r, o.order_id from {O}", "rand("),
     ("random", f"select random() as r, o.order_id from {O}", "rand("),
     ("randn", f"select randn(1) as r, o.order_id from {O}", "randn("),

@@ -169,3 +169,45 @@ def test_the_plan_is_not_edited_the_run_is_decided_once_from_the_facts(warehouse
     turned = RefreshRun(run.plan)
     turned.decide(RunFacts(log_reset="a log was reset"))
     assert (turned.action, turned.decision.blocker, turned.plan.action) == ("complete", "a log was reset", "fast")
+
+
+def test_a_join_view_recomputes_the_rows_of_the_keys_the_time_moved_across_after_the_changes():
+    from dbt_incremental_mv.analysis import MasterTable, analyze_view
+    from dbt_incremental_mv.analysis.clock import Clock
+    from dbt_incremental_mv.refresh.marked_log import MarkedLog
+    from dbt_incremental_mv.refresh.views.join_view import refresh_statement, with_crossed_rows
+
+    masters = {
+        "s.orders": MasterTable("s.orders", (("order_id", "bigint"), ("customer_id", "bigint"), ("due", "date")), ("order_id",)),
+        "s.customers": MasterTable("s.customers", (("customer_id", "bigint"), ("name", "string")), ("customer_id",)),
+    }
+    view = analyze_view(
+        "select o.order_id, c.name from s.orders o join s.customers c on o.customer_id = c.customer_id "
+        "where o.due >= current_date()",
+        masters,
+        Clock.of("2026-12-02"),
+    )
+
+    def marked(master, inserts, deletes):
+        from dbt_incremental_mv.logs.contract import LogSpec
+
+        log = f"s.mlog_{master[2:]}"
+        spec = LogSpec(log, log, master[2:], master, masters[master].key, True)
+        return MarkedLog(spec, 5, 1, 9, inserts, deletes, master_snapshot=77, key_values=((1,),) if inserts else ())
+
+    logs = {"s.orders": marked("s.orders", 1, 0), "s.customers": marked("s.customers", 0, 0)}
+    crossed = {"o": "select * from `s`.`orders` version as of 77 as `o`\nwhere `o`.`due` = DATE '2026-12-01'"}
+    changes = refresh_statement(view, "s.v", logs, {})
+    assert changes is not None and changes.branch is None and changes.writes[0].sql.startswith("insert into `s`.`v` (")
+    timed = with_crossed_rows(view, "s.v", logs, changes, crossed, branch="mv_write_1")
+    assert timed.branch == "mv_write_1" and [w.name for w in timed.writes] == ["insert", "delete", "insert"]
+    # the changes' INSERT now goes to the write branch; the time step's writes come after it
+    assert all(w.sql.split("\n")[0].startswith(("insert into `s`.`v`.`branch_mv_write_1`", "delete from `s`.`v`.`branch_mv_write_1`")) for w in timed.writes)
+    held = "(`_mv_o_order_id`) in (select `order_id` from (\nselect * from `s`.`orders` version as of 77 as `o`\nwhere `o`.`due` = DATE '2026-12-01'\n))"
+    assert held in timed.writes[1].sql
+    # one occurrence crossed: its crossed rows read in its place, the others at their marked snapshots
+    assert "`o`.`due` = CAST('2026-12-01' AS DATE)" in timed.writes[2].sql and "`s`.`customers` version as of 77" in timed.writes[2].sql.lower()
+    assert timed.steps_run[-1] == "TIME o"
+    # nothing marked: the time step alone
+    alone = with_crossed_rows(view, "s.v", logs, None, crossed, branch="mv_write_1")
+    assert [w.name for w in alone.writes] == ["delete", "insert"] and alone.steps_run == ("TIME o",)

@@ -102,14 +102,18 @@ def test_a_view_deletes_without_a_shuffle_by_data_file_in_format_2_only():
 
 
 def test_rows_that_crossed_a_views_time_boundary_recompute_it_without_a_warning():
+    from dbt_incremental_mv.refresh.phases.clock import Crossing
     from dbt_incremental_mv.refresh.phases.decide import RunFacts
 
-    crossed = RunFacts(clock_crossed="rows of shop.orders crossed the view's time boundary (...)")
+    crossed = RunFacts(clock_crossed=Crossing("rows crossed the view's time boundary (shop.orders: ...)", {"o": "..."}))
     decision = decide_refresh("v", FORCE, PlanFacts("table"), crossed)
-    assert decision.action == "complete" and decision.reason.startswith("rows of shop.orders crossed")
+    assert decision.action == "complete" and decision.reason.startswith("rows crossed the view's time boundary")
     assert decision.blocker is None  # expected of a view that reads the clock: `--warn-error` passes
     with pytest.raises(FastRefreshUnavailable, match="crossed the view's time boundary"):
         decide_refresh("v", FAST, PlanFacts("table"), crossed)
+    # a join view applies them as changes: fast, whatever the method
+    for config in (FORCE, FAST):
+        assert decide_refresh("v", config, PlanFacts("table", crossings_applied=True), crossed).action == "fast"
 
 
 def test_a_clock_read_elsewhere_that_moved_is_a_fallback_with_its_reason():
