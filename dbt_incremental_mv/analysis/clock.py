@@ -64,28 +64,26 @@ class Clock:
     def as_written(self, error: UnsupportedViewError) -> UnsupportedViewError:
         """``error`` (of the query at this time) quoting the clock functions as the user wrote
         them, not as this time's literals."""
-        spelled = {
-            exp.cast(exp.Literal.string(self.date), exp.DataType.build("date")): "CURRENT_DATE()",
-            exp.cast(exp.Literal.string(self.timestamp), exp.DataType.build("timestamp_ntz", dialect="spark")): (
-                "LOCALTIMESTAMP()"
-            ),
-            exp.cast(exp.Literal.string(self.timestamp), exp.DataType.build("timestamp", dialect="spark")): (
-                "CURRENT_TIMESTAMP()"
-            ),
-        }
+        spelled = {self._literal(name).sql(dialect="spark"): written for name, written in _WRITTEN.items()}
 
         def written(text: str) -> str:
             for literal, function in spelled.items():
-                text = text.replace(literal.sql(dialect="spark"), function)
+                text = text.replace(literal, function)
             return text
 
         return UnsupportedViewError(written(error.construct), written(error.reason), written(error.hint))
 
     def literal(self, function: exp.Expr) -> exp.Expr:
         """The literal a clock function reads as at this time."""
-        if _name(function) == "current_date":
+        name = _name(function)
+        assert name is not None, "a clock function"
+        return self._literal(name)
+
+    def _literal(self, name: str) -> exp.Expr:
+        """The literal of the clock function ``name`` (``current_date``, ...) at this time."""
+        if name == "current_date":
             return exp.cast(exp.Literal.string(self.date), exp.DataType.build("date"))
-        kind = "timestamp_ntz" if _name(function) == "localtimestamp" else "timestamp"
+        kind = "timestamp_ntz" if name == "localtimestamp" else "timestamp"
         return exp.cast(exp.Literal.string(self.timestamp), exp.DataType.build(kind, dialect="spark"))
 
 
@@ -95,6 +93,12 @@ _CLOCK_TYPES = {
     "Localtimestamp": "localtimestamp",
 }
 _CLOCK_NAMES = {"now": "current_timestamp", "current_date": "current_date", "current_timestamp": "current_timestamp"}
+_WRITTEN = {
+    "current_date": "CURRENT_DATE()",
+    "current_timestamp": "CURRENT_TIMESTAMP()",
+    "localtimestamp": "LOCALTIMESTAMP()",
+}
+"""How a refusal quotes each clock function (Clock.as_written)."""
 
 
 def _name(node: exp.Expr) -> str | None:
@@ -111,15 +115,11 @@ def is_clock(node: exp.Expr) -> bool:
     return _name(node) is not None
 
 
-def reads_clock(statement: exp.Expr) -> bool:
-    return any(is_clock(node) for node in statement.find_all(exp.Func))
-
-
 def sql_reads_clock(sql: str) -> bool:
     """Whether a model's SQL calls a clock function (False when it does not parse: the analysis
     says why)."""
     try:
-        return reads_clock(parse_statement(sql))
+        return any(is_clock(node) for node in parse_statement(sql).find_all(exp.Func))
     except (SqlglotError, UnsupportedViewError):
         return False
 
@@ -147,10 +147,6 @@ class ClockMove:
 
     filters: tuple[MovingFilter, ...] = ()
     elsewhere: str | None = None  # where else the clock decides (None: nowhere else)
-
-    @property
-    def moved(self) -> bool:
-        return bool(self.filters) or self.elsewhere is not None
 
 
 def clock_move(before: ViewDefinition, after: ViewDefinition) -> ClockMove:

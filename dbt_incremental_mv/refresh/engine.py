@@ -172,8 +172,7 @@ class FastRefreshEngine:
                 for m, spec in plan.logs.items()
                 if (position := state.logs.get(spec.log_relation)) is not None
             }
-        occurrences = {o.alias: o for o in plan.definition.occurrences}
-        return clock_phase.crossed_rows(self.ctx, plan.moving_filters, occurrences, snapshots, marked)
+        return clock_phase.crossed_rows(self.ctx, plan.definition, plan.moving_filters, snapshots, marked)
 
     def emit(self, run: RefreshRun, marked: MarkedRefresh, statement: RefreshStatement | None) -> Propagation:
         """The steps that change the view, as the run's decision says."""

@@ -208,8 +208,8 @@ def _clock_prose(plan: RefreshPlan) -> str:
     return (
         f"the query reads the time (current_date(), current_timestamp(), now()); this run reads it as "
         f"{plan.now.timestamp}{reflected}. Filters of one table's rows by the time are fast refreshed ({crossed}); "
-        "read anywhere else (selected, "
-        "in a join condition, HAVING, a window, a UNION ALL branch), the time makes the refresh recompute the view "
+        "read anywhere else (selected, in a join condition, HAVING, a window, a UNION ALL branch), the time makes "
+        "the refresh recompute the view "
         "whenever it moved (current_date(): once a day)"
     )
 

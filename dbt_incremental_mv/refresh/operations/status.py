@@ -87,8 +87,7 @@ def _staleness(
         )
     crossed = None
     if plan.moving_filters and plan.definition is not None:  # rows the time moved across (the masters as they are)
-        occurrences = {o.alias: o for o in plan.definition.occurrences}
-        crossing = clock_phase.crossed_rows(ctx, plan.moving_filters, occurrences, {})
+        crossing = clock_phase.crossed_rows(ctx, plan.definition, plan.moving_filters, {})
         if crossing is not None and not plan.facts.crossings_applied:
             rebuild.append(f"{crossing.reason} since the time its rows reflect")
         elif crossing is not None:

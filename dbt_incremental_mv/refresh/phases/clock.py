@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from dbt_incremental_mv import environment
-from dbt_incremental_mv.analysis import MasterOccurrence, MasterTable, ViewDefinition, analyze_view, render_expression
+from dbt_incremental_mv.analysis import MasterTable, ViewDefinition, analyze_view, render_expression
 from dbt_incremental_mv.analysis.clock import Clock, MovingFilter, clock_move
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
@@ -125,21 +125,21 @@ class Crossing:
 
 def crossed_rows(
     ctx: RefreshContext,
+    definition: ViewDefinition,
     filters: Sequence[MovingFilter],
-    occurrences: Mapping[str, MasterOccurrence],
     snapshots: Mapping[str, int | None],
     marked: Mapping[str, MarkedLog] | None = None,
 ) -> Crossing | None:
-    """Which rows crossed the time boundary of ``filters`` (``occurrences``: by alias), read at
-    ``snapshots`` (by master) and, when given, among the ``marked`` images (by master) that carry
-    the filters' columns, in one query per occurrence; None: none did."""
+    """Which rows crossed the time boundary of ``filters`` (of ``definition``'s occurrences), read
+    at ``snapshots`` (by master) and, when given, among the ``marked`` images (by master) that
+    carry the filters' columns, in one query per occurrence; None: none did."""
     by_alias: dict[str, list[MovingFilter]] = {}
     for moving in filters:
         by_alias.setdefault(moving.alias, []).append(moving)
     crossed: dict[str, str] = {}
     shown: list[str] = []
     for alias, own in sorted(by_alias.items()):
-        master = occurrences[alias].master
+        master = definition.occurrence(alias).master
         condition = render_expression(crossing(own, {c.lower(): t for c, t in master.columns}))
         snapshot = snapshots.get(master.name)
         read_at = (

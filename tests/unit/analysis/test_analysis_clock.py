@@ -3,8 +3,8 @@ literals, and what differs between the query's definitions at two times."""
 
 import pytest
 
-from dbt_incremental_mv.analysis import MasterOccurrence, MasterTable, UnsupportedViewError, analyze_view, render_expression
-from dbt_incremental_mv.analysis.clock import Clock, ClockError, clock_move, sql_reads_clock
+from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, analyze_view, render_expression
+from dbt_incremental_mv.analysis.clock import Clock, ClockError, ClockMove, clock_move, sql_reads_clock
 from dbt_incremental_mv.refresh.phases.clock import crossing
 
 MASTERS = {
@@ -64,7 +64,7 @@ def test_without_a_clock_the_analysis_refuses_the_clock_functions():
 
 def test_a_date_filter_does_not_move_within_the_day():
     sql = "select o.order_id from s.orders o where o.due >= date_add(current_date(), -30)"
-    assert not move(sql, MORNING, NOON).moved
+    assert move(sql, MORNING, NOON) == ClockMove()
     moved = move(sql, NOON, NEXT_DAY)
     assert moved.elsewhere is None
     assert [(f.alias, render_expression(f.after)) for f in moved.filters] == [
@@ -167,12 +167,12 @@ def test_the_master_and_the_marked_images_are_read_by_one_query_that_stops_at_th
 
     sql = "select o.order_id from s.orders o where o.received <= current_timestamp()"
     filters = move(sql, MORNING, NOON).filters
-    occurrences = {"o": MasterOccurrence("o", MASTERS["s.orders"])}
+    definition = analyze_view(sql, MASTERS, NOON)
     ctx = Context([])
-    assert crossed_rows(ctx, filters, occurrences, {"s.orders": 12}, {"s.orders": Log()}) is None
+    assert crossed_rows(ctx, definition, filters, {"s.orders": 12}, {"s.orders": Log()}) is None
     assert len(ctx.sql) == 1 and ctx.sql[0].count("select 1 from") == 2 and ctx.sql[0].endswith("limit 1")
     assert "`s`.`orders` version as of 12 as `o`" in ctx.sql[0] and "from images" in ctx.sql[0]
-    found = crossed_rows(Context([(1,)]), filters, occurrences, {"s.orders": 12})
+    found = crossed_rows(Context([(1,)]), definition, filters, {"s.orders": 12})
     assert found is not None and found.reason.startswith("rows crossed the view's time boundary (s.orders: ")
     # the keys of the master's rows that crossed, for a join view's refresh
     assert found.rows["o"].startswith("select * from `s`.`orders` version as of 12 as `o`\nwhere ")
