@@ -32,6 +32,7 @@ from dbt_incremental_mv.analysis.model import (
 )
 from dbt_incremental_mv.analysis.outputs import classify_outputs, refuse_bad_output_names
 from dbt_incremental_mv.analysis.parse import parse_statement, with_ctes
+from dbt_incremental_mv.analysis.partitionwise import NotPartitionwise, analyze_partitionwise
 from dbt_incremental_mv.analysis.ranking import HINT, RankingShape, completed_ranking, resolved_ranking, split_ranking
 from dbt_incremental_mv.analysis.resolved import OccurrenceSource, ResolvedQuery, unparenthesized
 from dbt_incremental_mv.analysis.resolver import Resolver
@@ -55,18 +56,36 @@ def analyze_view(sql: str, masters: Mapping[str, MasterTable], clock: Clock | No
     incremental refresh.
     """
     try:
-        statement = distributed_union(parsed_query(sql, clock), masters)
-        branches = union_all_branches(statement)
-        if branches is not None:
-            refuse_unsupported_constructs(rewritten_query(statement))
-            first = analyze_query(branches[0], masters)
-            names = tuple(o.name for o in first.visible_outputs)
-            return analyze_union([first, *(analyze_query(named_projections(b, names), masters) for b in branches[1:])])
-        return analyze_query(statement, masters)
+        parsed = parsed_query(sql, clock)
+        try:
+            statement = distributed_union(parsed, masters)
+            branches = union_all_branches(statement)
+            if branches is not None:
+                refuse_unsupported_constructs(rewritten_query(statement))
+                first = analyze_query(branches[0], masters)
+                names = tuple(o.name for o in first.visible_outputs)
+                return analyze_union(
+                    [first, *(analyze_query(named_projections(b, names), masters) for b in branches[1:])]
+                )
+            return analyze_query(statement, masters)
+        except UnsupportedViewError as refusal:
+            return _per_partition(parsed, masters, refusal)
     except UnsupportedViewError as error:
         if clock is None:
             raise
         raise clock.as_written(error) from error
+
+
+def _per_partition(
+    statement: exp.Query, masters: Mapping[str, MasterTable], refusal: UnsupportedViewError
+) -> ViewDefinition:
+    """The query the other classes refused (``refusal``) as a PER_PARTITION view, when it is a stack
+    of queries over one master (analysis/partitionwise.py): its own refusal then says why not; the
+    other classes' ``refusal`` otherwise."""
+    try:
+        return analyze_partitionwise(statement, Resolver(masters).master)
+    except NotPartitionwise:
+        raise refusal from None
 
 
 def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> ViewDefinition:
@@ -89,7 +108,7 @@ def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> V
     _refuse_keyless_masters(query.occurrences)
     tree = normalize_joins(query)
     is_aggregate = query.is_aggregate
-    refuse_bad_output_names(query.projections)
+    refuse_bad_output_names(p.name for p in query.projections)
     classified = classify_outputs(query.projections, query.group_by or (), is_aggregate)
     group_by, outputs, having = classified.group_by, classified.outputs, None
     if having_condition is not None:

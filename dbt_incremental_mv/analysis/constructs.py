@@ -308,12 +308,7 @@ def _refuse_unsupported_joins(statement: exp.Expr) -> Iterator[UnsupportedViewEr
 def _refuse_window_functions(statement: exp.Expr) -> Iterator[UnsupportedViewError]:
     for node in statement.dfs():
         if isinstance(node, exp.Window) and not node.args.get("partition_by"):
-            yield UnsupportedViewError(
-                describe(node),
-                "a window without PARTITION BY reads every row: a change to one row could change every row of the view",
-                "Partition the window by a key of the rows it reads (PARTITION BY customer_id), or build the "
-                "view in a table model of its own",
-            )
+            yield unpartitioned_window(node)
         elif isinstance(node, exp.Window) or (
             isinstance(node, functions.WINDOW_ONLY_TYPES) and not functions.is_windowed(node)
         ):
@@ -324,6 +319,15 @@ def _refuse_window_functions(statement: exp.Expr) -> Iterator[UnsupportedViewErr
                 "PARTITION BY expression, and the queries over it only select and filter its rows",
                 _SEPARATE_MODEL,
             )
+
+
+def unpartitioned_window(window: exp.Window) -> UnsupportedViewError:
+    return UnsupportedViewError(
+        describe(window),
+        "a window without PARTITION BY reads every row: a change to one row could change every row of the view",
+        "Partition the window by a key of the rows it reads (PARTITION BY customer_id), or build the "
+        "view in a table model of its own",
+    )
 
 
 def _refuse_nondeterministic_functions(statement: exp.Expr) -> Iterator[UnsupportedViewError]:

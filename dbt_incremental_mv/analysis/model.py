@@ -123,7 +123,9 @@ class ViewClass(Enum):
     """How a view is maintained: by occurrence keys (JOIN, OUTER_JOIN), by groups (AGGREGATE),
     branch by branch (UNION_ALL: each branch one of the others, its rows marked by ``_mv_branch``),
     or by window partitions (RANKED: the top rows of each partition, ``Ranking``; WINDOWED: rows
-    with window functions over a common partition, ``Windowing``)."""
+    with window functions over a common partition, ``Windowing``; PER_PARTITION: any stack of
+    queries over one master whose windows, groupings and DISTINCTs share a partition,
+    ``PartitionQuery``)."""
 
     JOIN = "join"
     OUTER_JOIN = "outer_join"
@@ -131,6 +133,7 @@ class ViewClass(Enum):
     UNION_ALL = "union_all"
     RANKED = "ranked"
     WINDOWED = "windowed"
+    PER_PARTITION = "per_partition"
 
 
 class RankFunction(StrEnum):
@@ -210,6 +213,22 @@ class Windowing(_ReadableRepr):
     post_conjuncts: tuple[exp.Expr, ...] = ()
     partition_columns: tuple[str, ...] = ()
     tie_break: tuple[exp.Expr, ...] = ()
+
+
+@dataclass(frozen=True, repr=False)
+class PartitionQuery(_ReadableRepr):
+    """The rows of a PER_PARTITION view (analysis/partitionwise.py): ``query``, the defining query
+    as written (its CTEs and derived tables kept), the one master it reads standing as the table
+    ``_mv_master`` under the occurrence's alias, the ties of its order-dependent windows broken
+    (``tie_broken``), selecting the hidden partition columns last. Every window, GROUP BY and
+    DISTINCT in it partitions by ``partition_by`` (master columns, ``alias.column``), so a view row
+    depends only on the master rows of its partition; ``partition_columns``: the stored columns
+    holding each (a refresh deletes and recomputes partitions by them)."""
+
+    query: exp.Select
+    partition_by: tuple[exp.Expr, ...]
+    partition_columns: tuple[str, ...]
+    tie_broken: bool = False
 
 
 @dataclass(frozen=True, repr=False)
@@ -311,6 +330,8 @@ class ViewDefinition(_ReadableRepr):
     ranking: Ranking | None = None
     # WINDOWED: the common partition of its windows and the filters after them (analysis/windowing.py)
     windowing: Windowing | None = None
+    # PER_PARTITION: the query as written, recomputed by partition (analysis/partitionwise.py)
+    partition_query: PartitionQuery | None = None
 
     @property
     def stored_columns(self) -> tuple[str, ...]:

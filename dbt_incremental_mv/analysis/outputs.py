@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -30,12 +31,11 @@ class ClassifiedOutputs:
     group_by: tuple[exp.Expr, ...] = ()  # the GROUP BY, with the constants selected (see below)
 
 
-def refuse_bad_output_names(projections: tuple[Projection, ...]) -> None:
+def refuse_bad_output_names(names: Iterable[str]) -> None:
     """Stored column names must be distinct (case-insensitively, as in Spark) and leave the
     ``_mv_`` prefix to the plugin's hidden columns."""
     seen: set[str] = set()
-    for projection in projections:
-        name = projection.name
+    for name in names:
         if name.casefold().startswith(RESERVED_PREFIX):
             raise UnsupportedViewError(
                 name,

@@ -18,6 +18,7 @@ from dbt_incremental_mv.analysis.parse import DIALECT
 from dbt_incremental_mv.analysis.union import visible_sources
 
 Source = str | exp.Expr
+PER_PARTITION_MASTER = "_mv_master"  # the master's place in a PER_PARTITION view's template
 
 
 def render_expression(expression: exp.Expr, *, pretty: bool = False) -> str:
@@ -139,6 +140,8 @@ def select_expression(
     if definition.branches:
         raise TypeError("a UNION ALL view has no single SELECT: compose its branches'")
     sources = known_sources(definition, sources)
+    if definition.partition_query is not None:
+        return _partition_query(definition, sources, include_hidden, row_filter)
     if include_hidden and definition.reserves:
         return _with_reserves(definition, sources, row_filter)
     outputs = definition.outputs if include_hidden else definition.visible_outputs
@@ -171,6 +174,30 @@ def _rows(
     conjuncts = list(definition.where_conjuncts) + ([row_filter] if row_filter is not None else [])
     if conjuncts:
         select.set("where", exp.Where(this=conjunction(conjuncts)))
+    return select
+
+
+def _partition_query(
+    definition: ViewDefinition,
+    sources: Mapping[str, Source],
+    include_hidden: bool,
+    row_filter: exp.Expr | None,
+) -> exp.Select:
+    """A PER_PARTITION view's query: its template with the master's source in place (a
+    ``row_filter`` filters the master's rows, before anything else: it must keep or drop whole
+    partitions)."""
+    partition_query = definition.partition_query
+    assert partition_query is not None
+    occurrence = definition.occurrences[0]
+    select = partition_query.query.copy()
+    table = next(t for t in select.find_all(exp.Table) if t.name == PER_PARTITION_MASTER and not t.args.get("db"))
+    reader = table.parent_select
+    table.replace(_relation(occurrence, sources.get(occurrence.alias)))
+    if row_filter is not None and reader is not None:
+        reader.where(row_filter.copy(), copy=False)
+    if not include_hidden:
+        hidden = {h.name for h in definition.hidden_columns}
+        select.set("expressions", [p for p in select.expressions if p.alias_or_name not in hidden])
     return select
 
 

@@ -49,7 +49,7 @@ HINT = (
     "in a table model of its own"
 )
 # functions whose value depends on the order of rows the ORDER BY leaves tied, whatever the frame
-_ORDER_DEPENDENT = (exp.RowNumber, exp.Lead, exp.Lag, exp.Ntile)
+ORDER_DEPENDENT = (exp.RowNumber, exp.Lead, exp.Lag, exp.Ntile)
 
 
 @dataclass(frozen=True)
@@ -125,18 +125,18 @@ def _chain(statement: exp.Select) -> list[exp.Select] | None:
         node = below
 
 
-def _rows_frame(window: exp.Window) -> bool:
+def rows_frame(window: exp.Window) -> bool:
     spec = window.args.get("spec")
     return spec is not None and str(spec.args.get("kind") or "").upper() == "ROWS"
 
 
-def _refuse_order_dependent(window: exp.Window) -> None:
+def refuse_order_dependent(window: exp.Window) -> None:
     """A window whose value depends on the order Spark reads rows in, whatever the ORDER BY:
     MAX_BY/MIN_BY/MODE/APPROX_PERCENTILE; FIRST/LAST/ANY_VALUE and COLLECT_LIST but over a ROWS
     frame in an ORDER BY (its ties then broken by the key, _tie_broken); COLLECT_SET but counted
     or sorted."""
-    function = _function(window)
-    ordered = window.args.get("order") is not None and _rows_frame(window)
+    function = window_function(window)
+    ordered = window.args.get("order") is not None and rows_frame(window)
     counted = isinstance(window.parent, (exp.ArraySize, *functions.SORTED_ARRAYS))
     if isinstance(function, (exp.ArgMax, exp.ArgMin)) or type(function).__name__ in ("Mode", "ApproxQuantile"):
         hint = functions.NOT_RECOMPUTABLE_ALTERNATIVES.get(type(function), HINT)
@@ -204,7 +204,7 @@ def split_windows(statement: exp.Query) -> tuple[exp.Query, WindowShape | None]:
     if any(not w.args.get("partition_by") for w in rewritten.find_all(exp.Window)):
         return rewritten, None  # refused as a construct, as unpartitioned
     for window in rewritten.find_all(exp.Window):
-        _refuse_order_dependent(window)
+        refuse_order_dependent(window)
     distinct = next((w for w in rewritten.find_all(exp.Window) if w.this.find(exp.Distinct) is not None), None)
     if distinct is not None:
         raise UnsupportedViewError(
@@ -272,7 +272,7 @@ def _windows(expressions: tuple[exp.Expr, ...]) -> list[exp.Window]:
     return [w for e in expressions for w in e.find_all(exp.Window)]
 
 
-def _function(window: exp.Window) -> exp.Expr:
+def window_function(window: exp.Window) -> exp.Expr:
     function = window.this
     while isinstance(function, (exp.IgnoreNulls, exp.RespectNulls)):
         function = function.this
@@ -297,7 +297,7 @@ def _tie_broken(window: exp.Window, keys: Sequence[exp.Expr]) -> exp.Window:
     every build and refresh computes the same values; a RANGE frame's peers and a ranking's ties
     are the query's own meaning and are left alone."""
     order = window.args.get("order")
-    if order is None or not (isinstance(_function(window), _ORDER_DEPENDENT) or _rows_frame(window)):
+    if order is None or not (isinstance(window_function(window), ORDER_DEPENDENT) or rows_frame(window)):
         return window
     ordered = [o.this for o in order.expressions]
     missing = [k for k in keys if k not in ordered]

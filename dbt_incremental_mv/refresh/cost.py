@@ -269,10 +269,16 @@ def statement_stages(sql: str) -> int:
 def query_stages(view: ViewDefinition) -> tuple[int, int]:
     """(joins and aggregations, windows) of a complete refresh's query: a view's joins, its
     GROUP BY, the ranking window each MIN/MAX reserve is built by (render.py) and a ranked or
-    windowed view's windows; a UNION ALL's branches summed."""
+    windowed view's windows; a UNION ALL's branches summed; a PER_PARTITION view's groupings and
+    DISTINCTs, and its windows."""
     if view.branches:
         shapes = [query_stages(b) for b in view.branches]
         return sum(s for s, _ in shapes), sum(w for _, w in shapes)
+    if view.partition_query is not None:
+        query = view.partition_query.query
+        groupings = sum(1 for s in query.find_all(exp.Select) if s.args.get("group") or s.args.get("distinct"))
+        windows = {(tuple(w.args.get("partition_by") or ()), w.args.get("order")) for w in query.find_all(exp.Window)}
+        return groupings, len(windows)
     return len(view.joins) + int(view.is_aggregate), len(view.reserves) + _window_stages(view)
 
 

@@ -192,6 +192,19 @@ def _class_of(definition: ViewDefinition) -> str:
                 f" the master's key ({keys}), the same way by every build and refresh"
             )
         text += ")"
+    if definition.partition_query is not None:
+        partitions = ", ".join(describe(p) for p in definition.partition_query.partition_by)
+        text += (
+            f" (the query as written, recomputed by partition: every window, GROUP BY and DISTINCT in it partitions"
+            f" by {partitions}, so a change recomputes the view's rows of its values of {partitions} from the"
+            " master's rows of them"
+        )
+        if definition.partition_query.tie_broken:
+            text += (
+                "; rows the ORDER BY of ROW_NUMBER, LEAD, LAG, NTILE or a ROWS frame leaves tied are ordered by"
+                " the key of the rows it reads, the same way by every build and refresh"
+            )
+        text += ")"
     return text
 
 

@@ -2,7 +2,9 @@
 rows of each window partition of one master's rows, "latest row per key" above all
 (analysis/ranking.py), and WINDOWED views (ViewClass.WINDOWED), rows carrying window functions
 over a common partition (LEAD/LAG validity ranges, running totals, first values per key:
-analysis/windowing.py).
+analysis/windowing.py), and PER_PARTITION views (ViewClass.PER_PARTITION), stacked queries over one
+master whose windows, groupings and DISTINCTs all partition by common master columns ("latest row
+per key" then aggregated, windows over windows: analysis/partitionwise.py).
 
 **Partitions.** A row's rank depends only on the rows of its partition, so the view is the union,
 over partitions, of each one's top rows. A refresh recomputes the partitions its changes touch:
@@ -14,7 +16,8 @@ over partitions, of each one's top rows. A refresh recomputes the partitions its
   not in the view ranked below the top in its old partition: taking it away changes no rank above
   it (a WINDOWED view holds every row of its partitions). That is not so when the query filters
   the ranked or windowed rows (a row that fails the filter is not in the view, yet its partition's
-  windows read it), so such a view needs the images (``blocker``).
+  windows read it), so such a view needs the images (``blocker``), as a PER_PARTITION view does
+  (its rows are not the master's: no view row holds a master key).
 
 Partition values are matched null-safely (a NULL partition key is a partition).
 
@@ -35,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from sqlglot import exp
 
 from dbt_incremental_mv.analysis import ViewDefinition
-from dbt_incremental_mv.analysis.model import Ranking, Windowing
+from dbt_incremental_mv.analysis.model import PartitionQuery, Ranking, Windowing
 from dbt_incremental_mv.analysis.render import render_expression, render_select, unranked_rows
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.views.statement import (
@@ -57,11 +60,18 @@ KEY = "_mv_k"  # the affected partitions, as a table alias
 VIEW = "_mv_v"  # the view's rows, as a table alias
 
 
-def _partitioned(view: ViewDefinition) -> Ranking | Windowing:
-    """What the view's rows are partitioned and filtered by (RANKED or WINDOWED)."""
-    found = view.ranking or view.windowing
+def _partitioned(view: ViewDefinition) -> Ranking | Windowing | PartitionQuery:
+    """What the view's rows are partitioned by (RANKED, WINDOWED or PER_PARTITION)."""
+    found = view.ranking or view.windowing or view.partition_query
     assert found is not None  # a view of this module has one
     return found
+
+
+def _needs_images(view: ViewDefinition) -> bool:
+    """Whether the partitions a change leaves can only be read from the log's before images:
+    the view filters its ranked or windowed rows, or holds no master row as it is."""
+    partitioned = _partitioned(view)
+    return isinstance(partitioned, PartitionQuery) or bool(partitioned.post_conjuncts)
 
 
 def partition_source_columns(view: ViewDefinition) -> tuple[str, ...]:
@@ -71,20 +81,25 @@ def partition_source_columns(view: ViewDefinition) -> tuple[str, ...]:
 
 
 def blocker(view: ViewDefinition, logged: Mapping[str, Sequence[str]]) -> str | None:
-    if not _partitioned(view).post_conjuncts:
+    if not _needs_images(view):
         return None
     master = view.occurrences[0].master.name
     carried = {c.casefold() for c in logged.get(master, ())}
     missing = [c for c in partition_source_columns(view) if c.casefold() not in carried]
     if master in logged and missing:
+        what = (
+            "the query is recomputed by partition of its rows"
+            if view.partition_query is not None
+            else f"the query filters the {'ranked' if view.ranking is not None else 'windowed'} rows"
+        )
         return (
-            f"the query filters the {'ranked' if view.ranking is not None else 'windowed'} rows, so the partitions a change leaves are read from the "
+            f"{what}, so the partitions a change leaves are read from the "
             f"change log's before images, and the log of {master} does not carry {', '.join(missing)}"
         )
     return None
 
 
-def _partition_names(ranking: Ranking | Windowing) -> list[str]:
+def _partition_names(ranking: Ranking | Windowing | PartitionQuery) -> list[str]:
     return [f"_mv_p{i}" for i in range(1, len(ranking.partition_by) + 1)]
 
 
@@ -161,7 +176,7 @@ def _direction(ordered: exp.Ordered) -> str:
     return f"{'desc' if descending else 'asc'} nulls {'first' if nulls_first else 'last'}"
 
 
-def _matches(ranking: Ranking | Windowing, values: Sequence[str]) -> str:
+def _matches(ranking: Ranking | Windowing | PartitionQuery, values: Sequence[str]) -> str:
     """A row of the affected partitions (alias ``_mv_k``) with the partition ``values``, null-safely."""
     return " and ".join(f"{ident(KEY)}.{ident(n)} <=> {v}" for n, v in zip(_partition_names(ranking), values))
 

@@ -1,6 +1,7 @@
 """Which module refreshes which view class: the classes of one query (branch_classes.py),
 UNION ALL, whose branches are each one of those (union_view.py), and the views recomputed by
-window partition: the top rows of each (RANKED), rows carrying windows (WINDOWED) (ranked_view.py). See branch_classes.py for the
+window partition: the top rows of each (RANKED), rows carrying windows (WINDOWED), stacked queries over
+one master partitioned alike (PER_PARTITION) (ranked_view.py). See branch_classes.py for the
 interface every view-class module exposes."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ CLASSES: dict[ViewClass, ViewClassModule] = {
     ViewClass.UNION_ALL: ViewClassModule(union_view.refresh_statement, union_view.blocker),
     ViewClass.RANKED: ViewClassModule(ranked_view.refresh_statement, ranked_view.blocker),
     ViewClass.WINDOWED: ViewClassModule(ranked_view.refresh_statement, ranked_view.blocker),
+    ViewClass.PER_PARTITION: ViewClassModule(ranked_view.refresh_statement, ranked_view.blocker),
 }
 
 

@@ -77,9 +77,6 @@ def test_qualify_is_the_same_query(view):
         ("select * from (select o.order_id, c.name, row_number() over (partition by o.customer_id order by o.order_id) as rn "
          "from shop.orders o join shop.customers c on o.customer_id = c.customer_id) as t where rn = 1",
          "ROW_NUMBER()", "over one table"),
-        ("select customer_id, count(*) as n from (select o.*, row_number() over (partition by o.customer_id "
-         "order by o.order_id) as rn from shop.orders o) as t where rn = 1 group by customer_id",
-         "ROW_NUMBER()", "not aggregates"),
     ],
 )
 def test_refusals_quote_the_window_or_the_filter(view, sql, construct, reason):

@@ -152,11 +152,6 @@ def test_a_rank_kept_by_a_filter_is_still_a_ranked_view(view):
         (f"select o.order_id, count(*) over (partition by c.country) as n from {O} o "
          "join shop.customers c on o.customer_id = c.customer_id",
          "COUNT(*) OVER (PARTITION BY c.country)", "come from a join"),
-        (f"select customer_id, sum(sum(amount)) over (partition by customer_id) as s from {O} group by customer_id",
-         "SUM(SUM(amount)) OVER (PARTITION BY customer_id)", "not over the groups of an aggregate"),
-        (f"select order_id, sum(prev) over (partition by customer_id) as s from (select order_id, customer_id, "
-         f"lag(amount) over (partition by customer_id order by order_id) as prev from {O}) as t",
-         "SUM(prev) OVER (PARTITION BY customer_id)", "here several do"),
         (f"select order_id, count(distinct status) over (partition by customer_id) as n from {O}",
          "COUNT(DISTINCT status) OVER (PARTITION BY customer_id)", "no DISTINCT aggregate over a window"),
         (f"select order_id from (select order_id, count(*) over (partition by customer_id) as n from {O}) as t "

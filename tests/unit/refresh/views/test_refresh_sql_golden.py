@@ -62,6 +62,9 @@ VIEWS = {
                 "sum(amount) over (partition by customer_id, status) as status_total from shop.orders where status <> 'void'",
     "windowed_filtered": "with h as (select order_id, status, day, lag(status) over (partition by customer_id order by day) as before "
                          "from shop.orders) select order_id, day from h where before is null or before <> status",
+    "per_partition": "with latest as (select *, row_number() over (partition by customer_id, day order by amount desc) as rn "
+                     "from shop.orders) select customer_id, count(*) as days, sum(amount) as top_amounts "
+                     "from latest where rn = 1 group by customer_id",
 }
 
 

@@ -1,0 +1,64 @@
+"""Stacked queries over one master recomputed by partition (ViewClass.PER_PARTITION): "latest row
+per key" then aggregated, a window over another window's result, a window over groups, an
+aggregate of an aggregating CTE, DISTINCT in a CTE, a partition column the view does not select.
+A refresh recomputes the partitions its changes touch; exact after every randomized round (NULL
+partition keys, rows moving between partitions, every row deleted, ties broken by the key)."""
+
+import pytest
+from dbt.tests.util import run_dbt_and_capture
+
+from tests.functional.differential import soak_factor
+from tests.functional.test_aggregate_refresh import SRC, ShopViews
+from tests.functional.util import rows
+
+VIEWS = {
+    # the latest order per customer and status (dbt's dedup staging), then per customer
+    "customer_latest_totals": (
+        f"with latest as (select *, row_number() over (partition by customer_id, status "
+        f"order by amount desc nulls last, order_id desc) as rn from {SRC['orders']}), "
+        "deduplicated as (select customer_id, status, amount, quantity from latest where rn = 1) "
+        "select customer_id, count(*) as statuses, sum(amount) as amount, max(quantity) as most "
+        "from deduplicated group by customer_id"
+    ),
+    # a window over another window's result
+    "gaps": (
+        "select order_id, customer_id, gap, sum(gap) over (partition by customer_id) as total_gap from ("
+        "select order_id, customer_id, order_id - lag(order_id) over (partition by customer_id order by order_id) as gap "
+        f"from {SRC['orders']}) as t where gap is not null"
+    ),
+    # a ranking of the groups of an aggregate
+    "status_ranks": (
+        "select customer_id, status, count(*) as n, dense_rank() over (partition by customer_id order by count(*) desc) "
+        f"as r from {SRC['orders']} group by customer_id, status"
+    ),
+    # an aggregating CTE aggregated again; DISTINCT in a CTE; the partition column not selected
+    "busiest_status": (
+        f"with per_status as (select customer_id, status, count(*) as n from {SRC['orders']} "
+        "group by customer_id, status having count(*) > 0) "
+        "select max(n) as most, count(*) as statuses from per_status group by customer_id"
+    ),
+    "distinct_quantities": (
+        f"with d as (select distinct status, quantity from {SRC['orders']}) "
+        "select status, count(quantity) as quantities, min(quantity) as smallest from d group by status"
+    ),
+}
+
+
+class TestPartitionwiseRefresh(ShopViews):
+    VIEWS = VIEWS
+
+    @pytest.mark.parametrize("seed", [53])
+    def test_randomized_workload(self, project, seed):
+        workload = self.built(project, seed)
+        for round_number in range(2 * soak_factor()):
+            workload.alternating_round(round_number, operations=8)
+            log = self.refreshed(workload)
+            assert log.count("fast refresh:") == len(VIEWS) or "nothing marked" in log, log
+            assert "DEL+INS partitions" in log, log
+        workload.delete_every_row("orders")
+        self.refreshed(workload)
+        assert rows(project, f"select count(*) from {project.test_schema}.customer_latest_totals") == [(0,)]
+        workload.round(12, masters=["orders"], kinds=("insert",))
+        self.refreshed(workload)
+        _, log = run_dbt_and_capture(["run-operation", "explain_fast_refresh", "--args", "{model: busiest_status}"])
+        assert "per partition (the query as written, recomputed by partition" in log, log

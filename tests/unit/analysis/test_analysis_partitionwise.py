@@ -1,0 +1,165 @@
+"""Stacked queries over one master recomputed by partition (analysis/partitionwise.py): the shapes
+the other classes refuse that are maintained so, the common partition found through the levels,
+ties broken by the rows' key, the hidden partition column, and the refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from dbt_incremental_mv.analysis import UnsupportedViewError, ViewClass
+from dbt_incremental_mv.analysis.model import HiddenPurpose
+
+O = "shop.orders"
+
+ACCEPTED = [
+    # "latest row per key", then aggregated per a column of the key's partition
+    (
+        f"with latest as (select *, row_number() over (partition by customer_id, order_date order by order_id desc) as rn "
+        f"from {O}) select customer_id, count(*) as n, sum(amount) as amount from latest where rn = 1 group by customer_id",
+        ["customer_id"],
+    ),
+    # a window over another window's result
+    (
+        f"select order_id, customer_id, sum(prev) over (partition by customer_id) as s from (select order_id, customer_id, "
+        f"lag(amount) over (partition by customer_id order by order_id) as prev from {O}) as t",
+        ["customer_id"],
+    ),
+    # a window over the groups of an aggregate
+    (
+        f"select customer_id, sum(sum(amount)) over (partition by customer_id) as s from {O} group by customer_id",
+        ["customer_id"],
+    ),
+    # an aggregating CTE aggregated again, and filtered like HAVING
+    (
+        "with a as (select customer_id, status, count(*) as n from shop.orders group by customer_id, status) "
+        "select customer_id, max(n) as most from a where n > 1 group by customer_id",
+        ["customer_id"],
+    ),
+    (
+        "with a as (select status, count(*) as n from shop.orders group by status) select status, n from a where n > 1",
+        ["status"],
+    ),
+    # DISTINCT of whole rows; DISTINCT in a CTE filtered again
+    (f"select distinct * from {O}", ["amount", "customer_id", "order_date", "order_id", "status"]),
+    (
+        f"with d as (select distinct customer_id, status from {O}) select customer_id, count(*) as statuses "
+        "from d group by customer_id",
+        ["customer_id"],
+    ),
+]
+
+
+@pytest.mark.parametrize("sql, partition", ACCEPTED)
+def test_stacked_queries_over_one_table_partitioned_alike_are_recomputed_by_partition(view, rendered, sql, partition):
+    definition = view(sql)
+    assert definition.view_class is ViewClass.PER_PARTITION
+    assert [p.name for p in definition.partition_query.partition_by] == partition
+    assert len(definition.partition_query.partition_columns) == len(partition)
+    rendered(definition)
+
+
+def test_the_template_reads_the_source_given_and_breaks_ties_by_the_key(view, rendered):
+    definition = view(ACCEPTED[0][0])
+    sql = rendered(definition, sources={"orders": "(select * from shop.orders where x)"})
+    # the master's rows come from the source, under the alias the query reads them by
+    assert "FROM (SELECT * FROM `shop`.`orders` WHERE `x`) AS `orders`" in sql
+    # ROW_NUMBER's ties are broken by the master's key
+    assert "ORDER BY `order_id` DESC, `order_id`" not in sql  # (already the key: nothing appended)
+    assert definition.partition_query.tie_broken is False
+    tied = view(ACCEPTED[0][0].replace("order by order_id desc", "order by amount desc"))
+    assert "ORDER BY `amount` DESC, `order_id`)" in rendered(tied)
+    assert tied.partition_query.tie_broken is True
+
+
+def test_ties_over_grouped_rows_are_broken_by_the_group_keys(view, rendered):
+    definition = view(
+        f"select customer_id, status, row_number() over (partition by customer_id order by count(*) desc) as r "
+        f"from {O} group by customer_id, status"
+    )
+    assert "ORDER BY COUNT(*) DESC, `customer_id`, `status`)" in rendered(definition)
+
+
+def test_a_partition_column_the_outer_query_does_not_select_is_stored_hidden(view, rendered):
+    definition = view(f"select count(*) as n from {O} group by status")
+    assert definition.view_class is ViewClass.PER_PARTITION
+    (hidden,) = definition.hidden_columns
+    assert hidden.purpose is HiddenPurpose.PARTITION and definition.partition_query.partition_columns == (hidden.name,)
+    assert definition.stored_columns == ("n", hidden.name)
+    assert f"`status` AS `{hidden.name}`" in rendered(definition)
+    assert f"`{hidden.name}`" not in rendered(definition, include_hidden=False)
+
+
+def test_the_columns_read_are_the_master_columns_the_query_names(view):
+    definition = view(ACCEPTED[3][0])
+    assert definition.referenced_columns == {"orders": frozenset({"customer_id", "status"})}
+    assert view(ACCEPTED[0][0]).referenced_columns["orders"] == frozenset(
+        {"order_id", "customer_id", "order_date", "status", "amount"}
+    )
+
+
+@pytest.mark.parametrize(
+    "sql, construct, reason",
+    [
+        # two levels partitioned by different columns
+        (
+            f"select customer_id, status, sum(n) over (partition by status) as s from (select customer_id, status, "
+            f"count(*) over (partition by customer_id) as n from {O}) as t",
+            "SUM(n) OVER (PARTITION BY status)",
+            "share no PARTITION BY column",
+        ),
+        # order-dependent windows over rows without a known key
+        (
+            f"select customer_id, row_number() over (partition by customer_id order by n) as r from "
+            f"(select customer_id, count(*) over (partition by customer_id) as n from {O}) as t",
+            "ROW_NUMBER() OVER (PARTITION BY customer_id ORDER BY n)",
+            "no unique column to break the ties",
+        ),
+        (
+            f"select * from (select customer_id, row_number() over (partition by customer_id) as r from {O}) as t "
+            "where r = 1 and customer_id > 0",
+            "ROW_NUMBER() OVER (PARTITION BY customer_id)",
+            "needs ORDER BY",
+        ),
+        # ungrouped column in a grouped level
+        (
+            f"with a as (select customer_id, amount, count(*) as n from {O} group by customer_id) "
+            "select customer_id, sum(n) over (partition by customer_id) as s from a",
+            "amount",
+            "neither aggregated nor in GROUP BY",
+        ),
+        # the partition is lost on the way up
+        (
+            f"select n from (select n, sum(n) over (partition by customer_id) as s from (select customer_id, "
+            f"count(*) over (partition by customer_id) as n from {O}) as a) as b where s > 0",
+            "customer_id",
+            "its outer query does not read it",
+        ),
+        # still refused wherever they are
+        (
+            f"select customer_id, s from (select customer_id, sum(amount) over (partition by customer_id) as s, "
+            f"rand() as r from {O}) as t",
+            "RAND()",
+            "non-deterministic",
+        ),
+        (
+            f"select customer_id, collect_list(status) over (partition by customer_id) as l from (select customer_id, "
+            f"status, count(*) over (partition by customer_id) as n from {O}) as t",
+            "COLLECT_LIST(status) OVER (PARTITION BY customer_id)",
+            "depends on the order",
+        ),
+    ],
+)
+def test_refusals_name_the_construct(view, sql, construct, reason):
+    with pytest.raises(UnsupportedViewError) as caught:
+        view(sql)
+    assert caught.value.construct == construct, str(caught.value)
+    assert reason in str(caught.value)
+
+
+def test_queries_over_several_tables_keep_the_other_classes_refusal(view):
+    with pytest.raises(UnsupportedViewError, match="here several do|which computes windows"):
+        view(
+            f"select t.order_id, sum(prev) over (partition by t.customer_id) as s from (select order_id, customer_id, "
+            f"lag(amount) over (partition by customer_id order by order_id) as prev from {O}) as t "
+            "join shop.customers c on t.customer_id = c.customer_id"
+        )
