@@ -205,6 +205,16 @@ MAINTAINED = [
         "customer_id order by ordered_at) as valid_to from shop.orders) select * from versions where status <> 'void'",
     ),
     (
+        "Queries over one table stacked in CTEs or derived tables (a latest row per key then aggregated, a window "
+        "over another window's result or over groups, an aggregate of an aggregating CTE, DISTINCT in a CTE) whose "
+        "every window, GROUP BY and DISTINCT partitions by the same column of the table: the query is kept as written "
+        "and each partition a change touches is recomputed from the table's rows of it (the log must carry that "
+        "column)",
+        "with latest as (select *, row_number() over (partition by customer_id, product_id order by ordered_at desc) "
+        "as rn from shop.orders) select customer_id, count(*) as products, sum(amount) as spent from latest "
+        "where rn = 1 group by customer_id",
+    ),
+    (
         "Filters of one table by the current date or time (`current_date()`, `current_timestamp()`, `now()`; fixed "
         "once per run): a join view applies the rows the time moved across as changes; another class is recomputed "
         "by a run that finds one, and a query that reads the time elsewhere (selected, in a join condition, HAVING, a "
@@ -218,8 +228,8 @@ MAINTAINED = [
 ]
 REFUSED = [
     (
-        "Window functions without PARTITION BY (or without one expression every window partitions by), over a join "
-        "or an aggregate, or over another window's result",
+        "Window functions without PARTITION BY (or without one column every window, GROUP BY and DISTINCT of the "
+        "query partitions by), or over a join",
         "select order_id, lag(amount) over (order by ordered_at) as previous_amount from shop.orders",
     ),
     ("Non-deterministic functions", "select order_id, rand() as r from shop.orders"),
