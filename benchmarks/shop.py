@@ -255,6 +255,12 @@ VIEWS = (
          "       sum(amount) over (partition by customer_id order by order_date, order_id\n"
          "                         rows between unbounded preceding and current row) as customer_running_total\n"
          "from {orders}"),
+    # dbt's dedup staging, then aggregated (a stack the other classes refuse): the latest order of
+    # each customer and day, per customer; the customers of the changed orders recomputed
+    View("customer_daily_latest", "per-partition", ("orders",),
+         "with latest as (\n  select *, row_number() over (partition by customer_id, order_date order by amount desc) as rn\n"
+         "  from {orders}\n)\nselect customer_id, count(*) as days, sum(amount) as latest_amount\n"
+         "from latest\nwhere rn = 1\ngroup by customer_id"),
     # buyers per day (a COUNT(DISTINCT)): each day a change touches recomputed from the orders of that day
     View("buyers_per_day", "agg-distinct", ("orders",),
          "select o.order_date, count(distinct o.customer_id) as buyers, count(*) as orders\n"

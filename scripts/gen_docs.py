@@ -205,14 +205,20 @@ MAINTAINED = [
         "customer_id order by ordered_at) as valid_to from shop.orders) select * from versions where status <> 'void'",
     ),
     (
-        "Queries over one table stacked in CTEs or derived tables (a latest row per key then aggregated, a window "
-        "over another window's result or over groups, an aggregate of an aggregating CTE, DISTINCT in a CTE) whose "
-        "every window, GROUP BY and DISTINCT partitions by the same column of the table: the query is kept as written "
-        "and each partition a change touches is recomputed from the table's rows of it (the log must carry that "
-        "column)",
+        "Queries stacked in CTEs or derived tables (a latest row per key then aggregated, a window over another "
+        "window's result, over groups or over a join, an aggregate of an aggregating CTE, DISTINCT in a CTE, "
+        "UNION / UNION ALL aggregated) whose every window, GROUP BY, DISTINCT and set operation partitions by the "
+        "same column, every table joined (inner or LEFT) on it: the query is kept as written and each partition a "
+        "change touches is recomputed from the tables' rows of it (their logs must carry that column)",
         "with latest as (select *, row_number() over (partition by customer_id, product_id order by ordered_at desc) "
         "as rn from shop.orders) select customer_id, count(*) as products, sum(amount) as spent from latest "
         "where rn = 1 group by customer_id",
+    ),
+    (
+        "... over several tables joined on the partition column (an aggregating CTE joined back to its key's table, "
+        "its key not selected)",
+        "with totals as (select customer_id, sum(amount) as spent from shop.orders group by customer_id) select c.name, "
+        "t.spent from shop.customers c join totals t on t.customer_id = c.customer_id",
     ),
     (
         "Filters of one table by the current date or time (`current_date()`, `current_timestamp()`, `now()`; fixed "
@@ -252,9 +258,11 @@ REFUSED = [
         "select customer_id, listagg(status, ', ') as statuses from shop.orders group by customer_id",
     ),
     (
-        "A CTE that aggregates, joined again other than on its group keys, or without the other tables' keys selected",
-        "with totals as (select customer_id, sum(amount) as spent from shop.orders group by customer_id) select c.name, "
-        "t.spent from shop.customers c join totals t on t.customer_id = c.customer_id",
+        "A CTE that aggregates, joined again other than on its group keys (and not every table joined on one column "
+        "the query partitions by)",
+        "with product_totals as (select product_id, sum(amount) as spent from shop.orders group by product_id) "
+        "select o.order_id, c.name, t.spent from shop.orders o join product_totals t on t.product_id = o.product_id "
+        "join shop.customers c on c.customer_id = o.customer_id",
     ),
     (
         "A CTE that joins, on either side of an outer join after the first FROM item",
@@ -263,9 +271,9 @@ REFUSED = [
         "order_customers oc on oc.product_id = p.product_id",
     ),
     (
-        "UNION ALL under an aggregate or a join",
-        "with unioned as (select customer_id from shop.orders union all select customer_id from shop.customers) "
-        "select customer_id, count(*) as n from unioned group by customer_id",
+        "UNION ALL under an aggregate or a join, unless they partition its rows by a column of every branch",
+        "with unioned as (select customer_id, amount from shop.orders union all select customer_id, 0 from "
+        "shop.customers) select amount, count(*) as n from unioned group by amount",
     ),
     ("LIMIT", "select order_id from shop.orders limit 10"),
 ]

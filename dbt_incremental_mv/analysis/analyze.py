@@ -79,13 +79,21 @@ def analyze_view(sql: str, masters: Mapping[str, MasterTable], clock: Clock | No
 def _per_partition(
     statement: exp.Query, masters: Mapping[str, MasterTable], refusal: UnsupportedViewError
 ) -> ViewDefinition:
-    """The query the other classes refused (``refusal``) as a PER_PARTITION view, when it is a stack
-    of queries over one master (analysis/partitionwise.py): its own refusal then says why not; the
-    other classes' ``refusal`` otherwise."""
+    """The query the other classes refused (``refusal``) as a PER_PARTITION view
+    (analysis/partitionwise.py). When it is not one, the other classes' ``refusal`` stands; so it
+    does for a query over several tables, whose splitting into models that advice tells is as good
+    a fix as partitioning it alike; a query over one table gets its own refusal (its windows share
+    no partition, ...)."""
     try:
         return analyze_partitionwise(statement, Resolver(masters).master)
     except NotPartitionwise:
         raise refusal from None
+    except UnsupportedViewError as own:
+        ctes = {c.alias.casefold() for c in statement.find_all(exp.CTE)}
+        tables = [t for t in statement.find_all(exp.Table) if t.args.get("db") or t.name.casefold() not in ctes]
+        if len(tables) > 1 and refusal.reason != own.reason:
+            raise refusal from None
+        raise
 
 
 def analyze_query(statement: exp.Query, masters: Mapping[str, MasterTable]) -> ViewDefinition:

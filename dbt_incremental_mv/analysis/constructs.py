@@ -26,15 +26,26 @@ def refuse_unsupported_constructs(statement: exp.Expr, *, windowed: bool = False
         raise refusal
 
 
-def unsupported_constructs(statement: exp.Expr, *, windowed: bool = False) -> Iterator[UnsupportedViewError]:
+def unsupported_constructs(
+    statement: exp.Expr, *, windowed: bool = False, partitioned: bool = False
+) -> Iterator[UnsupportedViewError]:
     """Every construct no fast refresh can maintain, in the checks' order; a construct inside
     one already refused for the same reason (the function of a refused window) is not repeated.
-    ``windowed``: the query's windows are maintained (analysis/windowing.py took their shape)."""
+    ``windowed``: the query's windows are maintained (analysis/windowing.py took their shape);
+    ``partitioned``: its joins, set operations, DISTINCTs, HAVINGs and QUALIFYs too, wherever
+    they are (analysis/partitionwise.py)."""
     seen: list[UnsupportedViewError] = []
     for check in _CHECKS:
         if windowed and check is _refuse_window_functions:
             continue
-        for refusal in check(statement):
+        if partitioned and check in (_refuse_set_operations, _refuse_unsupported_joins):
+            continue
+        refusals = (
+            _refuse_select_clauses(statement, _PARTITIONED_CLAUSES)
+            if partitioned and check is _refuse_select_clauses
+            else check(statement)
+        )
+        for refusal in refusals:
             if any(r.reason == refusal.reason and refusal.construct in r.construct for r in seen):
                 continue
             seen.append(refusal)
@@ -175,7 +186,7 @@ def _clause_construct(prefix: str, value: object) -> str:
 def _refuse_clauses(node: exp.Expr, allowed: frozenset[str]) -> Iterator[UnsupportedViewError]:
     for key, prefix, reason, hint in _CLAUSE_REFUSALS:
         value = node.args.get(key)
-        if value:
+        if value and key not in allowed:
             yield UnsupportedViewError(_clause_construct(prefix, value), reason, hint)
     refused = {key for key, *_ in _CLAUSE_REFUSALS}
     for key, value in node.args.items():
@@ -189,10 +200,16 @@ def _refuse_clauses(node: exp.Expr, allowed: frozenset[str]) -> Iterator[Unsuppo
         )
 
 
-def _refuse_select_clauses(statement: exp.Expr) -> Iterator[UnsupportedViewError]:
+_PARTITIONED_CLAUSES = frozenset({"distinct", "having", "qualify"})
+
+
+def _refuse_select_clauses(
+    statement: exp.Expr, allowed: frozenset[str] = frozenset()
+) -> Iterator[UnsupportedViewError]:
+    """Clauses of SELECTs and derived tables no refresh maintains (but ``allowed`` ones)."""
     for node in statement.dfs():
         if isinstance(node, exp.Select):
-            yield from _refuse_clauses(node, _ALLOWED_SELECT_ARGS)
+            yield from _refuse_clauses(node, _ALLOWED_SELECT_ARGS | allowed)
             with_ = node.args.get("with_")
             if with_ is not None and with_.args.get("recursive"):
                 yield UnsupportedViewError("WITH RECURSIVE", "recursive CTEs are not supported", _SEPARATE_MODEL)

@@ -218,17 +218,20 @@ class Windowing(_ReadableRepr):
 @dataclass(frozen=True, repr=False)
 class PartitionQuery(_ReadableRepr):
     """The rows of a PER_PARTITION view (analysis/partitionwise.py): ``query``, the defining query
-    as written (its CTEs and derived tables kept), the one master it reads standing as the table
-    ``_mv_master`` under the occurrence's alias, the ties of its order-dependent windows broken
-    (``tie_broken``), selecting the hidden partition columns last. Every window, GROUP BY and
-    DISTINCT in it partitions by ``partition_by`` (master columns, ``alias.column``), so a view row
-    depends only on the master rows of its partition; ``partition_columns``: the stored columns
-    holding each (a refresh deletes and recomputes partitions by them)."""
+    as written (each CTE reference a derived table of its own), every master it reads standing as
+    the table ``_mv_master`` under its occurrence's alias, the ties of its order-dependent windows
+    broken (``tie_broken``), selecting the hidden partition columns last. Every window, GROUP BY,
+    DISTINCT and set operation in it partitions by the same attributes, each a column of every
+    occurrence (``partitions``: by alias, ``alias.column`` per attribute; ``partition_by``: the
+    first occurrence's), so a view row depends only on the masters' rows of its partition;
+    ``partition_columns``: the stored columns holding each attribute (a refresh deletes and
+    recomputes partitions by them)."""
 
     query: exp.Select
     partition_by: tuple[exp.Expr, ...]
     partition_columns: tuple[str, ...]
     tie_broken: bool = False
+    partitions: Mapping[str, tuple[exp.Expr, ...]] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True, repr=False)

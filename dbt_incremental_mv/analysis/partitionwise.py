@@ -1,27 +1,35 @@
-"""Views recomputed partition by partition (ViewClass.PER_PARTITION): queries over the rows of one
-master, stacked in CTEs or derived tables, whose every window, GROUP BY and DISTINCT partitions by
-the same master columns::
+"""Views recomputed partition by partition (ViewClass.PER_PARTITION): queries, nested in CTEs and
+derived tables as deep as they like, whose every window, GROUP BY, DISTINCT and set operation
+partitions its rows by the same columns of every table it reads::
 
     with latest as (
-      select *, row_number() over (partition by customer_id, order_id order by updated_at desc) as rn
-      from shop.order_events
-    ), orders as (
-      select customer_id, order_id, amount from latest where rn = 1
+      select *, row_number() over (partition by ticket_id, field order by updated_at desc) as rn
+      from support.ticket_history
+    ), current_fields as (
+      select l.ticket_id, l.field, l.value from latest l where rn = 1
     )
-    select customer_id, count(*) as orders, sum(amount) as amount,
-           rank() over (partition by customer_id order by sum(amount) desc) as ...
-    from orders group by customer_id
+    select t.ticket_id, t.subject, count(*) as fields,
+           max(case when f.field = 'status' then f.value end) as status
+    from support.tickets t
+    join current_fields f on f.ticket_id = t.ticket_id
+    group by t.ticket_id, t.subject
 
-Each level reads the one below it alone (no join, no set operation); a column that a level selects
-as it is *carries* the master column below it. When every window's PARTITION BY, every GROUP BY
-and every DISTINCT of every level includes a column carrying the master column ``c`` (for each
-``c`` of a common set P), a view row depends only on the master rows of its value of P: the view
-is the union, over the values of P, of the query over those rows. A refresh recomputes the values
-of P its changes touch (refresh/views/ranked_view.py): it deletes their rows from the view and
-inserts the query over the master's rows of them. The query is kept as the user wrote it (a
-template, ``PartitionQuery``), with its master read under one alias and the ties of
-order-dependent windows broken by the rows' key, so that every build and refresh computes the same
-rows.
+A column a query selects as it is *carries* the table column below it. Join equalities (inner and
+LEFT joins) and the positions of set operations make columns of different tables one *partition
+attribute* (``t.ticket_id`` and ``ticket_history.ticket_id`` above). When every window's
+PARTITION BY, every GROUP BY, every DISTINCT and every set operation other than UNION ALL
+includes columns carrying each attribute of a common set P, and every table the query reads has a
+column in each attribute of P, a view row depends only on the tables' rows of its value of P:
+the view is the union, over the values of P, of the query over those rows. A refresh recomputes
+the values of P its changes touch (refresh/views/ranked_view.py): it deletes their rows from the
+view and runs the query over the tables' rows of them. The query is kept as written (a template,
+``PartitionQuery``), each table read under an alias of its own, and the ties of order-dependent
+windows broken by the key of the rows they read, so that every build and refresh computes the
+same rows.
+
+A column of the null-supplying side of a LEFT JOIN carries nothing (it is NULL where no row
+matched): partitioning by it is not partitioning. RIGHT and FULL joins, USING and semi joins are
+left to the other classes' refusal.
 
 This is the fallback for queries the other classes refuse (analyze.py): a query they maintain is
 maintained by them, with finer deltas.
@@ -29,8 +37,8 @@ maintained by them, with finer deltas.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from sqlglot import exp
@@ -55,100 +63,375 @@ from dbt_incremental_mv.analysis.windowing import ORDER_DEPENDENT, refuse_order_
 
 PARTITION = "_mv_p"  # a partition column no visible column holds
 HINT = (
-    "Partition every window, GROUP BY and DISTINCT of the query by the same column of the one table it reads "
-    "(PARTITION BY customer_id, GROUP BY customer_id, ...), or compute the part that is not so in a "
-    "fast_refresh model of its own and ref() it"
+    "Partition every window, GROUP BY and DISTINCT of the query by the same column of the tables it reads "
+    "(PARTITION BY customer_id, GROUP BY customer_id, ..., every table joined on it), or compute the part that "
+    "is not so in a fast_refresh model of its own and ref() it"
 )
 
 
 class NotPartitionwise(Exception):
-    """The query is not a stack of SELECTs over one table: the other classes' refusal stands."""
+    """The query is not of the shapes this class reads: the other classes' refusal stands."""
+
+
+@dataclass(frozen=True)
+class Attr:
+    """A column of one table occurrence (the column as the table spells it)."""
+
+    alias: str
+    column: str
 
 
 @dataclass
-class _Level:
-    """One SELECT of the stack, and what it reads: ``carried`` maps the names of the rows it reads
-    (case-folded) to the master column each carries unchanged (None: a computed value);
-    ``row_key``: names of those rows that identify one (None: unknown)."""
+class _Rows:
+    """What a query returns: its columns' names and the attribute each carries (None: computed,
+    or NULL where an outer join matched nothing), and the names that identify a row (None:
+    unknown)."""
 
-    select: exp.Select
-    carried: dict[str, str | None]
+    columns: list[tuple[str | None, Attr | None]]
     row_key: tuple[str, ...] | None
 
+    def find(self, name: str) -> tuple[bool, Attr | None]:
+        folded = name.casefold()
+        for column, attr in self.columns:
+            if column is not None and column.casefold() == folded:
+                return True, attr
+        return False, None
 
-def _stack(
-    statement: exp.Select, resolver_master: Callable[[exp.Table], MasterTable]
-) -> tuple[list[exp.Select], exp.Table, MasterTable]:
-    """The SELECTs from the outer query down to the one reading the master, each reading the next
-    alone, the master's table node and the master; NotPartitionwise when the query is not so."""
-    if statement.find(exp.Join, exp.SetOperation) is not None:
-        raise NotPartitionwise
-    ctes: dict[str, exp.Expr] = {}
-    levels: list[exp.Select] = []
-    node: exp.Expr = statement
-    while True:
-        if not isinstance(node, exp.Select) or any(node is level for level in levels):
+
+@dataclass
+class _Item:
+    """A FROM or JOIN item of a SELECT: its alias, its rows, whether a LEFT JOIN null-extends it."""
+
+    alias: str
+    rows: _Rows
+    nullable: bool
+
+
+@dataclass
+class _Constraint:
+    """The attributes one window, GROUP BY, DISTINCT or set operation partitions by."""
+
+    attrs: frozenset[Attr]
+    node: exp.Expr
+
+
+@dataclass
+class _Walk:
+    """The state of one analysis: the occurrences found, the union-find of attributes, the
+    partitioning constraints, the columns read, the master table nodes of the template."""
+
+    master_of: Callable[[exp.Table], MasterTable]
+    occurrences: list[MasterOccurrence] = field(default_factory=list)
+    tables: list[exp.Table] = field(default_factory=list)
+    parent: dict[Attr, Attr] = field(default_factory=dict)
+    constraints: list[_Constraint] = field(default_factory=list)
+    read: dict[str, set[str]] = field(default_factory=dict)
+    scopes: dict[int, _Scope] = field(default_factory=dict)  # by id() of each SELECT walked
+    windows: list[tuple[exp.Window, exp.Select, _Scope]] = field(default_factory=list)  # ties broken last
+    tie_broken: bool = False
+
+    # -- attributes ---------------------------------------------------------------------------
+
+    def root(self, attr: Attr) -> Attr:
+        while self.parent.get(attr, attr) != attr:
+            attr = self.parent[attr]
+        return attr
+
+    def union(self, a: Attr, b: Attr) -> None:
+        ra, rb = self.root(a), self.root(b)
+        if ra != rb:
+            self.parent[max(ra, rb, key=self._order)] = min(ra, rb, key=self._order)
+
+    def _order(self, attr: Attr) -> tuple[int, str]:
+        aliases = [o.alias for o in self.occurrences]
+        return (aliases.index(attr.alias) if attr.alias in aliases else len(aliases), attr.column.casefold())
+
+    # -- queries ------------------------------------------------------------------------------
+
+    def rows(self, node: exp.Expr, ctes: Mapping[str, exp.Expr]) -> _Rows:
+        """Walk one query (a SELECT, a set operation, a parenthesised one)."""
+        while isinstance(node, exp.Subquery):
+            node = node.this
+        with_ = node.args.get("with_")
+        if with_ is not None:
+            ctes = {**ctes}
+            for cte in with_.expressions:
+                ctes[cte.alias.casefold()] = cte.this
+        if isinstance(node, exp.SetOperation):
+            return self._set_operation(node, ctes)
+        if not isinstance(node, exp.Select):
             raise NotPartitionwise
-        for cte in (node.args.get("with_") or exp.With()).expressions:
-            ctes[cte.alias.casefold()] = cte.this
-        levels.append(node)
-        source = node.args.get("from_")
+        return self._select(node, ctes)
+
+    def _set_operation(self, node: exp.SetOperation, ctes: Mapping[str, exp.Expr]) -> _Rows:
+        if any(node.args.get(k) for k in ("order", "limit", "offset")):
+            raise NotPartitionwise  # (refused as a clause by the other classes)
+        left = self.rows(node.left, ctes)
+        right = self.rows(node.right, ctes)
+        if len(left.columns) != len(right.columns):
+            raise NotPartitionwise
+        columns: list[tuple[str | None, Attr | None]] = []
+        for (name, a), (_, b) in zip(left.columns, right.columns):
+            if a is not None and b is not None:
+                self.union(a, b)
+            columns.append((name, a if a is not None and b is not None else None))
+        union_all = isinstance(node, exp.Union) and not node.args.get("distinct")
+        if union_all:
+            return _Rows(columns, None)
+        self.constraints.append(_Constraint(frozenset(a for _, a in columns if a is not None), node))
+        return _Rows(columns, tuple(n.casefold() for n, _ in columns if n is not None))
+
+    def _items(self, select: exp.Select, ctes: Mapping[str, exp.Expr]) -> list[_Item]:
+        source = select.args.get("from_")
         if source is None:
             raise NotPartitionwise
-        item = source.this
+        items = [self._item(source.this, ctes, nullable=False)]
+        for join in select.args.get("joins") or ():
+            side = (join.args.get("side") or "").upper()
+            kind = (join.args.get("kind") or "").upper()
+            if join.args.get("using") or join.args.get("method") or side not in ("", "LEFT"):
+                raise NotPartitionwise
+            if kind not in ("", "INNER", "OUTER", "CROSS"):
+                raise NotPartitionwise
+            items.append(self._item(join.this, ctes, nullable=side == "LEFT"))
+        aliases = [i.alias.casefold() for i in items]
+        if len(set(aliases)) != len(aliases):
+            raise NotPartitionwise
+        return items
+
+    def _item(self, item: exp.Expr, ctes: Mapping[str, exp.Expr], nullable: bool) -> _Item:
         alias = item.args.get("alias")
         if isinstance(alias, exp.TableAlias) and alias.columns:
             raise NotPartitionwise  # a column list renames what is carried
         if isinstance(item, exp.Subquery):
-            node = item.unnest()
-            continue
+            if not item.alias:
+                raise NotPartitionwise
+            return _Item(item.alias, self.rows(item.this, ctes), nullable)
         if not isinstance(item, exp.Table) or not isinstance(item.this, exp.Identifier):
             raise NotPartitionwise
         if not item.args.get("db") and item.name.casefold() in ctes:
-            node = ctes[item.name.casefold()]
-            while isinstance(node, exp.Subquery):
-                node = node.this
-            continue
-        tables = [t for t in statement.find_all(exp.Table) if t.args.get("db") or t.name.casefold() not in ctes]
-        if len(tables) != 1:
-            raise NotPartitionwise
+            # each reference walks (and the template reads) a copy of its own: its tables are
+            # occurrences of their own, under aliases of their own
+            body = ctes[item.name.casefold()].copy()
+            written = item.alias or item.name
+            item.replace(exp.Subquery(this=body, alias=exp.TableAlias(this=exp.to_identifier(written))))
+            return _Item(written, self.rows(body, ctes), nullable)
         try:
-            master = resolver_master(item)
+            master = self.master_of(item)
         except UnsupportedViewError:
             raise NotPartitionwise from None
-        return levels, item, master
+        if not master.key:
+            raise NotPartitionwise  # (refused as a keyless master by the other classes)
+        written = item.alias or item.name
+        alias = self._unique_alias(written)
+        if alias != written:
+            _requalify(item.parent_select, written, alias)
+        item.set("this", exp.to_identifier(PER_PARTITION_MASTER))
+        item.set("db", None)
+        item.set("catalog", None)
+        item.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
+        self.occurrences.append(MasterOccurrence(alias, master))
+        self.tables.append(item)
+        self.read[alias] = set()
+        columns: list[tuple[str | None, Attr | None]] = [(c, Attr(alias, c)) for c in master.column_names]
+        key = tuple(k.casefold() for k in master.key)
+        return _Item(alias, _Rows(columns, key), nullable)
+
+    def _unique_alias(self, written: str) -> str:
+        taken = {o.alias for o in self.occurrences}
+        alias, number = written.casefold(), 1
+        while alias in taken:
+            number += 1
+            alias = f"{written.casefold()}_{number}"
+        return alias
+
+    def _select(self, select: exp.Select, ctes: Mapping[str, exp.Expr]) -> _Rows:
+        items = self._items(select, ctes)
+        scope = _Scope(items, self)
+        self.scopes[id(select)] = scope
+        for join in select.args.get("joins") or ():
+            on = join.args.get("on")
+            for conjunct in _conjuncts(on) if on is not None else ():
+                if isinstance(conjunct, (exp.EQ, exp.NullSafeEQ)):
+                    a = scope.attr(conjunct.this, carried_only=False)
+                    b = scope.attr(conjunct.expression, carried_only=False)
+                    if a is not None and b is not None:
+                        self.union(a, b)
+        for column in _own_columns(select):
+            scope.record(column)
+        if any(isinstance(p, exp.Star) for p in select.expressions):
+            scope.record(exp.Column(this=exp.Star()))
+        outputs = _outputs(select, scope)
+        grouped = select.args.get("group") is not None
+        aggregate = grouped or _is_aggregate(select)
+        for window in _windows(select):
+            refuse_order_dependent(window)
+            if window.this.find(exp.Distinct) is not None:
+                raise UnsupportedViewError(
+                    describe(window),
+                    "Spark computes no DISTINCT aggregate over a window",
+                    "Count the distinct values with size(collect_set(x)) over the same window",
+                )
+            self.constraints.append(_Constraint(scope.attrs(window.args.get("partition_by") or []), window))
+            self.windows.append((window, select, scope))
+        if grouped:
+            self.constraints.append(_Constraint(scope.attrs(_group_items(select)), select.args["group"]))
+        elif aggregate:
+            self.constraints.append(_Constraint(frozenset(), select))  # one group of every row
+        if select.args.get("distinct") is not None:
+            self.constraints.append(_Constraint(frozenset(a for _, _, a in outputs if a is not None), select))
+        if aggregate:
+            _refuse_ungrouped(select)
+        columns = [(name, attr) for name, _, attr in outputs]
+        return _Rows(columns, _row_key(select, outputs, scope))
+
+    def break_ties(self) -> None:
+        for window, select, scope in self.windows:
+            self._break_ties(window, select, scope)
+
+    def _break_ties(self, window: exp.Window, select: exp.Select, scope: _Scope) -> None:
+        """Append the key of the rows an order-dependent window reads to its ORDER BY (in place)."""
+        order = window.args.get("order")
+        if order is None and isinstance(window_function(window), ORDER_DEPENDENT):
+            raise UnsupportedViewError(
+                describe(window),
+                "it needs ORDER BY: without one its value depends on the order Spark reads the rows in",
+                "Order the window by columns that identify a row of its partition",
+            )
+        if order is None or not (isinstance(window_function(window), ORDER_DEPENDENT) or rows_frame(window)):
+            return
+        keys = [i.copy() for i in _group_items(select)] if select.args.get("group") is not None else scope.row_key()
+        if keys is None:
+            raise UnsupportedViewError(
+                describe(window),
+                "its value depends on the order of the rows its ORDER BY leaves tied, and the rows it reads "
+                "have no unique column to break the ties by",
+                "Add a unique column to its ORDER BY",
+            )
+        ordered = [_bare(o.this) for o in order.expressions]
+        missing = [k for k in keys if _bare(k) not in ordered]
+        if missing:
+            order.set("expressions", [*order.expressions, *(exp.Ordered(this=k, nulls_first=True) for k in missing)])
+            self.tie_broken = True
 
 
-def _projection_name(projection: exp.Expr) -> str | None:
-    name = projection.alias_or_name
-    return name or None
+class _Scope:
+    """The columns a SELECT reads: those of its FROM and JOIN items."""
+
+    def __init__(self, items: list[_Item], walk: _Walk) -> None:
+        self.items = items
+        self.walk = walk
+
+    def lookup(self, column: exp.Column) -> tuple[_Item, Attr | None] | None:
+        """The item a column reference reads and the attribute it carries there (None: not a
+        column of an item: a projection's alias, say)."""
+        found = []
+        for item in self.items:
+            if column.table and column.table.casefold() != item.alias.casefold():
+                continue
+            known, attr = item.rows.find(column.name)
+            if known:
+                found.append((item, attr))
+        if len(found) > 1:
+            raise NotPartitionwise  # ambiguous: Spark refuses it too
+        return found[0] if found else None
+
+    def attr(self, node: exp.Expr, carried_only: bool = True) -> Attr | None:
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if not isinstance(node, exp.Column) or isinstance(node.this, exp.Star):
+            return None
+        found = self.lookup(node)
+        if found is None:
+            return None
+        item, attr = found
+        return None if carried_only and item.nullable else attr
+
+    def attrs(self, expressions: list[exp.Expr]) -> frozenset[Attr]:
+        return frozenset(a for e in expressions if (a := self.attr(e)) is not None)
+
+    def record(self, column: exp.Column) -> None:
+        """Note a master column the query reads."""
+        if isinstance(column.this, exp.Star):
+            items = [i for i in self.items if not column.table or column.table.casefold() == i.alias.casefold()]
+            for item in items:
+                for _, attr in item.rows.columns:
+                    self._read(attr)
+            return
+        found = self.lookup(column)
+        if found is not None:
+            self._read(found[1])
+
+    def _read(self, attr: Attr | None) -> None:
+        if attr is not None and attr.alias in self.walk.read:
+            self.walk.read[attr.alias].add(attr.column)
+
+    def row_key(self) -> list[exp.Expr] | None:
+        """Column references identifying a row of the items joined (None: unknown)."""
+        keys: list[exp.Expr] = []
+        for item in self.items:
+            if item.rows.row_key is None:
+                return None
+            keys += [exp.column(k, table=item.alias) for k in item.rows.row_key]
+        return keys
 
 
-def _carried_by(projection: exp.Expr, carried: Mapping[str, str | None]) -> tuple[str | None, str | None]:
-    """The input name a projection selects as it is, and the master column that carries."""
-    inner = projection.this if isinstance(projection, exp.Alias) else projection
-    if isinstance(inner, exp.Column) and not isinstance(inner.this, exp.Star):
-        name = inner.name.casefold()
-        return name, carried.get(name)
-    return None, None
+def _requalify(select: exp.Select | None, old: str, new: str) -> None:
+    """Column references of ``select`` (not of the queries inside it) qualified by ``old``, by ``new``."""
+    if select is None:
+        return
+    for column in _own_columns(select):
+        if column.table and column.table.casefold() == old.casefold():
+            column.set("table", exp.to_identifier(new))
 
 
-def _outputs(level: _Level) -> list[tuple[str | None, str | None, str | None]]:
-    """(output name, input name it selects as it is, master column it carries) per projection,
-    stars expanded over the input."""
-    found: list[tuple[str | None, str | None, str | None]] = []
-    for projection in level.select.expressions:
+def _own_columns(select: exp.Select) -> Iterator[exp.Column]:
+    """The column references of a SELECT's own clauses (not of the queries inside it)."""
+    for column in select.find_all(exp.Column):
+        if column.parent_select is select:
+            yield column
+
+
+def _conjuncts(condition: exp.Expr) -> Iterator[exp.Expr]:
+    while isinstance(condition, exp.Paren):
+        condition = condition.this
+    if isinstance(condition, exp.And):
+        yield from _conjuncts(condition.this)
+        yield from _conjuncts(condition.expression)
+    else:
+        yield condition
+
+
+def _outputs(select: exp.Select, scope: _Scope) -> list[tuple[str | None, tuple[str, str] | None, Attr | None]]:
+    """(output name, the (item alias, column) it selects as it is, the attribute it carries) per
+    column of a SELECT, stars expanded."""
+    found: list[tuple[str | None, tuple[str, str] | None, Attr | None]] = []
+    for projection in select.expressions:
         star = projection if isinstance(projection, exp.Star) else None
+        qualifier = None
         if isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star):
-            star = projection.this
+            star, qualifier = projection.this, projection.table
         if star is not None:
             if any(star.args.get(k) for k in ("replace", "rename")):
                 raise NotPartitionwise
             excluded = {c.name.casefold() for c in star.args.get("except") or ()}
-            found += [(n, n, c) for n, c in level.carried.items() if n not in excluded]
+            for item in scope.items:
+                if qualifier and qualifier.casefold() != item.alias.casefold():
+                    continue
+                found += [
+                    (n, (item.alias, n), None if item.nullable else a)
+                    for n, a in item.rows.columns
+                    if n is not None and n.casefold() not in excluded
+                ]
             continue
-        source, master_column = _carried_by(projection, level.carried)
-        found.append((_projection_name(projection), source, master_column))
+        inner = projection.this if isinstance(projection, exp.Alias) else projection
+        name = projection.alias_or_name or None
+        source = scope.lookup(inner) if isinstance(inner, exp.Column) else None
+        if source is None:
+            found.append((name, None, None))
+        else:
+            item, attr = source
+            found.append((name, (item.alias, inner.name), None if item.nullable else attr))
     return found
 
 
@@ -159,26 +442,17 @@ def _group_items(select: exp.Select) -> list[exp.Expr]:
     projections = select.expressions
     aliases = {p.alias.casefold(): p.this for p in projections if isinstance(p, exp.Alias)}
     for item in group.expressions if group is not None else ():
-        if isinstance(item, exp.Literal) and item.is_int and 1 <= int(item.name) <= len(projections):
+        if isinstance(item, exp.Literal) and item.is_int:
+            if not 1 <= int(item.name) <= len(projections):
+                raise NotPartitionwise  # (refused by the other classes, naming it)
             projection = projections[int(item.name) - 1]
             item = projection.this if isinstance(projection, exp.Alias) else projection
         elif isinstance(item, exp.Column) and not item.table and item.name.casefold() in aliases:
             item = aliases[item.name.casefold()]
+        if any(functions.is_aggregate(n) for n in item.walk()):
+            raise NotPartitionwise  # (refused by the other classes, naming it)
         items.append(item)
     return items
-
-
-def _carried_set(expressions: Sequence[exp.Expr], carried: Mapping[str, str | None]) -> frozenset[str]:
-    """The master columns the plain column references among ``expressions`` carry (case-folded)."""
-    found = set()
-    for expression in expressions:
-        while isinstance(expression, exp.Paren):
-            expression = expression.this
-        if isinstance(expression, exp.Column) and not isinstance(expression.this, exp.Star):
-            column = carried.get(expression.name.casefold())
-            if column is not None:
-                found.add(column.casefold())
-    return frozenset(found)
 
 
 def _is_aggregate(select: exp.Select) -> bool:
@@ -191,99 +465,45 @@ def _windows(select: exp.Select) -> list[exp.Window]:
     return [w for p in places for w in p.find_all(exp.Window) if w.parent_select is select]
 
 
-def _partitions(level: _Level) -> list[frozenset[str]]:
-    """The sets of master columns each window, the GROUP BY and the DISTINCT of a level partition
-    its rows by: a partition holds the rows with equal values of each set."""
-    select = level.select
-    found = [_carried_set(w.args.get("partition_by") or [], level.carried) for w in _windows(select)]
-    if select.args.get("group") is not None:
-        found.append(_carried_set(_group_items(select), level.carried))
-    elif _is_aggregate(select):
-        found.append(frozenset())  # one group of every row
-    if select.args.get("distinct") is not None:
-        found.append(frozenset(c.casefold() for _, _, c in _outputs(level) if c is not None))
-    return found
-
-
-def _row_key(level: _Level, outputs: list[tuple[str | None, str | None, str | None]]) -> tuple[str, ...] | None:
-    """Names of a level's output rows that identify one, when known."""
-    select = level.select
+def _row_key(
+    select: exp.Select, outputs: list[tuple[str | None, tuple[str, str] | None, Attr | None]], scope: _Scope
+) -> tuple[str, ...] | None:
+    """Names of a SELECT's output rows that identify one, when known."""
     if select.args.get("distinct") is not None:
         return tuple(n.casefold() for n, _, _ in outputs if n is not None)
+    selected = {
+        (s[0].casefold(), s[1].casefold()): n.casefold() for n, s, _ in outputs if n is not None and s is not None
+    }
     if select.args.get("group") is not None:
         keys = []
         for item in _group_items(select):
-            name = next(
-                (
-                    n
-                    for (n, source, _), p in zip(outputs, select.expressions)
-                    if n is not None
-                    and (
-                        (isinstance(item, exp.Column) and source == item.name.casefold())
-                        or (p.this if isinstance(p, exp.Alias) else p) == item
-                    )
-                ),
-                None,
-            )
+            found = scope.lookup(item) if isinstance(item, exp.Column) else None
+            name = selected.get((found[0].alias.casefold(), item.name.casefold())) if found is not None else None
+            if name is None:
+                name = next(
+                    (
+                        (p.alias_or_name or "").casefold()
+                        for p in select.expressions
+                        if (p.this if isinstance(p, exp.Alias) else p) == item and p.alias_or_name
+                    ),
+                    None,
+                )
             if name is None:
                 return None
-            keys.append(name.casefold())
+            keys.append(name)
         return tuple(keys)
     if _is_aggregate(select):
         return ()
-    if level.row_key is None:
-        return None
-    selected = {source: n.casefold() for n, source, _ in outputs if n is not None and source is not None}
-    if not all(k in selected for k in level.row_key):
-        return None
-    return tuple(selected[k] for k in level.row_key)
-
-
-def _tie_keys(level: _Level) -> list[exp.Expr] | None:
-    """What breaks the ties of a level's order-dependent windows: its group keys when it groups,
-    the key of the rows it reads otherwise (None: unknown)."""
-    if level.select.args.get("group") is not None:
-        return [i.copy() for i in _group_items(level.select)]
-    if level.row_key is None:
-        return None
-    return [exp.column(k) for k in level.row_key]
-
-
-def _break_ties(level: _Level) -> bool:
-    """Append the tie-break to the ORDER BY of each order-dependent window of a level (in place);
-    whether any was."""
-    appended = False
-    for window in _windows(level.select):
-        refuse_order_dependent(window)
-        if window.this.find(exp.Distinct) is not None:
-            raise UnsupportedViewError(
-                describe(window),
-                "Spark computes no DISTINCT aggregate over a window",
-                "Count the distinct values with size(collect_set(x)) over the same window",
-            )
-        order = window.args.get("order")
-        if order is None and isinstance(window_function(window), ORDER_DEPENDENT):
-            raise UnsupportedViewError(
-                describe(window),
-                "it needs ORDER BY: without one its value depends on the order Spark reads the rows in",
-                "Order the window by columns that identify a row of its partition",
-            )
-        if order is None or not (isinstance(window_function(window), ORDER_DEPENDENT) or rows_frame(window)):
-            continue
-        keys = _tie_keys(level)
-        if keys is None:
-            raise UnsupportedViewError(
-                describe(window),
-                "its value depends on the order of the rows its ORDER BY leaves tied, and the rows it reads "
-                "have no unique column to break the ties by",
-                "Add a unique column to its ORDER BY",
-            )
-        ordered = [o.this for o in order.expressions]
-        missing = [k for k in keys if k not in ordered]
-        if missing:
-            order.set("expressions", [*order.expressions, *(exp.Ordered(this=k, nulls_first=True) for k in missing)])
-            appended = True
-    return appended
+    names: list[str] = []
+    for joined in scope.items:
+        if joined.rows.row_key is None:
+            return None
+        for key in joined.rows.row_key:
+            name = selected.get((joined.alias.casefold(), key))
+            if name is None:
+                return None
+            names.append(name)
+    return tuple(names)
 
 
 def _bare(expression: exp.Expr) -> exp.Expr:
@@ -299,8 +519,6 @@ def _bare(expression: exp.Expr) -> exp.Expr:
 def _refuse_ungrouped(select: exp.Select) -> None:
     """A grouped SELECT reads each column in an aggregate, in a GROUP BY expression, or as the
     name of one of its outputs (HAVING may)."""
-    if select.args.get("group") is None and not _is_aggregate(select):
-        return
     grouped = {_bare(i) for i in _group_items(select)}
     outputs = {p.alias.casefold() for p in select.expressions if isinstance(p, exp.Alias)}
 
@@ -327,119 +545,118 @@ def _refuse_ungrouped(select: exp.Select) -> None:
             )
 
 
-def _refuse_constructs(statement: exp.Select) -> None:
-    """What no refresh maintains, wherever it is; DISTINCT, HAVING and QUALIFY are partitioned
-    like the rest, and windows are checked here."""
-    stripped = statement.copy()
-    for select in list(stripped.find_all(exp.Select)):
-        select.set("distinct", None)
-        for key in ("having", "qualify"):  # (their conditions checked as projections)
-            clause = select.args.get(key)
-            if clause is not None:
-                select.append("expressions", clause.this.copy())
-                select.set(key, None)
-    for refusal in unsupported_constructs(stripped, windowed=True):
+def _refuse_constructs(statement: exp.Expr) -> None:
+    """What no refresh maintains, wherever it is; joins, set operations, DISTINCT, HAVING and
+    QUALIFY are partitioned like the rest, and windows are checked as they are walked."""
+    for refusal in unsupported_constructs(statement, windowed=True, partitioned=True):
         raise refusal
 
 
-def analyze_partitionwise(statement: exp.Query, resolver_master: Callable[[exp.Table], MasterTable]) -> ViewDefinition:
-    """The PER_PARTITION definition of ``statement``; NotPartitionwise when it is not a stack of
-    SELECTs over one master, UnsupportedViewError when it is but cannot be maintained so.
-    ``resolver_master``: the master a table node names (Resolver.master)."""
+def analyze_partitionwise(statement: exp.Query, master_of: Callable[[exp.Table], MasterTable]) -> ViewDefinition:
+    """The PER_PARTITION definition of ``statement``; NotPartitionwise when it is not of the shapes
+    this class reads, UnsupportedViewError when it is but cannot be maintained so.
+    ``master_of``: the master a table node names (Resolver.master)."""
+    _refuse_constructs(statement)
     if not isinstance(statement, exp.Select):
         raise NotPartitionwise
     template = statement.copy()
-    selects, table, master = _stack(template, resolver_master)
-    _refuse_constructs(template)
-    if not master.key:
-        raise NotPartitionwise  # (refused as a keyless master by the other classes)
-    alias = (table.alias or table.name).casefold()
-    carried: dict[str, str | None] = {c.casefold(): c for c in master.column_names}
-    levels: list[_Level] = []
-    row_key: tuple[str, ...] | None = tuple(k.casefold() for k in master.key)
-    for select in reversed(selects):
-        level = _Level(select, carried, row_key)
-        outputs = _outputs(level)
-        levels.append(level)
-        carried = {n.casefold(): c for n, _, c in outputs if n is not None}
-        row_key = _row_key(level, outputs)
-    partitions = [p for level in levels for p in _partitions(level)]
-    if not partitions:
+    walk = _Walk(master_of)
+    top = walk.rows(template, {})
+    for node in list(template.find_all(exp.Select, exp.SetOperation)):
+        node.set("with_", None)  # (every CTE reference is a derived table now)
+    if not walk.constraints or not walk.occurrences:
         raise NotPartitionwise  # nothing partitions its rows: the other classes' refusal stands
-    common = frozenset.intersection(*partitions)
     windows = list(template.find_all(exp.Window))
     unpartitioned = next((w for w in windows if not w.args.get("partition_by")), None)
     if unpartitioned is not None:
         raise unpartitioned_window(unpartitioned)
-    if not common and not windows:
-        raise NotPartitionwise  # (a global aggregate, or groupings alone: the other classes' refusal says it)
-    if not common:
+    classes = frozenset.intersection(*(frozenset(walk.root(a) for a in c.attrs) for c in walk.constraints))
+    if not classes:
+        if not windows and len(walk.occurrences) == 1:
+            raise NotPartitionwise  # (a global aggregate, groupings alone: the other classes' refusal says it)
         raise UnsupportedViewError(
-            describe(windows[0]),
-            "its windows (with the query's groupings and DISTINCTs) share no PARTITION BY column of the table "
-            "it reads, so no part of the view depends only on the rows a change touched",
+            describe(windows[0] if windows else next(c.node for c in walk.constraints)),
+            "its windows (with the query's groupings, DISTINCTs and set operations) share no PARTITION BY column "
+            "of the tables it reads, so no part of the view depends only on the rows a change touched",
             HINT,
         )
-    for level in levels:
-        _refuse_ungrouped(level.select)
-    tie_broken = any([_break_ties(level) for level in levels])
-    top = levels[-1]
-    outputs = _outputs(top)
-    names = [n for n, _, _ in outputs]
-    unnamed = next((p for p in top.select.expressions if _projection_name(p) is None), None)
+    walk.break_ties()
+    ordered = sorted(classes, key=walk._order)
+    partitions: dict[str, tuple[exp.Expr, ...]] = {}
+    members = {
+        c: sorted((a for a in walk.parent.keys() | classes if walk.root(a) == c), key=walk._order) for c in ordered
+    }
+    for occurrence in walk.occurrences:
+        columns = []
+        for attr_class in ordered:
+            own = next((a for a in members[attr_class] if a.alias == occurrence.alias), None)
+            if own is None:
+                raise UnsupportedViewError(
+                    occurrence.master.name,
+                    f"the query partitions its rows by {attr_class.alias}.{attr_class.column}, and this table is not "
+                    "joined on a column equal to it: a change to one of its rows could change every partition",
+                    HINT,
+                )
+            columns.append(column_node(occurrence.alias, own.column))
+        partitions[occurrence.alias] = tuple(columns)
+    names = [n for n, _ in top.columns]
+    unnamed = next((p for p in template.expressions if not p.alias_or_name), None)
     if unnamed is not None:
         raise UnsupportedViewError(describe(unnamed), "an output column needs a name", "Name it with AS")
     refuse_bad_output_names([n for n in names if n is not None])
-    partition_by = tuple(column_node(alias, master.find_column(c) or c) for c in sorted(common))
     partition_columns: list[str] = []
     hidden: list[HiddenColumn] = []
-    for column in sorted(common):
-        holder = next((n for n, _, c in outputs if c is not None and c.casefold() == column), None)
+    first = walk.occurrences[0]
+    scope = walk.scopes[id(template)]
+    for attr_class, expression in zip(ordered, partitions[first.alias]):
+        holder = next(
+            (n for n, a in top.columns if n is not None and a is not None and walk.root(a) == attr_class), None
+        )
         if holder is None:
-            source = next((n for n, c in top.carried.items() if c is not None and c.casefold() == column), None)
-            if source is None:
+            carrier = _carrier(scope, walk, attr_class)
+            if carrier is None:
                 raise UnsupportedViewError(
-                    master.find_column(column) or column,
+                    f"{attr_class.alias}.{attr_class.column}",
                     "the query partitions its rows by this column but its outer query does not read it, so the "
                     "view's rows of a partition cannot be found",
-                    f"Select {master.find_column(column) or column} in the outer query (or in the query it reads)",
+                    f"Select {attr_class.column} in the outer query (or in the query it reads)",
                 )
             holder = f"{PARTITION}{len(hidden) + 1}"
-            top.select.append("expressions", exp.Alias(this=exp.column(source), alias=exp.to_identifier(holder)))
-            hidden.append(
-                HiddenColumn(holder, column_node(alias, master.find_column(column) or column), HiddenPurpose.PARTITION)
-            )
+            template.append("expressions", exp.Alias(this=carrier, alias=exp.to_identifier(holder)))
+            hidden.append(HiddenColumn(holder, expression.copy(), HiddenPurpose.PARTITION))
         partition_columns.append(holder)
-    table.set("this", exp.to_identifier(PER_PARTITION_MASTER))
-    table.set("db", None)
-    table.set("catalog", None)
-    table.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
-    read = frozenset(
-        master.find_column(c.name) or c.name for c in template.find_all(exp.Column) if master.find_column(c.name)
-    )
-    if any(
-        isinstance(p, exp.Star) or (isinstance(p, exp.Column) and isinstance(p.this, exp.Star))
-        for p in selects[-1].expressions
-    ):
-        read = frozenset(master.column_names)
-    occurrence = MasterOccurrence(alias, master)
-    carried_top = {n.casefold(): c for n, _, c in outputs if n is not None}
-    view_outputs = tuple(
-        OutputColumn(n, column_node(alias, found) if (found := carried_top.get(n.casefold())) else exp.column(n))
-        for n in names
+    outputs = tuple(
+        OutputColumn(n, column_node(a.alias, a.column) if a is not None else exp.column(n))
+        for n, a in top.columns
         if n is not None
     )
+    read = MappingProxyType(
+        {o.alias: frozenset(walk.read[o.alias] or {o.master.column_names[0]}) for o in walk.occurrences}
+    )
     return ViewDefinition(
-        occurrences=(occurrence,),
+        occurrences=tuple(walk.occurrences),
         joins=(),
         where_conjuncts=(),
-        outputs=view_outputs,
+        outputs=outputs,
         group_by=(),
         is_aggregate=False,
         view_class=ViewClass.PER_PARTITION,
         hidden_columns=tuple(hidden),
         null_supplying=frozenset(),
         group_key_columns=(),
-        referenced_columns=MappingProxyType({alias: read}),
-        partition_query=PartitionQuery(template, partition_by, tuple(partition_columns), tie_broken),
+        referenced_columns=read,
+        partition_query=PartitionQuery(
+            template, partitions[first.alias], tuple(partition_columns), walk.tie_broken, MappingProxyType(partitions)
+        ),
     )
+
+
+def _carrier(scope: _Scope, walk: _Walk, attr_class: Attr) -> exp.Expr | None:
+    """A column the outer SELECT reads that carries ``attr_class`` (to store as a hidden column)."""
+    for item in scope.items:
+        if item.nullable:
+            continue
+        for name, attr in item.rows.columns:
+            if name is not None and attr is not None and walk.root(attr) == attr_class:
+                return exp.column(name, table=item.alias)
+    return None

@@ -188,13 +188,15 @@ def _partition_query(
     partitions)."""
     partition_query = definition.partition_query
     assert partition_query is not None
-    occurrence = definition.occurrences[0]
+    if row_filter is not None and len(definition.occurrences) > 1:
+        raise TypeError("a row filter of a PER_PARTITION view over several tables has no one place")
     select = partition_query.query.copy()
-    table = next(t for t in select.find_all(exp.Table) if t.name == PER_PARTITION_MASTER and not t.args.get("db"))
-    reader = table.parent_select
-    table.replace(_relation(occurrence, sources.get(occurrence.alias)))
-    if row_filter is not None and reader is not None:
-        reader.where(row_filter.copy(), copy=False)
+    for table in [t for t in select.find_all(exp.Table) if t.name == PER_PARTITION_MASTER and not t.args.get("db")]:
+        occurrence = definition.occurrence(table.alias)
+        reader = table.parent_select
+        table.replace(_relation(occurrence, sources.get(occurrence.alias)))
+        if row_filter is not None and reader is not None:
+            reader.where(row_filter.copy(), copy=False)
     if not include_hidden:
         hidden = {h.name for h in definition.hidden_columns}
         select.set("expressions", [p for p in select.expressions if p.alias_or_name not in hidden])

@@ -1,6 +1,7 @@
-"""Stacked queries over one master recomputed by partition (ViewClass.PER_PARTITION): "latest row
-per key" then aggregated, a window over another window's result, a window over groups, an
-aggregate of an aggregating CTE, DISTINCT in a CTE, a partition column the view does not select.
+"""Stacked queries recomputed by partition (ViewClass.PER_PARTITION): "latest row per key" then
+aggregated, a window over another window's result, a window over groups, an aggregate of an
+aggregating CTE, DISTINCT in a CTE, a partition column the view does not select; over several
+tables: a window over a join, an aggregating CTE LEFT joined back, a UNION ALL aggregated.
 A refresh recomputes the partitions its changes touch; exact after every randomized round (NULL
 partition keys, rows moving between partitions, every row deleted, ties broken by the key)."""
 
@@ -40,6 +41,25 @@ VIEWS = {
     "distinct_quantities": (
         f"with d as (select distinct status, quantity from {SRC['orders']}) "
         "select status, count(quantity) as quantities, min(quantity) as smallest from d group by status"
+    ),
+    # a window over a join on the partition column (the customer's region selected)
+    "ranked_customer_orders": (
+        "select o.order_id, c.region_id, o.amount, "
+        "row_number() over (partition by c.customer_id order by o.amount desc nulls last, o.order_id) as position "
+        f"from {SRC['orders']} o join {SRC['customers']} c on o.customer_id = c.customer_id"
+    ),
+    # an aggregating CTE joined back to its key's table (LEFT: customers without orders), the key
+    # not selected
+    "customer_spend": (
+        f"with per as (select customer_id, count(*) as n, sum(amount) as spent from {SRC['orders']} "
+        "group by customer_id) "
+        f"select c.segment, per.n, per.spent from {SRC['customers']} c left join per on per.customer_id = c.customer_id"
+    ),
+    # UNION ALL of two tables, aggregated per the column both branches carry
+    "customer_activity": (
+        f"with u as (select customer_id, amount from {SRC['orders']} "
+        f"union all select customer_id, cast(region_id as decimal(10,2)) from {SRC['customers']}) "
+        "select customer_id, count(*) as n, sum(amount) as amount from u group by customer_id"
     ),
 }
 

@@ -74,28 +74,38 @@ def _needs_images(view: ViewDefinition) -> bool:
     return isinstance(partitioned, PartitionQuery) or bool(partitioned.post_conjuncts)
 
 
-def partition_source_columns(view: ViewDefinition) -> tuple[str, ...]:
-    """The master columns the partition expressions read, in name order."""
-    names = {c.name for p in _partitioned(view).partition_by for c in p.find_all(exp.Column)}
+def _partition_by(view: ViewDefinition, alias: str) -> tuple[exp.Expr, ...]:
+    """The partition expressions over the occurrence ``alias``'s columns (a PER_PARTITION view
+    partitions each of its masters by columns of its own)."""
+    partitioned = _partitioned(view)
+    if isinstance(partitioned, PartitionQuery) and partitioned.partitions:
+        return partitioned.partitions[alias]
+    return partitioned.partition_by
+
+
+def partition_source_columns(view: ViewDefinition, alias: str) -> tuple[str, ...]:
+    """The master columns the partition expressions of the occurrence ``alias`` read, in name order."""
+    names = {c.name for p in _partition_by(view, alias) for c in p.find_all(exp.Column)}
     return tuple(sorted(names, key=str.casefold))
 
 
 def blocker(view: ViewDefinition, logged: Mapping[str, Sequence[str]]) -> str | None:
     if not _needs_images(view):
         return None
-    master = view.occurrences[0].master.name
-    carried = {c.casefold() for c in logged.get(master, ())}
-    missing = [c for c in partition_source_columns(view) if c.casefold() not in carried]
-    if master in logged and missing:
-        what = (
-            "the query is recomputed by partition of its rows"
-            if view.partition_query is not None
-            else f"the query filters the {'ranked' if view.ranking is not None else 'windowed'} rows"
-        )
-        return (
-            f"{what}, so the partitions a change leaves are read from the "
-            f"change log's before images, and the log of {master} does not carry {', '.join(missing)}"
-        )
+    for occurrence in view.occurrences:
+        master = occurrence.master.name
+        carried = {c.casefold() for c in logged.get(master, ())}
+        missing = [c for c in partition_source_columns(view, occurrence.alias) if c.casefold() not in carried]
+        if master in logged and missing:
+            what = (
+                "the query is recomputed by partition of its rows"
+                if view.partition_query is not None
+                else f"the query filters the {'ranked' if view.ranking is not None else 'windowed'} rows"
+            )
+            return (
+                f"{what}, so the partitions a change leaves are read from the "
+                f"change log's before images, and the log of {master} does not carry {', '.join(missing)}"
+            )
     return None
 
 
@@ -103,29 +113,29 @@ def _partition_names(ranking: Ranking | Windowing | PartitionQuery) -> list[str]
     return [f"_mv_p{i}" for i in range(1, len(ranking.partition_by) + 1)]
 
 
-def _partitions_of(view: ViewDefinition, rows: str) -> str:
-    """The partition values of ``rows`` (a query of the master's columns), named ``_mv_p<i>``."""
+def _partitions_of(view: ViewDefinition, rows: str, alias: str) -> str:
+    """The partition values of ``rows`` (a query of the occurrence ``alias``'s master columns),
+    named ``_mv_p<i>``."""
     ranking = _partitioned(view)
-    alias = view.occurrences[0].alias
     values = ", ".join(
-        f"{render_expression(p)} as {ident(n)}" for p, n in zip(ranking.partition_by, _partition_names(ranking))
+        f"{render_expression(p)} as {ident(n)}" for p, n in zip(_partition_by(view, alias), _partition_names(ranking))
     )
     return f"select {values} from (\n{rows}\n) as {ident(alias)}"
 
 
-def _affected_parts(view: ViewDefinition, view_relation: str, log: MarkedLog) -> list[str]:
-    """Queries returning the partitions the marked changes touch (see the module's doc)."""
+def _affected_parts(view: ViewDefinition, view_relation: str, log: MarkedLog, alias: str) -> list[str]:
+    """Queries returning the partitions the marked changes of the occurrence ``alias`` touch (see
+    the module's doc)."""
     ranking = _partitioned(view)
-    read = partition_source_columns(view)
+    read = partition_source_columns(view, alias)
     if log.logs_columns(read):
-        return [_partitions_of(view, log.images(read))]
-    alias = view.occurrences[0].alias
+        return [_partitions_of(view, log.images(read), alias)]
     hidden = [view.key_columns_by_source(alias)[k.lower()] for k in log.spec.key]
     stored = ", ".join(
         f"{ident(c)} as {ident(n)}" for c, n in zip(ranking.partition_columns, _partition_names(ranking))
     )
     old = f"select {stored} from {relation(view_relation)} where {in_changed(log, hidden)}"
-    new = _partitions_of(view, f"select * from {log.master_as_of()} where {in_changed(log, log.spec.key)}")
+    new = _partitions_of(view, f"select * from {log.master_as_of()} where {in_changed(log, log.spec.key)}", alias)
     return [old, new]
 
 
@@ -190,14 +200,16 @@ def refresh_statement(
     view_rows: int | None = None,  # (not used: the view is never rewritten whole)
 ) -> RefreshStatement | None:
     """The writes that apply the marked changes, or None when nothing is marked."""
-    occurrence = view.occurrences[0]
-    log = marked[occurrence.master.name]
-    if not log.has_changes:
+    changed = [o for o in view.occurrences if marked[o.master.name].has_changes]
+    if not changed:
         return None
+    occurrence = changed[0]
+    log = marked[occurrence.master.name]
     ranking = _partitioned(view)
     name = cached_view(branch, "partitions")
     names = idents(_partition_names(ranking))
-    union = "\nunion all\n".join(f"select {names} from (\n{p}\n)" for p in _affected_parts(view, view_relation, log))
+    parts = [p for o in changed for p in _affected_parts(view, view_relation, marked[o.master.name], o.alias)]
+    union = "\nunion all\n".join(f"select {names} from (\n{p}\n)" for p in parts)
     affected = Cached(name, f"select distinct {names} from (\n{union}\n)")
     partitions = f"select * from {ident(name)}"
     in_view = broadcast_exists(
@@ -207,13 +219,19 @@ def refresh_statement(
     if merged is not None:
         recomputed, steps = merged, (f"MERGE {occurrence.alias}", "DEL+INS partitions")
     else:
-        alias = ident(occurrence.alias)
-        in_master = broadcast_exists(
-            partitions, ident(KEY), _matches(ranking, [render_expression(p) for p in ranking.partition_by])
-        )
-        rows = f"(select {alias}.* from {log.master_as_of()} as {alias} where {in_master})"
-        recomputed = render_select(view, {occurrence.alias: rows})
-        steps = (f"PARTITIONS {occurrence.alias}", "DEL+INS partitions")
+        sources = {}
+        for each in view.occurrences:
+            alias = ident(each.alias)
+            in_master = broadcast_exists(
+                partitions,
+                ident(KEY),
+                _matches(ranking, [render_expression(p) for p in _partition_by(view, each.alias)]),
+            )
+            sources[each.alias] = (
+                f"(select {alias}.* from {marked[each.master.name].master_as_of()} as {alias} where {in_master})"
+            )
+        recomputed = render_select(view, sources)
+        steps = (f"PARTITIONS {', '.join(o.alias for o in changed)}", "DEL+INS partitions")
     on_branch = branch_target(view_relation, branch)
     writes = [
         delete_write(on_branch, in_view, ident(VIEW)),

@@ -67,7 +67,7 @@ def test_the_template_reads_the_source_given_and_breaks_ties_by_the_key(view, re
     assert "ORDER BY `order_id` DESC, `order_id`" not in sql  # (already the key: nothing appended)
     assert definition.partition_query.tie_broken is False
     tied = view(ACCEPTED[0][0].replace("order by order_id desc", "order by amount desc"))
-    assert "ORDER BY `amount` DESC, `order_id`)" in rendered(tied)
+    assert "ORDER BY `amount` DESC, `orders`.`order_id`)" in rendered(tied)
     assert tied.partition_query.tie_broken is True
 
 
@@ -131,7 +131,7 @@ def test_the_columns_read_are_the_master_columns_the_query_names(view):
         (
             f"select n from (select n, sum(n) over (partition by customer_id) as s from (select customer_id, "
             f"count(*) over (partition by customer_id) as n from {O}) as a) as b where s > 0",
-            "customer_id",
+            "orders.customer_id",
             "its outer query does not read it",
         ),
         # still refused wherever they are
@@ -156,10 +156,59 @@ def test_refusals_name_the_construct(view, sql, construct, reason):
     assert reason in str(caught.value)
 
 
-def test_queries_over_several_tables_keep_the_other_classes_refusal(view):
-    with pytest.raises(UnsupportedViewError, match="here several do|which computes windows"):
+MULTI = [
+    # a window over a join on the partition column (the view does not select it: stored hidden)
+    (
+        f"select t.order_id, sum(prev) over (partition by t.customer_id) as s from (select order_id, customer_id, "
+        f"lag(amount) over (partition by customer_id order by order_id) as prev from {O}) as t "
+        "join shop.customers c on t.customer_id = c.customer_id",
+        {"orders": ["customer_id"], "c": ["customer_id"]},
+    ),
+    # an aggregating CTE joined back on its group key, and aggregated again
+    (
+        "with per as (select customer_id, count(*) as n from shop.orders group by customer_id) "
+        "select c.customer_id, count(*) as k, max(per.n) as n from shop.customers c "
+        "join per on per.customer_id = c.customer_id group by c.customer_id",
+        {"c": ["customer_id"], "orders": ["customer_id"]},
+    ),
+    # the same CTE twice, LEFT joined: each reference reads the table under an alias of its own
+    (
+        "with per as (select customer_id, count(*) as n from shop.orders group by customer_id) "
+        "select c.customer_id, per.n, p2.n as m from shop.customers c left join per on per.customer_id = c.customer_id "
+        "left join per p2 on p2.customer_id = c.customer_id",
+        {"c": ["customer_id"], "orders": ["customer_id"], "orders_2": ["customer_id"]},
+    ),
+    # UNION ALL of two tables, aggregated; UNION (distinct) of them
+    (
+        "with u as (select customer_id, amount from shop.orders union all select customer_id, 0 from shop.customers) "
+        "select customer_id, sum(amount) as amount, count(*) as n from u group by customer_id",
+        {"orders": ["customer_id"], "customers": ["customer_id"]},
+    ),
+    (
+        "select customer_id from shop.orders union select customer_id from shop.customers",
+        None,  # (a set operation at the top: not this class's shape)
+    ),
+]
+
+
+@pytest.mark.parametrize("sql, partitions", [m for m in MULTI if m[1] is not None])
+def test_queries_over_several_tables_partitioned_alike(view, rendered, sql, partitions):
+    definition = view(sql)
+    assert definition.view_class is ViewClass.PER_PARTITION
+    found = {a: [p.name for p in e] for a, e in definition.partition_query.partitions.items()}
+    assert found == partitions
+    assert sorted(definition.aliases) == sorted(partitions)
+    sql = rendered(definition, sources={a: f"(select * from x_{a})" for a in partitions})
+    for alias in partitions:
+        assert f"(SELECT * FROM `x_{alias}`) AS `{alias}`" in sql
+    assert "WITH" not in sql  # every CTE reference is a derived table of its own
+
+
+def test_a_table_not_joined_on_the_partition_keeps_the_other_classes_refusal(view):
+    with pytest.raises(UnsupportedViewError, match="is not an equality of one of its group keys"):
         view(
-            f"select t.order_id, sum(prev) over (partition by t.customer_id) as s from (select order_id, customer_id, "
-            f"lag(amount) over (partition by customer_id order by order_id) as prev from {O}) as t "
-            "join shop.customers c on t.customer_id = c.customer_id"
+            "with per as (select customer_id, count(*) as n from shop.orders group by customer_id) "
+            "select c.customer_id, per.n from shop.customers c join per on per.n = c.customer_id"
         )
+    with pytest.raises(UnsupportedViewError, match="other than UNION ALL"):
+        view(MULTI[-1][0])
