@@ -104,6 +104,9 @@ CATEGORIES: list[tuple[str, str]] = [
     ("LIMIT / TABLESAMPLE", r"LIMIT keeps|TABLESAMPLE"),
     ("ORDER BY", r"ORDER BY has no meaning"),
     ("DISTINCT (where GROUP BY is not substituted)", r"DISTINCT is not supported"),
+    ("stacked windows/groupings/joins with no common partition column",
+     r"share no (PARTITION BY )?column|not joined on a column equal|outer query does not read it|"
+     r"no unique column to break"),
     ("window function", r"\bwindows?\b"),
     ("current_date/time read outside filters of one table", CLOCK_ELSEWHERE),
     ("random / session dependent (non-deterministic)", r"non-deterministic functions"),

@@ -208,8 +208,9 @@ MAINTAINED = [
         "Queries stacked in CTEs or derived tables (a latest row per key then aggregated, a window over another "
         "window's result, over groups or over a join, an aggregate of an aggregating CTE, DISTINCT in a CTE, "
         "UNION / UNION ALL aggregated) whose every window, GROUP BY, DISTINCT and set operation partitions by the "
-        "same column, every table joined (inner or LEFT) on it: the query is kept as written and each partition a "
-        "change touches is recomputed from the tables' rows of it (their logs must carry that column)",
+        "same column, every table joined (inner or LEFT) on it or by its key to a table that is (a lookup, read "
+        "whole): the query is kept as written and each partition a change touches is recomputed from the tables' "
+        "rows of it (their logs must carry that column)",
         "with latest as (select *, row_number() over (partition by customer_id, product_id order by ordered_at desc) "
         "as rn from shop.orders) select customer_id, count(*) as products, sum(amount) as spent from latest "
         "where rn = 1 group by customer_id",
@@ -219,6 +220,11 @@ MAINTAINED = [
         "its key not selected)",
         "with totals as (select customer_id, sum(amount) as spent from shop.orders group by customer_id) select c.name, "
         "t.spent from shop.customers c join totals t on t.customer_id = c.customer_id",
+    ),
+    (
+        "... with lookups (orders ranked per customer, each with its product's name)",
+        "select o.order_id, o.customer_id, p.name, row_number() over (partition by o.customer_id order by o.amount desc, "
+        "o.order_id) as position from shop.orders o join shop.products p on p.product_id = o.product_id",
     ),
     (
         "Filters of one table by the current date or time (`current_date()`, `current_timestamp()`, `now()`; fixed "
@@ -259,10 +265,10 @@ REFUSED = [
     ),
     (
         "A CTE that aggregates, joined again other than on its group keys (and not every table joined on one column "
-        "the query partitions by)",
-        "with product_totals as (select product_id, sum(amount) as spent from shop.orders group by product_id) "
-        "select o.order_id, c.name, t.spent from shop.orders o join product_totals t on t.product_id = o.product_id "
-        "join shop.customers c on c.customer_id = o.customer_id",
+        "the query partitions by, or by its key to a table that is)",
+        "with country_totals as (select c.country, sum(o.amount) as spent from shop.orders o join shop.customers c "
+        "on c.customer_id = o.customer_id group by c.country) select o.order_id, t.spent from shop.orders o "
+        "join shop.customers c on c.customer_id = o.customer_id join country_totals t on t.country = c.country",
     ),
     (
         "A CTE that joins, on either side of an outer join after the first FROM item",

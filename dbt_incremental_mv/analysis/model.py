@@ -215,6 +215,18 @@ class Windowing(_ReadableRepr):
     tie_break: tuple[exp.Expr, ...] = ()
 
 
+@dataclass(frozen=True)
+class Lookup:
+    """A table of a PER_PARTITION view that has no partition column: joined by ``column``, its key,
+    equal to ``through_column`` of the occurrence ``through``, which has one. Its rows are read whole; a
+    change to one recomputes the partitions of ``through``'s rows it joins (a dimension's row
+    changes the rows of the facts that reference it)."""
+
+    column: str
+    through: str
+    through_column: str
+
+
 @dataclass(frozen=True, repr=False)
 class PartitionQuery(_ReadableRepr):
     """The rows of a PER_PARTITION view (analysis/partitionwise.py): ``query``, the defining query
@@ -223,7 +235,8 @@ class PartitionQuery(_ReadableRepr):
     broken (``tie_broken``), selecting the hidden partition columns last. Every window, GROUP BY,
     DISTINCT and set operation in it partitions by the same attributes, each a column of every
     occurrence (``partitions``: by alias, ``alias.column`` per attribute; ``partition_by``: the
-    first occurrence's), so a view row depends only on the masters' rows of its partition;
+    first such occurrence's) but the ``lookups``, so a view row depends only on the masters' rows of
+    its partition and the lookups' rows they join;
     ``partition_columns``: the stored columns holding each attribute (a refresh deletes and
     recomputes partitions by them)."""
 
@@ -232,6 +245,7 @@ class PartitionQuery(_ReadableRepr):
     partition_columns: tuple[str, ...]
     tie_broken: bool = False
     partitions: Mapping[str, tuple[exp.Expr, ...]] = field(default_factory=dict, hash=False)
+    lookups: Mapping[str, Lookup] = field(default_factory=dict, hash=False)  # by alias: tables without one
 
 
 @dataclass(frozen=True, repr=False)

@@ -49,6 +49,7 @@ from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 from dbt_incremental_mv.analysis.model import (
     HiddenColumn,
     HiddenPurpose,
+    Lookup,
     MasterOccurrence,
     MasterTable,
     OutputColumn,
@@ -128,6 +129,7 @@ class _Walk:
     read: dict[str, set[str]] = field(default_factory=dict)
     scopes: dict[int, _Scope] = field(default_factory=dict)  # by id() of each SELECT walked
     windows: list[tuple[exp.Window, exp.Select, _Scope]] = field(default_factory=list)  # ties broken last
+    links: list[tuple[Attr, Attr]] = field(default_factory=list)  # join equalities, both ways
     tie_broken: bool = False
 
     # -- attributes ---------------------------------------------------------------------------
@@ -257,6 +259,7 @@ class _Walk:
                     b = scope.attr(conjunct.expression, carried_only=False)
                     if a is not None and b is not None:
                         self.union(a, b)
+                        self.links += [(a, b), (b, a)]
         for column in _own_columns(select):
             scope.record(column)
         if any(isinstance(p, exp.Star) for p in select.expressions):
@@ -574,10 +577,14 @@ def analyze_partitionwise(statement: exp.Query, master_of: Callable[[exp.Table],
     if not classes:
         if not windows and len(walk.occurrences) == 1:
             raise NotPartitionwise  # (a global aggregate, groupings alone: the other classes' refusal says it)
+        what = (
+            "its windows (with the query's groupings, DISTINCTs and set operations) share no PARTITION BY column"
+            if windows
+            else "its groupings, DISTINCTs and set operations share no column they all group by"
+        )
         raise UnsupportedViewError(
             describe(windows[0] if windows else next(c.node for c in walk.constraints)),
-            "its windows (with the query's groupings, DISTINCTs and set operations) share no PARTITION BY column "
-            "of the tables it reads, so no part of the view depends only on the rows a change touched",
+            f"{what} of the tables it reads, so no part of the view depends only on the rows a change touched",
             HINT,
         )
     walk.break_ties()
@@ -586,19 +593,37 @@ def analyze_partitionwise(statement: exp.Query, master_of: Callable[[exp.Table],
     members = {
         c: sorted((a for a in walk.parent.keys() | classes if walk.root(a) == c), key=walk._order) for c in ordered
     }
+    missing: list[tuple[MasterOccurrence, Attr]] = []
     for occurrence in walk.occurrences:
         columns = []
         for attr_class in ordered:
             own = next((a for a in members[attr_class] if a.alias == occurrence.alias), None)
             if own is None:
-                raise UnsupportedViewError(
-                    occurrence.master.name,
-                    f"the query partitions its rows by {attr_class.alias}.{attr_class.column}, and this table is not "
-                    "joined on a column equal to it: a change to one of its rows could change every partition",
-                    HINT,
-                )
+                missing.append((occurrence, attr_class))
+                break
             columns.append(column_node(occurrence.alias, own.column))
-        partitions[occurrence.alias] = tuple(columns)
+        else:
+            partitions[occurrence.alias] = tuple(columns)
+    lookups: dict[str, Lookup] = {}
+    for occurrence, attr_class in missing:
+        key = tuple(k.casefold() for k in occurrence.master.key)
+        link = next(
+            (
+                (a, b)
+                for a, b in walk.links
+                if a.alias == occurrence.alias and b.alias in partitions and (a.column.casefold(),) == key
+            ),
+            None,
+        )
+        if link is None:
+            raise UnsupportedViewError(
+                occurrence.master.name,
+                f"the query partitions its rows by {attr_class.alias}.{attr_class.column}, and this table is neither "
+                "joined on a column equal to it nor joined by its key to a table that is: a change to one of its "
+                "rows could change every partition",
+                HINT,
+            )
+        lookups[occurrence.alias] = Lookup(link[0].column, link[1].alias, link[1].column)
     names = [n for n, _ in top.columns]
     unnamed = next((p for p in template.expressions if not p.alias_or_name), None)
     if unnamed is not None:
@@ -606,7 +631,7 @@ def analyze_partitionwise(statement: exp.Query, master_of: Callable[[exp.Table],
     refuse_bad_output_names([n for n in names if n is not None])
     partition_columns: list[str] = []
     hidden: list[HiddenColumn] = []
-    first = walk.occurrences[0]
+    first = next(o for o in walk.occurrences if o.alias in partitions)
     scope = walk.scopes[id(template)]
     for attr_class, expression in zip(ordered, partitions[first.alias]):
         holder = next(
@@ -646,7 +671,12 @@ def analyze_partitionwise(statement: exp.Query, master_of: Callable[[exp.Table],
         group_key_columns=(),
         referenced_columns=read,
         partition_query=PartitionQuery(
-            template, partitions[first.alias], tuple(partition_columns), walk.tie_broken, MappingProxyType(partitions)
+            template,
+            partitions[first.alias],
+            tuple(partition_columns),
+            walk.tie_broken,
+            MappingProxyType(partitions),
+            MappingProxyType(lookups),
         ),
     )
 

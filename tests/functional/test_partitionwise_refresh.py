@@ -1,7 +1,8 @@
 """Stacked queries recomputed by partition (ViewClass.PER_PARTITION): "latest row per key" then
 aggregated, a window over another window's result, a window over groups, an aggregate of an
 aggregating CTE, DISTINCT in a CTE, a partition column the view does not select; over several
-tables: a window over a join, an aggregating CTE LEFT joined back, a UNION ALL aggregated.
+tables: a window over a join, an aggregating CTE LEFT joined back, a UNION ALL aggregated, a
+table joined by another column (a lookup).
 A refresh recomputes the partitions its changes touch; exact after every randomized round (NULL
 partition keys, rows moving between partitions, every row deleted, ties broken by the key)."""
 
@@ -60,6 +61,13 @@ VIEWS = {
         f"with u as (select customer_id, amount from {SRC['orders']} "
         f"union all select customer_id, cast(region_id as decimal(10,2)) from {SRC['customers']}) "
         "select customer_id, count(*) as n, sum(amount) as amount from u group by customer_id"
+    ),
+    # partitioned by status, the customers a lookup (joined by customer_id): a changed customer
+    # recomputes the statuses of its orders
+    "status_segments": (
+        "select o.status, c.segment, count(*) as n, sum(o.amount) as amount, "
+        "dense_rank() over (partition by o.status order by count(*) desc, c.segment) as r "
+        f"from {SRC['orders']} o join {SRC['customers']} c on c.customer_id = o.customer_id group by o.status, c.segment"
     ),
 }
 

@@ -104,6 +104,8 @@ class Definition:
         """A coarse class for the summary: union, aggregate (over joins/outer joins), outer join, join."""
         f = set(self.features)
         outer = "left" in f or "right" in f
+        if "per partition" in f:
+            return "per partition"
         if "union" in f:
             return "union all"
         if "ranked" in f:
@@ -749,7 +751,32 @@ class Generator:
         return sql, named
 
     def definitions(self, count: int) -> list[Definition]:
-        return [self.definition(n) for n in range(count)]
+        return [lifted(self.definition(n)) for n in range(count)]
+
+
+# refusals of the outer-join rules that a query partitioned alike lifts: its rows recomputed by
+# partition as written (analysis/partitionwise.py), it is checked as maintained
+LIFTED_BY_PARTITIONS = ("the where clause filters", "this inner join condition reads", "reads only the preserved side")
+
+
+def lifted(definition: Definition) -> Definition:
+    """``definition``, maintained when the refusal it was drawn for is one of the outer-join rules
+    and the analysis maintains it per partition (its rows then checked on Spark like any other)."""
+    if definition.refused not in LIFTED_BY_PARTITIONS:
+        return definition
+    from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewClass, analyze_view
+
+    tables = {
+        f"shop.{m.name}": MasterTable(f"shop.{m.name}", tuple((c.name, c.spark_type) for c in m.all_columns), (m.key,))
+        for m in MASTERS
+    }
+    try:
+        view = analyze_view(definition.sql(), tables)
+    except UnsupportedViewError:
+        return definition
+    if view.view_class is not ViewClass.PER_PARTITION:
+        return definition
+    return Definition(definition.name, definition.template, None, (*definition.features, "per partition"))
 
 
 CONSTANTS = {"n": "-1", "d": "cast(0 as decimal(10,2))", "s": "'k'"}

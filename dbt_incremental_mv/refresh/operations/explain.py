@@ -199,6 +199,15 @@ def _class_of(definition: ViewDefinition) -> str:
             f" by {partitions}, so a change recomputes the view's rows of its values of {partitions} from the"
             " master's rows of them"
         )
+        lookups = definition.partition_query.lookups
+        if lookups:
+            joined = ", ".join(
+                f"{alias} (joined by {alias}.{lookup.column} = {lookup.through}.{lookup.through_column})"
+                for alias, lookup in sorted(lookups.items())
+            )
+            text += (
+                f"; {joined} read whole, a change to one of its rows recomputing the partitions of the rows it joins"
+            )
         if definition.partition_query.tie_broken:
             text += (
                 "; rows the ORDER BY of ROW_NUMBER, LEAD, LAG, NTILE or a ROWS frame leaves tied are ordered by"

@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from sqlglot import exp
 
 from dbt_incremental_mv.analysis import ViewDefinition
-from dbt_incremental_mv.analysis.model import PartitionQuery, Ranking, Windowing
+from dbt_incremental_mv.analysis.model import Lookup, PartitionQuery, Ranking, Windowing
 from dbt_incremental_mv.analysis.render import render_expression, render_select, unranked_rows
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.views.statement import (
@@ -83,8 +83,17 @@ def _partition_by(view: ViewDefinition, alias: str) -> tuple[exp.Expr, ...]:
     return partitioned.partition_by
 
 
+def _lookup(view: ViewDefinition, alias: str) -> Lookup | None:
+    """How the occurrence ``alias`` of a PER_PARTITION view is joined, when it has no partition column."""
+    return view.partition_query.lookups.get(alias) if view.partition_query is not None else None
+
+
 def partition_source_columns(view: ViewDefinition, alias: str) -> tuple[str, ...]:
-    """The master columns the partition expressions of the occurrence ``alias`` read, in name order."""
+    """The master columns the partition expressions of the occurrence ``alias`` read, in name order
+    (a lookup's: the column it is joined by)."""
+    lookup = _lookup(view, alias)
+    if lookup is not None:
+        return (lookup.column,)
     names = {c.name for p in _partition_by(view, alias) for c in p.find_all(exp.Column)}
     return tuple(sorted(names, key=str.casefold))
 
@@ -123,11 +132,22 @@ def _partitions_of(view: ViewDefinition, rows: str, alias: str) -> str:
     return f"select {values} from (\n{rows}\n) as {ident(alias)}"
 
 
-def _affected_parts(view: ViewDefinition, view_relation: str, log: MarkedLog, alias: str) -> list[str]:
+def _affected_parts(view: ViewDefinition, view_relation: str, marked: Mapping[str, MarkedLog], alias: str) -> list[str]:
     """Queries returning the partitions the marked changes of the occurrence ``alias`` touch (see
-    the module's doc)."""
+    the module's doc): a lookup's, those of the rows of the table it is joined to that hold the
+    values its changed rows had or have."""
     ranking = _partitioned(view)
+    log = marked[view.occurrence(alias).master.name]
     read = partition_source_columns(view, alias)
+    lookup = _lookup(view, alias)
+    if lookup is not None:
+        through = view.occurrence(lookup.through)
+        joined = (
+            f"select {ident(through.alias)}.* from {marked[through.master.name].master_as_of()} as {ident(through.alias)} "
+            f"where {ident(through.alias)}.{ident(lookup.through_column)} in "
+            f"(select {ident(lookup.column)} from (\n{log.images(read)}\n))"
+        )
+        return [_partitions_of(view, joined, through.alias)]
     if log.logs_columns(read):
         return [_partitions_of(view, log.images(read), alias)]
     hidden = [view.key_columns_by_source(alias)[k.lower()] for k in log.spec.key]
@@ -208,7 +228,7 @@ def refresh_statement(
     ranking = _partitioned(view)
     name = cached_view(branch, "partitions")
     names = idents(_partition_names(ranking))
-    parts = [p for o in changed for p in _affected_parts(view, view_relation, marked[o.master.name], o.alias)]
+    parts = [p for o in changed for p in _affected_parts(view, view_relation, marked, o.alias)]
     union = "\nunion all\n".join(f"select {names} from (\n{p}\n)" for p in parts)
     affected = Cached(name, f"select distinct {names} from (\n{union}\n)")
     partitions = f"select * from {ident(name)}"
@@ -222,6 +242,9 @@ def refresh_statement(
         sources = {}
         for each in view.occurrences:
             alias = ident(each.alias)
+            if _lookup(view, each.alias) is not None:  # read whole: the rows of the partitions join any of them
+                sources[each.alias] = marked[each.master.name].master_as_of()
+                continue
             in_master = broadcast_exists(
                 partitions,
                 ident(KEY),

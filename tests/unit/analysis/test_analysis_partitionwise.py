@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+import sqlglot
+
 from dbt_incremental_mv.analysis import UnsupportedViewError, ViewClass
-from dbt_incremental_mv.analysis.model import HiddenPurpose
+from dbt_incremental_mv.analysis.partitionwise import analyze_partitionwise
+from dbt_incremental_mv.analysis.resolver import Resolver
+from tests.unit.analysis.conftest import MASTERS
+from dbt_incremental_mv.analysis.model import HiddenPurpose, Lookup
 
 O = "shop.orders"
 
@@ -212,3 +217,30 @@ def test_a_table_not_joined_on_the_partition_keeps_the_other_classes_refusal(vie
         )
     with pytest.raises(UnsupportedViewError, match="other than UNION ALL"):
         view(MULTI[-1][0])
+
+
+def test_a_table_joined_to_a_partitioned_one_by_another_column_is_a_lookup(view, rendered):
+    # the lines of each order ranked by category: each line's product joined by product_id
+    definition = view(
+        "select l.order_id, p.category, count(*) as n, "
+        "rank() over (partition by l.order_id order by count(*) desc) as r "
+        "from shop.order_lines l join shop.orders o on o.order_id = l.order_id "
+        "join shop.products p on p.product_id = l.product_id group by l.order_id, p.category"
+    )
+    assert definition.view_class is ViewClass.PER_PARTITION
+    query = definition.partition_query
+    assert {a: [p.name for p in e] for a, e in query.partitions.items()} == {"l": ["order_id"], "o": ["order_id"]}
+    assert dict(query.lookups) == {"p": Lookup("product_id", "l", "product_id")}
+    rendered(definition)
+
+
+def test_a_table_joined_to_a_lookup_only_is_refused(view):
+    chained = (
+        "select o.order_id, o.status, k.region, count(*) over (partition by o.status) as n "
+        "from shop.orders o join shop.customers c on c.customer_id = o.customer_id "
+        "join shop.countries k on k.country = c.country"
+    )
+    with pytest.raises(UnsupportedViewError, match="nor joined by its key to a table that is"):
+        analyze_partitionwise(sqlglot.parse_one(chained, read="spark"), Resolver(MASTERS).master)
+    with pytest.raises(UnsupportedViewError, match="here they come from a join"):  # the other classes' refusal
+        view(chained)
