@@ -222,6 +222,13 @@ MAINTAINED = [
         "t.spent from shop.customers c join totals t on t.customer_id = c.customer_id",
     ),
     (
+        "... UNION, INTERSECT, EXCEPT (partitioned by the columns they select), FULL OUTER JOIN grouped by "
+        "COALESCE of its key's sides",
+        "select coalesce(o.customer_id, c.customer_id) as customer_id, count(o.order_id) as orders from shop.orders o "
+        "full outer join shop.customers c on o.customer_id = c.customer_id group by coalesce(o.customer_id, "
+        "c.customer_id)",
+    ),
+    (
         "... with lookups (orders ranked per customer, each with its product's name)",
         "select o.order_id, o.customer_id, p.name, row_number() over (partition by o.customer_id order by o.amount desc, "
         "o.order_id) as position from shop.orders o join shop.products p on p.product_id = o.product_id",
@@ -246,11 +253,14 @@ REFUSED = [
     ),
     ("Non-deterministic functions", "select order_id, rand() as r from shop.orders"),
     (
-        "FULL OUTER JOIN",
+        "FULL OUTER JOIN (but grouped or partitioned by COALESCE of its key's two sides)",
         "select c.customer_id, o.order_id from shop.customers c full outer join shop.orders o on o.customer_id = "
         "c.customer_id",
     ),
-    ("UNION, INTERSECT, EXCEPT", "select customer_id from shop.orders union select customer_id from shop.customers"),
+    (
+        "UNION, INTERSECT, EXCEPT of computed columns only (of columns of the tables, they are partitioned by them)",
+        "select upper(status) as s from shop.orders union select upper(name) from shop.customers",
+    ),
     (
         "Subqueries in WHERE (IN, EXISTS, scalar)",
         "select order_id from shop.orders where customer_id in (select customer_id from shop.customers where country = 'FR')",

@@ -78,8 +78,9 @@ def _refuse_set_operations(statement: exp.Expr) -> Iterator[UnsupportedViewError
             continue
         yield UnsupportedViewError(
             name,
-            "set operations other than UNION ALL are not supported: whether a row is in the result depends on "
-            "the other branches' rows",
+            "set operations other than UNION ALL are maintained when the query partitions its rows by columns "
+            "every branch selects as they are, not otherwise: whether a row is in the result depends on the other "
+            "branches' rows",
             "Use UNION ALL of fast-refreshable branches (and a DISTINCT or GROUP BY in a downstream model), "
             "or make each branch its own fast_refresh model and combine them downstream",
         )
@@ -301,7 +302,8 @@ def _refuse_unsupported_joins(statement: exp.Expr) -> Iterator[UnsupportedViewEr
             yield UnsupportedViewError(
                 "FULL OUTER JOIN",
                 "a full outer join null-extends both sides, so no master is present in every view row to slice "
-                "the refresh by (only inner, LEFT and RIGHT joins are fast refreshed)",
+                "the refresh by (inner, LEFT and RIGHT joins are fast refreshed; a FULL join when the query groups "
+                "or partitions its rows by COALESCE of the two sides of its key)",
                 "Use a LEFT or RIGHT JOIN, or build the full join downstream from fast_refresh views "
                 "(a LEFT JOIN view plus the unmatched rows of the other side)",
             )

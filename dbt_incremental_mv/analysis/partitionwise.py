@@ -27,9 +27,10 @@ view and runs the query over the tables' rows of them. The query is kept as writ
 windows broken by the key of the rows they read, so that every build and refresh computes the
 same rows.
 
-A column of the null-supplying side of a LEFT JOIN carries nothing (it is NULL where no row
-matched): partitioning by it is not partitioning. RIGHT and FULL joins, USING and semi joins are
-left to the other classes' refusal.
+A column of the null-supplying side of an outer join carries nothing (it is NULL where no row
+matched): partitioning by it is not partitioning; ``COALESCE`` over columns of one attribute
+carries it (the key of a FULL JOIN). ``USING`` equates the columns it names; semi joins are left
+to the other classes' refusal.
 
 This is the fallback for queries the other classes refuse (analyze.py): a query they maintain is
 maintained by them, with finer deltas.
@@ -106,6 +107,7 @@ class _Item:
     alias: str
     rows: _Rows
     nullable: bool
+    using: set[str] = field(default_factory=set)  # the USING columns the name alone reads from it
 
 
 @dataclass
@@ -191,15 +193,32 @@ class _Walk:
         for join in select.args.get("joins") or ():
             side = (join.args.get("side") or "").upper()
             kind = (join.args.get("kind") or "").upper()
-            if join.args.get("using") or join.args.get("method") or side not in ("", "LEFT"):
+            if join.args.get("method") or kind not in ("", "INNER", "OUTER", "CROSS"):
                 raise NotPartitionwise
-            if kind not in ("", "INNER", "OUTER", "CROSS"):
-                raise NotPartitionwise
-            items.append(self._item(join.this, ctes, nullable=side == "LEFT"))
+            if side in ("RIGHT", "FULL"):  # what is joined before is null-extended
+                for earlier in items:
+                    earlier.nullable = True
+            items.append(self._item(join.this, ctes, nullable=side in ("LEFT", "FULL")))
+            for column in join.args.get("using") or ():
+                self._using(items, column.name, side)
         aliases = [i.alias.casefold() for i in items]
         if len(set(aliases)) != len(aliases):
             raise NotPartitionwise
         return items
+
+    def _using(self, items: list[_Item], name: str, side: str) -> None:
+        """``JOIN ... USING (name)``: the joined item's column equals the first earlier one's, and
+        the name alone reads the preserved side's (the left one's for inner and LEFT joins)."""
+        right = items[-1]
+        left = next((i for i in items[:-1] if i.rows.find(name)[0]), None)
+        if left is None or side == "FULL" or any(name.casefold() in i.using for i in items):
+            raise NotPartitionwise
+        _, a = left.rows.find(name)
+        _, b = right.rows.find(name)
+        if a is not None and b is not None:
+            self.union(a, b)
+            self.links += [(a, b), (b, a)]
+        (right if side == "RIGHT" else left).using.add(name.casefold())
 
     def _item(self, item: exp.Expr, ctes: Mapping[str, exp.Expr], nullable: bool) -> _Item:
         alias = item.args.get("alias")
@@ -328,6 +347,10 @@ class _Scope:
     def lookup(self, column: exp.Column) -> tuple[_Item, Attr | None] | None:
         """The item a column reference reads and the attribute it carries there (None: not a
         column of an item: a projection's alias, say)."""
+        if not column.table:
+            owner = next((i for i in self.items if column.name.casefold() in i.using), None)
+            if owner is not None:
+                return owner, owner.rows.find(column.name)[1]
         found = []
         for item in self.items:
             if column.table and column.table.casefold() != item.alias.casefold():
@@ -340,8 +363,14 @@ class _Scope:
         return found[0] if found else None
 
     def attr(self, node: exp.Expr, carried_only: bool = True) -> Attr | None:
+        """The attribute an expression carries: a column's, or that of ``COALESCE`` over columns of
+        one attribute (the key of a FULL JOIN: whichever side has a row holds it)."""
         while isinstance(node, exp.Paren):
             node = node.this
+        if isinstance(node, exp.Coalesce):
+            parts = [self.attr(p, carried_only=False) for p in [node.this, *node.expressions]]
+            roots = {self.walk.root(p) for p in parts if p is not None}
+            return parts[0] if None not in parts and len(roots) == 1 else None
         if not isinstance(node, exp.Column) or isinstance(node.this, exp.Star):
             return None
         found = self.lookup(node)
@@ -418,6 +447,8 @@ def _outputs(select: exp.Select, scope: _Scope) -> list[tuple[str | None, tuple[
             if any(star.args.get(k) for k in ("replace", "rename")):
                 raise NotPartitionwise
             excluded = {c.name.casefold() for c in star.args.get("except") or ()}
+            if any(i.using for i in scope.items):
+                raise NotPartitionwise  # (a USING column is selected once)
             for item in scope.items:
                 if qualifier and qualifier.casefold() != item.alias.casefold():
                     continue
@@ -431,7 +462,7 @@ def _outputs(select: exp.Select, scope: _Scope) -> list[tuple[str | None, tuple[
         name = projection.alias_or_name or None
         source = scope.lookup(inner) if isinstance(inner, exp.Column) else None
         if source is None:
-            found.append((name, None, None))
+            found.append((name, None, scope.attr(inner) if isinstance(inner, exp.Coalesce) else None))
         else:
             item, attr = source
             found.append((name, (item.alias, inner.name), None if item.nullable else attr))
@@ -560,6 +591,10 @@ def analyze_partitionwise(statement: exp.Query, master_of: Callable[[exp.Table],
     this class reads, UnsupportedViewError when it is but cannot be maintained so.
     ``master_of``: the master a table node names (Resolver.master)."""
     _refuse_constructs(statement)
+    if isinstance(statement, exp.SetOperation):  # its rows, selected
+        statement = exp.select("*").from_(
+            exp.Subquery(this=statement.copy(), alias=exp.TableAlias(this=exp.to_identifier("_mv_set")))
+        )
     if not isinstance(statement, exp.Select):
         raise NotPartitionwise
     template = statement.copy()

@@ -2,7 +2,7 @@
 aggregated, a window over another window's result, a window over groups, an aggregate of an
 aggregating CTE, DISTINCT in a CTE, a partition column the view does not select; over several
 tables: a window over a join, an aggregating CTE LEFT joined back, a UNION ALL aggregated, a
-table joined by another column (a lookup).
+table joined by its key to another column (a lookup), a FULL JOIN grouped by its key, a UNION.
 A refresh recomputes the partitions its changes touch; exact after every randomized round (NULL
 partition keys, rows moving between partitions, every row deleted, ties broken by the key)."""
 
@@ -68,6 +68,17 @@ VIEWS = {
         "select o.status, c.segment, count(*) as n, sum(o.amount) as amount, "
         "dense_rank() over (partition by o.status order by count(*) desc, c.segment) as r "
         f"from {SRC['orders']} o join {SRC['customers']} c on c.customer_id = o.customer_id group by o.status, c.segment"
+    ),
+    # a FULL JOIN grouped by COALESCE of its key's sides (customers without orders, orders of no
+    # known customer), and a UNION (distinct) at the top
+    "customer_order_counts": (
+        "select coalesce(c.customer_id, o.customer_id) as customer_id, count(o.order_id) as orders, "
+        f"count(c.customer_id) as known from {SRC['customers']} c full outer join {SRC['orders']} o "
+        "on o.customer_id = c.customer_id group by coalesce(c.customer_id, o.customer_id)"
+    ),
+    "customer_statuses": (
+        f"select customer_id, status from {SRC['orders']} union "
+        f"select customer_id, segment from {SRC['customers']}"
     ),
 }
 

@@ -754,13 +754,22 @@ class Generator:
         return [lifted(self.definition(n)) for n in range(count)]
 
 
-# refusals of the outer-join rules that a query partitioned alike lifts: its rows recomputed by
-# partition as written (analysis/partitionwise.py), it is checked as maintained
-LIFTED_BY_PARTITIONS = ("the where clause filters", "this inner join condition reads", "reads only the preserved side")
+# refusals (of the outer-join rules, set operations, FULL joins) that a query partitioned alike
+# lifts: its rows recomputed by partition as written (analysis/partitionwise.py), it is checked as
+# maintained
+LIFTED_BY_PARTITIONS = (
+    "the where clause filters",
+    "this inner join condition reads",
+    "reads only the preserved side",
+    "union",
+    "intersect",
+    "except",
+    "full outer join",
+)
 
 
 def lifted(definition: Definition) -> Definition:
-    """``definition``, maintained when the refusal it was drawn for is one of the outer-join rules
+    """``definition``, maintained when the refusal it was drawn for is one LIFTED_BY_PARTITIONS
     and the analysis maintains it per partition (its rows then checked on Spark like any other)."""
     if definition.refused not in LIFTED_BY_PARTITIONS:
         return definition

@@ -189,9 +189,24 @@ MULTI = [
         "select customer_id, sum(amount) as amount, count(*) as n from u group by customer_id",
         {"orders": ["customer_id"], "customers": ["customer_id"]},
     ),
+    # UNION (distinct) and INTERSECT at the top, FULL JOIN by its key (COALESCE carries it), USING
     (
         "select customer_id from shop.orders union select customer_id from shop.customers",
-        None,  # (a set operation at the top: not this class's shape)
+        {"orders": ["customer_id"], "customers": ["customer_id"]},
+    ),
+    (
+        "select customer_id, status from shop.orders intersect select customer_id, segment from shop.customers",
+        {"orders": ["customer_id", "status"], "customers": ["customer_id", "segment"]},
+    ),
+    (
+        "select coalesce(o.customer_id, c.customer_id) as customer_id, count(o.order_id) as orders from shop.orders o "
+        "full outer join shop.customers c on o.customer_id = c.customer_id group by coalesce(o.customer_id, c.customer_id)",
+        {"o": ["customer_id"], "c": ["customer_id"]},
+    ),
+    (
+        "select customer_id, c.name, count(*) over (partition by customer_id) as n from shop.orders o "
+        "join shop.customers c using (customer_id)",
+        {"o": ["customer_id"], "c": ["customer_id"]},
     ),
 ]
 
@@ -215,8 +230,11 @@ def test_a_table_not_joined_on_the_partition_keeps_the_other_classes_refusal(vie
             "with per as (select customer_id, count(*) as n from shop.orders group by customer_id) "
             "select c.customer_id, per.n from shop.customers c join per on per.n = c.customer_id"
         )
-    with pytest.raises(UnsupportedViewError, match="other than UNION ALL"):
-        view(MULTI[-1][0])
+    with pytest.raises(UnsupportedViewError, match="full outer join null-extends"):  # the key not coalesced
+        view(
+            "select o.customer_id, count(*) as n from shop.orders o full outer join shop.customers c "
+            "on o.customer_id = c.customer_id group by o.customer_id"
+        )
 
 
 def test_a_table_joined_to_a_partitioned_one_by_another_column_is_a_lookup(view, rendered):

@@ -56,9 +56,10 @@ REFUSALS = [
      f"select row_number() over (order by o.order_id) as n from {O}", "over ("),
     ("union all under union", f"(select o.order_id from {O} union all select o.order_id from {O}) union "
      f"select o.order_id from {O}", "union"),
-    ("union", f"select o.order_id from {O} union select o.order_id from {O}", "union"),
-    ("intersect", f"select o.order_id from {O} intersect select o.order_id from {O}", "intersect"),
-    ("except", f"select o.order_id from {O} except select o.order_id from {O}", "except"),
+    # (set operations over columns the query partitions by are maintained per partition)
+    ("union", f"select upper(o.status) as s from {O} union select upper(o.status) from {O}", "union"),
+    ("intersect", f"select upper(o.status) as s from {O} intersect select upper(o.status) from {O}", "intersect"),
+    ("except", f"select upper(o.status) as s from {O} except select upper(o.status) from {O}", "except"),
     ("union in cte, joined", "with u as (select order_id from shop.orders union all select order_id "
                              "from shop.orders) select u.order_id from u join shop.customers c on c.customer_id = u.order_id",
      "union all"),
@@ -110,10 +111,11 @@ REFUSALS = [
      f"select o.status, sum(o.amount) + o.amount as x from {O} group by o.status", "o.amount"),
     ("having on an unselected aggregate in a union branch",
      f"select o.status, count(*) as n from {O} group by o.status having sum(o.amount) > 1 union all "
-     "select c.country, count(*) from shop.customers c group by c.country", "sum(o.amount)"),
+     "select upper(c.country), count(*) from shop.customers c group by upper(c.country)", "sum(o.amount)"),
     ("expression over aggregates in a union branch",
      f"select o.status, count(*) as n from {O} group by o.status union all "
-     "select c.country, cast(count(*) as int) from shop.customers c group by c.country", "cast(count(*) as int)"),
+     "select upper(c.country), cast(count(*) as int) from shop.customers c group by upper(c.country)",
+     "cast(count(*) as int)"),
     ("non-aggregated column", f"select o.status, o.amount, count(*) as n from {O} group by o.status", "amount"),
     ("filter on an aggregate that does not ignore NULLs", f"select o.customer_id, first(o.amount) filter (where o.amount > 1) as f from {O} group by o.customer_id", "filter"),
     ("multi-argument count", f"select count(o.amount, o.status) as n from {O}", "count("),
