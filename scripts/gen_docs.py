@@ -229,6 +229,13 @@ MAINTAINED = [
         "c.customer_id)",
     ),
     (
+        "... and outer joins the join classes refuse (a filter on the null-supplying side, a CTE that joins on "
+        "either side): nothing partitions the rows, so a table's key does, every other table joined on it or by "
+        "its own key",
+        "select o.order_id, c.name from shop.orders o left join shop.customers c on o.customer_id = c.customer_id "
+        "where c.country = 'NL' or c.country is null",
+    ),
+    (
         "... with lookups (orders ranked per customer, each with its product's name)",
         "select o.order_id, o.customer_id, p.name, row_number() over (partition by o.customer_id order by o.amount desc, "
         "o.order_id) as position from shop.orders o join shop.products p on p.product_id = o.product_id",
@@ -281,10 +288,11 @@ REFUSED = [
         "join shop.customers c on c.customer_id = o.customer_id join country_totals t on t.country = c.country",
     ),
     (
-        "A CTE that joins, on either side of an outer join after the first FROM item",
+        "A CTE that joins, on either side of an outer join after the first FROM item (unless every table is joined "
+        "on one table's key, or by its own key)",
         "with order_customers as (select o.order_id, o.product_id, c.country from shop.orders o join shop.customers c "
         "on o.customer_id = c.customer_id) select p.product_id, oc.order_id from shop.products p left join "
-        "order_customers oc on oc.product_id = p.product_id",
+        "order_customers oc on oc.country = p.name",
     ),
     (
         "UNION ALL under an aggregate or a join, unless they partition its rows by a column of every branch",

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 from dbt_incremental_mv.analysis import functions
 from dbt_incremental_mv.analysis.constructs import unpartitioned_window, unsupported_constructs
@@ -59,7 +60,7 @@ from dbt_incremental_mv.analysis.model import (
     ViewDefinition,
 )
 from dbt_incremental_mv.analysis.outputs import refuse_bad_output_names
-from dbt_incremental_mv.analysis.render import PER_PARTITION_MASTER
+from dbt_incremental_mv.analysis.render import PER_PARTITION_MASTER, render_expression
 from dbt_incremental_mv.analysis.resolved import column_node
 from dbt_incremental_mv.analysis.windowing import ORDER_DEPENDENT, refuse_order_dependent, rows_frame, window_function
 
@@ -160,6 +161,8 @@ class _Walk:
         if with_ is not None:
             ctes = {**ctes}
             for cte in with_.expressions:
+                if cte.args["alias"].columns:
+                    raise NotPartitionwise  # a column list renames what is carried
                 ctes[cte.alias.casefold()] = cte.this
         if isinstance(node, exp.SetOperation):
             return self._set_operation(node, ctes)
@@ -210,15 +213,16 @@ class _Walk:
         """``JOIN ... USING (name)``: the joined item's column equals the first earlier one's, and
         the name alone reads the preserved side's (the left one's for inner and LEFT joins)."""
         right = items[-1]
-        left = next((i for i in items[:-1] if i.rows.find(name)[0]), None)
-        if left is None or side == "FULL" or any(name.casefold() in i.using for i in items):
-            raise NotPartitionwise
+        having = [i for i in items[:-1] if i.rows.find(name)[0]]
+        if len(having) != 1 or side not in ("", "LEFT") or any(name.casefold() in i.using for i in items):
+            raise NotPartitionwise  # (the other classes' refusal says how to write it)
+        left = having[0]
         _, a = left.rows.find(name)
         _, b = right.rows.find(name)
         if a is not None and b is not None:
             self.union(a, b)
             self.links += [(a, b), (b, a)]
-        (right if side == "RIGHT" else left).using.add(name.casefold())
+        left.using.add(name.casefold())
 
     def _item(self, item: exp.Expr, ctes: Mapping[str, exp.Expr], nullable: bool) -> _Item:
         alias = item.args.get("alias")
@@ -393,6 +397,11 @@ class _Scope:
         found = self.lookup(column)
         if found is not None:
             self._read(found[1])
+            return
+        select = column.parent_select
+        aliases = {p.alias.casefold() for p in select.expressions if isinstance(p, exp.Alias)} if select else set()
+        if column.table or column.name.casefold() not in aliases:
+            raise NotPartitionwise  # an unknown column (the other classes' refusal names it)
 
     def _read(self, attr: Attr | None) -> None:
         if attr is not None and attr.alias in self.walk.read:
@@ -602,8 +611,20 @@ def analyze_partitionwise(statement: exp.Query, master_of: Callable[[exp.Table],
     top = walk.rows(template, {})
     for node in list(template.find_all(exp.Select, exp.SetOperation)):
         node.set("with_", None)  # (every CTE reference is a derived table now)
-    if not walk.constraints or not walk.occurrences:
-        raise NotPartitionwise  # nothing partitions its rows: the other classes' refusal stands
+    if not walk.occurrences or not _well_formed(template):
+        raise NotPartitionwise
+    if not walk.constraints:
+        # nothing partitions its rows: any key partitions them (each row its own partition), the
+        # first table's whose key every other table is joined on (or by its key to)
+        for occurrence in walk.occurrences:
+            key = frozenset(
+                walk.root(Attr(occurrence.alias, occurrence.master.find_column(k) or k)) for k in occurrence.master.key
+            )
+            try:
+                return _partitioned_by(walk, template, top, key)
+            except UnsupportedViewError:
+                continue
+        raise NotPartitionwise  # the other classes' refusal stands
     windows = list(template.find_all(exp.Window))
     unpartitioned = next((w for w in windows if not w.args.get("partition_by")), None)
     if unpartitioned is not None:
@@ -623,6 +644,13 @@ def analyze_partitionwise(statement: exp.Query, master_of: Callable[[exp.Table],
             HINT,
         )
     walk.break_ties()
+    return _partitioned_by(walk, template, top, classes)
+
+
+def _partitioned_by(walk: _Walk, template: exp.Select, top: _Rows, classes: frozenset[Attr]) -> ViewDefinition:
+    """The definition of the query walked, partitioned by ``classes``; UnsupportedViewError (before
+    the template is changed) when a table has no column in them nor is a lookup, or the outer
+    query reads none."""
     ordered = sorted(classes, key=walk._order)
     partitions: dict[str, tuple[exp.Expr, ...]] = {}
     members = {
@@ -668,6 +696,7 @@ def analyze_partitionwise(statement: exp.Query, master_of: Callable[[exp.Table],
     hidden: list[HiddenColumn] = []
     first = next(o for o in walk.occurrences if o.alias in partitions)
     scope = walk.scopes[id(template)]
+    added: list[exp.Expr] = []
     for attr_class, expression in zip(ordered, partitions[first.alias]):
         holder = next(
             (n for n, a in top.columns if n is not None and a is not None and walk.root(a) == attr_class), None
@@ -682,9 +711,11 @@ def analyze_partitionwise(statement: exp.Query, master_of: Callable[[exp.Table],
                     f"Select {attr_class.column} in the outer query (or in the query it reads)",
                 )
             holder = f"{PARTITION}{len(hidden) + 1}"
-            template.append("expressions", exp.Alias(this=carrier, alias=exp.to_identifier(holder)))
+            added.append(exp.Alias(this=carrier, alias=exp.to_identifier(holder)))
             hidden.append(HiddenColumn(holder, expression.copy(), HiddenPurpose.PARTITION))
         partition_columns.append(holder)
+    for projection in added:
+        template.append("expressions", projection)
     outputs = tuple(
         OutputColumn(n, column_node(a.alias, a.column) if a is not None else exp.column(n))
         for n, a in top.columns
@@ -714,6 +745,31 @@ def analyze_partitionwise(statement: exp.Query, master_of: Callable[[exp.Table],
             MappingProxyType(lookups),
         ),
     )
+
+
+def _well_formed(template: exp.Select) -> bool:
+    """Whether Spark can run the query as written: no aggregate in WHERE, ON or GROUP BY, no window
+    function without OVER, and sqlglot writes it back as Spark SQL (else the other classes' refusal
+    names what is wrong)."""
+    for select in template.find_all(exp.Select):
+        places = [
+            select.args.get("where"),
+            select.args.get("group"),
+            *(j.args.get("on") for j in select.args.get("joins") or ()),
+        ]
+        for place in places:
+            if place is not None and any(
+                functions.is_aggregate(n) and not functions.is_windowed(n) and n.parent_select is select
+                for n in place.walk()
+            ):
+                return False
+    if any(isinstance(n, functions.WINDOW_ONLY_TYPES) and not functions.is_windowed(n) for n in template.walk()):
+        return False
+    try:
+        render_expression(template)
+    except SqlglotError:
+        return False
+    return True
 
 
 def _carrier(scope: _Scope, walk: _Walk, attr_class: Attr) -> exp.Expr | None:

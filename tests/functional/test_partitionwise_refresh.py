@@ -2,7 +2,8 @@
 aggregated, a window over another window's result, a window over groups, an aggregate of an
 aggregating CTE, DISTINCT in a CTE, a partition column the view does not select; over several
 tables: a window over a join, an aggregating CTE LEFT joined back, a UNION ALL aggregated, a
-table joined by its key to another column (a lookup), a FULL JOIN grouped by its key, a UNION.
+table joined by its key to another column (a lookup), a FULL JOIN grouped by its key, a UNION, an
+outer join filtered on its null-supplying side (partitioned by the orders' key).
 A refresh recomputes the partitions its changes touch; exact after every randomized round (NULL
 partition keys, rows moving between partitions, every row deleted, ties broken by the key)."""
 
@@ -79,6 +80,12 @@ VIEWS = {
     "customer_statuses": (
         f"select customer_id, status from {SRC['orders']} union "
         f"select customer_id, segment from {SRC['customers']}"
+    ),
+    # an outer join the join classes refuse (a filter on the null-supplying side): nothing
+    # partitions the rows, so the orders' key does, the customers a lookup
+    "retail_or_unknown_orders": (
+        f"select o.order_id, o.amount, c.segment from {SRC['orders']} o left join {SRC['customers']} c "
+        "on o.customer_id = c.customer_id where c.segment = 'retail' or c.segment is null"
     ),
 }
 

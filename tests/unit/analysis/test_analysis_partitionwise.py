@@ -262,3 +262,40 @@ def test_a_table_joined_to_a_lookup_only_is_refused(view):
         analyze_partitionwise(sqlglot.parse_one(chained, read="spark"), Resolver(MASTERS).master)
     with pytest.raises(UnsupportedViewError, match="here they come from a join"):  # the other classes' refusal
         view(chained)
+
+
+OLC = "shop.orders o left join shop.customers c on o.customer_id = c.customer_id"
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "select o.order_id from shop.orders o left join shop.customers c "
+        "on o.customer_id = c.customer_id and o.status = 'open'",
+        f"select o.order_id from {OLC} where c.country = 'NL'",
+        f"select o.order_id from {OLC} where c.customer_id is null",
+        f"select o.order_id from {OLC} join shop.countries n on n.country = c.country",
+        "with j as (select c.customer_id from shop.customers c join shop.countries n "
+        "on c.country = n.country) select o.order_id from shop.orders o left join j "
+        "on j.customer_id = o.customer_id",
+        "with j as (select c.customer_id from shop.customers c join shop.countries n "
+        "on c.country = n.country) select o.order_id from shop.orders o right join j "
+        "on j.customer_id = o.customer_id",
+        "with u as (select order_id from shop.orders union all select order_id "
+        "from shop.orders) select u.order_id from u join shop.customers c on c.customer_id = u.order_id",
+    ],
+    ids=["preserved-side filter", "where on null-supplying side", "is null on null-supplying side",
+         "inner join on null-extended table", "cte on the null-supplying side", "cte on the preserved side of a right join",
+         "union all in a cte, joined"],
+)
+def test_outer_join_shapes_the_join_classes_refuse_are_recomputed_by_a_tables_key(view, rendered, sql):
+    # nothing partitions the rows: a table's key does (each row its own partition), every other table
+    # joined on it or by its key to a table that is
+    definition = view(sql)
+    assert definition.view_class is ViewClass.PER_PARTITION
+    rendered(definition)
+
+
+def test_with_nothing_partitioning_the_rows_a_key_no_table_is_joined_on_keeps_the_refusal(view):
+    with pytest.raises(UnsupportedViewError, match="outer join"):
+        view("select o.order_id from shop.orders o left join shop.customers c on c.country = 'NL'")

@@ -60,9 +60,6 @@ REFUSALS = [
     ("union", f"select upper(o.status) as s from {O} union select upper(o.status) from {O}", "union"),
     ("intersect", f"select upper(o.status) as s from {O} intersect select upper(o.status) from {O}", "intersect"),
     ("except", f"select upper(o.status) as s from {O} except select upper(o.status) from {O}", "except"),
-    ("union in cte, joined", "with u as (select order_id from shop.orders union all select order_id "
-                             "from shop.orders) select u.order_id from u join shop.customers c on c.customer_id = u.order_id",
-     "union all"),
     ("union in cte, an expression over a column of mixed types",
      "with u as (select o.amount as a from shop.orders o union all select l.unit_price from shop.order_lines l) "
      "select a * 2 as doubled from u", "a * 2"),
@@ -166,27 +163,11 @@ REFUSALS = [
      "on o.customer_id > c.customer_id", "on o.customer_id > c.customer_id"),
     ("or in outer join without an equality", "select o.order_id from shop.orders o left join shop.customers c "
      "on o.customer_id = c.customer_id or c.name = o.status", " or "),
-    ("preserved-side filter in outer join",
-     "select o.order_id from shop.orders o left join shop.customers c "
-     "on o.customer_id = c.customer_id and o.status = 'open'", "o.status = 'open'"),
     ("outer join without equality", "select o.order_id from shop.orders o left join shop.customers c "
                                     "on c.country = 'NL'", "left join c"),
     ("outer join without on", "select o.order_id from shop.orders o left join shop.customers c", "left join c"),
-    ("where on null-supplying side", f"select o.order_id from {OLC} where c.country = 'NL'", "c.country = 'nl'"),
-    ("is null on null-supplying side", f"select o.order_id from {OLC} where c.customer_id is null", "c.customer_id"),
-    ("inner join on null-extended table",
-     f"select o.order_id from {OLC} join shop.countries n on n.country = c.country",
-     "n.country = c.country"),
     ("joined cte aggregates", "with n as (select country, count(*) as k from shop.customers group by country) "
                               "select o.order_id from shop.orders o join n on n.k = o.customer_id", "n"),
-    ("joining cte on the null-supplying side of a left join",
-     "with j as (select c.customer_id from shop.customers c join shop.countries n "
-     "on c.country = n.country) select o.order_id from shop.orders o left join j "
-     "on j.customer_id = o.customer_id", "j"),
-    ("joining cte on the preserved side of a right join",
-     "with j as (select c.customer_id from shop.customers c join shop.countries n "
-     "on c.country = n.country) select o.order_id from shop.orders o right join j "
-     "on j.customer_id = o.customer_id", "j"),
     ("joining cte with a right join inside, joined after the first table",
      "with j as (select n.country, c.customer_id from shop.customers c right join shop.countries n "
      "on c.country = n.country) select o.order_id from shop.orders o join j "
@@ -199,10 +180,6 @@ REFUSALS = [
      "with j as (select c.customer_id from shop.customers c join shop.countries n "
      "on c.country = n.country) select o.order_id, p.name from shop.orders o join j "
      "on j.customer_id = o.customer_id right join shop.products p on p.product_id = o.order_id", "j"),
-    ("joining first cte whose where reads two tables, with a right join after it",
-     "with j as (select c.customer_id from shop.customers c join shop.countries n "
-     "on c.country = n.country where c.name <> n.region) select j.customer_id, p.name from j "
-     "right join shop.products p on p.product_id = j.customer_id", "j"),
     ("joining and aggregating cte joined", "with j as (select c.country, count(*) as k from shop.customers c "
      "join shop.countries n on c.country = n.country group by c.country) select o.order_id from shop.orders o "
      "join j on j.k = o.customer_id", "j"),
@@ -286,12 +263,6 @@ def test_an_outer_join_needs_an_equality_beside_its_other_conditions(view):
     ored = view("select o.order_id, c.name from shop.orders o left join shop.customers c "
                 "on o.customer_id = c.customer_id and (o.status = c.segment or c.segment is null)")
     assert [len(d.joins[0].residual) for d in (ranged, ored)] == [1, 1]
-
-
-def test_where_on_null_supplying_side_hints_at_the_on_clause(view):
-    with pytest.raises(UnsupportedViewError) as caught:
-        view(f"select o.order_id from {OLC} where c.country = 'NL'")
-    assert "ON clause" in caught.value.hint
 
 
 def test_first_problem_in_a_fixed_order_is_reported(view):
