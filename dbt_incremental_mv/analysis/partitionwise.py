@@ -61,7 +61,7 @@ from dbt_incremental_mv.analysis.model import (
 )
 from dbt_incremental_mv.analysis.outputs import refuse_bad_output_names
 from dbt_incremental_mv.analysis.render import PER_PARTITION_MASTER, render_expression
-from dbt_incremental_mv.analysis.resolved import column_node
+from dbt_incremental_mv.analysis.resolved import column_node, split_conjuncts
 from dbt_incremental_mv.analysis.windowing import ORDER_DEPENDENT, refuse_order_dependent, rows_frame, window_function
 
 PARTITION = "_mv_p"  # a partition column no visible column holds
@@ -122,11 +122,11 @@ class _Constraint:
 @dataclass
 class _Walk:
     """The state of one analysis: the occurrences found, the union-find of attributes, the
-    partitioning constraints, the columns read, the master table nodes of the template."""
+    partitioning constraints, the columns read, the join equalities, the windows whose ties are
+    broken once the partition is known."""
 
     master_of: Callable[[exp.Table], MasterTable]
     occurrences: list[MasterOccurrence] = field(default_factory=list)
-    tables: list[exp.Table] = field(default_factory=list)
     parent: dict[Attr, Attr] = field(default_factory=dict)
     constraints: list[_Constraint] = field(default_factory=list)
     read: dict[str, set[str]] = field(default_factory=dict)
@@ -145,9 +145,14 @@ class _Walk:
     def union(self, a: Attr, b: Attr) -> None:
         ra, rb = self.root(a), self.root(b)
         if ra != rb:
-            self.parent[max(ra, rb, key=self._order)] = min(ra, rb, key=self._order)
+            self.parent[max(ra, rb, key=self.order)] = min(ra, rb, key=self.order)
 
-    def _order(self, attr: Attr) -> tuple[int, str]:
+    def link(self, a: Attr, b: Attr) -> None:
+        """A join equality of two columns: one attribute, and a way from either to the other (lookups)."""
+        self.union(a, b)
+        self.links += [(a, b), (b, a)]
+
+    def order(self, attr: Attr) -> tuple[int, str]:
         aliases = [o.alias for o in self.occurrences]
         return (aliases.index(attr.alias) if attr.alias in aliases else len(aliases), attr.column.casefold())
 
@@ -220,8 +225,7 @@ class _Walk:
         _, a = left.rows.find(name)
         _, b = right.rows.find(name)
         if a is not None and b is not None:
-            self.union(a, b)
-            self.links += [(a, b), (b, a)]
+            self.link(a, b)
         left.using.add(name.casefold())
 
     def _item(self, item: exp.Expr, ctes: Mapping[str, exp.Expr], nullable: bool) -> _Item:
@@ -256,7 +260,6 @@ class _Walk:
         item.set("catalog", None)
         item.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
         self.occurrences.append(MasterOccurrence(alias, master))
-        self.tables.append(item)
         self.read[alias] = set()
         columns: list[tuple[str | None, Attr | None]] = [(c, Attr(alias, c)) for c in master.column_names]
         key = tuple(k.casefold() for k in master.key)
@@ -275,14 +278,12 @@ class _Walk:
         scope = _Scope(items, self)
         self.scopes[id(select)] = scope
         for join in select.args.get("joins") or ():
-            on = join.args.get("on")
-            for conjunct in _conjuncts(on) if on is not None else ():
+            for conjunct in split_conjuncts(join.args.get("on")):
                 if isinstance(conjunct, (exp.EQ, exp.NullSafeEQ)):
                     a = scope.attr(conjunct.this, carried_only=False)
                     b = scope.attr(conjunct.expression, carried_only=False)
                     if a is not None and b is not None:
-                        self.union(a, b)
-                        self.links += [(a, b), (b, a)]
+                        self.link(a, b)
         for column in _own_columns(select):
             scope.record(column)
         if any(isinstance(p, exp.Star) for p in select.expressions):
@@ -431,16 +432,6 @@ def _own_columns(select: exp.Select) -> Iterator[exp.Column]:
     for column in select.find_all(exp.Column):
         if column.parent_select is select:
             yield column
-
-
-def _conjuncts(condition: exp.Expr) -> Iterator[exp.Expr]:
-    while isinstance(condition, exp.Paren):
-        condition = condition.this
-    if isinstance(condition, exp.And):
-        yield from _conjuncts(condition.this)
-        yield from _conjuncts(condition.expression)
-    else:
-        yield condition
 
 
 def _outputs(select: exp.Select, scope: _Scope) -> list[tuple[str | None, tuple[str, str] | None, Attr | None]]:
@@ -651,10 +642,10 @@ def _partitioned_by(walk: _Walk, template: exp.Select, top: _Rows, classes: froz
     """The definition of the query walked, partitioned by ``classes``; UnsupportedViewError (before
     the template is changed) when a table has no column in them nor is a lookup, or the outer
     query reads none."""
-    ordered = sorted(classes, key=walk._order)
+    ordered = sorted(classes, key=walk.order)
     partitions: dict[str, tuple[exp.Expr, ...]] = {}
     members = {
-        c: sorted((a for a in walk.parent.keys() | classes if walk.root(a) == c), key=walk._order) for c in ordered
+        c: sorted((a for a in walk.parent.keys() | classes if walk.root(a) == c), key=walk.order) for c in ordered
     }
     missing: list[tuple[MasterOccurrence, Attr]] = []
     for occurrence in walk.occurrences:

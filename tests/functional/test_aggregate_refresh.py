@@ -111,6 +111,14 @@ class ShopViews:
         self.check_all(workload)
         return log
 
+    def refreshed_by_partitions(self, workload) -> None:
+        """Randomized rounds, every view fast refreshed by the partitions its changes touch."""
+        for round_number in range(2 * soak_factor()):
+            workload.alternating_round(round_number, operations=8)
+            log = self.refreshed(workload)
+            assert log.count("fast refresh:") == len(self.VIEWS) or "nothing marked" in log, log
+            assert "DEL+INS partitions" in log, log
+
     def built(self, project, seed: int, initial_rows: int = 10) -> Workload:
         """The masters with ``initial_rows`` random rows each, the views built and checked."""
         workload = Workload(project, [replace(m, rows={}) for m in self.MASTERS], seed)

@@ -10,7 +10,6 @@ partition keys, rows moving between partitions, every row deleted, ties broken b
 import pytest
 from dbt.tests.util import run_dbt_and_capture
 
-from tests.functional.differential import soak_factor
 from tests.functional.test_aggregate_refresh import SRC, ShopViews
 from tests.functional.util import rows
 
@@ -96,11 +95,7 @@ class TestPartitionwiseRefresh(ShopViews):
     @pytest.mark.parametrize("seed", [53])
     def test_randomized_workload(self, project, seed):
         workload = self.built(project, seed)
-        for round_number in range(2 * soak_factor()):
-            workload.alternating_round(round_number, operations=8)
-            log = self.refreshed(workload)
-            assert log.count("fast refresh:") == len(VIEWS) or "nothing marked" in log, log
-            assert "DEL+INS partitions" in log, log
+        self.refreshed_by_partitions(workload)
         workload.delete_every_row("orders")
         self.refreshed(workload)
         assert rows(project, f"select count(*) from {project.test_schema}.customer_latest_totals") == [(0,)]

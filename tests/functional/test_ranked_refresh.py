@@ -64,11 +64,7 @@ class TestRankedRefresh(QualifyFreeViews):
     @pytest.mark.parametrize("seed", [31])
     def test_randomized_workload(self, project, seed):
         workload = self.built(project, seed)
-        for round_number in range(2 * soak_factor()):
-            workload.alternating_round(round_number, operations=8)
-            log = self.refreshed(workload)
-            assert log.count("fast refresh:") == len(VIEWS) or "nothing marked" in log, log
-            assert "DEL+INS partitions" in log, log
+        self.refreshed_by_partitions(workload)
         merged = 0  # refreshes of new rows alone: ranked among the view's, the master not read
         for kinds in (("insert",), ("delete",), ("update_key", "update"), ("insert",)):
             workload.round(10, kinds=kinds)

@@ -6,7 +6,6 @@ between partitions, filters before the windows and after them)."""
 import pytest
 from dbt.tests.util import run_dbt_and_capture
 
-from tests.functional.differential import soak_factor
 from tests.functional.test_aggregate_refresh import SRC
 from tests.functional.test_ranked_refresh import QualifyFreeViews
 
@@ -58,11 +57,7 @@ class TestWindowedRefresh(QualifyFreeViews):
     @pytest.mark.parametrize("seed", [41])
     def test_randomized_workload(self, project, seed):
         workload = self.built(project, seed)
-        for round_number in range(2 * soak_factor()):
-            workload.alternating_round(round_number, operations=8)
-            log = self.refreshed(workload)
-            assert log.count("fast refresh:") == len(VIEWS) or "nothing marked" in log, log
-            assert "DEL+INS partitions" in log, log
+        self.refreshed_by_partitions(workload)
         workload.delete_every_row("orders")
         self.refreshed(workload)
         workload.round(12, masters=["orders"], kinds=("insert",))
