@@ -208,8 +208,8 @@ MAINTAINED = [
         "Queries stacked in CTEs or derived tables (a latest row per key then aggregated, a window over another "
         "window's result, over groups or over a join, an aggregate of an aggregating CTE, DISTINCT in a CTE, "
         "UNION / UNION ALL aggregated) whose every window, GROUP BY, DISTINCT and set operation partitions by the "
-        "same column, every table joined (inner or LEFT) on it or by its key to a table that is (a lookup, read "
-        "whole): the query is kept as written and each partition a change touches is recomputed from the tables' "
+        "same column, every table joined (inner or LEFT) on it or matched by a column to a table that is (a lookup, "
+        "read whole): the query is kept as written and each partition a change touches is recomputed from the tables' "
         "rows of it (their logs must carry that column)",
         "with latest as (select *, row_number() over (partition by customer_id, product_id order by ordered_at desc) "
         "as rn from shop.orders) select customer_id, count(*) as products, sum(amount) as spent from latest "
@@ -234,6 +234,13 @@ MAINTAINED = [
         "its own key",
         "select o.order_id, c.name from shop.orders o left join shop.customers c on o.customer_id = c.customer_id "
         "where c.country = 'NL' or c.country is null",
+    ),
+    (
+        "... with semi and anti joins: `EXISTS`, `NOT EXISTS`, `x IN (SELECT ...)`, `x NOT IN (SELECT ...)` "
+        "in WHERE or selected (their tables partitioned by the column they are matched on, or lookups matched by "
+        "it)",
+        "select o.order_id, o.customer_id, count(*) over (partition by o.customer_id) as orders from shop.orders o "
+        "where exists (select 1 from shop.products p where p.product_id = o.product_id and p.name like 'A%')",
     ),
     (
         "... with lookups (orders ranked per customer, each with its product's name)",
@@ -269,8 +276,8 @@ REFUSED = [
         "select upper(status) as s from shop.orders union select upper(name) from shop.customers",
     ),
     (
-        "Subqueries in WHERE (IN, EXISTS, scalar)",
-        "select order_id from shop.orders where customer_id in (select customer_id from shop.customers where country = 'FR')",
+        "Scalar subqueries; IN and EXISTS where no column partitions the query",
+        "select order_id, amount - (select avg(amount) from shop.orders) as above_average from shop.orders",
     ),
     (
         "Aggregates whose answer depends on the order Spark reads the rows in",
@@ -282,17 +289,17 @@ REFUSED = [
     ),
     (
         "A CTE that aggregates, joined again other than on its group keys (and not every table joined on one column "
-        "the query partitions by, or by its key to a table that is)",
+        "the query partitions by, or matched by a column to a table that is)",
         "with country_totals as (select c.country, sum(o.amount) as spent from shop.orders o join shop.customers c "
-        "on c.customer_id = o.customer_id group by c.country) select o.order_id, t.spent from shop.orders o "
-        "join shop.customers c on c.customer_id = o.customer_id join country_totals t on t.country = c.country",
+        "on c.customer_id = o.customer_id group by c.country) select o.order_id, t.country from shop.orders o "
+        "join country_totals t on t.spent > o.amount",
     ),
     (
-        "A CTE that joins, on either side of an outer join after the first FROM item (unless every table is joined "
-        "on one table's key, or by its own key)",
+        "A CTE that joins, on either side of an outer join after the first FROM item (unless every table is matched "
+        "by a column to one table's key, directly or through the others)",
         "with order_customers as (select o.order_id, o.product_id, c.country from shop.orders o join shop.customers c "
         "on o.customer_id = c.customer_id) select p.product_id, oc.order_id from shop.products p left join "
-        "order_customers oc on oc.country = p.name",
+        "order_customers oc on oc.country like p.name",
     ),
     (
         "UNION ALL under an aggregate or a join, unless they partition its rows by a column of every branch",

@@ -26,8 +26,9 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError
-from dbt_incremental_mv.analysis.model import ViewDefinition
+from dbt_incremental_mv.analysis.model import PartitionQuery, ViewDefinition
 from dbt_incremental_mv.analysis.parse import parse_statement
+from dbt_incremental_mv.analysis.resolved import split_conjuncts
 
 E = TypeVar("E", bound=exp.Expr)
 _TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}( \d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?$")
@@ -152,6 +153,8 @@ class ClockMove:
 def clock_move(before: ViewDefinition, after: ViewDefinition) -> ClockMove:
     """What differs between the definitions of one query at two times (``before``: the time the
     view reflects): the filters of one occurrence, or what else."""
+    if before.partition_query is not None and after.partition_query is not None:
+        return _partition_move(before.partition_query, after.partition_query)
     if len(before.where_conjuncts) != len(after.where_conjuncts):
         return ClockMove(elsewhere="the query's conditions")
     filters: list[MovingFilter] = []
@@ -168,6 +171,40 @@ def clock_move(before: ViewDefinition, after: ViewDefinition) -> ClockMove:
     if places:
         return ClockMove(tuple(filters), elsewhere=", ".join(dict.fromkeys(places)))
     return ClockMove(tuple(filters))
+
+
+def _partition_move(before: PartitionQuery, after: PartitionQuery) -> ClockMove:
+    """clock_move of a PER_PARTITION view: the WHERE conjuncts of its query that differ, each a
+    filter of one table's rows (PartitionQuery.row_filters) or the clock read elsewhere."""
+    filters: list[MovingFilter] = []
+    old_query, new_query = before.query.copy(), after.query.copy()
+    owners = {(f.select, f.conjunct): f.alias for f in after.row_filters}
+    old_selects, new_selects = list(old_query.find_all(exp.Select)), list(new_query.find_all(exp.Select))
+    if len(old_selects) != len(new_selects):
+        return ClockMove(elsewhere="the query")
+    for number, (old_select, new_select) in enumerate(zip(old_selects, new_selects)):
+        old_where, new_where = old_select.args.get("where"), new_select.args.get("where")
+        if old_where is None or new_where is None:
+            continue
+        pairs = list(zip(split_conjuncts(old_where.this), split_conjuncts(new_where.this)))
+        for position, (old, new) in enumerate(pairs):
+            alias = owners.get((number, position))
+            if alias is None or old.sql(dialect="spark") == new.sql(dialect="spark"):
+                continue
+            filters.append(MovingFilter(alias, _qualified(old, alias), _qualified(new, alias)))
+            for conjunct in (old, new):
+                conjunct.replace(exp.true())
+    if old_query.sql(dialect="spark") != new_query.sql(dialect="spark"):
+        return ClockMove(tuple(filters), elsewhere="the query")
+    return ClockMove(tuple(filters))
+
+
+def _qualified(conjunct: exp.Expr, alias: str) -> exp.Expr:
+    """A filter of the occurrence ``alias``'s rows, every column qualified by it."""
+    copy = conjunct.copy()
+    for column in copy.find_all(exp.Column):
+        column.set("table", exp.to_identifier(alias, quoted=True))
+    return copy
 
 
 _PLACES = (

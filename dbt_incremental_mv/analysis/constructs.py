@@ -9,6 +9,7 @@ query with several problems always reports the same one), explain_fast_refresh a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from sqlglot import exp
 
@@ -40,11 +41,12 @@ def unsupported_constructs(
             continue
         if partitioned and check in (_refuse_set_operations, _refuse_unsupported_joins):
             continue
-        refusals = (
-            _refuse_select_clauses(statement, _PARTITIONED_CLAUSES)
-            if partitioned and check is _refuse_select_clauses
-            else check(statement)
-        )
+        if partitioned and check is _refuse_select_clauses:
+            refusals = _refuse_select_clauses(statement, _PARTITIONED_CLAUSES)
+        elif partitioned and check is _refuse_expression_subqueries:
+            refusals = _refuse_expression_subqueries(statement, semi_joins=True)
+        else:
+            refusals = check(statement)
         for refusal in refusals:
             if any(r.reason == refusal.reason and refusal.construct in r.construct for r in seen):
                 continue
@@ -94,8 +96,44 @@ def _is_relation_position(subquery: exp.Subquery) -> bool:
     return parent is None or isinstance(parent, (exp.From, exp.Join, exp.With, exp.CTE, exp.Lateral))
 
 
-def _refuse_expression_subqueries(statement: exp.Expr) -> Iterator[UnsupportedViewError]:
+@dataclass(frozen=True)
+class SemiJoin:
+    """A semi or anti join written as a WHERE conjunct: ``EXISTS (query)``, ``NOT EXISTS (query)``
+    (``value`` None), ``value IN (query)``, ``value NOT IN (query)`` (``negated``: a NULL among the
+    query's values makes it NULL for every row, and a NULL value is TRUE only when the query has no
+    row)."""
+
+    query: exp.Expr
+    value: exp.Expr | None
+    negated: bool = False
+
+
+def semi_join(conjunct: exp.Expr) -> SemiJoin | None:
+    """The semi or anti join ``conjunct`` is, or None."""
+    node, negated = conjunct, False
+    while isinstance(node, (exp.Paren, exp.Not)):
+        negated ^= isinstance(node, exp.Not)
+        node = node.this
+    if isinstance(node, exp.Exists) and isinstance(node.this, exp.Query):
+        return SemiJoin(node.this, None)
+    if isinstance(node, exp.In) and isinstance(node.args.get("query"), exp.Query):
+        return SemiJoin(node.args["query"], node.this, negated)
+    return None
+
+
+def _refuse_expression_subqueries(statement: exp.Expr, semi_joins: bool = False) -> Iterator[UnsupportedViewError]:
+    """Subqueries in expressions; ``semi_joins``: but EXISTS and IN (analysis/partitionwise.py
+    matches their rows)."""
+    accepted: list[exp.Expr] = []
     for node in statement.dfs():
+        if semi_joins and isinstance(node, exp.Exists) and isinstance(node.this, exp.Query):
+            accepted.append(node.this)
+            continue
+        if semi_joins and isinstance(node, exp.In) and isinstance(node.args.get("query"), exp.Query):
+            accepted.append(node.args["query"])
+            continue
+        if any(node is a for a in accepted):
+            continue
         offending: exp.Expr | None = None
         if (
             isinstance(node, exp.Exists)

@@ -217,14 +217,32 @@ class Windowing(_ReadableRepr):
 
 @dataclass(frozen=True)
 class Lookup:
-    """A table of a PER_PARTITION view that has no partition column: joined by ``column``, its key,
-    equal to ``through_column`` of the occurrence ``through``, which has one. Its rows are read whole; a
-    change to one recomputes the partitions of ``through``'s rows it joins (a dimension's row
-    changes the rows of the facts that reference it)."""
+    """A table of a PER_PARTITION view that has no partition column: joined (or matched by a semi
+    join: ``IN``, ``EXISTS``) by its ``column`` equal to ``through_value``, an expression over the
+    columns of the occurrence ``through`` (``through.column`` mostly), which has one or is a lookup
+    itself (a chain of dimensions). Its rows are read whole; a change to one recomputes the
+    partitions of ``through``'s rows it matches (a dimension's row changes the rows of the facts
+    that reference it)."""
 
     column: str
     through: str
-    through_column: str
+    through_value: exp.Expr
+    # matched by ``NOT IN``: a change also recomputes the partitions of the rows whose value is NULL
+    # (TRUE only when the subquery has no row), and all of them when a changed row's column is NULL
+    null_sensitive: bool = False
+
+
+@dataclass(frozen=True)
+class RowFilter:
+    """A WHERE conjunct of a PER_PARTITION view's query that reads the columns of one table's rows
+    alone (that table read directly, not null-extended there): the ``conjunct``-th of the
+    ``select``-th SELECT of the query (in ``find_all`` order), filtering the occurrence ``alias``.
+    Where the clock is read in such filters alone, the rows that cross its time boundary are
+    changes of that table (analysis/clock.py)."""
+
+    select: int
+    conjunct: int
+    alias: str
 
 
 @dataclass(frozen=True, repr=False)
@@ -246,6 +264,7 @@ class PartitionQuery(_ReadableRepr):
     tie_broken: bool = False
     partitions: Mapping[str, tuple[exp.Expr, ...]] = field(default_factory=dict, hash=False)
     lookups: Mapping[str, Lookup] = field(default_factory=dict, hash=False)  # by alias: tables without one
+    row_filters: tuple[RowFilter, ...] = ()
 
 
 @dataclass(frozen=True, repr=False)

@@ -46,7 +46,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from dbt_incremental_mv.analysis import functions
-from dbt_incremental_mv.analysis.constructs import unpartitioned_window, unsupported_constructs
+from dbt_incremental_mv.analysis.constructs import SemiJoin, semi_join, unpartitioned_window, unsupported_constructs
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 from dbt_incremental_mv.analysis.model import (
     HiddenColumn,
@@ -56,6 +56,7 @@ from dbt_incremental_mv.analysis.model import (
     MasterTable,
     OutputColumn,
     PartitionQuery,
+    RowFilter,
     ViewClass,
     ViewDefinition,
 )
@@ -109,6 +110,7 @@ class _Item:
     rows: _Rows
     nullable: bool
     using: set[str] = field(default_factory=set)  # the USING columns the name alone reads from it
+    table: bool = False  # a master table read directly (its alias the occurrence's)
 
 
 @dataclass
@@ -133,6 +135,9 @@ class _Walk:
     scopes: dict[int, _Scope] = field(default_factory=dict)  # by id() of each SELECT walked
     windows: list[tuple[exp.Window, exp.Select, _Scope]] = field(default_factory=list)  # ties broken last
     links: list[tuple[Attr, Attr]] = field(default_factory=list)  # join equalities, both ways
+    # ``x IN (select c ...)`` where x is an expression over one occurrence's columns, and every
+    # ``x NOT IN (select c ...)``: (c's attribute, the occurrence's alias, x over its columns, NOT IN)
+    expression_links: list[tuple[Attr, str, exp.Expr, bool]] = field(default_factory=list)
     tie_broken: bool = False
 
     # -- attributes ---------------------------------------------------------------------------
@@ -158,8 +163,9 @@ class _Walk:
 
     # -- queries ------------------------------------------------------------------------------
 
-    def rows(self, node: exp.Expr, ctes: Mapping[str, exp.Expr]) -> _Rows:
-        """Walk one query (a SELECT, a set operation, a parenthesised one)."""
+    def rows(self, node: exp.Expr, ctes: Mapping[str, exp.Expr], outer: _Scope | None = None) -> _Rows:
+        """Walk one query (a SELECT, a set operation, a parenthesised one); ``outer``: the scope
+        a semi join's subquery is correlated to."""
         while isinstance(node, exp.Subquery):
             node = node.this
         with_ = node.args.get("with_")
@@ -170,16 +176,17 @@ class _Walk:
                     raise NotPartitionwise  # a column list renames what is carried
                 ctes[cte.alias.casefold()] = cte.this
         if isinstance(node, exp.SetOperation):
-            return self._set_operation(node, ctes)
+            return self._set_operation(node, ctes, outer)
         if not isinstance(node, exp.Select):
             raise NotPartitionwise
-        return self._select(node, ctes)
+        return self._select(node, ctes, outer)
 
-    def _set_operation(self, node: exp.SetOperation, ctes: Mapping[str, exp.Expr]) -> _Rows:
+    def _set_operation(self, node: exp.SetOperation, ctes: Mapping[str, exp.Expr], outer: _Scope | None) -> _Rows:
         if any(node.args.get(k) for k in ("order", "limit", "offset")):
             raise NotPartitionwise  # (refused as a clause by the other classes)
-        left = self.rows(node.left, ctes)
-        right = self.rows(node.right, ctes)
+        read_before = len(self.occurrences)
+        left = self.rows(node.left, ctes, outer)
+        right = self.rows(node.right, ctes, outer)
         if len(left.columns) != len(right.columns):
             raise NotPartitionwise
         columns: list[tuple[str | None, Attr | None]] = []
@@ -187,6 +194,8 @@ class _Walk:
             if a is not None and b is not None:
                 self.union(a, b)
             columns.append((name, a if a is not None and b is not None else None))
+        if len(self.occurrences) == read_before:  # constant rows
+            return _Rows(columns, _whole_row(columns))
         union_all = isinstance(node, exp.Union) and not node.args.get("distinct")
         if union_all:
             return _Rows(columns, None)
@@ -196,7 +205,9 @@ class _Walk:
     def _items(self, select: exp.Select, ctes: Mapping[str, exp.Expr]) -> list[_Item]:
         source = select.args.get("from_")
         if source is None:
-            raise NotPartitionwise
+            if select.args.get("joins"):
+                raise NotPartitionwise
+            return []  # one row of constants
         items = [self._item(source.this, ctes, nullable=False)]
         for join in select.args.get("joins") or ():
             side = (join.args.get("side") or "").upper()
@@ -263,7 +274,7 @@ class _Walk:
         self.read[alias] = set()
         columns: list[tuple[str | None, Attr | None]] = [(c, Attr(alias, c)) for c in master.column_names]
         key = tuple(k.casefold() for k in master.key)
-        return _Item(alias, _Rows(columns, key), nullable)
+        return _Item(alias, _Rows(columns, key), nullable, table=True)
 
     def _unique_alias(self, written: str) -> str:
         taken = {o.alias for o in self.occurrences}
@@ -273,22 +284,33 @@ class _Walk:
             alias = f"{written.casefold()}_{number}"
         return alias
 
-    def _select(self, select: exp.Select, ctes: Mapping[str, exp.Expr]) -> _Rows:
+    def _select(self, select: exp.Select, ctes: Mapping[str, exp.Expr], outer: _Scope | None) -> _Rows:
+        read_before = len(self.occurrences)
         items = self._items(select, ctes)
-        scope = _Scope(items, self)
+        scope = _Scope(items, self, outer)
         self.scopes[id(select)] = scope
         for join in select.args.get("joins") or ():
             for conjunct in split_conjuncts(join.args.get("on")):
-                if isinstance(conjunct, (exp.EQ, exp.NullSafeEQ)):
-                    a = scope.attr(conjunct.this, carried_only=False)
-                    b = scope.attr(conjunct.expression, carried_only=False)
-                    if a is not None and b is not None:
-                        self.link(a, b)
+                self._equality(conjunct, scope)
+        where = select.args.get("where")
+        walked: list[exp.Expr] = []
+        for conjunct in split_conjuncts(where.this if where is not None else None):
+            semi = semi_join(conjunct) if not self._equality(conjunct, scope) else None
+            if semi is not None:
+                walked.append(self._semi_join(semi, scope, ctes))
+        for node in list(select.find_all(exp.Exists, exp.In)):  # IN and EXISTS elsewhere: in SELECT, under OR
+            query = node.this if isinstance(node, exp.Exists) else node.args.get("query")
+            if isinstance(query, exp.Query) and node.parent_select is select and not any(query is w for w in walked):
+                value = node.this if isinstance(node, exp.In) else None
+                walked.append(self._semi_join(SemiJoin(query, value, negated=value is not None), scope, ctes))
         for column in _own_columns(select):
             scope.record(column)
         if any(isinstance(p, exp.Star) for p in select.expressions):
             scope.record(exp.Column(this=exp.Star()))
         outputs = _outputs(select, scope)
+        # constant rows (no table below: a date spine, a stub): they never change, so what groups
+        # or windows them partitions nothing a change touches
+        constant = len(self.occurrences) == read_before
         grouped = select.args.get("group") is not None
         aggregate = grouped or _is_aggregate(select)
         for window in _windows(select):
@@ -299,18 +321,56 @@ class _Walk:
                     "Spark computes no DISTINCT aggregate over a window",
                     "Count the distinct values with size(collect_set(x)) over the same window",
                 )
-            self.constraints.append(_Constraint(scope.attrs(window.args.get("partition_by") or []), window))
+            if not constant:
+                self.constraints.append(_Constraint(scope.attrs(window.args.get("partition_by") or []), window))
             self.windows.append((window, select, scope))
-        if grouped:
+        if constant:
+            pass
+        elif grouped:
             self.constraints.append(_Constraint(scope.attrs(_group_items(select)), select.args["group"]))
         elif aggregate:
             self.constraints.append(_Constraint(frozenset(), select))  # one group of every row
-        if select.args.get("distinct") is not None:
+        if select.args.get("distinct") is not None and not constant:
             self.constraints.append(_Constraint(frozenset(a for _, _, a in outputs if a is not None), select))
         if aggregate:
             _refuse_ungrouped(select)
         columns = [(name, attr) for name, _, attr in outputs]
-        return _Rows(columns, _row_key(select, outputs, scope))
+        return _Rows(columns, _row_key(select, outputs, scope) if not constant else _whole_row(columns))
+
+    def _equality(self, conjunct: exp.Expr, scope: _Scope) -> bool:
+        """Link the two columns a join equality (in ON, or in WHERE: of the rows it keeps, and a
+        semi join's correlation) makes equal; whether ``conjunct`` is an equality."""
+        if not isinstance(conjunct, (exp.EQ, exp.NullSafeEQ)):
+            return False
+        a = scope.attr(conjunct.this, carried_only=False)
+        b = scope.attr(conjunct.expression, carried_only=False)
+        if a is not None and b is not None:
+            self.link(a, b)
+        return True
+
+    def _semi_join(self, semi: SemiJoin, scope: _Scope, ctes: Mapping[str, exp.Expr]) -> exp.Expr:
+        """``EXISTS``/``NOT EXISTS (select ... where inner.c = outer.c)`` (its correlation linked as its
+        WHERE is walked) and ``x IN (select c ...)``: x linked to c, or, when x is an expression
+        over one occurrence's columns, c's table a lookup matched by it; ``x NOT IN (select c ...)``:
+        c's table a lookup matched by x, NULLs and all (never partitioned by c: its rows with a NULL c
+        decide every row). An IN anywhere else (selected, under OR) is read as a NOT IN: its value
+        is TRUE, FALSE or NULL by the same rows. Returns the subquery walked."""
+        inner = self.rows(semi.query, ctes, outer=scope)
+        if semi.value is None:
+            return semi.query
+        if len(inner.columns) != 1:
+            raise NotPartitionwise
+        matched = inner.columns[0][1]
+        if matched is None:
+            return semi.query
+        attr = scope.attr(semi.value, carried_only=False)
+        if attr is not None and not semi.negated:
+            self.link(attr, matched)
+            return semi.query
+        over = scope.over_one_occurrence(semi.value)
+        if over is not None:
+            self.expression_links.append((matched, *over, semi.negated))
+        return semi.query
 
     def break_ties(self) -> None:
         for window, select, scope in self.windows:
@@ -345,9 +405,10 @@ class _Walk:
 class _Scope:
     """The columns a SELECT reads: those of its FROM and JOIN items."""
 
-    def __init__(self, items: list[_Item], walk: _Walk) -> None:
+    def __init__(self, items: list[_Item], walk: _Walk, outer: _Scope | None = None) -> None:
         self.items = items
         self.walk = walk
+        self.outer = outer  # a semi join's subquery: the scope of the query it filters
 
     def lookup(self, column: exp.Column) -> tuple[_Item, Attr | None] | None:
         """The item a column reference reads and the attribute it carries there (None: not a
@@ -365,6 +426,8 @@ class _Scope:
                 found.append((item, attr))
         if len(found) > 1:
             raise NotPartitionwise  # ambiguous: Spark refuses it too
+        if not found and self.outer is not None:
+            return self.outer.lookup(column)  # a correlated reference
         return found[0] if found else None
 
     def attr(self, node: exp.Expr, carried_only: bool = True) -> Attr | None:
@@ -383,6 +446,22 @@ class _Scope:
             return None
         item, attr = found
         return None if carried_only and item.nullable else attr
+
+    def over_one_occurrence(self, expression: exp.Expr) -> tuple[str, exp.Expr] | None:
+        """``expression`` over the master columns of the one occurrence whose carried columns it
+        reads (alias, expression), or None."""
+        copy = exp.Paren(this=expression.copy())  # (a column alone replaced too)
+        aliases = set()
+        for column in list(copy.find_all(exp.Column)):
+            attr = self.attr(column, carried_only=False)
+            if attr is None:
+                return None
+            aliases.add(attr.alias)
+            column.replace(column_node(attr.alias, attr.column))
+        copy = copy.this
+        if len(aliases) != 1 or copy.find(exp.Query) is not None:
+            return None
+        return aliases.pop(), copy
 
     def attrs(self, expressions: list[exp.Expr]) -> frozenset[Attr]:
         return frozenset(a for e in expressions if (a := self.attr(e)) is not None)
@@ -418,13 +497,33 @@ class _Scope:
         return keys
 
 
+def _whole_row(columns: list[tuple[str | None, Attr | None]]) -> tuple[str, ...] | None:
+    """Every column of constant rows, as the names that tell them apart (rows equal in all of them
+    are interchangeable: a window's ties among them change nothing), or None when one is unnamed."""
+    names = [n.casefold() for n, _ in columns if n]
+    return tuple(names) if len(names) == len(columns) else None
+
+
 def _requalify(select: exp.Select | None, old: str, new: str) -> None:
-    """Column references of ``select`` (not of the queries inside it) qualified by ``old``, by ``new``."""
+    """Column references qualified by ``old`` that read an item of ``select``, by ``new``: its own
+    and those of the semi joins' subqueries in it that have no item called ``old``."""
     if select is None:
         return
-    for column in _own_columns(select):
-        if column.table and column.table.casefold() == old.casefold():
+    folded = old.casefold()
+    for column in list(select.find_all(exp.Column)):
+        if not column.table or column.table.casefold() != folded:
+            continue
+        reader = column.parent_select
+        while reader is not None and reader is not select and folded not in _item_aliases(reader):
+            reader = reader.parent_select
+        if reader is select:
             column.set("table", exp.to_identifier(new))
+
+
+def _item_aliases(select: exp.Select) -> set[str]:
+    items = [select.args["from_"].this] if select.args.get("from_") else []
+    items += [j.this for j in select.args.get("joins") or ()]
+    return {i.alias_or_name.casefold() for i in items}
 
 
 def _own_columns(select: exp.Select) -> Iterator[exp.Column]:
@@ -602,8 +701,11 @@ def analyze_partitionwise(statement: exp.Query, master_of: Callable[[exp.Table],
     top = walk.rows(template, {})
     for node in list(template.find_all(exp.Select, exp.SetOperation)):
         node.set("with_", None)  # (every CTE reference is a derived table now)
-    if not walk.occurrences or not _well_formed(template):
+    if not _well_formed(template):
         raise NotPartitionwise
+    if not walk.occurrences:
+        walk.break_ties()
+        return _constant(template, top, walk.tie_broken)
     if not walk.constraints:
         # nothing partitions its rows: any key partitions them (each row its own partition), the
         # first table's whose key every other table is joined on (or by its key to)
@@ -616,7 +718,8 @@ def analyze_partitionwise(statement: exp.Query, master_of: Callable[[exp.Table],
             except UnsupportedViewError:
                 continue
         raise NotPartitionwise  # the other classes' refusal stands
-    windows = list(template.find_all(exp.Window))
+    partitioning = {id(c.node) for c in walk.constraints}  # (a window of constant rows partitions nothing)
+    windows = [w for w in template.find_all(exp.Window) if id(w) in partitioning]
     unpartitioned = next((w for w in windows if not w.args.get("partition_by")), None)
     if unpartitioned is not None:
         raise unpartitioned_window(unpartitioned)
@@ -658,26 +761,7 @@ def _partitioned_by(walk: _Walk, template: exp.Select, top: _Rows, classes: froz
             columns.append(column_node(occurrence.alias, own.column))
         else:
             partitions[occurrence.alias] = tuple(columns)
-    lookups: dict[str, Lookup] = {}
-    for occurrence, attr_class in missing:
-        key = tuple(k.casefold() for k in occurrence.master.key)
-        link = next(
-            (
-                (a, b)
-                for a, b in walk.links
-                if a.alias == occurrence.alias and b.alias in partitions and (a.column.casefold(),) == key
-            ),
-            None,
-        )
-        if link is None:
-            raise UnsupportedViewError(
-                occurrence.master.name,
-                f"the query partitions its rows by {attr_class.alias}.{attr_class.column}, and this table is neither "
-                "joined on a column equal to it nor joined by its key to a table that is: a change to one of its "
-                "rows could change every partition",
-                HINT,
-            )
-        lookups[occurrence.alias] = Lookup(link[0].column, link[1].alias, link[1].column)
+    lookups = _lookups(walk, missing, partitions)
     names = [n for n, _ in top.columns]
     unnamed = next((p for p in template.expressions if not p.alias_or_name), None)
     if unnamed is not None:
@@ -734,8 +818,98 @@ def _partitioned_by(walk: _Walk, template: exp.Select, top: _Rows, classes: froz
             walk.tie_broken,
             MappingProxyType(partitions),
             MappingProxyType(lookups),
+            _row_filters(walk, template),
         ),
     )
+
+
+def _row_filters(walk: _Walk, template: exp.Select) -> tuple[RowFilter, ...]:
+    """The WHERE conjuncts of the query that read the columns of one table item alone (not
+    null-extended where they filter it), no subquery, aggregate or window in them."""
+    found = []
+    for number, select in enumerate(template.find_all(exp.Select)):
+        scope = walk.scopes.get(id(select))
+        where = select.args.get("where")
+        if scope is None or where is None:
+            continue
+        for position, conjunct in enumerate(split_conjuncts(where.this)):
+            if conjunct.find(exp.Query, exp.Window) is not None or any(
+                functions.is_aggregate(n) for n in conjunct.walk()
+            ):
+                continue
+            owners: set[str | None] = set()
+            for column in conjunct.find_all(exp.Column):
+                read = scope.lookup(column)
+                item = read[0] if read is not None else None
+                own = item is not None and any(item is i for i in scope.items) and item.table and not item.nullable
+                owners.add(item.alias if own and item is not None else None)
+            owner = owners.pop() if len(owners) == 1 else None
+            if owner is not None:
+                found.append(RowFilter(number, position, owner))
+    return tuple(found)
+
+
+def _constant(template: exp.Select, top: _Rows, tie_broken: bool) -> ViewDefinition:
+    """The definition of a query that reads no table (a stub, a date spine): rows that never change
+    but with the time it reads (a refresh has nothing to do; one that finds the time moved
+    recomputes it)."""
+    names = [n for n, _ in top.columns]
+    unnamed = next((p for p in template.expressions if not p.alias_or_name), None)
+    if unnamed is not None or None in names:
+        raise UnsupportedViewError(describe(unnamed or template), "an output column needs a name", "Name it with AS")
+    refuse_bad_output_names([n for n in names if n is not None])
+    return ViewDefinition(
+        occurrences=(),
+        joins=(),
+        where_conjuncts=(),
+        outputs=tuple(OutputColumn(n, exp.column(n)) for n in names if n is not None),
+        group_by=(),
+        is_aggregate=False,
+        view_class=ViewClass.PER_PARTITION,
+        hidden_columns=(),
+        null_supplying=frozenset(),
+        group_key_columns=(),
+        referenced_columns=MappingProxyType({}),
+        partition_query=PartitionQuery(template, (), (), tie_broken),
+    )
+
+
+def _lookups(
+    walk: _Walk, missing: list[tuple[MasterOccurrence, Attr]], partitions: Mapping[str, tuple[exp.Expr, ...]]
+) -> dict[str, Lookup]:
+    """How each occurrence without a partition column is matched to one that has one, directly
+    (a join equality, ``IN``, ``EXISTS``) or through lookups found before it (a chain of
+    dimensions); UnsupportedViewError naming the first that is matched to none."""
+    lookups: dict[str, Lookup] = {}
+    pending = list(missing)
+    while pending:
+        for occurrence, attr_class in pending:
+            lookup = _matched(walk, occurrence.alias, partitions) or _matched(walk, occurrence.alias, lookups)
+            if lookup is not None:
+                lookups[occurrence.alias] = lookup
+                pending.remove((occurrence, attr_class))
+                break
+        else:
+            occurrence, attr_class = pending[0]
+            raise UnsupportedViewError(
+                occurrence.master.name,
+                f"the query partitions its rows by {attr_class.alias}.{attr_class.column}, and this table is neither "
+                "joined on a column equal to it nor matched by a column to a table that is (directly or through "
+                "other tables): a change to one of its rows could change every partition",
+                HINT,
+            )
+    return lookups
+
+
+def _matched(walk: _Walk, alias: str, to: Mapping[str, object]) -> Lookup | None:
+    """The first join equality or ``IN`` matching a column of ``alias`` to an occurrence in ``to``."""
+    for a, b in walk.links:
+        if a.alias == alias and b.alias in to:
+            return Lookup(a.column, b.alias, column_node(b.alias, b.column))
+    for a, through, value, negated in walk.expression_links:
+        if a.alias == alias and through in to:
+            return Lookup(a.column, through, value.copy(), negated)
+    return None
 
 
 def _well_formed(template: exp.Select) -> bool:

@@ -1,7 +1,7 @@
 """Views that read the clock (current_date(), current_timestamp()): the clock is fixed per run by
 DBT_INCREMENTAL_MV_NOW, never by sleeping. Filters of one table by the time are fast refreshed:
 a join view applies the rows the time moved across as changes (also when nothing else changed),
-an aggregate is recomputed by a run that finds one; a clock read elsewhere recomputes the view
+a per-partition view recomputes their partitions, an aggregate is recomputed by a run that finds one; a clock read elsewhere recomputes the view
 when the time it reads moved. After every run each view equals its
 query at that run's time, across randomized changes."""
 
@@ -58,6 +58,14 @@ VIEWS = {
     "placed_lately": (
         f"select o.order_id, o.placed from {ORDERS} o where cast(o.placed as date) >= date_add(current_date(), -1)"
     ),
+    # per partition: the two latest orders per customer received up to now, of customers with a
+    # segment, counted: the rows the time moved across recompute their customers
+    "latest_received": (
+        "with r as (select o.*, row_number() over (partition by o.customer_id order by o.received desc) as rn "
+        f"from {ORDERS} o where cast(o.received as timestamp) <= current_timestamp() and exists "
+        f"(select 1 from {CUSTOMERS} c where c.customer_id = o.customer_id and c.segment is not null)) "
+        "select customer_id, count(*) as n, sum(amount) as amount from r where rn <= 2 group by customer_id"
+    ),
     # the date selected: recomputed when the date moved, fast refreshed within a day
     "days_to_due": f"select o.order_id, datediff(cast(o.due as date), current_date()) as days from {ORDERS} o",
 }
@@ -111,6 +119,7 @@ class TestClockRefresh(ShopViews):
         lines = self.run_at(workload, "2026-12-01 13:00:00")
         assert "crossed the view's time boundary" in lines["received_by_customer"], lines
         assert "fast refresh:" in lines["open_due_orders"] and "fast refresh:" in lines["days_to_due"], lines
+        assert "fast refresh:" in lines["latest_received"] and "TIME o" in lines["latest_received"], lines
         # the next day: due orders leave, the selected date moved
         workload.round(6, masters=["orders", "customers"])
         lines = self.run_at(workload, "2026-12-02 09:00:00")
@@ -118,6 +127,7 @@ class TestClockRefresh(ShopViews):
         assert "fast refresh:" in lines["open_due_orders"] and "TIME o" in lines["open_due_orders"], lines
         assert "fast refresh:" in lines["placed_lately"] and "TIME o" in lines["placed_lately"], lines  # 11-30 23:30 left
         assert "crossed the view's time boundary" in lines["received_by_customer"], lines  # 12-02 08:00 came
+        assert "fast refresh:" in lines["latest_received"] and "TIME o" in lines["latest_received"], lines
         assert "reads the clock in a selected value" in lines["days_to_due"], lines
         # nothing changed, but the time moved across rows: mv_status and explain say so, the run applies them
         os.environ[environment.NOW.name] = "2026-12-06 00:00:00"

@@ -712,8 +712,16 @@ class Generator:
         elif refusal == "nondeterministic":
             block.where.append(f"{r.choice(NONDETERMINISTIC)} is not null")
         elif refusal == "subquery":
+            # a semi or anti join: IN, EXISTS and NOT EXISTS are maintained per partition when the
+            # query is partitioned alike, NOT IN never (drawn apart: the other draws stay as they were)
             first = block.occurrences[0]
-            block.where.append(f"{first.alias}.{first.master.key} in (select region_id from {{regions}})")
+            key = f"{first.alias}.{first.master.key}"
+            block.where.append(self.spelling_random.choice((
+                f"{key} in (select region_id from {{regions}})",
+                f"{key} not in (select region_id from {{regions}})",
+                f"exists (select 1 from {{regions}} sq where sq.region_id = {key} and sq.rank > 1)",
+                f"not exists (select 1 from {{regions}} sq where sq.region_id = {key})",
+            )))
         elif refusal == "full outer":
             if len(block.occurrences) == 1:
                 self._from(block, 2)  # one more occurrence, joined
@@ -738,7 +746,7 @@ class Generator:
         if refusal == "limit":
             return f"{sql} limit 5", "limit 5"
         if refusal == "subquery":
-            return sql, "in (select"
+            return sql, "exists(select" if "exists (select" in sql else "in (select"
         if refusal.startswith("set operation"):
             operation = "union" if len(sql) % 3 == 0 else ("intersect" if len(sql) % 3 == 1 else "except")
             return f"{sql} {operation} {sql}", operation
@@ -765,6 +773,8 @@ LIFTED_BY_PARTITIONS = (
     "intersect",
     "except",
     "full outer join",
+    "in (select",
+    "exists(select",
 )
 
 

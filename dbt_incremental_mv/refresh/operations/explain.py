@@ -192,7 +192,12 @@ def _class_of(definition: ViewDefinition) -> str:
                 f" the master's key ({keys}), the same way by every build and refresh"
             )
         text += ")"
-    if definition.partition_query is not None:
+    if definition.partition_query is not None and not definition.occurrences:
+        text += (
+            " (the query reads no table: its rows never change, a refresh has nothing to do, and one that finds"
+            " the time it reads moved recomputes it)"
+        )
+    elif definition.partition_query is not None:
         partitions = ", ".join(describe(p) for p in definition.partition_query.partition_by)
         text += (
             f" (the query as written, recomputed by partition: every window, GROUP BY and DISTINCT in it partitions"
@@ -202,7 +207,7 @@ def _class_of(definition: ViewDefinition) -> str:
         lookups = definition.partition_query.lookups
         if lookups:
             joined = ", ".join(
-                f"{alias} (joined by {alias}.{lookup.column} = {lookup.through}.{lookup.through_column})"
+                f"{alias} (matched by {alias}.{lookup.column} = {describe(lookup.through_value)})"
                 for alias, lookup in sorted(lookups.items())
             )
             text += (

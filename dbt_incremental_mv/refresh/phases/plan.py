@@ -244,7 +244,9 @@ def plan_refresh(
         )
         if lacking
         else None,
-        crossings_applied=definition is not None and definition.view_class is ViewClass.JOIN and own_log is None,
+        crossings_applied=definition is not None
+        and definition.view_class in (ViewClass.JOIN, ViewClass.PER_PARTITION)
+        and own_log is None,
     )
     decision = decide_refresh(name, config, facts)
     view_state, view_read_at = None, None

@@ -139,15 +139,8 @@ def _affected_parts(view: ViewDefinition, view_relation: str, marked: Mapping[st
     ranking = _partitioned(view)
     log = marked[view.occurrence(alias).master.name]
     read = partition_source_columns(view, alias)
-    lookup = _lookup(view, alias)
-    if lookup is not None:
-        through = view.occurrence(lookup.through)
-        joined = (
-            f"select {ident(through.alias)}.* from {marked[through.master.name].master_as_of()} as {ident(through.alias)} "
-            f"where {ident(through.alias)}.{ident(lookup.through_column)} in "
-            f"(select {ident(lookup.column)} from (\n{log.images(read)}\n))"
-        )
-        return [_partitions_of(view, joined, through.alias)]
+    if _lookup(view, alias) is not None:
+        return [_partitions_of_rows(view, marked, log.images(read), alias)]
     if log.logs_columns(read):
         return [_partitions_of(view, log.images(read), alias)]
     hidden = [view.key_columns_by_source(alias)[k.lower()] for k in log.spec.key]
@@ -157,6 +150,24 @@ def _affected_parts(view: ViewDefinition, view_relation: str, marked: Mapping[st
     old = f"select {stored} from {relation(view_relation)} where {in_changed(log, hidden)}"
     new = _partitions_of(view, f"select * from {log.master_as_of()} where {in_changed(log, log.spec.key)}", alias)
     return [old, new]
+
+
+def _partitions_of_rows(view: ViewDefinition, marked: Mapping[str, MarkedLog], rows: str, alias: str) -> str:
+    """The partitions of ``rows`` of the occurrence ``alias`` (a query of its master's columns):
+    a lookup's, those of the rows of the table it is matched to (up the chain of lookups to a
+    partitioned table) that match them."""
+    while (lookup := _lookup(view, alias)) is not None:
+        through = view.occurrence(lookup.through)
+        value, column = render_expression(lookup.through_value), ident(lookup.column)
+        matched = f"{value} in (select {column} from (\n{rows}\n))"
+        if lookup.null_sensitive:  # NOT IN
+            matched = f"({matched} or {value} is null or exists (select 1 from (\n{rows}\n) where {column} is null))"
+        rows = (
+            f"select {ident(through.alias)}.* from {marked[through.master.name].master_as_of()} as "
+            f"{ident(through.alias)} where {matched}"
+        )
+        alias = through.alias
+    return _partitions_of(view, rows, alias)
 
 
 def _merged_with_new_rows(view: ViewDefinition, view_relation: str, log: MarkedLog, in_view: str) -> str | None:
@@ -220,22 +231,50 @@ def refresh_statement(
     view_rows: int | None = None,  # (not used: the view is never rewritten whole)
 ) -> RefreshStatement | None:
     """The writes that apply the marked changes, or None when nothing is marked."""
+    return _statement(view, view_relation, marked, branch, {})
+
+
+def with_crossed_rows(
+    view: ViewDefinition,
+    view_relation: str,
+    marked: Mapping[str, MarkedLog],
+    crossed: Mapping[str, str],
+    branch: str = WRITE_BRANCH,
+) -> RefreshStatement:
+    """The writes of a PER_PARTITION view that apply the marked changes and the rows its filters by
+    the time moved across (refresh/phases/clock.py; by alias: a query of its master's rows that
+    crossed, under the alias): the partitions of those rows are recomputed with the changes' own,
+    in the same DELETE and INSERT (steps ``TIME <alias>``)."""
+    statement = _statement(view, view_relation, marked, branch, crossed)
+    assert statement is not None  # (rows crossed)
+    return statement
+
+
+def _statement(
+    view: ViewDefinition,
+    view_relation: str,
+    marked: Mapping[str, MarkedLog],
+    branch: str,
+    crossed: Mapping[str, str],
+) -> RefreshStatement | None:
     changed = [o for o in view.occurrences if marked[o.master.name].has_changes]
-    if not changed:
+    if not changed and not crossed:
         return None
-    occurrence = changed[0]
+    occurrence = (changed or [view.occurrence(next(iter(sorted(crossed))))])[0]
     log = marked[occurrence.master.name]
     ranking = _partitioned(view)
     name = cached_view(branch, "partitions")
     names = idents(_partition_names(ranking))
     parts = [p for o in changed for p in _affected_parts(view, view_relation, marked, o.alias)]
+    parts += [_partitions_of_rows(view, marked, rows, alias) for alias, rows in sorted(crossed.items())]
     union = "\nunion all\n".join(f"select {names} from (\n{p}\n)" for p in parts)
     affected = Cached(name, f"select distinct {names} from (\n{union}\n)")
     partitions = f"select * from {ident(name)}"
     in_view = broadcast_exists(
         partitions, ident(KEY), _matches(ranking, [f"{ident(VIEW)}.{ident(c)}" for c in ranking.partition_columns])
     )
-    merged = _merged_with_new_rows(view, view_relation, log, in_view)
+    merged = _merged_with_new_rows(view, view_relation, log, in_view) if not crossed else None
+    steps: tuple[str, ...]
     if merged is not None:
         recomputed, steps = merged, (f"MERGE {occurrence.alias}", "DEL+INS partitions")
     else:
@@ -254,7 +293,9 @@ def refresh_statement(
                 f"(select {alias}.* from {marked[each.master.name].master_as_of()} as {alias} where {in_master})"
             )
         recomputed = render_select(view, sources)
-        steps = (f"PARTITIONS {', '.join(o.alias for o in changed)}", "DEL+INS partitions")
+        timed = tuple(f"TIME {alias}" for alias in sorted(crossed))
+        steps = ((f"PARTITIONS {', '.join(o.alias for o in changed)}",) if changed else ()) + timed
+        steps += ("DEL+INS partitions",)
     on_branch = branch_target(view_relation, branch)
     writes = [
         delete_write(on_branch, in_view, ident(VIEW)),

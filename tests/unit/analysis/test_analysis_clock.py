@@ -125,8 +125,8 @@ def test_rows_that_crossed_are_read_within_the_span_of_the_two_times():
 
 def test_a_refusal_quotes_the_clock_functions_as_written_not_as_the_runs_time():
     sql = (
-        "select c.customer_id from s.customers c where c.valid_to >= current_date() and c.customer_id in "
-        "(select o.customer_id from s.orders o where o.received <= current_timestamp())"
+        "select c.customer_id from s.customers c where c.valid_to >= current_date() and c.customer_id = "
+        "(select max(o.customer_id) from s.orders o where o.received <= current_timestamp())"
     )
     with pytest.raises(UnsupportedViewError) as refused:
         analyze_view(sql, MASTERS, NOON)
@@ -176,3 +176,41 @@ def test_the_master_and_the_marked_images_are_read_by_one_query_that_stops_at_th
     assert found is not None and found.reason.startswith("rows crossed the view's time boundary (s.orders: ")
     # the keys of the master's rows that crossed, for a join view's refresh
     assert found.rows["o"].startswith("select * from `s`.`orders` version as of 12 as `o`\nwhere ")
+
+
+def test_a_per_partition_view_moves_by_its_filters_of_one_tables_rows():
+    # the latest order per customer among those received until now, the customers valid today:
+    # each filter reads the rows of one table (in a CTE, in a semi join), their crossings are changes
+    sql = (
+        "with latest as (select o.*, row_number() over (partition by o.customer_id order by o.received desc) as rn "
+        "from s.orders o where o.received <= current_timestamp() and o.amount > 0) "
+        "select l.customer_id, l.order_id from latest l where l.rn = 1 and exists "
+        "(select 1 from s.customers c where c.customer_id = l.customer_id and c.valid_to >= current_date())"
+    )
+    assert analyze_view(sql, MASTERS, MORNING).partition_query is not None
+    moved = move(sql, MORNING, NEXT_DAY)
+    assert moved.elsewhere is None
+    assert [(f.alias, render_expression(f.after)) for f in moved.filters] == [
+        ("o", "`o`.`received` <= CAST('2026-12-02 00:00:00' AS TIMESTAMP)"),
+        ("c", "`c`.`valid_to` >= CAST('2026-12-02' AS DATE)"),
+    ]
+    assert move(sql, MORNING, MORNING) == ClockMove()
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # selected; in a filter of a derived table's rows; of a LEFT JOIN's null-extended rows
+        "select customer_id, count(*) as n, max(datediff(due, current_date())) as age from (select o.*, "
+        "row_number() over (partition by o.customer_id order by o.order_id) as r from s.orders o) t where r <= 2 "
+        "group by customer_id",
+        "with latest as (select o.*, row_number() over (partition by o.customer_id order by o.order_id desc) as rn "
+        "from s.orders o) select customer_id, count(*) as n from latest where rn = 1 and due >= current_date() "
+        "group by customer_id",
+        "select c.customer_id, count(o.order_id) as n from s.customers c left join s.orders o "
+        "on o.customer_id = c.customer_id where coalesce(o.due, current_date()) >= current_date() group by c.customer_id",
+    ],
+)
+def test_a_per_partition_view_reading_the_clock_elsewhere_is_recomputed(sql):
+    assert analyze_view(sql, MASTERS, MORNING).partition_query is not None
+    assert move(sql, MORNING, NEXT_DAY).elsewhere == "the query"

@@ -13,6 +13,7 @@ from dbt_incremental_mv.analysis.partitionwise import analyze_partitionwise
 from dbt_incremental_mv.analysis.resolver import Resolver
 from tests.unit.analysis.conftest import MASTERS
 from dbt_incremental_mv.analysis.model import HiddenPurpose, Lookup
+from dbt_incremental_mv.analysis.resolved import column_node
 
 O = "shop.orders"
 
@@ -248,20 +249,129 @@ def test_a_table_joined_to_a_partitioned_one_by_another_column_is_a_lookup(view,
     assert definition.view_class is ViewClass.PER_PARTITION
     query = definition.partition_query
     assert {a: [p.name for p in e] for a, e in query.partitions.items()} == {"l": ["order_id"], "o": ["order_id"]}
-    assert dict(query.lookups) == {"p": Lookup("product_id", "l", "product_id")}
+    assert dict(query.lookups) == {"p": Lookup("product_id", "l", column_node("l", "product_id"))}
     rendered(definition)
 
 
-def test_a_table_joined_to_a_lookup_only_is_refused(view):
+def test_a_chain_of_lookups_reaches_a_partitioned_table(view, rendered):
+    # the customers matched to the orders by customer_id, the countries to the customers by country
     chained = (
         "select o.order_id, o.status, k.region, count(*) over (partition by o.status) as n "
         "from shop.orders o join shop.customers c on c.customer_id = o.customer_id "
         "join shop.countries k on k.country = c.country"
     )
-    with pytest.raises(UnsupportedViewError, match="nor joined by its key to a table that is"):
-        analyze_partitionwise(sqlglot.parse_one(chained, read="spark"), Resolver(MASTERS).master)
-    with pytest.raises(UnsupportedViewError, match="here they come from a join"):  # the other classes' refusal
-        view(chained)
+    definition = view(chained)
+    assert definition.view_class is ViewClass.PER_PARTITION
+    assert dict(definition.partition_query.lookups) == {
+        "c": Lookup("customer_id", "o", column_node("o", "customer_id")),
+        "k": Lookup("country", "c", column_node("c", "country")),
+    }
+    rendered(definition)
+    # the facts matched to a dimension partitioned by one of its columns: read whole, a changed
+    # order recomputing the country of its customer
+    definition = view(
+        "select o.order_id, count(*) over (partition by c.country) as n from shop.orders o "
+        "join shop.customers c on o.customer_id = c.customer_id"
+    )
+    assert dict(definition.partition_query.lookups) == {"o": Lookup("customer_id", "c", column_node("c", "customer_id"))}
+    # a chain from the preserved side of a RIGHT JOIN's partition (no grouping: each product a partition)
+    definition = view(
+        "with j as (select c.customer_id from shop.customers c join shop.countries n "
+        "on c.country = n.country) select o.order_id, p.name from shop.orders o join j "
+        "on j.customer_id = o.customer_id right join shop.products p on p.product_id = o.order_id"
+    )
+    assert sorted(definition.partition_query.lookups) == ["c", "n"]
+    assert sorted(definition.partition_query.partitions) == ["o", "p"]
+    rendered(definition)
+
+
+def test_a_table_matched_to_no_partitioned_table_is_refused(view):
+    crossed = (
+        "select o.order_id, o.status, k.region, count(*) over (partition by o.status) as n "
+        "from shop.orders o join shop.countries k on k.region <> o.status"
+    )
+    with pytest.raises(UnsupportedViewError, match="nor matched by a column to a table that is"):
+        analyze_partitionwise(sqlglot.parse_one(crossed, read="spark"), Resolver(MASTERS).master)
+
+
+WINDOW = "count(*) over (partition by o.customer_id) as n"
+
+
+def test_semi_joins_match_their_subquery_rows_to_the_partitions(view, rendered):
+    # IN by the partition column: the subquery's table partitioned by its column too
+    definition = view(
+        f"select o.order_id, {WINDOW} from shop.orders o "
+        "where o.customer_id in (select c.customer_id from shop.customers c where c.country = 'NL')"
+    )
+    assert definition.partition_query.partitions["c"][0] == column_node("c", "customer_id")
+    assert not definition.partition_query.lookups
+    # EXISTS correlated by another column: a lookup matched by it; NOT EXISTS alike
+    for exists in ("exists", "not exists"):
+        definition = view(
+            f"select o.order_id, {WINDOW} from shop.orders o "
+            f"where o.amount > 0 and {exists} (select 1 from shop.order_lines l where l.order_id = o.order_id "
+            "and l.quantity > 1)"
+        )
+        assert dict(definition.partition_query.lookups) == {"l": Lookup("order_id", "o", column_node("o", "order_id"))}
+        assert f"{exists.upper()}(SELECT 1 FROM `shop`.`order_lines` AS `l`" in rendered(definition)
+    # IN by an expression over the partitioned table's columns
+    definition = view(
+        f"select o.order_id, {WINDOW} from shop.orders o where upper(o.status) in (select k.region from shop.countries k)"
+    )
+    lookup = definition.partition_query.lookups["k"]
+    assert (lookup.column, lookup.through) == ("region", "o")
+    assert lookup.through_value.sql("spark") == "UPPER(`o`.`status`)"
+    rendered(definition)
+
+
+def test_not_in_matches_a_lookup_null_sensitively(view, rendered):
+    # a NULL in the subquery empties the view, a NULL value depends on whether it has rows: never
+    # partitioned by the subquery's column, a lookup whose changes also reach the NULL values
+    definition = view(
+        f"select o.order_id, {WINDOW} from shop.orders o where o.customer_id not in "
+        "(select c.customer_id from shop.customers c where c.country = 'NL')"
+    )
+    assert dict(definition.partition_query.lookups) == {
+        "c": Lookup("customer_id", "o", column_node("o", "customer_id"), null_sensitive=True)
+    }
+    rendered(definition)
+
+
+def test_in_and_exists_elsewhere_than_a_where_conjunct_match_their_rows_too(view, rendered):
+    # EXISTS under OR: its correlation; IN selected (TRUE, FALSE or NULL): a lookup NULLs and all
+    definition = view(
+        f"select o.order_id, {WINDOW}, upper(o.status) in (select k.region from shop.countries k) as regional "
+        "from shop.orders o where o.amount > 0 or exists (select 1 from shop.order_lines l where l.order_id = o.order_id)"
+    )
+    lookups = definition.partition_query.lookups
+    assert lookups["l"] == Lookup("order_id", "o", column_node("o", "order_id"))
+    assert lookups["k"].null_sensitive and lookups["k"].through_value.sql("spark") == "UPPER(`o`.`status`)"
+    rendered(definition)
+
+
+def test_a_correlated_reference_follows_its_table_renamed_in_a_cte_used_twice(view, rendered):
+    definition = view(
+        "with busy as (select o.* from shop.orders o where exists "
+        "(select 1 from shop.order_lines l where l.order_id = o.order_id)) "
+        "select a.customer_id, count(*) as n from busy a join busy b on a.customer_id = b.customer_id "
+        "group by a.customer_id"
+    )
+    assert [o.alias for o in definition.occurrences] == ["o", "l", "o_2", "l_2"]
+    sql = rendered(definition)
+    assert "`l_2`.`order_id` = `o_2`.`order_id`" in sql and "`l`.`order_id` = `o`.`order_id`" in sql
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # scalar subqueries (in SELECT, in WHERE)
+        f"select o.order_id, {WINDOW}, (select max(quantity) from shop.order_lines) as q from shop.orders o",
+        f"select o.order_id, {WINDOW} from shop.orders o where o.amount > (select avg(unit_price) from shop.order_lines)",
+    ],
+)
+def test_subqueries_other_than_semi_joins_keep_their_refusal(view, sql):
+    with pytest.raises(UnsupportedViewError, match="subqueries in SELECT, WHERE or ON"):
+        view(sql)
 
 
 OLC = "shop.orders o left join shop.customers c on o.customer_id = c.customer_id"
@@ -299,3 +409,32 @@ def test_outer_join_shapes_the_join_classes_refuse_are_recomputed_by_a_tables_ke
 def test_with_nothing_partitioning_the_rows_a_key_no_table_is_joined_on_keeps_the_refusal(view):
     with pytest.raises(UnsupportedViewError, match="outer join"):
         view("select o.order_id from shop.orders o left join shop.customers c on c.country = 'NL'")
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "select 1 as x",
+        "select cast(null as string) as command, 0 as n where 1 = 0",  # an empty table's stub
+        # a date spine: rows numbered over constant rows, ties broken by every column
+        "with p as (select 0 as g union all select 1 as g), n as (select p0.g * 2 + p1.g as k from p p0 "
+        "cross join p p1) select date_add(date'2020-01-01', row_number() over (order by 1) - 1) as day from n",
+    ],
+)
+def test_a_query_of_constant_rows_is_kept_as_written(view, rendered, sql):
+    definition = view(sql)
+    assert definition.view_class is ViewClass.PER_PARTITION and definition.occurrences == ()
+    assert definition.partition_query.partition_columns == ()
+    sql = rendered(definition)
+    assert "ROW_NUMBER() OVER (ORDER BY 1, `n`.`k`)" in sql or "ROW_NUMBER" not in sql
+
+
+def test_constant_rows_joined_to_a_table_need_no_partition_column(view, rendered):
+    definition = view(
+        "with labels as (select 'open' as status, 1 as rank union all select 'shipped', 2) "
+        "select o.order_id, l.rank, row_number() over (partition by o.customer_id order by l.rank) as k "
+        "from shop.orders o join labels l on l.status = o.status"
+    )
+    assert definition.view_class is ViewClass.PER_PARTITION
+    assert [o.alias for o in definition.occurrences] == ["o"]
+    assert "ORDER BY `l`.`rank`, `o`.`order_id`, `l`.`status`" in rendered(definition)

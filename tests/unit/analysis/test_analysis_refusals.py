@@ -67,8 +67,8 @@ REFUSALS = [
      "with u as (select o.customer_id as k from shop.orders o union all select l.line_no from shop.order_lines l) "
      "select k from u where k > 1", "k > 1"),
     # subqueries in expressions
-    ("in subquery", f"select o.order_id from {O} where o.customer_id in (select customer_id from shop.customers)",
-     "in (select"),
+    ("scalar subquery in where",
+     f"select o.order_id from {O} where o.amount > (select avg(unit_price) from shop.order_lines)", "(select"),
     ("exists", f"select o.order_id from {O} where exists (select 1 from shop.customers c where c.customer_id = 1)",
      "exists"),
     ("scalar subquery in select", f"select (select max(amount) from shop.orders) as m, o.order_id from {O}",
@@ -179,7 +179,7 @@ REFUSALS = [
     ("joining cte with a right join after it",
      "with j as (select c.customer_id from shop.customers c join shop.countries n "
      "on c.country = n.country) select o.order_id, p.name from shop.orders o join j "
-     "on j.customer_id = o.customer_id right join shop.products p on p.product_id = o.order_id", "j"),
+     "on j.customer_id = o.customer_id right join shop.products p on p.product_id > o.order_id", "j"),
     ("joining and aggregating cte joined", "with j as (select c.country, count(*) as k from shop.customers c "
      "join shop.countries n on c.country = n.country group by c.country) select o.order_id from shop.orders o "
      "join j on j.k = o.customer_id", "j"),
@@ -200,7 +200,6 @@ REFUSALS = [
     ("expression without alias", f"select o.amount * 2 from {O}", "amount * 2"),
     ("function without alias", f"select upper(o.status) from {O}", "upper(o.status)"),
     ("cte column list mismatch", "with c(a) as (select customer_id, name from shop.customers) select a from c", "c(a)"),
-    ("no from", "select 1 as x", "select 1"),
     # statements
     ("multiple statements", f"select o.order_id from {O}; select 1", "multiple statements"),
     ("insert", f"insert into shop.orders select * from {O}", "insert"),
