@@ -89,11 +89,12 @@ def _refuse_set_operations(statement: exp.Expr) -> Iterator[UnsupportedViewError
 
 
 def _is_relation_position(subquery: exp.Subquery) -> bool:
-    """Whether a parenthesised query stands where a table would (FROM/JOIN), not in an expression."""
+    """Whether a parenthesised query stands where a table would (FROM/JOIN, a set operation's
+    operand), not in an expression."""
     parent = subquery.parent
     while isinstance(parent, exp.Subquery):
         parent = parent.parent
-    return parent is None or isinstance(parent, (exp.From, exp.Join, exp.With, exp.CTE, exp.Lateral))
+    return parent is None or isinstance(parent, (exp.From, exp.Join, exp.With, exp.CTE, exp.Lateral, exp.SetOperation))
 
 
 @dataclass(frozen=True)

@@ -235,6 +235,9 @@ class _Walk:
         left = having[0]
         _, a = left.rows.find(name)
         _, b = right.rows.find(name)
+        for attr in (a, b):  # (read by the join itself)
+            if attr is not None and attr.alias in self.read:
+                self.read[attr.alias].add(attr.column)
         if a is not None and b is not None:
             self.link(a, b)
         left.using.add(name.casefold())
@@ -367,7 +370,9 @@ class _Walk:
         if attr is not None and not semi.negated:
             self.link(attr, matched)
             return semi.query
-        over = scope.over_one_occurrence(semi.value)
+        # (a value NULL-extended here is NULL with no row of its table behind it: its NOT IN answer
+        # depends on the subquery having rows, which no partition of that table's holds)
+        over = scope.over_one_occurrence(semi.value, carried_only=semi.negated)
         if over is not None:
             self.expression_links.append((matched, *over, semi.negated))
         return semi.query
@@ -447,13 +452,13 @@ class _Scope:
         item, attr = found
         return None if carried_only and item.nullable else attr
 
-    def over_one_occurrence(self, expression: exp.Expr) -> tuple[str, exp.Expr] | None:
-        """``expression`` over the master columns of the one occurrence whose carried columns it
-        reads (alias, expression), or None."""
+    def over_one_occurrence(self, expression: exp.Expr, carried_only: bool = False) -> tuple[str, exp.Expr] | None:
+        """``expression`` over the master columns of the one occurrence whose columns it reads
+        (alias, expression), or None; ``carried_only``: None when one is NULL-extended here."""
         copy = exp.Paren(this=expression.copy())  # (a column alone replaced too)
         aliases = set()
         for column in list(copy.find_all(exp.Column)):
-            attr = self.attr(column, carried_only=False)
+            attr = self.attr(column, carried_only=carried_only)
             if attr is None:
                 return None
             aliases.add(attr.alias)
@@ -778,6 +783,8 @@ def _partitioned_by(walk: _Walk, template: exp.Select, top: _Rows, classes: froz
         )
         if holder is None:
             carrier = _carrier(scope, walk, attr_class)
+            if carrier is not None:
+                scope.record(carrier)  # (read by the hidden column)
             if carrier is None:
                 raise UnsupportedViewError(
                     f"{attr_class.alias}.{attr_class.column}",
@@ -937,7 +944,7 @@ def _well_formed(template: exp.Select) -> bool:
     return True
 
 
-def _carrier(scope: _Scope, walk: _Walk, attr_class: Attr) -> exp.Expr | None:
+def _carrier(scope: _Scope, walk: _Walk, attr_class: Attr) -> exp.Column | None:
     """A column the outer SELECT reads that carries ``attr_class`` (to store as a hidden column)."""
     for item in scope.items:
         if item.nullable:

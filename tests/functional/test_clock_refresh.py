@@ -61,7 +61,7 @@ VIEWS = {
     # per partition: the two latest orders per customer received up to now, of customers with a
     # segment, counted: the rows the time moved across recompute their customers
     "latest_received": (
-        "with r as (select o.*, row_number() over (partition by o.customer_id order by o.received desc) as rn "
+        "with r as (select o.*, row_number() over (partition by o.customer_id order by o.received desc, o.order_id) as rn "
         f"from {ORDERS} o where cast(o.received as timestamp) <= current_timestamp() and exists "
         f"(select 1 from {CUSTOMERS} c where c.customer_id = o.customer_id and c.segment is not null)) "
         "select customer_id, count(*) as n, sum(amount) as amount from r where rn <= 2 group by customer_id"

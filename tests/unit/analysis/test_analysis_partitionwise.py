@@ -9,7 +9,7 @@ import pytest
 import sqlglot
 
 from dbt_incremental_mv.analysis import UnsupportedViewError, ViewClass
-from dbt_incremental_mv.analysis.partitionwise import analyze_partitionwise
+from dbt_incremental_mv.analysis.partitionwise import NotPartitionwise, analyze_partitionwise
 from dbt_incremental_mv.analysis.resolver import Resolver
 from tests.unit.analysis.conftest import MASTERS
 from dbt_incremental_mv.analysis.model import HiddenPurpose, Lookup
@@ -51,6 +51,12 @@ ACCEPTED = [
         f"with d as (select distinct customer_id, status from {O}) select customer_id, count(*) as statuses "
         "from d group by customer_id",
         ["customer_id"],
+    ),
+    # parenthesised set-operation operands (dbt_utils.union_relations writes them so), aggregated
+    (
+        f"select status, count(*) as n from ((select order_id, status from {O}) union all "
+        "(select customer_id, name from shop.customers)) u group by status",
+        ["status"],
     ),
 ]
 
@@ -335,6 +341,16 @@ def test_not_in_matches_a_lookup_null_sensitively(view, rendered):
         "c": Lookup("customer_id", "o", column_node("o", "customer_id"), null_sensitive=True)
     }
     rendered(definition)
+    # a value of a NULL-extended row: no row of its table holds the partition of its answer
+    with pytest.raises(NotPartitionwise):  # (the other classes' refusal stands)
+        analyze_partitionwise(
+            sqlglot.parse_one(
+                "select o.order_id, c.name from shop.orders o left join shop.customers c on c.customer_id = o.customer_id "
+                "where c.country not in (select k.country from shop.countries k)",
+                read="spark",
+            ),
+            Resolver(MASTERS).master,
+        )
 
 
 def test_in_and_exists_elsewhere_than_a_where_conjunct_match_their_rows_too(view, rendered):
@@ -438,3 +454,19 @@ def test_constant_rows_joined_to_a_table_need_no_partition_column(view, rendered
     assert definition.view_class is ViewClass.PER_PARTITION
     assert [o.alias for o in definition.occurrences] == ["o"]
     assert "ORDER BY `l`.`rank`, `o`.`order_id`, `l`.`status`" in rendered(definition)
+
+
+def test_the_columns_a_using_join_and_a_hidden_partition_column_read_are_read_from_the_tables(view):
+    # (the build reads each table's columns the query reads, no more)
+    definition = view(
+        "select c.name, count(*) over (partition by o.order_id) as n from shop.orders o "
+        "join shop.customers c using (customer_id) where o.order_id in (select p.product_id from shop.products p)"
+    )
+    assert definition.view_class is ViewClass.PER_PARTITION
+    assert definition.referenced_columns["o"] >= {"customer_id", "order_id"}
+    assert definition.referenced_columns["c"] >= {"customer_id", "name"}
+    keyed = view(
+        "select o1.amount from shop.orders o1 right join shop.orders o2 on o1.customer_id = o2.customer_id "
+        "where o1.order_id in (select p.product_id from shop.products p)"
+    )
+    assert "order_id" in keyed.referenced_columns["o2"], keyed.referenced_columns
