@@ -223,7 +223,7 @@ MAINTAINED = [
     ),
     (
         "... UNION, INTERSECT, EXCEPT (partitioned by the columns they select), FULL OUTER JOIN grouped by "
-        "COALESCE of its key's sides",
+        "COALESCE of its key's sides or joined USING it (chains of them)",
         "select coalesce(o.customer_id, c.customer_id) as customer_id, count(o.order_id) as orders from shop.orders o "
         "full outer join shop.customers c on o.customer_id = c.customer_id group by coalesce(o.customer_id, "
         "c.customer_id)",
@@ -267,7 +267,7 @@ REFUSED = [
     ),
     ("Non-deterministic functions", "select order_id, rand() as r from shop.orders"),
     (
-        "FULL OUTER JOIN (but grouped or partitioned by COALESCE of its key's two sides)",
+        "FULL OUTER JOIN (but grouped or partitioned by COALESCE of its key's two sides, or joined USING it)",
         "select c.customer_id, o.order_id from shop.customers c full outer join shop.orders o on o.customer_id = "
         "c.customer_id",
     ),

@@ -109,7 +109,9 @@ class _Item:
     alias: str
     rows: _Rows
     nullable: bool
-    using: set[str] = field(default_factory=set)  # the USING columns the name alone reads from it
+    # the USING columns the name alone reads from it: the attribute it carries, and whether it is
+    # carried though the item is NULL-extended (after a FULL JOIN the name is the two sides' COALESCE)
+    using: dict[str, tuple[Attr | None, bool]] = field(default_factory=dict)
     table: bool = False  # a master table read directly (its alias the occurrence's)
 
 
@@ -226,21 +228,32 @@ class _Walk:
         return items
 
     def _using(self, items: list[_Item], name: str, side: str) -> None:
-        """``JOIN ... USING (name)``: the joined item's column equals the first earlier one's, and
-        the name alone reads the preserved side's (the left one's for inner and LEFT joins)."""
+        """``JOIN ... USING (name)``: the joined item's column equals what the name alone read
+        before (the one earlier item's column, or an earlier USING's), and the name alone then reads
+        the left side's (inner and LEFT joins) or both sides' COALESCE (FULL JOIN: carried whichever
+        side has a row)."""
+        folded = name.casefold()
         right = items[-1]
-        having = [i for i in items[:-1] if i.rows.find(name)[0]]
-        if len(having) != 1 or side not in ("", "LEFT") or any(name.casefold() in i.using for i in items):
-            raise NotPartitionwise  # (the other classes' refusal says how to write it)
-        left = having[0]
-        _, a = left.rows.find(name)
+        owner = next((i for i in items[:-1] if folded in i.using), None)
+        if owner is not None:  # a chain of USING joins on one name
+            a, always = owner.using[folded]
+        else:
+            having = [i for i in items[:-1] if i.rows.find(name)[0]]
+            if len(having) != 1:
+                raise NotPartitionwise  # (the other classes' refusal says how to write it)
+            owner, (_, a), always = having[0], having[0].rows.find(name), False
+        if side not in ("", "LEFT", "FULL"):
+            raise NotPartitionwise  # (RIGHT: the other classes' refusal says how to write it)
         _, b = right.rows.find(name)
         for attr in (a, b):  # (read by the join itself)
             if attr is not None and attr.alias in self.read:
                 self.read[attr.alias].add(attr.column)
         if a is not None and b is not None:
             self.link(a, b)
-        left.using.add(name.casefold())
+        if side == "FULL":
+            owner.using[folded] = (a if b is not None else None, True)
+        else:
+            owner.using[folded] = (a, always)
 
     def _item(self, item: exp.Expr, ctes: Mapping[str, exp.Expr], nullable: bool) -> _Item:
         alias = item.args.get("alias")
@@ -421,7 +434,7 @@ class _Scope:
         if not column.table:
             owner = next((i for i in self.items if column.name.casefold() in i.using), None)
             if owner is not None:
-                return owner, owner.rows.find(column.name)[1]
+                return owner, owner.using[column.name.casefold()][0]
         found = []
         for item in self.items:
             if column.table and column.table.casefold() != item.alias.casefold():
@@ -450,7 +463,12 @@ class _Scope:
         if found is None:
             return None
         item, attr = found
-        return None if carried_only and item.nullable else attr
+        return None if carried_only and self.nulled(item, node) else attr
+
+    def nulled(self, item: _Item, column: exp.Column) -> bool:
+        """Whether ``column``, read from ``item``, is NULL where an outer join matched nothing (a
+        FULL JOIN's USING column read by its name alone is not: one side has a row)."""
+        return item.nullable and not (not column.table and item.using.get(column.name.casefold(), (None, False))[1])
 
     def over_one_occurrence(self, expression: exp.Expr, carried_only: bool = False) -> tuple[str, exp.Expr] | None:
         """``expression`` over the master columns of the one occurrence whose columns it reads
@@ -569,7 +587,7 @@ def _outputs(select: exp.Select, scope: _Scope) -> list[tuple[str | None, tuple[
             found.append((name, None, scope.attr(inner) if isinstance(inner, exp.Coalesce) else None))
         else:
             item, attr = source
-            found.append((name, (item.alias, inner.name), None if item.nullable else attr))
+            found.append((name, (item.alias, inner.name), None if scope.nulled(item, inner) else attr))
     return found
 
 
@@ -947,6 +965,9 @@ def _well_formed(template: exp.Select) -> bool:
 def _carrier(scope: _Scope, walk: _Walk, attr_class: Attr) -> exp.Column | None:
     """A column the outer SELECT reads that carries ``attr_class`` (to store as a hidden column)."""
     for item in scope.items:
+        for using, (carried, always) in item.using.items():
+            if always and carried is not None and walk.root(carried) == attr_class:
+                return exp.column(using)  # (a FULL JOIN's USING column: its name alone)
         if item.nullable:
             continue
         for name, attr in item.rows.columns:

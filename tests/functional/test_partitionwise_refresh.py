@@ -4,7 +4,7 @@ aggregating CTE, DISTINCT in a CTE, a partition column the view does not select;
 tables: a window over a join, an aggregating CTE LEFT joined back, a UNION ALL aggregated, a
 table joined by its key to another column (a lookup), a FULL JOIN grouped by its key, a UNION, an
 outer join filtered on its null-supplying side (partitioned by the orders' key); semi and anti joins
-(EXISTS, NOT EXISTS, IN by a column and by an expression, NOT IN; IN selected, EXISTS under OR), a chain of lookups, constant rows (a
+(EXISTS, NOT EXISTS, IN by a column and by an expression, NOT IN; IN selected, EXISTS under OR), FULL JOINs USING one column, a chain of lookups, constant rows (a
 stub, labels joined).
 A refresh recomputes the partitions its changes touch; exact after every randomized round (NULL
 partition keys, rows moving between partitions, every row deleted, ties broken by the key)."""
@@ -126,6 +126,14 @@ VIEWS = {
         f"o.quantity in (select region_id from {SRC['regions']} where region = 'south') as southern, "
         f"count(*) over (partition by o.customer_id) as n from {SRC['orders']} o where o.amount > 0 or exists "
         f"(select 1 from {SRC['customers']} c where c.customer_id = o.customer_id and c.segment = 'retail')"
+    ),
+    # FULL JOINs USING one column (dbt's "union of sources by key"), each side grouped by it
+    "customer_sources": (
+        f"with a as (select customer_id, count(*) as orders, sum(amount) as amount from {SRC['orders']} "
+        f"group by customer_id), b as (select customer_id, max(segment) as segment from {SRC['customers']} "
+        f"group by customer_id), d as (select distinct customer_id from {SRC['orders']} where status = 'open') "
+        "select customer_id, a.orders, a.amount, b.segment, d.customer_id is not null as has_open "
+        "from a full outer join b using (customer_id) full outer join d using (customer_id)"
     ),
     # a chain of lookups: regions matched to customers, customers to orders partitioned by status
     "status_regions": (

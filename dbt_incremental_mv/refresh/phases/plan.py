@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dbt_incremental_mv import environment, view_table
-from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewClass, ViewDefinition, analyze_view
+from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewDefinition, analyze_view
 from dbt_incremental_mv.analysis.clock import Clock, ClockError, MovingFilter, sql_reads_clock
 from dbt_incremental_mv.config import ConfigError, FastRefreshConfig
 from dbt_incremental_mv.definition import COLUMNS_PROPERTY, DEFINITION_PROPERTY, definition_change, encode_columns
@@ -244,9 +244,7 @@ def plan_refresh(
         )
         if lacking
         else None,
-        crossings_applied=definition is not None
-        and definition.view_class in (ViewClass.JOIN, ViewClass.PER_PARTITION)
-        and own_log is None,
+        crossings_applied=definition is not None and view_classes.applies_crossed_rows(definition) and own_log is None,
     )
     decision = decide_refresh(name, config, facts)
     view_state, view_read_at = None, None

@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dbt_incremental_mv import view_table
-from dbt_incremental_mv.analysis import ViewClass
 from dbt_incremental_mv.analysis.render import render_select
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
@@ -27,7 +26,7 @@ from dbt_incremental_mv.refresh.phases.publish import (
 )
 from dbt_incremental_mv.refresh.phases.run import RefreshRun
 from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
-from dbt_incremental_mv.refresh.views import join_view, ranked_view, view_classes
+from dbt_incremental_mv.refresh.views import view_classes
 from dbt_incremental_mv.refresh.views.statement import RefreshStatement
 from dbt_incremental_mv.sql_text import idents, relation
 
@@ -74,17 +73,12 @@ def fast(
         f"{m.spec.master_name}: {m.kind} (+{m.inserts}/-{m.deletes}{_skipped(m)})" for m in marked.values()
     )
     crossing = run.facts.clock_crossed if run.facts is not None else None
-    if crossing is not None:  # rows the time moved across, applied as changes (join and per-partition views)
+    if crossing is not None:  # rows the time moved across, applied as changes (decided for classes that can)
         assert plan.definition is not None
         branch = statement.branch if statement is not None and statement.branch is not None else write_branch()
-        if plan.definition.view_class is ViewClass.PER_PARTITION:
-            statement = ranked_view.with_crossed_rows(
-                plan.definition, plan.view_relation, marked, crossing.rows, branch
-            )
-        else:
-            statement = join_view.with_crossed_rows(
-                plan.definition, plan.view_relation, marked, statement, crossing.rows, branch
-            )
+        statement = view_classes.with_crossed_rows(
+            plan.definition, plan.view_relation, marked, statement, crossing.rows, branch
+        )
     if statement is None:
         return Propagation([], None, marked, f"fast refresh: nothing marked ({kinds}); no write")
     choice = run.facts.after_mark if run.facts is not None else None

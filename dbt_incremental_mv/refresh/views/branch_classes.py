@@ -5,7 +5,10 @@ branches here; view_classes.py adds UNION ALL itself).
 Every view-class module exposes the same two functions, typed below: ``refresh_statement(view,
 view_relation, marked, view_types, branch, view_rows)`` returning a :class:`RefreshStatement` (its
 writes: one atomic commit on the view) or None when nothing is marked, and optionally
-``blocker(view, logged)``: why the view cannot be fast refreshed with these logs, or None.
+``blocker(view, logged)``: why the view cannot be fast refreshed with these logs, or None, and
+``with_crossed_rows(view, view_relation, marked, statement, crossed, branch)``: the statement that
+also applies the rows its filters by the time moved across (refresh/phases/clock.py; a class
+without it is recomputed when rows crossed).
 ``view_types`` maps the stored table's columns to their Spark types; ``branch`` names the write
 branch a refresh of several writes stages them on; ``view_rows``: the view's rows when it may be
 rewritten whole (None: it may not, e.g. a branch of a UNION ALL, whose writes are combined).
@@ -39,16 +42,29 @@ class Blocker(Protocol):
     def __call__(self, view: ViewDefinition, logged: Mapping[str, Sequence[str]]) -> str | None: ...
 
 
+class CrossedRowsApplier(Protocol):
+    def __call__(
+        self,
+        view: ViewDefinition,
+        view_relation: str,
+        marked: Mapping[str, MarkedLog],
+        statement: RefreshStatement | None,
+        crossed: Mapping[str, str],
+        branch: str,
+    ) -> RefreshStatement: ...
+
+
 @dataclass(frozen=True)
 class ViewClassModule:
     """What one view class's module gives the refresh."""
 
     refresh_statement: Refresher
     blocker: Blocker | None = None  # None: every view of the class can be fast refreshed
+    with_crossed_rows: CrossedRowsApplier | None = None  # None: rows the time moved across recompute it
 
 
 BRANCH_CLASSES: dict[ViewClass, ViewClassModule] = {
-    ViewClass.JOIN: ViewClassModule(join_view.refresh_statement),
+    ViewClass.JOIN: ViewClassModule(join_view.refresh_statement, with_crossed_rows=join_view.with_crossed_rows),
     ViewClass.OUTER_JOIN: ViewClassModule(outer_join_view.refresh_statement, outer_join_view.blocker),
     ViewClass.AGGREGATE: ViewClassModule(aggregate_view.refresh_statement, aggregate_view.blocker),
 }

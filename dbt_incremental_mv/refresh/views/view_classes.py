@@ -19,8 +19,32 @@ CLASSES: dict[ViewClass, ViewClassModule] = {
     ViewClass.UNION_ALL: ViewClassModule(union_view.refresh_statement, union_view.blocker),
     ViewClass.RANKED: ViewClassModule(ranked_view.refresh_statement, ranked_view.blocker),
     ViewClass.WINDOWED: ViewClassModule(ranked_view.refresh_statement, ranked_view.blocker),
-    ViewClass.PER_PARTITION: ViewClassModule(ranked_view.refresh_statement, ranked_view.blocker),
+    ViewClass.PER_PARTITION: ViewClassModule(
+        ranked_view.refresh_statement, ranked_view.blocker, ranked_view.with_crossed_rows
+    ),
 }
+
+
+def applies_crossed_rows(view: ViewDefinition) -> bool:
+    """Whether the view's class applies the rows its filters by the time moved across as changes
+    (else a refresh that finds some recomputes the view)."""
+    module = CLASSES.get(view.view_class)
+    return module is not None and module.with_crossed_rows is not None
+
+
+def with_crossed_rows(
+    view: ViewDefinition,
+    view_relation: str,
+    marked: Mapping[str, MarkedLog],
+    statement: RefreshStatement | None,
+    crossed: Mapping[str, str],
+    branch: str = WRITE_BRANCH,
+) -> RefreshStatement:
+    """``statement`` (the marked changes' writes, None: none) with the rows of ``crossed`` (by alias:
+    a query of its master's rows that crossed the view's time boundary) applied too."""
+    applier = CLASSES[view.view_class].with_crossed_rows
+    assert applier is not None, "a class that applies crossed rows (applies_crossed_rows)"
+    return applier(view, view_relation, marked, statement, crossed, branch)
 
 
 def blocker(view: ViewDefinition, logged: Mapping[str, Sequence[str]] | None = None) -> str | None:

@@ -470,3 +470,26 @@ def test_the_columns_a_using_join_and_a_hidden_partition_column_read_are_read_fr
         "where o1.order_id in (select p.product_id from shop.products p)"
     )
     assert "order_id" in keyed.referenced_columns["o2"], keyed.referenced_columns
+
+
+def test_a_chain_of_full_joins_using_one_column_is_partitioned_by_it(view, rendered):
+    # the name alone reads the COALESCE of the sides: carried whichever side has a row
+    definition = view(
+        "with a as (select customer_id, count(*) as n from shop.orders group by customer_id), "
+        "b as (select customer_id, max(name) as nm from shop.customers group by customer_id), "
+        "d as (select distinct customer_id from shop.orders where status = 'open') "
+        "select customer_id, a.n, b.nm, d.customer_id is not null as flagged "
+        "from a full outer join b using (customer_id) full outer join d using (customer_id)"
+    )
+    assert definition.view_class is ViewClass.PER_PARTITION
+    assert definition.partition_query.partition_columns == ("customer_id",)
+    assert {a: [p.name for p in e] for a, e in definition.partition_query.partitions.items()} == {
+        "orders": ["customer_id"],
+        "customers": ["customer_id"],
+        "orders_2": ["customer_id"],
+    }
+    rendered(definition)
+    # not selected: stored hidden, read by its name alone
+    hidden = view("select o.order_id, c.name from shop.orders o full outer join shop.customers c using (customer_id)")
+    assert hidden.partition_query.partition_columns == ("_mv_p1",)
+    assert "`customer_id` AS `_mv_p1`" in rendered(hidden)

@@ -54,7 +54,7 @@ REFUSALS = [
     ("union all limited", f"select o.order_id from {O} union all select o.order_id from {O} limit 3", "limit"),
     ("union all branch with a window", f"select o.order_id from {O} union all "
      f"select row_number() over (order by o.order_id) as n from {O}", "over ("),
-    ("union all under union", f"(select o.order_id from {O} union all select o.order_id from {O}) union "
+    ("union all under union", f"(select o.order_id + 1 as k from {O} union all select o.order_id from {O}) union "
      f"select o.order_id from {O}", "union"),
     # (set operations over columns the query partitions by are maintained per partition)
     ("union", f"select upper(o.status) as s from {O} union select upper(o.status) from {O}", "union"),
