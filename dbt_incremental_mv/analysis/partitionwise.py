@@ -115,6 +115,14 @@ class _Item:
     table: bool = False  # a master table read directly (its alias the occurrence's)
 
 
+@dataclass(frozen=True)
+class _Cte:
+    """A CTE: its query, and the CTEs that query can read (those defined before it, and outside)."""
+
+    body: exp.Expr
+    visible: Mapping[str, _Cte]
+
+
 @dataclass
 class _Constraint:
     """The attributes one window, GROUP BY, DISTINCT or set operation partitions by."""
@@ -165,25 +173,27 @@ class _Walk:
 
     # -- queries ------------------------------------------------------------------------------
 
-    def rows(self, node: exp.Expr, ctes: Mapping[str, exp.Expr], outer: _Scope | None = None) -> _Rows:
+    def rows(self, node: exp.Expr, ctes: Mapping[str, _Cte], outer: _Scope | None = None) -> _Rows:
         """Walk one query (a SELECT, a set operation, a parenthesised one); ``outer``: the scope
         a semi join's subquery is correlated to."""
         while isinstance(node, exp.Subquery):
             node = node.this
         with_ = node.args.get("with_")
         if with_ is not None:
-            ctes = {**ctes}
+            scoped = dict(ctes)
             for cte in with_.expressions:
                 if cte.args["alias"].columns:
                     raise NotPartitionwise  # a column list renames what is carried
-                ctes[cte.alias.casefold()] = cte.this
+                # its body reads the CTEs before it (its own name there is a table's)
+                scoped[cte.alias.casefold()] = _Cte(cte.this, MappingProxyType(dict(scoped)))
+            ctes = scoped
         if isinstance(node, exp.SetOperation):
             return self._set_operation(node, ctes, outer)
         if not isinstance(node, exp.Select):
             raise NotPartitionwise
         return self._select(node, ctes, outer)
 
-    def _set_operation(self, node: exp.SetOperation, ctes: Mapping[str, exp.Expr], outer: _Scope | None) -> _Rows:
+    def _set_operation(self, node: exp.SetOperation, ctes: Mapping[str, _Cte], outer: _Scope | None) -> _Rows:
         if any(node.args.get(k) for k in ("order", "limit", "offset")):
             raise NotPartitionwise  # (refused as a clause by the other classes)
         read_before = len(self.occurrences)
@@ -204,7 +214,7 @@ class _Walk:
         self.constraints.append(_Constraint(frozenset(a for _, a in columns if a is not None), node))
         return _Rows(columns, tuple(n.casefold() for n, _ in columns if n is not None))
 
-    def _items(self, select: exp.Select, ctes: Mapping[str, exp.Expr]) -> list[_Item]:
+    def _items(self, select: exp.Select, ctes: Mapping[str, _Cte]) -> list[_Item]:
         source = select.args.get("from_")
         if source is None:
             if select.args.get("joins"):
@@ -255,7 +265,7 @@ class _Walk:
         else:
             owner.using[folded] = (a, always)
 
-    def _item(self, item: exp.Expr, ctes: Mapping[str, exp.Expr], nullable: bool) -> _Item:
+    def _item(self, item: exp.Expr, ctes: Mapping[str, _Cte], nullable: bool) -> _Item:
         alias = item.args.get("alias")
         if isinstance(alias, exp.TableAlias) and alias.columns:
             raise NotPartitionwise  # a column list renames what is carried
@@ -268,10 +278,11 @@ class _Walk:
         if not item.args.get("db") and item.name.casefold() in ctes:
             # each reference walks (and the template reads) a copy of its own: its tables are
             # occurrences of their own, under aliases of their own
-            body = ctes[item.name.casefold()].copy()
+            cte = ctes[item.name.casefold()]
+            body = cte.body.copy()
             written = item.alias or item.name
             item.replace(exp.Subquery(this=body, alias=exp.TableAlias(this=exp.to_identifier(written))))
-            return _Item(written, self.rows(body, ctes), nullable)
+            return _Item(written, self.rows(body, cte.visible), nullable)
         try:
             master = self.master_of(item)
         except UnsupportedViewError:
@@ -300,7 +311,7 @@ class _Walk:
             alias = f"{written.casefold()}_{number}"
         return alias
 
-    def _select(self, select: exp.Select, ctes: Mapping[str, exp.Expr], outer: _Scope | None) -> _Rows:
+    def _select(self, select: exp.Select, ctes: Mapping[str, _Cte], outer: _Scope | None) -> _Rows:
         read_before = len(self.occurrences)
         items = self._items(select, ctes)
         scope = _Scope(items, self, outer)
@@ -364,7 +375,7 @@ class _Walk:
             self.link(a, b)
         return True
 
-    def _semi_join(self, semi: SemiJoin, scope: _Scope, ctes: Mapping[str, exp.Expr]) -> exp.Expr:
+    def _semi_join(self, semi: SemiJoin, scope: _Scope, ctes: Mapping[str, _Cte]) -> exp.Expr:
         """``EXISTS``/``NOT EXISTS (select ... where inner.c = outer.c)`` (its correlation linked as its
         WHERE is walked) and ``x IN (select c ...)``: x linked to c, or, when x is an expression
         over one occurrence's columns, c's table a lookup matched by it; ``x NOT IN (select c ...)``:

@@ -493,3 +493,19 @@ def test_a_chain_of_full_joins_using_one_column_is_partitioned_by_it(view, rende
     hidden = view("select o.order_id, c.name from shop.orders o full outer join shop.customers c using (customer_id)")
     assert hidden.partition_query.partition_columns == ("_mv_p1",)
     assert "`customer_id` AS `_mv_p1`" in rendered(hidden)
+
+
+def test_a_cte_reads_the_table_of_its_own_name_not_itself(view, rendered):
+    # (a CTE named as the table it reads, unqualified: its body reads the table, the query the CTE)
+    masters = {**MASTERS, "orders": MASTERS["shop.orders"].__class__("orders", MASTERS["shop.orders"].columns, ("order_id",))}
+    from dbt_incremental_mv.analysis import analyze_view
+
+    definition = analyze_view(
+        "with orders as (select * from orders where amount > 0), "
+        "latest as (select *, row_number() over (partition by customer_id order by order_id desc) as rn from orders) "
+        "select customer_id, count(*) as n from latest where rn <= 2 group by customer_id",
+        masters,
+    )
+    assert definition.view_class is ViewClass.PER_PARTITION
+    assert [o.master.name for o in definition.occurrences] == ["orders"]
+    rendered(definition)
