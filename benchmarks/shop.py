@@ -261,6 +261,19 @@ VIEWS = (
          "with latest as (\n  select *, row_number() over (partition by customer_id, order_date order by amount desc) as rn\n"
          "  from {orders}\n)\nselect customer_id, count(*) as days, sum(amount) as latest_amount\n"
          "from latest\nwhere rn = 1\ngroup by customer_id"),
+    # the same over the orders of customers with a known country (a semi join): the customers
+    # partitioned by customer_id like the orders, a changed customer recomputing itself
+    View("known_customer_daily_latest", "per-partition-exists", ("orders", "customers"),
+         "with latest as (\n  select o.*, row_number() over (partition by o.customer_id, o.order_date order by o.amount desc) as rn\n"
+         "  from {orders} o\n  where exists (select 1 from {customers} c where c.customer_id = o.customer_id "
+         "and c.country is not null)\n)\nselect customer_id, count(*) as days, sum(amount) as latest_amount\n"
+         "from latest\nwhere rn = 1\ngroup by customer_id"),
+    # countries ranked per day by their orders: the customers a lookup (matched by customer_id to the
+    # orders partitioned by day), a changed customer recomputing every day of its orders
+    View("daily_country_ranks", "per-partition-lookup", ("orders", "customers"),
+         "select o.order_date, c.country, count(*) as orders,\n"
+         "  rank() over (partition by o.order_date order by count(*) desc, c.country) as country_rank\n"
+         "from {orders} o\njoin {customers} c on c.customer_id = o.customer_id\ngroup by o.order_date, c.country"),
     # buyers per day (a COUNT(DISTINCT)): each day a change touches recomputed from the orders of that day
     View("buyers_per_day", "agg-distinct", ("orders",),
          "select o.order_date, count(distinct o.customer_id) as buyers, count(*) as orders\n"
