@@ -207,7 +207,8 @@ def _class_of(definition: ViewDefinition) -> str:
         lookups = definition.partition_query.lookups
         if lookups:
             joined = ", ".join(
-                f"{alias} (matched by {alias}.{lookup.column} = {describe(lookup.through_value)})"
+                f"{alias} (matched by {alias}.{lookup.column} = {describe(lookup.through_value)}"
+                f"{', NULLs too: NOT IN or an IN not filtering' if lookup.null_sensitive else ''})"
                 for alias, lookup in sorted(lookups.items())
             )
             text += (

@@ -509,3 +509,17 @@ def test_a_cte_reads_the_table_of_its_own_name_not_itself(view, rendered):
     assert definition.view_class is ViewClass.PER_PARTITION
     assert [o.master.name for o in definition.occurrences] == ["orders"]
     rendered(definition)
+
+
+def test_explain_names_the_lookups_and_a_query_of_constant_rows(view):
+    from dbt_incremental_mv.refresh.operations.explain import _class_of
+
+    text = _class_of(
+        view(
+            f"select o.order_id, {WINDOW} from shop.orders o where o.status not in (select k.region from shop.countries k) "
+            "and exists (select 1 from shop.order_lines l where l.order_id = o.order_id)"
+        )
+    )
+    assert "k (matched by k.region = o.status, NULLs too: NOT IN or an IN not filtering)" in text, text
+    assert "l (matched by l.order_id = o.order_id)" in text, text
+    assert "reads no table: its rows never change" in _class_of(view("select 1 as x"))
