@@ -109,17 +109,22 @@ class SemiJoin:
     negated: bool = False
 
 
+def semi_join_query(node: exp.Expr) -> exp.Query | None:
+    """The query an ``EXISTS (query)`` or ``x IN (query)`` reads; None for any other node."""
+    query = node.this if isinstance(node, exp.Exists) else node.args.get("query") if isinstance(node, exp.In) else None
+    return query if isinstance(query, exp.Query) else None
+
+
 def semi_join(conjunct: exp.Expr) -> SemiJoin | None:
     """The semi or anti join ``conjunct`` is, or None."""
     node, negated = conjunct, False
     while isinstance(node, (exp.Paren, exp.Not)):
         negated ^= isinstance(node, exp.Not)
         node = node.this
-    if isinstance(node, exp.Exists) and isinstance(node.this, exp.Query):
-        return SemiJoin(node.this, None)
-    if isinstance(node, exp.In) and isinstance(node.args.get("query"), exp.Query):
-        return SemiJoin(node.args["query"], node.this, negated)
-    return None
+    query = semi_join_query(node)
+    if query is None:
+        return None
+    return SemiJoin(query, node.this, negated) if isinstance(node, exp.In) else SemiJoin(query, None)
 
 
 def _refuse_expression_subqueries(statement: exp.Expr, semi_joins: bool = False) -> Iterator[UnsupportedViewError]:
@@ -127,21 +132,14 @@ def _refuse_expression_subqueries(statement: exp.Expr, semi_joins: bool = False)
     matches their rows)."""
     accepted: list[exp.Expr] = []
     for node in statement.dfs():
-        if semi_joins and isinstance(node, exp.Exists) and isinstance(node.this, exp.Query):
-            accepted.append(node.this)
-            continue
-        if semi_joins and isinstance(node, exp.In) and isinstance(node.args.get("query"), exp.Query):
-            accepted.append(node.args["query"])
+        query = semi_join_query(node)
+        if semi_joins and query is not None:
+            accepted.append(query)
             continue
         if any(node is a for a in accepted):
             continue
         offending: exp.Expr | None = None
-        if (
-            isinstance(node, exp.Exists)
-            and isinstance(node.this, exp.Query)
-            or isinstance(node, exp.In)
-            and node.args.get("query")
-        ):
+        if query is not None:
             offending = node
         elif isinstance(node, (exp.Any, exp.All)) and isinstance(node.this, exp.Query):
             offending = node.parent if isinstance(node.parent, exp.Predicate) else node

@@ -46,7 +46,13 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from dbt_incremental_mv.analysis import functions
-from dbt_incremental_mv.analysis.constructs import SemiJoin, semi_join, unpartitioned_window, unsupported_constructs
+from dbt_incremental_mv.analysis.constructs import (
+    SemiJoin,
+    semi_join,
+    semi_join_query,
+    unpartitioned_window,
+    unsupported_constructs,
+)
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 from dbt_incremental_mv.analysis.model import (
     HiddenColumn,
@@ -326,8 +332,8 @@ class _Walk:
             if semi is not None:
                 walked.append(self._semi_join(semi, scope, ctes))
         for node in list(select.find_all(exp.Exists, exp.In)):  # IN and EXISTS elsewhere: in SELECT, under OR
-            query = node.this if isinstance(node, exp.Exists) else node.args.get("query")
-            if isinstance(query, exp.Query) and node.parent_select is select and not any(query is w for w in walked):
+            query = semi_join_query(node)
+            if query is not None and node.parent_select is select and not any(query is w for w in walked):
                 value = node.this if isinstance(node, exp.In) else None
                 walked.append(self._semi_join(SemiJoin(query, value, negated=value is not None), scope, ctes))
         for column in _own_columns(select):
@@ -335,11 +341,9 @@ class _Walk:
         if any(isinstance(p, exp.Star) for p in select.expressions):
             scope.record(exp.Column(this=exp.Star()))
         outputs = _outputs(select, scope)
-        # constant rows (no table below: a date spine, a stub): they never change, so what groups
-        # or windows them partitions nothing a change touches
-        constant = len(self.occurrences) == read_before
         grouped = select.args.get("group") is not None
         aggregate = grouped or _is_aggregate(select)
+        partitioning: list[_Constraint] = []
         for window in _windows(select):
             refuse_order_dependent(window)
             if window.this.find(exp.Distinct) is not None:
@@ -348,21 +352,23 @@ class _Walk:
                     "Spark computes no DISTINCT aggregate over a window",
                     "Count the distinct values with size(collect_set(x)) over the same window",
                 )
-            if not constant:
-                self.constraints.append(_Constraint(scope.attrs(window.args.get("partition_by") or []), window))
+            partitioning.append(_Constraint(scope.attrs(window.args.get("partition_by") or []), window))
             self.windows.append((window, select, scope))
-        if constant:
-            pass
-        elif grouped:
-            self.constraints.append(_Constraint(scope.attrs(_group_items(select)), select.args["group"]))
+        if grouped:
+            partitioning.append(_Constraint(scope.attrs(_group_items(select)), select.args["group"]))
         elif aggregate:
-            self.constraints.append(_Constraint(frozenset(), select))  # one group of every row
-        if select.args.get("distinct") is not None and not constant:
-            self.constraints.append(_Constraint(frozenset(a for _, _, a in outputs if a is not None), select))
+            partitioning.append(_Constraint(frozenset(), select))  # one group of every row
+        if select.args.get("distinct") is not None:
+            partitioning.append(_Constraint(frozenset(a for _, _, a in outputs if a is not None), select))
         if aggregate:
             _refuse_ungrouped(select)
         columns = [(name, attr) for name, _, attr in outputs]
-        return _Rows(columns, _row_key(select, outputs, scope) if not constant else _whole_row(columns))
+        if len(self.occurrences) == read_before:
+            # constant rows (no table below: a date spine, a stub): they never change, so what
+            # groups or windows them partitions nothing a change touches
+            return _Rows(columns, _whole_row(columns))
+        self.constraints += partitioning
+        return _Rows(columns, _row_key(select, outputs, scope))
 
     def _equality(self, conjunct: exp.Expr, scope: _Scope) -> bool:
         """Link the two columns a join equality (in ON, or in WHERE: of the rows it keeps, and a
@@ -796,11 +802,7 @@ def _partitioned_by(walk: _Walk, template: exp.Select, top: _Rows, classes: froz
         else:
             partitions[occurrence.alias] = tuple(columns)
     lookups = _lookups(walk, missing, partitions)
-    names = [n for n, _ in top.columns]
-    unnamed = next((p for p in template.expressions if not p.alias_or_name), None)
-    if unnamed is not None:
-        raise UnsupportedViewError(describe(unnamed), "an output column needs a name", "Name it with AS")
-    refuse_bad_output_names([n for n in names if n is not None])
+    _refuse_unnamed_outputs(template, top)
     partition_columns: list[str] = []
     hidden: list[HiddenColumn] = []
     first = next(o for o in walk.occurrences if o.alias in partitions)
@@ -812,8 +814,6 @@ def _partitioned_by(walk: _Walk, template: exp.Select, top: _Rows, classes: froz
         )
         if holder is None:
             carrier = _carrier(scope, walk, attr_class)
-            if carrier is not None:
-                scope.record(carrier)  # (read by the hidden column)
             if carrier is None:
                 raise UnsupportedViewError(
                     f"{attr_class.alias}.{attr_class.column}",
@@ -821,6 +821,7 @@ def _partitioned_by(walk: _Walk, template: exp.Select, top: _Rows, classes: froz
                     "view's rows of a partition cannot be found",
                     f"Select {attr_class.column} in the outer query (or in the query it reads)",
                 )
+            scope.record(carrier)  # (read by the hidden column)
             holder = f"{PARTITION}{len(hidden) + 1}"
             added.append(exp.Alias(this=carrier, alias=exp.to_identifier(holder)))
             hidden.append(HiddenColumn(holder, expression.copy(), HiddenPurpose.PARTITION))
@@ -885,15 +886,22 @@ def _row_filters(walk: _Walk, template: exp.Select) -> tuple[RowFilter, ...]:
     return tuple(found)
 
 
+def _refuse_unnamed_outputs(template: exp.Select, top: _Rows) -> None:
+    """An output column without a name (an expression with no AS), or named badly, refused."""
+    unnamed = next((p for p in template.expressions if not p.alias_or_name), None)
+    if unnamed is not None:
+        raise UnsupportedViewError(describe(unnamed), "an output column needs a name", "Name it with AS")
+    refuse_bad_output_names([n for n, _ in top.columns if n is not None])
+
+
 def _constant(template: exp.Select, top: _Rows, tie_broken: bool) -> ViewDefinition:
     """The definition of a query that reads no table (a stub, a date spine): rows that never change
     but with the time it reads (a refresh has nothing to do; one that finds the time moved
     recomputes it)."""
+    _refuse_unnamed_outputs(template, top)
     names = [n for n, _ in top.columns]
-    unnamed = next((p for p in template.expressions if not p.alias_or_name), None)
-    if unnamed is not None or None in names:
-        raise UnsupportedViewError(describe(unnamed or template), "an output column needs a name", "Name it with AS")
-    refuse_bad_output_names([n for n in names if n is not None])
+    if None in names:
+        raise UnsupportedViewError(describe(template), "an output column needs a name", "Name it with AS")
     return ViewDefinition(
         occurrences=(),
         joins=(),

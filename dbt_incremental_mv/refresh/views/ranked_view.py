@@ -261,8 +261,6 @@ def _statement(
     changed = [o for o in view.occurrences if marked[o.master.name].has_changes]
     if not changed and not crossed:
         return None
-    occurrence = (changed or [view.occurrence(next(iter(sorted(crossed))))])[0]
-    log = marked[occurrence.master.name]
     ranking = _partitioned(view)
     name = cached_view(branch, "partitions")
     names = idents(_partition_names(ranking))
@@ -274,10 +272,15 @@ def _statement(
     in_view = broadcast_exists(
         partitions, ident(KEY), _matches(ranking, [f"{ident(VIEW)}.{ident(c)}" for c in ranking.partition_columns])
     )
-    merged = _merged_with_new_rows(view, view_relation, log, in_view) if not crossed else None
+    first = changed[0] if changed else None
+    merged = (
+        _merged_with_new_rows(view, view_relation, marked[first.master.name], in_view)
+        if first is not None and not crossed
+        else None
+    )
     steps: tuple[str, ...]
-    if merged is not None:
-        recomputed, steps = merged, (f"MERGE {occurrence.alias}", "DEL+INS partitions")
+    if merged is not None and first is not None:
+        recomputed, steps = merged, (f"MERGE {first.alias}", "DEL+INS partitions")
     else:
         sources = {}
         for each in view.occurrences:
