@@ -145,6 +145,13 @@ MAINTAINED = [
         "count(*) filter (where amount > 100) as big from shop.orders group by customer_id",
     ),
     (
+        "... and LISTAGG without WITHIN GROUP, COLLECT_LIST / COLLECT_SET unsorted: their order is the order Spark "
+        "reads the rows in, so any order is the query's answer; the view orders them by value (WITHIN GROUP (ORDER BY "
+        "the value), ARRAY_SORT), the same way by every build and refresh, and explain says so",
+        "select customer_id, listagg(status, ', ') as statuses, collect_set(product_id) as products from shop.orders "
+        "group by customer_id",
+    ),
+    (
         "Aggregates over inner or outer joins, HAVING",
         "select c.country, count(o.order_id) as orders from shop.customers c left join shop.orders o on o.customer_id = "
         "c.customer_id group by c.country having count(o.order_id) > 10",
@@ -248,6 +255,23 @@ MAINTAINED = [
         "o.order_id) as position from shop.orders o join shop.products p on p.product_id = o.product_id",
     ),
     (
+        "... with lookups windowed or grouped in a CTE by the column matching them (customers ranked per country, "
+        "with their spend)",
+        "with spend as (select customer_id, sum(amount) as spent from shop.orders group by customer_id) select "
+        "c.customer_id, s.spent, rank() over (partition by c.country order by s.spent desc, c.customer_id) as place "
+        "from shop.customers c join spend s on s.customer_id = c.customer_id",
+    ),
+    (
+        "... with scalar subqueries correlated by equalities (an aggregate per row's key, a value looked up)",
+        "select c.customer_id, (select sum(o.amount) from shop.orders o where o.customer_id = c.customer_id) as spent "
+        "from shop.customers c",
+    ),
+    (
+        "`LATERAL VIEW` of a generator (`explode`, `posexplode`, `inline`, `stack`, `json_tuple`, their `OUTER` "
+        "forms), or one as a SELECT column named with `AS`: the rows generated from each row recomputed with it",
+        "select o.order_id, t.tag from shop.orders o lateral view explode(split(o.status, ',')) t as tag",
+    ),
+    (
         "Filters of one table by the current date or time (`current_date()`, `current_timestamp()`, `now()`; fixed "
         "once per run): a join view applies the rows the time moved across as changes; another class is recomputed "
         "by a run that finds one, and a query that reads the time elsewhere (selected, in a join condition, HAVING, a "
@@ -267,16 +291,17 @@ REFUSED = [
     ),
     ("Non-deterministic functions", "select order_id, rand() as r from shop.orders"),
     (
-        "FULL OUTER JOIN (but grouped or partitioned by COALESCE of its key's two sides, or joined USING it)",
-        "select c.customer_id, o.order_id from shop.customers c full outer join shop.orders o on o.customer_id = "
-        "c.customer_id",
+        "FULL OUTER JOIN grouped or windowed by something else than its key (alone, or grouped or partitioned by "
+        "COALESCE of its key's two sides, it is maintained per partition)",
+        "select o.status, count(*) as n from shop.orders o full outer join shop.customers c on o.customer_id = "
+        "c.customer_id group by o.status",
     ),
     (
         "UNION, INTERSECT, EXCEPT of computed columns only (of columns of the tables, they are partitioned by them)",
         "select upper(status) as s from shop.orders union select upper(name) from shop.customers",
     ),
     (
-        "Scalar subqueries; IN and EXISTS where no column partitions the query",
+        "Scalar subqueries not correlated by an equality; IN and EXISTS where no column partitions the query",
         "select order_id, amount - (select avg(amount) from shop.orders) as above_average from shop.orders",
     ),
     (
@@ -284,8 +309,9 @@ REFUSED = [
         "select customer_id, max_by(order_id, amount) as biggest_order from shop.orders group by customer_id",
     ),
     (
-        "LISTAGG without WITHIN GROUP (ORDER BY ...)",
-        "select customer_id, listagg(status, ', ') as statuses from shop.orders group by customer_id",
+        "COLLECT_LIST / COLLECT_SET of MAP values left unsorted (Spark cannot order maps: the collection's order is "
+        "the order Spark reads the rows in)",
+        "select customer_id, collect_list(map(status, amount)) as by_status from shop.orders group by customer_id",
     ),
     (
         "A CTE that aggregates, joined again other than on its group keys (and not every table joined on one column "

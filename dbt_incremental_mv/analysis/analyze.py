@@ -202,6 +202,9 @@ def as_maintained_aggregates(statement: exp.Query) -> exp.Query:
     def maintained(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Filter) and not isinstance(node.parent, exp.Window):
             return _filtered_as_case(node)
+        if isinstance(node, functions.CONCATENATIONS) and node.args.get("separator") is None:
+            # Spark joins with no separator by default (a NULL one); written back, sqlglot would add ','
+            node = node.__class__(**{**node.args, "separator": exp.Null()})
         value = functions.concatenated_value(node)
         if value is not None and not any(
             unparenthesized(o.this) == unparenthesized(value) for o in node.this.expressions
@@ -209,6 +212,10 @@ def as_maintained_aggregates(statement: exp.Query) -> exp.Query:
             order = node.this.copy()
             order.append("expressions", exp.Ordered(this=value.copy(), nulls_first=False))
             return node.__class__(**{**node.args, "this": order})
+        if not isinstance(node.parent, exp.Window):
+            ordered = _ordered_by_value(node)
+            if ordered is not None:
+                return ordered
         if isinstance(node, exp.CountIf):
             return exp.Count(this=exp.Case(ifs=[exp.If(this=node.this.copy(), true=exp.Literal.number(1))]))
         name = node.name.lower() if isinstance(node, exp.Anonymous) else ""
@@ -225,6 +232,50 @@ def as_maintained_aggregates(statement: exp.Query) -> exp.Query:
     rewritten = statement.transform(maintained)
     assert isinstance(rewritten, exp.Query)  # the root is a query; only aggregate calls are replaced
     return rewritten
+
+
+ORDERED_BY_VALUE = "ordered_by_value"
+"""The meta key marking an aggregate whose order the query left to Spark's reading order and the
+analysis set to its values' own (as_maintained_aggregates; explain says so)."""
+
+
+def ordered_by_value(definition: ViewDefinition) -> list[exp.Expr]:
+    """The aggregates of ``definition`` the analysis ordered by their values (_ordered_by_value), in
+    its outputs or its query kept as written, each once."""
+    roots = [o.expression for o in definition.outputs]
+    if definition.partition_query is not None:
+        roots.append(definition.partition_query.query)
+    for branch in definition.branches:
+        roots += [o.expression for o in branch.outputs]
+    found: list[exp.Expr] = []
+    for root in roots:
+        for node in root.walk():
+            if node.meta.get(ORDERED_BY_VALUE) and not any(node == f for f in found):
+                found.append(node)
+    return found
+
+
+def _ordered_by_value(node: exp.Expr) -> exp.Expr | None:
+    """An unordered ``LISTAGG(x)`` as ``LISTAGG(x) WITHIN GROUP (ORDER BY x)``, an unsorted
+    ``COLLECT_LIST(x)`` / ``COLLECT_SET(x)`` as ``ARRAY_SORT(...)`` of it (not of MAP values,
+    which Spark cannot order): any order is the query's answer, and the values' own is the same
+    by every build and refresh. None: not one of them."""
+    if isinstance(node, functions.CONCATENATIONS) and not isinstance(node.this, exp.Order):
+        value = node.this
+        if isinstance(value, exp.Distinct):
+            if len(value.expressions) != 1:
+                return None
+            value = value.expressions[0]
+        order = exp.Order(this=node.this.copy(), expressions=[exp.Ordered(this=value.copy(), nulls_first=False)])
+        ordered: exp.Expr = node.__class__(**{**node.args, "this": order})
+    elif isinstance(node, functions.COLLECTIONS) and not functions.is_maintainable_aggregate(node):
+        if node.this is None or node.this.find(exp.Map, exp.VarMap, exp.MapFromEntries, exp.StarMap) is not None:
+            return None
+        ordered = exp.ArraySort(this=node.copy())
+    else:
+        return None
+    ordered.meta[ORDERED_BY_VALUE] = True
+    return ordered
 
 
 def _filtered_as_case(node: exp.Filter) -> exp.Expr:

@@ -45,6 +45,10 @@ def unsupported_constructs(
             refusals = _refuse_select_clauses(statement, _PARTITIONED_CLAUSES)
         elif partitioned and check is _refuse_expression_subqueries:
             refusals = _refuse_expression_subqueries(statement, semi_joins=True)
+        elif partitioned and check is _refuse_unsupported_relations:
+            refusals = _refuse_unsupported_relations(statement, row_generators=True)
+        elif partitioned and check is _refuse_generators:
+            refusals = _refuse_generators(statement, row_generators=True)
         else:
             refusals = check(statement)
         for refusal in refusals:
@@ -88,7 +92,7 @@ def _refuse_set_operations(statement: exp.Expr) -> Iterator[UnsupportedViewError
         )
 
 
-def _is_relation_position(subquery: exp.Subquery) -> bool:
+def relation_position(subquery: exp.Subquery) -> bool:
     """Whether a parenthesised query stands where a table would (FROM/JOIN, a set operation's
     operand), not in an expression."""
     parent = subquery.parent
@@ -128,8 +132,8 @@ def semi_join(conjunct: exp.Expr) -> SemiJoin | None:
 
 
 def _refuse_expression_subqueries(statement: exp.Expr, semi_joins: bool = False) -> Iterator[UnsupportedViewError]:
-    """Subqueries in expressions; ``semi_joins``: but EXISTS and IN (analysis/partitionwise.py
-    matches their rows)."""
+    """Subqueries in expressions; ``semi_joins``: but EXISTS, IN and scalar subqueries
+    (analysis/partitionwise.py matches their rows, or refuses them)."""
     accepted: list[exp.Expr] = []
     for node in statement.dfs():
         query = semi_join_query(node)
@@ -143,15 +147,17 @@ def _refuse_expression_subqueries(statement: exp.Expr, semi_joins: bool = False)
             offending = node
         elif isinstance(node, (exp.Any, exp.All)) and isinstance(node.this, exp.Query):
             offending = node.parent if isinstance(node.parent, exp.Predicate) else node
-        elif isinstance(node, exp.Subquery) and not _is_relation_position(node):
+        elif isinstance(node, exp.Subquery) and not relation_position(node) and not semi_joins:
             offending = node
         if offending is not None:
             yield UnsupportedViewError(
                 describe(offending),
-                "subqueries in SELECT, WHERE or ON (IN/EXISTS/scalar subqueries) are not supported: "
-                "a change to the subquery's table could change every row of the view",
-                "Rewrite it as a join (for IN/EXISTS, a join to a model with one row per key), "
-                "or filter in a downstream model",
+                "subqueries in SELECT, WHERE or ON (IN/EXISTS/scalar subqueries) are maintained in queries "
+                "recomputed per partition, matched to the query around them by equalities (their correlation, "
+                "x IN (select c ...)); this one is not, so a change to the subquery's table could change every "
+                "row of the view",
+                "Correlate the subquery by an equality, rewrite it as a join (for IN/EXISTS, a join to a model with "
+                "one row per key), or filter in a downstream model",
             )
 
 
@@ -180,7 +186,8 @@ _CLAUSE_REFUSALS: tuple[tuple[str, str, str, str], ...] = (
     (
         "laterals",
         "",
-        "LATERAL VIEW generates rows from a column and is not supported",
+        "LATERAL VIEW generates rows from a column: it is maintained in queries recomputed per partition, and "
+        "this one is not (see its other constructs)",
         "Explode the column in a separate model and ref() that model",
     ),
     ("pivots", "", "PIVOT/UNPIVOT is not supported", "Pivot in a downstream model"),
@@ -238,7 +245,7 @@ def _refuse_clauses(node: exp.Expr, allowed: frozenset[str]) -> Iterator[Unsuppo
         )
 
 
-_PARTITIONED_CLAUSES = frozenset({"distinct", "having", "qualify"})
+_PARTITIONED_CLAUSES = frozenset({"distinct", "having", "qualify", "laterals"})
 
 
 def _refuse_select_clauses(
@@ -275,7 +282,39 @@ def _refuse_grouping_extensions(statement: exp.Expr) -> Iterator[UnsupportedView
 _TIME_TRAVEL_ARGS = ("version", "when", "system_time", "changes")
 
 
-def _refuse_unsupported_relations(statement: exp.Expr) -> Iterator[UnsupportedViewError]:
+def row_generator(node: exp.Expr) -> bool:
+    """Whether ``node`` is a generator that expands each row it reads into rows of its own (explode,
+    posexplode, inline, stack, json_tuple and their OUTER forms), where Spark runs one: as a
+    ``LATERAL VIEW``, or a column of a SELECT named by ``AS`` (``AS (pos, value)`` for several), alone
+    there, the SELECT neither grouping, aggregating, windowing, deduplicating nor reading another
+    LATERAL VIEW (its arguments are values, not Snowflake's ``input =>``)."""
+    if not functions.is_generator(node) or isinstance(node, (exp.Unnest, exp.ExplodingGenerateSeries)):
+        return False
+    if any(isinstance(a, (exp.Kwarg, exp.PropertyEQ)) for a in node.iter_expressions()):
+        return False
+    parent = node.parent
+    if isinstance(parent, exp.Lateral):
+        return bool(parent.args.get("view")) and parent.this is node
+    if not isinstance(parent, (exp.Alias, exp.Aliases)):
+        return False  # (unnamed, or inside an expression)
+    select = node.parent_select
+    if not isinstance(select, exp.Select) or not any(parent is p for p in select.expressions):
+        return False
+    generators = [
+        p for p in select.expressions if isinstance(p, (exp.Alias, exp.Aliases)) and functions.is_generator(p.this)
+    ]
+    return (
+        len(generators) == 1
+        and not any(select.args.get(k) for k in ("group", "distinct", "laterals"))
+        and not any(
+            functions.is_aggregate(n) or isinstance(n, exp.Window) for p in select.expressions for n in p.walk()
+        )
+    )
+
+
+def _refuse_unsupported_relations(statement: exp.Expr, row_generators: bool = False) -> Iterator[UnsupportedViewError]:
+    """Table modifiers, VALUES, LATERAL (but, ``row_generators``, a LATERAL VIEW of a row generator)
+    and TABLESAMPLE."""
     for node in statement.dfs():
         if isinstance(node, exp.Table):
             yield from _refuse_table_modifiers(node)
@@ -285,11 +324,12 @@ def _refuse_unsupported_relations(statement: exp.Expr) -> Iterator[UnsupportedVi
                 "inline VALUES lists are not supported as a source",
                 "Load the rows into a table (e.g. a dbt seed) and ref() it",
             )
-        elif isinstance(node, exp.Lateral):
+        elif isinstance(node, exp.Lateral) and not (row_generators and row_generator(node.this)):
             yield UnsupportedViewError(
                 describe(node),
-                "LATERAL views and lateral subqueries are not supported",
-                "Compute it in a separate model and ref() that model",
+                "LATERAL subqueries, and LATERAL views of anything but a generator of rows given values (explode, "
+                "posexplode, inline, stack, json_tuple; not FLATTEN's input => ...), are not supported",
+                "Write it as LATERAL VIEW explode(tags) t AS tag, or compute it in a separate model and ref() it",
             )
         elif isinstance(node, exp.TableSample):
             yield UnsupportedViewError(describe(node), "TABLESAMPLE reads a random subset of rows", "Remove it")
@@ -339,8 +379,9 @@ def _refuse_unsupported_joins(statement: exp.Expr) -> Iterator[UnsupportedViewEr
             yield UnsupportedViewError(
                 "FULL OUTER JOIN",
                 "a full outer join null-extends both sides, so no master is present in every view row to slice "
-                "the refresh by (inner, LEFT and RIGHT joins are fast refreshed; a FULL join when the query groups "
-                "or partitions its rows by COALESCE of the two sides of its key)",
+                "the refresh by (inner, LEFT and RIGHT joins are fast refreshed; a FULL join when nothing groups or "
+                "partitions the query's rows, or it groups or partitions them by COALESCE of the two sides of its "
+                "key)",
                 "Use a LEFT or RIGHT JOIN, or build the full join downstream from fast_refresh views "
                 "(a LEFT JOIN view plus the unmatched rows of the other side)",
             )
@@ -398,13 +439,16 @@ def _refuse_nondeterministic_functions(statement: exp.Expr) -> Iterator[Unsuppor
             )
 
 
-def _refuse_generators(statement: exp.Expr) -> Iterator[UnsupportedViewError]:
+def _refuse_generators(statement: exp.Expr, row_generators: bool = False) -> Iterator[UnsupportedViewError]:
+    """Generator functions (but, ``row_generators``, those expanding each row: row_generator)."""
     for node in statement.dfs():
-        if functions.is_generator(node):
+        if functions.is_generator(node) and not (row_generators and row_generator(node)):
             yield UnsupportedViewError(
                 describe(node),
-                "generator functions (explode, posexplode, inline, stack, ...) are not supported",
-                "Explode the column in a separate model and ref() that model",
+                "a generator function (explode, posexplode, inline, stack, ...) is maintained as a LATERAL VIEW or "
+                "as a SELECT column of its own named with AS, not inside an expression, unnamed, or beside a "
+                "GROUP BY, aggregate, window, DISTINCT or LATERAL VIEW of the same SELECT",
+                "Write it as LATERAL VIEW explode(tags) t AS tag",
             )
 
 

@@ -48,6 +48,7 @@ from sqlglot.errors import SqlglotError
 from dbt_incremental_mv.analysis import functions
 from dbt_incremental_mv.analysis.constructs import (
     SemiJoin,
+    relation_position,
     semi_join,
     semi_join_query,
     unpartitioned_window,
@@ -119,6 +120,9 @@ class _Item:
     # carried though the item is NULL-extended (after a FULL JOIN the name is the two sides' COALESCE)
     using: dict[str, tuple[Attr | None, bool]] = field(default_factory=dict)
     table: bool = False  # a master table read directly (its alias the occurrence's)
+    # joined (inner or LEFT, no RIGHT or FULL join beside it) on its whole row key: a row of what is
+    # joined before matches one of its rows at most, so the rows of the join need no key of its
+    by_key: bool = False
 
 
 @dataclass(frozen=True)
@@ -238,6 +242,7 @@ class _Walk:
             items.append(self._item(join.this, ctes, nullable=side in ("LEFT", "FULL")))
             for column in join.args.get("using") or ():
                 self._using(items, column.name, side)
+        items += [_generated(lateral) for lateral in select.args.get("laterals") or ()]
         aliases = [i.alias.casefold() for i in items]
         if len(set(aliases)) != len(aliases):
             raise NotPartitionwise
@@ -325,6 +330,7 @@ class _Walk:
         for join in select.args.get("joins") or ():
             for conjunct in split_conjuncts(join.args.get("on")):
                 self._equality(conjunct, scope)
+        _mark_joined_by_key(select, scope)
         where = select.args.get("where")
         walked: list[exp.Expr] = []
         for conjunct in split_conjuncts(where.this if where is not None else None):
@@ -336,6 +342,9 @@ class _Walk:
             if query is not None and node.parent_select is select and not any(query is w for w in walked):
                 value = node.this if isinstance(node, exp.In) else None
                 walked.append(self._semi_join(SemiJoin(query, value, negated=value is not None), scope, ctes))
+        for subquery in list(select.find_all(exp.Subquery)):
+            if subquery.parent_select is select and _scalar(subquery):
+                self._scalar_subquery(subquery, scope, ctes)
         for column in _own_columns(select):
             scope.record(column)
         if any(isinstance(p, exp.Star) for p in select.expressions):
@@ -343,6 +352,7 @@ class _Walk:
         outputs = _outputs(select, scope)
         grouped = select.args.get("group") is not None
         aggregate = grouped or _is_aggregate(select)
+        correlated = _correlated(select, scope) if outer is not None else frozenset()
         partitioning: list[_Constraint] = []
         for window in _windows(select):
             refuse_order_dependent(window)
@@ -356,8 +366,8 @@ class _Walk:
             self.windows.append((window, select, scope))
         if grouped:
             partitioning.append(_Constraint(scope.attrs(_group_items(select)), select.args["group"]))
-        elif aggregate:
-            partitioning.append(_Constraint(frozenset(), select))  # one group of every row
+        elif aggregate:  # one group of every row (of a correlated subquery: of its outer row's values)
+            partitioning.append(_Constraint(correlated, select))
         if select.args.get("distinct") is not None:
             partitioning.append(_Constraint(frozenset(a for _, _, a in outputs if a is not None), select))
         if aggregate:
@@ -368,6 +378,8 @@ class _Walk:
             # groups or windows them partitions nothing a change touches
             return _Rows(columns, _whole_row(columns))
         self.constraints += partitioning
+        if any(functions.is_generator(p.this) for p in select.expressions if isinstance(p, (exp.Alias, exp.Aliases))):
+            return _Rows(columns, None)  # (rows generated from each row: no key tells them apart)
         return _Rows(columns, _row_key(select, outputs, scope))
 
     def _equality(self, conjunct: exp.Expr, scope: _Scope) -> bool:
@@ -407,6 +419,26 @@ class _Walk:
             self.expression_links.append((matched, *over, semi.negated))
         return semi.query
 
+    def _scalar_subquery(self, subquery: exp.Subquery, scope: _Scope, ctes: Mapping[str, _Cte]) -> None:
+        """A scalar subquery correlated by equalities to the query it is in (``(select max(l.shipped_at)
+        from lines l where l.order_id = o.order_id)``): its rows are matched like a semi join's, and
+        its aggregate, over the rows of its outer row's values, partitions by them. One that is not
+        correlated reads every row of its tables for every row of the view: refused."""
+        read_before = len(self.occurrences)
+        inner = self.rows(subquery.this, ctes, outer=scope)
+        if len(inner.columns) != 1:
+            raise NotPartitionwise  # (Spark refuses it)
+        body = subquery.this
+        if len(self.occurrences) > read_before and not (
+            isinstance(body, exp.Select) and _correlated(body, self.scopes[id(body)])
+        ):
+            raise UnsupportedViewError(
+                describe(subquery),
+                "a scalar subquery not correlated by an equality to the query around it reads its tables whole "
+                "for every row: a change to one of their rows could change every row of the view",
+                "Correlate it (where t.customer_id = o.customer_id), or join its result as a table",
+            )
+
     def break_ties(self) -> None:
         for window, select, scope in self.windows:
             self._break_ties(window, select, scope)
@@ -423,6 +455,8 @@ class _Walk:
         if order is None or not (isinstance(window_function(window), ORDER_DEPENDENT) or rows_frame(window)):
             return
         keys = [i.copy() for i in _group_items(select)] if select.args.get("group") is not None else scope.row_key()
+        if keys is None:
+            keys = scope.whole_rows()
         if keys is None:
             raise UnsupportedViewError(
                 describe(window),
@@ -445,9 +479,10 @@ class _Scope:
         self.walk = walk
         self.outer = outer  # a semi join's subquery: the scope of the query it filters
 
-    def lookup(self, column: exp.Column) -> tuple[_Item, Attr | None] | None:
+    def lookup(self, column: exp.Column, here_only: bool = False) -> tuple[_Item, Attr | None] | None:
         """The item a column reference reads and the attribute it carries there (None: not a
-        column of an item: a projection's alias, say)."""
+        column of an item: a projection's alias, say); ``here_only``: of this SELECT's own items,
+        not of the query a subquery is correlated to."""
         if not column.table:
             owner = next((i for i in self.items if column.name.casefold() in i.using), None)
             if owner is not None:
@@ -461,7 +496,7 @@ class _Scope:
                 found.append((item, attr))
         if len(found) > 1:
             raise NotPartitionwise  # ambiguous: Spark refuses it too
-        if not found and self.outer is not None:
+        if not found and self.outer is not None and not here_only:
             return self.outer.lookup(column)  # a correlated reference
         return found[0] if found else None
 
@@ -527,14 +562,104 @@ class _Scope:
         if attr is not None and attr.alias in self.walk.read:
             self.walk.read[attr.alias].add(attr.column)
 
+    def whole_rows(self) -> list[exp.Expr] | None:
+        """Column references telling apart the rows of the items joined but those equal in every
+        column (interchangeable to a window: each gets the other's value, the rows stay the same):
+        each item's key, or every column of one with none known; None when one has unnamed columns
+        or a column of a table's MAP column (Spark cannot order by it)."""
+        types = {(o.alias, c.casefold()): t for o in self.walk.occurrences for c, t in o.master.columns}
+        references: list[exp.Expr] = []
+        for item in self.items:
+            if item.by_key:
+                continue
+            if item.rows.row_key:
+                references += [exp.column(n, table=item.alias) for n in item.rows.row_key]
+                continue
+            for name, attr in item.rows.columns:
+                mapped = attr is not None and types.get((attr.alias, attr.column.casefold()), "").lower().startswith(
+                    "map"
+                )
+                if name is None or mapped:
+                    return None
+                references.append(exp.column(name, table=item.alias))
+        return references
+
     def row_key(self) -> list[exp.Expr] | None:
         """Column references identifying a row of the items joined (None: unknown)."""
         keys: list[exp.Expr] = []
         for item in self.items:
+            if item.by_key:
+                continue
             if item.rows.row_key is None:
                 return None
             keys += [exp.column(k, table=item.alias) for k in item.rows.row_key]
         return keys
+
+
+def _generated(lateral: exp.Lateral) -> _Item:
+    """The rows a ``LATERAL VIEW`` generates from each row (constructs.row_generator): its columns,
+    computed (they carry nothing), under its alias; the position tells apart the rows a
+    ``posexplode`` generates from one row, nothing those of another generator."""
+    alias = lateral.args.get("alias")
+    names = [c.name for c in alias.columns] if isinstance(alias, exp.TableAlias) else []
+    if not names:
+        raise UnsupportedViewError(
+            describe(lateral),
+            "the columns it generates have no names",
+            "Name them after the view's alias: LATERAL VIEW explode(tags) t AS tag",
+        )
+    position = isinstance(lateral.this, (exp.Posexplode, exp.PosexplodeOuter))
+    key = (names[0].casefold(),) if position else None
+    return _Item(alias.name if isinstance(alias, exp.TableAlias) else "", _Rows([(n, None) for n in names], key), False)
+
+
+def _scalar(subquery: exp.Subquery) -> bool:
+    """Whether a parenthesised query is a scalar subquery: in an expression, not an IN's list."""
+    parent = subquery.parent
+    return not relation_position(subquery) and not (isinstance(parent, exp.In) and parent.args.get("query") is subquery)
+
+
+def _correlated(select: exp.Select, scope: _Scope) -> frozenset[Attr]:
+    """The attributes of a subquery's own columns its WHERE equates to columns of the query around
+    it (its correlation)."""
+    if scope.outer is None:
+        return frozenset()
+    where = select.args.get("where")
+    found = set()
+    for mine, other in _equated_columns(where.this if where is not None else None):
+        own, outside = scope.lookup(mine, here_only=True), scope.lookup(other, here_only=True)
+        if own is not None and own[1] is not None and outside is None and scope.outer.lookup(other) is not None:
+            found.add(own[1])
+    return frozenset(found)
+
+
+def _equated_columns(condition: exp.Expr | None) -> Iterator[tuple[exp.Column, exp.Column]]:
+    """The two columns of each equality conjunct of ``condition``, both ways round."""
+    for conjunct in split_conjuncts(condition):
+        if isinstance(conjunct, (exp.EQ, exp.NullSafeEQ)):
+            a, b = conjunct.this, conjunct.expression
+            if isinstance(a, exp.Column) and isinstance(b, exp.Column):
+                yield a, b
+                yield b, a
+
+
+def _mark_joined_by_key(select: exp.Select, scope: _Scope) -> None:
+    """Mark the items joined on their whole row key (``orders left join per_order on per_order.order_id
+    = orders.order_id``, ``using (order_id)``): equalities of their key columns to columns of the
+    items before them, in their own ON."""
+    joins = select.args.get("joins") or ()
+    if any((j.args.get("side") or "").upper() in ("RIGHT", "FULL") for j in joins):
+        return  # (the rows it null-extends are told apart by the keys of both sides)
+    for position, (join, item) in enumerate(zip(joins, scope.items[1:]), start=1):
+        if item.rows.row_key is None:
+            continue
+        earlier = scope.items[:position]
+        equated = {u.name.casefold() for u in join.args.get("using") or ()}
+        for mine, other in _equated_columns(join.args.get("on")):
+            found, against = scope.lookup(mine), scope.lookup(other)
+            if found is not None and found[0] is item and against is not None and any(against[0] is i for i in earlier):
+                equated.add(mine.name.casefold())
+        item.by_key = set(item.rows.row_key) <= equated
 
 
 def _whole_row(columns: list[tuple[str | None, Attr | None]]) -> tuple[str, ...] | None:
@@ -586,8 +711,9 @@ def _outputs(select: exp.Select, scope: _Scope) -> list[tuple[str | None, tuple[
             if any(star.args.get(k) for k in ("replace", "rename")):
                 raise NotPartitionwise
             excluded = {c.name.casefold() for c in star.args.get("except") or ()}
-            if any(i.using for i in scope.items):
-                raise NotPartitionwise  # (a USING column is selected once)
+            if not qualifier and any(i.using for i in scope.items):
+                found += [c for c in _star_over_using(select, scope) if c[0] is None or c[0].casefold() not in excluded]
+                continue
             for item in scope.items:
                 if qualifier and qualifier.casefold() != item.alias.casefold():
                     continue
@@ -596,6 +722,9 @@ def _outputs(select: exp.Select, scope: _Scope) -> list[tuple[str | None, tuple[
                     for n, a in item.rows.columns
                     if n is not None and n.casefold() not in excluded
                 ]
+            continue
+        if isinstance(projection, exp.Aliases):  # a generator's columns (constructs.row_generator)
+            found += [(n.name, None, None) for n in projection.expressions]
             continue
         inner = projection.this if isinstance(projection, exp.Alias) else projection
         name = projection.alias_or_name or None
@@ -606,6 +735,32 @@ def _outputs(select: exp.Select, scope: _Scope) -> list[tuple[str | None, tuple[
             item, attr = source
             found.append((name, (item.alias, inner.name), None if scope.nulled(item, inner) else attr))
     return found
+
+
+def _star_over_using(select: exp.Select, scope: _Scope) -> list[tuple[str | None, tuple[str, str] | None, Attr | None]]:
+    """The columns ``*`` selects over joins USING columns, in Spark's order: each join's USING columns
+    first (read by the name alone), then the other columns of what is joined before it, then those
+    of the item it joins; the columns of LATERAL VIEWs last."""
+    Column = tuple[str | None, tuple[str, str] | None, Attr | None]
+
+    def own(item: _Item) -> list[Column]:
+        return [(n, (item.alias, n), None if item.nullable else a) for n, a in item.rows.columns if n is not None]
+
+    joins = select.args.get("joins") or ()
+    columns = own(scope.items[0])
+    for join, item in zip(joins, scope.items[1:]):
+        names = [u.name for u in join.args.get("using") or ()]
+        folded = {n.casefold() for n in names}
+        keys: list[Column] = []
+        for name in names:
+            owner = next(i for i in scope.items if name.casefold() in i.using)
+            _, always = owner.using[name.casefold()]
+            keys.append((name, None if always else (owner.alias, name), scope.attr(exp.column(name))))
+        rest = [c for c in [*columns, *own(item)] if c[0] is None or c[0].casefold() not in folded]
+        columns = [*keys, *rest]
+    for item in scope.items[1 + len(joins) :]:  # LATERAL VIEWs
+        columns += own(item)
+    return columns
 
 
 def _group_items(select: exp.Select) -> list[exp.Expr]:
@@ -630,7 +785,11 @@ def _group_items(select: exp.Select) -> list[exp.Expr]:
 
 def _is_aggregate(select: exp.Select) -> bool:
     places = [*select.expressions, *([select.args["having"]] if select.args.get("having") else [])]
-    return any(functions.is_aggregate(n) and not functions.is_windowed(n) for p in places for n in p.walk())
+    return any(
+        functions.is_aggregate(n) and not functions.is_windowed(n) and n.parent_select is select
+        for p in places
+        for n in p.walk()
+    )
 
 
 def _windows(select: exp.Select) -> list[exp.Window]:
@@ -669,6 +828,8 @@ def _row_key(
         return ()
     names: list[str] = []
     for joined in scope.items:
+        if joined.by_key:
+            continue
         if joined.rows.row_key is None:
             return None
         for key in joined.rows.row_key:
@@ -700,6 +861,8 @@ def _refuse_ungrouped(select: exp.Select) -> None:
             return None
         if isinstance(node, exp.Column):
             return None if isinstance(node.this, exp.Star) or node.name.casefold() in outputs else node
+        if isinstance(node, exp.Query):
+            return None  # (a subquery's own)
         for child in node.iter_expressions():
             found = ungrouped(child)
             if found is not None:
@@ -764,27 +927,80 @@ def analyze_partitionwise(statement: exp.Query, master_of: Callable[[exp.Table],
     if unpartitioned is not None:
         raise unpartitioned_window(unpartitioned)
     classes = frozenset.intersection(*(frozenset(walk.root(a) for a in c.attrs) for c in walk.constraints))
-    if not classes:
-        if not windows and len(walk.occurrences) == 1:
-            raise NotPartitionwise  # (a global aggregate, groupings alone: the other classes' refusal says it)
-        what = (
-            "its windows (with the query's groupings, DISTINCTs and set operations) share no PARTITION BY column"
-            if windows
-            else "its groupings, DISTINCTs and set operations share no column they all group by"
-        )
-        raise UnsupportedViewError(
-            describe(windows[0] if windows else next(c.node for c in walk.constraints)),
-            f"{what} of the tables it reads, so no part of the view depends only on the rows a change touched",
-            HINT,
-        )
-    walk.break_ties()
-    return _partitioned_by(walk, template, top, classes)
+    if classes:
+        walk.break_ties()
+        return _partitioned_by(walk, template, top, classes)
+    if not windows and len(walk.occurrences) == 1:
+        raise NotPartitionwise  # (a global aggregate, groupings alone: the other classes' refusal says it)
+    for classes, local in _local_splits(walk):
+        walk.break_ties()
+        try:
+            return _partitioned_by(walk, template, top, classes, local)
+        except _NotLocal:
+            continue
+    what = (
+        "its windows (with the query's groupings, DISTINCTs and set operations) share no PARTITION BY column"
+        if windows
+        else "its groupings, DISTINCTs and set operations share no column they all group by"
+    )
+    raise UnsupportedViewError(
+        describe(windows[0] if windows else next(c.node for c in walk.constraints)),
+        f"{what} of the tables it reads, so no part of the view depends only on the rows a change touched",
+        HINT,
+    )
 
 
-def _partitioned_by(walk: _Walk, template: exp.Select, top: _Rows, classes: frozenset[Attr]) -> ViewDefinition:
+class _NotLocal(Exception):
+    """A grouping or window of lookups does not partition their rows by what matches them."""
+
+
+def _tables_under(node: exp.Expr) -> frozenset[str]:
+    """The aliases of the tables the query holding ``node`` (a window, GROUP BY, DISTINCT or set
+    operation) reads, its subqueries' included."""
+    query = node if isinstance(node, (exp.Select, exp.SetOperation)) else node.parent_select
+    assert query is not None
+    return frozenset(
+        t.alias for t in query.find_all(exp.Table) if t.name == PER_PARTITION_MASTER and not t.args.get("db")
+    )
+
+
+def _local_splits(walk: _Walk) -> Iterator[tuple[frozenset[Attr], list[_Constraint]]]:
+    """The ways to partition a query whose constraints share no attribute when the groupings and
+    windows of some part of it read only lookups (tables without a partition column, matched to
+    the others): ``with latest_user as (select *, row_number() over (partition by user_id ...) from
+    users_history) ... join latest_user u on u.user_id = t.assignee_id ... partition by t.ticket_id``.
+    Each: the partition (the attributes every other constraint shares, found from one constraint's
+    and narrowed until it holds) and the constraints left to the lookups (_partitioned_by checks
+    that each partitions their rows by the column matching them)."""
+    roots = [frozenset(walk.root(a) for a in c.attrs) for c in walk.constraints]
+    tables = [_tables_under(c.node) for c in walk.constraints]
+    attrs = set(walk.parent) | set(walk.parent.values()) | {a for c in walk.constraints for a in c.attrs}
+    has: dict[str, set[Attr]] = {o.alias: set() for o in walk.occurrences}
+    for attr in attrs:
+        if attr.alias in has:
+            has[attr.alias].add(walk.root(attr))
+    tried: set[frozenset[Attr]] = set()
+    for seed in roots:
+        classes = seed
+        while classes:
+            spanning = [i for i, read in enumerate(tables) if any(classes <= has.get(t, set()) for t in read)]
+            narrowed = frozenset.intersection(classes, *(roots[i] for i in spanning))
+            if narrowed == classes:
+                break
+            classes = narrowed
+        if not classes or classes in tried or len(spanning) in (0, len(roots)):
+            continue
+        tried.add(classes)
+        yield classes, [c for i, c in enumerate(walk.constraints) if i not in spanning]
+
+
+def _partitioned_by(
+    walk: _Walk, template: exp.Select, top: _Rows, classes: frozenset[Attr], local: list[_Constraint] | None = None
+) -> ViewDefinition:
     """The definition of the query walked, partitioned by ``classes``; UnsupportedViewError (before
     the template is changed) when a table has no column in them nor is a lookup, or the outer
-    query reads none."""
+    query reads none; _NotLocal when a constraint of ``local`` (those of lookups' rows alone) does
+    not partition the lookups' rows by the column matching them."""
     ordered = sorted(classes, key=walk.order)
     partitions: dict[str, tuple[exp.Expr, ...]] = {}
     members = {
@@ -802,6 +1018,8 @@ def _partitioned_by(walk: _Walk, template: exp.Select, top: _Rows, classes: froz
         else:
             partitions[occurrence.alias] = tuple(columns)
     lookups = _lookups(walk, missing, partitions)
+    for constraint in local or ():
+        _refuse_unmatched_partition(walk, constraint, lookups)
     _refuse_unnamed_outputs(template, top)
     partition_columns: list[str] = []
     hidden: list[HiddenColumn] = []
@@ -821,7 +1039,8 @@ def _partitioned_by(walk: _Walk, template: exp.Select, top: _Rows, classes: froz
                     "view's rows of a partition cannot be found",
                     f"Select {attr_class.column} in the outer query (or in the query it reads)",
                 )
-            scope.record(carrier)  # (read by the hidden column)
+            for column in carrier.find_all(exp.Column):
+                scope.record(column)  # (read by the hidden column)
             holder = f"{PARTITION}{len(hidden) + 1}"
             added.append(exp.Alias(this=carrier, alias=exp.to_identifier(holder)))
             hidden.append(HiddenColumn(holder, expression.copy(), HiddenPurpose.PARTITION))
@@ -888,7 +1107,7 @@ def _row_filters(walk: _Walk, template: exp.Select) -> tuple[RowFilter, ...]:
 
 def _refuse_unnamed_outputs(template: exp.Select, top: _Rows) -> None:
     """An output column without a name (an expression with no AS), or named badly, refused."""
-    unnamed = next((p for p in template.expressions if not p.alias_or_name), None)
+    unnamed = next((p for p in template.expressions if not p.alias_or_name and not isinstance(p, exp.Aliases)), None)
     if unnamed is not None:
         raise UnsupportedViewError(describe(unnamed), "an output column needs a name", "Name it with AS")
     refuse_bad_output_names([n for n, _ in top.columns if n is not None])
@@ -945,6 +1164,19 @@ def _lookups(
     return lookups
 
 
+def _refuse_unmatched_partition(walk: _Walk, constraint: _Constraint, lookups: Mapping[str, Lookup]) -> None:
+    """_NotLocal unless ``constraint``, a grouping or window over lookups alone, partitions their rows
+    by what matches them: each of its tables matched by a column it partitions by, or to another
+    of its tables (a dimension of a dimension). A change to a lookup row then changes only the
+    rows of its own value of that column, which the partitions of the rows matching it hold."""
+    partitioned = {walk.root(a) for a in constraint.attrs}
+    read = _tables_under(constraint.node)
+    for alias in read:
+        lookup = lookups.get(alias)
+        if lookup is None or not (walk.root(Attr(alias, lookup.column)) in partitioned or lookup.through in read):
+            raise _NotLocal
+
+
 def _matched(walk: _Walk, alias: str, to: Mapping[str, object]) -> Lookup | None:
     """The first join equality or ``IN`` matching a column of ``alias`` to an occurrence in ``to``."""
     for a, b in walk.links:
@@ -981,15 +1213,22 @@ def _well_formed(template: exp.Select) -> bool:
     return True
 
 
-def _carrier(scope: _Scope, walk: _Walk, attr_class: Attr) -> exp.Column | None:
-    """A column the outer SELECT reads that carries ``attr_class`` (to store as a hidden column)."""
+def _carrier(scope: _Scope, walk: _Walk, attr_class: Attr) -> exp.Expr | None:
+    """A column the outer SELECT reads that carries ``attr_class`` (to store as a hidden column):
+    of an item no outer join null-extends, a FULL JOIN's USING column by its name alone, or the
+    COALESCE of a column of each item when every one is null-extended (FULL JOINs: each row has
+    one of them, its column equal to the others')."""
+    columns = []
     for item in scope.items:
         for using, (carried, always) in item.using.items():
             if always and carried is not None and walk.root(carried) == attr_class:
                 return exp.column(using)  # (a FULL JOIN's USING column: its name alone)
-        if item.nullable:
-            continue
-        for name, attr in item.rows.columns:
-            if name is not None and attr is not None and walk.root(attr) == attr_class:
-                return exp.column(name, table=item.alias)
-    return None
+        own = next(
+            (n for n, a in item.rows.columns if n is not None and a is not None and walk.root(a) == attr_class), None
+        )
+        if own is not None and not item.nullable:
+            return exp.column(own, table=item.alias)
+        columns.append(exp.column(own, table=item.alias) if own is not None else None)
+    if len(columns) < 2 or any(c is None for c in columns):
+        return None
+    return exp.Coalesce(this=columns[0], expressions=columns[1:])

@@ -509,7 +509,8 @@ class Resolver:
             if any(entry.merged for entry in scope.entries):
                 raise UnsupportedViewError(
                     describe(item),
-                    "SELECT * over JOIN ... USING is not supported (Spark puts the USING columns first, once)",
+                    "SELECT * over JOIN ... USING (Spark puts the USING columns first, once) is read where the query is "
+                    "recomputed per partition, and this one is not",
                     "List the columns, or select each table's star (a.*, b.*)",
                 )
             return _star(item, scope.entries)

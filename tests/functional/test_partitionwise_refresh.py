@@ -5,7 +5,10 @@ tables: a window over a join, an aggregating CTE LEFT joined back, a UNION ALL a
 table joined by its key to another column (a lookup), a FULL JOIN grouped by its key, a UNION, an
 outer join filtered on its null-supplying side (partitioned by the orders' key); semi and anti joins
 (EXISTS, NOT EXISTS, IN by a column and by an expression, NOT IN; IN selected, EXISTS under OR), FULL JOINs USING one column, a chain of lookups, constant rows (a
-stub, labels joined).
+stub, labels joined), lookups windowed and grouped by the column matching them, a table
+joined on its whole key (adding no key to the rows), LATERAL VIEW and SELECT generators, scalar
+subqueries correlated by equalities, a star over USING, windows over rows without a key, a FULL JOIN nothing groups, unsorted
+collections.
 A refresh recomputes the partitions its changes touch; exact after every randomized round (NULL
 partition keys, rows moving between partitions, every row deleted, ties broken by the key)."""
 
@@ -79,8 +82,7 @@ VIEWS = {
         "on o.customer_id = c.customer_id group by coalesce(c.customer_id, o.customer_id)"
     ),
     "customer_statuses": (
-        f"select customer_id, status from {SRC['orders']} union "
-        f"select customer_id, segment from {SRC['customers']}"
+        f"select customer_id, status from {SRC['orders']} union select customer_id, segment from {SRC['customers']}"
     ),
     # an outer join the join classes refuse (a filter on the null-supplying side): nothing
     # partitions the rows, so the orders' key does, the customers a lookup
@@ -141,11 +143,87 @@ VIEWS = {
         f"as k from {SRC['orders']} o join {SRC['customers']} c on c.customer_id = o.customer_id "
         f"join {SRC['regions']} r on r.region_id = c.region_id group by o.status, r.region"
     ),
+    # customers partitioned by region, the orders lookups whose window and grouping partition them
+    # by the customer matching them: a changed order recomputes its customer's region
+    "regional_spend_ranks": (
+        "with latest as (select *, row_number() over (partition by customer_id order by amount desc nulls last, "
+        f"order_id desc) as rn from {SRC['orders']}), spend as (select customer_id, count(*) as n, "
+        f"sum(amount) as spent from {SRC['orders']} group by customer_id) "
+        "select c.customer_id, c.segment, l.order_id as latest_order, s.spent, "
+        "rank() over (partition by c.region_id order by s.spent desc nulls last, c.customer_id) as place "
+        f"from {SRC['customers']} c left join latest l on l.customer_id = c.customer_id and l.rn = 1 "
+        "left join spend s on s.customer_id = c.customer_id"
+    ),
+    # the customers numbered per region by spend: the spend joined on its whole key (the rows of the
+    # join are told apart by the customers' key alone), the orders a lookup grouped by the customer
+    # matching them
+    "region_customer_numbers": (
+        f"with per as (select customer_id, count(*) as n, sum(amount) as spent from {SRC['orders']} "
+        "group by customer_id), "
+        f"b as (select c.*, per.spent from {SRC['customers']} c left join per on per.customer_id = c.customer_id) "
+        "select *, row_number() over (partition by region_id order by spent desc nulls last, customer_id) as k from b"
+    ),
+    # rows generated from each row: a LATERAL VIEW OUTER posexplode (nothing partitions: each order
+    # its own partition), an explode as a column of a derived table grouped per customer
+    "order_status_parts": (
+        "select o.order_id, o.customer_id, p.pos, p.part "
+        f"from {SRC['orders']} o lateral view outer posexplode(split(o.status, 'e')) p as pos, part"
+    ),
+    "customer_status_letters": (
+        f"select customer_id, letter, count(*) as n from (select customer_id, explode(split(status, '')) as letter "
+        f"from {SRC['orders']}) s group by customer_id, letter"
+    ),
+    # scalar subqueries correlated by equalities: aggregates of each customer's orders (selected, in
+    # WHERE under OR), a region looked up by its id
+    "customer_scalars": (
+        f"select c.customer_id, c.segment, (select sum(o.amount) from {SRC['orders']} o "
+        "where o.customer_id = c.customer_id) as spent, "
+        f"(select max(r.region) from {SRC['regions']} r where r.region_id = c.region_id) as region "
+        f"from {SRC['customers']} c where c.segment = 'retail' or (select count(*) from {SRC['orders']} o "
+        "where o.customer_id = c.customer_id and o.status = 'open') > 0"
+    ),
+    # a star over a join USING its key (the key once, first), windowed per customer
+    "orders_using_customers": (
+        f"select *, count(*) over (partition by customer_id) as n from {SRC['orders']} o "
+        f"left join {SRC['customers']} c using (customer_id)"
+    ),
+    # windows over rows no key tells apart (the orders' key not selected): ties broken by every
+    # column of the rows, equal rows interchangeable
+    "customer_status_sequence": (
+        "select customer_id, status, row_number() over (partition by customer_id order by status, quantity) as k, "
+        "lag(status) over (partition by customer_id order by status, quantity) as previous "
+        f"from (select customer_id, status, quantity from {SRC['orders']}) t"
+    ),
+    # a FULL JOIN nothing groups: partitioned by its key, stored hidden as the COALESCE of its sides
+    "orders_full_customers": (
+        f"select o.order_id, o.amount, c.segment from {SRC['orders']} o full outer join {SRC['customers']} c "
+        "on c.customer_id = o.customer_id"
+    ),
+    # collections the query leaves unordered (sorted by their values by every build and refresh):
+    # per customer (the aggregate class), per customer and segment under a window (per partition)
+    "customer_collections": (
+        f"select customer_id, collect_list(status) as statuses, collect_set(quantity) as quantities, "
+        f"count(*) as n from {SRC['orders']} group by customer_id"
+    ),
+    "customer_segment_statuses": (
+        "select o.customer_id, c.segment, collect_list(o.status) as statuses, "
+        f"count(*) over (partition by o.customer_id) as segments from {SRC['orders']} o "
+        f"left join {SRC['customers']} c on c.customer_id = o.customer_id group by o.customer_id, c.segment"
+    ),
+}
+# what the views leaving an order to Spark are compared with: the order the product sets
+EXPECTED = {
+    name: VIEWS[name]
+    .replace("collect_list(status)", "array_sort(collect_list(status))")
+    .replace("collect_set(quantity)", "array_sort(collect_set(quantity))")
+    .replace("collect_list(o.status)", "array_sort(collect_list(o.status))")
+    for name in ("customer_collections", "customer_segment_statuses")
 }
 
 
 class TestPartitionwiseRefresh(ShopViews):
     VIEWS = VIEWS
+    EXPECTED = EXPECTED
 
     @pytest.mark.parametrize("seed", [53])
     def test_randomized_workload(self, project, seed):

@@ -65,6 +65,7 @@ if int(pyspark.__version__.split(".")[0]) >= 4:
     # LISTAGG ... WITHIN GROUP (Spark 4): the groups a change touches recomputed; FILTER as CASE WHEN
     VIEWS["smoke_listagg"] = (
         "select o.customer_id, listagg(o.status, ',') within group (order by o.status) as statuses, "
+        "listagg(distinct o.status) within group (order by o.status) as kinds, "
         f"count(*) filter (where o.amount > 0) as n_positive from {O} o group by o.customer_id"
     )
 LOGS = """

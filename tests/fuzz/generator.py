@@ -712,8 +712,8 @@ class Generator:
         elif refusal == "nondeterministic":
             block.where.append(f"{r.choice(NONDETERMINISTIC)} is not null")
         elif refusal == "subquery":
-            # a semi or anti join: IN, EXISTS and NOT EXISTS are maintained per partition when the
-            # query is partitioned alike, NOT IN never (drawn apart: the other draws stay as they were)
+            # a semi or anti join or a correlated scalar subquery: maintained per partition when the
+            # query is partitioned alike (drawn apart: the other draws stay as they were)
             first = block.occurrences[0]
             key = f"{first.alias}.{first.master.key}"
             block.where.append(self.spelling_random.choice((
@@ -721,6 +721,7 @@ class Generator:
                 f"{key} not in (select region_id from {{regions}})",
                 f"exists (select 1 from {{regions}} sq where sq.region_id = {key} and sq.rank > 1)",
                 f"not exists (select 1 from {{regions}} sq where sq.region_id = {key})",
+                f"coalesce((select max(sq.rank) from {{regions}} sq where sq.region_id = {key}), 0) < 3",
             )))
         elif refusal == "full outer":
             if len(block.occurrences) == 1:
@@ -746,6 +747,8 @@ class Generator:
         if refusal == "limit":
             return f"{sql} limit 5", "limit 5"
         if refusal == "subquery":
+            if "(select max(" in sql:
+                return sql, "(select max("
             return sql, "exists(select" if "exists (select" in sql else "in (select"
         if refusal.startswith("set operation"):
             operation = "union" if len(sql) % 3 == 0 else ("intersect" if len(sql) % 3 == 1 else "except")
@@ -775,6 +778,7 @@ LIFTED_BY_PARTITIONS = (
     "full outer join",
     "in (select",
     "exists(select",
+    "(select max(",
 )
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dbt_incremental_mv.analysis import MasterTable, ViewClass, ViewDefinition, analyze_view, functions
-from dbt_incremental_mv.analysis.analyze import construct_refusals
+from dbt_incremental_mv.analysis.analyze import construct_refusals, ordered_by_value
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 from dbt_incremental_mv.analysis.model import OutputKind, Ranking
 from dbt_incremental_mv.config import ConfigError, RefreshMethod
@@ -220,6 +220,12 @@ def _class_of(definition: ViewDefinition) -> str:
                 " the key of the rows it reads, the same way by every build and refresh"
             )
         text += ")"
+    ordered = ordered_by_value(definition)
+    if ordered:
+        text += (
+            f" ({', '.join(describe(n) for n in ordered)}: the query leaves the order of their values to the order"
+            " Spark reads the rows in; the view orders them by value, the same way by every build and refresh)"
+        )
     return text
 
 

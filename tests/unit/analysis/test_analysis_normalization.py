@@ -569,7 +569,11 @@ def test_join_using_in_a_chain_takes_the_column_from_the_table_that_has_it(maste
 @pytest.mark.parametrize(
     "sql, message",
     [
-        ("select * from shop.orders o join shop.customers c using (customer_id)", "SELECT \\* over JOIN ... USING"),
+        (
+            "select *, max(o.order_id) over (partition by o.status) as m from shop.orders o "
+            "join shop.customers c using (customer_id) join shop.countries k on k.region <> o.status",
+            "SELECT \\* over JOIN ... USING",
+        ),
         (
             "select o.order_id from shop.orders o right join shop.customers c using (customer_id)",
             "a RIGHT JOIN with USING is not supported",

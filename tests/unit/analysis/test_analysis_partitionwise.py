@@ -91,6 +91,27 @@ def test_ties_over_grouped_rows_are_broken_by_the_group_keys(view, rendered):
     assert "ORDER BY COUNT(*) DESC, `customer_id`, `status`)" in rendered(definition)
 
 
+def test_a_table_joined_on_its_whole_key_adds_no_key_to_the_rows_of_the_join(view, rendered):
+    # each order matches one row of its lines' summary at most: the orders' key tells the joined
+    # rows apart (jaffle-shop's orders model), though the summary's key is not selected
+    definition = view(
+        "with per as (select order_id, count(*) as n from shop.order_lines group by order_id), "
+        "b as (select o.*, per.n from shop.orders o left join per on o.order_id = per.order_id) "
+        "select *, row_number() over (partition by customer_id order by order_date) as k from b"
+    )
+    assert "ORDER BY `order_date`, `b`.`order_id`) AS `k`" in rendered(definition)
+    # joined on part of its key (the lines of each order): no key known, the ties broken by every
+    # column of the rows (rows equal in all of them are interchangeable to the window)
+    lines = view(
+        "with b as (select o.*, l.quantity from shop.orders o left join shop.order_lines l on l.order_id = o.order_id) "
+        "select *, row_number() over (partition by customer_id order by order_date) as k from b"
+    )
+    assert (
+        "ORDER BY `order_date`, `b`.`order_id`, `b`.`customer_id`, `b`.`status`, `b`.`amount`, `b`.`quantity`) AS `k`"
+        in rendered(lines)
+    )
+
+
 def test_a_partition_column_the_outer_query_does_not_select_is_stored_hidden(view, rendered):
     definition = view(f"select count(*) as n from {O} group by status")
     assert definition.view_class is ViewClass.PER_PARTITION
@@ -119,10 +140,10 @@ def test_the_columns_read_are_the_master_columns_the_query_names(view):
             "SUM(n) OVER (PARTITION BY status)",
             "share no PARTITION BY column",
         ),
-        # order-dependent windows over rows without a known key
+        # order-dependent windows over rows without a known key and with an unnamed column
         (
             f"select customer_id, row_number() over (partition by customer_id order by n) as r from "
-            f"(select customer_id, count(*) over (partition by customer_id) as n from {O}) as t",
+            f"(select customer_id, count(*) over (partition by customer_id) as n, upper(status) from {O}) as t",
             "ROW_NUMBER() OVER (PARTITION BY customer_id ORDER BY n)",
             "no unique column to break the ties",
         ),
@@ -279,7 +300,9 @@ def test_a_chain_of_lookups_reaches_a_partitioned_table(view, rendered):
         "select o.order_id, count(*) over (partition by c.country) as n from shop.orders o "
         "join shop.customers c on o.customer_id = c.customer_id"
     )
-    assert dict(definition.partition_query.lookups) == {"o": Lookup("customer_id", "c", column_node("c", "customer_id"))}
+    assert dict(definition.partition_query.lookups) == {
+        "o": Lookup("customer_id", "c", column_node("c", "customer_id"))
+    }
     # a chain from the preserved side of a RIGHT JOIN's partition (no grouping: each product a partition)
     definition = view(
         "with j as (select c.customer_id from shop.customers c join shop.countries n "
@@ -289,6 +312,59 @@ def test_a_chain_of_lookups_reaches_a_partitioned_table(view, rendered):
     assert sorted(definition.partition_query.lookups) == ["c", "n"]
     assert sorted(definition.partition_query.partitions) == ["o", "p"]
     rendered(definition)
+
+
+def test_lookups_grouped_or_windowed_by_the_column_matching_them_keep_their_own_partition(view, rendered):
+    # the latest order per customer, matched to the lines partitioned by order: a changed order
+    # changes its customer's rows of the CTE alone, which the lines of that customer's orders read
+    latest = (
+        "with latest as (select *, row_number() over (partition by customer_id order by order_date desc) as rn "
+        "from shop.orders), spend as (select customer_id, sum(amount) as spent from shop.orders group by customer_id) "
+        "select c.customer_id, c.name, l.order_id as latest_order, s.spent, "
+        "rank() over (partition by c.country order by s.spent desc) as place "
+        "from shop.customers c left join latest l on l.customer_id = c.customer_id and l.rn = 1 "
+        "left join spend s on s.customer_id = c.customer_id"
+    )
+    definition = view(latest)
+    assert definition.view_class is ViewClass.PER_PARTITION
+    query = definition.partition_query
+    assert {a: [p.name for p in e] for a, e in query.partitions.items()} == {"c": ["country"]}
+    assert dict(query.lookups) == {
+        "orders": Lookup("customer_id", "c", column_node("c", "customer_id")),
+        "orders_2": Lookup("customer_id", "c", column_node("c", "customer_id")),
+    }
+    rendered(definition)
+    # a dimension of such a lookup, matched to it inside the grouped CTE
+    definition = view(
+        "with per_customer as (select c.customer_id, max(k.region) as region, count(*) as n from shop.customers c "
+        "join shop.countries k on k.country = c.country group by c.customer_id) "
+        "select o.order_id, p.region, count(*) over (partition by o.order_id) as n "
+        "from shop.orders o join per_customer p on p.customer_id = o.customer_id"
+    )
+    assert dict(definition.partition_query.lookups) == {
+        "c": Lookup("customer_id", "o", column_node("o", "customer_id")),
+        "k": Lookup("country", "c", column_node("c", "country")),
+    }
+    rendered(definition)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # windowed by another column than the one matching it: a changed order changes the counts
+        # of every order of its day, whatever their customer
+        "with daily as (select *, count(*) over (partition by order_date) as n from shop.orders) "
+        "select c.customer_id, c.name, d.n, rank() over (partition by c.country order by d.n) as r "
+        "from shop.customers c join daily d on d.customer_id = c.customer_id",
+        # grouped by a column, matched by an aggregate of another (which carries no column)
+        "with last_status as (select customer_id, max(status) as status from shop.orders group by customer_id) "
+        "select c.customer_id, count(*) over (partition by c.country) as k "
+        "from shop.customers c join last_status p on p.status = c.segment",
+    ],
+)
+def test_lookups_grouped_by_another_column_than_the_one_matching_them_are_refused(view, sql):
+    with pytest.raises(UnsupportedViewError):
+        view(sql)
 
 
 def test_a_table_matched_to_no_partitioned_table_is_refused(view):
@@ -377,17 +453,103 @@ def test_a_correlated_reference_follows_its_table_renamed_in_a_cte_used_twice(vi
     assert "`l_2`.`order_id` = `o_2`.`order_id`" in sql and "`l`.`order_id` = `o`.`order_id`" in sql
 
 
+def test_scalar_subqueries_correlated_by_equalities_are_matched_like_joins(view, rendered):
+    # an aggregate per order of its lines: partitioned by the order, the lines too
+    definition = view(
+        "select o.order_id, o.status, (select max(l.quantity) from shop.order_lines l where l.order_id = o.order_id "
+        "and l.unit_price > o.amount) as most from shop.orders o where o.amount > (select avg(l.unit_price) "
+        "from shop.order_lines l where l.order_id = o.order_id)"
+    )
+    assert definition.view_class is ViewClass.PER_PARTITION
+    query = definition.partition_query
+    assert sorted(query.partitions) == ["l", "l_2", "o"] and not query.lookups
+    rendered(definition)
+    # an aggregate per customer of the orders, beside a window per status: the orders read again a
+    # lookup whose aggregate partitions them by the customer matching them
+    definition = view(
+        "select o.order_id, (select count(*) from shop.orders o2 where o2.customer_id = o.customer_id) as n, "
+        "row_number() over (partition by o.status order by o.order_id) as r from shop.orders o"
+    )
+    assert dict(definition.partition_query.lookups) == {
+        "o2": Lookup("customer_id", "o", column_node("o", "customer_id"))
+    }
+    # a value looked up (no aggregate: one row at most, else Spark fails as it would on the query)
+    definition = view(
+        f"select o.order_id, {WINDOW}, (select c.name from shop.customers c where c.customer_id = o.customer_id) "
+        "as name from shop.orders o"
+    )
+    assert sorted(definition.partition_query.partitions) == ["c", "o"]
+
+
 @pytest.mark.parametrize(
     "sql",
     [
-        # scalar subqueries (in SELECT, in WHERE)
+        # scalar subqueries not correlated (in SELECT, in WHERE), or by no equality
         f"select o.order_id, {WINDOW}, (select max(quantity) from shop.order_lines) as q from shop.orders o",
         f"select o.order_id, {WINDOW} from shop.orders o where o.amount > (select avg(unit_price) from shop.order_lines)",
+        f"select o.order_id, {WINDOW}, (select max(l.quantity) from shop.order_lines l where l.order_id > o.order_id) "
+        "as q from shop.orders o",
     ],
 )
-def test_subqueries_other_than_semi_joins_keep_their_refusal(view, sql):
+def test_scalar_subqueries_not_correlated_by_an_equality_keep_their_refusal(view, sql):
     with pytest.raises(UnsupportedViewError, match="subqueries in SELECT, WHERE or ON"):
         view(sql)
+    with pytest.raises(UnsupportedViewError, match="not correlated by an equality"):
+        analyze_partitionwise(sqlglot.parse_one(sql, read="spark"), Resolver(MASTERS).master)
+
+
+@pytest.mark.parametrize(
+    "sql, partition",
+    [
+        # a LATERAL VIEW: nothing partitions, so each order is a partition of its own
+        (f"select o.order_id, t.tag from {O} o lateral view outer explode(split(o.status, ',')) t as tag", "order_id"),
+        # grouped over the rows generated; a generator as a SELECT column, several named
+        (
+            f"select customer_id, tag, count(*) as n from {O} lateral view explode(split(status, ',')) t as tag "
+            "group by customer_id, tag",
+            "customer_id",
+        ),
+        (f"select order_id, posexplode(split(status, ',')) as (position, tag) from {O}", "order_id"),
+        (
+            f"select customer_id, count(*) as n from (select customer_id, explode(split(status, ',')) as tag "
+            f"from {O}) g group by customer_id",
+            "customer_id",
+        ),
+    ],
+    ids=["lateral view", "grouped", "select column", "derived table"],
+)
+def test_rows_generated_from_each_row_are_recomputed_with_it(view, rendered, sql, partition):
+    definition = view(sql)
+    assert definition.view_class is ViewClass.PER_PARTITION
+    assert [c.name for c in definition.partition_query.partition_by] == [partition]
+    rendered(definition)
+
+
+def test_ties_among_the_rows_one_row_generates_are_broken_by_the_position_or_their_values(view, rendered):
+    sql = (
+        f"select order_id, tag, row_number() over (partition by customer_id order by tag) as k from {O} "
+        "lateral view posexplode(split(status, ',')) t as position, tag"
+    )
+    assert "ORDER BY `tag`, `orders`.`order_id`, `t`.`position`)" in rendered(view(sql))
+    # explode: no position, the rows one row generates told apart by what they hold
+    exploded = sql.replace("posexplode", "explode").replace("t as position, tag", "t as tag")
+    assert "ORDER BY `tag`, `orders`.`order_id`) AS `k`" in rendered(view(exploded))
+
+
+@pytest.mark.parametrize(
+    "sql, construct",
+    [
+        (f"select o.order_id, size(explode(split(o.status, ','))) as n from {O} o", "EXPLODE("),
+        (f"select o.order_id, explode(split(o.status, ',')) from {O} o", "EXPLODE("),
+        (f"select o.customer_id, explode(array(count(*))) as n from {O} o group by o.customer_id", "EXPLODE("),
+        (f"select o.order_id from {O} o lateral view explode(split(o.status, ',')) t", "LATERAL VIEW"),
+    ],
+    ids=["inside an expression", "unnamed", "beside a grouping", "columns unnamed"],
+)
+def test_generators_where_spark_runs_none_or_unnamed_are_refused(view, sql, construct):
+    with pytest.raises(UnsupportedViewError) as refused:
+        view(sql)
+    assert refused.value.construct.upper().startswith(construct)
 
 
 OLC = "shop.orders o left join shop.customers c on o.customer_id = c.customer_id"
@@ -410,9 +572,15 @@ OLC = "shop.orders o left join shop.customers c on o.customer_id = c.customer_id
         "with u as (select order_id from shop.orders union all select order_id "
         "from shop.orders) select u.order_id from u join shop.customers c on c.customer_id = u.order_id",
     ],
-    ids=["preserved-side filter", "where on null-supplying side", "is null on null-supplying side",
-         "inner join on null-extended table", "cte on the null-supplying side", "cte on the preserved side of a right join",
-         "union all in a cte, joined"],
+    ids=[
+        "preserved-side filter",
+        "where on null-supplying side",
+        "is null on null-supplying side",
+        "inner join on null-extended table",
+        "cte on the null-supplying side",
+        "cte on the preserved side of a right join",
+        "union all in a cte, joined",
+    ],
 )
 def test_outer_join_shapes_the_join_classes_refuse_are_recomputed_by_a_tables_key(view, rendered, sql):
     # nothing partitions the rows: a table's key does (each row its own partition), every other table
@@ -495,9 +663,51 @@ def test_a_chain_of_full_joins_using_one_column_is_partitioned_by_it(view, rende
     assert "`customer_id` AS `_mv_p1`" in rendered(hidden)
 
 
+def test_a_full_join_nothing_groups_is_partitioned_by_its_key_stored_as_the_coalesce_of_its_sides(view, rendered):
+    definition = view(
+        "select o.order_id, c.name from shop.orders o full outer join shop.customers c on c.customer_id = o.customer_id"
+    )
+    query = definition.partition_query
+    assert query.partition_columns == ("_mv_p1",)
+    assert {a: [p.name for p in e] for a, e in query.partitions.items()} == {
+        "o": ["customer_id"],
+        "c": ["customer_id"],
+    }
+    assert "COALESCE(`o`.`customer_id`, `c`.`customer_id`) AS `_mv_p1`" in rendered(definition)
+    assert definition.referenced_columns["o"] >= {"customer_id", "order_id"}
+
+
+def test_a_star_over_joins_using_columns_selects_them_once_first(view):
+    # Spark's order: each join's USING columns, then the other columns of what it joins
+    definition = view(
+        "select *, count(*) over (partition by customer_id) as n from shop.orders o "
+        "join shop.customers c using (customer_id) join shop.countries k using (country)"
+    )
+    assert [o.name for o in definition.outputs] == [
+        "country", "customer_id", "order_id", "order_date", "status", "amount", "name", "segment", "region", "n",
+    ]  # fmt: skip
+    assert definition.partition_query.partition_columns == ("customer_id",)
+    # FULL JOIN: the key is the sides' COALESCE, partitioned by it; a qualified star keeps its key
+    full = view(
+        "with a as (select customer_id, count(*) as n from shop.orders group by customer_id), "
+        "b as (select customer_id, max(name) as nm from shop.customers group by customer_id) "
+        "select * from a full outer join b using (customer_id)"
+    )
+    assert [o.name for o in full.outputs] == ["customer_id", "n", "nm"]
+    assert full.partition_query.partition_columns == ("customer_id",)
+    qualified = view(
+        "select c.*, o.order_id, count(*) over (partition by customer_id) as n from shop.orders o "
+        "join shop.customers c using (customer_id)"
+    )
+    assert [o.name for o in qualified.outputs][:2] == ["customer_id", "name"]
+
+
 def test_a_cte_reads_the_table_of_its_own_name_not_itself(view, rendered):
     # (a CTE named as the table it reads, unqualified: its body reads the table, the query the CTE)
-    masters = {**MASTERS, "orders": MASTERS["shop.orders"].__class__("orders", MASTERS["shop.orders"].columns, ("order_id",))}
+    masters = {
+        **MASTERS,
+        "orders": MASTERS["shop.orders"].__class__("orders", MASTERS["shop.orders"].columns, ("order_id",)),
+    }
     from dbt_incremental_mv.analysis import analyze_view
 
     definition = analyze_view(

@@ -91,11 +91,12 @@ REFUSALS = [
     ("cube", f"select o.status, count(*) as n from {O} group by cube (o.status)", "cube"),
     ("with rollup", f"select o.status, count(*) as n from {O} group by o.status with rollup", "rollup"),
     # aggregates
-    ("collect_set unsorted", f"select o.status, collect_set(o.order_id) as ids from {O} group by o.status",
+    ("collect_set of maps", f"select o.status, collect_set(map(o.order_id, 1)) as ids from {O} group by o.status",
      "collect_set("),
     ("max_by", f"select o.status, max_by(o.order_id, o.amount) as biggest from {O} group by o.status", "max_by("),
     ("mode", f"select o.status, mode(o.amount) as m from {O} group by o.status", "mode("),
-    ("collect_list", f"select o.status, collect_list(o.order_id) as ids from {O} group by o.status", "collect_list("),
+    ("collect_list of maps", f"select o.status, collect_list(map(o.order_id, 1)) as ids from {O} group by o.status",
+     "collect_list("),
     ("percentile_approx", f"select percentile_approx(o.amount, 0.5) as median from {O}", "percentile_approx("),
     ("first", f"select o.status, first(o.amount) as f from {O} group by o.status", "first("),
     ("any_value", f"select o.status, any_value(o.amount) as v from {O} group by o.status", "any_value("),
@@ -128,12 +129,12 @@ REFUSALS = [
     ("udf", f"select my_udf(o.order_id) as x from {O}", "my_udf("),
     ("udf in where", f"select o.order_id from {O} where is_valid(o.status)", "is_valid("),
     ("reflect", f"select reflect('java.util.UUID', 'randomUUID') as u from {O}", "reflect("),
-    ("explode", f"select explode(array(o.order_id)) as x from {O}", "explode("),
+    ("explode", f"select explode(array(count(*))) as x from {O}", "explode("),
     ("posexplode", f"select posexplode(array(o.order_id)) from {O}", "posexplode("),
     ("inline", f"select inline(array(struct(o.order_id))) from {O}", "inline("),
     ("stack", f"select stack(1, o.order_id) from {O}", "stack("),
     ("json_tuple", f"select json_tuple(o.status, 'a') from {O}", "json_tuple("),
-    ("lateral view", f"select o.order_id, x from {O} lateral view explode(array(1, 2)) t as x", "lateral view"),
+    ("lateral view", f"select o.order_id from {O} lateral view explode(array(1, 2)) t", "lateral view"),
     ("lateral subquery", f"select o.order_id from {O}, lateral (select o.amount as a)", "lateral"),
     ("parameter", f"select o.order_id from {O} where o.status = :status", ":status"),
     # relations
@@ -149,12 +150,12 @@ REFUSALS = [
     ("unknown table in cte", "with a as (select * from other.things) select * from a", "other.things"),
     ("keyless master", "select event_id from shop.events", "shop.events"),
     # joins
-    ("full outer join", "select o.order_id from shop.orders o full outer join shop.customers c "
-                        "on o.customer_id = c.customer_id", "full outer join"),
-    ("full join", "select o.order_id from shop.orders o full join shop.customers c on o.customer_id = c.customer_id",
-     "full outer join"),
+    ("full outer join", "select o.status, count(*) as n from shop.orders o full outer join shop.customers c "
+                        "on o.customer_id = c.customer_id group by o.status", "full outer join"),
+    ("full join", "select o.order_id, row_number() over (partition by o.status order by o.order_id) as r from "
+                  "shop.orders o full join shop.customers c on o.customer_id = c.customer_id", "full outer join"),
     ("natural join", "select o.order_id from shop.orders o natural join shop.customers c", "natural join"),
-    ("using with a star", "select * from shop.orders o join shop.customers c using (customer_id)", "*"),
+    ("right join using", "select * from shop.orders o right join shop.customers c using (customer_id)", "using ("),
     ("left semi join", "select o.order_id from shop.orders o left semi join shop.customers c "
                        "on o.customer_id = c.customer_id", "semi join"),
     ("left anti join", "select o.order_id from shop.orders o left anti join shop.customers c "

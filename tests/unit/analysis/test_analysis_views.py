@@ -640,12 +640,27 @@ def test_an_ordered_listagg_is_recomputed_per_touched_group_its_ties_ordered_by_
     assert stored in rendered(definition)
 
 
-def test_an_unordered_listagg_is_refused_saying_how_to_order_it(view):
-    with pytest.raises(UnsupportedViewError) as refused:
-        view("select customer_id, listagg(status, ', ') as statuses from shop.orders group by customer_id")
-    message = str(refused.value)
-    assert "LISTAGG(status, ', '): the values are joined in the order Spark reads the rows in" in message
-    assert "WITHIN GROUP (ORDER BY status)" in message and "ARRAY_JOIN(ARRAY_SORT(COLLECT_LIST(status))" in message
+def test_collections_the_query_leaves_unordered_are_ordered_by_value_and_explain_says_so(view, rendered):
+    from dbt_incremental_mv.refresh.operations.explain import _class_of
+
+    definition = view(
+        "select customer_id, listagg(status, ', ') as statuses, listagg(distinct status) as kinds, "
+        "collect_list(amount) as amounts, size(collect_set(status)) as n, "
+        "array_sort(collect_set(order_date)) as days from shop.orders group by customer_id"
+    )
+    sql = rendered(definition)
+    assert "LISTAGG(`orders`.`status`, ', ') WITHIN GROUP (ORDER BY `orders`.`status` NULLS LAST) AS `statuses`" in sql
+    # (no separator: Spark's default, NULL, joins the values with none; sqlglot would write ',')
+    assert "LISTAGG(DISTINCT `orders`.`status`, NULL) WITHIN GROUP (ORDER BY `orders`.`status` NULLS LAST) AS `kinds`" in sql
+    assert "ARRAY_SORT(COLLECT_LIST(`orders`.`amount`)) AS `amounts`" in sql
+    assert "SIZE(ARRAY_SORT(COLLECT_SET(`orders`.`status`))) AS `n`" in sql
+    assert "ARRAY_SORT(COLLECT_SET(`orders`.`order_date`)) AS `days`" in sql  # (sorted already: as written)
+    explained = _class_of(definition)
+    assert "the view orders them by value, the same way by every build and refresh" in explained
+    assert "COLLECT_SET(orders.order_date)" not in explained.split("(LISTAGG")[-1]
+    # a window's collection keeps its frame's order; MAP values, which Spark cannot sort, stay refused
+    with pytest.raises(UnsupportedViewError, match="the order of a collected array"):
+        view("select customer_id, collect_list(map(status, amount)) as m from shop.orders group by customer_id")
 
 
 def test_explain_says_a_listagg_s_ties_are_joined_in_the_values_order(view):
