@@ -274,6 +274,17 @@ VIEWS = (
          "select o.order_date, c.country, count(*) as orders,\n"
          "  rank() over (partition by o.order_date order by count(*) desc, c.country) as country_rank\n"
          "from {orders} o\njoin {customers} c on c.customer_id = o.customer_id\ngroup by o.order_date, c.country"),
+    # rows generated from each order (a LATERAL VIEW explode: a staging model's unnest): nothing
+    # partitions them, so each order is a partition of its own, its rows replaced when it changes
+    View("order_status_parts", "per-partition-lateral", ("orders",),
+         "select o.order_id, o.customer_id, p.part\n"
+         "from {orders} o\nlateral view explode(split(o.status, 'e')) p as part"),
+    # each customer's spend by a correlated scalar subquery: customers and orders partitioned by
+    # customer_id, a change recomputing the customers it touches
+    View("customer_scalar_spend", "per-partition-scalar", ("orders", "customers"),
+         "select c.customer_id, c.country,\n"
+         "  (select sum(o.amount) from {orders} o where o.customer_id = c.customer_id) as spent\n"
+         "from {customers} c"),
     # buyers per day (a COUNT(DISTINCT)): each day a change touches recomputed from the orders of that day
     View("buyers_per_day", "agg-distinct", ("orders",),
          "select o.order_date, count(distinct o.customer_id) as buyers, count(*) as orders\n"

@@ -197,7 +197,9 @@ def as_maintained_aggregates(statement: exp.Query) -> exp.Query:
     ``agg(x) FILTER (WHERE c)`` of an aggregate that ignores NULLs is ``agg(CASE WHEN c THEN x
     END)`` (``COUNT(*)``'s: ``COUNT(CASE WHEN c THEN 1 END)``). An ordered ``LISTAGG(x)`` gets ``x``
     appended to its ORDER BY: values its order leaves tied are joined by their own order, the
-    same way by every build and refresh (functions.CONCATENATIONS)."""
+    same way by every build and refresh (functions.CONCATENATIONS). ``COUNT(DISTINCT x) OVER (...)``
+    is ``SIZE(COLLECT_SET(x) OVER (...))``; an unordered collection is ordered by value
+    (_ordered_by_value)."""
 
     def maintained(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Filter) and not isinstance(node.parent, exp.Window):
@@ -212,6 +214,10 @@ def as_maintained_aggregates(statement: exp.Query) -> exp.Query:
             order = node.this.copy()
             order.append("expressions", exp.Ordered(this=value.copy(), nulls_first=False))
             return node.__class__(**{**node.args, "this": order})
+        if isinstance(node, exp.Window):
+            distinct = _distinct_count(node)
+            if distinct is not None:
+                return distinct
         if not isinstance(node.parent, exp.Window):
             ordered = _ordered_by_value(node)
             if ordered is not None:
@@ -237,6 +243,18 @@ def as_maintained_aggregates(statement: exp.Query) -> exp.Query:
 ORDERED_BY_VALUE = "ordered_by_value"
 """The meta key marking an aggregate whose order the query left to Spark's reading order and the
 analysis set to its values' own (as_maintained_aggregates; explain says so)."""
+
+
+def _distinct_count(window: exp.Window) -> exp.Expr | None:
+    """``COUNT(DISTINCT x) OVER (...)``, which Spark does not compute (written so by Snowflake or
+    BigQuery SQL), as the ``SIZE(COLLECT_SET(x) OVER (...))`` it equals (NULLs ignored by both, the
+    same frame); None for any other window."""
+    call = window.this
+    if not (isinstance(call, exp.Count) and isinstance(call.this, exp.Distinct)) or len(call.this.expressions) != 1:
+        return None
+    collected = window.copy()
+    collected.set("this", exp.ArrayUniqueAgg(this=call.this.expressions[0].copy()))
+    return exp.ArraySize(this=collected)
 
 
 def ordered_by_value(definition: ViewDefinition) -> list[exp.Expr]:

@@ -184,6 +184,9 @@ class Generator:
         self.windowed_random = random.Random(seed * 7919 + 12)
         # and an aggregate with FILTER (WHERE ...) on one of the block's columns
         self.filtered_random = random.Random(seed * 7919 + 13)
+        # and a SELECT of rows with rows generated from each (LATERAL VIEW [OUTER] explode/posexplode,
+        # or an explode selected): recomputed per partition
+        self.generated_random = random.Random(seed * 7919 + 14)
         self.refused_share = refused_share
 
     # -- FROM ---------------------------------------------------------------------------------
@@ -480,6 +483,8 @@ class Generator:
                 block, sql = self._one_table(self.ranked_random, self._ranked, kinds)
             elif shape == "rows" and refusal is None and self.windowed_random.random() < 0.25:
                 block, sql = self._one_table(self.windowed_random, self._windowed, kinds)
+            elif shape == "rows" and refusal is None and self.generated_random.random() < 0.2:
+                sql = self._generated_rows(block, sql)
             features |= block.features
         construct = None
         if refusal is not None:
@@ -691,6 +696,28 @@ class Generator:
         if r.random() < 0.5:
             return f"select {listed} from ({inner}) as windowed_rows{kept}"
         return f"with windowed_rows as ({inner}) select {listed} from windowed_rows{kept}"
+
+    def _generated_rows(self, block: Block, sql: str) -> str:
+        """``sql`` (rows) with rows generated from those of an occurrence no outer join null-extends:
+        the parts of one of its string columns split at 'e', by a LATERAL VIEW (OUTER: a row of
+        no part kept with NULLs), POSEXPLODE with the position, or an EXPLODE selected (its rows
+        only: the generator alone in the SELECT's generators)."""
+        g = self.generated_random
+        strings = [(o, c) for o in block.occurrences if not o.nullable for c in o.master.all_columns if c.kind == "s"]
+        if not strings or f" {block.from_clause()}" not in sql:
+            return sql
+        occurrence, column = g.choice(strings)
+        parts = f"split({occurrence.alias}.{column.name}, 'e')"
+        block.features.add("generated rows")
+        how = g.choice(("lateral", "lateral outer", "positions", "selected"))
+        if how == "selected":
+            return sql.replace(" from {", f", explode({parts}) as gp from {{", 1)
+        if how == "positions":
+            view, columns = f"lateral view posexplode({parts}) g as gi, gp", "g.gi, g.gp"
+        else:
+            view, columns = f"lateral view{' outer' if how.endswith('outer') else ''} explode({parts}) g as gp", "g.gp"
+        with_view = sql.replace(block.from_clause(), f"{block.from_clause()} {view}", 1)
+        return with_view.replace(" from {", f", {columns} from {{", 1)
 
     def _refusal(self, shape: str) -> str:
         """A construct to refuse, that fits ``shape`` (a UNION ALL's are around it: every branch

@@ -217,7 +217,8 @@ def _class_of(definition: ViewDefinition) -> str:
         if definition.partition_query.tie_broken:
             text += (
                 "; rows the ORDER BY of ROW_NUMBER, LEAD, LAG, NTILE or a ROWS frame leaves tied are ordered by"
-                " the key of the rows it reads, the same way by every build and refresh"
+                " the key of the rows it reads (every column of them where they have none), the same way by every"
+                " build and refresh"
             )
         text += ")"
     ordered = ordered_by_value(definition)

@@ -131,6 +131,16 @@ def test_a_window_nothing_keeps_leaves_the_rows_of_the_query(view, rendered):
     assert "OVER" not in rendered(definition)
 
 
+def test_a_distinct_count_over_a_window_is_the_size_of_the_set_spark_computes(view, rendered):
+    # (Snowflake and BigQuery SQL write it; Spark computes no DISTINCT aggregate over a window)
+    definition = view(
+        f"select order_id, count(distinct status) over (partition by customer_id order by order_date) as kinds from {O}"
+    )
+    assert definition.view_class is ViewClass.WINDOWED
+    sql = rendered(definition)
+    assert "SIZE(COLLECT_SET(`orders`.`status`) OVER (PARTITION BY `orders`.`customer_id` ORDER BY " in sql
+
+
 def test_a_rank_kept_by_a_filter_is_still_a_ranked_view(view):
     sql = (
         "select * from (select o.*, row_number() over (partition by o.customer_id order by o.order_date desc) as rn "
@@ -152,8 +162,8 @@ def test_a_rank_kept_by_a_filter_is_still_a_ranked_view(view):
         (f"select o.order_id, count(*) over (partition by c.country) as n from {O} o "
          "join shop.customers c on o.customer_id < c.customer_id",
          "COUNT(*) OVER (PARTITION BY c.country)", "come from a join"),
-        (f"select order_id, count(distinct status) over (partition by customer_id) as n from {O}",
-         "COUNT(DISTINCT status) OVER (PARTITION BY customer_id)", "no DISTINCT aggregate over a window"),
+        (f"select order_id, sum(distinct amount) over (partition by customer_id) as n from {O}",
+         "SUM(DISTINCT amount) OVER (PARTITION BY customer_id)", "no DISTINCT aggregate over a window"),
         (f"select order_id from (select order_id, count(*) over (partition by customer_id) as n from {O}) as t "
          "join shop.customers c on t.order_id = c.customer_id",
          "COUNT(*) OVER (PARTITION BY customer_id)", "the rows of t, which computes windows, are joined"),
