@@ -13,10 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sqlglot.errors import SqlglotError
+
+from dbt_incremental_mv.analysis import UnsupportedViewError
+from dbt_incremental_mv.analysis.analyze import parsed_query
 from dbt_incremental_mv.analysis.outputs import RESERVED_PREFIX
+from dbt_incremental_mv.analysis.render import render_expression
 from dbt_incremental_mv.sql_text import ident, relation
 
 PROBLEM_COLUMN = "mv_problem"
+ROWS_COLUMN = "mv_copies"  # how many times the row is on that side
+EXCESS_COLUMN = "mv_rows"  # how many more times than on the other side
 MISSING = "in the defining query, missing from the view"
 EXTRA = "in the view, not in the defining query"
 _FLOATING = ("float", "double", "real")
@@ -39,9 +46,22 @@ def visible_columns(columns: Sequence[tuple[str, str]]) -> list[tuple[str, str]]
     return [(name, spark_type) for name, spark_type in columns if not name.lower().startswith(RESERVED_PREFIX)]
 
 
+def computed_query(defining_sql: str) -> str:
+    """The defining query as the view computes it (analysis.parsed_query): a collection the SQL
+    leaves unordered ordered by value, a ``COUNT(DISTINCT x) OVER`` Spark cannot run as the size of
+    the set it equals, a LISTAGG without separator written with Spark's (none); the SQL as written
+    when it is not one query the analysis reads."""
+    try:
+        return render_expression(parsed_query(defining_sql))
+    except (UnsupportedViewError, SqlglotError):
+        return defining_sql
+
+
 def mismatch_sql(view_relation: str, columns: Sequence[tuple[str, str]], defining_sql: str | None) -> str:
-    """A query returning one row per row that differs (none when the view is right), each
-    with ``mv_problem`` saying on which side it is; multiplicities count (``EXCEPT ALL``)."""
+    """A query returning one row per distinct row whose count differs (none when the view is
+    right): ``mv_problem`` says on which side it is in excess, ``mv_rows`` by how many copies. The
+    two sides are counted per row and joined NULL-safely on every column, not compared by ``EXCEPT
+    ALL``, which Spark 3.5 fails to plan over a correlated scalar subquery ("key not found")."""
     if not defining_sql or not defining_sql.strip():
         raise NotAFastRefreshView(
             f"{view_relation} has no stored definition: it was not built by the fast_refresh materialization "
@@ -51,11 +71,21 @@ def mismatch_sql(view_relation: str, columns: Sequence[tuple[str, str]], definin
     if not shown:
         raise NotAFastRefreshView(f"{view_relation} has no columns to compare (does it exist?)")
     select_list = ", ".join(compared_column(name, spark_type) for name, spark_type in shown)
+    defining_sql = computed_query(defining_sql)
+    names = ", ".join(ident(name) for name, _ in shown)
+    counted = ident(ROWS_COLUMN)
     view_rows = f"select {select_list} from {relation(view_relation)}"
     query_rows = f"select {select_list} from (\n{defining_sql.strip().rstrip(';')}\n) as `_mv_definition`"
     problem = ident(PROBLEM_COLUMN)
-    return (
-        f"select '{MISSING}' as {problem}, * from (\n{query_rows}\nexcept all\n{view_rows}\n)\n"
-        "union all\n"
-        f"select '{EXTRA}' as {problem}, * from (\n{view_rows}\nexcept all\n{query_rows}\n)"
-    )
+
+    def excess(label: str, more: str, fewer: str) -> str:
+        matched = " and ".join(f"m.{ident(name)} <=> f.{ident(name)}" for name, _ in shown)
+        return (
+            f"select '{label}' as {problem}, m.*, m.{counted} - coalesce(f.{counted}, 0) as {ident(EXCESS_COLUMN)}\n"
+            f"from {more} as m left join {fewer} as f on {matched}\n"
+            f"where m.{counted} > coalesce(f.{counted}, 0)"
+        )
+
+    query_counts = f"(select {names}, count(*) as {counted} from (\n{query_rows}\n) group by {names})"
+    view_counts = f"(select {names}, count(*) as {counted} from (\n{view_rows}\n) group by {names})"
+    return f"{excess(MISSING, query_counts, view_counts)}\nunion all\n{excess(EXTRA, view_counts, query_counts)}"
