@@ -34,7 +34,7 @@ statistics of their columns, which are tight when the table is sorted (or bucket
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -172,16 +172,23 @@ class ViewFiles:
 COMPACTION_OPTIONS = {"delete-file-threshold": "1", "remove-dangling-deletes": "true"}
 
 
-def compaction_statements(view_relation: str, format_version: int | None) -> list[str]:
+def compaction_statements(
+    view_relation: str, format_version: int | None, column_types: Sequence[str] = ()
+) -> list[str]:
     """Iceberg's compaction of a view: its data files rewritten with their deletes applied (every
     file with a delete file, and small ones binpacked); on format 2, the position delete files
     left pointing at the rewritten files dropped (rewrite_data_files keeps some of them, which
-    no longer apply but stay in the view's totals). A refresh reads its view's state through
+    no longer apply but stay in the view's totals). Iceberg 1.10 fails to rewrite position delete
+    files of a table with ARRAY or MAP columns (``column_types``: its Spark types; "Invalid partition
+    field parent", apache/iceberg#14619): such a view has every data file rewritten instead, which
+    leaves every delete file dangling, and so dropped. A refresh reads its view's state through
     such ``replace`` commits (refresh/state/view_state.py)."""
     table = string(relation(view_relation))
-    options = ", ".join(f"{string(k)}, {string(v)}" for k, v in sorted(COMPACTION_OPTIONS.items()))
-    statements = [f"call system.rewrite_data_files(table => {table}, options => map({options}))"]
-    if format_version is None or format_version < 3:
+    nested = any(t.lower().startswith(("array", "map")) for t in column_types)
+    options = {**COMPACTION_OPTIONS, **({"rewrite-all": "true"} if nested else {})}
+    listed = ", ".join(f"{string(k)}, {string(v)}" for k, v in sorted(options.items()))
+    statements = [f"call system.rewrite_data_files(table => {table}, options => map({listed}))"]
+    if (format_version is None or format_version < 3) and not nested:
         statements.append(
             f"call system.rewrite_position_delete_files(table => {table}, options => map('rewrite-all', 'true'))"
         )

@@ -145,9 +145,10 @@ MAINTAINED = [
         "count(*) filter (where amount > 100) as big from shop.orders group by customer_id",
     ),
     (
-        "... and LISTAGG without WITHIN GROUP, COLLECT_LIST / COLLECT_SET unsorted: their order is the order Spark "
-        "reads the rows in, so any order is the query's answer; the view orders them by value (WITHIN GROUP (ORDER BY "
-        "the value), ARRAY_SORT), the same way by every build and refresh, and explain says so",
+        "... and LISTAGG without WITHIN GROUP, COLLECT_LIST / COLLECT_SET unsorted (over a window too: COLLECT_SET, "
+        "or COLLECT_LIST without ORDER BY): their order is the order Spark reads the rows in, so any order is the "
+        "query's answer; the view orders them by value (WITHIN GROUP (ORDER BY the value), ARRAY_SORT), the same way "
+        "by every build and refresh, and explain says so",
         "select customer_id, listagg(status, ', ') as statuses, collect_set(product_id) as products from shop.orders "
         "group by customer_id",
     ),
@@ -223,6 +224,13 @@ MAINTAINED = [
         "where rn = 1 group by customer_id",
     ),
     (
+        "... the partition column selected by no query above the one that reads it (stored hidden, selected up "
+        "through the CTEs and derived tables between, a grouped one by its group key)",
+        "with ranked as (select o.order_id, c.country, row_number() over (partition by o.customer_id order by "
+        "o.amount desc, o.order_id) as position from shop.orders o left join shop.customers c on c.customer_id = "
+        "o.customer_id) select * from ranked",
+    ),
+    (
         "... over several tables joined on the partition column (an aggregating CTE joined back to its key's table, "
         "its key not selected)",
         "with totals as (select customer_id, sum(amount) as spent from shop.orders group by customer_id) select c.name, "
@@ -281,6 +289,11 @@ MAINTAINED = [
     (
         "ORDER BY inside a CTE or subquery without LIMIT (ignored: it orders nothing the view keeps)",
         "with recent as (select * from shop.orders order by ordered_at desc) select order_id, amount from recent",
+    ),
+    (
+        "ORDER BY of the outermost query without LIMIT (ignored, as Oracle ignores a materialized view's ORDER BY "
+        "when it refreshes: a table keeps no order; explain says so; sort when reading the view)",
+        "select customer_id, count(*) as orders from shop.orders group by customer_id order by orders desc",
     ),
 ]
 REFUSED = [

@@ -364,7 +364,7 @@ class SparkMVAdapter(SparkAdapter):
                 lines.append(f"{node['name']}: not due ({before.describe()})")
             else:
                 began = time.time()
-                for statement in compaction_statements(name, table.format_version):
+                for statement in compaction_statements(name, table.format_version, [t for _, t in table.columns]):
                     self._run(statement)
                 after = ViewFiles.of(self._metadata().table(name))
                 lines.append(

@@ -182,7 +182,7 @@ def construct_refusals(sql: str, clock: Clock | None = None) -> Iterator[Unsuppo
 
 def parsed_query(sql: str, clock: Clock | None = None) -> exp.Query:
     """The model's query as every reading of it starts: parsed, its clock functions read at
-    ``clock`` (when given), its CTEs' and subqueries' pointless ORDER BYs dropped, aggregates
+    ``clock`` (when given), its pointless ORDER BYs dropped (without_inner_order), aggregates
     equal to maintained ones written as them."""
     statement = parse_statement(sql)
     if clock is not None:
@@ -199,7 +199,7 @@ def as_maintained_aggregates(statement: exp.Query) -> exp.Query:
     appended to its ORDER BY: values its order leaves tied are joined by their own order, the
     same way by every build and refresh (functions.CONCATENATIONS). ``COUNT(DISTINCT x) OVER (...)``
     is ``SIZE(COLLECT_SET(x) OVER (...))``; an unordered collection is ordered by value
-    (_ordered_by_value)."""
+    (_ordered_by_value; over a window: _window_collection_by_value)."""
 
     def maintained(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Filter) and not isinstance(node.parent, exp.Window):
@@ -218,6 +218,9 @@ def as_maintained_aggregates(statement: exp.Query) -> exp.Query:
             distinct = _distinct_count(node)
             if distinct is not None:
                 return distinct
+            collected = _window_collection_by_value(node)
+            if collected is not None:
+                return collected
         if not isinstance(node.parent, exp.Window):
             ordered = _ordered_by_value(node)
             if ordered is not None:
@@ -255,6 +258,27 @@ def _distinct_count(window: exp.Window) -> exp.Expr | None:
     collected = window.copy()
     collected.set("this", exp.ArrayUniqueAgg(this=call.this.expressions[0].copy()))
     return exp.ArraySize(this=collected)
+
+
+def _window_collection_by_value(window: exp.Window) -> exp.Expr | None:
+    """``COLLECT_SET(x) OVER (...)``, and ``COLLECT_LIST(x) OVER (...)`` without ORDER BY (its
+    frame every row of the partition), unsorted, as ``ARRAY_SORT(...)`` of it (not of MAP values,
+    which Spark cannot order): the query leaves the order of the elements to the order Spark reads
+    the rows in, any order is its answer, and the values' own is the same by every build and
+    refresh. A COLLECT_LIST over an ordered window keeps its order (windowing.refuse_order_dependent
+    decides on it). None: not one of them."""
+    function = window.this
+    if isinstance(window.parent, (exp.ArraySize, *functions.SORTED_ARRAYS)) or not isinstance(
+        function, functions.COLLECTIONS
+    ):
+        return None
+    if isinstance(function, exp.ArrayAgg) and window.args.get("order") is not None:
+        return None
+    if function.this is None or function.this.find(exp.Map, exp.VarMap, exp.MapFromEntries, exp.StarMap) is not None:
+        return None
+    ordered = exp.ArraySort(this=window.copy())
+    ordered.meta[ORDERED_BY_VALUE] = True
+    return ordered
 
 
 def ordered_by_value(definition: ViewDefinition) -> list[exp.Expr]:
@@ -329,24 +353,30 @@ def _filtered_as_case(node: exp.Filter) -> exp.Expr:
 
 
 def without_inner_order(statement: exp.Query) -> exp.Query:
-    """The query without the ORDER BY of its CTEs and subqueries that have no LIMIT or OFFSET:
-    such an order decides nothing the outer query keeps (a multiset). The outermost ORDER BY
-    stays, and the construct checks refuse it (it would promise a stored order)."""
+    """The query without the ORDER BYs that have no LIMIT or OFFSET, its own among them: such an
+    order decides nothing the view keeps (a multiset), and a table keeps no order (Oracle uses a
+    materialized view's ORDER BY at its creation only; explain says it is ignored: ignored_order)."""
 
-    def pointless(node: exp.Select, outermost: exp.Query) -> bool:
-        return (
-            node is not outermost
-            and bool(node.args.get("order"))
-            and not node.args.get("limit")
-            and not node.args.get("offset")
-        )
+    def pointless(node: exp.Expr) -> bool:
+        return bool(node.args.get("order")) and not node.args.get("limit") and not node.args.get("offset")
 
-    if not any(pointless(node, statement) for node in statement.find_all(exp.Select)):
+    nodes = [n for n in statement.find_all(exp.Select, exp.SetOperation) if pointless(n)]
+    if not nodes:
         return statement
     statement = statement.copy()
-    for node in [n for n in statement.find_all(exp.Select) if pointless(n, statement)]:
+    for node in [n for n in statement.find_all(exp.Select, exp.SetOperation) if pointless(n)]:
         node.set("order", None)
     return statement
+
+
+def ignored_order(sql: str) -> str | None:
+    """The outermost ORDER BY of the model's query that the view ignores (without_inner_order), as
+    written; None: there is none, or a LIMIT or OFFSET makes it count (refused)."""
+    statement = parse_statement(sql)
+    order = statement.args.get("order")
+    if order is None or statement.args.get("limit") or statement.args.get("offset"):
+        return None
+    return describe(order)
 
 
 def rewritten_query(statement: exp.Query) -> exp.Query:

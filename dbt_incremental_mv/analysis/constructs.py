@@ -194,8 +194,10 @@ _CLAUSE_REFUSALS: tuple[tuple[str, str, str, str], ...] = (
     (
         "order",
         "",
-        "ORDER BY has no meaning for a stored view and is not supported",
-        "Remove it and sort when reading the view",
+        "ORDER BY alone is ignored (a table keeps no order), but with LIMIT or OFFSET it keeps the rows it orders "
+        "first, which no change can be propagated to",
+        "Remove the LIMIT, or keep the top rows of each partition (row_number() over (partition by ... order by ...) "
+        "<= n)",
     ),
     ("sort", "", "SORT BY is not supported", _STORAGE_ORDER_HINT),
     ("cluster", "", "CLUSTER BY is not supported", _STORAGE_ORDER_HINT),

@@ -123,6 +123,7 @@ class _Item:
     # joined (inner or LEFT, no RIGHT or FULL join beside it) on its whole row key: a row of what is
     # joined before matches one of its rows at most, so the rows of the join need no key of its
     by_key: bool = False
+    body: exp.Select | None = None  # a derived table's SELECT (in the template), where a column can be added
 
 
 @dataclass(frozen=True)
@@ -283,7 +284,7 @@ class _Walk:
         if isinstance(item, exp.Subquery):
             if not item.alias:
                 raise NotPartitionwise
-            return _Item(item.alias, self.rows(item.this, ctes), nullable)
+            return _Item(item.alias, self.rows(item.this, ctes), nullable, body=_select_of(item.this))
         if not isinstance(item, exp.Table) or not isinstance(item.this, exp.Identifier):
             raise NotPartitionwise
         if not item.args.get("db") and item.name.casefold() in ctes:
@@ -293,7 +294,7 @@ class _Walk:
             body = cte.body.copy()
             written = item.alias or item.name
             item.replace(exp.Subquery(this=body, alias=exp.TableAlias(this=exp.to_identifier(written))))
-            return _Item(written, self.rows(body, cte.visible), nullable)
+            return _Item(written, self.rows(body, cte.visible), nullable, body=_select_of(body))
         try:
             master = self.master_of(item)
         except UnsupportedViewError:
@@ -1025,28 +1026,34 @@ def _partitioned_by(
     hidden: list[HiddenColumn] = []
     first = next(o for o in walk.occurrences if o.alias in partitions)
     scope = walk.scopes[id(template)]
-    added: list[exp.Expr] = []
+    # per hidden column: its projections, in the queries below the outer one (innermost first), then in it
+    threads: list[list[tuple[exp.Select, exp.Alias]]] = []
     for attr_class, expression in zip(ordered, partitions[first.alias]):
         holder = next(
             (n for n, a in top.columns if n is not None and a is not None and walk.root(a) == attr_class), None
         )
         if holder is None:
-            carrier = _carrier(scope, walk, attr_class)
-            if carrier is None:
+            holder = f"{PARTITION}{len(hidden) + 1}"
+            carried = _threaded(template, walk, attr_class, holder)
+            if carried is None:
                 raise UnsupportedViewError(
                     f"{attr_class.alias}.{attr_class.column}",
-                    "the query partitions its rows by this column but its outer query does not read it, so the "
-                    "view's rows of a partition cannot be found",
+                    "the query partitions its rows by this column but no query it reads selects it (or a group "
+                    "key equal to it) from rows no outer join null-extends, so the view's rows of a partition "
+                    "cannot be found",
                     f"Select {attr_class.column} in the outer query (or in the query it reads)",
                 )
-            for column in carrier.find_all(exp.Column):
-                scope.record(column)  # (read by the hidden column)
-            holder = f"{PARTITION}{len(hidden) + 1}"
-            added.append(exp.Alias(this=carrier, alias=exp.to_identifier(holder)))
+            threads.append(carried)
             hidden.append(HiddenColumn(holder, expression.copy(), HiddenPurpose.PARTITION))
         partition_columns.append(holder)
-    for projection in added:
-        template.append("expressions", projection)
+    if any(len(projections) > 1 for projections in threads):
+        _expand_stars(template, scope)  # (a star would select the columns added below)
+    for projections in threads:
+        for select, projection in projections:  # innermost first
+            for column in projection.find_all(exp.Column):
+                if column.name not in {p.name for p in hidden}:
+                    walk.scopes[id(select)].record(column)  # (read by the hidden column)
+            select.append("expressions", projection)
     outputs = tuple(
         OutputColumn(n, column_node(a.alias, a.column) if a is not None else exp.column(n))
         for n, a in top.columns
@@ -1232,3 +1239,74 @@ def _carrier(scope: _Scope, walk: _Walk, attr_class: Attr) -> exp.Expr | None:
     if len(columns) < 2 or any(c is None for c in columns):
         return None
     return exp.Coalesce(this=columns[0], expressions=columns[1:])
+
+
+def _select_of(node: exp.Expr) -> exp.Select | None:
+    while isinstance(node, exp.Subquery):
+        node = node.this
+    return node if isinstance(node, exp.Select) else None
+
+
+def _threaded(
+    select: exp.Select, walk: _Walk, attr_class: Attr, holder: str, outermost: bool = True
+) -> list[tuple[exp.Select, exp.Alias]] | None:
+    """The projections (each named ``holder``, innermost first) that make ``select`` select a column
+    carrying ``attr_class``: its own column where one of its items selects one (a grouped SELECT:
+    its group key), else that of a derived table it reads, which selects it the same way from
+    below, through items no outer join null-extends and SELECTs that neither group by another
+    column, aggregate all rows nor have DISTINCT; a star over the item selects it already (but in
+    the ``outermost`` SELECT, whose stars are written out: it stores its columns in order).
+    Nothing is changed here; None: no way."""
+
+    def named(expression: exp.Expr) -> exp.Alias:
+        return exp.Alias(this=expression, alias=exp.to_identifier(holder))
+
+    scope = walk.scopes[id(select)]
+    if select.args.get("group") is not None:
+        key = next(
+            (g for g in _group_items(select) if (a := scope.attr(g)) is not None and walk.root(a) == attr_class),
+            None,
+        )
+        return [(select, named(key.copy()))] if key is not None else None
+    direct = _carrier(scope, walk, attr_class)
+    if direct is not None:
+        return [(select, named(direct))]
+    if select.args.get("distinct") is not None or _is_aggregate(select):
+        return None
+    for item in scope.items:
+        if item.nullable or item.body is None or id(item.body) not in walk.scopes:
+            continue
+        below = _threaded(item.body, walk, attr_class, holder, outermost=False)
+        if below is None:
+            continue
+        if not outermost and any(_is_star(p, item.alias) for p in select.expressions):
+            return below
+        return [*below, (select, named(exp.column(holder, table=item.alias)))]
+    return None
+
+
+def _expand_stars(select: exp.Select, scope: _Scope) -> None:
+    """Write the stars of ``select`` as the columns they select today (in place)."""
+    if not any(_is_star(p) for p in select.expressions):
+        return
+    expressions: list[exp.Expr] = []
+    for projection in select.expressions:
+        if not _is_star(projection):
+            expressions.append(projection)
+            continue
+        alone = select.copy()
+        alone.set("expressions", [projection.copy()])
+        for name, source, _ in _outputs(alone, scope):
+            assert name is not None  # (a star's columns are named)
+            column = exp.column(name, table=source[0]) if source is not None else exp.column(name)
+            expressions.append(column)
+    select.set("expressions", expressions)
+
+
+def _is_star(projection: exp.Expr, over: str | None = None) -> bool:
+    """Whether ``projection`` is a star (``over``: one that selects the columns of that item)."""
+    if isinstance(projection, exp.Star):
+        return True
+    if not (isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)):
+        return False
+    return over is None or projection.table.casefold() == over.casefold()

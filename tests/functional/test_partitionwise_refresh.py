@@ -8,7 +8,7 @@ outer join filtered on its null-supplying side (partitioned by the orders' key);
 stub, labels joined), lookups windowed and grouped by the column matching them, a table
 joined on its whole key (adding no key to the rows), LATERAL VIEW and SELECT generators, scalar
 subqueries correlated by equalities, a star over USING, windows over rows without a key, a FULL JOIN nothing groups, unsorted
-collections.
+collections (over a window too), a partition column selected up from a CTE, an outermost ORDER BY.
 A refresh recomputes the partitions its changes touch; exact after every randomized round (NULL
 partition keys, rows moving between partitions, every row deleted, ties broken by the key)."""
 
@@ -211,6 +211,22 @@ VIEWS = {
         f"count(*) over (partition by o.customer_id) as segments from {SRC['orders']} o "
         f"left join {SRC['customers']} c on c.customer_id = o.customer_id group by o.customer_id, c.segment"
     ),
+    # a partition column selected up to the outer query from where it is: through a CTE the outer
+    # query reads with a star (written out), and from a grouped level's key through a star
+    "customer_order_lines": (
+        f"with final as (select o.order_id || '-' || row_number() over (partition by o.customer_id order by "
+        f"o.amount desc nulls last, o.order_id) as line, c.segment from {SRC['orders']} o left join "
+        f"{SRC['customers']} c on c.customer_id = o.customer_id) select * from final"
+    ),
+    "busy_customer_spend": (
+        f"select n, most from (select * from (select count(*) as n, max(amount) as most from {SRC['orders']} "
+        "group by customer_id) a where n > 1) b"
+    ),
+    # an unsorted collection over a window (sorted by value); an outermost ORDER BY (ignored)
+    "customer_status_sets": (
+        f"select order_id, collect_set(status) over (partition by customer_id) as statuses from {SRC['orders']} "
+        "order by order_id"
+    ),
 }
 # what views are compared with where Spark cannot run their SQL as written, or leaves an order to
 # its reading order: the query the product runs (a distinct count over a window as the size of the
@@ -221,9 +237,12 @@ EXPECTED = {
     .replace("collect_set(quantity)", "array_sort(collect_set(quantity))")
     .replace("collect_list(o.status)", "array_sort(collect_list(o.status))")
     .replace(
+        "collect_set(status) over (partition by customer_id)", "array_sort(collect_set(status) over (partition by customer_id))"
+    )
+    .replace(
         "count(distinct status) over (partition by customer_id)", "size(collect_set(status) over (partition by customer_id))"
     )
-    for name in ("customer_collections", "customer_segment_statuses", "customer_status_sequence")
+    for name in ("customer_collections", "customer_segment_statuses", "customer_status_sequence", "customer_status_sets")
 }
 
 

@@ -46,3 +46,18 @@ def test_the_view_is_compacted_by_icebergs_procedures_its_deletes_applied():
     dangling = "call system.rewrite_position_delete_files(table => '`s`.`order-totals`', options => map('rewrite-all', 'true'))"
     assert compaction_statements("s.order-totals", 2) == [rewrite, dangling]
     assert compaction_statements("s.order-totals", 3) == [rewrite]  # deletion vectors: rewritten with their files
+
+
+def test_a_view_with_array_or_map_columns_has_every_file_rewritten_instead_of_its_position_deletes():
+    # (Iceberg 1.10 fails to rewrite the position delete files of such a table: apache/iceberg#14619;
+    # every data file rewritten leaves every delete file dangling, which the rewrite drops)
+    from dbt_incremental_mv.layout import compaction_statements
+
+    every = (
+        "call system.rewrite_data_files(table => '`s`.`v`', options => "
+        "map('delete-file-threshold', '1', 'remove-dangling-deletes', 'true', 'rewrite-all', 'true'))"
+    )
+    types = ["bigint", "array<struct<v:decimal(10,2),n:bigint>>"]
+    assert compaction_statements("s.v", 2, types) == [every]
+    assert compaction_statements("s.v", 2, ["map<string,int>"]) == [every]
+    assert len(compaction_statements("s.v", 2, ["bigint", "struct<a:int>"])) == 2

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dbt_incremental_mv.analysis import MasterTable, ViewClass, ViewDefinition, analyze_view, functions
-from dbt_incremental_mv.analysis.analyze import construct_refusals, ordered_by_value
+from dbt_incremental_mv.analysis.analyze import construct_refusals, ignored_order, ordered_by_value
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 from dbt_incremental_mv.analysis.model import OutputKind, Ranking
 from dbt_incremental_mv.config import ConfigError, RefreshMethod
@@ -110,6 +110,9 @@ def explain(
     found.refusals = refusals(ctx, plan, model, sql, graph)
     definition = plan.definition
     found.view_class = _class_of(definition) if definition is not None else None
+    order = ignored_order(sql) if definition is not None else None
+    if found.view_class is not None and order is not None:
+        found.view_class += f" ({order}: ignored, a table keeps no order; sort when reading the view)"
     if plan.now is not None:
         found.clock = _clock_prose(plan)
     found.next_run = plan.action if plan.action == RefreshAction.FAST else f"{plan.action} ({plan.reason})"

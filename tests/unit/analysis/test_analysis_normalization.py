@@ -613,13 +613,34 @@ def test_an_order_by_inside_without_limit_is_dropped(ordered, masters):
 @pytest.mark.parametrize(
     "sql",
     [
-        "select o.order_id from shop.orders o order by o.order_id",  # the outermost: a promised stored order
+        "select o.order_id from shop.orders o order by o.order_id limit 3",
         "with top as (select * from shop.orders order by amount desc limit 10) select top.order_id from top",
     ],
 )
-def test_an_outermost_order_by_or_one_with_a_limit_stays_refused(sql, masters):
+def test_an_order_by_with_a_limit_stays_refused(sql, masters):
     with pytest.raises(UnsupportedViewError):
         analyze_view(sql, masters)
+
+
+@pytest.mark.parametrize(
+    "ordered, plain, order",
+    [
+        ("select o.order_id, o.amount from shop.orders o order by o.amount desc nulls last, 1",
+         "select o.order_id, o.amount from shop.orders o", "ORDER BY o.amount DESC, 1"),
+        ("select o.status, count(*) as n from shop.orders o group by o.status order by n desc",
+         "select o.status, count(*) as n from shop.orders o group by o.status", "ORDER BY n DESC"),
+        ("select order_id from shop.orders union all select customer_id from shop.customers order by 1",
+         "select order_id from shop.orders union all select customer_id from shop.customers", "ORDER BY 1"),
+    ],
+)
+def test_the_outermost_order_by_without_a_limit_is_ignored_and_said_so(ordered, plain, order, masters):
+    # (a table keeps no order; Oracle uses a materialized view's ORDER BY at its creation only)
+    from dbt_incremental_mv.analysis.analyze import ignored_order
+
+    assert render_select(analyze_view(ordered, masters)) == render_select(analyze_view(plain, masters))
+    assert ignored_order(ordered) == order
+    assert ignored_order(plain) is None
+    assert ignored_order(ordered + " limit 3") is None
 
 
 # ---------------------------------------------------------------- aggregates equal to maintained ones

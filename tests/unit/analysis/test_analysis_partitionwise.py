@@ -122,6 +122,44 @@ def test_a_partition_column_the_outer_query_does_not_select_is_stored_hidden(vie
     assert f"`{hidden.name}`" not in rendered(definition, include_hidden=False)
 
 
+def test_a_partition_column_no_level_above_selects_is_selected_up_from_where_it_is(view, rendered):
+    # the column added to each level between the outer query and one that reads it (a window's level
+    # reading it from a derived table; a grouped level by its group key; a star carries it up)
+    definition = view(
+        f"select n from (select n, sum(n) over (partition by customer_id) as s from (select customer_id, "
+        f"count(*) over (partition by customer_id) as n from {O}) as a) as b where s > 0"
+    )
+    (hidden,) = definition.hidden_columns
+    assert definition.stored_columns == ("n", hidden.name)
+    text = rendered(definition)
+    assert f"SELECT `n`, `b`.`{hidden.name}` AS `{hidden.name}` FROM (SELECT `n`, SUM(`n`)" in text
+    assert f"`a`.`customer_id` AS `{hidden.name}` FROM (SELECT `customer_id`, COUNT(*)" in text
+    assert f"`{hidden.name}`" not in rendered(definition, include_hidden=False).split("FROM")[0]
+    grouped = view(
+        f"select n from (select * from (select count(*) as n from {O} group by customer_id) as a where n > 1) as b"
+    )
+    (hidden,) = grouped.hidden_columns
+    text = rendered(grouped)
+    assert f"COUNT(*) AS `n`, `customer_id` AS `{hidden.name}` FROM" in text  # the group key, under b's star
+    assert text.count(f"AS `{hidden.name}`") == 2
+    assert text.startswith(f"SELECT `n`, `b`.`{hidden.name}` AS `{hidden.name}` FROM (SELECT * FROM")
+
+
+def test_a_star_of_the_outer_query_is_written_out_when_a_column_is_selected_up_to_it(view, rendered):
+    # (the star would select the hidden column in the middle of the stored columns)
+    definition = view(
+        f"with final as (select o.order_id || '-' || row_number() over (partition by o.customer_id order by "
+        f"o.order_id) as line, c.name from {O} o left join shop.customers c on c.customer_id = o.customer_id) "
+        "select * from final"
+    )
+    (hidden,) = definition.hidden_columns
+    assert definition.stored_columns == ("line", "name", hidden.name)
+    assert rendered(definition).startswith(
+        f"SELECT `final`.`line`, `final`.`name`, `final`.`{hidden.name}` AS `{hidden.name}` FROM (SELECT"
+    )
+    assert f"`o`.`customer_id` AS `{hidden.name}` FROM" in rendered(definition)
+
+
 def test_the_columns_read_are_the_master_columns_the_query_names(view):
     definition = view(ACCEPTED[3][0])
     assert definition.referenced_columns == {"orders": frozenset({"customer_id", "status"})}
@@ -160,12 +198,12 @@ def test_the_columns_read_are_the_master_columns_the_query_names(view):
             "amount",
             "neither aggregated nor in GROUP BY",
         ),
-        # the partition is lost on the way up
+        # the partition is lost on the way up: NULL-extended
         (
-            f"select n from (select n, sum(n) over (partition by customer_id) as s from (select customer_id, "
-            f"count(*) over (partition by customer_id) as n from {O}) as a) as b where s > 0",
+            f"select t.n from (select 1 as one) as c left join (select customer_id, count(*) over "
+            f"(partition by customer_id) as n from {O}) as t on t.n = c.one",
             "orders.customer_id",
-            "its outer query does not read it",
+            "no query it reads selects it",
         ),
         # still refused wherever they are
         (
@@ -175,9 +213,9 @@ def test_the_columns_read_are_the_master_columns_the_query_names(view):
             "non-deterministic",
         ),
         (
-            f"select customer_id, collect_list(status) over (partition by customer_id) as l from (select customer_id, "
-            f"status, count(*) over (partition by customer_id) as n from {O}) as t",
-            "COLLECT_LIST(status) OVER (PARTITION BY customer_id)",
+            f"select customer_id, collect_list(status) over (partition by customer_id order by n) as l from (select "
+            f"customer_id, status, count(*) over (partition by customer_id) as n from {O}) as t",
+            "COLLECT_LIST(status) OVER (PARTITION BY customer_id ORDER BY n)",
             "depends on the order",
         ),
     ],

@@ -74,9 +74,6 @@ def test_qualify_is_the_same_query(view):
          "ROW_NUMBER() OVER (ORDER BY o.order_id)", "without PARTITION BY"),
         ("select o.order_id from shop.orders o qualify row_number() over (partition by o.customer_id) = 1",
          "ROW_NUMBER() OVER (PARTITION BY o.customer_id)", "needs ORDER BY"),
-        ("select * from (select o.order_id, c.name, row_number() over (partition by o.customer_id order by o.order_id) as rn "
-         "from shop.orders o join shop.customers c on o.customer_id = c.customer_id) as t where rn = 1",
-         "ROW_NUMBER()", "over one table"),
     ],
 )
 def test_refusals_quote_the_window_or_the_filter(view, sql, construct, reason):

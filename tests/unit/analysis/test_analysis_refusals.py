@@ -40,7 +40,7 @@ REFUSALS = [
     ("limit", f"select o.order_id from {O} limit 10", "limit 10"),
     ("offset", f"select o.order_id from {O} offset 5", "offset 5"),
     ("tablesample", f"select o.order_id from shop.orders o tablesample (10 percent)", "tablesample"),
-    ("order by", f"select o.order_id from {O} order by o.order_id", "order by"),
+    ("order by with limit", f"select o.order_id from {O} order by o.order_id limit 3", "order by"),
     ("sort by", f"select o.order_id from {O} sort by o.order_id", "sort by"),
     ("cluster by", f"select o.order_id from {O} cluster by o.order_id", "cluster by"),
     ("distribute by", f"select o.order_id from {O} distribute by o.order_id", "distribute by"),
@@ -50,7 +50,8 @@ REFUSALS = [
      "union all branch 2"),
     ("union all branch without group by", f"select o.status, count(*) as n from {O} group by o.status "
      f"union all select max(o.status), count(*) from {O}", "union all branch 2"),
-    ("union all ordered", f"select o.order_id from {O} union all select o.order_id from {O} order by 1", "order by"),
+    ("union all ordered and limited", f"select o.order_id from {O} union all select o.order_id from {O} order by 1 "
+     "limit 3", "order by"),
     ("union all limited", f"select o.order_id from {O} union all select o.order_id from {O} limit 3", "limit"),
     ("union all branch with a window", f"select o.order_id from {O} union all "
      f"select row_number() over (order by o.order_id) as n from {O}", "over ("),

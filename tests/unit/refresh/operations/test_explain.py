@@ -122,3 +122,10 @@ def test_a_view_keeping_its_own_log_shows_the_log_step_between_the_writes_and_th
     assert text.index("-- fast refresh: write") < text.index(log) < text.index("-- fast refresh: publish"), text
     assert "-- filter: (`_mv_o_order_id`) in (select /*+ BROADCAST */" in text
     assert "-- then main of shop.mlog_v to its branch" in text
+
+
+def test_an_outermost_order_by_is_said_to_be_ignored():
+    warehouse = Warehouse("aggregate")
+    lines = explained(warehouse, warehouse.sql + " order by 1")
+    assert lines[1].startswith("view class: aggregate (ORDER BY 1: ignored, a table keeps no order; sort when reading")
+    assert explained(warehouse)[1] == "view class: aggregate"
