@@ -59,7 +59,8 @@ OPERATIONS = {
     "mv_compact": (
         "Compact the views `mv_status` recommends it for (or the named ones; `every: true`: due or not): "
         "Iceberg's `rewrite_data_files` with their deletes applied, and on format 2 the delete files left "
-        "pointing at rewritten files dropped. Run it between refreshes.",
+        "pointing at rewritten files dropped (a view with ARRAY or MAP columns has every data file rewritten "
+        "instead: Iceberg 1.10 cannot rewrite its position deletes). Run it between refreshes.",
         "dbt run-operation mv_compact --args '{models: [customer_orders]}'",
     ),
     "matches_defining_query": (
