@@ -274,7 +274,7 @@ def _window_collection_by_value(window: exp.Window) -> exp.Expr | None:
         return None
     if isinstance(function, exp.ArrayAgg) and window.args.get("order") is not None:
         return None
-    if function.this is None or function.this.find(exp.Map, exp.VarMap, exp.MapFromEntries, exp.StarMap) is not None:
+    if not _sortable(function):
         return None
     ordered = exp.ArraySort(this=window.copy())
     ordered.meta[ORDERED_BY_VALUE] = True
@@ -311,13 +311,19 @@ def _ordered_by_value(node: exp.Expr) -> exp.Expr | None:
         order = exp.Order(this=node.this.copy(), expressions=[exp.Ordered(this=value.copy(), nulls_first=False)])
         ordered: exp.Expr = node.__class__(**{**node.args, "this": order})
     elif isinstance(node, functions.COLLECTIONS) and not functions.is_maintainable_aggregate(node):
-        if node.this is None or node.this.find(exp.Map, exp.VarMap, exp.MapFromEntries, exp.StarMap) is not None:
+        if not _sortable(node):
             return None
         ordered = exp.ArraySort(this=node.copy())
     else:
         return None
     ordered.meta[ORDERED_BY_VALUE] = True
     return ordered
+
+
+def _sortable(collection: exp.Expr) -> bool:
+    """Whether Spark can sort what a COLLECT_LIST/COLLECT_SET collects (not MAP values)."""
+    value = collection.this
+    return value is not None and value.find(exp.Map, exp.VarMap, exp.MapFromEntries, exp.StarMap) is None
 
 
 def _filtered_as_case(node: exp.Filter) -> exp.Expr:
@@ -357,26 +363,24 @@ def without_inner_order(statement: exp.Query) -> exp.Query:
     order decides nothing the view keeps (a multiset), and a table keeps no order (Oracle uses a
     materialized view's ORDER BY at its creation only; explain says it is ignored: ignored_order)."""
 
-    def pointless(node: exp.Expr) -> bool:
-        return bool(node.args.get("order")) and not node.args.get("limit") and not node.args.get("offset")
-
-    nodes = [n for n in statement.find_all(exp.Select, exp.SetOperation) if pointless(n)]
-    if not nodes:
+    if not any(_ignores_order(n) for n in statement.find_all(exp.Select, exp.SetOperation)):
         return statement
     statement = statement.copy()
-    for node in [n for n in statement.find_all(exp.Select, exp.SetOperation) if pointless(n)]:
+    for node in [n for n in statement.find_all(exp.Select, exp.SetOperation) if _ignores_order(n)]:
         node.set("order", None)
     return statement
+
+
+def _ignores_order(query: exp.Expr) -> bool:
+    """Whether ``query`` has an ORDER BY that decides nothing it returns (no LIMIT or OFFSET)."""
+    return bool(query.args.get("order")) and not query.args.get("limit") and not query.args.get("offset")
 
 
 def ignored_order(sql: str) -> str | None:
     """The outermost ORDER BY of the model's query that the view ignores (without_inner_order), as
     written; None: there is none, or a LIMIT or OFFSET makes it count (refused)."""
     statement = parse_statement(sql)
-    order = statement.args.get("order")
-    if order is None or statement.args.get("limit") or statement.args.get("offset"):
-        return None
-    return describe(order)
+    return describe(statement.args["order"]) if _ignores_order(statement) else None
 
 
 def rewritten_query(statement: exp.Query) -> exp.Query:

@@ -1048,11 +1048,12 @@ def _partitioned_by(
         partition_columns.append(holder)
     if any(len(projections) > 1 for projections in threads):
         _expand_stars(template, scope)  # (a star would select the columns added below)
+    holders = {h.name for h in hidden}
     for projections in threads:
         for select, projection in projections:  # innermost first
             for column in projection.find_all(exp.Column):
-                if column.name not in {p.name for p in hidden}:
-                    walk.scopes[id(select)].record(column)  # (read by the hidden column)
+                if column.name not in holders:  # (a master column the hidden column reads)
+                    walk.scopes[id(select)].record(column)
             select.append("expressions", projection)
     outputs = tuple(
         OutputColumn(n, column_node(a.alias, a.column) if a is not None else exp.column(n))

@@ -110,7 +110,7 @@ def explain(
     found.refusals = refusals(ctx, plan, model, sql, graph)
     definition = plan.definition
     found.view_class = _class_of(definition) if definition is not None else None
-    order = ignored_order(sql) if definition is not None else None
+    order = ignored_order(sql) if found.view_class is not None else None
     if found.view_class is not None and order is not None:
         found.view_class += f" ({order}: ignored, a table keeps no order; sort when reading the view)"
     if plan.now is not None:
