@@ -110,6 +110,11 @@ class MarkedLog:
         ranged = self.key_prefilter(columns)
         return f"({ranged} and {exact})" if ranged else exact
 
+    def key_in(self, names: Sequence[str], images: str = "all") -> str:
+        """The columns ``names`` (quoted here; holding this log's key, in key order) among the
+        marked keys (``all``, or those with an after image): key_condition."""
+        return self.key_condition([ident(n) for n in names], images)
+
     def key_prefilter(self, columns: Sequence[str]) -> str | None:
         """What Spark pushes to a scan of ``columns`` (rendered, in key order) for the marked
         keys: the literals, or the ranges of the first column; None: nothing."""

@@ -34,7 +34,7 @@ from dbt_incremental_mv.refresh.phases.capture import capture_plan, consumers_st
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
 from dbt_incremental_mv.refresh.phases.execute import Listing, execute_steps
 from dbt_incremental_mv.refresh.phases.mark import key_probe, mark_logs, netting_columns, nothing_to_refresh
-from dbt_incremental_mv.refresh.phases.plan import RefreshPlan, plan_refresh, rewritable_rows
+from dbt_incremental_mv.refresh.phases.plan import RefreshPlan, plan_refresh
 from dbt_incremental_mv.refresh.phases.publish import commit_state, staged_statement
 from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from dbt_incremental_mv.refresh.views import outer_aggregate, view_classes
@@ -148,7 +148,7 @@ def explain(
             view_relation,
             marked,
             plan.view_types,
-            view_rows=rewritable_rows(ctx, plan),
+            view_rows=plan.view_rows,
         )
         choice = force.after_mark(ctx, plan, marked, statement) if statement is not None else None
     if choice is not None:
@@ -415,7 +415,7 @@ def _fast_phases(
         plan.view_relation,
         marked,
         plan.view_types,
-        view_rows=rewritable_rows(ctx, plan),
+        view_rows=plan.view_rows,
     )
     if statement is None:
         phases.append((f"{title}: write", ["-- nothing to write for these changes"]))

@@ -26,7 +26,7 @@ from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.phases.capture import capture_plan
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
 from dbt_incremental_mv.refresh.phases.mark import netting_columns
-from dbt_incremental_mv.refresh.phases.plan import RefreshPlan, rewritable_rows
+from dbt_incremental_mv.refresh.phases.plan import RefreshPlan
 from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from dbt_incremental_mv.refresh.views import view_classes
 from dbt_incremental_mv.refresh.views.statement import RefreshStatement
@@ -121,7 +121,7 @@ def before_capture(
         plan.view_relation,
         provisional,
         plan.view_types,
-        view_rows=rewritable_rows(ctx, plan),
+        view_rows=plan.view_rows,
     )
     if statement is None:
         return None

@@ -100,6 +100,8 @@ class RefreshPlan(CarriesDecision):
     now: Clock | None = None  # the time the view's clock functions read as (None: it reads no clock)
     # a fast refresh: the filters of one table the clock decides, at the view's time and this one's
     moving_filters: tuple[MovingFilter, ...] = ()
+    # the view's rows when a view class may rewrite it whole (rewritable_rows; None: it may not)
+    view_rows: int | None = None
 
 
 def read_column_types(
@@ -122,15 +124,17 @@ def current_types(plan: RefreshPlan, alias: str) -> dict[str, str]:
     return {c: types[c.lower()] for c in plan.definition.referenced_columns[alias] if c.lower() in types}
 
 
-def rewritable_rows(ctx: RefreshContext, plan: RefreshPlan) -> int | None:
+def rewritable_rows(
+    ctx: RefreshContext, view_relation: str, config: FastRefreshConfig, own_log: LogSpec | None, partitioned: bool
+) -> int | None:
     """The view's rows, when it is small enough for a view class to rewrite it whole (config
     ``rewrite_rows``); None otherwise, and when it keeps its own log (which reads the rows its
     writes changed) or is partitioned (an overwrite in dynamic mode would keep a partition whose
     groups all went)."""
-    if plan.own_log is not None or plan.partition_spec or not plan.config.rewrite_rows:
+    if own_log is not None or partitioned or not config.rewrite_rows:
         return None
-    size = ctx.metadata.table_size(plan.view_relation)
-    return size[1] if size is not None and size[1] <= plan.config.rewrite_rows else None
+    size = ctx.metadata.table_size(view_relation)
+    return size[1] if size is not None and size[1] <= config.rewrite_rows else None
 
 
 def plan_refresh(
@@ -299,6 +303,9 @@ def plan_refresh(
         layout=layout,
         now=clock,
         moving_filters=moving,
+        view_rows=rewritable_rows(ctx, view_relation, config, own_log, bool(partition_spec))
+        if definition is not None and existing_columns is not None
+        else None,
     )
 
 

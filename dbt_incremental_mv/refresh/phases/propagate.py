@@ -15,7 +15,7 @@ from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.phases import own_log
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
-from dbt_incremental_mv.refresh.phases.plan import RefreshPlan, current_types, rewritable_rows
+from dbt_incremental_mv.refresh.phases.plan import RefreshPlan, current_types
 from dbt_incremental_mv.refresh.phases.publish import (
     Step,
     StepKind,
@@ -55,7 +55,7 @@ def fast_statement(ctx: RefreshContext, plan: RefreshPlan, marked: Mapping[str, 
         marked,
         plan.view_types,
         write_branch(),
-        rewritable_rows(ctx, plan),
+        plan.view_rows,
     )
 
 

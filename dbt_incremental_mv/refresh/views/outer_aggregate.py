@@ -49,7 +49,6 @@ from dbt_incremental_mv.analysis.render import render_expression, select_express
 from dbt_incremental_mv.logs.contract import DELETE
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.views.outer_join_view import anchor
-from dbt_incremental_mv.refresh.views.statement import in_changed
 from dbt_incremental_mv.sql_text import broadcast, ident, idents
 
 NET = "_mv_net"  # a changed key's signed count of one version of its row
@@ -133,7 +132,7 @@ def restrict_to_changed_keys(
     out = dict(sources)
     for link in key_links(view):
         if link.source == alias and link.target != alias:
-            out[link.target] = f"(select * from {out[link.target]} where {in_changed(log, link.columns)})"
+            out[link.target] = f"(select * from {out[link.target]} where {log.key_in(link.columns)})"
     return out
 
 
@@ -287,7 +286,7 @@ def affected_anchor_keys(view: ViewDefinition, alias: str, log: MarkedLog, state
         return f"select distinct {named} from (\n{log.images(link.columns)}\n) where {present}"
     key = view.occurrence(alias).master.key
     parts = [
-        _anchor_keys_of_rows(view, {**states, alias: f"(select * from {state} where {in_changed(log, key)})"}, alias)
+        _anchor_keys_of_rows(view, {**states, alias: f"(select * from {state} where {log.key_in(key)})"}, alias)
         for state in (log.master_as_of(), old_state(log, read_columns(view, alias)))
     ]
     union = "\nunion all\n".join(f"select {idents(root_key)} from (\n{p}\n)" for p in parts)

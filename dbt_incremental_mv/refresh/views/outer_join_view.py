@@ -51,6 +51,7 @@ whole is exempt from the per-row filters (``_mv_whole`` in the affected keys).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.analysis.joins import filters_only_its_side
@@ -66,7 +67,6 @@ from dbt_incremental_mv.refresh.views.statement import (
     broadcast_exists,
     cached_view,
     delete_write,
-    in_changed,
     refresh_writes,
 )
 from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation
@@ -85,13 +85,44 @@ def blocker(view: ViewDefinition, logged: Mapping[str, object]) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class _Slicing:
+    """How a refresh slices the view, worked out once: its anchor, the anchor's marked log and
+    hidden key columns, and the occurrences joined to the anchor on its whole key (by alias, the
+    first such link of each: analysis/links.py)."""
+
+    view: ViewDefinition
+    marked: Mapping[str, MarkedLog]
+    root: str
+    root_log: MarkedLog
+    root_hidden: list[str]
+    links: Mapping[str, KeyLink]
+
+    @classmethod
+    def of(cls, view: ViewDefinition, marked: Mapping[str, MarkedLog]) -> _Slicing:
+        root = anchor(view)
+        root_log = marked[view.occurrence(root).master.name]
+        links: dict[str, KeyLink] = {}
+        for link in key_links(view):
+            if link.source == root:
+                links.setdefault(link.target, link)
+        return cls(view, marked, root, root_log, _hidden_key(view, root, root_log), links)
+
+    def log(self, alias: str) -> MarkedLog:
+        return self.marked[self.view.occurrence(alias).master.name]
+
+    def anchor_key_from_view(self) -> str:
+        """The view's hidden anchor key columns, named as the anchor master's key columns."""
+        return ", ".join(f"{ident(h)} as {ident(k)}" for h, k in zip(self.root_hidden, self.root_log.spec.key))
+
+
 def _among(
     log: MarkedLog, columns: list[str] | tuple[str, ...], keys_sql: str | None = None, images: str | None = None
 ) -> str:
     """``columns`` (holding ``log``'s key) among the keys ``keys_sql`` returns, or among the keys
-    its log marked (``images``: ``all`` or ``inserts``, see statement.in_changed)."""
+    its log marked (``images``: ``all`` or ``inserts``, see MarkedLog.key_in)."""
     if images is not None:
-        return in_changed(log, columns, images)
+        return log.key_in(columns, images)
     assert keys_sql is not None
     return f"({idents(columns)}) in ({broadcast(keys_sql)})"
 
@@ -101,27 +132,22 @@ def _restricted(log: MarkedLog, keys_sql: str | None = None, images: str | None 
     return f"(select * from {log.master_as_of()} where {_among(log, log.spec.key, keys_sql, images)})"
 
 
-def _slices(
-    view: ViewDefinition, marked: Mapping[str, MarkedLog], keys_sql: str | None = None, images: str | None = None
-) -> str:
+def _slices(s: _Slicing, keys_sql: str | None = None, images: str | None = None) -> str:
     """The defining query's slices of some anchor keys (see _among: ``keys_sql`` names them as the
     anchor's key columns; ``images``: the keys the anchor's log marked): the anchor restricted to
     them, and so is every occurrence joined on its key."""
-    root = anchor(view)
-    root_log = marked[view.occurrence(root).master.name]
-    restricted = {root: _restricted(root_log, keys_sql, images)}
-    for link in key_links(view):
-        if link.source == root and link.target not in restricted:
-            master = marked[view.occurrence(link.target).master.name]
-            condition = _among(root_log, link.columns, keys_sql, images)
-            restricted[link.target] = f"(select * from {master.master_as_of()} where {condition})"
-    return _new_state(view, marked, restricted)
+    restricted = {s.root: _restricted(s.root_log, keys_sql, images)}
+    for target, link in s.links.items():
+        if target not in restricted:
+            condition = _among(s.root_log, link.columns, keys_sql, images)
+            restricted[target] = f"(select * from {s.log(target).master_as_of()} where {condition})"
+    return _new_state(s, restricted)
 
 
-def _new_state(view: ViewDefinition, marked: Mapping[str, MarkedLog], restricted: dict[str, str] | None = None) -> str:
-    sources = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
-    sources.update(restricted or {})
-    return render_select(view, sources)
+def _new_state(s: _Slicing, restricted: dict[str, str]) -> str:
+    sources = {o.alias: s.marked[o.master.name].master_as_of() for o in s.view.occurrences}
+    sources.update(restricted)
+    return render_select(s.view, sources)
 
 
 def _hidden_key(view: ViewDefinition, alias: str, log: MarkedLog) -> list[str]:
@@ -137,40 +163,24 @@ def _linked_anchor_keys(link: KeyLink, root_log: MarkedLog, rows: str, also: str
     return f"select {named}{', ' + also if also else ''} from (\n{rows}\n) where {present}"
 
 
-def _anchor_key_from_view(view: ViewDefinition, root_log: MarkedLog) -> str:
-    """The view's hidden anchor key columns, named as the anchor master's key columns."""
-    root_hidden = _hidden_key(view, anchor(view), root_log)
-    return ", ".join(f"{ident(h)} as {ident(k)}" for h, k in zip(root_hidden, root_log.spec.key))
-
-
-def _anchor_key_parts(
-    view: ViewDefinition, view_relation: str, marked: Mapping[str, MarkedLog], alias: str
-) -> list[str]:
+def _anchor_key_parts(s: _Slicing, view_relation: str, alias: str) -> list[str]:
     """Queries returning the anchor keys (named as the anchor master's key columns) of every slice
     a change of ``alias`` may have changed: its old slices and its new ones."""
-    root = anchor(view)
-    root_log = marked[view.occurrence(root).master.name]
-    log = marked[view.occurrence(alias).master.name]
-    if alias == root:
+    log = s.log(alias)
+    if alias == s.root:
         return [log.changed_keys()]
-    renamed = _anchor_key_from_view(view, root_log)
-    link = _link_from_anchor(view, alias)
+    renamed = s.anchor_key_from_view()
+    link = s.links.get(alias)
     if link is not None and log.logs_columns(link.columns):
         # the slices its rows were in and are in now: the anchor keys its before and after images hold
-        return [_linked_anchor_keys(link, root_log, log.images(link.columns))]
-    hidden = _hidden_key(view, alias, log)
-    old = f"select {renamed} from {relation(view_relation)} where {in_changed(log, hidden)}"
+        return [_linked_anchor_keys(link, s.root_log, log.images(link.columns))]
+    hidden = _hidden_key(s.view, alias, log)
+    old = f"select {renamed} from {relation(view_relation)} where {log.key_in(hidden)}"
     if link is not None:  # the new slices it makes: the anchor keys its rows hold, no join needed
-        return [old, _linked_anchor_keys(link, root_log, _restricted(log, images="all"))]
+        return [old, _linked_anchor_keys(link, s.root_log, _restricted(log, images="all"))]
     present = " and ".join(f"{ident(h)} is not null" for h in hidden)
-    new_rows = _new_state(view, marked, {alias: _restricted(log, images="all")})
+    new_rows = _new_state(s, {alias: _restricted(log, images="all")})
     return [old, f"select {renamed} from (\n{new_rows}\n) where {present}"]  # the new slices it makes
-
-
-def _link_from_anchor(view: ViewDefinition, alias: str) -> KeyLink | None:
-    """The key link by which ``alias`` is joined to the anchor on the anchor's whole key, if any."""
-    root = anchor(view)
-    return next((link for link in key_links(view) if link.source == root and link.target == alias), None)
 
 
 def _distinct_keys(root_log: MarkedLog, parts: list[str]) -> str:
@@ -178,39 +188,34 @@ def _distinct_keys(root_log: MarkedLog, parts: list[str]) -> str:
     return f"select distinct {idents(root_log.spec.key)} from (\n{union}\n)"
 
 
-def _by_row(view: ViewDefinition, changed: list[str]) -> str | None:
+def _by_row(s: _Slicing, changed: list[str]) -> str | None:
     """The changed occurrence whose changes are applied row by row (Oracle's outer-join fast
     refresh), not by recomputing the slices they are in: the first one null-extended by an outer
     join and joined to the anchor on the anchor's whole key (so each of its rows is in the slice
     its join columns name). None when no changed occurrence qualifies."""
-    root = anchor(view)
-    if not all(filters_only_its_side(s) for s in view.joins):  # an ON condition on both sides: slices
+    if not all(filters_only_its_side(j) for j in s.view.joins):  # an ON condition on both sides: slices
         return None
     return next(
-        (a for a in changed if a != root and a in view.null_supplying and _link_from_anchor(view, a) is not None),
+        (a for a in changed if a != s.root and a in s.view.null_supplying and a in s.links),
         None,
     )
 
 
-def _row_pairs(view: ViewDefinition, view_relation: str, marked: Mapping[str, MarkedLog], alias: str) -> list[str]:
+def _row_pairs(s: _Slicing, view_relation: str, alias: str) -> list[str]:
     """Queries returning, for each changed row of ``alias`` (applied row by row), the anchor key of
     each slice it was in or is in now with its own key: the anchor key named as the anchor
     master's key columns, its key as its hidden key columns in the view."""
-    root = anchor(view)
-    root_log = marked[view.occurrence(root).master.name]
-    log = marked[view.occurrence(alias).master.name]
-    link = _link_from_anchor(view, alias)
-    assert link is not None
-    hidden = _hidden_key(view, alias, log)
+    log = s.log(alias)
+    link = s.links[alias]
+    hidden = _hidden_key(s.view, alias, log)
     own = ", ".join(f"{ident(k)} as {ident(h)}" for k, h in zip(log.spec.key, hidden))
     columns = list(dict.fromkeys([*link.columns, *log.spec.key]))
     if log.logs_columns(columns):  # its before and after images: the slices it was in and is in now
-        return [_linked_anchor_keys(link, root_log, log.images(columns), own)]
+        return [_linked_anchor_keys(link, s.root_log, log.images(columns), own)]
     old = (  # the view rows it is in now
-        f"select {_anchor_key_from_view(view, root_log)}, {idents(hidden)} from {relation(view_relation)} "
-        f"where {in_changed(log, hidden)}"
+        f"select {s.anchor_key_from_view()}, {idents(hidden)} from {relation(view_relation)} where {log.key_in(hidden)}"
     )
-    return [old, _linked_anchor_keys(link, root_log, _restricted(log, images="all"), own)]
+    return [old, _linked_anchor_keys(link, s.root_log, _restricted(log, images="all"), own)]
 
 
 def _null_extended(x_hidden: list[str], row: str) -> str:
@@ -246,33 +251,32 @@ def refresh_statement(
     changed = [o.alias for o in view.occurrences if marked[o.master.name].has_changes]
     if not changed:
         return None
-    root = anchor(view)
-    root_log = marked[view.occurrence(root).master.name]
-    root_hidden = _hidden_key(view, root, root_log)
+    slicing = _Slicing.of(view, marked)
+    root, root_log, root_hidden = slicing.root, slicing.root_log, slicing.root_hidden
     target = relation(view_relation)
     stored = view.stored_columns
     skipped = tuple(f"SLICES {o.alias}" for o in view.occurrences if o.alias not in changed)
     if changed == [root] and not root_log.deletes:  # new anchor rows: their slices are new
-        rows = _slices(view, marked, images="inserts")
+        rows = _slices(slicing, images="inserts")
         writes = [Write("insert", f"insert into {target} ({idents(stored)})\n{rows}")]
-        touched = in_changed(root_log, root_hidden)
+        touched = root_log.key_in(root_hidden)
         return refresh_writes(branch, writes, (f"INS {root}",), skipped, touched=touched, inserted=rows)
     if changed == [root] and not root_log.inserts:  # anchor rows gone: so are their slices
-        touched = in_changed(root_log, root_hidden)
+        touched = root_log.key_in(root_hidden)
         return refresh_writes(
             branch, [delete_write(target, touched)], (f"DEL {root}",), skipped, touched=touched, deleted=touched
         )
     # the affected keys read the view as it was (main): the DELETE goes to the write branch;
     # both writes read them, computed once (they join the changed rows with the masters)
-    by_row = _by_row(view, changed)
-    whole = [part for a in changed if a != by_row for part in _anchor_key_parts(view, view_relation, marked, a)]
+    by_row = _by_row(slicing, changed)
+    whole = [part for a in changed if a != by_row for part in _anchor_key_parts(slicing, view_relation, a)]
     on_branch = branch_target(view_relation, branch)
     name = cached_view(branch, "keys")
     keys = f"select {idents(root_log.spec.key)} from {ident(name)}"
     if by_row is None:
         affected = Cached(name, _distinct_keys(root_log, whole))
         in_slices = f"({idents(root_hidden)}) in ({broadcast(keys)})"
-        slices = _slices(view, marked, keys)
+        slices = _slices(slicing, keys)
         writes = [
             delete_write(on_branch, in_slices),
             Write("insert", f"insert into {on_branch} ({idents(stored)})\n{slices}"),
@@ -292,13 +296,13 @@ def refresh_statement(
     # deleted and inserted, and the anchors its images name (the affected ones) only get their
     # null-extended row fixed: deleted when the anchor had no row of X and has some now, inserted
     # when the last one went. The other changed occurrences' slices are recomputed whole, as above.
-    x_log = marked[view.occurrence(by_row).master.name]
+    x_log = slicing.log(by_row)
     x_hidden = _hidden_key(view, by_row, x_log)
     # the affected keys: (anchor, row of X) pairs, and anchors whose slice is recomputed whole
     key_list = idents(root_log.spec.key)
     tagged = [
         f"select {key_list}, {idents(x_hidden)}" + (f", false as {ident(WHOLE)}" if whole else "") + f" from (\n{p}\n)"
-        for p in _row_pairs(view, view_relation, marked, by_row)
+        for p in _row_pairs(slicing, view_relation, by_row)
     ]
     nulls = ", ".join(f"null as {ident(h)}" for h in x_hidden)  # (typed by the union)
     tagged += [f"select {key_list}, {nulls}, true as {ident(WHOLE)} from (\n{p}\n)" for p in whole]
@@ -307,7 +311,7 @@ def refresh_statement(
     rows_of = _row_filter(root_log, root_hidden, x_hidden, every, bool(whole), "`_mv_v`")
     # the new rows: the affected slices (the masters read once, as for whole slices), less their
     # rows that did not change
-    new_rows = f"select * from (\n{_slices(view, marked, keys)}\n) as `_mv_v`\nwhere {rows_of}"
+    new_rows = f"select * from (\n{_slices(slicing, keys)}\n) as `_mv_v`\nwhere {rows_of}"
     # what Spark pushes to the DELETE's scan of the view: its rows of X lie within X's marked
     # keys, and its null-extended rows sort first (the view is written sorted by the largest
     # master's hidden key, layout.py), so the files between are not planned

@@ -50,7 +50,6 @@ from dbt_incremental_mv.refresh.views.statement import (
     broadcast_exists,
     cached_view,
     delete_write,
-    in_changed,
     inserted_rows_from_log,
     refresh_writes,
 )
@@ -147,8 +146,8 @@ def _affected_parts(view: ViewDefinition, view_relation: str, marked: Mapping[st
     stored = ", ".join(
         f"{ident(c)} as {ident(n)}" for c, n in zip(ranking.partition_columns, _partition_names(ranking))
     )
-    old = f"select {stored} from {relation(view_relation)} where {in_changed(log, hidden)}"
-    new = _partitions_of(view, f"select * from {log.master_as_of()} where {in_changed(log, log.spec.key)}", alias)
+    old = f"select {stored} from {relation(view_relation)} where {log.key_in(hidden)}"
+    new = _partitions_of(view, f"select * from {log.master_as_of()} where {log.key_in(log.spec.key)}", alias)
     return [old, new]
 
 

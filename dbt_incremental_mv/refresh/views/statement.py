@@ -133,12 +133,6 @@ def refresh_writes(
     )
 
 
-def in_changed(log: MarkedLog, columns: Sequence[str], images: str = "all") -> str:
-    """``columns`` (holding ``log``'s key, in key order) among the keys it marked (``all``, or
-    those with an after image): MarkedLog.key_condition."""
-    return log.key_condition([ident(c) for c in columns], images)
-
-
 @dataclass(frozen=True)
 class KeyRestriction:
     """Rows whose ``columns`` (master or view column names, holding ``log``'s key in key order)
