@@ -501,6 +501,15 @@ def estimate_complete(
     )
 
 
+def estimate_recompute(
+    view: ViewDefinition, snapshots: Mapping[str, int], view_relation: str, sizes: Sizes, prices: Calibration
+) -> Estimate:
+    """A complete refresh of ``view``: every occurrence's master read at its snapshot in
+    ``snapshots`` (by relation; absent: its current one), through the query's shape."""
+    masters = [(o.master.name, snapshots.get(o.master.name)) for o in view.occurrences]
+    return estimate_complete(masters, view_relation, sizes, prices, query_stages(view))
+
+
 def choose(fast: Estimate, complete: Estimate) -> Choice:
     """The cheaper refresh; a tie goes to fast (it leaves the view's files as they are), and so
     does an estimate missing a table's size (Oracle's rule: fast whenever possible)."""

@@ -22,7 +22,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
 
-from dbt_incremental_mv.analysis.model import ViewDefinition
 from dbt_incremental_mv.logs import sql as log_sql
 from dbt_incremental_mv.logs.contract import DELETE, INSERT, LogSpec, may_have_been_widened, normalize_type
 from dbt_incremental_mv.metadata import Bound
@@ -51,7 +50,7 @@ class MarkedLog:
     # the images netted by these columns (those the view reads): some cancelled out (see above)
     consolidated: tuple[str, ...] | None = None
     skipped: int = 0  # updates dropped: their images agree on every column the view reads
-    # what the marked images are netted by (netted_columns), when the log carries it all: then
+    # what the marked images are netted by (phases/mark.py: netted_columns), when the log carries it all: then
     # an INS step may read its master's rows from the after images (inserted_rows)
     netted_by: tuple[str, ...] | None = None
     key_values: KeyValues | None = None  # every marked key, when few (see above); None: not known
@@ -207,20 +206,6 @@ def as_current_types(columns: Mapping[str, str]) -> str | None:
     if not casts:
         return None
     return ", ".join(f"cast({ident(c)} as {casts[c]}) as {ident(c)}" if c in casts else ident(c) for c in columns)
-
-
-def netted_columns(view: ViewDefinition, spec: LogSpec) -> tuple[str, ...]:
-    """The columns ``view`` reads of ``spec``'s master (every occurrence of it), its key among
-    them, in name order: what the mark step nets the images by (an update that changes none of
-    them changes nothing in the view), when the log carries them all."""
-    read: dict[str, str] = {}
-    for occurrence in view.occurrences:
-        if occurrence.master.name == spec.master_relation:
-            for column in sorted(view.referenced_columns[occurrence.alias]):
-                read.setdefault(column.casefold(), column)
-    for column in spec.key:
-        read.setdefault(column.casefold(), column)
-    return tuple(sorted(read.values(), key=str.casefold))
 
 
 def _no_null(key: tuple[Bound | None, ...]) -> TypeGuard[tuple[Bound, ...]]:

@@ -11,7 +11,7 @@ Decided twice, from metadata only, before anything is written to the view:
    the masters' current snapshots past their logs (LogPosition.uncaptured), and the next capture
    of such a log stops at that snapshot so the view can go on from there;
 2. after the mark step, when the changes are counted and the statements rendered: the whole
-   estimate (cost.estimate_fast, cost.estimate_complete).
+   estimate (cost.estimate_fast, cost.estimate_recompute).
 """
 
 from __future__ import annotations
@@ -32,21 +32,15 @@ from dbt_incremental_mv.refresh.views import view_classes
 from dbt_incremental_mv.refresh.views.statement import RefreshStatement
 
 
-def _complete_estimate(
-    ctx: RefreshContext, plan: RefreshPlan, snapshots: Mapping[str, int], prices: cost.Calibration
-) -> cost.Estimate:
-    assert plan.definition is not None
-    masters = [(o.master.name, snapshots.get(o.master.name)) for o in plan.definition.occurrences]
-    return cost.estimate_complete(masters, plan.view_relation, ctx.metadata, prices, cost.query_stages(plan.definition))
-
-
 def after_mark(
     ctx: RefreshContext, plan: RefreshPlan, marked: Mapping[str, MarkedLog], statement: RefreshStatement
 ) -> cost.Choice:
     """The fast refresh of ``statement`` or a complete refresh of what was marked."""
     prices = cost.calibration()
     fast = cost.estimate_fast(statement, plan.view_relation, marked, ctx.metadata, prices)
-    complete = _complete_estimate(ctx, plan, {m: log.master_snapshot for m, log in marked.items()}, prices)
+    assert plan.definition is not None
+    snapshots = {m: log.master_snapshot for m, log in marked.items()}
+    complete = cost.estimate_recompute(plan.definition, snapshots, plan.view_relation, ctx.metadata, prices)
     return cost.choose(fast, complete)
 
 
@@ -131,5 +125,5 @@ def before_capture(
         (size, len(plan.log_consumers.get(plan.logs[master].log_relation, ()))) for master, size in pending.items()
     ]
     fast = cost.with_capture(fast, captures, prices, unknown=tuple(unknown))
-    complete = _complete_estimate(ctx, plan, current, prices)
+    complete = cost.estimate_recompute(plan.definition, current, plan.view_relation, meta, prices)
     return cost.choose(fast, complete), frozenset(pending)

@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from dbt_incremental_mv import environment
+from dbt_incremental_mv.analysis.model import ViewDefinition
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.logs.contract import INSERT, LogSpec, normalize_type
 from dbt_incremental_mv.logs.sql import KEY_BUCKETS, LITERAL_KEYS, KeyProbe
 from dbt_incremental_mv.metadata import EPOCH, Bound
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
-from dbt_incremental_mv.refresh.marked_log import KeyValues, MarkedLog, netted_columns
+from dbt_incremental_mv.refresh.marked_log import KeyValues, MarkedLog
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
 from dbt_incremental_mv.refresh.phases.plan import RefreshPlan
 from dbt_incremental_mv.refresh.state import staleness
@@ -194,8 +195,22 @@ def key_types(plan: RefreshPlan, spec: LogSpec) -> tuple[str | None, ...]:
     return tuple(types.get(k.casefold()) for k in spec.key)
 
 
+def netted_columns(view: ViewDefinition, spec: LogSpec) -> tuple[str, ...]:
+    """The columns ``view`` reads of ``spec``'s master (every occurrence of it), its key among
+    them, in name order: what the mark step nets the images by (an update that changes none of
+    them changes nothing in the view), when the log carries them all."""
+    read: dict[str, str] = {}
+    for occurrence in view.occurrences:
+        if occurrence.master.name == spec.master_relation:
+            for column in sorted(view.referenced_columns[occurrence.alias]):
+                read.setdefault(column.casefold(), column)
+    for column in spec.key:
+        read.setdefault(column.casefold(), column)
+    return tuple(sorted(read.values(), key=str.casefold))
+
+
 def netting_columns(plan: RefreshPlan, spec: LogSpec) -> tuple[str, ...] | None:
-    """What the view's marked images of ``spec``'s log are netted by (marked.netted_columns: the
+    """What the view's marked images of ``spec``'s log are netted by (netted_columns: the
     columns it reads of the master), when the log carries them all; None: each image counts."""
     assert plan.definition is not None
     read = netted_columns(plan.definition, spec)

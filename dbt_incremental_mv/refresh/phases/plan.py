@@ -116,14 +116,6 @@ def read_column_types(
     return read
 
 
-def current_types(plan: RefreshPlan, alias: str) -> dict[str, str]:
-    """The master columns an occurrence reads, as the view spells them, with their current types."""
-    assert plan.definition is not None
-    master = plan.definition.occurrence(alias).master.name
-    types = plan.read_types.get(master, {})
-    return {c: types[c.lower()] for c in plan.definition.referenced_columns[alias] if c.lower() in types}
-
-
 def rewritable_rows(
     ctx: RefreshContext, view_relation: str, config: FastRefreshConfig, own_log: LogSpec | None, partitioned: bool
 ) -> int | None:

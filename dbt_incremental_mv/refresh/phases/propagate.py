@@ -15,7 +15,7 @@ from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.phases import own_log
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
-from dbt_incremental_mv.refresh.phases.plan import RefreshPlan, current_types
+from dbt_incremental_mv.refresh.phases.plan import RefreshPlan
 from dbt_incremental_mv.refresh.phases.publish import (
     Step,
     StepKind,
@@ -121,6 +121,14 @@ def _skipped(log: MarkedLog) -> str:
     return f"; {log.skipped} update{'s' if log.skipped != 1 else ''} skipped: no column the view reads changed"
 
 
+def _current_types(plan: RefreshPlan, alias: str) -> dict[str, str]:
+    """The master columns an occurrence reads, as the view spells them, with their current types."""
+    assert plan.definition is not None
+    master = plan.definition.occurrence(alias).master.name
+    types = plan.read_types.get(master, {})
+    return {c: types[c.lower()] for c in plan.definition.referenced_columns[alias] if c.lower() in types}
+
+
 def complete(ctx: RefreshContext, run: RefreshRun, marked: Mapping[str, MarkedLog]) -> Propagation:
     """A build or complete refresh (``run.action``): the defining query recomputed."""
     plan = run.plan
@@ -133,7 +141,7 @@ def complete(ctx: RefreshContext, run: RefreshRun, marked: Mapping[str, MarkedLo
             render_select(
                 definition,
                 {
-                    o.alias: marked[o.master.name].master_as_of_current_types(current_types(plan, o.alias))
+                    o.alias: marked[o.master.name].master_as_of_current_types(_current_types(plan, o.alias))
                     for o in definition.occurrences
                 },
             )

@@ -478,7 +478,7 @@ def test_a_union_branch_nets_the_images_by_every_column_the_union_reads_of_the_m
         "where l2.line_no = 1", MASTERS,
     )
     from dbt_incremental_mv.refresh.views import union_view
-    from dbt_incremental_mv.refresh.marked_log import netted_columns
+    from dbt_incremental_mv.refresh.phases.mark import netted_columns
 
     log = _netted(LINES, *netted_columns(view, marked(LINES).spec), key_ranges=((1, 10), (12, 20)))
     assert log.netted_by == ("line_no", "order_id", "qty")

@@ -12,7 +12,8 @@ from pathlib import Path
 from dbt_incremental_mv.analysis import MasterTable, analyze_view
 from dbt_incremental_mv.logs.contract import LogSpec
 from dbt_incremental_mv.refresh.views import view_classes
-from dbt_incremental_mv.refresh.marked_log import MarkedLog, netted_columns
+from dbt_incremental_mv.refresh.marked_log import MarkedLog
+from dbt_incremental_mv.refresh.phases.mark import netted_columns
 
 GOLDEN = Path(__file__).parent / "golden" / "refresh_sql.txt"
 
