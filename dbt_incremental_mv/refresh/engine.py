@@ -195,6 +195,10 @@ class FastRefreshEngine:
         captured = []
         for spec in plan.logs.values():
             if spec.capture and spec.master_relation not in skipped:
+                # what the log's other views reflect past it (read only when there is something to capture)
+                stops = capture_phase.consumers_stops(
+                    ctx, spec, plan.log_consumers.get(spec.log_relation, ()), {plan.view_relation: state}
+                )
                 capture = capture_phase.capture(
                     ctx,
                     spec,
@@ -202,12 +206,7 @@ class FastRefreshEngine:
                     spec.log_relation in plan.log_evolutions,
                     exists=spec.log_relation in plan.existing_logs and spec.log_relation not in plan.log_evolutions,
                     position=state.logs.get(spec.log_relation) if state is not None else None,
-                    stops=capture_phase.consumers_stops(
-                        ctx,
-                        spec,
-                        plan.log_consumers.get(spec.log_relation, ()),
-                        {plan.view_relation: state},
-                    ),
+                    stops=stops,
                 )
                 if capture.method.captures:
                     captured.append(f"captured {capture.reason}")

@@ -137,15 +137,11 @@ def complete(ctx: RefreshContext, run: RefreshRun, marked: Mapping[str, MarkedLo
         o.master.name in marked and marked[o.master.name].master_snapshot >= 0 for o in definition.occurrences
     )
     if definition is not None and pinned:
-        query = plan.layout.sorted_query(
-            render_select(
-                definition,
-                {
-                    o.alias: marked[o.master.name].master_as_of_current_types(_current_types(plan, o.alias))
-                    for o in definition.occurrences
-                },
-            )
-        )
+        sources = {
+            o.alias: marked[o.master.name].master_as_of_current_types(_current_types(plan, o.alias))
+            for o in definition.occurrences
+        }
+        query = plan.layout.sorted_query(render_select(definition, sources))
         columns = definition.stored_columns
         base = ctx.metadata.main(plan.view_relation) if plan.existing_columns else None
         state = commit_state(marked, run.action, base=base, clock=plan.now)
@@ -156,7 +152,9 @@ def complete(ctx: RefreshContext, run: RefreshRun, marked: Mapping[str, MarkedLo
     if state is not None and columns is not None and run.action == RefreshAction.COMPLETE and same_table:
         steps = staged(state, "main", f"insert overwrite {target} ({idents(columns)})\n{query}")
         return Propagation(steps, state, dict(marked), "recomputed in one commit")
-    steps = [Step("main", view_table.enforce_contract(query, columns, plan.contract), kind=StepKind.CREATE)]
-    if state is not None:
-        steps += staged(state, "record", f"insert into {target} select * from {target} where false")
-    return Propagation(steps, state, dict(marked), "table replaced")
+    # the table made anew, then (when the query is pinned) the record of what it reflects
+    record = (
+        staged(state, "record", f"insert into {target} select * from {target} where false") if state is not None else []
+    )
+    create = Step("main", view_table.enforce_contract(query, columns, plan.contract), kind=StepKind.CREATE)
+    return Propagation([create, *record], state, dict(marked), "table replaced")
