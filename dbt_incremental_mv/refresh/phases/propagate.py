@@ -121,14 +121,6 @@ def _skipped(log: MarkedLog) -> str:
     return f"; {log.skipped} update{'s' if log.skipped != 1 else ''} skipped: no column the view reads changed"
 
 
-def _current_types(plan: RefreshPlan, alias: str) -> dict[str, str]:
-    """The master columns an occurrence reads, as the view spells them, with their current types."""
-    assert plan.definition is not None
-    master = plan.definition.occurrence(alias).master.name
-    types = plan.read_types.get(master, {})
-    return {c: types[c.lower()] for c in plan.definition.referenced_columns[alias] if c.lower() in types}
-
-
 def complete(ctx: RefreshContext, run: RefreshRun, marked: Mapping[str, MarkedLog]) -> Propagation:
     """A build or complete refresh (``run.action``): the defining query recomputed."""
     plan = run.plan
@@ -136,18 +128,19 @@ def complete(ctx: RefreshContext, run: RefreshRun, marked: Mapping[str, MarkedLo
     pinned = definition is not None and all(
         o.master.name in marked and marked[o.master.name].master_snapshot >= 0 for o in definition.occurrences
     )
+    target = relation(plan.view_relation)
     if definition is not None and pinned:
-        sources = {
-            o.alias: marked[o.master.name].master_as_of_current_types(_current_types(plan, o.alias))
-            for o in definition.occurrences
-        }
+        sources = {}  # each master at its marked snapshot, the columns read cast to their current types
+        for o in definition.occurrences:
+            types = plan.read_types.get(o.master.name, {})
+            read = {c: types[c.lower()] for c in definition.referenced_columns[o.alias] if c.lower() in types}
+            sources[o.alias] = marked[o.master.name].master_as_of_current_types(read)
         query = plan.layout.sorted_query(render_select(definition, sources))
         columns = definition.stored_columns
         base = ctx.metadata.main(plan.view_relation) if plan.existing_columns else None
         state = commit_state(marked, run.action, base=base, clock=plan.now)
     else:
         query, columns, state = plan.compiled_sql, None, None
-    target = relation(plan.view_relation)
     same_table = plan.existing_columns == tuple(columns or ()) and plan.stored_definition == plan.compiled_sql.strip()
     if state is not None and columns is not None and run.action == RefreshAction.COMPLETE and same_table:
         steps = staged(state, "main", f"insert overwrite {target} ({idents(columns)})\n{query}")

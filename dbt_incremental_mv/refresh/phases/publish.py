@@ -135,9 +135,9 @@ def staged_statement(state: ViewState, statement: RefreshStatement, log: bool = 
     cached views they read made first and dropped after the last write. ``log``: the view keeps
     its own change log: its rows are written after the writes, while the cached views the
     writes' filter reads still exist (``log`` step, run by own_log.py)."""
+    made = caching([f"cache table {ident(c.name)} as\n{c.sql}" for c in statement.cached])
     *before, last = statement.writes
     steps = staged(state, "main", last.sql, before)
-    made = caching([f"cache table {ident(c.name)} as\n{c.sql}" for c in statement.cached])
     dropped = [Step("uncache", kind=StepKind.UNCACHE, temp_view=c.name) for c in statement.cached]
     logged = [Step("log", kind=StepKind.LOG, wap_id=steps[-1].wap_id)] if log else []
     return made + steps[:-1] + logged + dropped + steps[-1:]

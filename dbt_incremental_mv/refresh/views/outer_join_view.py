@@ -173,7 +173,8 @@ def _anchor_key_parts(s: _Slicing, view_relation: str, alias: str) -> list[str]:
     link = s.links.get(alias)
     if link is not None and log.logs_columns(link.columns):
         # the slices its rows were in and are in now: the anchor keys its before and after images hold
-        return [_linked_anchor_keys(link, s.root_log, log.images(link.columns))]
+        images = log.images(link.columns)
+        return [_linked_anchor_keys(link, s.root_log, images)]
     hidden = _hidden_key(s.view, alias, log)
     old = f"select {renamed} from {relation(view_relation)} where {log.key_in(hidden)}"
     if link is not None:  # the new slices it makes: the anchor keys its rows hold, no join needed
@@ -211,7 +212,8 @@ def _row_pairs(s: _Slicing, view_relation: str, alias: str) -> list[str]:
     own = ", ".join(f"{ident(k)} as {ident(h)}" for k, h in zip(log.spec.key, hidden))
     columns = list(dict.fromkeys([*link.columns, *log.spec.key]))
     if log.logs_columns(columns):  # its before and after images: the slices it was in and is in now
-        return [_linked_anchor_keys(link, s.root_log, log.images(columns), own)]
+        images = log.images(columns)
+        return [_linked_anchor_keys(link, s.root_log, images, own)]
     old = (  # the view rows it is in now
         f"select {s.anchor_key_from_view()}, {idents(hidden)} from {relation(view_relation)} where {log.key_in(hidden)}"
     )
