@@ -19,7 +19,6 @@ from dbt_incremental_mv.logs.capture_plan import CapturePlan
 from dbt_incremental_mv.logs.contract import LogSpec
 from dbt_incremental_mv.metadata import Metadata
 from dbt_incremental_mv.refresh.context import Execute, Query, RefreshContext
-from dbt_incremental_mv.refresh.cost import Choice
 from dbt_incremental_mv.refresh.graph import view_consumers
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.operations import explain as explain_phase
@@ -32,7 +31,7 @@ from dbt_incremental_mv.refresh.phases import force, own_log, propagate
 from dbt_incremental_mv.refresh.phases import publish as publish_phase
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction, RefreshDecision, RunFacts
 from dbt_incremental_mv.refresh.phases.execute import PhaseClock, StepRunner, execute_steps
-from dbt_incremental_mv.refresh.phases.mark import Marked, mark_logs, nothing_to_refresh
+from dbt_incremental_mv.refresh.phases.mark import MarkedRefresh, mark_logs, nothing_to_refresh
 from dbt_incremental_mv.refresh.phases.plan import RefreshPlan, plan_refresh
 from dbt_incremental_mv.refresh.phases.propagate import Propagation
 from dbt_incremental_mv.refresh.phases.publish import ConcurrentRefreshError, Step, StepKind  # noqa: F401 - part of the engine's API
@@ -42,24 +41,6 @@ from dbt_incremental_mv.refresh.state import staleness
 from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.refresh.views.statement import RefreshStatement
 from dbt_incremental_mv.sql_text import relation
-
-IDLE = "fast refresh: nothing marked (no master commit or log change since the last refresh); no write"
-
-
-@dataclass(frozen=True)
-class MarkedRefresh:
-    """What was found before the capture, by the capture and by the mark, for decide and emit:
-    the view state the refresh consumes from, the logs marked, and the captures (``captured``:
-    what each did, for the log line)."""
-
-    state: ViewState | None
-    read_at: int | None  # the view snapshot a fast refresh commits on
-    idle: bool = False  # nothing changed since the last refresh: no write
-    skipped: frozenset[str] = frozenset()  # masters whose capture force skipped (recomputed instead)
-    early: Choice | None = None  # force's choice before the capture
-    captured: tuple[str, ...] = ()
-    marked: Marked | None = None
-    reads_changes: bool = False  # the refresh applies the marked changes (planned fast, not skipped by force)
 
 
 class FastRefreshEngine:
@@ -127,15 +108,7 @@ class FastRefreshEngine:
             captured.append(f"capture of {names} not needed")
         return replace(before, captured=tuple(captured), marked=marked, reads_changes=reads_changes)
 
-    # ---------------------------------------------------------------- propose + decide + emit
-    def propose(self, run: RefreshRun, marked: MarkedRefresh) -> RefreshStatement | None:
-        """The view class's statement applying the marked changes, when the refresh reads them
-        (None: a complete refresh, or the changes change nothing)."""
-        if marked.marked is None or not marked.reads_changes or marked.marked.log_reset is not None:
-            return None
-        with run.clock.phase("mark"):
-            return propagate.fast_statement(self.ctx, run.plan, marked.marked.logs)
-
+    # ---------------------------------------------------------------- decide
     def decide(self, run: RefreshRun, marked: MarkedRefresh, statement: RefreshStatement | None) -> RefreshDecision:
         """The run's one decision (decide.py), from the plan's facts and the mark's (and, under
         refresh_method='force', the cost model's choice between ``statement`` and a complete refresh)."""
@@ -173,19 +146,6 @@ class FastRefreshEngine:
                 if (position := state.logs.get(spec.log_relation)) is not None
             }
         return clock_phase.crossed_rows(self.ctx, plan.definition, plan.moving_filters, snapshots, marked)
-
-    def emit(self, run: RefreshRun, marked: MarkedRefresh, statement: RefreshStatement | None) -> Propagation:
-        """The steps that change the view, as the run's decision says."""
-        if marked.idle or marked.marked is None:
-            return Propagation([], None, {}, IDLE)
-        with run.clock.phase("mark"):
-            if run.action == RefreshAction.FAST:
-                propagation = propagate.fast(self.ctx, run, marked.marked.logs, marked.read_at, statement)
-            else:
-                propagation = propagate.complete(self.ctx, run, marked.marked.logs)
-        if marked.captured:  # which capture path ran, and what it read
-            propagation.summary += "; " + "; ".join(marked.captured)
-        return propagation
 
     def _capture(
         self, ctx: RefreshContext, run: RefreshRun, state: ViewState | None, skipped: frozenset[str]
@@ -411,9 +371,9 @@ class Refresh:
     def prepare(self) -> Propagation:
         """Capture and mark, decide once, and return the steps that change the view."""
         marked = self.engine.mark(self.run, self.engine.before_capture(self.run))
-        statement = self.engine.propose(self.run, marked)
+        statement = propagate.propose(self.run, marked)
         self.engine.decide(self.run, marked, statement)
-        return self.engine.emit(self.run, marked, statement)
+        return propagate.emit(self.engine.ctx, self.run, marked, statement)
 
 
 class _RefreshRunner:

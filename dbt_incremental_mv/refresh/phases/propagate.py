@@ -15,7 +15,7 @@ from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.phases import own_log
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
-from dbt_incremental_mv.refresh.phases.plan import RefreshPlan
+from dbt_incremental_mv.refresh.phases.mark import MarkedRefresh
 from dbt_incremental_mv.refresh.phases.publish import (
     Step,
     StepKind,
@@ -29,6 +29,8 @@ from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from dbt_incremental_mv.refresh.views import view_classes
 from dbt_incremental_mv.refresh.views.statement import RefreshStatement
 from dbt_incremental_mv.sql_text import idents, relation
+
+IDLE = "fast refresh: nothing marked (no master commit or log change since the last refresh); no write"
 
 
 @dataclass
@@ -46,17 +48,34 @@ class Propagation:
     write_branch: tuple[str, int | None] | None = None
 
 
-def fast_statement(ctx: RefreshContext, plan: RefreshPlan, marked: Mapping[str, MarkedLog]) -> RefreshStatement | None:
-    """The view class's statement applying the ``marked`` changes (None: they change nothing)."""
+def propose(run: RefreshRun, marked: MarkedRefresh) -> RefreshStatement | None:
+    """The view class's statement applying the marked changes, when the refresh reads them
+    (None: a complete refresh, or the changes change nothing): what the decision prices under
+    refresh_method='force', and what a fast refresh writes."""
+    if marked.marked is None or not marked.reads_changes or marked.marked.log_reset is not None:
+        return None
+    plan = run.plan
     assert plan.definition is not None
-    return view_classes.refresh_statement(
-        plan.definition,
-        plan.view_relation,
-        marked,
-        plan.view_types,
-        write_branch(),
-        plan.view_rows,
-    )
+    with run.clock.phase("mark"):
+        return view_classes.refresh_statement(
+            plan.definition, plan.view_relation, marked.marked.logs, plan.view_types, write_branch(), plan.view_rows
+        )
+
+
+def emit(
+    ctx: RefreshContext, run: RefreshRun, marked: MarkedRefresh, statement: RefreshStatement | None
+) -> Propagation:
+    """The steps that change the view, as the run's decision says (``statement``: propose's)."""
+    if marked.idle or marked.marked is None:
+        return Propagation([], None, {}, IDLE)
+    with run.clock.phase("mark"):
+        if run.action == RefreshAction.FAST:
+            propagation = fast(ctx, run, marked.marked.logs, marked.read_at, statement)
+        else:
+            propagation = complete(ctx, run, marked.marked.logs)
+    if marked.captured:  # which capture path ran, and what it read
+        propagation.summary += "; " + "; ".join(marked.captured)
+    return propagation
 
 
 def fast(
@@ -66,7 +85,7 @@ def fast(
     read_at: int | None,
     statement: RefreshStatement | None,
 ) -> Propagation:
-    """The writes of a fast refresh applying ``statement`` (fast_statement's), on the write branch
+    """The writes of a fast refresh applying ``statement`` (propose's), on the write branch
     they name (made by the executor); the rows the view's own log gets go to ``run``."""
     plan = run.plan
     kinds = ", ".join(

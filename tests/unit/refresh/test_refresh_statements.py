@@ -10,7 +10,7 @@ import time
 import pytest
 
 from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
-from dbt_incremental_mv.refresh.engine import IDLE
+from dbt_incremental_mv.refresh.phases.propagate import IDLE
 from dbt_incremental_mv.refresh.phases.publish import CACHE_PLANNING
 from tests.unit.warehouse import VIEWS, Warehouse
 
