@@ -10,7 +10,7 @@ times them.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from dbt_incremental_mv.analysis import ViewDefinition
@@ -20,7 +20,6 @@ from dbt_incremental_mv.logs.contract import LogSpec
 from dbt_incremental_mv.metadata import Metadata
 from dbt_incremental_mv.refresh.context import Execute, Query, RefreshContext
 from dbt_incremental_mv.refresh.graph import view_consumers
-from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.operations import explain as explain_phase
 from dbt_incremental_mv.refresh.operations import history
 from dbt_incremental_mv.refresh.operations import on_commit as on_commit_phase
@@ -29,17 +28,16 @@ from dbt_incremental_mv.refresh.phases import capture as capture_phase
 from dbt_incremental_mv.refresh.phases import clock as clock_phase
 from dbt_incremental_mv.refresh.phases import force, own_log, propagate
 from dbt_incremental_mv.refresh.phases import publish as publish_phase
-from dbt_incremental_mv.refresh.phases.decide import RefreshAction, RefreshDecision, RunFacts
+from dbt_incremental_mv.refresh.phases.decide import RefreshAction, RunFacts
 from dbt_incremental_mv.refresh.phases.execute import PhaseClock, StepRunner, execute_steps
-from dbt_incremental_mv.refresh.phases.mark import MarkedRefresh, mark_logs, nothing_to_refresh
+from dbt_incremental_mv.refresh.phases.mark import mark_logs, nothing_to_refresh
 from dbt_incremental_mv.refresh.phases.plan import RefreshPlan, plan_refresh
-from dbt_incremental_mv.refresh.phases.propagate import Propagation
+from dbt_incremental_mv.refresh.phases.propagate import IDLE, Propagation
 from dbt_incremental_mv.refresh.phases.publish import ConcurrentRefreshError, Step, StepKind  # noqa: F401 - part of the engine's API
 from dbt_incremental_mv.refresh.phases.purge import purge_log
 from dbt_incremental_mv.refresh.phases.run import RefreshRun
 from dbt_incremental_mv.refresh.state import staleness
-from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
-from dbt_incremental_mv.refresh.views.statement import RefreshStatement
+from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition
 from dbt_incremental_mv.sql_text import relation
 
 
@@ -65,112 +63,6 @@ class FastRefreshEngine:
         with clock.phase("plan"):
             plan = plan_refresh(self.ctx, model, compiled_sql, view_relation, existing_type, full_refresh, graph)
         return RefreshRun(plan, clock=clock)
-
-    # ---------------------------------------------------------------- before the capture, capture + mark
-    def before_capture(self, run: RefreshRun) -> MarkedRefresh:
-        """What is known before anything is captured: the view state a fast refresh consumes
-        from, whether anything changed since, and (refresh_method='force') whether a complete
-        refresh is cheaper even before the capture (force.py), which then skips it."""
-        ctx = self.ctx
-        plan = run.plan
-        # a fast refresh consumes from the state the staleness check accepted; its commit is made
-        # on the view snapshot that state was read from, or not at all (publish)
-        state, read_at = (plan.view_state, plan.view_read_at) if plan.action == RefreshAction.FAST else (None, None)
-        with run.clock.phase("mark"):
-            if state is not None and nothing_to_refresh(ctx, plan, state) and self._crossed(plan, state) is None:
-                return MarkedRefresh(state, read_at, idle=True)
-            ctx.metadata.reset_staging()
-            skipped, early = force.captures_to_skip(ctx, plan, state)
-        return MarkedRefresh(state, read_at, skipped=skipped, early=early)
-
-    def mark(self, run: RefreshRun, before: MarkedRefresh) -> MarkedRefresh:
-        """Capture the logs (but those ``before`` skips) and fix what this refresh consumes and
-        which snapshots it reads: the facts the decision is taken from (decide)."""
-        if before.idle:
-            return before
-        plan = run.plan
-        with run.clock.phase("capture"):
-            captured = self._capture(self.ctx, run, before.state, before.skipped)
-        early = before.early
-        reads_changes = plan.action == RefreshAction.FAST and not (
-            early is not None and early.method == RefreshAction.COMPLETE
-        )
-        with run.clock.phase("mark"):
-            marked = mark_logs(
-                self.ctx,
-                plan,
-                before.state,
-                uncaptured=before.skipped,
-                action=RefreshAction.FAST if reads_changes else RefreshAction.COMPLETE,
-            )
-        if before.skipped:
-            names = ", ".join(plan.logs[m].master_name for m in sorted(before.skipped))
-            captured.append(f"capture of {names} not needed")
-        return replace(before, captured=tuple(captured), marked=marked, reads_changes=reads_changes)
-
-    # ---------------------------------------------------------------- decide
-    def decide(self, run: RefreshRun, marked: MarkedRefresh, statement: RefreshStatement | None) -> RefreshDecision:
-        """The run's one decision (decide.py), from the plan's facts and the mark's (and, under
-        refresh_method='force', the cost model's choice between ``statement`` and a complete refresh)."""
-        if marked.idle or marked.marked is None:
-            return run.decide(RunFacts())
-        late = None
-        crossed = None
-        with run.clock.phase("mark"):
-            if marked.reads_changes:
-                crossed = self._crossed(run.plan, None, marked.marked.logs)
-            if crossed is None and statement is not None and run.plan.config.refresh_method is RefreshMethod.FORCE:
-                late = force.after_mark(self.ctx, run.plan, marked.marked.logs, statement)
-        return run.decide(
-            RunFacts(
-                before_capture=marked.early, log_reset=marked.marked.log_reset, clock_crossed=crossed, after_mark=late
-            )
-        )
-
-    def _crossed(
-        self, plan: RefreshPlan, state: ViewState | None, marked: Mapping[str, MarkedLog] | None = None
-    ) -> clock_phase.Crossing | None:
-        """Which rows crossed the view's time boundary since the time its rows reflect
-        (refresh/phases/clock.py): the masters read at the snapshots ``state`` reflects, or at
-        those the ``marked`` logs are read at, with their images; None: none did, or the view
-        reads no clock."""
-        if not plan.moving_filters or plan.definition is None:
-            return None
-        if marked is not None:
-            snapshots: dict[str, int | None] = {m: log.master_snapshot for m, log in marked.items()}
-        else:
-            assert state is not None
-            snapshots = {
-                m: position.master_snapshot
-                for m, spec in plan.logs.items()
-                if (position := state.logs.get(spec.log_relation)) is not None
-            }
-        return clock_phase.crossed_rows(self.ctx, plan.definition, plan.moving_filters, snapshots, marked)
-
-    def _capture(
-        self, ctx: RefreshContext, run: RefreshRun, state: ViewState | None, skipped: frozenset[str]
-    ) -> list[str]:
-        """Capture every capture-managed log of the view but those in ``skipped``: what each did."""
-        plan = run.plan
-        captured = []
-        for spec in plan.logs.values():
-            if spec.capture and spec.master_relation not in skipped:
-                # what the log's other views reflect past it (read only when there is something to capture)
-                stops = capture_phase.consumers_stops(
-                    ctx, spec, plan.log_consumers.get(spec.log_relation, ()), {plan.view_relation: state}
-                )
-                capture = capture_phase.capture(
-                    ctx,
-                    spec,
-                    plan.logged_columns.get(spec.log_relation),
-                    spec.log_relation in plan.log_evolutions,
-                    exists=spec.log_relation in plan.existing_logs and spec.log_relation not in plan.log_evolutions,
-                    position=state.logs.get(spec.log_relation) if state is not None else None,
-                    stops=stops,
-                )
-                if capture.method.captures:
-                    captured.append(f"captured {capture.reason}")
-        return captured
 
     # ---------------------------------------------------------------- execute
     def execute(self, run: RefreshRun, propagation: Propagation, runner: StepRunner) -> None:
@@ -369,11 +261,45 @@ class Refresh:
         return self.run.action
 
     def prepare(self) -> Propagation:
-        """Capture and mark, decide once, and return the steps that change the view."""
-        marked = self.engine.mark(self.run, self.engine.before_capture(self.run))
-        statement = propagate.propose(self.run, marked)
-        self.engine.decide(self.run, marked, statement)
-        return propagate.emit(self.engine.ctx, self.run, marked, statement)
+        """The refresh's phases in order, up to the steps that change the view: what is known
+        before the capture (nothing changed since the last refresh: no write; under
+        refresh_method='force', a complete refresh cheaper even before the capture, which it
+        then skips), the capture and the mark, the view class's statement for the marked changes,
+        the run's one decision (decide.py) and the steps it calls for."""
+        ctx = self.engine.ctx
+        run = self.run
+        plan = run.plan
+        # a fast refresh consumes from the state the staleness check accepted; its commit is made
+        # on the view snapshot that state was read from, or not at all (publish)
+        state = plan.view_state if plan.action == RefreshAction.FAST else None
+        with run.clock.phase("mark"):
+            idle = state is not None and nothing_to_refresh(ctx, plan, state)
+            if idle and clock_phase.crossed_since(ctx, plan.definition, plan.moving_filters, plan.logs, state) is None:
+                run.decide(RunFacts())
+                return Propagation([], None, {}, IDLE)
+            ctx.metadata.reset_staging()
+            skipped, early = force.captures_to_skip(ctx, plan, state)
+        with run.clock.phase("capture"):
+            captured = capture_phase.capture_logs(ctx, plan, state, skipped)
+        reads_changes = plan.action == RefreshAction.FAST and not (
+            early is not None and early.method == RefreshAction.COMPLETE
+        )
+        with run.clock.phase("mark"):
+            action = RefreshAction.FAST if reads_changes else RefreshAction.COMPLETE
+            marked = mark_logs(ctx, plan, state, uncaptured=skipped, action=action)
+        statement = propagate.propose(run, marked) if reads_changes else None
+        crossed = late = None
+        with run.clock.phase("mark"):
+            if reads_changes:
+                crossed = clock_phase.crossed_since(
+                    ctx, plan.definition, plan.moving_filters, plan.logs, marked=marked.logs
+                )
+            if crossed is None and statement is not None and plan.config.refresh_method is RefreshMethod.FORCE:
+                late = force.after_mark(ctx, plan, marked.logs, statement)
+        run.decide(RunFacts(before_capture=early, log_reset=marked.log_reset, clock_crossed=crossed, after_mark=late))
+        if skipped:
+            captured.append(f"capture of {', '.join(plan.logs[m].master_name for m in sorted(skipped))} not needed")
+        return propagate.emit(ctx, run, marked, plan.view_read_at if state is not None else None, captured, statement)
 
 
 class _RefreshRunner:

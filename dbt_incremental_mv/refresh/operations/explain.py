@@ -137,7 +137,7 @@ def explain(
         return found
     captures = _captures(ctx, plan, state)
     if captures:  # decided before the capture (as force does): the marks are not known yet
-        early = force.before_capture(ctx, plan, state)
+        early = force.choice_before_capture(ctx, plan, state)
         choice = early[0] if early is not None else None
         marked = _provisional(ctx, plan, state)
     else:

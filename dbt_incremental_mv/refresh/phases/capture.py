@@ -26,6 +26,7 @@ from dbt_incremental_mv.logs.capture_plan import (
 from dbt_incremental_mv.logs.contract import LogContractError, LogSpec, log_evolution
 from dbt_incremental_mv.process_state import PROCESS
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
+from dbt_incremental_mv.refresh.phases.plan import RefreshPlan
 from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.refresh.state.view_state import view_state
 
@@ -33,6 +34,30 @@ from dbt_incremental_mv.refresh.state.view_state import view_state
 CAPTURE_ATTEMPTS = 5
 
 Stops = Callable[[], Reflected]  # read only when there is something to capture
+
+
+def capture_logs(ctx: RefreshContext, plan: RefreshPlan, state: ViewState | None, skipped: frozenset[str]) -> list[str]:
+    """A refresh's capture: every capture-managed log of the view but those of the masters in
+    ``skipped`` (force found their capture not needed); what each capture did, for the log line."""
+    captured = []
+    for spec in plan.logs.values():
+        if spec.capture and spec.master_relation not in skipped:
+            # what the log's other views reflect past it (read only when there is something to capture)
+            stops = consumers_stops(
+                ctx, spec, plan.log_consumers.get(spec.log_relation, ()), {plan.view_relation: state}
+            )
+            done = capture(
+                ctx,
+                spec,
+                plan.logged_columns.get(spec.log_relation),
+                spec.log_relation in plan.log_evolutions,
+                exists=spec.log_relation in plan.existing_logs and spec.log_relation not in plan.log_evolutions,
+                position=state.logs.get(spec.log_relation) if state is not None else None,
+                stops=stops,
+            )
+            if done.method.captures:
+                captured.append(f"captured {done.reason}")
+    return captured
 
 
 def capture(

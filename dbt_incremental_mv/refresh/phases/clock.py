@@ -18,6 +18,7 @@ from sqlglot import exp
 from dbt_incremental_mv import environment
 from dbt_incremental_mv.analysis import MasterTable, ViewDefinition, analyze_view, render_expression
 from dbt_incremental_mv.analysis.clock import Clock, MovingFilter, clock_move
+from dbt_incremental_mv.logs.contract import LogSpec
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
@@ -121,6 +122,32 @@ class Crossing:
 
     reason: str
     rows: Mapping[str, str]
+
+
+def crossed_since(
+    ctx: RefreshContext,
+    definition: ViewDefinition | None,
+    filters: Sequence[MovingFilter],
+    logs: Mapping[str, LogSpec],
+    state: ViewState | None = None,
+    marked: Mapping[str, MarkedLog] | None = None,
+) -> Crossing | None:
+    """Which rows crossed the view's time boundary (``filters``, the view's moving filters) since
+    the time its rows reflect: the masters read at the snapshots ``state`` reflects (``logs``: the
+    view's, by master), or at those the ``marked`` logs are read at, with their images; None: none
+    did, or the view reads no clock."""
+    if not filters or definition is None:
+        return None
+    if marked is not None:
+        snapshots: dict[str, int | None] = {m: log.master_snapshot for m, log in marked.items()}
+    else:
+        assert state is not None
+        snapshots = {
+            m: position.master_snapshot
+            for m, spec in logs.items()
+            if (position := state.logs.get(spec.log_relation)) is not None
+        }
+    return crossed_rows(ctx, definition, filters, snapshots, marked)
 
 
 def crossed_rows(

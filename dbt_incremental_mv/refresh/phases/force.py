@@ -52,14 +52,14 @@ def captures_to_skip(
     choice made (None: none yet, decided after the mark; ``complete``: the run recomputes)."""
     if state is None or plan.action != RefreshAction.FAST or plan.config.refresh_method is not RefreshMethod.FORCE:
         return frozenset(), None
-    early = before_capture(ctx, plan, state)
+    early = choice_before_capture(ctx, plan, state)
     if early is None:
         return frozenset(), None
     choice, masters = early
     return (masters if choice.method == RefreshAction.COMPLETE else frozenset()), choice
 
 
-def before_capture(
+def choice_before_capture(
     ctx: RefreshContext, plan: RefreshPlan, state: ViewState
 ) -> tuple[cost.Choice, frozenset[str]] | None:
     """Whether to recompute the view rather than capture: the choice, and the masters whose

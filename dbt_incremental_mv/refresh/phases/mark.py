@@ -28,7 +28,6 @@ from dbt_incremental_mv.logs.contract import INSERT, LogSpec, normalize_type
 from dbt_incremental_mv.logs.sql import KEY_BUCKETS, LITERAL_KEYS, KeyProbe
 from dbt_incremental_mv.metadata import EPOCH, Bound
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
-from dbt_incremental_mv.refresh.cost import Choice
 from dbt_incremental_mv.refresh.marked_log import KeyValues, MarkedLog
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
 from dbt_incremental_mv.refresh.phases.plan import RefreshPlan
@@ -78,22 +77,6 @@ class Marked:
 
     logs: dict[str, MarkedLog]
     log_reset: str | None = None
-
-
-@dataclass(frozen=True)
-class MarkedRefresh:
-    """What was found before the capture, by the capture and by the mark, for decide and emit:
-    the view state the refresh consumes from, the logs marked, and the captures (``captured``:
-    what each did, for the log line)."""
-
-    state: ViewState | None
-    read_at: int | None  # the view snapshot a fast refresh commits on
-    idle: bool = False  # nothing changed since the last refresh: no write
-    skipped: frozenset[str] = frozenset()  # masters whose capture force skipped (recomputed instead)
-    early: Choice | None = None  # force's choice before the capture
-    captured: tuple[str, ...] = ()
-    marked: Marked | None = None
-    reads_changes: bool = False  # the refresh applies the marked changes (planned fast, not skipped by force)
 
 
 def mark_logs(

@@ -15,7 +15,7 @@ from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.phases import own_log
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
-from dbt_incremental_mv.refresh.phases.mark import MarkedRefresh
+from dbt_incremental_mv.refresh.phases.mark import Marked
 from dbt_incremental_mv.refresh.phases.publish import (
     Step,
     StepKind,
@@ -48,33 +48,38 @@ class Propagation:
     write_branch: tuple[str, int | None] | None = None
 
 
-def propose(run: RefreshRun, marked: MarkedRefresh) -> RefreshStatement | None:
-    """The view class's statement applying the marked changes, when the refresh reads them
-    (None: a complete refresh, or the changes change nothing): what the decision prices under
-    refresh_method='force', and what a fast refresh writes."""
-    if marked.marked is None or not marked.reads_changes or marked.marked.log_reset is not None:
+def propose(run: RefreshRun, marked: Marked) -> RefreshStatement | None:
+    """The view class's statement applying the ``marked`` changes (None: a log was reset, or the
+    changes change nothing): what the decision prices under refresh_method='force', and what a
+    fast refresh writes."""
+    if marked.log_reset is not None:
         return None
     plan = run.plan
     assert plan.definition is not None
     with run.clock.phase("mark"):
         return view_classes.refresh_statement(
-            plan.definition, plan.view_relation, marked.marked.logs, plan.view_types, write_branch(), plan.view_rows
+            plan.definition, plan.view_relation, marked.logs, plan.view_types, write_branch(), plan.view_rows
         )
 
 
 def emit(
-    ctx: RefreshContext, run: RefreshRun, marked: MarkedRefresh, statement: RefreshStatement | None
+    ctx: RefreshContext,
+    run: RefreshRun,
+    marked: Marked,
+    read_at: int | None,
+    captured: list[str],
+    statement: RefreshStatement | None,
 ) -> Propagation:
-    """The steps that change the view, as the run's decision says (``statement``: propose's)."""
-    if marked.idle or marked.marked is None:
-        return Propagation([], None, {}, IDLE)
+    """The steps that change the view, as the run's decision says (``statement``: propose's;
+    ``read_at``: the view snapshot a fast refresh commits on; ``captured``: what each capture
+    did, for the log line)."""
     with run.clock.phase("mark"):
         if run.action == RefreshAction.FAST:
-            propagation = fast(ctx, run, marked.marked.logs, marked.read_at, statement)
+            propagation = fast(ctx, run, marked.logs, read_at, statement)
         else:
-            propagation = complete(ctx, run, marked.marked.logs)
-    if marked.captured:  # which capture path ran, and what it read
-        propagation.summary += "; " + "; ".join(marked.captured)
+            propagation = complete(ctx, run, marked.logs)
+    if captured:  # which capture path ran, and what it read
+        propagation.summary += "; " + "; ".join(captured)
     return propagation
 
 
