@@ -82,6 +82,7 @@ sys.path.insert(0, str(REPO))  # this checkout's package, not an installed copy
 
 from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, analyze_view  # noqa: E402
 from dbt_incremental_mv.analysis.clock import Clock, clock_move, sql_reads_clock  # noqa: E402
+from dbt_incremental_mv.analysis.states import split_into_states  # noqa: E402
 
 # A model that reads the clock is analysed at a time (as a refresh does), and again a day later:
 # accepted when only filters of one table's rows differ (fast refreshed while no row crosses their
@@ -408,6 +409,7 @@ class Outcome:
     category: str = ""
     construct: str = ""
     masters: int = 0  # distinct master tables of an accepted view
+    split: str = ""  # a refused model: the states it splits into (analysis/states.py), when it does
 
 
 def _alarm(signum, frame):
@@ -463,9 +465,13 @@ def analyse_project(directory: Path, timeout: int) -> tuple[dict, list[Outcome]]
             outcomes.append(Outcome(info["project"], name, "accepted", view_class=view_class, masters=tables))
         except UnsupportedViewError as error:
             message = str(error)
-            outcomes.append(Outcome(info["project"], name, "refused", message,
-                                    category=categorize(f"{error.construct}: {error.reason}", star_placeholder),
-                                    construct=error.construct))
+            category = categorize(f"{error.construct}: {error.reason}", star_placeholder)
+            found = None
+            if category not in ARTIFACTS and not sql_reads_clock(spark_sql):
+                found = split_into_states(spark_sql, masters)
+            split = ", ".join(f"{s.name} ({s.view_class.value})" for s in found.states) if found else ""
+            outcomes.append(Outcome(info["project"], name, "refused", message, category=category,
+                                    construct=error.construct, split=split))
         except AnalysisTimeout:
             outcomes.append(Outcome(info["project"], name, "crash", f"analysis took over {timeout}s"))
         except RecursionError:
@@ -557,6 +563,7 @@ def report(projects: list[tuple[dict, list[Outcome]]], corpus: Path) -> str:
     refused = [o for o in all_outcomes if o.status == "refused"]
     artifacts = [o for o in refused if o.category in ARTIFACTS]
     real = len(refused) - len(artifacts)
+    splits = [o for o in refused if o.split]
     lines += [
         "",
         "## Overall",
@@ -574,6 +581,13 @@ def report(projects: list[tuple[dict, list[Outcome]]], corpus: Path) -> str:
         f"- analysis crashes (an exception other than UnsupportedViewError): {count['crash']}",
         f"- excluding the artifacts, accepted {count['accepted']} of {count['accepted'] + real} "
         f"({_pct(count['accepted'], count['accepted'] + real)})",
+        f"- of the refused for a construct, {len(splits)} split into views the analysis accepts (the refusal names "
+        "the CTEs to make `fast_refresh` models of their own, each keyed by what its shape makes unique: "
+        "`analysis/states.py`; the query over them accepted too; models reading the clock not tried): "
+        f"{len(splits)} more would be fast refreshed as such stacks, {count['accepted'] + len(splits)} of "
+        f"{transpiled} ({_pct(count['accepted'] + len(splits), transpiled)}), of {count['accepted'] + real} without "
+        f"the artifacts ({_pct(count['accepted'] + len(splits), count['accepted'] + real)}): "
+        + ", ".join(f"{o.project}/{o.model} [{o.split}]" for o in splits),
         "",
         "## Refusals by construct",
         "",

@@ -20,6 +20,7 @@ from dbt_incremental_mv.analysis import MasterTable, ViewClass, ViewDefinition, 
 from dbt_incremental_mv.analysis.analyze import construct_refusals, ignored_order, ordered_by_value
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 from dbt_incremental_mv.analysis.model import OutputKind, Ranking
+from dbt_incremental_mv.analysis.states import split_into_states
 from dbt_incremental_mv.config import ConfigError, RefreshMethod
 from dbt_incremental_mv.layout import layout_advice
 from dbt_incremental_mv.logs import sql as log_sql
@@ -52,6 +53,7 @@ class Explanation:
     clock: str | None = None  # how the view depends on the time, when its query reads the clock
     masters: list[str] = field(default_factory=list)  # each master with its log and key, and where the key is from
     refusals: list[str] = field(default_factory=list)  # every reason, each with what to change
+    split: str | None = None  # how a refused query is fast refreshed in steps (analysis/states.py)
     next_run: str = ""  # what the next dbt run does, and why
     cost: str | None = None  # the estimates force decides by, and its choice
     phases: list[tuple[str, list[str]]] = field(default_factory=list)  # (phase, statements or -- notes)
@@ -65,6 +67,8 @@ class Explanation:
         if self.refusals:
             out.append(f"fast refreshable: no ({len(self.refusals)} reason{'s' if len(self.refusals) != 1 else ''})")
             out += [f"  {i}. {reason}" for i, reason in enumerate(self.refusals, 1)]
+            if self.split:
+                out.append(f"  {self.split}")
         else:
             out.append("fast refreshable: yes")
         out.append(f"next dbt run: {self.next_run}")
@@ -108,6 +112,8 @@ def explain(
         for _, spec in sorted(plan.logs.items())
     ]
     found.refusals = refusals(ctx, plan, model, sql, graph)
+    if found.refusals and plan.definition is None:
+        found.split = split_advice(ctx, plan, sql)
     definition = plan.definition
     found.view_class = _class_of(definition) if definition is not None else None
     order = ignored_order(sql) if found.view_class is not None else None
@@ -293,6 +299,13 @@ def refusals(
     }
     blocker = view_classes.blocker(definition, logged)
     return [blocker] if blocker else []
+
+
+def split_advice(ctx: RefreshContext, plan: RefreshPlan, sql: str) -> str | None:
+    """How a query the analysis refuses is fast refreshed in steps (analysis/states.py), if it can be."""
+    tables = {m: MasterTable(name=m, columns=tuple(ctx.metadata.columns(m)), key=s.key) for m, s in plan.logs.items()}
+    split = split_into_states(sql, tables, plan.now)
+    return split.advice() if split is not None else None
 
 
 # ---------------------------------------------------------------------- statements

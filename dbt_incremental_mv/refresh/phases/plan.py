@@ -11,6 +11,7 @@ from typing import Any
 from dbt_incremental_mv import environment, view_table
 from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewDefinition, analyze_view
 from dbt_incremental_mv.analysis.clock import Clock, ClockError, MovingFilter, sql_reads_clock
+from dbt_incremental_mv.analysis.states import split_into_states
 from dbt_incremental_mv.config import ConfigError, FastRefreshConfig
 from dbt_incremental_mv.definition import COLUMNS_PROPERTY, DEFINITION_PROPERTY, definition_change, encode_columns
 from dbt_incremental_mv.layout import ViewLayout, view_layout
@@ -199,7 +200,8 @@ def plan_refresh(
         try:
             definition = analyze_view(compiled_sql, tables, clock)
         except UnsupportedViewError as exc:
-            blocker = str(exc)
+            split = split_into_states(compiled_sql, tables, clock)
+            blocker = f"{exc} {split.advice()}" if split is not None else str(exc)
         else:
             logged = {
                 m: logged_columns[logs[m].log_relation] for m in masters if logs[m].log_relation in logged_columns

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.operations.explain import explain
-from tests.unit.warehouse import Warehouse
+from tests.unit.warehouse import SPLIT_IN_TWO, Warehouse
 
 
 def explained(warehouse: Warehouse, sql: str | None = None) -> list[str]:
@@ -129,3 +129,17 @@ def test_an_outermost_order_by_is_said_to_be_ignored():
     lines = explained(warehouse, warehouse.sql + " order by 1")
     assert lines[1].startswith("view class: aggregate (ORDER BY 1: ignored, a table keeps no order; sort when reading")
     assert explained(warehouse)[1] == "view class: aggregate"
+
+
+def test_a_refused_query_that_splits_into_views_says_which_ctes_to_make_models_of_their_own():
+    # the latest order of each customer, counted by amount: refused as one view
+    sql = SPLIT_IN_TWO
+    lines = explained(Warehouse("join"), sql)
+    assert lines[2] == "fast refreshable: no (1 reason)"
+    assert lines[3].startswith("  1. ROW_NUMBER() OVER (PARTITION BY o.customer_id ORDER BY o.order_id DESC): "), lines[3]
+    assert lines[4] == (
+        "  It can be fast refreshed in 2 steps: make the CTE latest (a ranked view, key customer_id) a fast_refresh "
+        "model of its own with mv_log=true, declare its change log as a source (meta.mv_log with that key) and "
+        "read it here with ref(): the query over it is then a per partition view"
+    )
+    assert lines[5].startswith("next dbt run: ")

@@ -1,7 +1,9 @@
 import pytest
 
 from dbt_incremental_mv.config import FastRefreshConfig
+from dbt_incremental_mv.refresh.engine import FastRefreshEngine
 from dbt_incremental_mv.refresh.phases.decide import FastRefreshUnavailable, PlanFacts, decide_refresh
+from tests.unit.warehouse import SPLIT_IN_TWO, Warehouse
 
 FORCE, FAST, COMPLETE = (FastRefreshConfig(m) for m in ("force", "fast", "complete"))
 
@@ -120,3 +122,19 @@ def test_a_clock_read_elsewhere_that_moved_is_a_fallback_with_its_reason():
     facts = PlanFacts("table", clock_moved="the view reads the clock in a selected value, and its time moved")
     decision = decide_refresh("v", FORCE, facts)
     assert decision.action == "complete" and decision.blocker == facts.clock_moved
+
+
+def test_a_refused_query_that_splits_says_how_in_the_refusal():
+    warehouse = Warehouse("join")
+    sql = SPLIT_IN_TWO
+    fake = warehouse.fake
+    engine = FastRefreshEngine(fake.query, fake.execute, fake.metadata())
+    run = engine.plan(warehouse.model, sql, "shop.v", None, False, warehouse.graph)  # force: built, then recomputed
+    assert run.plan.facts.blocker is not None and run.plan.facts.blocker.endswith(
+        "It can be fast refreshed in 2 steps: make the CTE latest (a ranked view, key customer_id) a fast_refresh "
+        "model of its own with mv_log=true, declare its change log as a source (meta.mv_log with that key) and "
+        "read it here with ref(): the query over it is then a per partition view"
+    ), run.plan.facts.blocker
+    warehouse.model["config"]["refresh_method"] = "fast"
+    with pytest.raises(FastRefreshUnavailable, match="in 2 steps: make the CTE latest"):
+        engine.plan(warehouse.model, sql, "shop.v", None, False, warehouse.graph)

@@ -1,0 +1,317 @@
+"""Intermediate states: how a query the analysis refuses as one view splits into views it accepts.
+
+A dbt model often computes, in a CTE, something a fast refresh maintains well on its own (the
+orders per customer, the latest row per key) and joins or aggregates it again, which one view
+cannot maintain. Such a model is maintained in steps: the CTE as a ``fast_refresh`` model of its
+own that logs its changes (``mv_log=true``), read here with ``ref()``, and this query over it.
+:func:`split_into_states` finds such a split, checked by the analysis itself: every state is
+accepted as a view of its own, with a key unique in its rows (its log's key), and the query
+reading the states in place of the CTEs is accepted too. The refusal then names the split (what to
+do), instead of only what blocks.
+
+Only top-level CTEs are cut, and only where the state's key follows from its shape: the group keys
+of an aggregate (or DISTINCT), the PARTITION BY of a latest-row-per-key, the key of the one table
+a filter or window of one table reads. Pure Python, like the rest of the analysis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from dbt_incremental_mv.analysis.analyze import analyze_view
+from dbt_incremental_mv.analysis.clock import Clock
+from dbt_incremental_mv.analysis.errors import UnsupportedViewError
+from dbt_incremental_mv.analysis.model import MasterTable, ViewClass, ViewDefinition
+
+# The schema the query over the states reads them from (a placeholder: the user names the models).
+STATE_SCHEMA = "mv_state"
+# The most CTEs a split is looked for among, and the most analyses a search makes (one analysis of a
+# large query takes a tenth of a second; a split is looked for only when the query is refused).
+MAX_CTES = 24
+MAX_ANALYSES = 80
+
+
+class _OverBudget(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class State:
+    """A CTE maintained as a view of its own: its ``name``, the query it is (the CTEs it reads
+    inlined, the earlier states read as tables), its key and the class of view it is."""
+
+    name: str
+    sql: str
+    key: tuple[str, ...]
+    view_class: ViewClass
+
+
+@dataclass(frozen=True)
+class StateSplit:
+    """The states, in the order they refresh, and the class of the query over them."""
+
+    states: tuple[State, ...]
+    view_class: ViewClass
+
+    def advice(self) -> str:
+        """What the user does to have the model maintained in these steps."""
+        described = ", ".join(f"{s.name} ({_a(s.view_class)}, key {', '.join(s.key)})" for s in self.states)
+        one = len(self.states) == 1
+        return (
+            f"It can be fast refreshed in {len(self.states) + 1} steps: make {'the CTE' if one else 'the CTEs'} "
+            f"{described} {'a fast_refresh model' if one else 'fast_refresh models'} of {'its' if one else 'their'} "
+            f"own with mv_log=true, declare {'its' if one else 'their'} change "
+            f"log{'' if one else 's'} as {'a source' if one else 'sources'} (meta.mv_log with {'that key' if one else 'those keys'}) and read "
+            f"{'it' if one else 'them'} here with ref(): the query over {'it' if one else 'them'} is then "
+            f"{_a(self.view_class)}"
+        )
+
+
+def _a(view_class: ViewClass) -> str:
+    """``an aggregate view``, ``a per partition view``: the class in words."""
+    words = view_class.value.replace("_", " ")
+    return f"{'an' if words[0] in 'aeiou' else 'a'} {words} view"
+
+
+def split_into_states(sql: str, masters: Mapping[str, MasterTable], clock: Clock | None = None) -> StateSplit | None:
+    """A split of ``sql`` (refused by analyze_view) into states and a query over them, each
+    accepted, with as few states as this finds (one, else every CTE that can be one, then those
+    it can do without); None when there is none."""
+    try:
+        tree = sqlglot.parse_one(sql, read="spark")
+    except SqlglotError:
+        return None
+    if not isinstance(tree, exp.Select):
+        return None
+    with_ = tree.args.get("with_")
+    if with_ is None or with_.args.get("recursive") or not 0 < len(with_.expressions) <= MAX_CTES:
+        return None
+    ctes = {cte.alias_or_name.casefold(): cte.this for cte in with_.expressions}
+    if len(ctes) != len(with_.expressions):
+        return None
+    order = list(ctes)
+    try:
+        return _search(_Splitter(tree, ctes, order, masters, clock))
+    except _OverBudget:
+        return None
+    except Exception:  # noqa: BLE001 - advice only: a query the search cannot handle gets none, never an error
+        return None
+
+
+def _search(split: _Splitter) -> StateSplit | None:
+    for name in reversed(split.order):  # one state, the latest CTE first (it covers the most)
+        found = split.attempt([name])
+        if found is not None:
+            return found
+    chosen = split.every_state()
+    found = split.attempt(chosen) if chosen else None
+    if found is None:
+        return None
+    for name in list(chosen):  # do without what is not needed
+        fewer = [n for n in chosen if n != name]
+        smaller = split.attempt(fewer) if fewer else None
+        if smaller is not None:
+            chosen, found = fewer, smaller
+    return found
+
+
+class _Splitter:
+    def __init__(
+        self,
+        tree: exp.Select,
+        ctes: Mapping[str, exp.Expr],
+        order: Sequence[str],
+        masters: Mapping[str, MasterTable],
+        clock: Clock | None,
+    ) -> None:
+        self.tree, self.ctes, self.order, self.masters, self.clock = tree, ctes, order, masters, clock
+        self.reads = {name: self._reads(name) for name in order}
+        self.analyses = 0
+        # each CTE's state by the states it reads (what it is does not depend on the others)
+        self.made: dict[tuple[str, frozenset[str]], tuple[State, MasterTable] | None] = {}
+
+    def attempt(self, names: Sequence[str]) -> StateSplit | None:
+        """The split with the CTEs ``names`` as states, if every part is accepted."""
+        tables = dict(self.masters)
+        states: list[State] = []
+        for name in self.order:
+            if name not in names:
+                continue
+            made = self.state(name, {s.name for s in states}, tables)
+            if made is None:
+                return None
+            state, table = made
+            states.append(state)
+            tables[table.name] = table
+        outer = self.query(self.tree, {s.name for s in states})
+        definition = self.analysed(outer, tables)
+        if definition is None:
+            return None
+        return StateSplit(tuple(states), definition.view_class)
+
+    def every_state(self) -> list[str]:
+        """Every CTE that can be a state, in order (those before it that can, states too)."""
+        tables = dict(self.masters)
+        chosen: list[str] = []
+        for name in self.order:
+            state = self.state(name, set(chosen), tables)
+            if state is not None:
+                chosen.append(name)
+                tables[state[1].name] = state[1]
+        return chosen
+
+    def state(self, name: str, states: set[str], tables: Mapping[str, MasterTable]) -> tuple[State, MasterTable] | None:
+        """CTE ``name`` as a view of its own reading ``states`` as tables, when accepted with a key."""
+        memo = (name, frozenset(states & self.reads[name]))
+        if memo not in self.made:
+            self.made[memo] = self._state(name, set(memo[1]), tables)
+        return self.made[memo]
+
+    def _state(
+        self, name: str, states: set[str], tables: Mapping[str, MasterTable]
+    ) -> tuple[State, MasterTable] | None:
+        body = self.ctes[name].copy()
+        needed = [n for n in self.order if n in self.reads[name] and n not in states]
+        query = _with_states(body, states)
+        if needed:
+            query.set(
+                "with_",
+                exp.With(
+                    expressions=[
+                        exp.CTE(
+                            this=_with_states(self.ctes[n].copy(), states),
+                            alias=exp.TableAlias(this=exp.to_identifier(n)),
+                        )
+                        for n in needed
+                    ]
+                ),
+            )
+        sql = query.sql(dialect="spark")
+        definition = self.analysed(sql, tables)
+        if definition is None:
+            return None
+        key = _key(definition) or _grouped_key(query, definition)
+        if not key:
+            return None
+        table = MasterTable(f"{STATE_SCHEMA}.{name}", _columns(definition), key)
+        return State(name, sql, key, definition.view_class), table
+
+    def query(self, tree: exp.Select, states: set[str]) -> str:
+        """The model's query reading ``states`` as tables (their CTEs dropped)."""
+        query = tree.copy()
+        with_ = query.args["with_"]
+        kept = [cte for cte in with_.expressions if cte.alias_or_name.casefold() not in states]
+        for cte in kept:
+            _with_states(cte.this, states)
+        query.set("with_", None)
+        _with_states(query, states)
+        query.set("with_", exp.With(expressions=kept) if kept else None)
+        return query.sql(dialect="spark")
+
+    def _reads(self, name: str) -> set[str]:
+        """The CTEs CTE ``name`` reads, directly or through others."""
+        found: set[str] = set()
+        pending = [name]
+        while pending:
+            for table in self.ctes[pending.pop()].find_all(exp.Table):
+                other = table.name.casefold()
+                if not table.db and other in self.ctes and other not in found and other != name:
+                    found.add(other)
+                    pending.append(other)
+        return found
+
+    def analysed(self, sql: str, tables: Mapping[str, MasterTable]) -> ViewDefinition | None:
+        self.analyses += 1
+        if self.analyses > MAX_ANALYSES:
+            raise _OverBudget
+        try:
+            return analyze_view(sql, tables, self.clock)
+        except UnsupportedViewError:
+            return None
+
+
+def _with_states(node: exp.Expr, states: set[str]) -> exp.Expr:
+    """``node`` with its reads of the CTEs ``states`` reading their tables (aliased as before)."""
+    for table in list(node.find_all(exp.Table)):
+        if not table.db and table.name.casefold() in states:
+            alias = table.alias or table.name
+            table.replace(
+                exp.Table(
+                    this=exp.to_identifier(table.name.casefold()),
+                    db=exp.to_identifier(STATE_SCHEMA),
+                    alias=exp.TableAlias(this=exp.to_identifier(alias)),
+                )
+            )
+    return node
+
+
+def _key(view: ViewDefinition) -> tuple[str, ...]:
+    """Output columns unique in the view's rows, from its shape; () when its shape gives none."""
+    visible = [o for o in view.outputs if not o.hidden]
+    names = {o.name.casefold(): o.name for o in visible}
+    if view.is_aggregate:
+        keys = view.group_key_columns
+        return tuple(names[k.casefold()] for k in keys) if keys and all(k.casefold() in names for k in keys) else ()
+    if view.ranking is not None:
+        keys = view.ranking.partition_columns
+        if view.ranking.keep == 1 and keys and all(k.casefold() in names for k in keys):
+            return tuple(names[k.casefold()] for k in keys)
+        return ()
+    if view.view_class in (ViewClass.JOIN, ViewClass.WINDOWED) and len(view.occurrences) == 1:
+        occurrence = view.occurrences[0]
+        selected = {
+            o.expression.name.casefold(): o.name
+            for o in visible
+            if isinstance(o.expression, exp.Column) and o.expression.table in ("", occurrence.alias)
+        }
+        key = occurrence.master.key
+        return tuple(selected[k.casefold()] for k in key) if key and all(k.casefold() in selected for k in key) else ()
+    return ()
+
+
+def _grouped_key(query: exp.Expr, view: ViewDefinition) -> tuple[str, ...]:
+    """The columns the query's outermost SELECT groups by (GROUP BY of plain columns, or DISTINCT),
+    when it selects each of them as it is: unique in its rows whatever the class of view."""
+    if not isinstance(query, exp.Select):
+        return ()
+    visible = {o.name.casefold(): o.name for o in view.outputs if not o.hidden}
+    selected: dict[str, str] = {}  # column read (by name) -> its output name, where selected as it is
+    for projection in query.expressions:
+        inner = projection.this if isinstance(projection, exp.Alias) else projection
+        if isinstance(inner, exp.Column) and projection.alias_or_name.casefold() in visible:
+            selected.setdefault(inner.name.casefold(), visible[projection.alias_or_name.casefold()])
+    if query.args.get("distinct") is not None:
+        return tuple(visible.values()) if len(selected) == len(query.expressions) == len(visible) else ()
+    group = query.args.get("group")
+    if group is None or group.args.get("rollup") or group.args.get("cube") or group.args.get("grouping_sets"):
+        return ()
+    keys = []
+    for expression in group.expressions:
+        if not isinstance(expression, exp.Column) or expression.name.casefold() not in selected:
+            return ()
+        keys.append(selected[expression.name.casefold()])
+    return tuple(dict.fromkeys(keys))
+
+
+def _columns(view: ViewDefinition) -> tuple[tuple[str, str], ...]:
+    """The state's columns and their Spark types, where plain (a column read, a CAST, a count)."""
+    types = {(o.alias, c.casefold()): t for o in view.occurrences for c, t in o.master.columns}
+    columns = []
+    for output in view.outputs:
+        if output.hidden:
+            continue
+        expression = output.expression
+        spark_type = "string"
+        if isinstance(expression, exp.Column):
+            spark_type = types.get((expression.table, expression.name.casefold()), spark_type)
+        elif isinstance(expression, (exp.Cast, exp.TryCast)):
+            spark_type = expression.to.sql(dialect="spark").lower()
+        elif isinstance(expression, exp.Count):
+            spark_type = "bigint"
+        columns.append((output.name, spark_type))
+    return tuple(columns)
