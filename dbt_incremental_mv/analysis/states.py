@@ -33,7 +33,7 @@ STATE_SCHEMA = "mv_state"
 # The most CTEs a split is looked for among, and the most analyses a search makes (one analysis of a
 # large query takes a tenth of a second; a split is looked for only when the query is refused).
 MAX_CTES = 24
-MAX_ANALYSES = 80
+MAX_ANALYSES = 40
 
 
 class _OverBudget(Exception):
@@ -205,11 +205,19 @@ class _Splitter:
         """The model's query reading ``states`` as tables (their CTEs dropped)."""
         query = tree.copy()
         with_ = query.args["with_"]
-        kept = [cte for cte in with_.expressions if cte.alias_or_name.casefold() not in states]
-        for cte in kept:
-            _with_states(cte.this, states)
         query.set("with_", None)
         _with_states(query, states)
+        # the CTEs the query still reads, directly or through one another (a CTE only a state read goes)
+        read: set[str] = set()
+        pending = [t.name.casefold() for t in query.find_all(exp.Table) if not t.db]
+        while pending:
+            name = pending.pop()
+            if name in self.ctes and name not in states and name not in read:
+                read.add(name)
+                pending += [t.name.casefold() for t in self.ctes[name].find_all(exp.Table) if not t.db]
+        kept = [cte for cte in with_.expressions if cte.alias_or_name.casefold() in read]
+        for cte in kept:
+            _with_states(cte.this, states)
         query.set("with_", exp.With(expressions=kept) if kept else None)
         return query.sql(dialect="spark")
 

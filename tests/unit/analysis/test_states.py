@@ -67,7 +67,7 @@ def test_a_latest_row_per_key_becomes_a_state_keyed_by_its_partition_with_the_ct
     (state,) = split.states
     assert (state.name, state.key, state.view_class) == ("latest", ("customer_id",), ViewClass.RANKED)
     assert "ranked" in state.sql.lower() and "row_number" in state.sql.lower()
-    assert split.view_class is ViewClass.PER_PARTITION
+    assert split.view_class is ViewClass.AGGREGATE
 
 
 def test_every_part_of_a_split_is_checked_by_the_analysis():

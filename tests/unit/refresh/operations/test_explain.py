@@ -140,6 +140,6 @@ def test_a_refused_query_that_splits_into_views_says_which_ctes_to_make_models_o
     assert lines[4] == (
         "  It can be fast refreshed in 2 steps: make the CTE latest (a ranked view, key customer_id) a fast_refresh "
         "model of its own with mv_log=true, declare its change log as a source (meta.mv_log with that key) and "
-        "read it here with ref(): the query over it is then a per partition view"
+        "read it here with ref(): the query over it is then an aggregate view"
     )
     assert lines[5].startswith("next dbt run: ")
