@@ -26,6 +26,7 @@ from sqlglot.errors import SqlglotError
 from dbt_incremental_mv.analysis.analyze import analyze_view
 from dbt_incremental_mv.analysis.clock import Clock
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError
+from dbt_incremental_mv.analysis.links import key_links
 from dbt_incremental_mv.analysis.model import MasterTable, ViewClass, ViewDefinition
 
 # The schema the query over the states reads them from (a placeholder: the user names the models).
@@ -270,15 +271,30 @@ def _key(view: ViewDefinition) -> tuple[str, ...]:
         if view.ranking.keep == 1 and keys and all(k.casefold() in names for k in keys):
             return tuple(names[k.casefold()] for k in keys)
         return ()
-    if view.view_class in (ViewClass.JOIN, ViewClass.WINDOWED) and len(view.occurrences) == 1:
-        occurrence = view.occurrences[0]
+    if view.view_class in (ViewClass.JOIN, ViewClass.WINDOWED) and not view.null_supplying:
+        # one row per combination of the occurrences' rows: their keys, less those of an occurrence
+        # joined on its whole key to an earlier one (one row of it per row of that one)
+        only = view.occurrences[0].alias if len(view.occurrences) == 1 else None
         selected = {
-            o.expression.name.casefold(): o.name
+            (o.expression.table or only, o.expression.name.casefold()): o.name
             for o in visible
-            if isinstance(o.expression, exp.Column) and o.expression.table in ("", occurrence.alias)
+            if isinstance(o.expression, exp.Column)
         }
-        key = occurrence.master.key
-        return tuple(selected[k.casefold()] for k in key) if key and all(k.casefold() in selected for k in key) else ()
+        order = [o.alias for o in view.occurrences]
+        determined = {
+            link.source
+            for link in key_links(view)
+            if link.inner and order.index(link.target) < order.index(link.source)
+        }
+        key: list[str] = []
+        for occurrence in view.occurrences:
+            if occurrence.alias in determined:
+                continue
+            columns = [selected.get((occurrence.alias, k.casefold())) for k in occurrence.master.key]
+            if not occurrence.master.key or None in columns:
+                return ()
+            key += [c for c in columns if c is not None]
+        return tuple(dict.fromkeys(key))
     return ()
 
 

@@ -6,7 +6,7 @@ import pytest
 import sqlglot
 
 from dbt_incremental_mv.analysis import UnsupportedViewError, ViewClass, analyze_view
-from dbt_incremental_mv.analysis.states import STATE_SCHEMA, _Splitter, split_into_states
+from dbt_incremental_mv.analysis.states import STATE_SCHEMA, _key, _Splitter, split_into_states
 from tests.unit.analysis.conftest import MASTERS
 
 # jaffle_shop's customers: an aggregate over a LEFT JOIN whose group key comes from its
@@ -109,3 +109,23 @@ def test_the_query_over_the_states_reads_them_as_tables():
     query = _Splitter(tree, ctes, list(ctes), MASTERS, None).query(tree, {"customer_items"})
     assert f"{STATE_SCHEMA}.customer_items AS ci" in query
     assert "customer_orders AS (" in query and "customer_items AS (" not in query
+
+
+@pytest.mark.parametrize(
+    ("sql", "key"),
+    [
+        # the customer joined on its whole key: one per order, the order's key alone
+        ("select o.order_id, o.amount, c.country from shop.orders o join shop.customers c "
+         "on c.customer_id = o.customer_id", ("order_id",)),
+        # joined on another column: a row per order and customer
+        ("select o.order_id, c.customer_id, c.country from shop.orders o join shop.customers c "
+         "on c.country = o.status", ("order_id", "customer_id")),
+        # ... which must both be selected
+        ("select o.order_id, c.country from shop.orders o join shop.customers c on c.country = o.status", ()),
+        # null-extended rows: no key from the shape
+        ("select o.order_id, c.customer_id from shop.orders o left join shop.customers c "
+         "on c.customer_id = o.customer_id", ()),
+    ],
+)
+def test_a_join_state_is_keyed_by_the_keys_of_the_tables_its_rows_combine(sql, key):
+    assert _key(analyze_view(sql, MASTERS)) == key
