@@ -50,6 +50,15 @@ class State:
     sql: str
     key: tuple[str, ...]
     view_class: ViewClass
+    inlined: tuple[str, ...] = ()  # the CTEs it reads that are not states: part of its model
+
+    def described(self) -> str:
+        reads = (
+            f", with the CTE{'s' if len(self.inlined) > 1 else ''} {', '.join(self.inlined)} it reads"
+            if self.inlined
+            else ""
+        )
+        return f"{self.name} ({_a(self.view_class)}, key {', '.join(self.key)}{reads})"
 
 
 @dataclass(frozen=True)
@@ -61,7 +70,7 @@ class StateSplit:
 
     def advice(self) -> str:
         """What the user does to have the model maintained in these steps."""
-        described = ", ".join(f"{s.name} ({_a(s.view_class)}, key {', '.join(s.key)})" for s in self.states)
+        described = ", ".join(s.described() for s in self.states)
         one = len(self.states) == 1
         return (
             f"It can be fast refreshed in {len(self.states) + 1} steps: make {'the CTE' if one else 'the CTEs'} "
@@ -200,7 +209,7 @@ class _Splitter:
         if not key:
             return None
         table = MasterTable(f"{STATE_SCHEMA}.{name}", _columns(definition), key)
-        return State(name, sql, key, definition.view_class), table
+        return State(name, sql, key, definition.view_class, tuple(needed)), table
 
     def query(self, tree: exp.Select, states: set[str]) -> str:
         """The model's query reading ``states`` as tables (their CTEs dropped)."""

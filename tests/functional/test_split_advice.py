@@ -24,8 +24,8 @@ COUNTED = (
 )
 WHOLE = LATEST.replace(" select customer_id", ", latest as (select customer_id") + ") " + COUNTED.replace("LATEST", "latest")
 ADVICE = (
-    "It can be fast refreshed in 2 steps: make the CTE latest (a ranked view, key customer_id) a fast_refresh "
-    "model of its own with mv_log=true"
+    "It can be fast refreshed in 2 steps: make the CTE latest (a ranked view, key customer_id, with the CTE ranked it reads) "
+    "a fast_refresh model of its own with mv_log=true"
 )
 MODELS = {
     "whole": "{{ config(materialized='fast_refresh') }}\n" + WHOLE,

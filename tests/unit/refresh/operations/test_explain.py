@@ -138,8 +138,8 @@ def test_a_refused_query_that_splits_into_views_says_which_ctes_to_make_models_o
     assert lines[2] == "fast refreshable: no (1 reason)"
     assert lines[3].startswith("  1. ROW_NUMBER() OVER (PARTITION BY o.customer_id ORDER BY o.order_id DESC): "), lines[3]
     assert lines[4] == (
-        "  It can be fast refreshed in 2 steps: make the CTE latest (a ranked view, key customer_id) a fast_refresh "
-        "model of its own with mv_log=true, declare its change log as a source (meta.mv_log with that key) and "
+        "  It can be fast refreshed in 2 steps: make the CTE latest (a ranked view, key customer_id, with the CTE ranked it reads) "
+        "a fast_refresh model of its own with mv_log=true, declare its change log as a source (meta.mv_log with that key) and "
         "read it here with ref(): the query over it is then an aggregate view"
     )
     assert lines[5].startswith("next dbt run: ")

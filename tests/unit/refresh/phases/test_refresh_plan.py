@@ -131,8 +131,8 @@ def test_a_refused_query_that_splits_says_how_in_the_refusal():
     engine = FastRefreshEngine(fake.query, fake.execute, fake.metadata())
     run = engine.plan(warehouse.model, sql, "shop.v", None, False, warehouse.graph)  # force: built, then recomputed
     assert run.plan.facts.blocker is not None and run.plan.facts.blocker.endswith(
-        "It can be fast refreshed in 2 steps: make the CTE latest (a ranked view, key customer_id) a fast_refresh "
-        "model of its own with mv_log=true, declare its change log as a source (meta.mv_log with that key) and "
+        "It can be fast refreshed in 2 steps: make the CTE latest (a ranked view, key customer_id, with the CTE ranked it reads) "
+        "a fast_refresh model of its own with mv_log=true, declare its change log as a source (meta.mv_log with that key) and "
         "read it here with ref(): the query over it is then an aggregate view"
     ), run.plan.facts.blocker
     warehouse.model["config"]["refresh_method"] = "fast"
