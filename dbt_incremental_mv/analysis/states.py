@@ -34,11 +34,15 @@ STATE_SCHEMA = "mv_state"
 # The most CTEs a split is looked for among, and the most analyses a search makes (one analysis of a
 # large query takes a tenth of a second; a split is looked for only when the query is refused).
 MAX_CTES = 24
-MAX_ANALYSES = 40
+MAX_ANALYSES = 48
 
 
 class _OverBudget(Exception):
     pass
+
+
+# what a CTE does that a query reading it may not be able to maintain
+_SHAPES = (exp.Group, exp.Window, exp.Distinct, exp.Union, exp.Intersect, exp.Except)
 
 
 @dataclass(frozen=True)
@@ -114,7 +118,12 @@ def split_into_states(sql: str, masters: Mapping[str, MasterTable], clock: Clock
 
 
 def _search(split: _Splitter) -> StateSplit | None:
-    for name in reversed(split.order):  # one state, the latest CTE first (it covers the most)
+    # one state, the latest CTE first (it covers the most), among those that group, rank or window
+    # their rows, themselves or in the CTEs they read (what a query over them may not maintain);
+    # else every CTE that can be one
+    for name in reversed(split.order):
+        if not any(split.ctes[n].find(*_SHAPES) for n in (name, *split.reads[name])):
+            continue
         found = split.attempt([name])
         if found is not None:
             return found
