@@ -149,7 +149,7 @@ class _Splitter:
         clock: Clock | None,
     ) -> None:
         self.tree, self.ctes, self.order, self.masters, self.clock = tree, ctes, order, masters, clock
-        self.reads = {name: self._reads(name) for name in order}
+        self.reads = {name: self._reached(ctes[name], {name}) for name in order}
         self.analyses = 0
         # each CTE's state by the states it reads (what it is does not depend on the others)
         self.made: dict[tuple[str, frozenset[str]], tuple[State, MasterTable] | None] = {}
@@ -195,7 +195,8 @@ class _Splitter:
         self, name: str, states: set[str], tables: Mapping[str, MasterTable]
     ) -> tuple[State, MasterTable] | None:
         body = self.ctes[name].copy()
-        needed = [n for n in self.order if n in self.reads[name] and n not in states]
+        inlined = self._reached(body, states | {name})
+        needed = [n for n in self.order if n in inlined]
         query = _with_states(body, states)
         if needed:
             query.set(
@@ -226,30 +227,24 @@ class _Splitter:
         with_ = query.args["with_"]
         query.set("with_", None)
         _with_states(query, states)
-        # the CTEs the query still reads, directly or through one another (a CTE only a state read goes)
-        read: set[str] = set()
-        pending = [t.name.casefold() for t in query.find_all(exp.Table) if not t.db]
-        while pending:
-            name = pending.pop()
-            if name in self.ctes and name not in states and name not in read:
-                read.add(name)
-                pending += [t.name.casefold() for t in self.ctes[name].find_all(exp.Table) if not t.db]
+        read = self._reached(query, states)  # (a CTE only a state read goes)
         kept = [cte for cte in with_.expressions if cte.alias_or_name.casefold() in read]
         for cte in kept:
             _with_states(cte.this, states)
         query.set("with_", exp.With(expressions=kept) if kept else None)
         return query.sql(dialect="spark")
 
-    def _reads(self, name: str) -> set[str]:
-        """The CTEs CTE ``name`` reads, directly or through others."""
+    def _reached(self, node: exp.Expr, skip: set[str]) -> set[str]:
+        """The CTEs ``node`` reads, directly or through one another, not those in ``skip`` (nor
+        what only they read)."""
         found: set[str] = set()
-        pending = [name]
+        pending = [node]
         while pending:
-            for table in self.ctes[pending.pop()].find_all(exp.Table):
-                other = table.name.casefold()
-                if not table.db and other in self.ctes and other not in found and other != name:
-                    found.add(other)
-                    pending.append(other)
+            for table in pending.pop().find_all(exp.Table):
+                name = table.name.casefold()
+                if not table.db and name in self.ctes and name not in found and name not in skip:
+                    found.add(name)
+                    pending.append(self.ctes[name])
         return found
 
     def analysed(self, sql: str, tables: Mapping[str, MasterTable]) -> ViewDefinition | None:

@@ -20,7 +20,6 @@ from dbt_incremental_mv.analysis import MasterTable, ViewClass, ViewDefinition, 
 from dbt_incremental_mv.analysis.analyze import construct_refusals, ignored_order, ordered_by_value
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 from dbt_incremental_mv.analysis.model import OutputKind, Ranking
-from dbt_incremental_mv.analysis.states import split_into_states
 from dbt_incremental_mv.config import ConfigError, RefreshMethod
 from dbt_incremental_mv.layout import layout_advice
 from dbt_incremental_mv.logs import sql as log_sql
@@ -112,8 +111,8 @@ def explain(
         for _, spec in sorted(plan.logs.items())
     ]
     found.refusals = refusals(ctx, plan, model, sql, graph)
-    if found.refusals and plan.definition is None:
-        found.split = split_advice(ctx, plan, sql)
+    if found.refusals:
+        found.split = plan.split_advice
     definition = plan.definition
     found.view_class = _class_of(definition) if definition is not None else None
     order = ignored_order(sql) if found.view_class is not None else None
@@ -299,13 +298,6 @@ def refusals(
     }
     blocker = view_classes.blocker(definition, logged)
     return [blocker] if blocker else []
-
-
-def split_advice(ctx: RefreshContext, plan: RefreshPlan, sql: str) -> str | None:
-    """How a query the analysis refuses is fast refreshed in steps (analysis/states.py), if it can be."""
-    tables = {m: MasterTable(name=m, columns=tuple(ctx.metadata.columns(m)), key=s.key) for m, s in plan.logs.items()}
-    split = split_into_states(sql, tables, plan.now)
-    return split.advice() if split is not None else None
 
 
 # ---------------------------------------------------------------------- statements

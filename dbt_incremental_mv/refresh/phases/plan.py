@@ -103,6 +103,8 @@ class RefreshPlan(CarriesDecision):
     moving_filters: tuple[MovingFilter, ...] = ()
     # the view's rows when a view class may rewrite it whole (rewritable_rows; None: it may not)
     view_rows: int | None = None
+    # a query the analysis refuses: how it is fast refreshed in steps (analysis/states.py), if it can be
+    split_advice: str | None = None
 
 
 def read_column_types(
@@ -158,6 +160,7 @@ def plan_refresh(
         )
     meta = ctx.metadata
     blocker = None
+    split_advice = None
     definition = None
     clock = None
     tables: dict[str, MasterTable] = {}
@@ -201,7 +204,8 @@ def plan_refresh(
             definition = analyze_view(compiled_sql, tables, clock)
         except UnsupportedViewError as exc:
             split = split_into_states(compiled_sql, tables, clock)
-            blocker = f"{exc} {split.advice()}" if split is not None else str(exc)
+            split_advice = split.advice() if split is not None else None
+            blocker = f"{exc} {split_advice}" if split_advice is not None else str(exc)
         else:
             logged = {
                 m: logged_columns[logs[m].log_relation] for m in masters if logs[m].log_relation in logged_columns
@@ -300,6 +304,7 @@ def plan_refresh(
         view_rows=rewritable_rows(ctx, view_relation, config, own_log, bool(partition_spec))
         if definition is not None and existing_columns is not None
         else None,
+        split_advice=split_advice,
     )
 
 
