@@ -38,6 +38,7 @@ maintained by them, with finer deltas.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -930,7 +931,7 @@ def analyze_partitionwise(statement: exp.Query, master_of: Callable[[exp.Table],
     classes = frozenset.intersection(*(frozenset(walk.root(a) for a in c.attrs) for c in walk.constraints))
     if classes:
         walk.break_ties()
-        return _partitioned_by(walk, template, top, classes)
+        return _by_common_columns(walk, template, top, classes)
     if not windows and len(walk.occurrences) == 1:
         raise NotPartitionwise  # (a global aggregate, groupings alone: the other classes' refusal says it)
     for classes, local in _local_splits(walk):
@@ -949,6 +950,33 @@ def analyze_partitionwise(statement: exp.Query, master_of: Callable[[exp.Table],
         f"{what} of the tables it reads, so no part of the view depends only on the rows a change touched",
         HINT,
     )
+
+
+MAX_PARTITION_SUBSETS = 64  # the most coarser partitions tried when the finest one is refused
+
+
+def _by_common_columns(walk: _Walk, template: exp.Select, top: _Rows, classes: frozenset[Attr]) -> ViewDefinition:
+    """The query partitioned by ``classes`` (the columns every grouping, window, DISTINCT and set
+    operation partitions by), else by as many of them as it can be: each of those queries still
+    keeps its groups and window partitions within one partition of fewer columns, so a refresh
+    of the partitions a change touched stays exact; it recomputes more rows per change. ``group
+    by c.customer_id, c.name`` over a table joined on ``customer_id`` alone (which has no
+    ``name``) is partitioned by ``customer_id``. The refusal of ``classes`` when none can."""
+    try:
+        return _partitioned_by(walk, template, top, classes)
+    except UnsupportedViewError as refusal:
+        ordered = sorted(classes, key=walk.order)
+        subsets = (
+            frozenset(subset)
+            for size in range(len(ordered) - 1, 0, -1)
+            for subset in itertools.combinations(ordered, size)
+        )
+        for subset in itertools.islice(subsets, MAX_PARTITION_SUBSETS):
+            try:
+                return _partitioned_by(walk, template, top, subset)
+            except UnsupportedViewError:
+                continue
+        raise refusal
 
 
 class _NotLocal(Exception):

@@ -1,8 +1,8 @@
 """Stacked queries recomputed by partition (ViewClass.PER_PARTITION): "latest row per key" then
 aggregated, a window over another window's result, a window over groups, an aggregate of an
 aggregating CTE, DISTINCT in a CTE, a partition column the view does not select; over several
-tables: a window over a join, an aggregating CTE LEFT joined back, a UNION ALL aggregated, a
-table joined by its key to another column (a lookup), a FULL JOIN grouped by its key, a UNION, an
+tables: a window over a join, an aggregating CTE LEFT joined back, a UNION ALL aggregated (and grouped with a column of one table by
+its key), a table joined by its key to another column (a lookup), a FULL JOIN grouped by its key, a UNION, an
 outer join filtered on its null-supplying side (partitioned by the orders' key); semi and anti joins
 (EXISTS, NOT EXISTS, IN by a column and by an expression, NOT IN; IN selected, EXISTS under OR), FULL JOINs USING one column, a chain of lookups, constant rows (a
 stub, labels joined), lookups windowed and grouped by the column matching them, a table
@@ -66,6 +66,14 @@ VIEWS = {
         f"with u as (select customer_id, amount from {SRC['orders']} "
         f"union all select customer_id, cast(region_id as decimal(10,2)) from {SRC['customers']}) "
         "select customer_id, count(*) as n, sum(amount) as amount from u group by customer_id"
+    ),
+    # grouped by the customers' key and their segment, which the UNION ALL joined on the key does not
+    # have: partitioned by the key alone
+    "customer_segment_activity": (
+        f"with u as (select customer_id, amount from {SRC['orders']} "
+        f"union all select customer_id, cast(region_id as decimal(10,2)) from {SRC['customers']}) "
+        f"select c.customer_id, c.segment, count(u.customer_id) as n, sum(u.amount) as amount from {SRC['customers']} c "
+        "left join u on u.customer_id = c.customer_id group by c.customer_id, c.segment"
     ),
     # partitioned by status, the customers a lookup (joined by customer_id): a changed customer
     # recomputes the statuses of its orders

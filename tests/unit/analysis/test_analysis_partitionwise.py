@@ -274,6 +274,14 @@ MULTI = [
         "join shop.customers c using (customer_id)",
         {"o": ["customer_id"], "c": ["customer_id"]},
     ),
+    # grouped by a key and a column of its table that the tables joined on the key do not have
+    # (name): partitioned by the key alone, whose partitions hold whole groups
+    (
+        "with u as (select customer_id, amount from shop.orders union all select customer_id, 0 from shop.customers) "
+        "select c.customer_id, c.name, sum(u.amount) as amount, count(u.customer_id) as n from shop.customers c "
+        "left join u on u.customer_id = c.customer_id group by c.customer_id, c.name",
+        {"c": ["customer_id"], "orders": ["customer_id"], "customers": ["customer_id"]},
+    ),
 ]
 
 
