@@ -238,6 +238,13 @@ MAINTAINED = [
         "t.spent from shop.customers c join totals t on t.customer_id = c.customer_id",
     ),
     (
+        "... grouped by several columns, some of which a table joined on the others lacks (partitioned by those every "
+        "table has), and GROUP BY ALL",
+        "with activity as (select customer_id, amount from shop.orders union all select customer_id, 0 from "
+        "shop.customers) select c.customer_id, c.name, count(a.customer_id) as events, sum(a.amount) as spent "
+        "from shop.customers c left join activity a on a.customer_id = c.customer_id group by all",
+    ),
+    (
         "... UNION, INTERSECT, EXCEPT (partitioned by the columns they select), FULL OUTER JOIN grouped by "
         "COALESCE of its key's sides or joined USING it (chains of them)",
         "select coalesce(o.customer_id, c.customer_id) as customer_id, count(o.order_id) as orders from shop.orders o "

@@ -765,6 +765,18 @@ def _star_over_using(select: exp.Select, scope: _Scope) -> list[tuple[str | None
     return columns
 
 
+def _group_by_all_written_out(statement: exp.Select) -> exp.Select:
+    """``statement`` with each ``GROUP BY ALL`` in it written as the GROUP BY it is: every
+    selected expression that aggregates nothing."""
+    for select in statement.find_all(exp.Select):
+        group = select.args.get("group")
+        if group is None or not group.args.get("all"):
+            continue
+        items = [p.this if isinstance(p, exp.Alias) else p for p in select.expressions]
+        select.set("group", exp.Group(expressions=[i.copy() for i in items if not functions.contains_aggregate(i)]))
+    return statement
+
+
 def _group_items(select: exp.Select) -> list[exp.Expr]:
     """The GROUP BY items, an ordinal or a projection's alias read as the projection."""
     group = select.args.get("group")
@@ -901,7 +913,7 @@ def analyze_partitionwise(statement: exp.Query, master_of: Callable[[exp.Table],
         )
     if not isinstance(statement, exp.Select):
         raise NotPartitionwise
-    template = statement.copy()
+    template = _group_by_all_written_out(statement.copy())
     walk = _Walk(master_of)
     top = walk.rows(template, {})
     for node in list(template.find_all(exp.Select, exp.SetOperation)):

@@ -1,5 +1,5 @@
 """Stacked queries recomputed by partition (ViewClass.PER_PARTITION): "latest row per key" then
-aggregated, a window over another window's result, a window over groups, an aggregate of an
+aggregated, a window over another window's result, a window over groups (GROUP BY ALL too), an aggregate of an
 aggregating CTE, DISTINCT in a CTE, a partition column the view does not select; over several
 tables: a window over a join, an aggregating CTE LEFT joined back, a UNION ALL aggregated (and grouped with a column of one table by
 its key), a table joined by its key to another column (a lookup), a FULL JOIN grouped by its key, a UNION, an
@@ -74,6 +74,11 @@ VIEWS = {
         f"union all select customer_id, cast(region_id as decimal(10,2)) from {SRC['customers']}) "
         f"select c.customer_id, c.segment, count(u.customer_id) as n, sum(u.amount) as amount from {SRC['customers']} c "
         "left join u on u.customer_id = c.customer_id group by c.customer_id, c.segment"
+    ),
+    # GROUP BY ALL under a running total per customer
+    "customer_status_running": (
+        f"with a as (select customer_id, status, count(*) as n, sum(amount) as amount from {SRC['orders']} group by all) "
+        "select customer_id, status, n, amount, sum(n) over (partition by customer_id order by status) as running from a"
     ),
     # partitioned by status, the customers a lookup (joined by customer_id): a changed customer
     # recomputes the statuses of its orders

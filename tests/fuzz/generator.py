@@ -531,8 +531,11 @@ class Generator:
                           ("m", f"max({a}.{any_column})"), ("d", f"count(distinct {a}.{any_column})"),
                           ("z", f"coalesce(sum({a}.{p.choice(numeric)}), 0)")]
             chosen = p.sample(aggregates, p.randint(1, 3))
+            grouping = "all" if p.random() < 0.25 else f"{a}.{other_column}"  # GROUP BY ALL: the same groups
             body = (f"select {a}.{other_column} as k, " + ", ".join(f"{e} as {n}" for n, e in chosen)
-                    + f" from {{{other.name}}} {a}{where} group by {a}.{other_column}")
+                    + f" from {{{other.name}}} {a}{where} group by {grouping}")
+            if grouping == "all":
+                block.features.add("group by all")
             columns = [n for n, _ in chosen]
         if p.random() < 0.3:
             columns.append("k")

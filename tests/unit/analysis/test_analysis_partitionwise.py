@@ -52,6 +52,12 @@ ACCEPTED = [
         "from d group by customer_id",
         ["customer_id"],
     ),
+    # GROUP BY ALL (every selected expression that aggregates nothing), under a running total
+    (
+        f"with a as (select customer_id, order_date, count(*) as n from {O} group by all) "
+        "select customer_id, order_date, sum(n) over (partition by customer_id order by order_date) as running from a",
+        ["customer_id"],
+    ),
     # parenthesised set-operation operands (dbt_utils.union_relations writes them so), aggregated
     (
         f"select status, count(*) as n from ((select order_id, status from {O}) union all "
@@ -68,6 +74,16 @@ def test_stacked_queries_over_one_table_partitioned_alike_are_recomputed_by_part
     assert [p.name for p in definition.partition_query.partition_by] == partition
     assert len(definition.partition_query.partition_columns) == len(partition)
     rendered(definition)
+
+
+def test_group_by_all_is_written_out_in_the_query_recomputed(view, rendered):
+    definition = view(
+        f"with a as (select customer_id, order_date, count(*) as n, max(amount) as most from {O} group by all) "
+        "select customer_id, order_date, n, sum(n) over (partition by customer_id order by order_date) as running from a"
+    )
+    sql = rendered(definition)
+    assert "GROUP BY ALL" not in sql.upper()
+    assert "GROUP BY `customer_id`, `order_date`)" in sql, sql
 
 
 def test_the_template_reads_the_source_given_and_breaks_ties_by_the_key(view, rendered):

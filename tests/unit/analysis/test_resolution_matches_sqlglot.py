@@ -161,7 +161,7 @@ def test_hand_written_queries_resolve_as_sqlglot_resolves_them(sql):
 
 
 def test_generated_definitions_resolve_as_sqlglot_resolves_them():
-    selects = _generated_selects(37, 600)
+    selects = _generated_selects(37, 620)
     assert len(selects) > 500
     mismatched = []
     for sql in selects:
