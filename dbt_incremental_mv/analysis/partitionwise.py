@@ -773,6 +773,8 @@ def _group_by_all_written_out(statement: exp.Select) -> exp.Select:
         if group is None or not group.args.get("all"):
             continue
         items = [p.this if isinstance(p, exp.Alias) else p for p in select.expressions]
+        if any(isinstance(i, exp.Star) or (isinstance(i, exp.Column) and isinstance(i.this, exp.Star)) for i in items):
+            raise NotPartitionwise  # (beside a star it stands for columns only the star knows)
         select.set("group", exp.Group(expressions=[i.copy() for i in items if not functions.contains_aggregate(i)]))
     return statement
 

@@ -86,6 +86,15 @@ def test_group_by_all_is_written_out_in_the_query_recomputed(view, rendered):
     assert "GROUP BY `customer_id`, `order_date`)" in sql, sql
 
 
+def test_group_by_all_beside_a_star_keeps_the_other_classes_answer():
+    statement = sqlglot.parse_one(
+        f"select *, count(*) over (partition by customer_id) as n from (select *, count(*) as c from {O} group by all) a",
+        read="spark",
+    )
+    with pytest.raises(NotPartitionwise):
+        analyze_partitionwise(statement, Resolver(MASTERS).master)
+
+
 def test_the_template_reads_the_source_given_and_breaks_ties_by_the_key(view, rendered):
     definition = view(ACCEPTED[0][0])
     sql = rendered(definition, sources={"orders": "(select * from shop.orders where x)"})
