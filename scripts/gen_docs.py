@@ -87,6 +87,7 @@ EXAMPLE_MASTERS = {
     ),
     "customers": ((("customer_id", "bigint"), ("name", "string"), ("country", "string")), ("customer_id",)),
     "products": ((("product_id", "bigint"), ("name", "string"), ("price", "decimal(10,2)")), ("product_id",)),
+    "payments": ((("payment_id", "bigint"), ("order_id", "bigint"), ("amount", "decimal(12,2)")), ("payment_id",)),
     "prices": (
         (
             ("product_id", "bigint"),
@@ -257,6 +258,15 @@ MAINTAINED = [
         "its own key",
         "select o.order_id, c.name from shop.orders o left join shop.customers c on o.customer_id = c.customer_id "
         "where c.country = 'NL' or c.country is null",
+    ),
+    (
+        "... grouped or windowed by a column of a LEFT JOIN's null-supplying side whose NULL rows the query "
+        "discards (a condition no NULL satisfies reads it, here or in the query reading it): read as the inner "
+        "join it is (dbt's jaffle shop `customers`: payments per customer joined to the customers)",
+        "with customer_payments as (select o.customer_id, sum(p.amount) as paid from shop.payments p "
+        "left join shop.orders o on p.order_id = o.order_id group by o.customer_id) "
+        "select c.customer_id, c.name, cp.paid from shop.customers c "
+        "left join customer_payments cp on c.customer_id = cp.customer_id",
     ),
     (
         "... with semi and anti joins: `EXISTS`, `NOT EXISTS`, `x IN (SELECT ...)`, `x NOT IN (SELECT ...)` "

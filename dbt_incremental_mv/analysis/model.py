@@ -248,7 +248,8 @@ class RowFilter:
 @dataclass(frozen=True, repr=False)
 class PartitionQuery(_ReadableRepr):
     """The rows of a PER_PARTITION view (analysis/partitionwise.py): ``query``, the defining query
-    as written (each CTE reference a derived table of its own), every master it reads standing as
+    as written (each CTE reference a derived table of its own, a LEFT JOIN whose null-extended rows
+    it discards written as the inner join it is), every master it reads standing as
     the table ``_mv_master`` under its occurrence's alias, the ties of its order-dependent windows
     broken (``tie_broken``), selecting the hidden partition columns last. Every window, GROUP BY,
     DISTINCT and set operation in it partitions by the same attributes, each a column of every

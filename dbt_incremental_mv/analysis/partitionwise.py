@@ -29,7 +29,12 @@ same rows.
 
 A column of the null-supplying side of an outer join carries nothing (it is NULL where no row
 matched): partitioning by it is not partitioning; ``COALESCE`` over columns of one attribute
-carries it (the key of a FULL JOIN). ``USING`` equates the columns it names; semi joins are left
+carries it (the key of a FULL JOIN). A LEFT JOIN whose null-extended rows the query discards (a
+condition no NULL satisfies reads a column of its null-supplying side, in the query or in the
+query reading it, the column selected as it is and nothing mixing its rows with others: jaffle
+shop's payments LEFT JOIN orders grouped by the orders' customer, joined to the customers on it)
+returns the rows an inner join returns, and those: it is read, and written in the template, as an
+inner join (_null_rejected). ``USING`` equates the columns it names; semi joins are left
 to the other classes' refusal.
 
 This is the fallback for queries the other classes refuse (analyze.py): a query they maintain is
@@ -70,7 +75,7 @@ from dbt_incremental_mv.analysis.model import (
 )
 from dbt_incremental_mv.analysis.outputs import refuse_bad_output_names
 from dbt_incremental_mv.analysis.render import PER_PARTITION_MASTER, render_expression
-from dbt_incremental_mv.analysis.resolved import column_node, split_conjuncts
+from dbt_incremental_mv.analysis.resolved import column_node, split_conjuncts, unparenthesized
 from dbt_incremental_mv.analysis.windowing import ORDER_DEPENDENT, refuse_order_dependent, rows_frame, window_function
 
 PARTITION = "_mv_p"  # a partition column no visible column holds
@@ -185,9 +190,16 @@ class _Walk:
 
     # -- queries ------------------------------------------------------------------------------
 
-    def rows(self, node: exp.Expr, ctes: Mapping[str, _Cte], outer: _Scope | None = None) -> _Rows:
+    def rows(
+        self,
+        node: exp.Expr,
+        ctes: Mapping[str, _Cte],
+        outer: _Scope | None = None,
+        discarded: frozenset[str] = frozenset(),
+    ) -> _Rows:
         """Walk one query (a SELECT, a set operation, a parenthesised one); ``outer``: the scope
-        a semi join's subquery is correlated to."""
+        a semi join's subquery is correlated to; ``discarded``: the names of its columns whose
+        NULL rows the query reading it discards (_null_rejected)."""
         while isinstance(node, exp.Subquery):
             node = node.this
         with_ = node.args.get("with_")
@@ -203,7 +215,7 @@ class _Walk:
             return self._set_operation(node, ctes, outer)
         if not isinstance(node, exp.Select):
             raise NotPartitionwise
-        return self._select(node, ctes, outer)
+        return self._select(node, ctes, outer, discarded)
 
     def _set_operation(self, node: exp.SetOperation, ctes: Mapping[str, _Cte], outer: _Scope | None) -> _Rows:
         if any(node.args.get(k) for k in ("order", "limit", "offset")):
@@ -226,14 +238,15 @@ class _Walk:
         self.constraints.append(_Constraint(frozenset(a for _, a in columns if a is not None), node))
         return _Rows(columns, tuple(n.casefold() for n, _ in columns if n is not None))
 
-    def _items(self, select: exp.Select, ctes: Mapping[str, _Cte]) -> list[_Item]:
+    def _items(self, select: exp.Select, ctes: Mapping[str, _Cte], discarded: frozenset[str]) -> list[_Item]:
         source = select.args.get("from_")
         if source is None:
             if select.args.get("joins"):
                 raise NotPartitionwise
             return []  # one row of constants
-        items = [self._item(source.this, ctes, nullable=False)]
-        for join in select.args.get("joins") or ():
+        rejected = _null_rejected(select, discarded)
+        items = [self._item(source.this, ctes, nullable=False, discarded=rejected.get(0, frozenset()))]
+        for position, join in enumerate(select.args.get("joins") or (), start=1):
             side = (join.args.get("side") or "").upper()
             kind = (join.args.get("kind") or "").upper()
             if join.args.get("method") or kind not in ("", "INNER", "OUTER", "CROSS"):
@@ -241,7 +254,15 @@ class _Walk:
             if side in ("RIGHT", "FULL"):  # what is joined before is null-extended
                 for earlier in items:
                     earlier.nullable = True
-            items.append(self._item(join.this, ctes, nullable=side in ("LEFT", "FULL")))
+            if side == "LEFT" and rejected.get(position):
+                # the rows it null-extends are discarded (by this query, or by the query reading
+                # it): the LEFT JOIN returns the rows an inner join does, and those
+                join.set("side", None)
+                join.set("kind", None)
+                side = ""
+            own = _null_rejected_by_own_join(select, position) if side == "LEFT" else frozenset()
+            discarded_here = rejected.get(position, frozenset()) | own
+            items.append(self._item(join.this, ctes, nullable=side in ("LEFT", "FULL"), discarded=discarded_here))
             for column in join.args.get("using") or ():
                 self._using(items, column.name, side)
         items += [_generated(lateral) for lateral in select.args.get("laterals") or ()]
@@ -278,14 +299,18 @@ class _Walk:
         else:
             owner.using[folded] = (a, always)
 
-    def _item(self, item: exp.Expr, ctes: Mapping[str, _Cte], nullable: bool) -> _Item:
+    def _item(
+        self, item: exp.Expr, ctes: Mapping[str, _Cte], nullable: bool, discarded: frozenset[str] = frozenset()
+    ) -> _Item:
         alias = item.args.get("alias")
         if isinstance(alias, exp.TableAlias) and alias.columns:
             raise NotPartitionwise  # a column list renames what is carried
         if isinstance(item, exp.Subquery):
             if not item.alias:
                 raise NotPartitionwise
-            return _Item(item.alias, self.rows(item.this, ctes), nullable, body=_select_of(item.this))
+            return _Item(
+                item.alias, self.rows(item.this, ctes, discarded=discarded), nullable, body=_select_of(item.this)
+            )
         if not isinstance(item, exp.Table) or not isinstance(item.this, exp.Identifier):
             raise NotPartitionwise
         if not item.args.get("db") and item.name.casefold() in ctes:
@@ -295,7 +320,7 @@ class _Walk:
             body = cte.body.copy()
             written = item.alias or item.name
             item.replace(exp.Subquery(this=body, alias=exp.TableAlias(this=exp.to_identifier(written))))
-            return _Item(written, self.rows(body, cte.visible), nullable, body=_select_of(body))
+            return _Item(written, self.rows(body, cte.visible, discarded=discarded), nullable, body=_select_of(body))
         try:
             master = self.master_of(item)
         except UnsupportedViewError:
@@ -324,9 +349,11 @@ class _Walk:
             alias = f"{written.casefold()}_{number}"
         return alias
 
-    def _select(self, select: exp.Select, ctes: Mapping[str, _Cte], outer: _Scope | None) -> _Rows:
+    def _select(
+        self, select: exp.Select, ctes: Mapping[str, _Cte], outer: _Scope | None, discarded: frozenset[str]
+    ) -> _Rows:
         read_before = len(self.occurrences)
-        items = self._items(select, ctes)
+        items = self._items(select, ctes, discarded)
         scope = _Scope(items, self, outer)
         self.scopes[id(select)] = scope
         for join in select.args.get("joins") or ():
@@ -763,6 +790,109 @@ def _star_over_using(select: exp.Select, scope: _Scope) -> list[tuple[str | None
     for item in scope.items[1 + len(joins) :]:  # LATERAL VIEWs
         columns += own(item)
     return columns
+
+
+_NULL_REJECTING = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
+
+
+def _null_rejected(select: exp.Select, discarded: frozenset[str]) -> dict[int, frozenset[str]]:
+    """Per FROM or JOIN item of ``select`` (by position, 0 the FROM item), the names of its columns
+    whose NULL discards a row of the join: read alone by a WHERE conjunct or an inner join's ON
+    conjunct that a NULL never satisfies (``=``, ``<>``, ``<``, ..., ``IS NOT NULL``), or selected as
+    they are under a name of ``discarded`` (the columns whose NULL rows the query reading ``select``
+    discards) where no aggregate or window mixes those rows with others (grouped by the column, every
+    window partitioned by it). A LEFT JOIN one of whose columns is so is an inner join: the rows it
+    null-extends are discarded (``payments left join orders ... group by orders.customer_id``, the
+    groups then joined to customers on ``customer_id``). Nothing when a RIGHT or FULL join
+    null-extends what is joined before it."""
+    joins = select.args.get("joins") or ()
+    source = select.args.get("from_")
+    if source is None or any((j.args.get("side") or "").upper() in ("RIGHT", "FULL") for j in joins):
+        return {}
+    aliases = [source.this.alias_or_name.casefold(), *(j.this.alias_or_name.casefold() for j in joins)]
+    found: dict[int, set[str]] = {}
+
+    def add(column: exp.Column) -> None:
+        position = _position(column, select, aliases)
+        if position is not None:
+            found.setdefault(position, set()).add(column.name.casefold())
+
+    where = select.args.get("where")
+    conjuncts = split_conjuncts(where.this if where is not None else None)
+    for join in joins:
+        if not join.args.get("side") and (join.args.get("kind") or "").upper() in ("", "INNER"):
+            conjuncts += split_conjuncts(join.args.get("on"))
+    for conjunct in conjuncts:
+        for column in _rejected_columns(conjunct):
+            add(column)
+    if discarded:
+        groups = _group_items(select) if select.args.get("group") is not None or _is_aggregate(select) else None
+        windows = _windows(select)
+        for projection in select.expressions:
+            selected = unparenthesized(projection.this if isinstance(projection, exp.Alias) else projection)
+            if (
+                projection.alias_or_name.casefold() not in discarded
+                or not isinstance(selected, exp.Column)
+                or isinstance(selected.this, exp.Star)
+            ):
+                continue
+            position = _position(selected, select, aliases)
+            if position is None:
+                continue
+            if groups is not None and not any(_same_column(selected, g, select, aliases) for g in groups):
+                continue
+            if all(
+                any(_same_column(selected, p, select, aliases) for p in w.args.get("partition_by") or ())
+                for w in windows
+            ):
+                add(selected)
+    return {position: frozenset(names) for position, names in found.items()}
+
+
+def _null_rejected_by_own_join(select: exp.Select, position: int) -> frozenset[str]:
+    """The columns of the item a LEFT JOIN joins (at ``position``) whose NULL its ON never
+    matches: its rows with them NULL are not in the join."""
+    join = select.args["joins"][position - 1]
+    aliases = [select.args["from_"].this.alias_or_name.casefold()]
+    aliases += [j.this.alias_or_name.casefold() for j in select.args["joins"]]
+    return frozenset(
+        c.name.casefold()
+        for conjunct in split_conjuncts(join.args.get("on"))
+        for c in _rejected_columns(conjunct)
+        if _position(c, select, aliases) == position
+    )
+
+
+def _rejected_columns(conjunct: exp.Expr) -> Iterator[exp.Column]:
+    """The columns a conjunct reads alone whose NULL makes it not true."""
+    if isinstance(conjunct, _NULL_REJECTING):
+        for side in (unparenthesized(conjunct.this), unparenthesized(conjunct.expression)):
+            if isinstance(side, exp.Column) and not isinstance(side.this, exp.Star):
+                yield side
+    elif isinstance(conjunct, exp.Not) and isinstance(conjunct.this, exp.Is):
+        tested = unparenthesized(conjunct.this.this)
+        if isinstance(conjunct.this.expression, exp.Null) and isinstance(tested, exp.Column):
+            yield tested
+
+
+def _position(column: exp.Column, select: exp.Select, aliases: list[str]) -> int | None:
+    """The position of the FROM or JOIN item of ``select`` a column reads (by its qualifier, or
+    the one item's), or None."""
+    if column.parent_select is not select:
+        return None
+    if column.table:
+        matches = [i for i, alias in enumerate(aliases) if alias == column.table.casefold()]
+        return matches[0] if len(matches) == 1 else None
+    return 0 if len(aliases) == 1 and not select.args.get("laterals") else None
+
+
+def _same_column(column: exp.Column, other: exp.Expr, select: exp.Select, aliases: list[str]) -> bool:
+    other = unparenthesized(other)
+    return (
+        isinstance(other, exp.Column)
+        and other.name.casefold() == column.name.casefold()
+        and _position(other, select, aliases) == _position(column, select, aliases)
+    )
 
 
 def _group_by_all_written_out(statement: exp.Select) -> exp.Select:

@@ -1,7 +1,8 @@
 """Stacked queries recomputed by partition (ViewClass.PER_PARTITION): "latest row per key" then
 aggregated, a window over another window's result, a window over groups (GROUP BY ALL too), an aggregate of an
 aggregating CTE, DISTINCT in a CTE, a partition column the view does not select; over several
-tables: a window over a join, an aggregating CTE LEFT joined back, a UNION ALL aggregated (and grouped with a column of one table by
+tables: a window over a join, an aggregating CTE LEFT joined back, a LEFT JOIN grouped or windowed by a column
+of its null-supplying side whose NULL rows the query discards (read as an inner join), a UNION ALL aggregated (and grouped with a column of one table by
 its key), a table joined by its key to another column (a lookup), a FULL JOIN grouped by its key, a UNION, an
 outer join filtered on its null-supplying side (partitioned by the orders' key); semi and anti joins
 (EXISTS, NOT EXISTS, IN by a column and by an expression, NOT IN; IN selected, EXISTS under OR), FULL JOINs USING one column, a chain of lookups, constant rows (a
@@ -79,6 +80,28 @@ VIEWS = {
     "customer_status_running": (
         f"with a as (select customer_id, status, count(*) as n, sum(amount) as amount from {SRC['orders']} group by all) "
         "select customer_id, status, n, amount, sum(n) over (partition by customer_id order by status) as running from a"
+    ),
+    # jaffle shop's customers: the orders LEFT JOIN their customer grouped by the customer's region
+    # (orders of no customer, customers of no region: a NULL group), joined to the regions on it
+    # (which discards that group): the LEFT JOIN read as inner, the orders a lookup through customers
+    "region_order_totals": (
+        f"with region_orders as (select c.region_id, count(*) as n, sum(o.amount) as spent from {SRC['orders']} o "
+        f"left join {SRC['customers']} c on o.customer_id = c.customer_id group by c.region_id), "
+        f"region_customers as (select region_id, count(*) as customers from {SRC['customers']} group by region_id) "
+        f"select r.region_id, r.region, rc.customers, ro.n, ro.spent from {SRC['regions']} r "
+        "left join region_customers rc on r.region_id = rc.region_id left join region_orders ro on r.region_id = ro.region_id"
+    ),
+    # ... a window partitioned by the null-extended region, inner joined to the regions on it
+    "region_order_ranks": (
+        "with ranked as (select o.order_id, c.region_id, o.amount, row_number() over (partition by c.region_id "
+        f"order by o.amount desc nulls last, o.order_id) as position from {SRC['orders']} o "
+        f"left join {SRC['customers']} c on c.customer_id = o.customer_id) "
+        f"select r.region, ranked.order_id, ranked.position from {SRC['regions']} r join ranked on ranked.region_id = r.region_id"
+    ),
+    # ... filtered by WHERE on the null-supplying side (which no null-extended row passes)
+    "retail_region_orders": (
+        "select o.order_id, c.region_id, count(*) over (partition by c.region_id) as n "
+        f"from {SRC['orders']} o left join {SRC['customers']} c on o.customer_id = c.customer_id where c.segment = 'retail'"
     ),
     # partitioned by status, the customers a lookup (joined by customer_id): a changed customer
     # recomputes the statuses of its orders

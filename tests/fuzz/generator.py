@@ -523,8 +523,17 @@ class Generator:
             where = f" where {self._predicate(Occurrence(a, other))}" if p.random() < 0.4 else ""
         finally:
             self.random = main
+        # the aggregated master's rows LEFT joined from another master's (jaffle shop's payments left
+        # join orders grouped by the orders' customer): the group of rows matching none has a NULL k,
+        # which the join back discards
+        feeders = [(e[0], e[1], e[3]) for e in EDGES if e[2] == other.name and e[0] != other.name]
+        feeder = p.choice(feeders) if feeders and p.random() < 0.25 else None
+        source = f"{{{other.name}}} {a}"
+        if feeder is not None:
+            source = f"{{{feeder[0]}}} b1 left join {source} on b1.{feeder[1]} = {a}.{feeder[2]}"
+            block.features.add("aggregate of a left join discarding its null group")
         if p.random() < 0.2:
-            body = f"select distinct {a}.{other_column} as k from {{{other.name}}} {a}{where}"
+            body = f"select distinct {a}.{other_column} as k from {source}{where}"
             columns = []
         else:
             aggregates = [("n", "count(*)"), ("s", f"sum({a}.{p.choice(numeric)})"),
@@ -533,7 +542,7 @@ class Generator:
             chosen = p.sample(aggregates, p.randint(1, 3))
             grouping = "all" if p.random() < 0.25 else f"{a}.{other_column}"  # GROUP BY ALL: the same groups
             body = (f"select {a}.{other_column} as k, " + ", ".join(f"{e} as {n}" for n, e in chosen)
-                    + f" from {{{other.name}}} {a}{where} group by {grouping}")
+                    + f" from {source}{where} group by {grouping}")
             if grouping == "all":
                 block.features.add("group by all")
             columns = [n for n, _ in chosen]

@@ -9,6 +9,7 @@ import pytest
 import sqlglot
 
 from dbt_incremental_mv.analysis import UnsupportedViewError, ViewClass
+from dbt_incremental_mv.analysis.analyze import parsed_query
 from dbt_incremental_mv.analysis.partitionwise import NotPartitionwise, analyze_partitionwise
 from dbt_incremental_mv.analysis.resolver import Resolver
 from tests.unit.analysis.conftest import MASTERS
@@ -804,3 +805,88 @@ def test_explain_names_the_lookups_and_a_query_of_constant_rows(view):
     assert "k (matched by k.region = o.status, NULLs too: NOT IN or an IN not filtering)" in text, text
     assert "l (matched by l.order_id = o.order_id)" in text, text
     assert "reads no table: its rows never change" in _class_of(view("select 1 as x"))
+
+
+# the jaffle shop's customers: payments LEFT JOIN orders grouped by the orders' customer, joined to
+# the customers on it (the group of payments matching no order is discarded by that join)
+CUSTOMER_LINES = (
+    "with customer_lines as (select o.customer_id, sum(l.quantity) as quantity from shop.order_lines l "
+    "left join shop.orders o on l.order_id = o.order_id group by o.customer_id), "
+    "customer_orders as (select customer_id, count(*) as n from shop.orders group by customer_id) "
+    "select c.customer_id, c.name, co.n, cl.quantity from shop.customers c "
+    "left join customer_orders co on c.customer_id = co.customer_id "
+    "left join customer_lines cl on c.customer_id = cl.customer_id"
+)
+
+
+def _joins(definition):
+    query = definition.partition_query.query
+    return [(j.this.alias_or_name, (j.args.get("side") or "").upper()) for j in query.find_all(sqlglot.exp.Join)]
+
+
+@pytest.mark.parametrize(
+    "sql, converted",
+    [
+        (CUSTOMER_LINES, "o"),
+        # a window partitioned by the null-extended column, the rows then inner-joined on it
+        (
+            "with ranked as (select l.order_id, l.line_no, o.customer_id, row_number() over "
+            "(partition by o.customer_id order by l.order_id, l.line_no) as position from shop.order_lines l "
+            "left join shop.orders o on o.order_id = l.order_id) "
+            "select c.name, r.order_id, r.position from shop.customers c join ranked r on r.customer_id = c.customer_id",
+            "o",
+        ),
+        # discarded two levels up: the column selected as it is by a query grouping by it
+        (
+            "with per_line as (select o.customer_id, l.quantity from shop.order_lines l "
+            "left join shop.orders o on l.order_id = o.order_id), "
+            "per_customer as (select customer_id, sum(quantity) as quantity from per_line group by customer_id) "
+            "select c.customer_id, p.quantity from shop.customers c join per_customer p on p.customer_id = c.customer_id",
+            "o",
+        ),
+    ],
+    ids=["grouped, left joined on it", "windowed, inner joined on it", "through a grouping query"],
+)
+def test_a_left_join_whose_null_extended_rows_are_discarded_above_is_an_inner_join(view, rendered, sql, converted):
+    definition = view(sql)
+    assert definition.view_class is ViewClass.PER_PARTITION
+    assert [p.name for p in definition.partition_query.partition_by] == ["customer_id"]
+    assert (converted, "") in _joins(definition)
+    assert "l" in definition.partition_query.lookups  # the lines matched to their order's customer
+    rendered(definition)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # the groups are the preserved side: the group of lines matching no order is a view row
+        "with cl as (select o.customer_id, sum(l.quantity) as quantity from shop.order_lines l "
+        "left join shop.orders o on l.order_id = o.order_id group by o.customer_id) "
+        "select cl.customer_id, cl.quantity, c.name from cl left join shop.customers c on c.customer_id = cl.customer_id",
+        # joined null-safely: the NULL group matches a customer of NULL key
+        "with cl as (select o.customer_id, sum(l.quantity) as quantity from shop.order_lines l "
+        "left join shop.orders o on l.order_id = o.order_id group by o.customer_id) "
+        "select c.customer_id, cl.quantity from shop.customers c join cl on c.customer_id <=> cl.customer_id",
+        # joined on an expression that is not NULL where the column is
+        "with cl as (select o.customer_id, sum(l.quantity) as quantity from shop.order_lines l "
+        "left join shop.orders o on l.order_id = o.order_id group by o.customer_id) "
+        "select c.name, cl.quantity from shop.customers c join cl on c.customer_id = coalesce(cl.customer_id, 0)",
+    ],
+    ids=["preserved side", "null-safe equality", "coalesced"],
+)
+def test_a_left_join_whose_null_extended_rows_reach_the_view_stays_outer(view, sql):
+    # the group of lines matching no order is in the view: partitioning by the orders' customer would
+    # lose it (the lines of no order are in no partition)
+    with pytest.raises(UnsupportedViewError, match="share no column they all group by"):
+        analyze_partitionwise(parsed_query(sql, None), Resolver(MASTERS).master)
+    with pytest.raises(UnsupportedViewError):
+        view(sql)
+
+
+def test_a_where_conjunct_no_null_satisfies_makes_a_left_join_inner(view):
+    definition = view(
+        "select o.order_id, c.segment, count(*) over (partition by c.country) as n from shop.orders o "
+        "left join shop.customers c on o.customer_id = c.customer_id where c.segment = 'retail'"
+    )
+    assert definition.view_class is ViewClass.PER_PARTITION
+    assert ("c", "") in _joins(definition)

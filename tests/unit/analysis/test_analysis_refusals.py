@@ -177,7 +177,7 @@ REFUSALS = [
     ("join condition reading what a joining cte null-extends",
      "with j as (select c.customer_id, n.region from shop.customers c left join shop.countries n "
      "on c.country = n.country) select o.order_id from shop.orders o join j "
-     "on j.region = o.status", "j_n"),
+     "on coalesce(j.region, 'none') = o.status", "j_n"),
     ("joining cte with a right join after it",
      "with j as (select c.customer_id from shop.customers c join shop.countries n "
      "on c.country = n.country) select o.order_id, p.name from shop.orders o join j "

@@ -9,8 +9,9 @@ from dbt_incremental_mv.analysis import UnsupportedViewError, ViewClass, analyze
 from dbt_incremental_mv.analysis.states import STATE_SCHEMA, _key, _Splitter, split_into_states
 from tests.unit.analysis.conftest import MASTERS
 
-# jaffle_shop's customers: an aggregate over a LEFT JOIN whose group key comes from its
-# null-supplying side, itself on the null-supplying side of a LEFT JOIN
+# the items per customer (jaffle_shop's customers read from the other side): an aggregate over a
+# LEFT JOIN whose group key comes from its null-supplying side (the lines of no order make a group
+# of NULL key), first in FROM
 CUSTOMERS = """
 with customer_orders as (
   select customer_id, min(order_date) as first_order, count(order_id) as orders from shop.orders group by customer_id
@@ -19,10 +20,10 @@ with customer_orders as (
   from shop.order_lines l left join shop.orders o on l.order_id = o.order_id
   group by o.customer_id
 )
-select c.customer_id, c.name, co.first_order, co.orders, ci.items
-from shop.customers c
-left join customer_orders co on c.customer_id = co.customer_id
-left join customer_items ci on c.customer_id = ci.customer_id
+select ci.customer_id, c.name, co.first_order, co.orders, ci.items
+from customer_items ci
+left join shop.customers c on c.customer_id = ci.customer_id
+left join customer_orders co on ci.customer_id = co.customer_id
 """
 
 # the latest order of each customer, aggregated by another column
