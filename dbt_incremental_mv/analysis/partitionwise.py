@@ -413,13 +413,21 @@ class _Walk:
 
     def _equality(self, conjunct: exp.Expr, scope: _Scope) -> bool:
         """Link the two columns a join equality (in ON, or in WHERE: of the rows it keeps, and a
-        semi join's correlation) makes equal; whether ``conjunct`` is an equality."""
+        semi join's correlation) makes equal; a column equal to an expression over the columns of
+        another occurrence (``a.domain = split_part(l.email, '@', 2)``): the column's table a lookup
+        matched by it, as by ``IN``. Whether ``conjunct`` is an equality."""
         if not isinstance(conjunct, (exp.EQ, exp.NullSafeEQ)):
             return False
         a = scope.attr(conjunct.this, carried_only=False)
         b = scope.attr(conjunct.expression, carried_only=False)
         if a is not None and b is not None:
             self.link(a, b)
+        elif isinstance(conjunct, exp.EQ) and (a is None) != (b is None):
+            attr, value = (a, conjunct.expression) if a is not None else (b, conjunct.this)
+            assert attr is not None
+            over = scope.over_one_occurrence(value)
+            if over is not None and over[0] != attr.alias and not isinstance(over[1], exp.Column):
+                self.expression_links.append((attr, *over, False))
         return True
 
     def _semi_join(self, semi: SemiJoin, scope: _Scope, ctes: Mapping[str, _Cte]) -> exp.Expr:

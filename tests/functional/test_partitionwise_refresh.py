@@ -3,7 +3,7 @@ aggregated, a window over another window's result, a window over groups (GROUP B
 aggregating CTE, DISTINCT in a CTE, a partition column the view does not select; over several
 tables: a window over a join, an aggregating CTE LEFT joined back, a LEFT JOIN grouped or windowed by a column
 of its null-supplying side whose NULL rows the query discards (read as an inner join), a UNION ALL aggregated (and grouped with a column of one table by
-its key), a table joined by its key to another column (a lookup), a FULL JOIN grouped by its key, a UNION, an
+its key), a table joined by its key to another column or to an expression (a lookup), a FULL JOIN grouped by its key, a UNION, an
 outer join filtered on its null-supplying side (partitioned by the orders' key); semi and anti joins
 (EXISTS, NOT EXISTS, IN by a column and by an expression, NOT IN; IN selected, EXISTS under OR), FULL JOINs USING one column, a chain of lookups, constant rows (a
 stub, labels joined), lookups windowed and grouped by the column matching them, a table
@@ -102,6 +102,11 @@ VIEWS = {
     "retail_region_orders": (
         "select o.order_id, c.region_id, count(*) over (partition by c.region_id) as n "
         f"from {SRC['orders']} o left join {SRC['customers']} c on o.customer_id = c.customer_id where c.segment = 'retail'"
+    ),
+    # a lookup joined by its key equal to an expression over the partitioned table's columns
+    "customer_rank_regions": (
+        "select c.customer_id, r.region, row_number() over (partition by c.segment order by c.customer_id) as position "
+        f"from {SRC['customers']} c left join {SRC['regions']} r on r.region_id = coalesce(c.region_id, 0) % 3 + 1"
     ),
     # partitioned by status, the customers a lookup (joined by customer_id): a changed customer
     # recomputes the statuses of its orders

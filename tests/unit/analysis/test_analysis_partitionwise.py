@@ -890,3 +890,24 @@ def test_a_where_conjunct_no_null_satisfies_makes_a_left_join_inner(view):
     )
     assert definition.view_class is ViewClass.PER_PARTITION
     assert ("c", "") in _joins(definition)
+
+
+def test_a_table_joined_by_a_column_equal_to_an_expression_of_another_is_a_lookup_matched_by_it(view, rendered):
+    # the customers ranked per country, each with the product whose id is their key's last digits
+    definition = view(
+        "select c.customer_id, p.name, row_number() over (partition by c.country order by c.customer_id) as position "
+        "from shop.customers c join shop.products p on p.product_id = c.customer_id % 100"
+    )
+    assert definition.view_class is ViewClass.PER_PARTITION
+    lookup = definition.partition_query.lookups["p"]
+    assert (lookup.column, lookup.through) == ("product_id", "c")
+    assert lookup.through_value.sql("spark") == "`c`.`customer_id` % 100"
+    rendered(definition)
+    # an expression over two tables' columns matches no one table's rows: refused as before
+    over_two = (
+        "select c.customer_id, p.name, row_number() over (partition by c.country order by c.customer_id) as n "
+        "from shop.customers c join shop.orders o on o.customer_id = c.customer_id "
+        "join shop.products p on p.product_id = c.customer_id + o.order_id"
+    )
+    with pytest.raises(UnsupportedViewError, match="shop.products: the query partitions its rows by"):
+        analyze_partitionwise(parsed_query(over_two, None), Resolver(MASTERS).master)
