@@ -309,6 +309,14 @@ VIEWS = (
          "select l.order_id, l.line_no, l.quantity, l.unit_price, o.order_date, o.status, p.product_id, p.category\n"
          "from {order_lines} l\njoin {orders} o on l.order_id = o.order_id\n"
          "join {products} p on l.product_id = p.product_id"),
+    # the jaffle shop's customers: the lines LEFT JOIN their order grouped by the order's customer
+    # (lines of no order: a NULL group, which the join to the customers discards), joined to the
+    # customers; per partition by customer_id, the lines a lookup through their order
+    View("customer_line_totals", "per-partition-null-group", ("order_lines", "orders", "customers"),
+         "with customer_lines as (\n  select o.customer_id, count(*) as line_count, sum(l.quantity * l.unit_price) as paid\n"
+         "  from {order_lines} l\n  left join {orders} o on l.order_id = o.order_id\n  group by o.customer_id\n)\n"
+         "select c.customer_id, c.name, p.line_count, p.paid\n"
+         "from {customers} c\nleft join customer_lines p on p.customer_id = c.customer_id"),
     View("sales_by_category", "agg-join-lines", ("order_lines", "products"),
          "select p.category, count(*) as line_count, sum(l.quantity) as units,\n"
          "       sum(l.quantity * l.unit_price) as revenue\n"
