@@ -115,14 +115,19 @@ def matrix_only(nodeid: str, named: tuple[str, ...] = ()) -> bool:
 
 def _run_lines() -> list[str]:
     """The run's depth and seed, and how to run the same again."""
-    from tests.functional.test_generated_views import AGAIN, DEFINITIONS, ROUNDS, SEED, TestGeneratedViews
+    from tests.functional.test_generated_views import AGAIN, DEFINITIONS, FEATURE, ROUNDS, SEED, TestGeneratedViews
 
     made = f"from commit {commit()[:12]}" if commit() and "DBT_MV_TEST_SEED" not in os.environ else "given"
+    drawn = len(TestGeneratedViews.DEFINITIONS)
+    chosen = (
+        f"{drawn} of the first {DEFINITIONS} with the feature {FEATURE!r}"
+        if FEATURE
+        else f"{DEFINITIONS} + {drawn - DEFINITIONS} regression cases"
+    )
     return [
         f"test depth: {depth()} (DBT_MV_TEST_DEPTH=full runs what the CI leaves to scripts/test_matrix.sh)",
         f"run seed: {run_seed()} ({made}); the same draws again: DBT_MV_TEST_SEED={run_seed()}",
-        f"generated definitions: seed {SEED}, {DEFINITIONS} + {len(TestGeneratedViews.DEFINITIONS) - DEFINITIONS} "
-        f"regression cases, {ROUNDS} rounds; again: {AGAIN}",
+        f"generated definitions: seed {SEED}, {chosen}, {ROUNDS} rounds; again: {AGAIN}",
     ]
 
 

@@ -21,19 +21,26 @@ SEED = int(os.environ.get("DBT_MV_FUZZ_SEED") or run_seed())
 DEFINITIONS = int(os.environ.get("DBT_MV_FUZZ_DEFINITIONS") or (20 if full() else 8))
 ROUNDS = int(os.environ.get("DBT_MV_FUZZ_ROUNDS") or (3 if full() else 2))
 THREADS = int(os.environ.get("DBT_MV_FUZZ_THREADS", "1"))
+# by hand (scripts/fuzz.sh --feature): only the definitions with this feature, no regression cases
+FEATURE = os.environ.get("DBT_MV_FUZZ_FEATURE") or None
 # the command that runs the same definitions and rounds again, on any commit (printed at the top of
 # the output by tests/conftest.py and in a failure's message)
 REGRESSION_SAMPLE = 3
 AGAIN = (
     f"DBT_MV_TEST_SEED={run_seed()} DBT_MV_FUZZ_SEED={SEED} DBT_MV_FUZZ_DEFINITIONS={DEFINITIONS} DBT_MV_FUZZ_ROUNDS={ROUNDS} "
-    "bash scripts/test.sh tests/functional/test_generated_views.py"
+    + (f"DBT_MV_FUZZ_FEATURE={FEATURE!r} " if FEATURE else "")
+    + "bash scripts/test.sh tests/functional/test_generated_views.py"
 )
 
 
 class TestGeneratedViews:
     # the seed's definitions, and the shrunk failures of earlier runs (tests/fuzz/regressions.json;
     # in CI a sample drawn by the run's seed: each takes ~40 s of the 40 minutes)
-    DEFINITIONS = Generator(SEED).definitions(DEFINITIONS) + sample(regressions(), REGRESSION_SAMPLE, "regression cases")
+    DEFINITIONS = (
+        [d for d in Generator(SEED).definitions(DEFINITIONS) if FEATURE in d.features]
+        if FEATURE
+        else Generator(SEED).definitions(DEFINITIONS) + sample(regressions(), REGRESSION_SAMPLE, "regression cases")
+    )
 
     @pytest.fixture(scope="class")
     def dbt_profile_target(self, dbt_profile_target):
@@ -53,7 +60,8 @@ class TestGeneratedViews:
         if "DBT_MV_FUZZ_DEFINITIONS" not in os.environ:  # (the regression cases are maintained ones)
             assert len([d for d in self.DEFINITIONS if d.refused is None]) >= DEFINITIONS // 2
         outcome = GeneratedCheck(project, self.DEFINITIONS, SEED).run(ROUNDS)
-        table = f"seed {SEED}, {len(self.DEFINITIONS)} definitions, {ROUNDS} rounds\n\n{outcome.table()}\n"
+        chosen = f" (those with the feature {FEATURE!r} among the first {DEFINITIONS})" if FEATURE else ""
+        table = f"seed {SEED}, {len(self.DEFINITIONS)} definitions{chosen}, {ROUNDS} rounds\n\n{outcome.table()}\n"
         print(table)
         if os.environ.get("DBT_MV_FUZZ_SUMMARY"):
             with open(os.environ["DBT_MV_FUZZ_SUMMARY"], "w") as summary:
