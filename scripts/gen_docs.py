@@ -120,6 +120,12 @@ MAINTAINED = [
         "c.customer_id",
     ),
     (
+        "An outer join whose null-extended rows a condition no NULL satisfies discards (in WHERE, or in the ON of "
+        "an inner join after it): maintained as the inner join it is",
+        "select o.order_id, c.name from shop.orders o left join shop.customers c on o.customer_id = c.customer_id "
+        "where c.country = 'NL'",
+    ),
+    (
         "Range or OR conditions in an outer join's ON, beside an equality (validity intervals)",
         "select o.order_id, p.price from shop.orders o left join shop.prices p on p.product_id = o.product_id and "
         "o.ordered_at >= p.valid_from and (o.ordered_at < p.valid_to or p.valid_to is null)",

@@ -30,6 +30,7 @@ from dbt_incremental_mv.analysis.model import (
     ViewDefinition,
     Windowing,
 )
+from dbt_incremental_mv.analysis.null_rejection import outer_joins_read_as_inner, with_outer_joins_made_inner
 from dbt_incremental_mv.analysis.outputs import classify_outputs, refuse_bad_output_names
 from dbt_incremental_mv.analysis.parse import parse_statement, with_ctes
 from dbt_incremental_mv.analysis.partitionwise import NotPartitionwise, analyze_partitionwise
@@ -183,11 +184,12 @@ def construct_refusals(sql: str, clock: Clock | None = None) -> Iterator[Unsuppo
 def parsed_query(sql: str, clock: Clock | None = None) -> exp.Query:
     """The model's query as every reading of it starts: parsed, its clock functions read at
     ``clock`` (when given), its pointless ORDER BYs dropped (without_inner_order), aggregates
-    equal to maintained ones written as them."""
+    equal to maintained ones written as them, LEFT JOINs whose null-extended rows the query
+    discards written as the inner joins they are (null_rejection)."""
     statement = parse_statement(sql)
     if clock is not None:
         statement = at_time(statement, clock)
-    return as_maintained_aggregates(without_inner_order(statement))
+    return with_outer_joins_made_inner(as_maintained_aggregates(without_inner_order(statement)))
 
 
 def as_maintained_aggregates(statement: exp.Query) -> exp.Query:
@@ -374,6 +376,12 @@ def without_inner_order(statement: exp.Query) -> exp.Query:
 def _ignores_order(query: exp.Expr) -> bool:
     """Whether ``query`` has an ORDER BY that decides nothing it returns (no LIMIT or OFFSET)."""
     return bool(query.args.get("order")) and not query.args.get("limit") and not query.args.get("offset")
+
+
+def outer_joins_made_inner(sql: str) -> list[str]:
+    """The outer joins of the model's query read as the inner joins they are (null_rejection), as
+    written (``LEFT JOIN c``)."""
+    return outer_joins_read_as_inner(parse_statement(sql))
 
 
 def ignored_order(sql: str) -> str | None:

@@ -51,7 +51,7 @@ from types import MappingProxyType
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from dbt_incremental_mv.analysis import functions
+from dbt_incremental_mv.analysis import functions, null_rejection
 from dbt_incremental_mv.analysis.constructs import (
     SemiJoin,
     relation_position,
@@ -254,13 +254,12 @@ class _Walk:
             if side in ("RIGHT", "FULL"):  # what is joined before is null-extended
                 for earlier in items:
                     earlier.nullable = True
-            if side == "LEFT" and rejected.get(position):
+            if null_rejection.is_left_outer(join) and rejected.get(position):
                 # the rows it null-extends are discarded (by this query, or by the query reading
                 # it): the LEFT JOIN returns the rows an inner join does, and those
-                join.set("side", None)
-                join.set("kind", None)
+                null_rejection.made_inner(join)
                 side = ""
-            own = _null_rejected_by_own_join(select, position) if side == "LEFT" else frozenset()
+            own = null_rejection.rejected_by_own_join(select, position) if side == "LEFT" else frozenset()
             discarded_here = rejected.get(position, frozenset()) | own
             items.append(self._item(join.this, ctes, nullable=side in ("LEFT", "FULL"), discarded=discarded_here))
             for column in join.args.get("using") or ():
@@ -800,39 +799,17 @@ def _star_over_using(select: exp.Select, scope: _Scope) -> list[tuple[str | None
     return columns
 
 
-_NULL_REJECTING = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
-
-
 def _null_rejected(select: exp.Select, discarded: frozenset[str]) -> dict[int, frozenset[str]]:
     """Per FROM or JOIN item of ``select`` (by position, 0 the FROM item), the names of its columns
-    whose NULL discards a row of the join: read alone by a WHERE conjunct or an inner join's ON
-    conjunct that a NULL never satisfies (``=``, ``<>``, ``<``, ..., ``IS NOT NULL``), or selected as
-    they are under a name of ``discarded`` (the columns whose NULL rows the query reading ``select``
-    discards) where no aggregate or window mixes those rows with others (grouped by the column, every
-    window partitioned by it). A LEFT JOIN one of whose columns is so is an inner join: the rows it
-    null-extends are discarded (``payments left join orders ... group by orders.customer_id``, the
-    groups then joined to customers on ``customer_id``). Nothing when a RIGHT or FULL join
-    null-extends what is joined before it."""
-    joins = select.args.get("joins") or ()
-    source = select.args.get("from_")
-    if source is None or any((j.args.get("side") or "").upper() in ("RIGHT", "FULL") for j in joins):
-        return {}
-    aliases = [source.this.alias_or_name.casefold(), *(j.this.alias_or_name.casefold() for j in joins)]
-    found: dict[int, set[str]] = {}
-
-    def add(column: exp.Column) -> None:
-        position = _position(column, select, aliases)
-        if position is not None:
-            found.setdefault(position, set()).add(column.name.casefold())
-
-    where = select.args.get("where")
-    conjuncts = split_conjuncts(where.this if where is not None else None)
-    for join in joins:
-        if not join.args.get("side") and (join.args.get("kind") or "").upper() in ("", "INNER"):
-            conjuncts += split_conjuncts(join.args.get("on"))
-    for conjunct in conjuncts:
-        for column in _rejected_columns(conjunct):
-            add(column)
+    whose NULL discards a row of the join: read alone by a condition no NULL satisfies
+    (null_rejection.rejected_by_conditions), or selected as they are under a name of ``discarded``
+    (the columns whose NULL rows the query reading ``select`` discards) where no aggregate or
+    window mixes those rows with others (grouped by the column, every window partitioned by it). A
+    LEFT JOIN one of whose columns is so is an inner join: the rows it null-extends are discarded
+    (``payments left join orders ... group by orders.customer_id``, the groups then joined to
+    customers on ``customer_id``)."""
+    aliases = null_rejection.item_aliases(select)
+    found = null_rejection.rejected_by_conditions(select)
     if discarded:
         groups = _group_items(select) if select.args.get("group") is not None or _is_aggregate(select) else None
         windows = _windows(select)
@@ -844,8 +821,8 @@ def _null_rejected(select: exp.Select, discarded: frozenset[str]) -> dict[int, f
                 or isinstance(selected.this, exp.Star)
             ):
                 continue
-            position = _position(selected, select, aliases)
-            if position is None:
+            at = null_rejection.position(selected, select, aliases)
+            if at is None:
                 continue
             if groups is not None and not any(_same_column(selected, g, select, aliases) for g in groups):
                 continue
@@ -853,45 +830,8 @@ def _null_rejected(select: exp.Select, discarded: frozenset[str]) -> dict[int, f
                 any(_same_column(selected, p, select, aliases) for p in w.args.get("partition_by") or ())
                 for w in windows
             ):
-                add(selected)
-    return {position: frozenset(names) for position, names in found.items()}
-
-
-def _null_rejected_by_own_join(select: exp.Select, position: int) -> frozenset[str]:
-    """The columns of the item a LEFT JOIN joins (at ``position``) whose NULL its ON never
-    matches: its rows with them NULL are not in the join."""
-    join = select.args["joins"][position - 1]
-    aliases = [select.args["from_"].this.alias_or_name.casefold()]
-    aliases += [j.this.alias_or_name.casefold() for j in select.args["joins"]]
-    return frozenset(
-        c.name.casefold()
-        for conjunct in split_conjuncts(join.args.get("on"))
-        for c in _rejected_columns(conjunct)
-        if _position(c, select, aliases) == position
-    )
-
-
-def _rejected_columns(conjunct: exp.Expr) -> Iterator[exp.Column]:
-    """The columns a conjunct reads alone whose NULL makes it not true."""
-    if isinstance(conjunct, _NULL_REJECTING):
-        for side in (unparenthesized(conjunct.this), unparenthesized(conjunct.expression)):
-            if isinstance(side, exp.Column) and not isinstance(side.this, exp.Star):
-                yield side
-    elif isinstance(conjunct, exp.Not) and isinstance(conjunct.this, exp.Is):
-        tested = unparenthesized(conjunct.this.this)
-        if isinstance(conjunct.this.expression, exp.Null) and isinstance(tested, exp.Column):
-            yield tested
-
-
-def _position(column: exp.Column, select: exp.Select, aliases: list[str]) -> int | None:
-    """The position of the FROM or JOIN item of ``select`` a column reads (by its qualifier, or
-    the one item's), or None."""
-    if column.parent_select is not select:
-        return None
-    if column.table:
-        matches = [i for i, alias in enumerate(aliases) if alias == column.table.casefold()]
-        return matches[0] if len(matches) == 1 else None
-    return 0 if len(aliases) == 1 and not select.args.get("laterals") else None
+                found.setdefault(at, set()).add(selected.name.casefold())
+    return {at: frozenset(names) for at, names in found.items()}
 
 
 def _same_column(column: exp.Column, other: exp.Expr, select: exp.Select, aliases: list[str]) -> bool:
@@ -899,7 +839,7 @@ def _same_column(column: exp.Column, other: exp.Expr, select: exp.Select, aliase
     return (
         isinstance(other, exp.Column)
         and other.name.casefold() == column.name.casefold()
-        and _position(other, select, aliases) == _position(column, select, aliases)
+        and null_rejection.position(other, select, aliases) == null_rejection.position(column, select, aliases)
     )
 
 

@@ -1,7 +1,9 @@
 """Aggregates over LEFT and RIGHT joins: fast refreshed by the affected slices of the anchor, old
-state minus new state, as signed rows (refresh/views/outer_aggregate.py)."""
+state minus new state, as signed rows (refresh/views/outer_aggregate.py); and outer joins a
+condition no NULL satisfies makes inner, maintained as inner joins."""
 
 import pytest
+from dbt.tests.util import run_dbt_and_capture
 
 from tests.depth import sample
 from tests.functional.differential import randomized_rounds, soak_factor
@@ -43,6 +45,24 @@ VIEWS = {
         "select count(*) as n, count(c.customer_id) as customers, max(c.segment) as max_segment, avg(c.region_id) as avg_region "
         f"from {SRC['regions']} r left join {SRC['customers']} c on c.region_id = r.region_id and c.segment <> 'corporate'"
     ),
+    # outer joins whose null-extended rows a condition discards, maintained as the inner joins they
+    # are (analysis/null_rejection.py): a WHERE on the null-supplying side under an aggregate, an
+    # inner join reading it, a RIGHT JOIN whose preserved rows the WHERE discards
+    "retail_orders_by_region": (
+        "select c.region_id, count(*) as n, sum(o.amount) as total "
+        f"from {SRC['orders']} o left join {SRC['customers']} c on o.customer_id = c.customer_id "
+        "where c.segment = 'retail' group by c.region_id"
+    ),
+    "orders_with_region": (
+        "select o.order_id, o.amount, c.segment, r.region "
+        f"from {SRC['orders']} o left join {SRC['customers']} c on o.customer_id = c.customer_id "
+        f"join {SRC['regions']} r on r.region_id = c.region_id"
+    ),
+    "customers_with_known_status": (
+        "select c.customer_id, o.order_id, o.amount "
+        f"from {SRC['orders']} o right join {SRC['customers']} c on o.customer_id = c.customer_id "
+        "where o.status is not null"
+    ),
     # SELECT DISTINCT over a LEFT JOIN
     "segment_statuses": (
         "select distinct c.segment, o.status "
@@ -79,3 +99,7 @@ class TestOuterJoinAggregateRefresh(ShopViews):
 
         workload.round(8, masters=["orders"], kinds=("insert",))
         self.refreshed(workload)
+
+        # explain says which outer joins it reads as inner joins, and why
+        _, log = run_dbt_and_capture(["run-operation", "explain_fast_refresh", "--args", "{model: orders_with_region}"])
+        assert "LEFT JOIN c read as inner: a condition no NULL satisfies discards the rows it null-extends" in log, log

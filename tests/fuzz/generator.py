@@ -280,8 +280,8 @@ class Generator:
         column = r.choice(occurrence.master.all_columns)
         ref = f"{occurrence.alias}.{column.name}"
         literal = r.choice(LITERALS[column.kind])
-        if null_tolerant:
-            return r.choice((f"{ref} is null", f"coalesce({ref}, {literal}) = {literal}", f"{ref} is not null"))
+        if null_tolerant:  # (true for a NULL: it keeps the rows an outer join null-extends)
+            return r.choice((f"{ref} is null", f"coalesce({ref}, {literal}) = {literal}"))
         choices = [f"{ref} = {literal}", f"{ref} <> {literal}", f"{ref} is not null",
                    f"{ref} in ({', '.join(sorted(set(r.sample(LITERALS[column.kind], 2))))})"]
         if column.kind in "ndf":
@@ -290,7 +290,8 @@ class Generator:
 
     def _where(self, block: Block, break_rule: str | None = None) -> None:
         """0-2 WHERE conjuncts on occurrences no outer join null-extends (one on a null-extended
-        occurrence with ``break_rule`` "outer where": the docs say it is refused)."""
+        occurrence with ``break_rule`` "outer where", true for a NULL: refused; one no NULL satisfies
+        makes the outer join inner)."""
         r = self.random
         preserved = [o for o in block.occurrences if not o.nullable]
         for _ in range(r.choices((0, 1, 2), (4, 4, 2))[0]):
@@ -298,7 +299,8 @@ class Generator:
             block.features.add("where")
         if break_rule == "outer where":
             extended = [o for o in block.occurrences if o.nullable]
-            block.where.append(self._predicate(r.choice(extended), r.random() < 0.5))
+            r.random()  # (the draw that chose a null-rejecting condition, kept: the other draws stay as they were)
+            block.where.append(self._predicate(r.choice(extended), null_tolerant=True))
 
     # -- expressions --------------------------------------------------------------------------
     def _expression(self, block: Block, kind: str) -> str:
@@ -485,6 +487,11 @@ class Generator:
                 block, sql = self._one_table(self.windowed_random, self._windowed, kinds)
             elif shape == "rows" and refusal is None and self.generated_random.random() < 0.2:
                 sql = self._generated_rows(block, sql)
+            if refusal == "inner after outer":
+                # its condition discards the rows the outer join null-extends: that join is inner
+                # (analysis/null_rejection.py), and the definition maintained
+                refusal = None
+                block.features.add("inner join after an outer one (made inner)")
             features |= block.features
         construct = None
         if refusal is not None:

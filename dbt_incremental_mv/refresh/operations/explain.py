@@ -17,7 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dbt_incremental_mv.analysis import MasterTable, ViewClass, ViewDefinition, analyze_view, functions
-from dbt_incremental_mv.analysis.analyze import construct_refusals, ignored_order, ordered_by_value
+from dbt_incremental_mv.analysis.analyze import (
+    construct_refusals,
+    ignored_order,
+    ordered_by_value,
+    outer_joins_made_inner,
+)
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 from dbt_incremental_mv.analysis.model import OutputKind, Ranking
 from dbt_incremental_mv.config import ConfigError, RefreshMethod
@@ -118,6 +123,11 @@ def explain(
     order = ignored_order(sql) if found.view_class is not None else None
     if found.view_class is not None and order is not None:
         found.view_class += f" ({order}: ignored, a table keeps no order; sort when reading the view)"
+    made_inner = outer_joins_made_inner(sql) if found.view_class is not None else []
+    if found.view_class is not None and made_inner:
+        found.view_class += (
+            f" ({', '.join(made_inner)} read as inner: a condition no NULL satisfies discards the rows it null-extends)"
+        )
     if plan.now is not None:
         found.clock = _clock_prose(plan)
     found.next_run = plan.action if plan.action == RefreshAction.FAST else f"{plan.action} ({plan.reason})"

@@ -632,9 +632,9 @@ OLC = "shop.orders o left join shop.customers c on o.customer_id = c.customer_id
     [
         "select o.order_id from shop.orders o left join shop.customers c "
         "on o.customer_id = c.customer_id and o.status = 'open'",
-        f"select o.order_id from {OLC} where c.country = 'NL'",
+        f"select o.order_id from {OLC} where c.country = 'NL' or c.country is null",
         f"select o.order_id from {OLC} where c.customer_id is null",
-        f"select o.order_id from {OLC} join shop.countries n on n.country = c.country",
+        f"select o.order_id from {OLC} join shop.countries n on n.country <=> c.country",
         "with j as (select c.customer_id from shop.customers c join shop.countries n "
         "on c.country = n.country) select o.order_id from shop.orders o left join j "
         "on j.customer_id = o.customer_id",
@@ -646,9 +646,9 @@ OLC = "shop.orders o left join shop.customers c on o.customer_id = c.customer_id
     ],
     ids=[
         "preserved-side filter",
-        "where on null-supplying side",
+        "where true for a null on the null-supplying side",
         "is null on null-supplying side",
-        "inner join on null-extended table",
+        "inner join null-safely on null-extended table",
         "cte on the null-supplying side",
         "cte on the preserved side of a right join",
         "union all in a cte, joined",
@@ -911,3 +911,25 @@ def test_a_table_joined_by_a_column_equal_to_an_expression_of_another_is_a_looku
     )
     with pytest.raises(UnsupportedViewError, match="shop.products: the query partitions its rows by"):
         analyze_partitionwise(parsed_query(over_two, None), Resolver(MASTERS).master)
+
+
+@pytest.mark.parametrize(
+    "sql, inner",
+    [
+        (f"select o.order_id, c.name from {OLC} where c.country = 'NL'", ["c"]),
+        (f"select o.order_id, n.region from {OLC} join shop.countries n on n.country = c.country", ["c", "n"]),
+        # a RIGHT JOIN whose preserved rows the WHERE discards (they have no order)
+        (
+            "select o.order_id, c.name from shop.orders o right join shop.customers c "
+            "on o.customer_id = c.customer_id where o.status is not null",
+            ["c"],
+        ),
+    ],
+    ids=["where on the null-supplying side", "inner join on a null-extended table", "right join, where"],
+)
+def test_an_outer_join_whose_null_extended_rows_are_discarded_is_maintained_as_the_inner_join(view, sql, inner):
+    # the join class maintains it by its deltas, where it refused the filter before (null_rejection.py)
+    definition = view(sql)
+    assert definition.view_class is ViewClass.JOIN
+    assert not definition.null_supplying
+    assert [j.alias for j in definition.joins] == inner

@@ -143,7 +143,12 @@ def _generated_selects(seed: int, count: int) -> list[str]:
             selects.extend(
                 s.sql(dialect="spark")
                 for s in tree.find_all(exp.Select)
-                if not (s is tree and {"nested join", "distinct in a subquery", "aggregate joined back"} & set(definition.features))
+                # (the outer query of a nested join is the tree, or the query holding its WITH when
+                # a SELECT DISTINCT of it is wrapped in a subquery)
+                if not (
+                    (s is tree or s.args.get("with_") is not None)
+                    and {"nested join", "distinct in a subquery", "aggregate joined back"} & set(definition.features)
+                )
             )
     return selects
 
