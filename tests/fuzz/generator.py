@@ -801,7 +801,7 @@ class Generator:
             return f"{sql} {operation} {sql}", operation
         named = {"window": "over (", "nondeterministic": "", "full outer": "full outer join",
                  "order-dependent aggregate": "first(", "outer where": "the where clause filters",
-                 "inner after outer": "this inner join condition reads", "on preserved": "reads only the preserved side",
+                 "on preserved": "reads only the preserved side",
                  }[refusal]
         if refusal == "nondeterministic":
             named = next(f for f in NONDETERMINISTIC if f in sql).rstrip(")").rstrip("(")
@@ -816,7 +816,6 @@ class Generator:
 # maintained
 LIFTED_BY_PARTITIONS = (
     "the where clause filters",
-    "this inner join condition reads",
     "reads only the preserved side",
     "union",
     "intersect",
