@@ -10,7 +10,10 @@
   {%- if partition_spec %}
   partitioned by ({{ partition_spec | join(', ') }})
   {%- endif %}
-  {{ location_clause() }}
+  {%- set location_root = config.get('location_root') %}
+  {%- if location_root is not none %}
+  location '{{ location_root }}/{{ relation.identifier }}'  {#- dbt-spark's location_clause, by the table's name: a view's internal states are tables of their own -#}
+  {%- endif %}
   {{ comment_clause() }}
   {%- if tblproperties %}
   tblproperties (

@@ -389,13 +389,33 @@ class SparkMVAdapter(SparkAdapter):
             yield node, f"{node['schema']}.{node.get('alias') or node['name']}".lower()
 
     @available
+    def mv_in_steps(self, graph: Mapping[str, Any], models: Sequence[str] | None = None) -> list[str]:
+        """The built fast_refresh models maintained in steps (refresh/units.py): their last commit
+        lists internal states. mv_status renders their SQL (the view stores only the query over
+        its states)."""
+        from dbt_incremental_mv.refresh.state.view_state import view_state
+
+        metadata = self._metadata()
+        found = []
+        for node, name in self._fast_refresh_models(graph, models):
+            state = view_state(metadata, name) if self._relation_exists(name) else None
+            if state is not None and state.states:
+                found.append(node["name"])
+        return found
+
+    @available
     def mv_status(
-        self, graph: Mapping[str, Any], models: Sequence[str] | None = None, fail_on: Sequence[str] | None = None
+        self,
+        graph: Mapping[str, Any],
+        models: Sequence[str] | None = None,
+        fail_on: Sequence[str] | None = None,
+        rendered: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """One line per fast_refresh view: fresh, stale, needs rebuild or unusable, and why.
         Reads only (Oracle's USER_MVIEWS.STALENESS): nothing is captured, refreshed or purged.
         ``fail_on`` names states (e.g. stale, unusable) that make the command fail, so that CI can
-        gate on it: the result's ``failure`` then says which views are in them (None: none)."""
+        gate on it: the result's ``failure`` then says which views are in them (None: none).
+        ``rendered``: models' SQL rendered by the operation, by model name (those in steps)."""
         from dbt_incremental_mv.refresh.state.staleness import Staleness, view_status
 
         try:
@@ -406,7 +426,13 @@ class SparkMVAdapter(SparkAdapter):
         found = [
             (
                 name,
-                engine.status(node, name, graph)
+                engine.status(
+                    {**node, "compiled_code": (rendered or {})[node["name"]]}
+                    if node["name"] in (rendered or {})
+                    else node,
+                    name,
+                    graph,
+                )
                 if self._relation_exists(name)
                 else view_status(node["name"], built=False),
             )

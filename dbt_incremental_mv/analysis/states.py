@@ -67,10 +67,21 @@ class State:
 
 @dataclass(frozen=True)
 class StateSplit:
-    """The states, in the order they refresh, and the class of the query over them."""
+    """The states, in the order they refresh, the class of the query over them and that query
+    (the states read as tables of STATE_SCHEMA)."""
 
     states: tuple[State, ...]
     view_class: ViewClass
+    sql: str = ""
+
+    def described(self) -> str:
+        """The steps in words, for the log line, the refresh history and explain_fast_refresh."""
+        one = len(self.states) == 1
+        return (
+            f"maintained in {len(self.states) + 1} steps: the internal state{'' if one else 's'} "
+            f"{', '.join(s.described() for s in self.states)}, then the query over "
+            f"{'it' if one else 'them'}, {_a(self.view_class)}"
+        )
 
     def advice(self) -> str:
         """What the user does to have the model maintained in these steps."""
@@ -171,7 +182,7 @@ class _Splitter:
         definition = self.analysed(outer, tables)
         if definition is None:
             return None
-        return StateSplit(tuple(states), definition.view_class)
+        return StateSplit(tuple(states), definition.view_class, outer)
 
     def every_state(self) -> list[str]:
         """Every CTE that can be a state, in order (those before it that can, states too)."""
@@ -352,3 +363,32 @@ def _columns(view: ViewDefinition) -> tuple[tuple[str, str], ...]:
             spark_type = "bigint"
         columns.append((output.name, spark_type))
     return tuple(columns)
+
+
+def with_state_relations(sql: str, relations: Mapping[str, str]) -> str:
+    """``sql`` (a state's or the query over the states) reading each state from the relation
+    ``relations`` gives it (``schema.table``, by state name) instead of STATE_SCHEMA."""
+    tree = sqlglot.parse_one(sql, read="spark")
+    for table in list(tree.find_all(exp.Table)):
+        relation = relations.get(table.name.casefold())
+        if relation is not None and table.db.casefold() == STATE_SCHEMA and not table.catalog:
+            schema, _, name = relation.partition(".")
+            table.set("this", exp.to_identifier(name, quoted=True))
+            table.set("db", exp.to_identifier(schema, quoted=True))
+    return tree.sql(dialect="spark")
+
+
+def relations_read(sql: str) -> set[str]:
+    """The tables ``sql`` reads (not its CTEs), as ``schema.table`` in lower case (the session
+    catalog's ``spark_catalog.`` dropped), as dbt's graph names relations."""
+    tree = sqlglot.parse_one(sql, read="spark")
+    ctes = {cte.alias_or_name.casefold() for cte in tree.find_all(exp.CTE)}
+    found = set()
+    for table in tree.find_all(exp.Table):
+        parts = [p.name.casefold() for p in table.parts]
+        if len(parts) == 1 and parts[0] in ctes:
+            continue
+        if len(parts) == 3 and parts[0] == "spark_catalog":
+            parts = parts[1:]
+        found.add(".".join(parts))
+    return found

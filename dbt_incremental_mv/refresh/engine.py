@@ -38,6 +38,7 @@ from dbt_incremental_mv.refresh.phases.purge import purge_log
 from dbt_incremental_mv.refresh.phases.run import RefreshRun
 from dbt_incremental_mv.refresh.state import staleness
 from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition
+from dbt_incremental_mv.refresh.units import Unit, state_log_relation
 from dbt_incremental_mv.sql_text import relation
 
 
@@ -142,6 +143,9 @@ class FastRefreshEngine:
                 )
             run.own_log_note = created or run.own_log_note
         purged = self.purge(run, propagation, graph, existing)
+        if plan.retired_states and propagation.steps:  # the published commit no longer lists them
+            line_dropped = self.drop_states(plan.retired_states)
+            run.own_log_note = "; ".join(filter(None, [run.own_log_note, line_dropped]))
         line = (
             propagation.summary
             if run.action == RefreshAction.FAST
@@ -154,6 +158,16 @@ class FastRefreshEngine:
         if purged:
             line += f"; purged {', '.join(purged)}"
         return line
+
+    def drop_states(self, states: Sequence[str]) -> str:
+        """Drop internal states the view no longer reads, and their logs; says what was dropped."""
+        dropped = []
+        for state in states:
+            for table in (state, state_log_relation(state)):
+                self.ctx.execute(f"drop table if exists {relation(table)}")
+                self.ctx.metadata.forget(table)
+            dropped.append(state)
+        return f"dropped the internal state{'s' if len(dropped) > 1 else ''} {', '.join(dropped)} it no longer reads"
 
     def touched_rows(self, run: RefreshRun, propagation: Propagation) -> str:
         """Rows the published commit inserted into and deleted from the view."""
@@ -259,6 +273,12 @@ class Refresh:
     @property
     def action(self) -> str:
         return self.run.action
+
+    @property
+    def units(self) -> tuple[Unit, ...]:
+        """A view maintained in steps: its states, then itself, each refreshed as a model of its
+        own (refresh/units.py); () otherwise."""
+        return self.run.plan.units
 
     def prepare(self) -> Propagation:
         """The refresh's phases in order, up to the steps that change the view: what is known

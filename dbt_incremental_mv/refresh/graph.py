@@ -22,6 +22,12 @@ def is_ephemeral(node: Mapping[str, Any]) -> bool:
 def read_nodes(model: Mapping[str, Any], graph: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The nodes whose relations a model reads through ref() and source(). An ephemeral model has
     no relation (dbt inlines it as a CTE): what it reads is read instead, through any depth."""
+    found = read_nodes_by_id(model, graph)
+    return [found[unique_id] for unique_id in sorted(found)]
+
+
+def read_nodes_by_id(model: Mapping[str, Any], graph: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """read_nodes, by their unique ids."""
     nodes = {**graph.get("nodes", {}), **graph.get("sources", {})}
     found: dict[str, Mapping[str, Any]] = {}
     pending = list((model.get("depends_on") or {}).get("nodes", []))
@@ -38,7 +44,7 @@ def read_nodes(model: Mapping[str, Any], graph: Mapping[str, Any]) -> list[Mappi
             pending.extend((node.get("depends_on") or {}).get("nodes", []))
             continue
         found[unique_id] = node
-    return [found[unique_id] for unique_id in sorted(found)]
+    return found
 
 
 def dependency_relations(model: Mapping[str, Any], graph: Mapping[str, Any]) -> list[str]:

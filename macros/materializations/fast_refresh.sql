@@ -3,7 +3,9 @@
 
   Python decides, Jinja renders and runs:
     plan     validate config, change logs and view definition; plan build / complete / fast (reads only):
-             the refresh (its engine and the record of its run) that every later call takes
+             the refresh (its engine and the record of its run) that every later call takes. A query
+             refused as one view that splits into internal states is maintained in steps (refresh/units.py):
+             its states, then the view, each planned and refreshed below as a model of its own
     mark     capture the masters' new commits into their logs; fix which log rows and master snapshots
              this refresh uses; decide (once); return the propagate steps
     execute  the steps, each statement run through the adapter (dbt logs it): one staged Iceberg
@@ -15,7 +17,8 @@
 {% materialization fast_refresh, adapter='spark_mv' %}
   {%- set existing_relation = load_cached_relation(this) -%}
   {%- set target_relation = this.incorporate(type='table') -%}
-  {%- set refresh = adapter.fast_refresh_plan(model, compiled_code, target_relation, existing_relation, should_full_refresh(), graph) -%}
+  {%- set full_refresh = should_full_refresh() -%}
+  {%- set refresh = adapter.fast_refresh_plan(model, compiled_code, target_relation, existing_relation, full_refresh, graph) -%}
   {%- set grant_config = config.get('grants') -%}
   {%- if refresh.plan.contract is not none -%}
     {{ get_assert_columns_equivalent(compiled_code) }}  {#- names and types, before anything is created -#}
@@ -26,13 +29,23 @@
     {% do adapter.drop_relation(existing_relation) %}
   {%- endif -%}
 
-  {%- set propagation = adapter.fast_refresh_mark(refresh) -%}
-  {% do adapter.fast_refresh_execute(refresh, propagation, fast_refresh_create_sql, target_relation) %}
-  {% call noop_statement('main', 'OK' if propagation.steps else 'NO CHANGES') %}{% endcall %}
+  {%- set done = namespace(changed=false, action=refresh.action) -%}
+  {%- for unit in refresh.units or [none] -%}
+    {%- if unit is not none -%}  {#- maintained in steps: this unit's table, planned now that the units before it are refreshed -#}
+      {%- set relation = target_relation.incorporate(path={'identifier': unit.identifier}) -%}
+      {%- set existing = adapter.get_relation(relation.database, relation.schema, unit.identifier) -%}
+      {%- set refresh = adapter.fast_refresh_plan(unit.model, unit.sql, relation, existing, full_refresh, unit.graph) -%}
+    {%- endif -%}
+    {%- set propagation = adapter.fast_refresh_mark(refresh) -%}
+    {% do adapter.fast_refresh_execute(refresh, propagation, fast_refresh_create_sql, relation if unit is not none else target_relation) %}
+    {%- set line = adapter.fast_refresh_finish(refresh, propagation, unit.graph if unit is not none else graph) -%}
+    {{ log(refresh.plan.model_name ~ ': ' ~ line, info=True) }}
+    {%- set done.changed = done.changed or (propagation.steps | length > 0) -%}
+    {%- set done.action = refresh.action -%}
+  {%- endfor -%}
+  {% call noop_statement('main', 'OK' if done.changed else 'NO CHANGES') %}{% endcall %}
 
-  {{ log(model.name ~ ': ' ~ adapter.fast_refresh_finish(refresh, propagation, graph), info=True) }}
-
-  {% set should_revoke = should_revoke(existing_relation, full_refresh_mode=(refresh.action != 'fast')) %}
+  {% set should_revoke = should_revoke(existing_relation, full_refresh_mode=(done.action != 'fast')) %}
   {% do apply_grants(target_relation, grant_config, should_revoke) %}
   {% do persist_docs(target_relation, model) %}
 

@@ -8,7 +8,12 @@
     dbt run-operation mv_status --args '{fail_on: [stale, needs_rebuild, unusable]}'   # non-zero exit: a CI gate
 #}
 {% macro mv_status(models=none, fail_on=none) -%}
-  {%- set report = adapter.mv_status(graph, _mv_masters(models), _mv_masters(fail_on)) -%}
+  {#- a view maintained in steps stores only the query over its internal states: its model's SQL is rendered -#}
+  {%- set rendered = {} -%}
+  {%- for name in adapter.mv_in_steps(graph, _mv_masters(models)) if adapter.mv_renderable(graph, name) -%}
+    {%- do rendered.update({name: render(_mv_model_node(name).raw_code)}) -%}
+  {%- endfor -%}
+  {%- set report = adapter.mv_status(graph, _mv_masters(models), _mv_masters(fail_on), rendered) -%}
   {%- for line in report['lines'] -%}
     {{ print(line) }}
   {%- endfor -%}

@@ -62,6 +62,8 @@ class Explanation:
     cost: str | None = None  # the estimates force decides by, and its choice
     phases: list[tuple[str, list[str]]] = field(default_factory=list)  # (phase, statements or -- notes)
     layout: list[str] = field(default_factory=list)
+    # a view maintained in steps: the explanation of each of its units (its states, then itself)
+    steps: list[Explanation] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         out = [f"-- explain_fast_refresh: {self.model} ({self.view_relation}{'' if self.built else ', not built yet'})"]
@@ -85,6 +87,8 @@ class Explanation:
         if self.layout:
             out += ["", "-- layout advice (not run): write orders that let Iceberg skip files in the refresh"]
             out += [f"{s};" for s in self.layout]
+        for number, step in enumerate(self.steps, 1):
+            out += ["", f"-- step {number} of {len(self.steps)}"] + step.lines()
         return out
 
 
@@ -115,6 +119,8 @@ def explain(
         f"key ({', '.join(spec.key)}) from {spec.key_origin or 'its declaration'}"
         for _, spec in sorted(plan.logs.items())
     ]
+    if plan.action == RefreshAction.IN_STEPS:
+        return _in_steps(ctx, found, plan)
     found.refusals = refusals(ctx, plan, model, sql, graph)
     if found.refusals:
         found.split = plan.split_advice
@@ -278,6 +284,28 @@ def _ranking_prose(ranking: Ranking) -> str:
             " the same way by every build and refresh"
         )
     return text
+
+
+def _in_steps(ctx: RefreshContext, found: Explanation, plan: RefreshPlan) -> Explanation:
+    """A query refused as one view and maintained in steps (refresh/units.py): each unit explained
+    as the model it is refreshed as; a unit after one not built yet is built after it."""
+    found.view_class = plan.reason
+    found.next_run = "in steps: each internal state, then the view, refreshed as the model it is (below)"
+    schema = plan.view_relation.partition(".")[0]
+    waiting = None
+    for unit in plan.units:
+        relation = f"{schema}.{unit.identifier}"
+        built = ctx.metadata.table(relation) is not None
+        if waiting is not None:
+            step = Explanation(str(unit.model.get("name")), relation, built)
+            step.view_class = "read after the step before it, which is not built yet"
+            step.next_run = f"build (after {waiting})"
+            found.steps.append(step)
+            continue
+        found.steps.append(explain(ctx, unit.model, unit.sql, relation, built, unit.graph))
+        if not built:
+            waiting = unit.identifier
+    return found
 
 
 def refusals(

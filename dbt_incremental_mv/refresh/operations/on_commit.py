@@ -101,6 +101,8 @@ def _refresh_view(
     meta = ctx.metadata
     state, read_at = view_state_at(meta, view)
     position = state.logs.get(spec.log_relation) if state else None
+    if state is not None and state.states and position is None:
+        return f"{view}: skipped (it is maintained in steps, which are refreshed by dbt run, not on commit)"
     if state is None or position is None:
         return f"{view}: skipped, it has no record of its logs (the next dbt run refreshes it completely)"
     definition = stored_definition(ctx, view, graph, all_logs)
@@ -148,7 +150,7 @@ def _refresh_view(
         tuple(sorted({*position.commits, *commits})),
         position.log_snapshot,
     )
-    new_state = ViewState(logs=logs, method="on-commit", base=read_at, run=secrets.token_hex(6))
+    new_state = ViewState(logs=logs, method="on-commit", base=read_at, run=secrets.token_hex(6), states=state.states)
     if statement.branch is not None:
         open_write_branch(ctx, view, statement.branch, read_at)
     try:  # the steps the materialization runs, by the same loop

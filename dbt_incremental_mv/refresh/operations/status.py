@@ -3,7 +3,7 @@ the plan's checks, the logs' unconsumed rows and what a capture would do; nothin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -19,6 +19,7 @@ from dbt_incremental_mv.refresh.phases.decide import RefreshAction
 from dbt_incremental_mv.refresh.phases.plan import plan_refresh
 from dbt_incremental_mv.refresh.state import staleness
 from dbt_incremental_mv.refresh.state.view_state import view_state
+from dbt_incremental_mv.refresh.units import Unit
 
 
 def status(
@@ -27,7 +28,7 @@ def status(
     """The view's staleness, and whether its files are due for compaction (layout.ViewFiles)."""
     found = _staleness(ctx, model, view_relation, graph)
     files = ViewFiles.of(ctx.metadata.table(view_relation))
-    if files is None or not files.compaction_due:
+    if files is None or not files.compaction_due or found.compaction:  # (a view in steps: its units said)
         return found
     return replace(found, compaction=f"{files.describe()}: a full scan opens and applies them all")
 
@@ -49,6 +50,8 @@ def _staleness(
         plan = plan_refresh(ctx, {**model, "config": decide_only}, sql, view_relation, "table", False, graph)
     except (ConfigError, LogContractError) as exc:
         return staleness.view_status(name, built=True, unusable=str(exc))
+    if plan.action == RefreshAction.IN_STEPS:
+        return _in_steps(ctx, name, view_relation, plan.units)
     if plan.action == RefreshAction.BUILD:
         return staleness.view_status(
             name, built=True, rebuild=[plan.reason.removesuffix(": rebuilding the view in full")]
@@ -93,6 +96,32 @@ def _staleness(
         elif crossing is not None:
             crossed = f"{crossing.reason} since the time its rows reflect: the next run applies them"
     return staleness.view_status(name, built=True, rebuild=rebuild, pending=pending, crossed=crossed)
+
+
+# the more severe first: a view maintained in steps stands as the worst of its units
+_SEVERITY = (staleness.Staleness.UNUSABLE, staleness.Staleness.NEEDS_REBUILD, staleness.Staleness.STALE)
+
+
+def _in_steps(ctx: RefreshContext, name: str, view_relation: str, units: Sequence[Unit]) -> staleness.ViewStatus:
+    """A view maintained in steps (refresh/units.py): the worst state among its internal states
+    and itself, each unit's said."""
+    schema = view_relation.partition(".")[0]
+    found: list[tuple[str, staleness.ViewStatus]] = []
+    for unit in units:
+        relation = f"{schema}.{unit.identifier}"
+        if ctx.metadata.table(relation) is None:
+            return staleness.view_status(
+                name, built=True, rebuild=[f"its internal state {relation} is not built (maintained in steps)"]
+            )
+        found.append((unit.identifier, status(ctx, unit.model, relation, unit.graph)))
+    worst = next((level for level in _SEVERITY if any(s.status is level for _, s in found)), staleness.Staleness.FRESH)
+    detail = "; ".join(
+        f"{identifier}: {s.status}" + (f" ({s.detail})" if s.detail else "")
+        for identifier, s in found
+        if s.status is not staleness.Staleness.FRESH
+    )
+    compaction = "; ".join(f"{identifier}: {s.compaction}" for identifier, s in found if s.compaction)
+    return staleness.ViewStatus(name, worst, detail, compaction)
 
 
 def _pending_past_log(ctx: RefreshContext, spec, position, snapshots, rebuild: list[str]) -> staleness.PendingChanges:

@@ -28,7 +28,7 @@ from dbt_incremental_mv.process_state import PROCESS
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 from dbt_incremental_mv.refresh.phases.plan import RefreshPlan
 from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
-from dbt_incremental_mv.refresh.state.view_state import view_state
+from dbt_incremental_mv.refresh.state.view_state import consumer_states
 
 # A capture that loses the race to a concurrent capture or purge decides again, this many times.
 CAPTURE_ATTEMPTS = 5
@@ -332,6 +332,13 @@ def consumers_stops(
     known = known or {}
 
     def read() -> Reflected:
-        return reflected(spec, (known[view] if view in known else view_state(ctx.metadata, view) for view in views))
+        return reflected(
+            spec,
+            (
+                state
+                for view in views
+                for state in ([known[view]] if view in known else consumer_states(ctx.metadata, view))
+            ),
+        )
 
     return read

@@ -24,6 +24,9 @@ class RefreshAction(StrEnum):
     BUILD = "build"
     COMPLETE = "complete"
     FAST = "fast"
+    # a query refused as one view, maintained as its internal states then the query over them
+    # (refresh/units.py): each of them is refreshed as a model, with a decision of its own
+    IN_STEPS = "in steps"
 
 
 class FastRefreshUnavailable(RuntimeError):
@@ -78,6 +81,7 @@ class PlanFacts:
     out_of_step: str | None = None  # the view's record of its logs does not match them
     clock_moved: str | None = None  # the view reads the clock where a move of it changes more than filters
     crossings_applied: bool = False  # its view class applies rows the time moved across as changes (join)
+    in_steps: str | None = None  # refused as one view, it splits into states (analysis/states.py): which
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,8 @@ def decide_refresh(
         # as Oracle refuses CREATE MATERIALIZED VIEW ... REFRESH FAST for such a view: fail before
         # anything is built, not at the first refresh
         raise _unavailable(model_name, facts.blocker)
+    if facts.in_steps is not None:
+        return RefreshDecision(RefreshAction.IN_STEPS, facts.in_steps)
     if facts.existing_type is None:
         return RefreshDecision(RefreshAction.BUILD, "first run: building the view in full")
     if facts.full_refresh:

@@ -11,8 +11,8 @@ from typing import Any
 from dbt_incremental_mv import environment, view_table
 from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewDefinition, analyze_view
 from dbt_incremental_mv.analysis.clock import Clock, ClockError, MovingFilter, sql_reads_clock
-from dbt_incremental_mv.analysis.states import split_into_states
-from dbt_incremental_mv.config import ConfigError, FastRefreshConfig
+from dbt_incremental_mv.analysis.states import StateSplit, split_into_states
+from dbt_incremental_mv.config import ConfigError, FastRefreshConfig, RefreshMethod
 from dbt_incremental_mv.definition import COLUMNS_PROPERTY, DEFINITION_PROPERTY, definition_change, encode_columns
 from dbt_incremental_mv.layout import ViewLayout, view_layout
 from dbt_incremental_mv.logs import properties as log_properties
@@ -39,6 +39,7 @@ from dbt_incremental_mv.refresh.phases.decide import (
 from dbt_incremental_mv.refresh.state import staleness
 from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.refresh.state.view_state import view_state_at
+from dbt_incremental_mv.refresh.units import Unit, internal_states, retired_states, units
 from dbt_incremental_mv.refresh.views import view_classes
 
 DELETE_DISTRIBUTION = "write.delete.distribution-mode"
@@ -105,6 +106,12 @@ class RefreshPlan(CarriesDecision):
     view_rows: int | None = None
     # a query the analysis refuses: how it is fast refreshed in steps (analysis/states.py), if it can be
     split_advice: str | None = None
+    # maintained in steps (decision IN_STEPS): its states, then the view, each refreshed as a model
+    units: tuple[Unit, ...] = ()
+    # the last unit of a view maintained in steps: its states' relations, recorded in its commits
+    internal_states: tuple[str, ...] = ()
+    # states the view's last commit lists and this one does not: dropped once it is published
+    retired_states: tuple[str, ...] = ()
 
 
 def read_column_types(
@@ -161,6 +168,7 @@ def plan_refresh(
     meta = ctx.metadata
     blocker = None
     split_advice = None
+    steps: StateSplit | None = None  # the query is maintained in steps: these states, then the query over them
     definition = None
     clock = None
     tables: dict[str, MasterTable] = {}
@@ -204,8 +212,11 @@ def plan_refresh(
             definition = analyze_view(compiled_sql, tables, clock)
         except UnsupportedViewError as exc:
             split = split_into_states(compiled_sql, tables, clock)
-            split_advice = split.advice() if split is not None else None
-            blocker = f"{exc} {split_advice}" if split_advice is not None else str(exc)
+            if split is not None and in_steps_allowed(config, clock):
+                steps = split
+            else:
+                split_advice = split.advice() if split is not None else None
+                blocker = f"{exc} {split_advice}" if split_advice is not None else str(exc)
         else:
             logged = {
                 m: logged_columns[logs[m].log_relation] for m in masters if logs[m].log_relation in logged_columns
@@ -214,6 +225,7 @@ def plan_refresh(
     existing_columns = None
     stored_definition = None
     view_types: dict[str, str] = {}
+    previous_states: tuple[str, ...] = ()
     read_columns = read_column_types(definition, master_columns) if definition is not None else None
     change = None
     if existing_type == "table":
@@ -223,6 +235,8 @@ def plan_refresh(
         properties = view.properties if view is not None else {}
         stored_definition = properties.get(DEFINITION_PROPERTY)
         change = definition_change(stored_definition, compiled_sql, properties.get(COLUMNS_PROPERTY), read_columns)
+        previous = view_state_at(meta, view_relation)[0]
+        previous_states = previous.states if previous is not None else ()
     recreated = sorted(log for log, evolution in evolutions.items() if evolution.recreate)
     lacking = [
         c
@@ -247,6 +261,7 @@ def plan_refresh(
         if lacking
         else None,
         crossings_applied=definition is not None and view_classes.applies_crossed_rows(definition) and own_log is None,
+        in_steps=steps.described() if steps is not None else None,
     )
     decision = decide_refresh(name, config, facts)
     view_state, view_read_at = None, None
@@ -305,7 +320,19 @@ def plan_refresh(
         if definition is not None and existing_columns is not None
         else None,
         split_advice=split_advice,
+        units=units(model, view_relation, graph, steps) if decision.action == RefreshAction.IN_STEPS and steps else (),
+        internal_states=internal_states(model),
+        retired_states=tuple(retired_states(previous_states, internal_states(model)))
+        if decision.action != RefreshAction.IN_STEPS
+        else (),
     )
+
+
+def in_steps_allowed(config: FastRefreshConfig, clock: Clock | None) -> bool:
+    """Whether a query the analysis refuses as one view is maintained in steps when it splits into
+    states (refresh/units.py): not when it is always recomputed (refresh_method='complete'), nor
+    when it reads the clock (each step would read a time of its own)."""
+    return config.refresh_method is not RefreshMethod.COMPLETE and clock is None
 
 
 def read_clock(ctx: RefreshContext) -> Clock:

@@ -107,7 +107,7 @@ def fast(
         return Propagation([], None, marked, f"fast refresh: nothing marked ({kinds}); no write")
     choice = run.facts.after_mark if run.facts is not None else None
     chosen = f"; force: {choice.short}" if choice is not None else ""
-    state = commit_state(marked, "fast", base=read_at, clock=plan.now)
+    state = commit_state(marked, "fast", base=read_at, clock=plan.now, states=plan.internal_states)
     summary = (
         f"fast refresh: {kinds}; steps run: {', '.join(statement.steps_run)}"
         + (f"; skipped: {', '.join(statement.steps_skipped)}" if statement.steps_skipped else "")
@@ -162,7 +162,7 @@ def complete(ctx: RefreshContext, run: RefreshRun, marked: Mapping[str, MarkedLo
         query = plan.layout.sorted_query(render_select(definition, sources))
         columns = definition.stored_columns
         base = ctx.metadata.main(plan.view_relation) if plan.existing_columns else None
-        state = commit_state(marked, run.action, base=base, clock=plan.now)
+        state = commit_state(marked, run.action, base=base, clock=plan.now, states=plan.internal_states)
     else:
         query, columns, state = plan.compiled_sql, None, None
     same_table = plan.existing_columns == tuple(columns or ()) and plan.stored_definition == plan.compiled_sql.strip()

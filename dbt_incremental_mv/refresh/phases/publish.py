@@ -169,9 +169,12 @@ def stale_write_branches(branches: Sequence[str], now_ms: int | None = None) -> 
     return sorted(stale)
 
 
-def commit_state(marked, method: str, base: int | None, clock: Clock | None = None) -> ViewState:
+def commit_state(
+    marked, method: str, base: int | None, clock: Clock | None = None, states: tuple[str, ...] = ()
+) -> ViewState:
     """The state a refresh's commit records; ``base``: the view snapshot it is made on; ``clock``:
-    the time the view's clock functions read as (None: it reads no clock)."""
+    the time the view's clock functions read as (None: it reads no clock); ``states``: the
+    internal states of a view maintained in steps (refresh/units.py)."""
     return ViewState(
         logs={
             m.spec.log_relation: LogPosition(
@@ -183,6 +186,7 @@ def commit_state(marked, method: str, base: int | None, clock: Clock | None = No
         base=base,
         run=secrets.token_hex(6),
         clock=clock.timestamp if clock is not None else None,
+        states=states,
     )
 
 

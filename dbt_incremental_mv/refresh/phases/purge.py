@@ -21,7 +21,7 @@ from dbt_incremental_mv.metadata import DataFile
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 from dbt_incremental_mv.refresh.graph import view_consumers
 from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
-from dbt_incremental_mv.refresh.state.view_state import view_state
+from dbt_incremental_mv.refresh.state.view_state import consumer_states
 
 # Superseded capture watermarks are purged with consumed changes, or once this many pile up.
 WATERMARKS_BEFORE_PURGE = 16
@@ -46,10 +46,10 @@ def purge_log(
     for consumer in view_consumers(graph, spec.master_relation):
         if consumer == view_relation or not existing(consumer):
             continue
-        other = view_state(meta, consumer)
-        position = other.logs.get(spec.log_relation) if other else None
-        if position is not None:
-            positions.append((position.sequence, position.commits))
+        for other in consumer_states(meta, consumer):
+            position = other.logs.get(spec.log_relation)
+            if position is not None:
+                positions.append((position.sequence, position.commits))
     floor = min(sequence for sequence, _ in positions)
     snapshot = log_snapshot or meta.main(spec.log_relation)  # 0: the log had no snapshot when marked
     if snapshot is None:

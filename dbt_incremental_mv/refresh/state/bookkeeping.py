@@ -42,6 +42,9 @@ class ViewState:
     run: str | None = None
     # the time the view's rows reflect, for a view that reads the clock (analysis/clock.py)
     clock: str | None = None
+    # a view maintained in steps (refresh/units.py): the relations of its internal states, which
+    # consume its masters' logs for it (what every reader of a log consumed counts their positions)
+    states: tuple[str, ...] = ()
 
     def encode(self) -> str:
         payload = {
@@ -49,6 +52,7 @@ class ViewState:
             "method": self.method,
             **({"run": self.run} if self.run is not None else {}),
             **({"clock": self.clock} if self.clock is not None else {}),
+            **({"states": list(self.states)} if self.states else {}),
             "logs": {
                 name: [pos.sequence, pos.master_snapshot, sorted(pos.commits)]
                 + ([pos.log_snapshot] if pos.log_snapshot is not None or pos.uncaptured else [])
@@ -80,12 +84,14 @@ class ViewState:
             base = payload.get("base")
             run = payload.get("run")
             clock = payload.get("clock")
+            states = tuple(str(s) for s in payload.get("states") or ())
             return cls(
                 logs=logs,
                 method=str(payload["method"]),
                 base=None if base is None else int(base),
                 run=None if run is None else str(run),
                 clock=None if clock is None else str(clock),
+                states=states,
             )
         except (ValueError, KeyError, TypeError):
             return None

@@ -22,3 +22,18 @@ def view_state_at(metadata: Metadata, name: str) -> tuple[ViewState | None, int 
 
 def view_state(metadata: Metadata, name: str) -> ViewState | None:
     return view_state_at(metadata, name)[0]
+
+
+def consumer_states(metadata: Metadata, name: str) -> list[ViewState]:
+    """What a view reading change logs consumed: its state, and for a view maintained in steps
+    (refresh/units.py) the states of its internal states too, which read its masters' logs for
+    it. Empty when the view has no state."""
+    state = view_state(metadata, name)
+    if state is None:
+        return []
+    found = [state]
+    for internal in state.states:
+        inner = view_state(metadata, internal)
+        if inner is not None:
+            found.append(inner)
+    return found

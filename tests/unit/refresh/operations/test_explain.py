@@ -131,10 +131,28 @@ def test_an_outermost_order_by_is_said_to_be_ignored():
     assert explained(warehouse)[1] == "view class: aggregate"
 
 
-def test_a_refused_query_that_splits_into_views_says_which_ctes_to_make_models_of_their_own():
-    # the latest order of each customer, counted by amount: refused as one view
-    sql = SPLIT_IN_TWO
-    lines = explained(Warehouse("join"), sql)
+def test_a_refused_query_that_splits_into_states_is_explained_step_by_step():
+    # the latest order of each customer, counted by amount: refused as one view, maintained in steps
+    lines = explained(Warehouse("join"), SPLIT_IN_TWO)
+    assert lines[1] == (
+        "view class: maintained in 2 steps: the internal state latest (a ranked view, key customer_id, with the CTE "
+        "ranked it reads), then the query over it, an aggregate view"
+    )
+    assert lines[2] == "fast refreshable: yes"
+    assert lines[3].startswith("next dbt run: in steps: "), lines[3]
+    text = "\n".join(lines)
+    # each unit, as the model it is refreshed as: the state first (a ranked view, built by the first run) ...
+    assert "-- step 1 of 2\n-- explain_fast_refresh: v__mv_state_latest (shop.v__mv_state_latest, not built yet)" in text
+    assert "create or replace table `shop`.`v__mv_state_latest` using iceberg as" in text
+    # ... then the view, read from it once it is built
+    assert "-- step 2 of 2\n-- explain_fast_refresh: v (shop.v, not built yet)" in text
+    assert "next dbt run: build (after v__mv_state_latest)" in text
+
+
+def test_a_query_that_splits_but_is_always_recomputed_says_which_ctes_to_make_models_of_their_own():
+    warehouse = Warehouse("join")
+    warehouse.model["config"]["refresh_method"] = "complete"
+    lines = explained(warehouse, SPLIT_IN_TWO)
     assert lines[2] == "fast refreshable: no (1 reason)"
     assert lines[3].startswith("  1. ROW_NUMBER() OVER (PARTITION BY o.customer_id ORDER BY o.order_id DESC): "), lines[3]
     assert lines[4] == (
@@ -142,4 +160,4 @@ def test_a_refused_query_that_splits_into_views_says_which_ctes_to_make_models_o
         "a fast_refresh model of its own with mv_log=true, declare its change log as a source (meta.mv_log with that key) and "
         "read it here with ref(): the query over it is then an aggregate view"
     )
-    assert lines[5].startswith("next dbt run: ")
+    assert lines[5] == "next dbt run: build (first run: building the view in full)"

@@ -2,7 +2,9 @@ import pytest
 
 from dbt_incremental_mv.config import FastRefreshConfig
 from dbt_incremental_mv.refresh.engine import FastRefreshEngine
-from dbt_incremental_mv.refresh.phases.decide import FastRefreshUnavailable, PlanFacts, decide_refresh
+from dbt_incremental_mv.logs.contract import log_specs_from_graph, logs_by_master
+from dbt_incremental_mv.refresh.phases.decide import FastRefreshUnavailable, PlanFacts, RefreshAction, decide_refresh
+from dbt_incremental_mv.refresh.units import internal_states
 from tests.unit.warehouse import SPLIT_IN_TWO, Warehouse
 
 FORCE, FAST, COMPLETE = (FastRefreshConfig(m) for m in ("force", "fast", "complete"))
@@ -124,17 +126,41 @@ def test_a_clock_read_elsewhere_that_moved_is_a_fallback_with_its_reason():
     assert decision.action == "complete" and decision.blocker == facts.clock_moved
 
 
-def test_a_refused_query_that_splits_says_how_in_the_refusal():
+def test_a_refused_query_that_splits_is_maintained_in_steps():
     warehouse = Warehouse("join")
-    sql = SPLIT_IN_TWO
     fake = warehouse.fake
     engine = FastRefreshEngine(fake.query, fake.execute, fake.metadata())
-    run = engine.plan(warehouse.model, sql, "shop.v", None, False, warehouse.graph)  # force: built, then recomputed
+    run = engine.plan(warehouse.model, SPLIT_IN_TWO, "shop.v", None, False, warehouse.graph)
+    assert run.plan.action == RefreshAction.IN_STEPS and run.plan.facts.blocker is None
+    assert run.plan.reason.startswith("maintained in 2 steps: the internal state latest (a ranked view, key customer_id")
+    state, top = run.plan.units
+    # the state: a fast_refresh model of its own that logs its changes, reading only the master it reads
+    assert state.identifier == "v__mv_state_latest" and state.model["name"] == "v__mv_state_latest"
+    assert state.model["config"]["mv_log"] is True and state.model["config"]["unique_key"] == ["customer_id"]
+    assert state.model["depends_on"]["nodes"] == ["source.p.shop.orders"]
+    assert "row_number() over" in state.sql.lower() and "`shop`.`orders`" not in state.sql  # (as the model reads it)
+    logs = logs_by_master(log_specs_from_graph(state.graph))
+    assert logs["shop.v__mv_state_latest"].log_relation == "shop.v__mv_state_latest__log"
+    assert logs["shop.v__mv_state_latest"].key == ("customer_id",) and logs["shop.v__mv_state_latest"].capture
+    # the view: the query over the state, recording it in its commits
+    assert top.identifier == "v" and "FROM `shop`.`v__mv_state_latest` AS l JOIN shop.customers" in top.sql
+    assert sorted(top.model["depends_on"]["nodes"]) == ["model.mv.v__mv_state_latest", "source.p.shop.customers"]
+    assert internal_states(top.model) == ("shop.v__mv_state_latest",)
+    orders = dict(fake.columns("shop.orders"))
+    fake.table("shop.v__mv_state_latest", [(c, orders[c]) for c in ("customer_id", "order_id", "amount")])  # (built)
+    planned = engine.plan(top.model, top.sql, "shop.v", None, False, top.graph).plan
+    assert planned.internal_states == ("shop.v__mv_state_latest",) and planned.definition is not None
+
+
+def test_a_query_that_splits_but_is_always_recomputed_says_how_in_the_refusal():
+    warehouse = Warehouse("join")
+    warehouse.model["config"]["refresh_method"] = "complete"
+    fake = warehouse.fake
+    engine = FastRefreshEngine(fake.query, fake.execute, fake.metadata())
+    run = engine.plan(warehouse.model, SPLIT_IN_TWO, "shop.v", None, False, warehouse.graph)
+    assert run.plan.action == RefreshAction.BUILD and not run.plan.units
     assert run.plan.facts.blocker is not None and run.plan.facts.blocker.endswith(
         "It can be fast refreshed in 2 steps: make the CTE latest (a ranked view, key customer_id, with the CTE ranked it reads) "
         "a fast_refresh model of its own with mv_log=true, declare its change log as a source (meta.mv_log with that key) and "
         "read it here with ref(): the query over it is then an aggregate view"
     ), run.plan.facts.blocker
-    warehouse.model["config"]["refresh_method"] = "fast"
-    with pytest.raises(FastRefreshUnavailable, match="in 2 steps: make the CTE latest"):
-        engine.plan(warehouse.model, sql, "shop.v", None, False, warehouse.graph)

@@ -48,3 +48,10 @@ def test_the_time_a_views_rows_reflect_round_trips_and_older_ids_have_none():
     state = ViewState(logs={"s.l": LogPosition(3, 7)}, method="fast", base=1, clock="2026-12-01 09:00:00")
     assert ViewState.decode(state.encode()) == state
     assert ViewState.decode(ViewState(logs={"s.l": LogPosition(3, 7)}).encode()).clock is None
+
+
+def test_a_view_in_steps_records_its_internal_states_and_older_states_read_without():
+    state = ViewState(logs={"l": LogPosition(1, 2)}, method="fast", states=("shop.v__mv_state_a", "shop.v__mv_state_b"))
+    assert ViewState.decode(state.encode()) == state
+    plain = ViewState(logs={"l": LogPosition(1, 2)}, method="fast")
+    assert "states" not in plain.encode() and ViewState.decode(plain.encode()).states == ()

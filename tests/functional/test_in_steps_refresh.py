@@ -1,0 +1,114 @@
+"""Models refused as one view that split into internal states (analysis/states.py) are maintained
+in steps (refresh/units.py): each state a table of its own that logs its changes, refreshed first,
+then the query over them, in one dbt run. With refresh_method='fast' every step is fast refreshed,
+and the view equals its query recomputed on the masters under randomized changes, next to a stack
+a user split by hand that reads the same master log (its purge must wait for the states). Then the
+life of the states: mv_status and explain see them, a definition that splits differently retires
+the old state (dropped once the view no longer reads it), --full-refresh rebuilds every step."""
+
+from dataclasses import replace
+
+import pytest
+from dbt.tests.util import run_dbt, run_dbt_and_capture, write_file
+
+from tests.functional.differential import Workload, soak_factor
+from tests.functional.test_aggregate_refresh import MASTERS, visible_columns
+
+ORDERS, CUSTOMERS = "{{ source('shop', 'orders') }}", "{{ source('shop', 'customers') }}"
+# the latest order of each customer (ties cannot happen: ordered by the key), counted by amount and region
+LATEST = (
+    "with ranked as (select o.customer_id, o.order_id, o.amount, row_number() over "
+    f"(partition by o.customer_id order by o.order_id desc) as rn from {ORDERS} o) "
+    "select customer_id, order_id, amount from ranked where rn = 1"
+)
+COUNTED = (
+    "select l.amount, c.region_id, count(*) as customers from LATEST l join "
+    f"{CUSTOMERS} c on l.customer_id = c.customer_id group by l.amount, c.region_id"
+)
+WHOLE = LATEST.replace(" select customer_id", ", latest as (select customer_id") + ") " + COUNTED.replace("LATEST", "latest")
+# the first and the latest order of each customer: one is a state, the query over it reads the other as written
+FIRST_LATEST = (
+    "with latest as (select customer_id, order_id, amount from (select o.customer_id, o.order_id, o.amount, "
+    f"row_number() over (partition by o.customer_id order by o.order_id desc) as rn from {ORDERS} o) r where rn = 1), "
+    "firsts as (select customer_id, order_id, status from (select o.customer_id, o.order_id, o.status, "
+    f"row_number() over (partition by o.customer_id order by o.order_id) as rn from {ORDERS} o) r where rn = 1) "
+    "select f.status as first_status, count(*) as customers, sum(l.amount) as latest_total "
+    "from latest l join firsts f on l.customer_id = f.customer_id group by f.status"
+)
+FAST = "{{ config(materialized='fast_refresh', refresh_method='fast') }}\n"
+MODELS = {
+    "whole": FAST + WHOLE,
+    "first_latest": FAST + FIRST_LATEST,
+    "latest": "{{ config(materialized='fast_refresh', refresh_method='fast', mv_log=true) }}\n" + LATEST,
+    "latest_amounts": FAST + COUNTED.replace("LATEST", "{{ ref('latest') }}"),
+}
+LOGS = """
+  - name: model_logs
+    schema: "{{ target.schema }}"
+    tables:
+      - name: mlog_latest
+        meta: {mv_log: {master: latest, key: [customer_id]}}
+"""
+
+
+class TestViewsMaintainedInSteps:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {**{f"{name}.sql": sql for name, sql in MODELS.items()}, "sources.yml": Workload.sources_yml(MASTERS[:2]) + LOGS}
+
+    def query(self, workload, sql):
+        schema = workload.project.test_schema
+        return sql.replace(ORDERS, f"{schema}.orders").replace(CUSTOMERS, f"{schema}.customers")
+
+    def check(self, workload, whole=WHOLE):
+        for view, sql in (("whole", whole), ("first_latest", FIRST_LATEST), ("latest_amounts", WHOLE)):
+            workload.check(view, self.query(workload, sql), visible_columns(workload.project, view))
+
+    def operation(self, *args):
+        _, log = run_dbt_and_capture(["run-operation", *args])
+        return log
+
+    @pytest.mark.parametrize("seed", [41])
+    def test_each_step_is_fast_refreshed_and_the_view_equals_its_query(self, project, seed):
+        workload = Workload(project, [replace(m, rows={}) for m in MASTERS[:2]], seed)
+        workload.create(initial_rows=10)
+        results, log = run_dbt_and_capture(["run"])
+        assert all(r.status == "success" for r in results), log
+        assert "whole__mv_state_latest: build (first run" in log and "first_latest__mv_state_firsts: build" in log, log
+        self.check(workload)
+        assert "whole: fresh" in self.operation("mv_status", "--args", "{models: [whole]}")
+        for round_number in range(2 * soak_factor()):
+            workload.alternating_round(round_number, operations=8)
+            status = self.operation("mv_status", "--args", "{models: [whole]}")
+            assert "whole: stale (whole__mv_state_latest: stale (changes pending: " in status, status
+            results, log = run_dbt_and_capture(["run"])
+            assert all(r.status == "success" for r in results), log
+            for unit in ("whole__mv_state_latest", "whole", "first_latest__mv_state_firsts", "first_latest"):
+                assert f"{unit}: fast refresh: " in log or f"{unit}: fast: nothing" in log, (unit, log)
+            assert "latest: fast refresh:" in log and "latest_amounts: fast refresh:" in log, log
+            self.check(workload)
+
+        explained = self.operation("explain_fast_refresh", "--args", "{model: whole}")
+        assert "view class: maintained in 2 steps: the internal state latest (a ranked view, key customer_id" in explained
+        assert "-- step 1 of 2" in explained and "-- explain_fast_refresh: whole__mv_state_latest (" in explained
+
+        # the model changes so that it splits differently: the new state is built, the view rebuilt
+        # over it, and the old state, no longer read, dropped with its log
+        renamed = WHOLE.replace("latest", "newest")
+        write_file(FAST + renamed, project.project_root, "models", "whole.sql")
+        workload.alternating_round(99, operations=8)
+        results, log = run_dbt_and_capture(["run"])
+        assert all(r.status == "success" for r in results), log
+        assert "whole__mv_state_newest: build (first run" in log and "whole: build (" in log, log
+        assert "dropped the internal state" in log and "whole__mv_state_latest it no longer reads" in log, log
+        tables = {row[1] for row in project.run_sql(f"show tables in {project.test_schema}", fetch="all")}
+        assert "whole__mv_state_newest" in tables and "whole__mv_state_latest" not in tables, tables
+        assert "whole__mv_state_latest__log" not in tables, tables
+        self.check(workload, whole=renamed)
+
+        results, log = run_dbt_and_capture(["run", "--full-refresh"])
+        assert all(r.status == "success" for r in results), log
+        assert "whole__mv_state_newest: build (--full-refresh" in log and "whole: build (--full-refresh" in log, log
+        workload.alternating_round(100, operations=8)
+        run_dbt(["run"])
+        self.check(workload, whole=renamed)
