@@ -319,6 +319,14 @@ MAINTAINED = [
         "when it refreshes: a table keeps no order; explain says so; sort when reading the view)",
         "select customer_id, count(*) as orders from shop.orders group by customer_id order by orders desc",
     ),
+    (
+        "Queries no one view maintains, whose CTEs that aggregate, rank or window can each be one (keyed by their "
+        "group keys, their PARTITION BY, the key of the table they read), with the query over them: maintained "
+        "in steps, each CTE an internal state refreshed first ([in steps](views/in-steps.md))",
+        "with country_totals as (select c.country, sum(o.amount) as spent from shop.orders o join shop.customers c "
+        "on c.customer_id = o.customer_id group by c.country) select o.order_id, t.country from shop.orders o "
+        "join country_totals t on t.spent > o.amount",
+    ),
 ]
 REFUSED = [
     (
@@ -351,11 +359,10 @@ REFUSED = [
         "select customer_id, collect_list(map(status, amount)) as by_status from shop.orders group by customer_id",
     ),
     (
-        "A CTE that aggregates, joined again other than on its group keys (and not every table joined on one column "
-        "the query partitions by, or matched by a column to a table that is)",
-        "with country_totals as (select c.country, sum(o.amount) as spent from shop.orders o join shop.customers c "
-        "on c.customer_id = o.customer_id group by c.country) select o.order_id, t.country from shop.orders o "
-        "join country_totals t on t.spent > o.amount",
+        "A CTE that aggregates without GROUP BY (one row, and no key a table of its own could be kept by), "
+        "joined to more tables",
+        "with totals as (select sum(o.amount) as spent from shop.orders o) select o.order_id, t.spent "
+        "from shop.orders o join totals t on t.spent > o.amount",
     ),
     (
         "A CTE that joins, on either side of an outer join after the first FROM item (unless every table is matched "
@@ -500,17 +507,24 @@ def reference() -> str:
 def analysed(sql: str) -> tuple[str, str]:
     """(the view class, or "refused"; the class's name or the refusal message) of one example."""
     from dbt_incremental_mv.analysis.analyze import analyze_view
-    from dbt_incremental_mv.analysis.clock import Clock
+    from dbt_incremental_mv.analysis.clock import Clock, sql_reads_clock
     from dbt_incremental_mv.analysis.errors import UnsupportedViewError
+    from dbt_incremental_mv.analysis.states import split_into_states
     from dbt_incremental_mv.analysis.model import MasterTable
 
     masters = {
         f"shop.{name}": MasterTable(f"shop.{name}", columns, key) for name, (columns, key) in EXAMPLE_MASTERS.items()
     }
+    clock = Clock.of("2026-12-01 09:00:00")  # a run's time, as a refresh reads it
     try:
-        definition = analyze_view(sql, masters, Clock.of("2026-12-01 09:00:00"))  # a run's time, as a refresh reads it
+        definition = analyze_view(sql, masters, clock)
         return "maintained", definition.view_class.value.replace("_", " ")
     except UnsupportedViewError as refusal:
+        # maintained in steps when it splits into states (refresh/units.py; not when it reads the clock)
+        split = split_into_states(sql, masters) if not sql_reads_clock(sql) else None
+        if split is not None:
+            states = ", ".join(f"{s.name}: {s.view_class.value.replace('_', ' ')}" for s in split.states)
+            return "maintained", f"in steps ({states}; then {split.view_class.value.replace('_', ' ')})"
         return "refused", str(refusal)
 
 
@@ -523,7 +537,8 @@ def supported_sql() -> str:
         "",
         "A `fast_refresh` model's compiled SQL is analysed before anything runs. A maintainable query is",
         "refreshed incrementally by its view class ([join](views/join.md), [outer join](views/outer-join.md),",
-        "[aggregate](views/aggregate.md), [UNION ALL](views/union-all.md)); any other is refused with the",
+        "[aggregate](views/aggregate.md), [UNION ALL](views/union-all.md)), or in steps when its CTEs can be",
+        "views of their own ([in steps](views/in-steps.md)); any other is refused with the",
         "construct quoted and what to change. With `refresh_method='force'` (the default) a refused model is",
         "rebuilt in full on every run; with `fast` it fails. `dbt run-operation explain_fast_refresh` shows",
         "the analysis of any model without running it.",

@@ -187,6 +187,9 @@ class Generator:
         # and a SELECT of rows with rows generated from each (LATERAL VIEW [OUTER] explode/posexplode,
         # or an explode selected): recomputed per partition
         self.generated_random = random.Random(seed * 7919 + 14)
+        # and a query no one view maintains, split into internal states (a ranked or aggregating
+        # CTE, joined to another master and aggregated by its column): maintained in steps
+        self.stepped_random = random.Random(seed * 7919 + 15)
         self.refused_share = refused_share
 
     # -- FROM ---------------------------------------------------------------------------------
@@ -487,6 +490,8 @@ class Generator:
                 block, sql = self._one_table(self.windowed_random, self._windowed, kinds)
             elif shape == "rows" and refusal is None and self.generated_random.random() < 0.2:
                 sql = self._generated_rows(block, sql)
+            elif shape == "rows" and refusal is None and self.stepped_random.random() < 0.2:
+                block, sql = self._stepped()
             if refusal == "inner after outer":
                 # its condition discards the rows the outer join null-extends: that join is inner
                 # (analysis/null_rejection.py), and the definition maintained
@@ -565,6 +570,53 @@ class Generator:
         if p.random() < 0.5:
             return f"with g as ({body}) {head}, {', '.join(extra)} {from_clause} {joined}{rest}"
         return f"{head}, {', '.join(extra)} {from_clause} {joined.replace(' g ', f' ({body}) g ', 1)}{rest}"
+
+    def _stepped(self) -> tuple[Block, str]:
+        """A query no one view maintains, split into internal states (refresh/units.py): a CTE
+        keeping one master's latest row per value of a column (ROW_NUMBER ordered to the key) or
+        aggregating it by that column, read by a query that regroups it by a value it computed,
+        ranks it in windows partitioned by that value, or joins it on that value (inner, or LEFT
+        from the other master) to another master. Drawn from its own stream."""
+        st = self.stepped_random
+        master = st.choice(MASTERS)
+        integers = [c.name for c in master.all_columns if c.kind == "n"]
+        by = st.choice([c.name for c in master.columns])
+        value = st.choice(integers)
+        kind = st.choice(("ranked", "aggregate"))
+        if kind == "ranked":
+            ordered = st.choice([c.name for c in master.all_columns])
+            order = f"a1.{ordered}{st.choice(('', ' desc', ' nulls last'))}, a1.{master.key} desc"
+            body = (
+                f"select k, v from (select a1.{by} as k, a1.{value} as v, row_number() over "
+                f"(partition by a1.{by} order by {order}) as rn from {{{master.name}}} a1) r where rn = 1"
+            )
+        else:
+            body = (
+                f"select a1.{by} as k, count(*) as n, sum(a1.{value}) as v from {{{master.name}}} a1 "
+                f"where a1.{value} is not null group by a1.{by}"
+            )
+        block = Block(features={"split into states", f"{kind} state"})
+        measure = "v" if kind == "ranked" or st.random() < 0.5 else "n"
+        top = st.choice(("regrouped", "windowed", "joined"))
+        if top == "regrouped":
+            block.features.add("aggregate")
+            sql = f"select s.{measure} as g, count(*) as groups, count(s.k) as keys, max(s.k) as top_key from s group by s.{measure}"
+        elif top == "windowed":
+            block.features.add("windowed")
+            sql = (
+                f"select s.k, s.{measure} as g, rank() over (partition by s.{measure} order by s.k) as place, "
+                f"count(*) over (partition by s.{measure}) as peers from s"
+            )
+        else:
+            other = st.choice(MASTERS)
+            column = st.choice([c.name for c in other.all_columns if c.kind == "n"])
+            left_join = st.random() < 0.3
+            block.features.update({"join"} | ({"left"} if left_join else set()))
+            sql = (
+                f"select b.{other.key} as b_key, s.k, s.{measure} as g from {{{other.name}}} b "
+                f"{'left join' if left_join else 'join'} s on s.{measure} = b.{column}"
+            )
+        return block, f"with s as ({body}) {sql}"
 
     def _wrapped_union(self, sql: str, outputs: int) -> str:
         """The UNION ALL ``sql`` (columns ``c0``...) in a CTE or a derived table (maybe renaming
@@ -829,20 +881,27 @@ LIFTED_BY_PARTITIONS = (
 
 def lifted(definition: Definition) -> Definition:
     """``definition``, maintained when the refusal it was drawn for is one LIFTED_BY_PARTITIONS
-    and the analysis maintains it per partition (its rows then checked on Spark like any other)."""
-    if definition.refused not in LIFTED_BY_PARTITIONS:
+    and the analysis maintains it per partition, or when the query, refused as one view, splits
+    into internal states the materialization maintains in steps (refresh/units.py; not when it
+    reads the clock); its rows are then checked on Spark like any other's."""
+    if definition.refused is None:
         return definition
     from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewClass, analyze_view
+    from dbt_incremental_mv.analysis.clock import sql_reads_clock
+    from dbt_incremental_mv.analysis.states import split_into_states
 
     tables = {
         f"shop.{m.name}": MasterTable(f"shop.{m.name}", tuple((c.name, c.spark_type) for c in m.all_columns), (m.key,))
         for m in MASTERS
     }
+    sql = definition.sql()
     try:
-        view = analyze_view(definition.sql(), tables)
+        view = analyze_view(sql, tables)
     except UnsupportedViewError:
-        return definition
-    if view.view_class is not ViewClass.PER_PARTITION:
+        if sql_reads_clock(sql) or split_into_states(sql, tables) is None:
+            return definition
+        return Definition(definition.name, definition.template, None, (*definition.features, "in steps"))
+    if definition.refused not in LIFTED_BY_PARTITIONS or view.view_class is not ViewClass.PER_PARTITION:
         return definition
     return Definition(definition.name, definition.template, None, (*definition.features, "per partition"))
 
