@@ -13,7 +13,10 @@ For each compiled model:
    hand-written for Snowflake; the macros in every project were rendered by dbt-duckdb), drop the
    catalog from every table name (dbt-duckdb writes ``"corpus"."schema"."table"``; the analysis
    keys masters by ``schema.table``), write Spark SQL. A parse error, or a construct sqlglot says
-   it cannot write in Spark (``unsupported_level=RAISE``), counts as not transpiled.
+   it cannot write in Spark (``unsupported_level=RAISE``), counts as not transpiled. Snowflake
+   built-ins sqlglot passes through unchanged although Spark has none of that name are written as
+   their Spark equivalent (SPARK_EQUIVALENTS: ``TRY_TO_TIMESTAMP_NTZ(x)`` as a try-cast to
+   ``TIMESTAMP_NTZ``, which sqlglot writes as Spark's CAST), as a user moving the model to Spark would.
 2. **Infer the masters** (we have no warehouse, so no catalog; this is an approximation). For every
    table the Spark SQL reads (``schema.table``, lowercase) the columns are, in this order and
    without duplicates (case-insensitive):
@@ -160,6 +163,14 @@ SPARK_TYPES = [
 PREFIXES = ("stg_", "int_", "fct_", "fact_", "dim_", "base_", "src_", "raw_")
 
 
+# Snowflake built-ins sqlglot leaves as they are when writing Spark, which has no function of that
+# name: the Spark expression a user moving the model to Spark writes instead (one argument each)
+SPARK_EQUIVALENTS = {
+    # parse a string as a timestamp without time zone, NULL when it is none
+    "try_to_timestamp_ntz": lambda value: exp.TryCast(this=value, to=exp.DataType.build("timestamp_ntz")),
+}
+
+
 class AnalysisTimeout(Exception):
     pass
 
@@ -180,6 +191,10 @@ def transpile(sql: str, dialect: str) -> tuple[str | None, str | None]:
     tree = statements[0]
     for table in tree.find_all(exp.Table):
         table.set("catalog", None)
+    for call in list(tree.find_all(exp.Anonymous)):
+        equivalent = SPARK_EQUIVALENTS.get(str(call.this).lower())
+        if equivalent is not None and len(call.expressions) == 1:
+            call.replace(equivalent(call.expressions[0]))
     try:
         return tree.sql(dialect="spark", unsupported_level=ErrorLevel.RAISE), None
     except UnsupportedError as error:

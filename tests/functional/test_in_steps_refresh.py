@@ -4,14 +4,17 @@ then the query over them, in one dbt run. With refresh_method='fast' every step 
 and the view equals its query recomputed on the masters under randomized changes, next to a stack
 a user split by hand that reads the same master log (its purge must wait for the states). Then the
 life of the states: mv_status and explain see them, a definition that splits differently retires
-the old state (dropped once the view no longer reads it), --full-refresh rebuilds every step."""
+the old state (dropped once the view no longer reads it), --full-refresh rebuilds every step, and a
+run interrupted after any statement is completed by the next one."""
 
 from dataclasses import replace
 
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture, write_file
 
+from tests.depth import fault_points
 from tests.functional.differential import Workload, soak_factor
+from tests.functional.test_change_logs import run
 from tests.functional.test_aggregate_refresh import MASTERS, visible_columns
 
 ORDERS, CUSTOMERS = "{{ source('shop', 'orders') }}", "{{ source('shop', 'customers') }}"
@@ -112,3 +115,18 @@ class TestViewsMaintainedInSteps:
         workload.alternating_round(100, operations=8)
         run_dbt(["run"])
         self.check(workload, whole=renamed)
+
+        # interrupted after any statement (in a state's refresh, between the state's commit and the
+        # view's, in the view's), the next run goes on from there: nothing lost, nothing doubled
+        points = 0
+        whole = self.query(workload, renamed)
+        for number, fault_after in enumerate(fault_points(40, 8, "in steps")):
+            workload.alternating_round(200 + number, operations=6)
+            results, log = run("--select", "whole", fault_after=fault_after, expect_pass=None)
+            if results[0].status == "success":
+                break  # fewer statements than fault_after: every point was covered
+            assert "injected fault after statement" in log, log
+            points += 1
+            results, log = run("--select", "whole")
+            workload.check("whole", whole, visible_columns(project, "whole"))
+        assert points >= 2, points
