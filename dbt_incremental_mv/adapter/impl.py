@@ -353,24 +353,31 @@ class SparkMVAdapter(SparkAdapter):
         import time
 
         from dbt_incremental_mv.layout import ViewFiles, compaction_statements
+        from dbt_incremental_mv.refresh.state.view_state import view_state
 
         lines = []
         for node, name in self._fast_refresh_models(graph, models):
-            table = self._metadata().table(name) if self._relation_exists(name) else None
-            before = ViewFiles.of(table)
-            if table is None or before is None:
-                lines.append(f"{node['name']}: not built yet")
-            elif not (before.compaction_due or every):
-                lines.append(f"{node['name']}: not due ({before.describe()})")
-            else:
-                began = time.time()
-                for statement in compaction_statements(name, table.format_version, [t for _, t in table.columns]):
-                    self._run(statement)
-                after = ViewFiles.of(self._metadata().table(name))
-                lines.append(
-                    f"{node['name']}: compacted in {time.time() - began:.1f} s: {before.describe()} -> "
-                    + (after.describe() if after is not None else "?")
-                )
+            built = self._relation_exists(name)
+            state = view_state(self._metadata(), name) if built else None
+            # a view maintained in steps: its internal states' tables too (refresh/units.py)
+            for label, relation in [(node["name"], name), *((s, s) for s in (state.states if state else ()))]:
+                table = self._metadata().table(relation) if built else None
+                before = ViewFiles.of(table)
+                if table is None or before is None:
+                    lines.append(f"{label}: not built yet")
+                elif not (before.compaction_due or every):
+                    lines.append(f"{label}: not due ({before.describe()})")
+                else:
+                    began = time.time()
+                    for statement in compaction_statements(
+                        relation, table.format_version, [t for _, t in table.columns]
+                    ):
+                        self._run(statement)
+                    after = ViewFiles.of(self._metadata().table(relation))
+                    lines.append(
+                        f"{label}: compacted in {time.time() - began:.1f} s: {before.describe()} -> "
+                        + (after.describe() if after is not None else "?")
+                    )
         return lines
 
     @staticmethod

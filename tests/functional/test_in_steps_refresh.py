@@ -130,3 +130,11 @@ class TestViewsMaintainedInSteps:
             results, log = run("--select", "whole")
             workload.check("whole", whole, visible_columns(project, "whole"))
         assert points >= 2, points
+
+        # compaction covers the internal states, and the refreshes go on from the compacted tables
+        compacted = self.operation("mv_compact", "--args", "{models: [whole], every: true}")
+        assert "whole: compacted in " in compacted and "whole__mv_state_newest: compacted in " in compacted, compacted
+        workload.alternating_round(300, operations=8)
+        results, log = run("--select", "whole")
+        assert "whole__mv_state_newest: fast refresh: " in log and "whole: fast refresh: " in log, log
+        workload.check("whole", whole, visible_columns(project, "whole"))
