@@ -317,6 +317,16 @@ VIEWS = (
          "  from {order_lines} l\n  left join {orders} o on l.order_id = o.order_id\n  group by o.customer_id\n)\n"
          "select c.customer_id, c.name, p.line_count, p.paid\n"
          "from {customers} c\nleft join customer_lines p on p.customer_id = c.customer_id"),
+    # the latest order of each customer, counted by country and status (a ranked CTE aggregated by
+    # another table's column: no one view maintains it): maintained in steps, the latest orders a
+    # state of their own (its changed customers recomputed), the counts an aggregate over it
+    View("latest_status_by_country", "in-steps", ("orders", "customers"),
+         "with latest as (\n  select customer_id, order_id, status, amount from (\n"
+         "    select o.customer_id, o.order_id, o.status, o.amount,\n"
+         "      row_number() over (partition by o.customer_id order by o.order_date desc, o.order_id desc) as rn\n"
+         "    from {orders} o) as ranked\n  where rn = 1\n)\n"
+         "select c.country, l.status, count(*) as customers, sum(l.amount) as latest_amount\n"
+         "from latest l\njoin {customers} c on l.customer_id = c.customer_id\ngroup by c.country, l.status"),
     View("sales_by_category", "agg-join-lines", ("order_lines", "products"),
          "select p.category, count(*) as line_count, sum(l.quantity) as units,\n"
          "       sum(l.quantity * l.unit_price) as revenue\n"

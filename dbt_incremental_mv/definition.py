@@ -16,6 +16,15 @@ from sqlglot.errors import SqlglotError
 
 DEFINITION_PROPERTY = "dbt_incremental_mv.definition"
 COLUMNS_PROPERTY = "dbt_incremental_mv.master_columns"
+# a view maintained in steps (refresh/units.py) stores the query over its states as its definition,
+# and the model's own query here: what the view must equal, recomputed on the masters
+MODEL_QUERY_PROPERTY = "dbt_incremental_mv.model_query"
+
+
+def defining_query(properties: Mapping[str, str]) -> str | None:
+    """The query a built view must equal, recomputed on the masters: the model's own, also for a
+    view maintained in steps (whose definition reads its states)."""
+    return properties.get(MODEL_QUERY_PROPERTY) or properties.get(DEFINITION_PROPERTY)
 
 
 def normalized_sql(sql: str) -> str:

@@ -497,7 +497,7 @@ class SparkMVAdapter(SparkAdapter):
         """What the next refresh of one fast_refresh model would do, without doing it (reads only;
         see refresh/operations/explain.py). ``compiled_sql``: the model's SQL as rendered by the operation
         (else the definition the built view stores)."""
-        from dbt_incremental_mv.definition import DEFINITION_PROPERTY
+        from dbt_incremental_mv.definition import defining_query
 
         if not isinstance(model_name, str) or not model_name:
             raise DbtRuntimeError("explain_fast_refresh needs a model: --args '{model: <model name>}'")
@@ -511,7 +511,7 @@ class SparkMVAdapter(SparkAdapter):
         sql = compiled_sql or node.get("compiled_code")
         if not sql and built:
             view = self._metadata().table(name)
-            sql = view.properties.get(DEFINITION_PROPERTY) if view is not None else None
+            sql = defining_query(view.properties) if view is not None else None
         if not sql:
             raise DbtRuntimeError(
                 f"Cannot explain '{model_name}' before it is built: it refs an ephemeral model, which "
@@ -543,13 +543,13 @@ class SparkMVAdapter(SparkAdapter):
         """The generic test ``matches_defining_query``: the rows where the stored view and its
         defining query (the SQL it was built from) recomputed now differ."""
         from dbt_incremental_mv.consistency import NotAFastRefreshView, mismatch_sql
-        from dbt_incremental_mv.definition import DEFINITION_PROPERTY
+        from dbt_incremental_mv.definition import defining_query
 
         name = _relation_name(relation)
         table = self._metadata().table(name)
         if table is None:
             raise DbtRuntimeError(f"matches_defining_query: {name} does not exist (run dbt run first).")
         try:
-            return mismatch_sql(name, list(table.columns), table.properties.get(DEFINITION_PROPERTY))
+            return mismatch_sql(name, list(table.columns), defining_query(table.properties))
         except NotAFastRefreshView as exc:
             raise self._people_error(exc) from exc

@@ -31,6 +31,8 @@ LOG_SUFFIX = "__log"
 STATES_SOURCE = "mv_internal_states"
 # the key of the view's node, in that graph, that lists its states' relations (in refresh order)
 INTERNAL_STATES = "mv_internal_states"
+# ... and the one that holds the model's own query (the view stores it: what it must equal)
+MODEL_QUERY = "mv_model_query"
 # configs of the model a state does not take: its table's layout and contract are the view's
 _VIEW_ONLY_CONFIG = ("partition_by", "clustered_by", "buckets", "contract", "grants", "persist_docs", "unique_key")
 
@@ -61,6 +63,11 @@ def is_state_relation(relation: str) -> bool:
     return STATE_INFIX in relation.rpartition(".")[2]
 
 
+def model_query(model: Mapping[str, Any]) -> str | None:
+    """The model's own query, when ``model`` is the last unit of a view maintained in steps."""
+    return model.get(MODEL_QUERY) or None
+
+
 def internal_states(model: Mapping[str, Any]) -> tuple[str, ...]:
     """The relations of the states the view of ``model`` reads, when it is the last unit of a view
     maintained in steps; () otherwise."""
@@ -68,9 +75,10 @@ def internal_states(model: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def units(
-    model: Mapping[str, Any], view_relation: str, graph: Mapping[str, Any], split: StateSplit
+    model: Mapping[str, Any], view_relation: str, graph: Mapping[str, Any], split: StateSplit, query: str
 ) -> tuple[Unit, ...]:
-    """The states of ``split`` then the view, each as the materialization refreshes it."""
+    """The states of ``split`` (of the model's ``query``) then the view, each as the
+    materialization refreshes it."""
     schema, _, identifier = view_relation.partition(".")
     package = model.get("package_name") or "mv"
     config = {k: v for k, v in (model.get("config") or {}).items() if k not in _VIEW_ONLY_CONFIG}
@@ -120,6 +128,7 @@ def units(
         "depends_on": {**(model.get("depends_on") or {}), "nodes": _reads(top_sql, read)},
         "compiled_code": top_sql,
         INTERNAL_STATES: [relations[s.name] for s in split.states],
+        MODEL_QUERY: query,
     }
     nodes[model.get("unique_id") or f"model.{package}.{model.get('name')}"] = top
     copy = {**graph, "nodes": nodes, "sources": sources}

@@ -45,6 +45,11 @@ MODELS = {
     "latest": "{{ config(materialized='fast_refresh', refresh_method='fast', mv_log=true) }}\n" + LATEST,
     "latest_amounts": FAST + COUNTED.replace("LATEST", "{{ ref('latest') }}"),
 }
+TESTS = """
+models:
+  - name: whole
+    data_tests: [matches_defining_query]
+"""
 LOGS = """
   - name: model_logs
     schema: "{{ target.schema }}"
@@ -57,7 +62,11 @@ LOGS = """
 class TestViewsMaintainedInSteps:
     @pytest.fixture(scope="class")
     def models(self):
-        return {**{f"{name}.sql": sql for name, sql in MODELS.items()}, "sources.yml": Workload.sources_yml(MASTERS[:2]) + LOGS}
+        return {
+            **{f"{name}.sql": sql for name, sql in MODELS.items()},
+            "sources.yml": Workload.sources_yml(MASTERS[:2]) + LOGS,
+            "schema.yml": TESTS,
+        }
 
     def query(self, workload, sql):
         schema = workload.project.test_schema
@@ -90,6 +99,10 @@ class TestViewsMaintainedInSteps:
                 assert f"{unit}: fast refresh: " in log or f"{unit}: fast: nothing" in log, (unit, log)
             assert "latest: fast refresh:" in log and "latest_amounts: fast refresh:" in log, log
             self.check(workload)
+
+        # the generic test compares the view with the model's own query on the masters
+        results, log = run_dbt_and_capture(["test", "-s", "whole"])
+        assert [r.status for r in results] == ["pass"], log
 
         explained = self.operation("explain_fast_refresh", "--args", "{model: whole}")
         assert "view class: maintained in 2 steps: the internal state latest (a ranked view, key customer_id" in explained

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from dbt_incremental_mv.config import ConfigError
-from dbt_incremental_mv.definition import DEFINITION_PROPERTY
+from dbt_incremental_mv.definition import defining_query
 from dbt_incremental_mv.layout import ViewFiles
 from dbt_incremental_mv.logs.capture_plan import CaptureMethod
 from dbt_incremental_mv.logs.contract import LogContractError
@@ -40,7 +40,7 @@ def _staleness(
     # run-operation does not compile models: compare with the stored definition then (only
     # master column changes show; an edited model shows at its next run)
     view = ctx.metadata.table(view_relation)
-    sql = model.get("compiled_code") or (view.properties.get(DEFINITION_PROPERTY) if view is not None else None)
+    sql = model.get("compiled_code") or (defining_query(view.properties) if view is not None else None)
     if sql is None:
         return staleness.view_status(
             name, built=True, unusable="not built by this plugin version: run dbt run --full-refresh"

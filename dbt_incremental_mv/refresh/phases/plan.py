@@ -13,7 +13,13 @@ from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewD
 from dbt_incremental_mv.analysis.clock import Clock, ClockError, MovingFilter, sql_reads_clock
 from dbt_incremental_mv.analysis.states import StateSplit, split_into_states
 from dbt_incremental_mv.config import ConfigError, FastRefreshConfig, RefreshMethod
-from dbt_incremental_mv.definition import COLUMNS_PROPERTY, DEFINITION_PROPERTY, definition_change, encode_columns
+from dbt_incremental_mv.definition import (
+    COLUMNS_PROPERTY,
+    DEFINITION_PROPERTY,
+    MODEL_QUERY_PROPERTY,
+    definition_change,
+    encode_columns,
+)
 from dbt_incremental_mv.layout import ViewLayout, view_layout
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.logs.contract import (
@@ -39,7 +45,7 @@ from dbt_incremental_mv.refresh.phases.decide import (
 from dbt_incremental_mv.refresh.state import staleness
 from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.refresh.state.view_state import view_state_at
-from dbt_incremental_mv.refresh.units import Unit, internal_states, retired_states, units
+from dbt_incremental_mv.refresh.units import Unit, internal_states, model_query, retired_states, units
 from dbt_incremental_mv.refresh.views import view_classes
 
 DELETE_DISTRIBUTION = "write.delete.distribution-mode"
@@ -295,6 +301,7 @@ def plan_refresh(
             **user_tblproperties,
             **REQUIRED_VIEW_PROPERTIES,
             DEFINITION_PROPERTY: compiled_sql.strip(),
+            **({MODEL_QUERY_PROPERTY: (model_query(model) or "").strip()} if model_query(model) else {}),
             **({COLUMNS_PROPERTY: encode_columns(read_columns)} if read_columns is not None else {}),
         },
         stored_definition=stored_definition,
@@ -320,7 +327,9 @@ def plan_refresh(
         if definition is not None and existing_columns is not None
         else None,
         split_advice=split_advice,
-        units=units(model, view_relation, graph, steps) if decision.action == RefreshAction.IN_STEPS and steps else (),
+        units=units(model, view_relation, graph, steps, compiled_sql)
+        if decision.action == RefreshAction.IN_STEPS and steps
+        else (),
         internal_states=internal_states(model),
         retired_states=tuple(retired_states(previous_states, internal_states(model)))
         if decision.action != RefreshAction.IN_STEPS

@@ -2,6 +2,7 @@ import pytest
 
 from dbt_incremental_mv.config import FastRefreshConfig
 from dbt_incremental_mv.refresh.engine import FastRefreshEngine
+from dbt_incremental_mv.definition import DEFINITION_PROPERTY, defining_query
 from dbt_incremental_mv.logs.contract import log_specs_from_graph, logs_by_master
 from dbt_incremental_mv.refresh.phases.decide import FastRefreshUnavailable, PlanFacts, RefreshAction, decide_refresh
 from dbt_incremental_mv.refresh.units import internal_states
@@ -150,6 +151,9 @@ def test_a_refused_query_that_splits_is_maintained_in_steps():
     fake.table("shop.v__mv_state_latest", [(c, orders[c]) for c in ("customer_id", "order_id", "amount")])  # (built)
     planned = engine.plan(top.model, top.sql, "shop.v", None, False, top.graph).plan
     assert planned.internal_states == ("shop.v__mv_state_latest",) and planned.definition is not None
+    # the view stores the query over its state (its definition) and the model's own (what it must equal)
+    assert planned.tblproperties[DEFINITION_PROPERTY] == top.sql
+    assert defining_query(planned.tblproperties) == SPLIT_IN_TWO
 
 
 def test_a_query_that_splits_but_is_always_recomputed_says_how_in_the_refusal():
