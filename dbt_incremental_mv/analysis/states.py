@@ -31,6 +31,11 @@ from dbt_incremental_mv.analysis.model import MasterTable, ViewClass, ViewDefini
 
 # The schema the query over the states reads them from (a placeholder: the user names the models).
 STATE_SCHEMA = "mv_state"
+# A state whose key may be NULL (a group key, a PARTITION BY column: a change log identifies rows
+# by values a comparison matches) also selects this column, its key written as one string that is
+# never NULL (each key value as text in a JSON array: NULL and the text 'null' differ), by which
+# its log is keyed; the query over it does not read it.
+STATE_KEY = "mv_state_key"
 # The most CTEs a split is looked for among, and the most analyses a search makes (one analysis of a
 # large query takes a tenth of a second; a split is looked for only when the query is refused).
 MAX_CTES = 24
@@ -55,6 +60,9 @@ class State:
     key: tuple[str, ...]
     view_class: ViewClass
     inlined: tuple[str, ...] = ()  # the CTEs it reads that are not states: part of its model
+    # the columns its change log is keyed by: ``key``, or where that may be NULL (group keys,
+    # PARTITION BY columns) STATE_KEY, a column ``sql`` adds that is never NULL (refresh/units.py)
+    log_key: tuple[str, ...] = ()
 
     def described(self) -> str:
         reads = (
@@ -226,11 +234,22 @@ class _Splitter:
         definition = self.analysed(sql, tables)
         if definition is None:
             return None
-        key = _key(definition) or _grouped_key(query, definition)
-        if not key:
-            return None
-        table = MasterTable(f"{STATE_SCHEMA}.{name}", _columns(definition), key)
-        return State(name, sql, key, definition.view_class, tuple(needed)), table
+        key = _key(definition)
+        log_key = key
+        # group keys, PARTITION BY or DISTINCT columns may be NULL (a table's key is not)
+        nullable = definition.is_aggregate or definition.ranking is not None or not key
+        key = key or _grouped_key(query, definition)
+        if nullable:
+            keyed = _with_state_key(query, key, definition) if key else None
+            if keyed is None:
+                return None
+            sql = keyed.sql(dialect="spark")
+            definition = self.analysed(sql, tables)
+            if definition is None:
+                return None
+            log_key = (STATE_KEY,)
+        table = MasterTable(f"{STATE_SCHEMA}.{name}", _columns(definition), log_key)
+        return State(name, sql, key, definition.view_class, tuple(needed), log_key), table
 
     def query(self, tree: exp.Select, states: set[str]) -> str:
         """The model's query reading ``states`` as tables (their CTEs dropped)."""
@@ -320,6 +339,26 @@ def _key(view: ViewDefinition) -> tuple[str, ...]:
             key += [c for c in columns if c is not None]
         return tuple(dict.fromkeys(key))
     return ()
+
+
+def _with_state_key(query: exp.Expr, key: Sequence[str], view: ViewDefinition) -> exp.Expr | None:
+    """``query`` also selecting STATE_KEY: its ``key`` columns' values (the expressions its
+    outermost SELECT computes them by) as one string never NULL; None when a key column is not
+    one of its projections."""
+    if not isinstance(query, exp.Select) or any(o.name.casefold() == STATE_KEY for o in view.outputs):
+        return None
+    by_name = {p.alias_or_name.casefold(): p for p in query.expressions}
+    values = []
+    for column in key:
+        projection = by_name.get(column.casefold())
+        if projection is None:
+            return None
+        inner = projection.this if isinstance(projection, exp.Alias) else projection
+        values.append(exp.cast(inner.copy(), exp.DataType.build("string")))
+    keyed = query.copy()
+    text = exp.func("to_json", exp.Array(expressions=values))
+    keyed.set("expressions", [*keyed.expressions, exp.alias_(text, STATE_KEY)])
+    return keyed
 
 
 def _grouped_key(query: exp.Expr, view: ViewDefinition) -> tuple[str, ...]:

@@ -3,7 +3,9 @@ states (analysis/states.py), each refreshed as a fast_refresh view of its own, i
 query over them, which the view is.
 
 A state is a table next to the view, ``<view>__mv_state_<cte>``, keyed by what its shape makes
-unique; each of its refreshes logs the rows it changed (mv_log) to ``<view>__mv_state_<cte>__log``,
+unique (where that may be NULL, by a column of its own that writes it as a string never NULL,
+analysis/states.py STATE_KEY); each of its refreshes logs the rows it changed (mv_log) to
+``<view>__mv_state_<cte>__log``,
 and the states after it and the view read those changes as any view reads a view. The units are
 what the materialization refreshes, one after the other, each as it refreshes any model: the
 model's node, its SQL, and a copy of the project's graph in which the states are models and their
@@ -89,6 +91,7 @@ def units(
     made: list[tuple[str, dict[str, Any], str]] = []
     for state in split.states:
         state_table = state_identifier(identifier, state.name)
+        log_key = state.log_key or state.key
         sql = with_state_relations(state.sql, relations)
         node: dict[str, Any] = {
             "resource_type": "model",
@@ -98,7 +101,7 @@ def units(
             "schema": model.get("schema"),
             "database": model.get("database"),
             "package_name": package,
-            "config": {**config, "materialized": "fast_refresh", META_KEY: True, "unique_key": list(state.key)},
+            "config": {**config, "materialized": "fast_refresh", META_KEY: True, "unique_key": list(log_key)},
             "depends_on": {"nodes": _reads(sql, read)},
             "columns": {},
             "constraints": [],
@@ -115,7 +118,7 @@ def units(
             "schema": model.get("schema"),
             "database": model.get("database"),
             "package_name": package,
-            "meta": {META_KEY: {"master": state_table, "key": list(state.key)}},
+            "meta": {META_KEY: {"master": state_table, "key": list(log_key)}},
             "config": {},
         }
         nodes[node["unique_id"]] = node

@@ -137,18 +137,21 @@ def test_a_refused_query_that_splits_is_maintained_in_steps():
     state, top = run.plan.units
     # the state: a fast_refresh model of its own that logs its changes, reading only the master it reads
     assert state.identifier == "v__mv_state_latest" and state.model["name"] == "v__mv_state_latest"
-    assert state.model["config"]["mv_log"] is True and state.model["config"]["unique_key"] == ["customer_id"]
+    # keyed by a column of its own never NULL (a PARTITION BY column may be NULL; a log matches keys by value)
+    assert state.model["config"]["mv_log"] is True and state.model["config"]["unique_key"] == ["mv_state_key"]
+    assert "TO_JSON(ARRAY(CAST(customer_id AS STRING))) AS mv_state_key" in state.sql
     assert state.model["depends_on"]["nodes"] == ["source.p.shop.orders"]
     assert "row_number() over" in state.sql.lower() and "`shop`.`orders`" not in state.sql  # (as the model reads it)
     logs = logs_by_master(log_specs_from_graph(state.graph))
     assert logs["shop.v__mv_state_latest"].log_relation == "shop.v__mv_state_latest__log"
-    assert logs["shop.v__mv_state_latest"].key == ("customer_id",) and logs["shop.v__mv_state_latest"].capture
+    assert logs["shop.v__mv_state_latest"].key == ("mv_state_key",) and logs["shop.v__mv_state_latest"].capture
     # the view: the query over the state, recording it in its commits
     assert top.identifier == "v" and "FROM `shop`.`v__mv_state_latest` AS l JOIN shop.customers" in top.sql
     assert sorted(top.model["depends_on"]["nodes"]) == ["model.mv.v__mv_state_latest", "source.p.shop.customers"]
     assert internal_states(top.model) == ("shop.v__mv_state_latest",)
     orders = dict(fake.columns("shop.orders"))
-    fake.table("shop.v__mv_state_latest", [(c, orders[c]) for c in ("customer_id", "order_id", "amount")])  # (built)
+    columns = [(c, orders[c]) for c in ("customer_id", "order_id", "amount")] + [("mv_state_key", "string")]
+    fake.table("shop.v__mv_state_latest", columns)  # (built)
     planned = engine.plan(top.model, top.sql, "shop.v", None, False, top.graph).plan
     assert planned.internal_states == ("shop.v__mv_state_latest",) and planned.definition is not None
     # the view stores the query over its state (its definition) and the model's own (what it must equal)
