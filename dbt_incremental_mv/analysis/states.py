@@ -345,7 +345,26 @@ def _with_state_key(query: exp.Expr, key: Sequence[str], view: ViewDefinition) -
     """``query`` also selecting STATE_KEY: its ``key`` columns' values (the expressions its
     outermost SELECT computes them by) as one string never NULL; None when a key column is not
     one of its projections."""
-    if not isinstance(query, exp.Select) or any(o.name.casefold() == STATE_KEY for o in view.outputs):
+    if any(o.name.casefold() == STATE_KEY for o in view.outputs):
+        return None
+    if isinstance(query, exp.Union):  # a set operation: each branch selects it, from its own columns
+        keyed_union = query.copy()
+        names = [o.name.casefold() for o in view.outputs if not o.hidden]
+        positions = [names.index(c.casefold()) for c in key if c.casefold() in names]
+        branches = _branches(keyed_union)
+        if len(positions) != len(key) or any(
+            len(b.expressions) != len(names) or any(isinstance(e, exp.Star) for e in b.expressions) for b in branches
+        ):
+            return None
+        for branch in branches:
+            inner = [e.this if isinstance(e, exp.Alias) else e for e in branch.expressions]
+            text = exp.func(
+                "to_json",
+                exp.Array(expressions=[exp.cast(inner[i].copy(), exp.DataType.build("string")) for i in positions]),
+            )
+            branch.set("expressions", [*branch.expressions, exp.alias_(text, STATE_KEY)])
+        return keyed_union
+    if not isinstance(query, exp.Select):
         return None
     by_name = {p.alias_or_name.casefold(): p for p in query.expressions}
     values = []
@@ -361,9 +380,25 @@ def _with_state_key(query: exp.Expr, key: Sequence[str], view: ViewDefinition) -
     return keyed
 
 
+def _branches(union: exp.Union) -> list[exp.Select]:
+    """The SELECTs a set operation combines, through nested ones; [] when a branch is no SELECT."""
+    found: list[exp.Select] = []
+    for side in (union.left, union.right):
+        if isinstance(side, exp.Union):
+            found += _branches(side) or [exp.Select()]  # (an empty SELECT: refused by the caller)
+        elif isinstance(side, exp.Select):
+            found.append(side)
+        else:
+            return []
+    return found
+
+
 def _grouped_key(query: exp.Expr, view: ViewDefinition) -> tuple[str, ...]:
     """The columns the query's outermost SELECT groups by (GROUP BY of plain columns, or DISTINCT),
-    when it selects each of them as it is: unique in its rows whatever the class of view."""
+    when it selects each of them as it is, or every column of a UNION (distinct): unique in its rows
+    whatever the class of view."""
+    if isinstance(query, exp.Union) and type(query) is exp.Union and query.args.get("distinct"):
+        return tuple(o.name for o in view.outputs if not o.hidden)
     if not isinstance(query, exp.Select):
         return ()
     visible = {o.name.casefold(): o.name for o in view.outputs if not o.hidden}

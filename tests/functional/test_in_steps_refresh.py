@@ -38,10 +38,19 @@ FIRST_LATEST = (
     "select f.status as first_status, count(*) as customers, sum(l.amount) as latest_total "
     "from latest l join firsts f on l.customer_id = f.customer_id group by f.status"
 )
+# each customer's first label among its orders' statuses and its segment (a UNION: a state keyed by every
+# column), counted by label: three steps
+FIRST_LABELS = (
+    f"with u as (select o.customer_id as k, o.status as label from {ORDERS} o union "
+    f"select c.customer_id, c.segment from {CUSTOMERS} c), "
+    "r as (select k, label from (select k, label, row_number() over (partition by k order by label) as rn from u) x "
+    "where rn = 1) select r.label, count(*) as n from r group by r.label"
+)
 FAST = "{{ config(materialized='fast_refresh', refresh_method='fast') }}\n"
 MODELS = {
     "whole": FAST + WHOLE,
     "first_latest": FAST + FIRST_LATEST,
+    "first_labels": FAST + FIRST_LABELS,
     "latest": "{{ config(materialized='fast_refresh', refresh_method='fast', mv_log=true) }}\n" + LATEST,
     "latest_amounts": FAST + COUNTED.replace("LATEST", "{{ ref('latest') }}"),
 }
@@ -73,7 +82,9 @@ class TestViewsMaintainedInSteps:
         return sql.replace(ORDERS, f"{schema}.orders").replace(CUSTOMERS, f"{schema}.customers")
 
     def check(self, workload, whole=WHOLE):
-        for view, sql in (("whole", whole), ("first_latest", FIRST_LATEST), ("latest_amounts", WHOLE)):
+        for view, sql in (
+            ("whole", whole), ("first_latest", FIRST_LATEST), ("first_labels", FIRST_LABELS), ("latest_amounts", WHOLE)
+        ):
             workload.check(view, self.query(workload, sql), visible_columns(workload.project, view))
 
     def operation(self, *args):
@@ -95,7 +106,8 @@ class TestViewsMaintainedInSteps:
             assert "whole: stale (whole__mv_state_latest: stale (changes pending: " in status, status
             results, log = run_dbt_and_capture(["run"])
             assert all(r.status == "success" for r in results), log
-            for unit in ("whole__mv_state_latest", "whole", "first_latest__mv_state_firsts", "first_latest"):
+            for unit in ("whole__mv_state_latest", "whole", "first_latest__mv_state_firsts", "first_latest",
+                         "first_labels__mv_state_u", "first_labels__mv_state_r", "first_labels"):
                 assert f"{unit}: fast refresh: " in log or f"{unit}: fast: nothing" in log, (unit, log)
             assert "latest: fast refresh:" in log and "latest_amounts: fast refresh:" in log, log
             self.check(workload)

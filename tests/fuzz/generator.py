@@ -573,8 +573,8 @@ class Generator:
 
     def _stepped(self) -> tuple[Block, str]:
         """A query no one view maintains, split into internal states (refresh/units.py): a CTE
-        keeping one master's latest row per value of a column (ROW_NUMBER ordered to the key) or
-        aggregating it by that column, read by a query that regroups it by a value it computed,
+        keeping one master's latest row per value of a column (ROW_NUMBER ordered to the key),
+        aggregating it by that column, or a UNION of two selections of it, read by a query that regroups it by a value it computed,
         ranks it in windows partitioned by that value, or joins it on that value (inner, or LEFT
         from the other master) to another master. Drawn from its own stream."""
         st = self.stepped_random
@@ -582,8 +582,13 @@ class Generator:
         integers = [c.name for c in master.all_columns if c.kind == "n"]
         by = st.choice([c.name for c in master.columns])
         value = st.choice(integers)
-        kind = st.choice(("ranked", "aggregate"))
-        if kind == "ranked":
+        kind = st.choice(("ranked", "aggregate", "union"))
+        if kind == "union":  # distinct rows: keyed by every column
+            body = (
+                f"select a1.{by} as k, a1.{value} as v from {{{master.name}}} a1 union "
+                f"select a1.{by}, a1.{value} + 1 from {{{master.name}}} a1 where a1.{value} is not null"
+            )
+        elif kind == "ranked":
             ordered = st.choice([c.name for c in master.all_columns])
             order = f"a1.{ordered}{st.choice(('', ' desc', ' nulls last'))}, a1.{master.key} desc"
             body = (
@@ -596,7 +601,7 @@ class Generator:
                 f"where a1.{value} is not null group by a1.{by}"
             )
         block = Block(features={"split into states", f"{kind} state"})
-        measure = "v" if kind == "ranked" or st.random() < 0.5 else "n"
+        measure = "v" if kind != "aggregate" or st.random() < 0.5 else "n"
         top = st.choice(("regrouped", "windowed", "joined"))
         if top == "regrouped":
             block.features.add("aggregate")

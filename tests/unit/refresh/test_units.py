@@ -60,3 +60,21 @@ def test_a_capture_stops_where_the_states_of_a_view_in_steps_reflect_the_master(
     ctx = RefreshContext(fake.query, fake.execute, fake.metadata())
     reflected = consumers_stops(ctx, spec, ["shop.v"])()
     assert reflected.stops == frozenset({42})
+
+
+def test_a_union_state_is_keyed_by_every_column_and_each_branch_selects_the_key():
+    from dbt_incremental_mv.analysis.states import STATE_KEY, split_into_states
+    from tests.unit.analysis.conftest import MASTERS
+
+    sql = (
+        "with u as (select o.customer_id as k, o.status as label from shop.orders o union "
+        "select c.customer_id, c.country from shop.customers c), "
+        "r as (select k, label from (select k, label, row_number() over (partition by k order by label) as rn from u) x "
+        "where rn = 1) select r.label, count(*) as n from r group by r.label"
+    )
+    split = split_into_states(sql, MASTERS)
+    assert split is not None and [s.name for s in split.states] == ["u", "r"]
+    union = split.states[0]
+    assert union.key == ("k", "label") and union.log_key == (STATE_KEY,)
+    # a UNION's rows are distinct: the key, never NULL, is computed by each branch from its own columns
+    assert union.sql.count(f"AS {STATE_KEY}") == 2 and "TO_JSON(ARRAY(CAST(c.customer_id AS STRING), CAST(c.country" in union.sql
