@@ -357,27 +357,27 @@ def _with_state_key(query: exp.Expr, key: Sequence[str], view: ViewDefinition) -
         ):
             return None
         for branch in branches:
-            inner = [e.this if isinstance(e, exp.Alias) else e for e in branch.expressions]
-            text = exp.func(
-                "to_json",
-                exp.Array(expressions=[exp.cast(inner[i].copy(), exp.DataType.build("string")) for i in positions]),
-            )
-            branch.set("expressions", [*branch.expressions, exp.alias_(text, STATE_KEY)])
+            _select_state_key(branch, [branch.expressions[i] for i in positions])
         return keyed_union
     if not isinstance(query, exp.Select):
         return None
     by_name = {p.alias_or_name.casefold(): p for p in query.expressions}
-    values = []
-    for column in key:
-        projection = by_name.get(column.casefold())
-        if projection is None:
-            return None
-        inner = projection.this if isinstance(projection, exp.Alias) else projection
-        values.append(exp.cast(inner.copy(), exp.DataType.build("string")))
+    projections = [by_name[column.casefold()] for column in key if column.casefold() in by_name]
+    if len(projections) != len(key):
+        return None
     keyed = query.copy()
-    text = exp.func("to_json", exp.Array(expressions=values))
-    keyed.set("expressions", [*keyed.expressions, exp.alias_(text, STATE_KEY)])
+    _select_state_key(keyed, projections)
     return keyed
+
+
+def _select_state_key(select: exp.Select, projections: Sequence[exp.Expr]) -> None:
+    """``select`` also selecting STATE_KEY from ``projections`` (its key columns): their values
+    as text in a JSON array, never NULL."""
+    values = [
+        exp.cast((p.this if isinstance(p, exp.Alias) else p).copy(), exp.DataType.build("string")) for p in projections
+    ]
+    text = exp.func("to_json", exp.Array(expressions=values))
+    select.set("expressions", [*select.expressions, exp.alias_(text, STATE_KEY)])
 
 
 def _branches(union: exp.Union) -> list[exp.Select]:
@@ -397,7 +397,7 @@ def _grouped_key(query: exp.Expr, view: ViewDefinition) -> tuple[str, ...]:
     """The columns the query's outermost SELECT groups by (GROUP BY of plain columns, or DISTINCT),
     when it selects each of them as it is, or every column of a UNION (distinct): unique in its rows
     whatever the class of view."""
-    if isinstance(query, exp.Union) and type(query) is exp.Union and query.args.get("distinct"):
+    if type(query) is exp.Union and query.args.get("distinct"):  # (not INTERSECT or EXCEPT, its subclasses)
         return tuple(o.name for o in view.outputs if not o.hidden)
     if not isinstance(query, exp.Select):
         return ()

@@ -161,13 +161,11 @@ class FastRefreshEngine:
 
     def drop_states(self, states: Sequence[str]) -> str:
         """Drop internal states the view no longer reads, and their logs; says what was dropped."""
-        dropped = []
         for state in states:
             for table in (state, state_log_relation(state)):
                 self.ctx.execute(f"drop table if exists {relation(table)}")
                 self.ctx.metadata.forget(table)
-            dropped.append(state)
-        return f"dropped the internal state{'s' if len(dropped) > 1 else ''} {', '.join(dropped)} it no longer reads"
+        return f"dropped the internal state{'s' if len(states) > 1 else ''} {', '.join(states)} it no longer reads"
 
     def touched_rows(self, run: RefreshRun, propagation: Propagation) -> str:
         """Rows the published commit inserted into and deleted from the view."""

@@ -41,13 +41,14 @@ _VIEW_ONLY_CONFIG = ("partition_by", "clustered_by", "buckets", "contract", "gra
 
 @dataclass(frozen=True)
 class Unit:
-    """One table the materialization refreshes: ``identifier`` in the view's schema, the model
-    node and SQL its refresh reads, and the graph it reads them in."""
+    """One table the materialization refreshes: ``identifier`` in the view's schema (``relation``:
+    ``schema.identifier``), the model node and SQL its refresh reads, and the graph it reads them in."""
 
     identifier: str
     model: Mapping[str, Any]
     sql: str
     graph: Mapping[str, Any]
+    relation: str
 
 
 def state_identifier(view_identifier: str, state_name: str) -> str:
@@ -136,8 +137,8 @@ def units(
     nodes[model.get("unique_id") or f"model.{package}.{model.get('name')}"] = top
     copy = {**graph, "nodes": nodes, "sources": sources}
     return (
-        *(Unit(table, node, sql, copy) for table, node, sql in made),
-        Unit(identifier, top, top_sql, copy),
+        *(Unit(table, node, sql, copy, f"{schema}.{table}") for table, node, sql in made),
+        Unit(identifier, top, top_sql, copy, view_relation),
     )
 
 

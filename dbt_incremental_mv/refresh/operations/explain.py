@@ -291,18 +291,16 @@ def _in_steps(ctx: RefreshContext, found: Explanation, plan: RefreshPlan) -> Exp
     as the model it is refreshed as; a unit after one not built yet is built after it."""
     found.view_class = plan.reason
     found.next_run = "in steps: each internal state, then the view, refreshed as the model it is (below)"
-    schema = plan.view_relation.partition(".")[0]
     waiting = None
     for unit in plan.units:
-        relation = f"{schema}.{unit.identifier}"
-        built = ctx.metadata.table(relation) is not None
+        built = ctx.metadata.table(unit.relation) is not None
         if waiting is not None:
-            step = Explanation(str(unit.model.get("name")), relation, built)
+            step = Explanation(str(unit.model.get("name")), unit.relation, built)
             step.view_class = "read after the step before it, which is not built yet"
             step.next_run = f"build (after {waiting})"
             found.steps.append(step)
             continue
-        found.steps.append(explain(ctx, unit.model, unit.sql, relation, built, unit.graph))
+        found.steps.append(explain(ctx, unit.model, unit.sql, unit.relation, built, unit.graph))
         if not built:
             waiting = unit.identifier
     return found

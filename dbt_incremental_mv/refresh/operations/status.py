@@ -51,7 +51,7 @@ def _staleness(
     except (ConfigError, LogContractError) as exc:
         return staleness.view_status(name, built=True, unusable=str(exc))
     if plan.action == RefreshAction.IN_STEPS:
-        return _in_steps(ctx, name, view_relation, plan.units)
+        return _in_steps(ctx, name, plan.units)
     if plan.action == RefreshAction.BUILD:
         return staleness.view_status(
             name, built=True, rebuild=[plan.reason.removesuffix(": rebuilding the view in full")]
@@ -102,18 +102,16 @@ def _staleness(
 _SEVERITY = (staleness.Staleness.UNUSABLE, staleness.Staleness.NEEDS_REBUILD, staleness.Staleness.STALE)
 
 
-def _in_steps(ctx: RefreshContext, name: str, view_relation: str, units: Sequence[Unit]) -> staleness.ViewStatus:
+def _in_steps(ctx: RefreshContext, name: str, units: Sequence[Unit]) -> staleness.ViewStatus:
     """A view maintained in steps (refresh/units.py): the worst state among its internal states
     and itself, each unit's said."""
-    schema = view_relation.partition(".")[0]
     found: list[tuple[str, staleness.ViewStatus]] = []
     for unit in units:
-        relation = f"{schema}.{unit.identifier}"
-        if ctx.metadata.table(relation) is None:
+        if ctx.metadata.table(unit.relation) is None:
             return staleness.view_status(
-                name, built=True, rebuild=[f"its internal state {relation} is not built (maintained in steps)"]
+                name, built=True, rebuild=[f"its internal state {unit.relation} is not built (maintained in steps)"]
             )
-        found.append((unit.identifier, status(ctx, unit.model, relation, unit.graph)))
+        found.append((unit.identifier, status(ctx, unit.model, unit.relation, unit.graph)))
     worst = next((level for level in _SEVERITY if any(s.status is level for _, s in found)), staleness.Staleness.FRESH)
     detail = "; ".join(
         f"{identifier}: {s.status}" + (f" ({s.detail})" if s.detail else "")

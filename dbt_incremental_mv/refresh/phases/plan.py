@@ -281,6 +281,8 @@ def plan_refresh(
         facts = replace(facts, clock_moved=clock_moved)
         decision = decide_refresh(name, config, facts)
     user_tblproperties = {str(k): str(v) for k, v in user_properties.items()}
+    # the last unit of a view maintained in steps: the states it reads, the model's own query
+    states, own_query = internal_states(model), model_query(model)
     layout = ViewLayout()
     if definition is not None and decision.action != RefreshAction.FAST:  # (a fast refresh writes no new table)
         sizes = {m: meta.table_size(m) for m in masters}
@@ -301,7 +303,7 @@ def plan_refresh(
             **user_tblproperties,
             **REQUIRED_VIEW_PROPERTIES,
             DEFINITION_PROPERTY: compiled_sql.strip(),
-            **({MODEL_QUERY_PROPERTY: (model_query(model) or "").strip()} if model_query(model) else {}),
+            **({MODEL_QUERY_PROPERTY: own_query.strip()} if own_query else {}),
             **({COLUMNS_PROPERTY: encode_columns(read_columns)} if read_columns is not None else {}),
         },
         stored_definition=stored_definition,
@@ -330,8 +332,8 @@ def plan_refresh(
         units=units(model, view_relation, graph, steps, compiled_sql)
         if decision.action == RefreshAction.IN_STEPS and steps
         else (),
-        internal_states=internal_states(model),
-        retired_states=tuple(retired_states(previous_states, internal_states(model)))
+        internal_states=states,
+        retired_states=tuple(retired_states(previous_states, states))
         if decision.action != RefreshAction.IN_STEPS
         else (),
     )
