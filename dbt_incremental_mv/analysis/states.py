@@ -27,7 +27,9 @@ from dbt_incremental_mv.analysis.analyze import analyze_view
 from dbt_incremental_mv.analysis.clock import Clock
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError
 from dbt_incremental_mv.analysis.links import key_links
-from dbt_incremental_mv.analysis.model import MasterTable, ViewClass, ViewDefinition
+from dbt_incremental_mv.analysis.model import MasterTable, RankFunction, ViewClass, ViewDefinition
+from dbt_incremental_mv.analysis.resolved import split_conjuncts
+from dbt_incremental_mv.analysis.union import BRANCH_COLUMN
 
 # The schema the query over the states reads them from (a placeholder: the user names the models).
 STATE_SCHEMA = "mv_state"
@@ -70,7 +72,8 @@ class State:
             if self.inlined
             else ""
         )
-        return f"{self.name} ({_a(self.view_class)}, key {', '.join(self.key)}{reads})"
+        key = f"key {', '.join(self.key)}" if self.key else "each branch keyed by its number and its own key"
+        return f"{self.name} ({_a(self.view_class)}, {key}{reads})"
 
 
 @dataclass(frozen=True)
@@ -238,9 +241,10 @@ class _Splitter:
         log_key = key
         # group keys, PARTITION BY or DISTINCT columns may be NULL (a table's key is not)
         nullable = definition.is_aggregate or definition.ranking is not None or not key
-        key = key or _grouped_key(query, definition)
+        key = key or _grouped_key(query, definition) or _deduplicated_key(query, definition)
         if nullable:
-            keyed = _with_state_key(query, key, definition) if key else None
+            # (no key: a UNION ALL keyed by each branch's number and own key)
+            keyed = _with_state_key(query, key, definition) if key else _with_branch_keys(query, definition)
             if keyed is None:
                 return None
             sql = keyed.sql(dialect="spark")
@@ -311,10 +315,11 @@ def _key(view: ViewDefinition) -> tuple[str, ...]:
         return tuple(names[k.casefold()] for k in keys) if keys and all(k.casefold() in names for k in keys) else ()
     if view.ranking is not None:
         keys = view.ranking.partition_columns
-        if view.ranking.keep == 1 and keys and all(k.casefold() in names for k in keys):
+        first = view.ranking.function is RankFunction.ROW_NUMBER and view.ranking.keep == 1
+        if first and keys and all(k.casefold() in names for k in keys):
             return tuple(names[k.casefold()] for k in keys)
-        return ()
-    if view.view_class in (ViewClass.JOIN, ViewClass.WINDOWED) and not view.null_supplying:
+        # (RANK and DENSE_RANK keep ties, other numbers several rows: each a row of the table it ranks)
+    if view.view_class in (ViewClass.JOIN, ViewClass.WINDOWED, ViewClass.RANKED) and not view.null_supplying:
         # one row per combination of the occurrences' rows: their keys, less those of an occurrence
         # joined on its whole key to an earlier one (one row of it per row of that one)
         only = view.occurrences[0].alias if len(view.occurrences) == 1 else None
@@ -370,6 +375,30 @@ def _with_state_key(query: exp.Expr, key: Sequence[str], view: ViewDefinition) -
     return keyed
 
 
+def _with_branch_keys(query: exp.Expr, view: ViewDefinition) -> exp.Expr | None:
+    """A UNION ALL ``query`` whose every branch also selects STATE_KEY: the branch's number and
+    its own key (what its shape makes unique in its rows, each branch its own columns); None when
+    a branch has none."""
+    if view.view_class is not ViewClass.UNION_ALL or not isinstance(query, exp.Union):
+        return None
+    keyed = query.copy()
+    selects = _branches(keyed)
+    if len(selects) != len(view.branches):
+        return None
+    for number, (select, branch) in enumerate(zip(selects, view.branches, strict=True), start=1):
+        names = [o.name.casefold() for o in branch.outputs if not o.hidden and o.name != BRANCH_COLUMN]
+        # (each branch's rows are its own: the branch number, which an aggregate branch groups by, is the key's first part)
+        found = _key(branch) or _grouped_key(select, branch) or _deduplicated_key(select, branch)
+        key = [c for c in found if c != BRANCH_COLUMN]
+        positions = [names.index(c.casefold()) for c in key if c.casefold() in names]
+        if not key or len(positions) != len(key) or len(select.expressions) != len(names):
+            return None
+        if any(isinstance(e, exp.Star) for e in select.expressions):
+            return None
+        _select_state_key(select, [exp.Literal.number(number), *(select.expressions[i] for i in positions)])
+    return keyed
+
+
 def _select_state_key(select: exp.Select, projections: Sequence[exp.Expr]) -> None:
     """``select`` also selecting STATE_KEY from ``projections`` (its key columns): their values
     as text in a JSON array, never NULL."""
@@ -384,6 +413,8 @@ def _branches(union: exp.Union) -> list[exp.Select]:
     """The SELECTs a set operation combines, through nested ones; [] when a branch is no SELECT."""
     found: list[exp.Select] = []
     for side in (union.left, union.right):
+        while isinstance(side, exp.Subquery) and not side.alias and isinstance(side.this, (exp.Select, exp.Union)):
+            side = side.this  # a branch in parentheses (dbt_utils.union_relations writes them)
         if isinstance(side, exp.Union):
             found += _branches(side) or [exp.Select()]  # (an empty SELECT: refused by the caller)
         elif isinstance(side, exp.Select):
@@ -394,30 +425,152 @@ def _branches(union: exp.Union) -> list[exp.Select]:
 
 
 def _grouped_key(query: exp.Expr, view: ViewDefinition) -> tuple[str, ...]:
-    """The columns the query's outermost SELECT groups by (GROUP BY of plain columns, or DISTINCT),
-    when it selects each of them as it is, or every column of a UNION (distinct): unique in its rows
-    whatever the class of view."""
+    """The columns the query's outermost SELECT groups by (GROUP BY, by expression or position, of
+    values it selects; DISTINCT), or every column of a UNION (distinct): unique in its rows whatever
+    the class of view."""
     if type(query) is exp.Union and query.args.get("distinct"):  # (not INTERSECT or EXCEPT, its subclasses)
         return tuple(o.name for o in view.outputs if not o.hidden)
     if not isinstance(query, exp.Select):
         return ()
     visible = {o.name.casefold(): o.name for o in view.outputs if not o.hidden}
-    selected: dict[str, str] = {}  # column read (by name) -> its output name, where selected as it is
-    for projection in query.expressions:
-        inner = projection.this if isinstance(projection, exp.Alias) else projection
-        if isinstance(inner, exp.Column) and projection.alias_or_name.casefold() in visible:
-            selected.setdefault(inner.name.casefold(), visible[projection.alias_or_name.casefold()])
     if query.args.get("distinct") is not None:
-        return tuple(visible.values()) if len(selected) == len(query.expressions) == len(visible) else ()
+        plain = not any(isinstance(p, exp.Star) or p.find(exp.Star) for p in query.expressions)
+        return tuple(visible.values()) if plain and len(query.expressions) == len(visible) else ()
     group = query.args.get("group")
     if group is None or group.args.get("rollup") or group.args.get("cube") or group.args.get("grouping_sets"):
         return ()
     keys = []
     for expression in group.expressions:
-        if not isinstance(expression, exp.Column) or expression.name.casefold() not in selected:
+        name = _selected_as(query, expression, visible)
+        if name is None:
             return ()
-        keys.append(selected[expression.name.casefold()])
+        keys.append(name)
     return tuple(dict.fromkeys(keys))
+
+
+def _selected_as(select: exp.Select, value: exp.Expr, visible: Mapping[str, str]) -> str | None:
+    """The output column of ``select`` holding ``value`` (an expression it computes, or a position
+    ``1``, ``2``, ... in its SELECT list, as GROUP BY reads one), or None when it selects none."""
+    projections = select.expressions
+    if isinstance(value, exp.Literal) and value.is_int:
+        position = int(value.name)
+        if not 0 < position <= len(projections):
+            return None
+        return visible.get(projections[position - 1].alias_or_name.casefold())
+    for projection in projections:
+        inner = projection.this if isinstance(projection, exp.Alias) else projection
+        if _same_value(inner, value) and projection.alias_or_name.casefold() in visible:
+            return visible[projection.alias_or_name.casefold()]
+    return None
+
+
+def _same_value(selected: exp.Expr, value: exp.Expr) -> bool:
+    """Whether ``selected`` computes ``value``: the same expression, or the same column where one
+    of the two names no table (a column named alone is one name of one table of the query)."""
+    if isinstance(selected, exp.Column) and isinstance(value, exp.Column):
+        same_table = not selected.table or not value.table or selected.table.casefold() == value.table.casefold()
+        return selected.name.casefold() == value.name.casefold() and same_table
+    return selected == value
+
+
+def _deduplicated_key(query: exp.Expr, view: ViewDefinition) -> tuple[str, ...]:
+    """The columns a latest-row-per-key query keeps one row of each value of: the PARTITION BY of
+    its ``ROW_NUMBER() ... = 1``, where it selects them, whatever the class of view (a ranking of
+    a join is recomputed per partition). Written with QUALIFY, or as Spark 3 has it, the outermost
+    SELECT reading alone a subquery or CTE that numbers the rows and keeping number 1."""
+    if not isinstance(query, exp.Select):
+        return ()
+    visible = {o.name.casefold(): o.name for o in view.outputs if not o.hidden}
+    qualify = query.args.get("qualify")
+    if qualify is not None:
+        window = _first_row_kept(qualify.this, query)
+        if window is None:
+            return ()
+        selected = [_selected_as(query, value, visible) for value in window.args.get("partition_by") or ()]
+        names = [n for n in selected if n is not None]
+        return tuple(dict.fromkeys(names)) if names and len(names) == len(selected) else ()
+    from_ = query.args.get("from_")
+    where = query.args.get("where")
+    if (
+        from_ is None
+        or where is None
+        or query.args.get("joins")
+        or query.args.get("group")
+        or query.args.get("laterals")
+    ):
+        return ()
+    numbered = _read_alone(from_.this, query)
+    if numbered is None:
+        return ()
+    window = _first_row_kept(where.this, numbered, outside=True)
+    if window is None:
+        return ()
+    names = []
+    for value in window.args.get("partition_by") or ():
+        inner = _selected_as(
+            numbered, value, {p.alias_or_name.casefold(): p.alias_or_name for p in numbered.expressions}
+        )
+        name = _selected_as(query, exp.column(inner), visible) if inner is not None else None
+        if name is None:
+            return ()
+        names.append(name)
+    return tuple(dict.fromkeys(names))
+
+
+def _read_alone(source: exp.Expr, query: exp.Select) -> exp.Select | None:
+    """The SELECT a FROM item is: a subquery's, or that of a CTE of ``query`` it names."""
+    if isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select):
+        return source.this
+    with_ = query.args.get("with_")
+    if isinstance(source, exp.Table) and not source.db and with_ is not None:
+        for cte in with_.expressions:
+            if cte.alias_or_name.casefold() == source.name.casefold() and isinstance(cte.this, exp.Select):
+                return cte.this
+    return None
+
+
+def _first_row_kept(condition: exp.Expr, numbering: exp.Select, outside: bool = False) -> exp.Window | None:
+    """The ``ROW_NUMBER() OVER (PARTITION BY ...)`` of ``numbering`` whose number 1 a conjunct of
+    ``condition`` keeps alone (``rn = 1``, ``1 = rn``, ``rn <= 1``, ``rn < 2``; the window itself
+    or the column ``numbering`` selects it as: named alone in its own QUALIFY, by any qualifier
+    from the query around it, ``outside``, which reads it alone)."""
+    windows = {
+        p.alias_or_name.casefold(): p.this
+        for p in numbering.expressions
+        if isinstance(p, exp.Alias) and isinstance(p.this, exp.Window)
+    }
+
+    def numbered(side: exp.Expr) -> exp.Window | None:
+        named = isinstance(side, exp.Column) and (outside or not side.table)
+        window = windows.get(side.name.casefold()) if named else side
+        if (
+            isinstance(window, exp.Window)
+            and isinstance(window.this, exp.RowNumber)
+            and window.args.get("partition_by")
+        ):
+            return window
+        return None
+
+    def number(side: exp.Expr) -> int | None:
+        return int(side.name) if isinstance(side, exp.Literal) and side.is_int else None
+
+    for conjunct in split_conjuncts(condition):
+        pairs = []
+        if isinstance(conjunct, exp.EQ):
+            pairs = [(conjunct.this, conjunct.expression, {1}), (conjunct.expression, conjunct.this, {1})]
+        elif isinstance(conjunct, exp.LTE):
+            pairs = [(conjunct.this, conjunct.expression, {1})]
+        elif isinstance(conjunct, exp.LT):
+            pairs = [(conjunct.this, conjunct.expression, {2})]
+        elif isinstance(conjunct, exp.GTE):
+            pairs = [(conjunct.expression, conjunct.this, {1})]
+        elif isinstance(conjunct, exp.GT):
+            pairs = [(conjunct.expression, conjunct.this, {2})]
+        for window_side, bound, kept in pairs:
+            window = numbered(window_side)
+            if window is not None and number(bound) in kept:
+                return window
+    return None
 
 
 def _columns(view: ViewDefinition) -> tuple[tuple[str, str], ...]:

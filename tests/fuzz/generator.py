@@ -573,8 +573,10 @@ class Generator:
 
     def _stepped(self) -> tuple[Block, str]:
         """A query no one view maintains, split into internal states (refresh/units.py): a CTE
-        keeping one master's latest row per value of a column (ROW_NUMBER ordered to the key),
-        aggregating it by that column, or a UNION of two selections of it, read by a query that regroups it by a value it computed,
+        keeping one master's latest row per value of a column (ROW_NUMBER ordered to the key; of
+        the master alone, or LEFT JOINed to the master a column of it refers to), aggregating it
+        by that column, a UNION of two selections of it, or a UNION ALL of a selection and another
+        selection or an aggregate, read by a query that regroups it by a value it computed,
         ranks it in windows partitioned by that value, or joins it on that value (inner, or LEFT
         from the other master) to another master. Drawn from its own stream."""
         st = self.stepped_random
@@ -582,8 +584,32 @@ class Generator:
         integers = [c.name for c in master.all_columns if c.kind == "n"]
         by = st.choice([c.name for c in master.columns])
         value = st.choice(integers)
-        kind = st.choice(("ranked", "aggregate", "union"))
-        if kind == "union":  # distinct rows: keyed by every column
+        kind = st.choice(("ranked", "aggregate", "union", "ranked join", "union all"))
+        # (joined on the other master's key: one row per row of this one, ranked to its key)
+        edges = [e for e in EDGES if e[0] == master.name and e[3] == MASTER[e[2]].key]
+        if kind == "ranked join" and not edges:
+            kind = "ranked"
+        if kind == "ranked join":  # a latest row per value over a join: recomputed per value, keyed by it
+            edge = st.choice(edges)
+            other = MASTER[edge[2]]
+            ordered = st.choice([f"a1.{c.name}" for c in master.all_columns] + [f"b1.{c.name}" for c in other.columns])
+            order = f"{ordered}{st.choice(('', ' desc', ' nulls last'))}, a1.{master.key} desc"
+            body = (
+                f"select k, v, w from (select a1.{by} as k, a1.{value} as v, b1.{st.choice(other.columns).name} as w, "
+                f"row_number() over (partition by a1.{by} order by {order}) as rn from {{{master.name}}} a1 "
+                f"left join {{{other.name}}} b1 on a1.{edge[1]} = b1.{edge[3]}) r where rn = 1"
+            )
+        elif kind == "union all":  # each branch keyed by its own key (an aggregate branch: its group key)
+            second = (
+                f"select max(a1.{master.key}), a1.{by}, count(*) from {{{master.name}}} a1 group by a1.{by}"
+                if st.random() < 0.5
+                else f"select a1.{master.key}, a1.{by}, a1.{value} + 1 from {{{master.name}}} a1 where a1.{value} > 1"
+            )
+            body = (
+                f"(select a1.{master.key} as id, a1.{by} as k, a1.{value} as v from {{{master.name}}} a1 "
+                f"where a1.{value} is not null) union all ({second})"
+            )
+        elif kind == "union":  # distinct rows: keyed by every column
             body = (
                 f"select a1.{by} as k, a1.{value} as v from {{{master.name}}} a1 union "
                 f"select a1.{by}, a1.{value} + 1 from {{{master.name}}} a1 where a1.{value} is not null"

@@ -130,3 +130,183 @@ def test_the_query_over_the_states_reads_them_as_tables():
 )
 def test_a_join_state_is_keyed_by_the_keys_of_the_tables_its_rows_combine(sql, key):
     assert _key(analyze_view(sql, MASTERS)) == key
+
+
+# the latest order of each customer with the customer's name (a ranking of a join: recomputed per
+# partition, no table key), counted by amount: the ranked CTE is a state keyed by its PARTITION BY
+LATEST_NAMED_BY_AMOUNT = """
+with latest as (
+  select customer_id, name, amount from (
+    select o.customer_id, c.name, o.amount,
+           row_number() over (partition by o.customer_id order by o.order_date desc, o.order_id desc) as _w
+    from shop.orders o left join shop.customers c on o.customer_id = c.customer_id
+  ) _t
+  where _w = 1
+)
+select l.amount, count(*) as customers
+from latest l join shop.customers c on l.name = c.name
+group by l.amount
+"""
+
+
+@pytest.mark.parametrize(
+    "latest",
+    [
+        pytest.param(None, id="numbered in a subquery, kept outside (Spark 3)"),
+        pytest.param(
+            "select o.customer_id as buyer, c.name, o.amount from shop.orders o left join shop.customers c "
+            "on o.customer_id = c.customer_id "
+            "qualify row_number() over (partition by o.customer_id order by o.order_date desc, o.order_id desc) = 1",
+            id="QUALIFY",
+        ),
+        pytest.param(
+            "select customer_id, name, amount from numbered where 1 = numbered.rn",
+            id="numbered in a CTE",
+        ),
+    ],
+)
+def test_a_latest_row_per_key_of_a_join_is_a_state_keyed_by_its_partition(latest):
+    sql = LATEST_NAMED_BY_AMOUNT
+    key = ("customer_id",)
+    if latest is not None and "qualify" in latest:
+        start, end = sql.index("select customer_id, name, amount from ("), sql.index("where _w = 1") + len("where _w = 1")
+        sql = sql[:start] + latest + sql[end:]
+        key = ("buyer",)
+    elif latest is not None:
+        numbered = (
+            "numbered as (select o.customer_id, c.name, o.amount, row_number() over (partition by o.customer_id "
+            "order by o.order_date desc, o.order_id desc) as rn from shop.orders o left join shop.customers c "
+            "on o.customer_id = c.customer_id), "
+        )
+        start, end = sql.index("select customer_id, name, amount from ("), sql.index("where _w = 1") + len("where _w = 1")
+        sql = sql.replace("with latest as (", "with " + numbered + "latest as (")
+        start, end = sql.index("select customer_id, name, amount from ("), sql.index("where _w = 1") + len("where _w = 1")
+        sql = sql[:start] + latest + sql[end:]
+    _refused(sql)
+    split = split_into_states(sql, MASTERS)
+    assert split is not None
+    (state,) = split.states
+    assert (state.name, state.key, state.view_class) == ("latest", key, ViewClass.PER_PARTITION)
+    assert state.log_key == ("mv_state_key",)  # a customer_id may be NULL: the log is keyed by its text
+    assert split.view_class is ViewClass.AGGREGATE
+
+
+@pytest.mark.parametrize(
+    "kept",
+    [
+        pytest.param("_w = 2", id="the second row"),
+        pytest.param("_w <= 2", id="two rows"),
+        pytest.param("_w = 1 or o_amount > 0", id="or"),
+    ],
+)
+def test_rows_other_than_the_first_per_key_give_no_key(kept):
+    sql = LATEST_NAMED_BY_AMOUNT.replace("where _w = 1", f"where {kept}").replace("o.amount,\n", "o.amount, o.amount as o_amount,\n")
+    sql = sql.replace("select customer_id, name, amount from (", "select customer_id, name, amount, o_amount from (")
+    _refused(sql)
+    assert split_into_states(sql, MASTERS) is None
+
+
+def test_a_rank_keeps_ties_so_gives_no_key():
+    sql = LATEST_NAMED_BY_AMOUNT.replace("row_number()", "rank()")
+    _refused(sql)
+    assert split_into_states(sql, MASTERS) is None
+
+
+# the orders of each customer and day, grouped by position and by an expression it selects, over a
+# window (so recomputed per customer: no group keys of an aggregate view to key it by)
+BY_DAY = """
+with per_day as (
+  select w.customer_id, cast(w.order_date as date) as day, count(*) as orders, sum(w.previous) as previous
+  from (
+    select o.customer_id, o.order_date, o.status,
+           lag(o.amount) over (partition by o.customer_id order by o.order_id) as previous
+    from shop.orders o
+  ) w
+  group by {group}
+)
+select p.day, sum(p.orders) as orders, count(c.customer_id) as customers
+from per_day p join shop.customers c on p.customer_id = c.customer_id
+group by p.day
+"""
+
+
+@pytest.mark.parametrize("group", ["1, 2", "w.customer_id, cast(w.order_date as date)", "customer_id, 2"])
+def test_a_per_partition_aggregate_is_keyed_by_the_group_keys_it_selects_by_position_or_expression(group):
+    sql = BY_DAY.format(group=group)
+    _refused(sql)
+    split = split_into_states(sql, MASTERS)
+    assert split is not None
+    assert [(s.name, s.key, s.view_class) for s in split.states] == [
+        ("per_day", ("customer_id", "day"), ViewClass.PER_PARTITION)
+    ]
+
+
+def test_a_group_key_it_does_not_select_gives_no_key():
+    assert split_into_states(BY_DAY.format(group="1, 2, w.status"), MASTERS) is None
+
+
+def test_a_distinct_of_expressions_is_keyed_by_every_column():
+    sql = BY_DAY.replace(
+        "select w.customer_id, cast(w.order_date as date) as day, count(*) as orders, sum(w.previous) as previous",
+        "select distinct w.customer_id, cast(w.order_date as date) as day, w.previous + 1 as orders",
+    ).replace("group by {group}\n", "")
+    _refused(sql)
+    split = split_into_states(sql, MASTERS)
+    assert split is not None
+    assert [(s.name, s.key) for s in split.states] == [("per_day", ("customer_id", "day", "orders"))]
+
+
+# money moved per country: paid orders, a credit per customer and each customer's total, in one
+# UNION ALL (dbt_utils.union_relations writes each branch in parentheses) joined to the customers
+MOVES = """
+with moves as (
+  ({orders}) union all
+  (select c.customer_id, c.customer_id + 0, 1 from shop.customers c) union all
+  (select o.customer_id, max(o.customer_id), sum(o.amount) from shop.orders o group by o.customer_id)
+)
+select c.country, sum(m.amount) as amount, count(*) as n
+from moves m join shop.customers c on m.customer = c.customer_id
+group by c.country
+"""
+PAID = "select o.order_id as id, o.customer_id as customer, o.amount from shop.orders o where o.status = 'paid'"
+
+
+def test_a_union_all_is_a_state_keyed_by_each_branch_s_number_and_own_key():
+    sql = MOVES.format(orders=PAID)
+    _refused(sql)
+    split = split_into_states(sql, MASTERS)
+    assert split is not None
+    (state,) = split.states
+    assert (state.name, state.key, state.log_key) == ("moves", (), ("mv_state_key",))
+    assert "each branch keyed by its number and its own key" in split.described()
+    keys = sorted(
+        node.sql(dialect="spark")
+        for node in sqlglot.parse_one(state.sql, read="spark").find_all(sqlglot.exp.Alias)
+        if node.alias == "mv_state_key"
+    )
+    assert keys == [  # (every branch's own table key or group key, after its number)
+        "TO_JSON(ARRAY(CAST(1 AS STRING), CAST(o.order_id AS STRING))) AS mv_state_key",
+        "TO_JSON(ARRAY(CAST(2 AS STRING), CAST(c.customer_id AS STRING))) AS mv_state_key",
+        "TO_JSON(ARRAY(CAST(3 AS STRING), CAST(o.customer_id AS STRING))) AS mv_state_key",
+    ]
+    assert split.view_class is ViewClass.AGGREGATE
+
+
+def test_a_union_all_with_a_branch_without_a_key_gives_no_state():
+    # the lines of orders without their line number: a branch whose rows have no key
+    sql = MOVES.format(
+        orders="select l.order_id as id, o.customer_id as customer, l.quantity as amount "
+        "from shop.order_lines l join shop.orders o on l.order_id = o.order_id"
+    )
+    _refused(sql)
+    assert split_into_states(sql, MASTERS) is None
+
+
+@pytest.mark.parametrize("function", ["rank", "dense_rank"])
+def test_a_rank_of_one_table_keeps_ties_so_its_state_is_keyed_by_the_table_s_key(function):
+    # two orders of a customer on its latest date both rank 1: the customer is no key of the rows
+    sql = LATEST_BY_AMOUNT.replace("row_number()", f"{function}()").replace(", o.order_id desc", "")
+    _refused(sql)
+    split = split_into_states(sql, MASTERS)
+    assert split is not None
+    assert [(s.name, s.key, s.view_class) for s in split.states] == [("latest", ("order_id",), ViewClass.RANKED)]
