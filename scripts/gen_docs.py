@@ -327,6 +327,14 @@ MAINTAINED = [
         "on c.customer_id = o.customer_id group by c.country) select o.order_id, t.country from shop.orders o "
         "join country_totals t on t.spent > o.amount",
     ),
+    (
+        "The same with the latest row per key of a join, or a UNION ALL (each branch keyed by its own key), in a "
+        "CTE or a subquery in FROM",
+        "select l.amount, count(*) as customers from (select customer_id, name, amount from (select o.customer_id, "
+        "c.name, o.amount, row_number() over (partition by o.customer_id order by o.ordered_at desc, o.order_id desc) "
+        "as rn from shop.orders o left join shop.customers c on o.customer_id = c.customer_id) numbered where rn = 1) l "
+        "group by l.amount",
+    ),
 ]
 REFUSED = [
     (

@@ -9,9 +9,12 @@ accepted as a view of its own, with a key unique in its rows (its log's key), an
 reading the states in place of the CTEs is accepted too. The refusal then names the split (what to
 do), instead of only what blocks.
 
-Only top-level CTEs are cut, and only where the state's key follows from its shape: the group keys
-of an aggregate (or DISTINCT), the PARTITION BY of a latest-row-per-key, the key of the one table
-a filter or window of one table reads. Pure Python, like the rest of the analysis.
+Top-level CTEs are cut (and, when that finds no split, derived tables made CTEs), and only where
+the state's key follows from its shape: the group keys of an aggregate (by name, expression or
+position), the columns of a DISTINCT or UNION, the PARTITION BY of a latest-row-per-key
+(``ROW_NUMBER() ... = 1``, of one table or of a join), the keys of the tables a join or a window
+combines, each branch's own key after its number for a UNION ALL. Pure Python, like the rest of
+the analysis.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
+from sqlglot.optimizer.eliminate_subqueries import eliminate_subqueries
 
 from dbt_incremental_mv.analysis.analyze import analyze_view
 from dbt_incremental_mv.analysis.clock import Clock
@@ -117,13 +121,26 @@ def _a(view_class: ViewClass) -> str:
 def split_into_states(sql: str, masters: Mapping[str, MasterTable], clock: Clock | None = None) -> StateSplit | None:
     """A split of ``sql`` (refused by analyze_view) into states and a query over them, each
     accepted, with as few states as this finds (one, else every CTE that can be one, then those
-    it can do without); None when there is none."""
+    it can do without); None when there is none. The CTEs are cut as written; when that finds no
+    split, the query's derived tables (subqueries in FROM and JOIN) are CTEs too."""
     try:
         tree = sqlglot.parse_one(sql, read="spark")
     except SqlglotError:
         return None
     if not isinstance(tree, exp.Select):
         return None
+    found = _split(tree, masters, clock)
+    if found is None and any(isinstance(s.parent, (exp.From, exp.Join)) for s in tree.find_all(exp.Subquery)):
+        try:
+            hoisted = eliminate_subqueries(tree.copy())
+        except Exception:  # noqa: BLE001 - a query sqlglot cannot rewrite is cut as written only
+            return None
+        found = _split(hoisted, masters, clock) if isinstance(hoisted, exp.Select) else None
+    return found
+
+
+def _split(tree: exp.Select, masters: Mapping[str, MasterTable], clock: Clock | None) -> StateSplit | None:
+    """A split of ``tree`` cutting its top-level CTEs."""
     with_ = tree.args.get("with_")
     if with_ is None or with_.args.get("recursive") or not 0 < len(with_.expressions) <= MAX_CTES:
         return None

@@ -38,19 +38,45 @@ FIRST_LATEST = (
     "select f.status as first_status, count(*) as customers, sum(l.amount) as latest_total "
     "from latest l join firsts f on l.customer_id = f.customer_id group by f.status"
 )
-# each customer's first label among its orders' statuses and its segment (a UNION: a state keyed by every
-# column), counted by label: three steps
+# each customer's first label among its orders' statuses and its segment (the first row per key of a UNION:
+# a state keyed by its PARTITION BY), counted by label
 FIRST_LABELS = (
     f"with u as (select o.customer_id as k, o.status as label from {ORDERS} o union "
     f"select c.customer_id, c.segment from {CUSTOMERS} c), "
     "r as (select k, label from (select k, label, row_number() over (partition by k order by label) as rn from u) x "
     "where rn = 1) select r.label, count(*) as n from r group by r.label"
 )
+# the labels of the customers (a UNION: a state keyed by every column), counted by the parity of the customer
+LABEL_PARITY = (
+    f"with u as (select o.customer_id as k, o.status as label from {ORDERS} o union "
+    f"select c.customer_id, c.segment from {CUSTOMERS} c) "
+    "select u.k % 2 as parity, count(*) as n, count(u.label) as labels from u group by u.k % 2"
+)
+# shipped orders, a line per customer and each customer's total, in one UNION ALL (branches in parentheses,
+# as dbt_utils.union_relations writes them: a state keyed by each branch's number and own key), per region
+MOVES = (
+    f"with moves as ((select o.order_id as id, o.customer_id as customer, o.amount from {ORDERS} o "
+    f"where o.status = 'shipped') union all (select c.customer_id, c.customer_id + 0, "
+    f"cast(c.region_id as decimal(10,2)) from {CUSTOMERS} c) union all (select o.customer_id, max(o.customer_id), "
+    f"sum(o.amount) from {ORDERS} o group by o.customer_id)) select c.region_id, sum(m.amount) as amount, "
+    f"count(*) as n from moves m join {CUSTOMERS} c on m.customer = c.customer_id group by c.region_id"
+)
+# the latest order of each customer with its region (a ranking of a join, in a subquery in FROM: a state keyed
+# by its PARTITION BY), per region
+REGION_LATEST = (
+    "select l.region_id, count(*) as customers, sum(l.amount) as latest_total from (select customer_id, region_id, "
+    "amount from (select o.customer_id, c.region_id, o.amount, row_number() over (partition by o.customer_id "
+    f"order by o.order_id desc) as rn from {ORDERS} o left join {CUSTOMERS} c on o.customer_id = c.customer_id) "
+    "numbered where rn = 1) l group by l.region_id"
+)
 FAST = "{{ config(materialized='fast_refresh', refresh_method='fast') }}\n"
 MODELS = {
     "whole": FAST + WHOLE,
     "first_latest": FAST + FIRST_LATEST,
     "first_labels": FAST + FIRST_LABELS,
+    "label_parity": FAST + LABEL_PARITY,
+    "moves": FAST + MOVES,
+    "region_latest": FAST + REGION_LATEST,
     "latest": "{{ config(materialized='fast_refresh', refresh_method='fast', mv_log=true) }}\n" + LATEST,
     "latest_amounts": FAST + COUNTED.replace("LATEST", "{{ ref('latest') }}"),
 }
@@ -83,7 +109,8 @@ class TestViewsMaintainedInSteps:
 
     def check(self, workload, whole=WHOLE):
         for view, sql in (
-            ("whole", whole), ("first_latest", FIRST_LATEST), ("first_labels", FIRST_LABELS), ("latest_amounts", WHOLE)
+            ("whole", whole), ("first_latest", FIRST_LATEST), ("first_labels", FIRST_LABELS), ("latest_amounts", WHOLE),
+            ("label_parity", LABEL_PARITY), ("moves", MOVES), ("region_latest", REGION_LATEST),
         ):
             workload.check(view, self.query(workload, sql), visible_columns(workload.project, view))
 
@@ -107,7 +134,8 @@ class TestViewsMaintainedInSteps:
             results, log = run_dbt_and_capture(["run"])
             assert all(r.status == "success" for r in results), log
             for unit in ("whole__mv_state_latest", "whole", "first_latest__mv_state_firsts", "first_latest",
-                         "first_labels__mv_state_u", "first_labels__mv_state_r", "first_labels"):
+                         "first_labels__mv_state_r", "first_labels", "label_parity__mv_state_u", "label_parity",
+                         "moves__mv_state_moves", "moves", "region_latest__mv_state_l", "region_latest"):
                 assert f"{unit}: fast refresh: " in log or f"{unit}: fast: nothing" in log, (unit, log)
             assert "latest: fast refresh:" in log and "latest_amounts: fast refresh:" in log, log
             self.check(workload)

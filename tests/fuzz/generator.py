@@ -647,6 +647,9 @@ class Generator:
                 f"select b.{other.key} as b_key, s.k, s.{measure} as g from {{{other.name}}} b "
                 f"{'left join' if left_join else 'join'} s on s.{measure} = b.{column}"
             )
+        if st.random() < 0.3:  # a derived table, not a CTE (made one to be cut)
+            block.features.add("state in a derived table")
+            return block, re.sub(r"\b(from|join) s\b", lambda m: f"{m[1]} ({body}) s", sql)
         return block, f"with s as ({body}) {sql}"
 
     def _wrapped_union(self, sql: str, outputs: int) -> str:

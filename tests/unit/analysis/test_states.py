@@ -310,3 +310,23 @@ def test_a_rank_of_one_table_keeps_ties_so_its_state_is_keyed_by_the_table_s_key
     split = split_into_states(sql, MASTERS)
     assert split is not None
     assert [(s.name, s.key, s.view_class) for s in split.states] == [("latest", ("order_id",), ViewClass.RANKED)]
+
+
+def test_derived_tables_are_cut_when_the_ctes_give_no_split():
+    # LATEST_BY_AMOUNT written with subqueries in FROM (no CTE): the latest row per customer is the state
+    sql = """
+    select l.amount, count(*) as customers
+    from (
+      select customer_id, order_id, amount from (
+        select o.customer_id, o.order_id, o.amount,
+               row_number() over (partition by o.customer_id order by o.order_date desc, o.order_id desc) as rn
+        from shop.orders o
+      ) ranked where rn = 1
+    ) l join shop.customers c on l.customer_id = c.customer_id
+    group by l.amount
+    """
+    _refused(sql)
+    split = split_into_states(sql, MASTERS)
+    assert split is not None
+    assert [(s.name, s.key, s.view_class) for s in split.states] == [("l", ("customer_id",), ViewClass.RANKED)]
+    assert "FROM mv_state.l AS l" in split.sql
