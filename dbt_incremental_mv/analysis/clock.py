@@ -11,7 +11,9 @@ and what differs between the two definitions is what the clock decides (``clock_
 - filters of one table's rows (``where o.due_date >= current_date()``): the rows whose filter
   gives another answer at the new time have crossed the time boundary. A refresh counts them
   (refresh/phases/clock.py); while there are none, the unchanged rows of the view are those of the
-  query at the new time, and the fast refresh applies the changes at the new time;
+  query at the new time, and the fast refresh applies the changes at the new time; rows that
+  crossed are changes too (a join deletes and inserts their rows; an aggregate takes the logged
+  changes at the old time, ``at_times``, then the crossed rows in at the new time and out at the old);
 - anything else (a clock value selected, in a join condition, after an aggregate): the view is
   recomputed whenever the time it reads moved.
 """
@@ -19,6 +21,7 @@ and what differs between the two definitions is what the clock decides (``clock_
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
@@ -171,6 +174,15 @@ def clock_move(before: ViewDefinition, after: ViewDefinition) -> ClockMove:
     if places:
         return ClockMove(tuple(filters), elsewhere=", ".join(dict.fromkeys(places)))
     return ClockMove(tuple(filters))
+
+
+def at_times(after: ViewDefinition, filters: Sequence[MovingFilter], before: Collection[str]) -> ViewDefinition:
+    """``after``, the definition at this refresh's time, with the moving ``filters`` (clock_move's:
+    its WHERE conjuncts that differ) of the occurrences ``before`` as they read at the time the
+    view reflects: every alias of the filters in ``before``, the definition at that time."""
+    swapped = {f.after.sql(dialect="spark"): f.before for f in filters if f.alias in before}
+    conjuncts = tuple(swapped.get(c.sql(dialect="spark"), c) for c in after.where_conjuncts)
+    return replace(after, where_conjuncts=conjuncts)
 
 
 def _partition_move(before: PartitionQuery, after: PartitionQuery) -> ClockMove:

@@ -1,8 +1,8 @@
 """Views that read the clock (current_date(), current_timestamp()): the clock is fixed per run by
 DBT_INCREMENTAL_MV_NOW, never by sleeping. Filters of one table by the time are fast refreshed:
-a join view applies the rows the time moved across as changes (also when nothing else changed),
-a per-partition view recomputes their partitions, an aggregate is recomputed by a run that finds one; a clock read elsewhere recomputes the view
-when the time it reads moved. After every run each view equals its
+a join view and an aggregate apply the rows the time moved across as changes (also when nothing
+else changed), a per-partition view recomputes their partitions; a clock read elsewhere recomputes
+the view when the time it reads moved. After every run each view equals its
 query at that run's time, across randomized changes."""
 
 import os
@@ -53,6 +53,23 @@ VIEWS = {
     "received_by_customer": (
         "select o.customer_id, count(*) as n, sum(o.amount) as total "
         f"from {ORDERS} o where cast(o.received as timestamp) <= current_timestamp() group by o.customer_id"
+    ),
+    # an aggregate of a join by the date, with a MAX: the orders that left take their amounts with them
+    "due_by_segment": (
+        "select c.segment, count(*) as n, sum(o.amount) as total, max(o.amount) as top "
+        f"from {ORDERS} o join {CUSTOMERS} c on o.customer_id = c.customer_id "
+        "where cast(o.due as date) >= current_date() group by c.segment"
+    ),
+    # two filters of one table by the time, and HAVING: a group the time moved rows out of can leave
+    "busy_customers": (
+        f"select o.customer_id, count(*) as n from {ORDERS} o where cast(o.due as date) >= current_date() "
+        "and cast(o.received as timestamp) <= current_timestamp() group by o.customer_id having count(*) > 1"
+    ),
+    # a self-join whose two sides each have a filter by the time: both sides' rows cross
+    "due_received_pairs": (
+        f"select o.customer_id, count(*) as pairs, sum(p.amount) as amount from {ORDERS} o join {ORDERS} p "
+        "on o.customer_id = p.customer_id where cast(o.due as date) >= current_date() "
+        "and cast(p.received as timestamp) <= current_timestamp() group by o.customer_id"
     ),
     # a timestamp column's date against the date: its crossing check pruned by the column's times
     "placed_lately": (
@@ -111,22 +128,26 @@ class TestClockRefresh(ShopViews):
         workload.round(6, masters=["orders"], kinds=("insert", "update"))
         lines = self.run_at(workload, "2026-12-01 10:30:00")
         assert all("fast refresh:" in line for line in lines.values()), lines
-        # rows received at 12:00 are crossed by the time (changed or not): the aggregate recomputed
+        # rows received at 12:00 are crossed by the time (changed or not): the aggregates apply them
         project.run_sql(
             f"insert into {project.test_schema}.orders values (9001, 1001, 4.00, 'open', '2026-12-05', "
             "'2026-12-01 12:00:00', timestamp'2026-12-05 07:00:00')"
         )
         lines = self.run_at(workload, "2026-12-01 13:00:00")
-        assert "crossed the view's time boundary" in lines["received_by_customer"], lines
+        for aggregate in ("received_by_customer", "busy_customers"):
+            assert "fast refresh:" in lines[aggregate] and "TIME o" in lines[aggregate], lines
+        assert "fast refresh:" in lines["due_received_pairs"] and "TIME p" in lines["due_received_pairs"], lines
         assert "fast refresh:" in lines["open_due_orders"] and "fast refresh:" in lines["days_to_due"], lines
         assert "fast refresh:" in lines["latest_received"] and "TIME o" in lines["latest_received"], lines
         # the next day: due orders leave, the selected date moved
         workload.round(6, masters=["orders", "customers"])
         lines = self.run_at(workload, "2026-12-02 09:00:00")
-        # join views apply the rows the time moved across as changes, an aggregate is recomputed
+        # join views and aggregates apply the rows the time moved across as changes
         assert "fast refresh:" in lines["open_due_orders"] and "TIME o" in lines["open_due_orders"], lines
         assert "fast refresh:" in lines["placed_lately"] and "TIME o" in lines["placed_lately"], lines  # 11-30 23:30 left
-        assert "crossed the view's time boundary" in lines["received_by_customer"], lines  # 12-02 08:00 came
+        assert "fast refresh:" in lines["received_by_customer"] and "TIME o" in lines["received_by_customer"], lines  # 12-02 08:00 came
+        assert "fast refresh:" in lines["due_by_segment"] and "TIME o" in lines["due_by_segment"], lines  # 12-01 left
+        assert "TIME o, TIME p" in lines["due_received_pairs"], lines
         assert "fast refresh:" in lines["latest_received"] and "TIME o" in lines["latest_received"], lines
         assert "reads the clock in a selected value" in lines["days_to_due"], lines
         # nothing changed, but the time moved across rows: mv_status and explain say so, the run applies them

@@ -5,7 +5,9 @@ A view whose filters of one table read the clock (``where o.due_date >= current_
 stays equal to its query at the new time while no row's filter gives another answer at the new
 time than at the old one: neither a row of the master as the refresh reads it (the unchanged rows
 the view keeps) nor a marked image of a changed row (the images a view class evaluates the filter
-on). A row that crossed makes the refresh recompute the view (decide.py).
+on). Rows that crossed are applied as changes by the view classes that can
+(view_classes.applies_crossed_rows: join, aggregate of inner joins, per partition); any other view
+is recomputed (decide.py).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from dbt_incremental_mv.refresh.phases.publish import (
 from dbt_incremental_mv.refresh.phases.run import RefreshRun
 from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from dbt_incremental_mv.refresh.views import view_classes
-from dbt_incremental_mv.refresh.views.statement import RefreshStatement
+from dbt_incremental_mv.refresh.views.statement import CrossedRows, RefreshStatement
 from dbt_incremental_mv.sql_text import idents, relation
 
 IDLE = "fast refresh: nothing marked (no master commit or log change since the last refresh); no write"
@@ -100,8 +100,9 @@ def fast(
     if crossing is not None:  # rows the time moved across, applied as changes (decided for classes that can)
         assert plan.definition is not None
         branch = statement.branch if statement is not None and statement.branch is not None else write_branch()
+        crossed = CrossedRows(crossing.rows, plan.moving_filters)
         statement = view_classes.with_crossed_rows(
-            plan.definition, plan.view_relation, marked, statement, crossing.rows, branch
+            plan.definition, plan.view_relation, marked, statement, crossed, plan.view_types, branch
         )
     if statement is None:
         return Propagation([], None, marked, f"fast refresh: nothing marked ({kinds}); no write")

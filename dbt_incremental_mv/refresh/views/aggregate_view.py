@@ -47,6 +47,7 @@ from collections.abc import Mapping, Sequence
 from sqlglot import exp
 
 from dbt_incremental_mv.analysis import OutputKind, ViewDefinition
+from dbt_incremental_mv.analysis.clock import at_times
 from dbt_incremental_mv.analysis.hidden import ROW_COUNT_COLUMN
 from dbt_incremental_mv.analysis.model import HiddenPurpose
 from dbt_incremental_mv.analysis.render import render_expression, select_expression
@@ -78,6 +79,7 @@ from dbt_incremental_mv.refresh.views.semijoin import marked_ranges, reduce_sour
 from dbt_incremental_mv.refresh.views.statement import (
     WRITE_BRANCH,
     Cached,
+    CrossedRows,
     RefreshStatement,
     Write,
     branch_target,
@@ -192,6 +194,59 @@ def _delta_terms(
         select = select_expression(view, sources, include_hidden=False)
         terms.append(project(select, exp.column(SIGN, table=signed[0], quoted=True), signed[1:]))
     return terms
+
+
+def _terms(
+    view: ViewDefinition,
+    marked: Mapping[str, MarkedLog],
+    arguments: Arguments,
+    keys: outer_aggregate.Keys,
+    crossed: CrossedRows | None,
+) -> list[str]:
+    """The delta terms of the marked changes (_delta_terms) and, when rows ``crossed`` the view's
+    time boundary, theirs: the view holds the query at the time its rows reflect, so the changes
+    are taken at that time, then, occurrence by occurrence (each one's filters at the new time once
+    its rows are counted), the rows that crossed come in at the new time (those its filters now
+    keep, +1) and go at the old (those they kept, -1), with the other masters in their new state.
+    The query is linear in each occurrence, and a row that did not cross reads alike at both times."""
+    if crossed is None:
+        return _delta_terms(view, marked, arguments, keys)
+    aliases = sorted(crossed.rows)
+    terms = _delta_terms(at_times(view, crossed.filters, aliases), marked, arguments, keys)
+    for position, alias in enumerate(aliases):
+        sources = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
+        sources[alias] = f"(\n{crossed.rows[alias]}\n)"
+        later = aliases[position + 1 :]
+        for definition, sign in (
+            (at_times(view, crossed.filters, later), 1),  # (its filters at the new time: the rows that came)
+            (at_times(view, crossed.filters, [alias, *later]), -1),  # (at the old time: the rows that went)
+        ):
+            select = select_expression(definition, dict(sources), include_hidden=False)
+            terms.append(_term(definition, arguments, select, exp.Literal.number(sign)))
+    return terms
+
+
+def applies_crossed_rows(view: ViewDefinition) -> bool:
+    """Whether a refresh applies the rows the time moved across as changes (with_crossed_rows): for
+    an aggregate of inner joins; over an outer join the query is not linear in the null-supplying
+    side, and such a view is recomputed when rows crossed."""
+    return not view.null_supplying
+
+
+def with_crossed_rows(
+    view: ViewDefinition,
+    view_relation: str,
+    marked: Mapping[str, MarkedLog],
+    statement: RefreshStatement | None,
+    crossing: CrossedRows,
+    view_types: Mapping[str, str],
+    branch: str = WRITE_BRANCH,
+) -> RefreshStatement:
+    """The writes applying the marked changes and the rows that crossed the view's time boundary
+    (``crossing``) in one delta (_terms), in place of ``statement`` (the changes' alone)."""
+    made = refresh_statement(view, view_relation, marked, view_types, branch, crossed=crossing)
+    assert made is not None  # (rows crossed)
+    return made
 
 
 def _term(view: ViewDefinition, arguments: Arguments, select: exp.Select, sign: exp.Expr) -> str:
@@ -498,22 +553,25 @@ def refresh_statement(
     view_types: Mapping[str, str] | None = None,
     branch: str = WRITE_BRANCH,
     view_rows: int | None = None,
+    crossed: CrossedRows | None = None,
 ) -> RefreshStatement | None:
-    """The writes that apply the marked changes, or None when nothing is marked: a DELETE of the
-    delta's groups on the write branch, then an INSERT of their new rows staged on it; or, for a
-    small view (``view_rows``: its rows when small enough to be rewritten, config rewrite_rows),
-    one statement rewriting it whole (see _rewrite)."""
+    """The writes that apply the marked changes (and the rows that ``crossed`` the view's time
+    boundary: with_crossed_rows), or None when there are none: a DELETE of the delta's groups on
+    the write branch, then an INSERT of their new rows staged on it; or, for a small view
+    (``view_rows``: its rows when small enough to be rewritten, config rewrite_rows), one statement
+    rewriting it whole (see _rewrite)."""
     changed = [o.alias for o in view.occurrences if marked[o.master.name].has_changes]
-    if not changed:
+    if not changed and crossed is None:
         return None
-    if view_rows is not None:
+    if view_rows is not None and crossed is None:
         rewritten = _rewrite(view, view_relation, marked, view_types or {}, branch, changed)
         if rewritten is not None:
             return rewritten
     view_types = view_types or {}
     arguments = Arguments(view)
     min_max = [o.name for o in view.outputs if o.kind in (OutputKind.MIN, OutputKind.MAX)]
-    any_deletes = any(marked[o.master.name].deletes for o in view.occurrences)
+    # (rows that crossed out of the time boundary go as deleted rows do)
+    any_deletes = crossed is not None or any(marked[o.master.name].deletes for o in view.occurrences)
     # (over outer joins the old slices' rows are negative whatever the logs hold)
     extremes = bool(min_max) and (any_deletes or bool(view.null_supplying))
     # with HAVING, groups the view does not hold are recomputed (their state is not stored); so are
@@ -532,13 +590,13 @@ def refresh_statement(
         slices.append(Cached(cached_view(branch, f"slices_{alias}"), query))
         return f"select * from {ident(slices[-1].name)}"
 
-    terms = _delta_terms(view, marked, arguments, anchor_keys)
+    terms = _terms(view, marked, arguments, anchor_keys, crossed)
     delta_rows = _delta_rows(terms)
     sums = wide_sums(view, view_types)
     delta = _delta_of_rows(view, delta_rows, arguments, min_max, sums)
     # (the statistics run before the cached views are made: they compute the anchor keys inline)
     inline.append(True)
-    rows_in_full = _delta_rows(_delta_terms(view, marked, arguments, anchor_keys)) if slices else delta_rows
+    rows_in_full = _delta_rows(_terms(view, marked, arguments, anchor_keys, crossed)) if slices else delta_rows
     delta_in_full = _delta_of_rows(view, rows_in_full, arguments, min_max, sums) if slices else delta
     # computed once (the writes name it up to six times), then read from the session's cache;
     # with reserves, the delta reads its rows once more per reserve: over several masters they
@@ -576,6 +634,7 @@ def refresh_statement(
     insert = f"insert into {target} ({idents(stored)})\n{inserted}"
     sliced = {c.name.rsplit("_slices_", 1)[1] for c in slices}
     run = tuple(f"{'SLICES' if a in sliced else 'ROWS' if a in view.null_supplying else 'DELTA'} {a}" for a in changed)
+    run += tuple(f"TIME {alias}" for alias in sorted(crossed.rows)) if crossed is not None else ()
     if touched:
         run += ("recompute of every changed group (an aggregate no delta maintains)",)
     elif extremes and view.reserves:

@@ -6,9 +6,10 @@ Every view-class module exposes the same two functions, typed below: ``refresh_s
 view_relation, marked, view_types, branch, view_rows)`` returning a :class:`RefreshStatement` (its
 writes: one atomic commit on the view) or None when nothing is marked, and optionally
 ``blocker(view, logged)``: why the view cannot be fast refreshed with these logs, or None, and
-``with_crossed_rows(view, view_relation, marked, statement, crossed, branch)``: the statement that
-also applies the rows its filters by the time moved across (refresh/phases/clock.py; a class
-without it is recomputed when rows crossed).
+``with_crossed_rows(view, view_relation, marked, statement, crossed, view_types, branch)``: the
+statement that also applies the rows its filters by the time moved across (refresh/phases/clock.py;
+a class without it, or whose ``applies_crossed_rows(view)`` is False, is recomputed when rows
+crossed).
 ``view_types`` maps the stored table's columns to their Spark types; ``branch`` names the write
 branch a refresh of several writes stages them on; ``view_rows``: the view's rows when it may be
 rewritten whole (None: it may not, e.g. a branch of a UNION ALL, whose writes are combined).
@@ -16,14 +17,14 @@ rewritten whole (None: it may not, e.g. a branch of a UNION ALL, whose writes ar
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from dbt_incremental_mv.analysis import ViewClass, ViewDefinition
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.views import aggregate_view, join_view, outer_join_view
-from dbt_incremental_mv.refresh.views.statement import RefreshStatement
+from dbt_incremental_mv.refresh.views.statement import CrossedRows, RefreshStatement
 
 
 class Refresher(Protocol):
@@ -49,7 +50,8 @@ class CrossedRowsApplier(Protocol):
         view_relation: str,
         marked: Mapping[str, MarkedLog],
         statement: RefreshStatement | None,
-        crossed: Mapping[str, str],
+        crossing: CrossedRows,
+        view_types: Mapping[str, str],
         branch: str,
     ) -> RefreshStatement: ...
 
@@ -61,12 +63,18 @@ class ViewClassModule:
     refresh_statement: Refresher
     blocker: Blocker | None = None  # None: every view of the class can be fast refreshed
     with_crossed_rows: CrossedRowsApplier | None = None  # None: rows the time moved across recompute it
+    applies_crossed_rows: Callable[[ViewDefinition], bool] = lambda view: True  # (of a view of the class)
 
 
 BRANCH_CLASSES: dict[ViewClass, ViewClassModule] = {
     ViewClass.JOIN: ViewClassModule(join_view.refresh_statement, with_crossed_rows=join_view.with_crossed_rows),
     ViewClass.OUTER_JOIN: ViewClassModule(outer_join_view.refresh_statement, outer_join_view.blocker),
-    ViewClass.AGGREGATE: ViewClassModule(aggregate_view.refresh_statement, aggregate_view.blocker),
+    ViewClass.AGGREGATE: ViewClassModule(
+        aggregate_view.refresh_statement,
+        aggregate_view.blocker,
+        aggregate_view.with_crossed_rows,
+        aggregate_view.applies_crossed_rows,
+    ),
 }
 
 

@@ -57,6 +57,7 @@ from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.views.semijoin import marked_ranges, reduce_sources
 from dbt_incremental_mv.refresh.views.statement import (
     WRITE_BRANCH,
+    CrossedRows,
     KeyRestriction,
     RefreshStatement,
     Write,
@@ -328,7 +329,8 @@ def with_crossed_rows(
     view_relation: str,
     marked: Mapping[str, MarkedLog],
     statement: RefreshStatement | None,
-    crossed: Mapping[str, str],
+    crossing: CrossedRows,
+    view_types: Mapping[str, str] | None = None,  # (not read: a join view's columns are the query's)
     branch: str = WRITE_BRANCH,
 ) -> RefreshStatement:
     """``statement`` (the marked changes' writes, None: none), then the view rows of the master
@@ -338,6 +340,7 @@ def with_crossed_rows(
     keys at the marked snapshots (the crossed rows read in place of their occurrence when one
     occurrence crossed). Both run after the changes' writes, on the write branch: a row of a
     changed key that also crossed is deleted and inserted again, once."""
+    crossed = crossing.rows
     target = branch_target(view_relation, branch)
     writes = [
         w if statement is not None and statement.branch is not None else _on_branch(w, view_relation, target)

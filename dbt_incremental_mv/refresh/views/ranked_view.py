@@ -44,6 +44,7 @@ from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.views.statement import (
     WRITE_BRANCH,
     Cached,
+    CrossedRows,
     RefreshStatement,
     Write,
     branch_target,
@@ -238,14 +239,15 @@ def with_crossed_rows(
     view_relation: str,
     marked: Mapping[str, MarkedLog],
     statement: RefreshStatement | None,
-    crossed: Mapping[str, str],
+    crossing: CrossedRows,
+    view_types: Mapping[str, str] | None = None,  # (not read)
     branch: str = WRITE_BRANCH,
 ) -> RefreshStatement:
     """The writes of a PER_PARTITION view that apply the marked changes and the rows its filters by
     the time moved across (refresh/phases/clock.py; by alias: a query of its master's rows that
     crossed, under the alias): the partitions of those rows are recomputed with the changes' own,
     in the same DELETE and INSERT (steps ``TIME <alias>``), which replace ``statement``'s."""
-    statement = _statement(view, view_relation, marked, branch, crossed)
+    statement = _statement(view, view_relation, marked, branch, crossing.rows)
     assert statement is not None  # (rows crossed)
     return statement
 

@@ -22,16 +22,28 @@ its delta five times, each a union of joins of the logs with the masters: 65 tab
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dbt_incremental_mv.analysis import ViewDefinition
+from dbt_incremental_mv.analysis.clock import MovingFilter
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.sql_text import broadcast, ident, relation
 
 # the write branch's name when the caller does not choose one (unit tests, EXPLAIN)
 WRITE_BRANCH = "mv_write"
 WRITE_BRANCH_PREFIX = "mv_write_"
+
+
+@dataclass(frozen=True)
+class CrossedRows:
+    """The master rows a view's filters by the time give another answer for at this refresh's time
+    than at the time its rows reflect (refresh/phases/clock.py): by alias, a query of its master's
+    rows that crossed, at the snapshot the refresh reads, under the alias; and the view's filters
+    that moved (analysis/clock.py: each a WHERE conjunct of one occurrence at both times)."""
+
+    rows: Mapping[str, str]
+    filters: tuple[MovingFilter, ...] = ()
 
 
 @dataclass(frozen=True)

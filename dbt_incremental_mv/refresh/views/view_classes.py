@@ -12,7 +12,7 @@ from dbt_incremental_mv.analysis import ViewClass, ViewDefinition
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.views import ranked_view, union_view
 from dbt_incremental_mv.refresh.views.branch_classes import BRANCH_CLASSES, ViewClassModule, blocker_of, statement_of
-from dbt_incremental_mv.refresh.views.statement import WRITE_BRANCH, RefreshStatement
+from dbt_incremental_mv.refresh.views.statement import WRITE_BRANCH, CrossedRows, RefreshStatement
 
 CLASSES: dict[ViewClass, ViewClassModule] = {
     **BRANCH_CLASSES,
@@ -29,7 +29,7 @@ def applies_crossed_rows(view: ViewDefinition) -> bool:
     """Whether the view's class applies the rows its filters by the time moved across as changes
     (else a refresh that finds some recomputes the view)."""
     module = CLASSES.get(view.view_class)
-    return module is not None and module.with_crossed_rows is not None
+    return module is not None and module.with_crossed_rows is not None and module.applies_crossed_rows(view)
 
 
 def with_crossed_rows(
@@ -37,14 +37,15 @@ def with_crossed_rows(
     view_relation: str,
     marked: Mapping[str, MarkedLog],
     statement: RefreshStatement | None,
-    crossed: Mapping[str, str],
+    crossed: CrossedRows,
+    view_types: Mapping[str, str],
     branch: str = WRITE_BRANCH,
 ) -> RefreshStatement:
-    """``statement`` (the marked changes' writes, None: none) with the rows of ``crossed`` (by alias:
-    a query of its master's rows that crossed the view's time boundary) applied too."""
+    """``statement`` (the marked changes' writes, None: none) with the rows that ``crossed`` the
+    view's time boundary applied too."""
     applier = CLASSES[view.view_class].with_crossed_rows
     assert applier is not None, "a class that applies crossed rows (applies_crossed_rows)"
-    return applier(view, view_relation, marked, statement, crossed, branch)
+    return applier(view, view_relation, marked, statement, crossed, view_types, branch)
 
 
 def blocker(view: ViewDefinition, logged: Mapping[str, Sequence[str]] | None = None) -> str | None:

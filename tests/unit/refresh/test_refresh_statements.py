@@ -176,6 +176,7 @@ def test_a_join_view_recomputes_the_rows_of_the_keys_the_time_moved_across_after
     from dbt_incremental_mv.analysis.clock import Clock
     from dbt_incremental_mv.refresh.marked_log import MarkedLog
     from dbt_incremental_mv.refresh.views.join_view import refresh_statement, with_crossed_rows
+    from dbt_incremental_mv.refresh.views.statement import CrossedRows
 
     masters = {
         "s.orders": MasterTable("s.orders", (("order_id", "bigint"), ("customer_id", "bigint"), ("due", "date")), ("order_id",)),
@@ -196,10 +197,10 @@ def test_a_join_view_recomputes_the_rows_of_the_keys_the_time_moved_across_after
         return MarkedLog(spec, 5, 1, 9, inserts, deletes, master_snapshot=77, key_values=((1,),) if inserts else ())
 
     logs = {"s.orders": marked("s.orders", 1, 0), "s.customers": marked("s.customers", 0, 0)}
-    crossed = {"o": "select * from `s`.`orders` version as of 77 as `o`\nwhere `o`.`due` = DATE '2026-12-01'"}
+    crossed = CrossedRows({"o": "select * from `s`.`orders` version as of 77 as `o`\nwhere `o`.`due` = DATE '2026-12-01'"})
     changes = refresh_statement(view, "s.v", logs, {})
     assert changes is not None and changes.branch is None and changes.writes[0].sql.startswith("insert into `s`.`v` (")
-    timed = with_crossed_rows(view, "s.v", logs, changes, crossed, branch="mv_write_1")
+    timed = with_crossed_rows(view, "s.v", logs, changes, crossed, {}, branch="mv_write_1")
     assert timed.branch == "mv_write_1" and [w.name for w in timed.writes] == ["insert", "delete", "insert"]
     # the changes' INSERT now goes to the write branch; the time step's writes come after it
     assert all(w.sql.split("\n")[0].startswith(("insert into `s`.`v`.`branch_mv_write_1`", "delete from `s`.`v`.`branch_mv_write_1`")) for w in timed.writes)
@@ -209,5 +210,52 @@ def test_a_join_view_recomputes_the_rows_of_the_keys_the_time_moved_across_after
     assert "`o`.`due` = CAST('2026-12-01' AS DATE)" in timed.writes[2].sql and "`s`.`customers` version as of 77" in timed.writes[2].sql.lower()
     assert timed.steps_run[-1] == "TIME o"
     # nothing marked: the time step alone
-    alone = with_crossed_rows(view, "s.v", logs, None, crossed, branch="mv_write_1")
+    alone = with_crossed_rows(view, "s.v", logs, None, crossed, {}, branch="mv_write_1")
     assert [w.name for w in alone.writes] == ["delete", "insert"] and alone.steps_run == ("TIME o",)
+
+
+def test_an_aggregate_takes_the_changes_at_its_rows_time_then_the_rows_the_time_moved_across_in_and_out():
+    from dbt_incremental_mv.analysis import MasterTable, analyze_view
+    from dbt_incremental_mv.analysis.clock import Clock, clock_move
+    from dbt_incremental_mv.logs.contract import LogSpec
+    from dbt_incremental_mv.refresh.marked_log import MarkedLog
+    from dbt_incremental_mv.refresh.views import view_classes
+    from dbt_incremental_mv.refresh.views.aggregate_view import refresh_statement, with_crossed_rows
+    from dbt_incremental_mv.refresh.views.statement import CrossedRows
+
+    masters = {
+        "s.orders": MasterTable("s.orders", (("order_id", "bigint"), ("customer_id", "bigint"), ("due", "date"), ("amount", "int")), ("order_id",)),
+        "s.customers": MasterTable("s.customers", (("customer_id", "bigint"), ("name", "string")), ("customer_id",)),
+    }
+    sql = (
+        "select c.name, count(*) as n, sum(o.amount) as total, max(o.amount) as top from s.orders o "
+        "join s.customers c on o.customer_id = c.customer_id where o.due >= current_date() and o.amount > 0 group by c.name"
+    )
+    before, view = (analyze_view(sql, masters, Clock.of(day)) for day in ("2026-12-01", "2026-12-02"))
+    move = clock_move(before, view)
+    assert move.elsewhere is None and [f.alias for f in move.filters] == ["o"]
+    assert view_classes.applies_crossed_rows(view)
+    outer = sql.replace("join s.customers", "left join s.customers")
+    assert not view_classes.applies_crossed_rows(analyze_view(outer.replace("c.name", "o.customer_id"), masters, Clock.of("2026-12-02")))
+
+    def marked(master, inserts, deletes):
+        log = f"s.mlog_{master[2:]}"
+        spec = LogSpec(log, log, master[2:], master, masters[master].key, True)
+        return MarkedLog(spec, 5, 1, 9, inserts, deletes, master_snapshot=77, key_values=((1,),) if inserts else ())
+
+    logs = {"s.orders": marked("s.orders", 1, 0), "s.customers": marked("s.customers", 0, 0)}
+    rows = "select * from `s`.`orders` version as of 77 as `o`\nwhere `o`.`due` = DATE '2026-12-01'"
+    timed = with_crossed_rows(view, "s.v", logs, refresh_statement(view, "s.v", logs, {}), CrossedRows({"o": rows}, move.filters), {})
+    assert timed.steps_run[:2] == ("DELTA o", "TIME o")
+    delta = next(c.sql for c in timed.cached if c.name.endswith("terms"))
+    old, new = "CAST('2026-12-01' AS DATE)", "CAST('2026-12-02' AS DATE)"
+    # the logged change at the time the view's rows reflect; the rows that crossed: in at the new time, out at the old
+    change, came, went = delta.split("union all")[:3]
+    assert "mlog_orders" in change and old in change and new not in change
+    rows = rows.replace("version as of", "VERSION AS OF").replace("select * from", "SELECT * FROM").replace("\nwhere", " WHERE").replace(" as `o`", " AS `o`")
+    rows = rows.replace("DATE '2026-12-01'", old)
+    assert rows in came and rows in went and "-1 AS `_mv_sign`" in went and "-1 AS" not in came
+    came_where, went_where = (term.rsplit("WHERE", 1)[1] for term in (came, went))
+    assert new in came_where and old not in came_where and old in went_where and new not in went_where
+    # a row that left takes its MAX with it: the groups whose extreme went are recomputed
+    assert any("MIN/MAX" in step for step in timed.steps_run), timed.steps_run
