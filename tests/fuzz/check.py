@@ -8,12 +8,18 @@ Used by the CI test (tests/functional/test_generated_views.py, a fixed seed) and
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from datetime import date, timedelta
 
 from dbt.tests.util import run_dbt_and_capture
 
+from dbt_incremental_mv import environment
+from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, analyze_view
+from dbt_incremental_mv.analysis.clock import Clock, clock_move, sql_reads_clock
+from dbt_incremental_mv.refresh.views import view_classes
 from dbt_incremental_mv.consistency import compared_column
 from tests.functional.differential import OPERATIONS, Column, Master, Workload
 from tests.functional.util import rows
@@ -21,6 +27,27 @@ from tests.fuzz.generator import MASTERS, Definition
 
 REFUSED_TAG = "refused"
 COMPARED_AT_ONCE = 25  # views compared with their queries by one statement
+FIRST_DAY = date(2026, 12, 1)  # the build's date; each round's a day later (definitions filter by it)
+
+
+def day_of(number: int | None) -> str:
+    """The time of the build (``number`` None) or of round ``number``: a day later each, so that
+    rows cross a filter by the date (generator: "filter by the time")."""
+    return f"{FIRST_DAY + timedelta(days=0 if number is None else number + 1)} 10:00:00"
+
+
+def at_time(sql: str, now: str) -> str:
+    """``sql`` with the clock read as ``now`` (as a run fixes it: DBT_INCREMENTAL_MV_NOW)."""
+    return sql.replace("current_date()", f"date'{now[:10]}'").replace("current_timestamp()", f"timestamp'{now}'")
+
+
+def run_at(number: int | None, *args: str):
+    """``dbt`` with the clock fixed at day_of(``number``)."""
+    os.environ[environment.NOW.name] = day_of(number)
+    try:
+        return run_dbt_and_capture(list(args), expect_pass=None)
+    finally:
+        os.environ.pop(environment.NOW.name, None)
 
 
 def workload_masters() -> list[Master]:
@@ -38,9 +65,30 @@ def model_files(definitions: list[Definition]) -> dict[str, str]:
     files = {}
     for d in definitions:
         tags = f", tags=['{REFUSED_TAG}']" if d.refused else ""
-        files[f"{d.name}.sql"] = f"{{{{ config(materialized='fast_refresh', refresh_method='fast'{tags}) }}}}\n{d.sql(refs)}\n"
+        method = refresh_method(d)
+        files[f"{d.name}.sql"] = f"{{{{ config(materialized='fast_refresh', refresh_method='{method}'{tags}) }}}}\n{d.sql(refs)}\n"
     files["sources.yml"] = Workload.sources_yml(workload_masters())
     return files
+
+
+def refresh_method(definition: Definition) -> str:
+    """'fast': a refresh that cannot be fast fails, never a silent rebuild; but 'force' for a
+    definition reading the clock whose view is recomputed when the date moves across its rows (its
+    class does not apply them as changes, or it reads the clock elsewhere than in a filter of one
+    table: refresh/views/view_classes.applies_crossed_rows, analysis/clock.clock_move)."""
+    sql = definition.sql()
+    if definition.refused is not None or not sql_reads_clock(sql):
+        return "fast"
+    tables = {
+        f"shop.{m.name}": MasterTable(f"shop.{m.name}", tuple((c.name, c.spark_type) for c in m.all_columns), (m.key,))
+        for m in MASTERS
+    }
+    try:
+        before, after = (analyze_view(sql, tables, Clock.of(day_of(n))) for n in (None, 0))
+    except UnsupportedViewError:
+        return "force"
+    applied = clock_move(before, after).elsewhere is None and view_classes.applies_crossed_rows(after)
+    return "fast" if applied else "force"
 
 
 @dataclass
@@ -96,7 +144,7 @@ class GeneratedCheck:
         self.workload.create(initial_rows=initial_rows)
         before = self._tables()
         started = time.perf_counter()
-        results, _ = run_dbt_and_capture(["run"], expect_pass=None)
+        results, _ = run_at(None, "run")
         self.outcome.seconds["dbt run (build)"] += time.perf_counter() - started
         by_name = {r.node.name: r for r in results}
         for d in self.definitions:
@@ -138,7 +186,7 @@ class GeneratedCheck:
         if not selected:  # (a shrunk candidate the analysis refuses: nothing to refresh)
             return
         started = time.perf_counter()
-        results, _ = run_dbt_and_capture(["run", "--select", *selected], expect_pass=None)
+        results, _ = run_at(number, "run", "--select", *selected)
         self.outcome.seconds["dbt run (fast refreshes)"] += time.perf_counter() - started
         by_name = {r.node.name: r for r in results}
         for d in self.maintained:
@@ -160,7 +208,8 @@ class GeneratedCheck:
             # as matches_defining_query compares: doubles to 9 significant digits (a SUM of doubles
             # differs in its last bits between two plans of one query: the build's and the query's)
             columns = ", ".join(compared_column(c, t) for c, t in _visible(self.project, schema, d.name))
-            pairs[d.name] = (f"select {columns} from {schema}.{d.name}", f"select {columns} from ({d.sql(refs)})")
+            query = at_time(d.sql(refs), day_of(number))
+            pairs[d.name] = (f"select {columns} from {schema}.{d.name}", f"select {columns} from ({query})")
         names = sorted(pairs)
         differing = []
         for at in range(0, len(names), COMPARED_AT_ONCE):

@@ -190,6 +190,9 @@ class Generator:
         # and a query no one view maintains, split into internal states (a ranked or aggregating
         # CTE, joined to another master and aggregated by its column): maintained in steps
         self.stepped_random = random.Random(seed * 7919 + 15)
+        # and a filter of one table by the date (the harness moves the date a day per round, so
+        # that rows cross it both ways: tests/fuzz/check.py)
+        self.timed_random = random.Random(seed * 7919 + 16)
         self.refused_share = refused_share
 
     # -- FROM ---------------------------------------------------------------------------------
@@ -350,7 +353,25 @@ class Generator:
         else:
             self._from(block, masters, break_rule)
         self._where(block, break_rule)
+        if break_rule is None and self.timed_random.random() < 0.1:
+            self._timed(block)
         return block
+
+    def _timed(self, block: Block) -> None:
+        """A WHERE conjunct comparing a small integer of an occurrence no outer join null-extends
+        with the day of the month (``current_date()``: 1, 2, 0, 1, ... modulo 3 as the harness
+        moves the date a day per round), so that rows cross the filter both ways."""
+        t = self.timed_random
+        occurrence = t.choice([o for o in block.occurrences if not o.nullable])
+        small = [c.name for c in occurrence.master.all_columns
+                 if c.kind == "n" and all(v is None or v <= 4 for v in c.values)]
+        if occurrence.master.name == "regions":
+            small.append(occurrence.master.key)
+        if not small:
+            return
+        column = t.choice(small)
+        block.where.append(f"{occurrence.alias}.{column} {t.choice(('>=', '<', '<>'))} dayofmonth(current_date()) % 3")
+        block.features.add("filter by the time")
 
     def _select(self, block: Block, outputs: list[str], tail: str = "", distinct: bool = False) -> str:
         where = f" where {' and '.join(block.where)}" if block.where else ""

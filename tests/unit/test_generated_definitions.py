@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, analyze_view
-from dbt_incremental_mv.analysis.clock import sql_reads_clock
+from dbt_incremental_mv.analysis.clock import Clock, sql_reads_clock
 from dbt_incremental_mv.analysis.states import split_into_states
 from tests.fuzz.generator import MASTERS, Generator
 
@@ -20,8 +20,9 @@ TABLES = {
 def judged(definition):
     """None when the analysis accepts the definition, or refuses it as one view but it splits into
     internal states the materialization maintains in steps (refresh/units.py), else its refusal's message."""
+    clock = Clock.of("2026-12-01") if sql_reads_clock(definition.sql()) else None  # (a filter by the time)
     try:
-        analyze_view(definition.sql(), TABLES)
+        analyze_view(definition.sql(), TABLES, clock)
     except UnsupportedViewError as exc:
         if not sql_reads_clock(definition.sql()) and split_into_states(definition.sql(), TABLES) is not None:
             return None
@@ -52,7 +53,7 @@ def test_the_definitions_cover_every_construct_of_issue_37():
     for construct in ("join", "left", "right", "on filter", "where", "expression", "aggregate", "having",
                       "distinct", "union", "constant key", "constant label", "double", "recomputed aggregate",
                       "windowed", "windowed filter", "aggregate of a left join discarding its null group",
-                      "inner join after an outer one (made inner)", "split into states"):
+                      "inner join after an outer one (made inner)", "split into states", "filter by the time"):
         assert features[construct] >= 20, (construct, features)
     for refused in ("window", "full outer", "order-dependent aggregate", "nondeterministic", "limit", "subquery",
                     "set operation", "outer where", "on preserved"):
