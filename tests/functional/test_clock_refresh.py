@@ -83,6 +83,17 @@ VIEWS = {
         f"(select 1 from {CUSTOMERS} c where c.customer_id = o.customer_id and c.segment is not null)) "
         "select customer_id, count(*) as n, sum(amount) as amount from r where rn <= 2 group by customer_id"
     ),
+    # the latest order due from today on of each customer (ranked), and each order's next due one
+    # (windowed): the rows the time moved across recompute their customers
+    "latest_due": (
+        "select * from (select o.order_id, o.customer_id, o.due, row_number() over (partition by o.customer_id "
+        f"order by o.due desc, o.order_id) as rn from {ORDERS} o where cast(o.due as date) >= current_date()) r "
+        "where rn = 1"
+    ),
+    "next_due": (
+        "select o.order_id, o.customer_id, lead(o.due) over (partition by o.customer_id order by o.due, o.order_id) "
+        f"as next_due from {ORDERS} o where cast(o.due as date) >= current_date()"
+    ),
     # the date selected: recomputed when the date moved, fast refreshed within a day
     "days_to_due": f"select o.order_id, datediff(cast(o.due as date), current_date()) as days from {ORDERS} o",
 }
@@ -148,6 +159,8 @@ class TestClockRefresh(ShopViews):
         assert "fast refresh:" in lines["received_by_customer"] and "TIME o" in lines["received_by_customer"], lines  # 12-02 08:00 came
         assert "fast refresh:" in lines["due_by_segment"] and "TIME o" in lines["due_by_segment"], lines  # 12-01 left
         assert "TIME o, TIME p" in lines["due_received_pairs"], lines
+        for ranked in ("latest_due", "next_due"):
+            assert "fast refresh:" in lines[ranked] and "TIME " in lines[ranked], lines
         assert "fast refresh:" in lines["latest_received"] and "TIME o" in lines["latest_received"], lines
         assert "reads the clock in a selected value" in lines["days_to_due"], lines
         # nothing changed, but the time moved across rows: mv_status and explain say so, the run applies them

@@ -243,7 +243,7 @@ def with_crossed_rows(
     view_types: Mapping[str, str] | None = None,  # (not read)
     branch: str = WRITE_BRANCH,
 ) -> RefreshStatement:
-    """The writes of a PER_PARTITION view that apply the marked changes and the rows its filters by
+    """The writes of a view of this module that apply the marked changes and the rows its filters by
     the time moved across (refresh/phases/clock.py; by alias: a query of its master's rows that
     crossed, under the alias): the partitions of those rows are recomputed with the changes' own,
     in the same DELETE and INSERT (steps ``TIME <alias>``), which replace ``statement``'s."""

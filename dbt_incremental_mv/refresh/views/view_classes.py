@@ -17,8 +17,12 @@ from dbt_incremental_mv.refresh.views.statement import WRITE_BRANCH, CrossedRows
 CLASSES: dict[ViewClass, ViewClassModule] = {
     **BRANCH_CLASSES,
     ViewClass.UNION_ALL: ViewClassModule(union_view.refresh_statement, union_view.blocker),
-    ViewClass.RANKED: ViewClassModule(ranked_view.refresh_statement, ranked_view.blocker),
-    ViewClass.WINDOWED: ViewClassModule(ranked_view.refresh_statement, ranked_view.blocker),
+    ViewClass.RANKED: ViewClassModule(
+        ranked_view.refresh_statement, ranked_view.blocker, ranked_view.with_crossed_rows
+    ),
+    ViewClass.WINDOWED: ViewClassModule(
+        ranked_view.refresh_statement, ranked_view.blocker, ranked_view.with_crossed_rows
+    ),
     ViewClass.PER_PARTITION: ViewClassModule(
         ranked_view.refresh_statement, ranked_view.blocker, ranked_view.with_crossed_rows
     ),
