@@ -69,8 +69,8 @@ class TestGeneratedViews:
         if outcome.failures and os.environ.get("DBT_MV_FUZZ_SHRINK"):  # by hand: keep each failure, shrunk
             failed = [d for d in self.DEFINITIONS if any(f.startswith(f"{d.name}:") for f in outcome.failures)]
             for definition in failed:
-                small = shrink(definition, lambda c: fails_alone(project, c, SEED, ROUNDS), budget=60)
-                keep_regression(small, f"seed {SEED}: " + next(f for f in outcome.failures
-                                                               if f.startswith(f"{definition.name}:")).splitlines()[0])
+                failure = next(f for f in outcome.failures if f.startswith(f"{definition.name}:"))
+                small = shrink(definition, lambda c, like=failure: fails_alone(project, c, SEED, ROUNDS, like=like), budget=60)
+                keep_regression(small, f"seed {SEED}: " + failure.splitlines()[0])
         again = f"{AGAIN} (on any commit; scripts/fuzz.sh shrinks a failure into tests/fuzz/regressions.json)"
         assert not outcome.failures, "\n".join([*outcome.failures, f"the same definitions and rounds again: {again}"])

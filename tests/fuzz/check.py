@@ -9,6 +9,7 @@ Used by the CI test (tests/functional/test_generated_views.py, a fixed seed) and
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -19,8 +20,8 @@ from dbt.tests.util import run_dbt_and_capture
 from dbt_incremental_mv import environment
 from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, analyze_view
 from dbt_incremental_mv.analysis.clock import Clock, clock_move, sql_reads_clock
-from dbt_incremental_mv.refresh.views import view_classes
 from dbt_incremental_mv.consistency import compared_column
+from dbt_incremental_mv.refresh.views import view_classes
 from tests.functional.differential import OPERATIONS, Column, Master, Workload
 from tests.functional.util import rows
 from tests.fuzz.generator import MASTERS, Definition
@@ -255,9 +256,23 @@ def _visible(project, schema: str, view: str) -> list[tuple[str, str]]:
     return _columns[(schema, view)]
 
 
-def fails_alone(project, definition: Definition, seed: int, rounds: int) -> bool:
-    """Whether ``definition`` fails the check on its own: every table of the test schema dropped,
-    the project's only model, the same seeded DML (it does not depend on the views)."""
+def failure_kind(failure: str) -> str:
+    """What a failure of the check is, without the definition's name, its round, rows or SQL: a
+    difference from its query, else the first line of its error that names no model (a shrunk
+    candidate must fail the same way: a cut that breaks the SQL fails too, but otherwise)."""
+    what = re.sub(r"\b[gr]\d{3,4}\b", "", failure.split("\n    ")[0])
+    if "differs from its query" in what:
+        return "differs from its query"
+    lines = [line.strip() for line in what.splitlines() if line.strip()]
+    detail = [line for line in lines[1:] if not line.startswith("Runtime Error in model")]
+    first = detail[0] if detail else re.sub(r"round \d+: ", "", lines[0] if lines else "")
+    return first.split(" (")[0][:80]
+
+
+def fails_alone(project, definition: Definition, seed: int, rounds: int, like: str | None = None) -> bool:
+    """Whether ``definition`` fails the check on its own (as the failure ``like`` does, when given:
+    failure_kind): every table of the test schema dropped, the project's only model, the same
+    seeded DML (it does not depend on the views)."""
     schema = project.test_schema
     for _, name, *_ in rows(project, f"show tables in {schema}"):
         project.run_sql(f"drop table if exists {schema}.{name}")
@@ -267,4 +282,5 @@ def fails_alone(project, definition: Definition, seed: int, rounds: int) -> bool
             path.remove()
     models.join(f"{definition.name}.sql").write(model_files([definition])[f"{definition.name}.sql"])
     _columns.clear()  # the same name may now be another view
-    return bool(GeneratedCheck(project, [definition], seed).run(rounds).failures)
+    failures = GeneratedCheck(project, [definition], seed).run(rounds).failures
+    return any(like is None or failure_kind(f) == failure_kind(like) for f in failures)

@@ -106,3 +106,22 @@ def test_an_expression_selected_twice_under_two_names_is_a_group_key_twice():
                "sum(c.region_id) as s from shop.customers c group by cast(c.region_id as decimal(10,2))")
     assert analyze_view(grouped, TABLES).group_key_columns == ("k1", "k2")
     assert all(judged(c) is None for c in cases)
+
+
+def test_a_shrunk_candidate_must_fail_as_the_definition_did():
+    from tests.fuzz.check import failure_kind
+
+    crossed = (
+        "g0028: round 0: refresh failed: Runtime Error in model g0028 (models/g0028.sql)\n"
+        "  Model 'g0028' cannot be fast refreshed: rows crossed the view's time boundary (s.orders: `o`.`q` < 3).\n"
+        "    select o.q from shop.orders o"
+    )
+    broken = (
+        "r010: round 1: refresh failed: Runtime Error in model r010 (models/r010.sql)\n"
+        "  [NUM_COLUMNS_MISMATCH] UNION can only be performed on inputs with the same number of columns\n"
+        "    select 1 union all select 1, 2"
+    )
+    assert failure_kind(crossed) == failure_kind(crossed.replace("g0028", "r011").replace("round 0", "round 2"))
+    assert failure_kind(crossed) != failure_kind(broken)  # a cut that broke the SQL is not the same failure
+    differs = "g0077: differs from its query after round 1: missing [(4, None, 4)], extra []\n    select 1"
+    assert failure_kind(differs) == failure_kind(differs.replace("round 1: missing [(4, None, 4)]", "round 0: missing []"))
