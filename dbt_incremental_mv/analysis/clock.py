@@ -158,6 +158,8 @@ def clock_move(before: ViewDefinition, after: ViewDefinition) -> ClockMove:
     view reflects): the filters of one occurrence, or what else."""
     if before.partition_query is not None and after.partition_query is not None:
         return _partition_move(before.partition_query, after.partition_query)
+    if before.branches and len(before.branches) == len(after.branches):
+        return _union_move(before, after)
     if len(before.where_conjuncts) != len(after.where_conjuncts):
         return ClockMove(elsewhere="the query's conditions")
     filters: list[MovingFilter] = []
@@ -173,6 +175,20 @@ def clock_move(before: ViewDefinition, after: ViewDefinition) -> ClockMove:
         places = ["the query"]
     if places:
         return ClockMove(tuple(filters), elsewhere=", ".join(dict.fromkeys(places)))
+    return ClockMove(tuple(filters))
+
+
+def _union_move(before: ViewDefinition, after: ViewDefinition) -> ClockMove:
+    """clock_move of a UNION ALL view: its branches' (each branch's occurrences have aliases of
+    their own in the union: a filter names the branch it is in)."""
+    filters: list[MovingFilter] = []
+    for number, (old, new) in enumerate(zip(before.branches, after.branches, strict=True), start=1):
+        move = clock_move(old, new)
+        filters += move.filters
+        if move.elsewhere is not None:
+            return ClockMove(tuple(filters), elsewhere=f"UNION ALL branch {number} ({move.elsewhere})")
+    if repr(replace(before, branches=())) != repr(replace(after, branches=())):
+        return ClockMove(tuple(filters), elsewhere="the query")
     return ClockMove(tuple(filters))
 
 

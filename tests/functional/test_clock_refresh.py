@@ -1,8 +1,8 @@
 """Views that read the clock (current_date(), current_timestamp()): the clock is fixed per run by
 DBT_INCREMENTAL_MV_NOW, never by sleeping. Filters of one table by the time are fast refreshed:
-a join view and an aggregate apply the rows the time moved across as changes (also when nothing
-else changed), a per-partition view recomputes their partitions; a clock read elsewhere recomputes
-the view when the time it reads moved. After every run each view equals its
+join, aggregate, ranked, windowed and UNION ALL views apply the rows the time moved across as
+changes (also when nothing else changed), a per-partition view recomputes their partitions; a clock
+read elsewhere recomputes the view when the time it reads moved. After every run each view equals its
 query at that run's time, across randomized changes."""
 
 import os
@@ -94,6 +94,12 @@ VIEWS = {
         "select o.order_id, o.customer_id, lead(o.due) over (partition by o.customer_id order by o.due, o.order_id) "
         f"as next_due from {ORDERS} o where cast(o.due as date) >= current_date()"
     ),
+    # a UNION ALL of a join branch and an aggregate branch, each with its filter by the time
+    "due_or_received": (
+        f"select o.order_id as id, o.amount from {ORDERS} o where cast(o.due as date) >= current_date() union all "
+        f"select r.customer_id, sum(r.amount) from {ORDERS} r where cast(r.received as timestamp) <= current_timestamp() "
+        "group by r.customer_id"
+    ),
     # the date selected: recomputed when the date moved, fast refreshed within a day
     "days_to_due": f"select o.order_id, datediff(cast(o.due as date), current_date()) as days from {ORDERS} o",
 }
@@ -147,6 +153,7 @@ class TestClockRefresh(ShopViews):
         lines = self.run_at(workload, "2026-12-01 13:00:00")
         for aggregate in ("received_by_customer", "busy_customers"):
             assert "fast refresh:" in lines[aggregate] and "TIME o" in lines[aggregate], lines
+        assert "fast refresh:" in lines["due_or_received"] and "branch 2: TIME r" in lines["due_or_received"], lines
         assert "fast refresh:" in lines["due_received_pairs"] and "TIME p" in lines["due_received_pairs"], lines
         assert "fast refresh:" in lines["open_due_orders"] and "fast refresh:" in lines["days_to_due"], lines
         assert "fast refresh:" in lines["latest_received"] and "TIME o" in lines["latest_received"], lines
@@ -159,6 +166,7 @@ class TestClockRefresh(ShopViews):
         assert "fast refresh:" in lines["received_by_customer"] and "TIME o" in lines["received_by_customer"], lines  # 12-02 08:00 came
         assert "fast refresh:" in lines["due_by_segment"] and "TIME o" in lines["due_by_segment"], lines  # 12-01 left
         assert "TIME o, TIME p" in lines["due_received_pairs"], lines
+        assert "fast refresh:" in lines["due_or_received"] and "branch 1: TIME o" in lines["due_or_received"], lines
         for ranked in ("latest_due", "next_due"):
             assert "fast refresh:" in lines[ranked] and "TIME " in lines[ranked], lines
         assert "fast refresh:" in lines["latest_received"] and "TIME o" in lines["latest_received"], lines

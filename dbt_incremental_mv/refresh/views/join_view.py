@@ -333,33 +333,47 @@ def with_crossed_rows(
     view_types: Mapping[str, str] | None = None,  # (not read: a join view's columns are the query's)
     branch: str = WRITE_BRANCH,
 ) -> RefreshStatement:
-    """``statement`` (the marked changes' writes, None: none), then the view rows of the master
-    rows whose filters by the time give another answer now (refresh/phases/clock.py) recomputed:
-    a DELETE of the view rows whose key of an occurrence is among its ``crossed`` rows' keys (by
-    alias: a query of those rows under the alias), an INSERT of the defining query's rows of those
-    keys at the marked snapshots (the crossed rows read in place of their occurrence when one
-    occurrence crossed). Both run after the changes' writes, on the write branch: a row of a
-    changed key that also crossed is deleted and inserted again, once."""
+    """``statement`` (the marked changes' writes, None: none) and the view rows of the master rows
+    whose filters by the time give another answer now (refresh/phases/clock.py) recomputed, in
+    its DELETEs and one INSERT: a DELETE of the view rows whose key of an occurrence is among its
+    crossed rows' keys (``crossing.rows``, by alias: a query of those rows under the alias), after
+    the changes' DELETEs; the INSERT of the changes' rows and of the defining query's rows of the
+    crossed keys at the marked snapshots (the crossed rows read in place of their occurrence when
+    one occurrence crossed) but those the changes' INSERT makes (a row of an inserted key), so
+    that a row that changed and crossed is inserted once. DELETEs then one INSERT: a UNION ALL
+    view combines them with its other branches' (union_view.py)."""
     crossed = crossing.rows
     target = branch_target(view_relation, branch)
-    writes = [
-        w if statement is not None and statement.branch is not None else _on_branch(w, view_relation, target)
-        for w in (statement.writes if statement is not None else ())
-    ]
     held = []
     for alias, rows in sorted(crossed.items()):
         key = view.occurrence(alias).master.key
         by_source = view.key_columns_by_source(alias)
         held.append(f"({idents([by_source[k.lower()] for k in key])}) in (select {idents(key)} from (\n{rows}\n))")
     condition = " or ".join(held)
-    writes.append(delete_write(target, condition))
     sources = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
     if len(crossed) == 1:
         [(alias, rows)] = crossed.items()
-        inserted = render_select(view, {**sources, alias: f"(\n{rows}\n)"})
+        recomputed = render_select(view, {**sources, alias: f"(\n{rows}\n)"})
     else:
-        inserted = f"select * from (\n{render_select(view, sources)}\n) as _mv_crossed\nwhere {condition}"
-    writes.append(Write("insert", f"insert into {target} ({idents(view.stored_columns)})\n{inserted}"))
+        recomputed = f"select * from (\n{render_select(view, sources)}\n) as _mv_crossed\nwhere {condition}"
+    ins_aliases = [o.alias for o in view.occurrences if marked[o.master.name].inserts]
+    for restriction in _hidden_restrictions(view, marked, ins_aliases, "inserts"):
+        recomputed = "select * from " + restriction.excluded_from("(\n" + recomputed + "\n)")
+    changes = statement.writes if statement is not None else ()
+    deletes = [
+        w if statement is not None and statement.branch is not None else _on_branch(w, view_relation, target)
+        for w in changes
+        if w.name == "delete"
+    ]
+    deleted = f"{statement.deleted}\n   or {condition}" if statement is not None and statement.deleted else condition
+    inserted = (
+        f"{statement.inserted}\nunion all\n{recomputed}" if statement is not None and statement.inserted else recomputed
+    )
+    writes = [
+        *deletes,
+        delete_write(target, condition),
+        Write("insert", f"insert into {target} ({idents(view.stored_columns)})\n{inserted}"),
+    ]
     timed = tuple(f"TIME {alias}" for alias in sorted(crossed))
     return refresh_writes(
         branch,
@@ -367,6 +381,13 @@ def with_crossed_rows(
         (statement.steps_run if statement is not None else ()) + timed,
         statement.steps_skipped if statement is not None else (),
         cached=statement.cached if statement is not None else (),
+        touched=condition
+        if statement is None
+        else f"{statement.touched}\n   or {condition}"
+        if statement.touched
+        else None,
+        deleted=deleted,
+        inserted=inserted,
     )
 
 

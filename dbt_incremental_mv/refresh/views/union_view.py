@@ -26,6 +26,7 @@ from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.views.branch_classes import BRANCH_CLASSES, blocker_of, statement_of
 from dbt_incremental_mv.refresh.views.statement import (
     WRITE_BRANCH,
+    CrossedRows,
     RefreshStatement,
     Write,
     branch_target,
@@ -53,11 +54,57 @@ def refresh_statement(
     view_rows: int | None = None,  # (not used: the view is never rewritten whole)
 ) -> RefreshStatement | None:
     """The writes that apply the marked changes to every branch they touch, or None."""
+    return _statement(view, view_relation, marked, view_types or {}, branch, None)
+
+
+def applies_crossed_rows(view: ViewDefinition) -> bool:
+    """Whether every branch's class applies the rows the time moved across as changes in writes
+    this module combines (a join's, an aggregate's of inner joins)."""
+    return all(
+        BRANCH_CLASSES[part.view_class].with_crossed_rows is not None
+        and BRANCH_CLASSES[part.view_class].applies_crossed_rows(part)
+        for part in view.branches
+    )
+
+
+def with_crossed_rows(
+    view: ViewDefinition,
+    view_relation: str,
+    marked: Mapping[str, MarkedLog],
+    statement: RefreshStatement | None,
+    crossing: CrossedRows,
+    view_types: Mapping[str, str],
+    branch: str = WRITE_BRANCH,
+) -> RefreshStatement:
+    """The writes that apply the marked changes and the rows the time moved across (by alias: each
+    names the branch it is in) to every branch they touch, in place of ``statement``: each branch
+    with crossed rows by its class's with_crossed_rows, combined as refresh_statement's are."""
+    made = _statement(view, view_relation, marked, view_types, branch, crossing)
+    assert made is not None  # (rows crossed)
+    return made
+
+
+def _statement(
+    view: ViewDefinition,
+    view_relation: str,
+    marked: Mapping[str, MarkedLog],
+    view_types: Mapping[str, str],
+    branch: str,
+    crossing: CrossedRows | None,
+) -> RefreshStatement | None:
     parts: list[tuple[int, ViewDefinition, RefreshStatement]] = []
     skipped: list[str] = []
     for number, part in enumerate(view.branches, start=1):
         # (each branch's cached views are its own: their names carry the branch's number)
-        statement = statement_of(BRANCH_CLASSES, part, view_relation, marked, view_types or {}, f"{branch}_{number}")
+        own = f"{branch}_{number}"
+        statement = statement_of(BRANCH_CLASSES, part, view_relation, marked, view_types, own)
+        aliases = {o.alias for o in part.occurrences}
+        crossed = {alias: rows for alias, rows in (crossing.rows if crossing else {}).items() if alias in aliases}
+        if crossing is not None and crossed:
+            applier = BRANCH_CLASSES[part.view_class].with_crossed_rows
+            assert applier is not None, "a branch class that applies crossed rows (applies_crossed_rows)"
+            filters = tuple(f for f in crossing.filters if f.alias in aliases)
+            statement = applier(part, view_relation, marked, statement, CrossedRows(crossed, filters), view_types, own)
         if statement is None:
             skipped.append(f"branch {number}")
             continue

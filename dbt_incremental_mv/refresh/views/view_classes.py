@@ -16,7 +16,9 @@ from dbt_incremental_mv.refresh.views.statement import WRITE_BRANCH, CrossedRows
 
 CLASSES: dict[ViewClass, ViewClassModule] = {
     **BRANCH_CLASSES,
-    ViewClass.UNION_ALL: ViewClassModule(union_view.refresh_statement, union_view.blocker),
+    ViewClass.UNION_ALL: ViewClassModule(
+        union_view.refresh_statement, union_view.blocker, union_view.with_crossed_rows, union_view.applies_crossed_rows
+    ),
     ViewClass.RANKED: ViewClassModule(
         ranked_view.refresh_statement, ranked_view.blocker, ranked_view.with_crossed_rows
     ),

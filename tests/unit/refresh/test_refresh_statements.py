@@ -201,14 +201,20 @@ def test_a_join_view_recomputes_the_rows_of_the_keys_the_time_moved_across_after
     changes = refresh_statement(view, "s.v", logs, {})
     assert changes is not None and changes.branch is None and changes.writes[0].sql.startswith("insert into `s`.`v` (")
     timed = with_crossed_rows(view, "s.v", logs, changes, crossed, {}, branch="mv_write_1")
-    assert timed.branch == "mv_write_1" and [w.name for w in timed.writes] == ["insert", "delete", "insert"]
-    # the changes' INSERT now goes to the write branch; the time step's writes come after it
+    # the crossed keys' DELETE, then one INSERT of the changes' rows and the crossed keys' rows, on the write branch
+    assert timed.branch == "mv_write_1" and [w.name for w in timed.writes] == ["delete", "insert"]
     assert all(w.sql.split("\n")[0].startswith(("insert into `s`.`v`.`branch_mv_write_1`", "delete from `s`.`v`.`branch_mv_write_1`")) for w in timed.writes)
     held = "(`_mv_o_order_id`) in (select `order_id` from (\nselect * from `s`.`orders` version as of 77 as `o`\nwhere `o`.`due` = DATE '2026-12-01'\n))"
-    assert held in timed.writes[1].sql
-    # one occurrence crossed: its crossed rows read in its place, the others at their marked snapshots
-    assert "`o`.`due` = CAST('2026-12-01' AS DATE)" in timed.writes[2].sql and "`s`.`customers` version as of 77" in timed.writes[2].sql.lower()
+    assert held in timed.writes[0].sql and timed.deleted == held
+    insert = timed.writes[1].sql
+    assert insert.count("union all") >= 1 and changes.inserted in insert
+    # one occurrence crossed: its crossed rows read in its place, the others at their marked snapshots; the rows
+    # of an inserted order (the changes' INSERT makes them) left out, so that a row that changed and crossed comes once
+    assert "`o`.`due` = CAST('2026-12-01' AS DATE)" in insert and "`s`.`customers` version as of 77" in insert.lower()
+    assert "left anti join" in insert or "not coalesce(" in insert
     assert timed.steps_run[-1] == "TIME o"
+    # combinable into a UNION ALL view's one DELETE and one INSERT (DELETEs then one INSERT, both known)
+    assert timed.inserted is not None and timed.inserted in insert
     # nothing marked: the time step alone
     alone = with_crossed_rows(view, "s.v", logs, None, crossed, {}, branch="mv_write_1")
     assert [w.name for w in alone.writes] == ["delete", "insert"] and alone.steps_run == ("TIME o",)
@@ -259,3 +265,45 @@ def test_an_aggregate_takes_the_changes_at_its_rows_time_then_the_rows_the_time_
     assert new in came_where and old not in came_where and old in went_where and new not in went_where
     # a row that left takes its MAX with it: the groups whose extreme went are recomputed
     assert any("MIN/MAX" in step for step in timed.steps_run), timed.steps_run
+
+
+def test_a_union_all_applies_each_branch_s_crossed_rows_in_its_one_delete_and_insert():
+    from dbt_incremental_mv.analysis import MasterTable, analyze_view
+    from dbt_incremental_mv.analysis.clock import Clock, clock_move
+    from dbt_incremental_mv.logs.contract import LogSpec
+    from dbt_incremental_mv.refresh.marked_log import MarkedLog
+    from dbt_incremental_mv.refresh.views import view_classes
+    from dbt_incremental_mv.refresh.views.statement import CrossedRows
+
+    masters = {
+        "s.orders": MasterTable("s.orders", (("order_id", "bigint"), ("customer_id", "bigint"), ("due", "date"), ("amount", "int")), ("order_id",)),
+        "s.customers": MasterTable("s.customers", (("customer_id", "bigint"), ("since", "date")), ("customer_id",)),
+    }
+    sql = (
+        "select o.order_id as id, o.amount from s.orders o where o.due >= current_date() union all "
+        "select c.customer_id, count(*) from s.customers c join s.orders p on p.customer_id = c.customer_id "
+        "where c.since < current_date() group by c.customer_id"
+    )
+    before, view = (analyze_view(sql, masters, Clock.of(day)) for day in ("2026-12-01", "2026-12-02"))
+    move = clock_move(before, view)
+    assert move.elsewhere is None and sorted(f.alias for f in move.filters) == ["c", "o"]
+    assert view_classes.applies_crossed_rows(view)
+    selected_now = sql.replace("select o.order_id as id, o.amount", "select o.order_id as id, datediff(current_date(), o.due)")
+    moved = clock_move(*(analyze_view(selected_now, masters, Clock.of(d)) for d in ("2026-12-01", "2026-12-02")))
+    assert moved.elsewhere is not None  # (the time selected: recomputed when it moved)
+
+    def marked(master, inserts, deletes):
+        log = f"s.mlog_{master[2:]}"
+        spec = LogSpec(log, log, master[2:], master, masters[master].key, True)
+        return MarkedLog(spec, 5, 1, 9, inserts, deletes, master_snapshot=77, key_values=((1,),) if inserts else ())
+
+    logs = {"s.orders": marked("s.orders", 0, 0), "s.customers": marked("s.customers", 0, 0)}
+    rows = {
+        "o": "select * from `s`.`orders` version as of 77 as `o`\nwhere `o`.`due` = DATE '2026-12-01'",
+        "c": "select * from `s`.`customers` version as of 77 as `c`\nwhere `c`.`since` = DATE '2026-12-01'",
+    }
+    timed = view_classes.with_crossed_rows(view, "s.v", logs, None, CrossedRows(rows, move.filters), {}, "mv_write_1")
+    assert [w.name for w in timed.writes] == ["delete", "insert"]
+    assert timed.steps_run == ("branch 1: TIME o", "branch 2: TIME c")
+    # the join branch's crossed keys and the aggregate branch's groups, deleted by one DELETE
+    assert "`_mv_o_order_id`" in timed.writes[0].sql and "`_mv_branch`" in timed.writes[0].sql
