@@ -258,7 +258,7 @@ class _Splitter:
         log_key = key
         # group keys, PARTITION BY or DISTINCT columns may be NULL (a table's key is not)
         nullable = definition.is_aggregate or definition.ranking is not None or not key
-        key = key or _grouped_key(query, definition) or _deduplicated_key(query, definition)
+        key = key or _shape_key(query, definition)
         if nullable:
             # (no key: a UNION ALL keyed by each branch's number and own key)
             keyed = _with_state_key(query, key, definition) if key else _with_branch_keys(query, definition)
@@ -321,6 +321,12 @@ def _with_states(node: exp.Expr, states: set[str]) -> exp.Expr:
                 )
             )
     return node
+
+
+def _shape_key(query: exp.Expr, view: ViewDefinition) -> tuple[str, ...]:
+    """Output columns unique in the rows of ``query`` (analysed as ``view``): its tables' keys
+    (_key), else its grouping (_grouped_key), else its first row per key (_deduplicated_key)."""
+    return _key(view) or _grouped_key(query, view) or _deduplicated_key(query, view)
 
 
 def _key(view: ViewDefinition) -> tuple[str, ...]:
@@ -405,8 +411,7 @@ def _with_branch_keys(query: exp.Expr, view: ViewDefinition) -> exp.Expr | None:
     for number, (select, branch) in enumerate(zip(selects, view.branches, strict=True), start=1):
         names = [o.name.casefold() for o in branch.outputs if not o.hidden and o.name != BRANCH_COLUMN]
         # (each branch's rows are its own: the branch number, which an aggregate branch groups by, is the key's first part)
-        found = _key(branch) or _grouped_key(select, branch) or _deduplicated_key(select, branch)
-        key = [c for c in found if c != BRANCH_COLUMN]
+        key = [c for c in _shape_key(select, branch) if c != BRANCH_COLUMN]
         positions = [names.index(c.casefold()) for c in key if c.casefold() in names]
         if not key or len(positions) != len(key) or len(select.expressions) != len(names):
             return None
@@ -451,7 +456,7 @@ def _grouped_key(query: exp.Expr, view: ViewDefinition) -> tuple[str, ...]:
         return ()
     visible = {o.name.casefold(): o.name for o in view.outputs if not o.hidden}
     if query.args.get("distinct") is not None:
-        plain = not any(isinstance(p, exp.Star) or p.find(exp.Star) for p in query.expressions)
+        plain = not any(p.find(exp.Star) for p in query.expressions)  # (find reads the node itself too)
         return tuple(visible.values()) if plain and len(query.expressions) == len(visible) else ()
     group = query.args.get("group")
     if group is None or group.args.get("rollup") or group.args.get("cube") or group.args.get("grouping_sets"):

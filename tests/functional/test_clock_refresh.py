@@ -15,6 +15,8 @@ from dbt_incremental_mv import environment
 from tests.functional.differential import Column, Master
 from tests.functional.test_aggregate_refresh import ShopViews, visible_columns
 from tests.functional.util import force_as_a_rule, rows  # noqa: F401 - a fixture
+from tests.fuzz.check import at_time
+
 
 @dataclass(frozen=True)
 class At:
@@ -105,10 +107,6 @@ VIEWS = {
 }
 
 
-def at(sql: str, now: str) -> str:
-    return sql.replace("current_date()", f"date'{now[:10]}'").replace("current_timestamp()", f"timestamp'{now}'")
-
-
 @pytest.mark.usefixtures("force_as_a_rule")
 class TestClockRefresh(ShopViews):
     VIEWS = VIEWS
@@ -120,7 +118,7 @@ class TestClockRefresh(ShopViews):
     def check_all(self, workload):
         schema = workload.project.test_schema
         for name, sql in VIEWS.items():
-            query = at(sql, self.now).replace(ORDERS, f"{schema}.orders").replace(CUSTOMERS, f"{schema}.customers")
+            query = at_time(sql, self.now).replace(ORDERS, f"{schema}.orders").replace(CUSTOMERS, f"{schema}.customers")
             workload.check(name, query, visible_columns(workload.project, name))
 
     def run_at(self, workload, now: str) -> dict[str, str]:

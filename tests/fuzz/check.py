@@ -18,13 +18,13 @@ from datetime import date, timedelta
 from dbt.tests.util import run_dbt_and_capture
 
 from dbt_incremental_mv import environment
-from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, analyze_view
+from dbt_incremental_mv.analysis import UnsupportedViewError, analyze_view
 from dbt_incremental_mv.analysis.clock import Clock, clock_move, sql_reads_clock
 from dbt_incremental_mv.consistency import compared_column
 from dbt_incremental_mv.refresh.views import view_classes
 from tests.functional.differential import OPERATIONS, Column, Master, Workload
 from tests.functional.util import rows
-from tests.fuzz.generator import MASTERS, Definition
+from tests.fuzz.generator import MASTERS, Definition, analysis_tables
 
 REFUSED_TAG = "refused"
 COMPARED_AT_ONCE = 25  # views compared with their queries by one statement
@@ -80,10 +80,7 @@ def refresh_method(definition: Definition) -> str:
     sql = definition.sql()
     if definition.refused is not None or not sql_reads_clock(sql):
         return "fast"
-    tables = {
-        f"shop.{m.name}": MasterTable(f"shop.{m.name}", tuple((c.name, c.spark_type) for c in m.all_columns), (m.key,))
-        for m in MASTERS
-    }
+    tables = analysis_tables()
     try:
         before, after = (analyze_view(sql, tables, Clock.of(day_of(n))) for n in (None, 0))
     except UnsupportedViewError:

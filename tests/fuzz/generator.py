@@ -934,6 +934,17 @@ LIFTED_BY_PARTITIONS = (
 )
 
 
+def analysis_tables() -> dict:
+    """The masters as the analysis reads them (``shop.<name>``, their columns and key): what a
+    definition's SQL without placeholders names."""
+    from dbt_incremental_mv.analysis import MasterTable
+
+    return {
+        f"shop.{m.name}": MasterTable(f"shop.{m.name}", tuple((c.name, c.spark_type) for c in m.all_columns), (m.key,))
+        for m in MASTERS
+    }
+
+
 def lifted(definition: Definition) -> Definition:
     """``definition``, maintained when the refusal it was drawn for is one LIFTED_BY_PARTITIONS
     and the analysis maintains it per partition, or when the query, refused as one view, splits
@@ -941,14 +952,11 @@ def lifted(definition: Definition) -> Definition:
     reads the clock); its rows are then checked on Spark like any other's."""
     if definition.refused is None:
         return definition
-    from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewClass, analyze_view
+    from dbt_incremental_mv.analysis import UnsupportedViewError, ViewClass, analyze_view
     from dbt_incremental_mv.analysis.clock import sql_reads_clock
     from dbt_incremental_mv.analysis.states import split_into_states
 
-    tables = {
-        f"shop.{m.name}": MasterTable(f"shop.{m.name}", tuple((c.name, c.spark_type) for c in m.all_columns), (m.key,))
-        for m in MASTERS
-    }
+    tables = analysis_tables()
     sql = definition.sql()
     try:
         view = analyze_view(sql, tables)

@@ -6,15 +6,12 @@ from collections import Counter
 
 import pytest
 
-from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, analyze_view
+from dbt_incremental_mv.analysis import UnsupportedViewError, analyze_view
 from dbt_incremental_mv.analysis.clock import Clock, sql_reads_clock
 from dbt_incremental_mv.analysis.states import split_into_states
-from tests.fuzz.generator import MASTERS, Generator
+from tests.fuzz.generator import Generator, analysis_tables
 
-TABLES = {
-    f"shop.{m.name}": MasterTable(f"shop.{m.name}", tuple((c.name, c.spark_type) for c in m.all_columns), (m.key,))
-    for m in MASTERS
-}
+TABLES = analysis_tables()
 
 
 def judged(definition):

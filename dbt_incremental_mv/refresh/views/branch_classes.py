@@ -91,6 +91,16 @@ def blocker_of(
     return module.blocker(view, logged or {}) if module.blocker is not None else None
 
 
+def crossing_applier(classes: Mapping[ViewClass, ViewClassModule], view: ViewDefinition) -> CrossedRowsApplier | None:
+    """What of ``classes`` applies the rows ``view``'s filters by the time moved across as changes
+    (its class's with_crossed_rows, where it applies to this view), or None: the view is
+    recomputed when rows crossed."""
+    module = classes.get(view.view_class)
+    if module is None or module.with_crossed_rows is None or not module.applies_crossed_rows(view):
+        return None
+    return module.with_crossed_rows
+
+
 def statement_of(
     classes: Mapping[ViewClass, ViewClassModule],
     view: ViewDefinition,

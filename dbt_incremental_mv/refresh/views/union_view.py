@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.analysis.render import branch_rows
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
-from dbt_incremental_mv.refresh.views.branch_classes import BRANCH_CLASSES, blocker_of, statement_of
+from dbt_incremental_mv.refresh.views.branch_classes import BRANCH_CLASSES, blocker_of, crossing_applier, statement_of
 from dbt_incremental_mv.refresh.views.statement import (
     WRITE_BRANCH,
     CrossedRows,
@@ -60,11 +60,7 @@ def refresh_statement(
 def applies_crossed_rows(view: ViewDefinition) -> bool:
     """Whether every branch's class applies the rows the time moved across as changes in writes
     this module combines (a join's, an aggregate's of inner joins)."""
-    return all(
-        BRANCH_CLASSES[part.view_class].with_crossed_rows is not None
-        and BRANCH_CLASSES[part.view_class].applies_crossed_rows(part)
-        for part in view.branches
-    )
+    return all(crossing_applier(BRANCH_CLASSES, part) is not None for part in view.branches)
 
 
 def with_crossed_rows(
@@ -101,7 +97,7 @@ def _statement(
         aliases = {o.alias for o in part.occurrences}
         crossed = {alias: rows for alias, rows in (crossing.rows if crossing else {}).items() if alias in aliases}
         if crossing is not None and crossed:
-            applier = BRANCH_CLASSES[part.view_class].with_crossed_rows
+            applier = crossing_applier(BRANCH_CLASSES, part)
             assert applier is not None, "a branch class that applies crossed rows (applies_crossed_rows)"
             filters = tuple(f for f in crossing.filters if f.alias in aliases)
             statement = applier(part, view_relation, marked, statement, CrossedRows(crossed, filters), view_types, own)

@@ -11,7 +11,13 @@ from collections.abc import Mapping, Sequence
 from dbt_incremental_mv.analysis import ViewClass, ViewDefinition
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.views import ranked_view, union_view
-from dbt_incremental_mv.refresh.views.branch_classes import BRANCH_CLASSES, ViewClassModule, blocker_of, statement_of
+from dbt_incremental_mv.refresh.views.branch_classes import (
+    BRANCH_CLASSES,
+    ViewClassModule,
+    blocker_of,
+    crossing_applier,
+    statement_of,
+)
 from dbt_incremental_mv.refresh.views.statement import WRITE_BRANCH, CrossedRows, RefreshStatement
 
 CLASSES: dict[ViewClass, ViewClassModule] = {
@@ -34,8 +40,7 @@ CLASSES: dict[ViewClass, ViewClassModule] = {
 def applies_crossed_rows(view: ViewDefinition) -> bool:
     """Whether the view's class applies the rows its filters by the time moved across as changes
     (else a refresh that finds some recomputes the view)."""
-    module = CLASSES.get(view.view_class)
-    return module is not None and module.with_crossed_rows is not None and module.applies_crossed_rows(view)
+    return crossing_applier(CLASSES, view) is not None
 
 
 def with_crossed_rows(
@@ -49,7 +54,7 @@ def with_crossed_rows(
 ) -> RefreshStatement:
     """``statement`` (the marked changes' writes, None: none) with the rows that ``crossed`` the
     view's time boundary applied too."""
-    applier = CLASSES[view.view_class].with_crossed_rows
+    applier = crossing_applier(CLASSES, view)
     assert applier is not None, "a class that applies crossed rows (applies_crossed_rows)"
     return applier(view, view_relation, marked, statement, crossed, view_types, branch)
 
