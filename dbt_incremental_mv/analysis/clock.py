@@ -8,12 +8,14 @@ the clock has moved: the query at the old time and the query at the new one are 
 and what differs between the two definitions is what the clock decides (``clock_move``):
 
 - nothing (a ``current_date()`` view refreshed again the same day): the view is refreshed as any;
-- filters of one table's rows (``where o.due_date >= current_date()``): the rows whose filter
+- filters of one table's rows (``where o.due_date >= current_date()``, or in an outer join's ON
+  ``left join o on o.customer_id = c.customer_id and o.due_date >= current_date()``): the rows whose filter
   gives another answer at the new time have crossed the time boundary. A refresh counts them
   (refresh/phases/clock.py); while there are none, the unchanged rows of the view are those of the
   query at the new time, and the fast refresh applies the changes at the new time; rows that
-  crossed are changes too (a join deletes and inserts their rows; an aggregate takes the logged
-  changes at the old time, ``at_times``, then the crossed rows in at the new time and out at the old);
+  crossed are changes too (a join deletes and inserts their rows, an outer join recomputes the
+  slices holding them; an aggregate takes the logged changes at the old time, ``at_times``, then
+  the crossed rows in at the new time and out at the old);
 - anything else (a clock value selected, in a join condition, after an aggregate): the view is
   recomputed whenever the time it reads moved.
 """
@@ -29,7 +31,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError
-from dbt_incremental_mv.analysis.model import PartitionQuery, ViewDefinition
+from dbt_incremental_mv.analysis.model import JoinStep, PartitionQuery, ViewDefinition
 from dbt_incremental_mv.analysis.parse import parse_statement
 from dbt_incremental_mv.analysis.resolved import split_conjuncts
 
@@ -166,16 +168,59 @@ def clock_move(before: ViewDefinition, after: ViewDefinition) -> ClockMove:
     for old, new in zip(before.where_conjuncts, after.where_conjuncts, strict=True):
         if old.sql(dialect="spark") == new.sql(dialect="spark"):
             continue
-        aliases = {column.table for column in new.find_all(exp.Column)}
-        if len(aliases) != 1 or new.find(exp.Subquery, exp.AggFunc, exp.Window) is not None:
+        moving = _one_table_filter(old, new)
+        if moving is None:
             return ClockMove(elsewhere=f"the condition {new.sql(dialect='spark')}, which is not a filter of one table")
-        filters.append(MovingFilter(aliases.pop(), old, new))
+        filters.append(moving)
+    joins = _outer_join_move(before.joins, after.joins)
+    if joins is not None:  # filters of one table in an outer join's ON: the joins alike but for them
+        filters += joins
+        before = replace(before, joins=after.joins)
     places = [label for field, label in _PLACES if repr(getattr(before, field)) != repr(getattr(after, field))]
     if not places and repr(replace(before, where_conjuncts=())) != repr(replace(after, where_conjuncts=())):
         places = ["the query"]
     if places:
         return ClockMove(tuple(filters), elsewhere=", ".join(dict.fromkeys(places)))
     return ClockMove(tuple(filters))
+
+
+def _one_table_filter(old: exp.Expr, new: exp.Expr) -> MovingFilter | None:
+    """The conjunct at two times as a filter of one occurrence's rows (None: it reads several, or
+    aggregates, windows or a subquery)."""
+    aliases = {column.table for column in new.find_all(exp.Column)}
+    if len(aliases) != 1 or new.find(exp.Subquery, exp.AggFunc, exp.Window) is not None:
+        return None
+    return MovingFilter(aliases.pop(), old, new)
+
+
+def _outer_join_move(before: Sequence[JoinStep], after: Sequence[JoinStep]) -> list[MovingFilter] | None:
+    """The filters of one occurrence in outer joins' ON conditions that differ between the joins at
+    two times (``left join o on o.customer_id = c.customer_id and o.ordered_at >= current_date()``),
+    when nothing else in them does (None: something else differs, or nothing does). Whether such a
+    row is in the view is its filter's answer, as for a WHERE conjunct; a join view can apply the
+    rows that crossed it by the slices holding them (outer_join_view.with_crossed_rows)."""
+    if len(before) != len(after):
+        return None
+    found: list[MovingFilter] = []
+    for old, new in zip(before, after, strict=True):
+        if repr(old) == repr(new):
+            continue
+        if not new.is_outer or (old.alias, old.kind, repr(old.equi_pairs)) != (
+            new.alias,
+            new.kind,
+            repr(new.equi_pairs),
+        ):
+            return None
+        if len(old.residual) != len(new.residual):
+            return None
+        for old_conjunct, new_conjunct in zip(old.residual, new.residual, strict=True):
+            if old_conjunct.sql(dialect="spark") == new_conjunct.sql(dialect="spark"):
+                continue
+            moving = _one_table_filter(old_conjunct, new_conjunct)
+            if moving is None:
+                return None
+            found.append(moving)
+    return found or None
 
 
 def _union_move(before: ViewDefinition, after: ViewDefinition) -> ClockMove:
@@ -194,11 +239,25 @@ def _union_move(before: ViewDefinition, after: ViewDefinition) -> ClockMove:
 
 def at_times(after: ViewDefinition, filters: Sequence[MovingFilter], before: Collection[str]) -> ViewDefinition:
     """``after``, the definition at this refresh's time, with the moving ``filters`` (clock_move's:
-    its WHERE conjuncts that differ) of the occurrences ``before`` as they read at the time the
-    view reflects: every alias of the filters in ``before``, the definition at that time."""
+    its WHERE conjuncts and outer joins' ON filters that differ) of the occurrences ``before`` as
+    they read at the time the view reflects: every alias of the filters in ``before``, the
+    definition at that time."""
     swapped = {f.after.sql(dialect="spark"): f.before for f in filters if f.alias in before}
-    conjuncts = tuple(swapped.get(c.sql(dialect="spark"), c) for c in after.where_conjuncts)
-    return replace(after, where_conjuncts=conjuncts)
+
+    def swap(conjunct: exp.Expr) -> exp.Expr:
+        return swapped.get(conjunct.sql(dialect="spark"), conjunct)
+
+    def swap_within(condition: exp.Expr | None) -> exp.Expr | None:  # (an outer join's ON: its residual's)
+        if condition is None:
+            return None
+        return condition.copy().transform(lambda node: node if swap(node) is node else swap(node).copy())
+
+    conjuncts = tuple(swap(c) for c in after.where_conjuncts)
+    joins = tuple(
+        replace(j, residual=tuple(swap(c) for c in j.residual), condition=swap_within(j.condition)) if j.is_outer else j
+        for j in after.joins
+    )
+    return replace(after, where_conjuncts=conjuncts, joins=joins)
 
 
 def _partition_move(before: PartitionQuery, after: PartitionQuery) -> ClockMove:

@@ -1,7 +1,7 @@
 """Views that read the clock (current_date(), current_timestamp()): the clock is fixed per run by
 DBT_INCREMENTAL_MV_NOW, never by sleeping. Filters of one table by the time are fast refreshed:
-join, aggregate, ranked, windowed and UNION ALL views apply the rows the time moved across as
-changes (also when nothing else changed), a per-partition view recomputes their partitions; a clock
+join, outer join (also a filter in its ON), aggregate, ranked, windowed and UNION ALL views apply
+the rows the time moved across as changes (also when nothing else changed), a per-partition view recomputes their partitions; a clock
 read elsewhere recomputes the view when the time it reads moved. After every run each view equals its
 query at that run's time, across randomized changes."""
 
@@ -102,6 +102,17 @@ VIEWS = {
         f"select r.customer_id, sum(r.amount) from {ORDERS} r where cast(r.received as timestamp) <= current_timestamp() "
         "group by r.customer_id"
     ),
+    # an outer join whose ON keeps the orders due from today on: a customer keeps its row, null-extended once its
+    # last due order left; the slices of the customers the crossed orders name are recomputed
+    "customer_due_orders": (
+        f"select c.customer_id, c.segment, o.order_id, o.due from {CUSTOMERS} c left join {ORDERS} o "
+        "on o.customer_id = c.customer_id and cast(o.due as date) >= current_date()"
+    ),
+    # the orders received up to now (the anchor's filter) with their customer, if any: crossed orders are slices
+    "received_with_customer": (
+        f"select o.order_id, o.received, c.segment from {ORDERS} o left join {CUSTOMERS} c "
+        "on c.customer_id = o.customer_id where cast(o.received as timestamp) <= current_timestamp()"
+    ),
     # the date selected: recomputed when the date moved, fast refreshed within a day
     "days_to_due": f"select o.order_id, datediff(cast(o.due as date), current_date()) as days from {ORDERS} o",
 }
@@ -155,6 +166,7 @@ class TestClockRefresh(ShopViews):
         assert "fast refresh:" in lines["due_received_pairs"] and "TIME p" in lines["due_received_pairs"], lines
         assert "fast refresh:" in lines["open_due_orders"] and "fast refresh:" in lines["days_to_due"], lines
         assert "fast refresh:" in lines["latest_received"] and "TIME o" in lines["latest_received"], lines
+        assert "fast refresh:" in lines["received_with_customer"] and "TIME o" in lines["received_with_customer"], lines
         # the next day: due orders leave, the selected date moved
         workload.round(6, masters=["orders", "customers"])
         lines = self.run_at(workload, "2026-12-02 09:00:00")
@@ -168,6 +180,7 @@ class TestClockRefresh(ShopViews):
         for ranked in ("latest_due", "next_due"):
             assert "fast refresh:" in lines[ranked] and "TIME " in lines[ranked], lines
         assert "fast refresh:" in lines["latest_received"] and "TIME o" in lines["latest_received"], lines
+        assert "fast refresh:" in lines["customer_due_orders"] and "TIME o" in lines["customer_due_orders"], lines
         assert "reads the clock in a selected value" in lines["days_to_due"], lines
         # nothing changed, but the time moved across rows: mv_status and explain say so, the run applies them
         os.environ[environment.NOW.name] = "2026-12-06 00:00:00"
@@ -184,6 +197,7 @@ class TestClockRefresh(ShopViews):
         assert "the rows a refresh finds the time moved across are applied as changes" in explained, explained
         lines = self.run_at(workload, "2026-12-06 00:00:00")
         assert "steps run: TIME o" in lines["open_due_orders"] and "steps run: TIME o" in lines["placed_lately"], lines
+        assert "steps run: TIME o, DEL+INS slices" in lines["customer_due_orders"], lines
         # nothing changed and the time moved across no row: nothing to do
         lines = self.run_at(workload, "2026-12-06 00:30:00")
         assert "nothing marked" in lines["open_due_orders"], lines

@@ -193,6 +193,8 @@ class Generator:
         # and a filter of one table by the date (the harness moves the date a day per round, so
         # that rows cross it both ways: tests/fuzz/check.py)
         self.timed_random = random.Random(seed * 7919 + 16)
+        # and such a filter of a LEFT JOIN's null-extended table in its ON instead of WHERE
+        self.timed_on_random = random.Random(seed * 7919 + 17)
         self.refused_share = refused_share
 
     # -- FROM ---------------------------------------------------------------------------------
@@ -360,9 +362,16 @@ class Generator:
     def _timed(self, block: Block) -> None:
         """A WHERE conjunct comparing a small integer of an occurrence no outer join null-extends
         with the day of the month (``current_date()``: 1, 2, 0, 1, ... modulo 3 as the harness
-        moves the date a day per round), so that rows cross the filter both ways."""
+        moves the date a day per round), so that rows cross the filter both ways; for 60% of
+        the blocks with a LEFT JOIN ... ON, that comparison of the joined table in its ON instead."""
         t = self.timed_random
         occurrence = t.choice([o for o in block.occurrences if not o.nullable])
+        left_joined = [
+            (at, o) for at, o in enumerate(block.occurrences[1:])
+            if block.joins[at].startswith("left join") and " on " in block.joins[at]
+        ]
+        on = left_joined and self.timed_on_random.random() < 0.6
+        at, occurrence = self.timed_on_random.choice(left_joined) if on else (None, occurrence)
         small = [c.name for c in occurrence.master.all_columns
                  if c.kind == "n" and all(v is None or v <= 4 for v in c.values)]
         if occurrence.master.name == "regions":
@@ -370,7 +379,12 @@ class Generator:
         if not small:
             return
         column = t.choice(small)
-        block.where.append(f"{occurrence.alias}.{column} {t.choice(('>=', '<', '<>'))} dayofmonth(current_date()) % 3")
+        condition = f"{occurrence.alias}.{column} {t.choice(('>=', '<', '<>'))} dayofmonth(current_date()) % 3"
+        if at is not None:
+            block.joins[at] += f" and {condition}"
+            block.features.add("filter by the time in ON")
+        else:
+            block.where.append(condition)
         block.features.add("filter by the time")
 
     def _select(self, block: Block, outputs: list[str], tail: str = "", distinct: bool = False) -> str:

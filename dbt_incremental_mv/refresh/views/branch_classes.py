@@ -68,7 +68,9 @@ class ViewClassModule:
 
 BRANCH_CLASSES: dict[ViewClass, ViewClassModule] = {
     ViewClass.JOIN: ViewClassModule(join_view.refresh_statement, with_crossed_rows=join_view.with_crossed_rows),
-    ViewClass.OUTER_JOIN: ViewClassModule(outer_join_view.refresh_statement, outer_join_view.blocker),
+    ViewClass.OUTER_JOIN: ViewClassModule(
+        outer_join_view.refresh_statement, outer_join_view.blocker, outer_join_view.with_crossed_rows
+    ),
     ViewClass.AGGREGATE: ViewClassModule(
         aggregate_view.refresh_statement,
         aggregate_view.blocker,

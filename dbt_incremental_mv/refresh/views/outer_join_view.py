@@ -61,6 +61,7 @@ from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.views.statement import (
     WRITE_BRANCH,
     Cached,
+    CrossedRows,
     RefreshStatement,
     Write,
     branch_target,
@@ -241,6 +242,82 @@ def _row_filter(
     return broadcast_exists(keys, "`_mv_k`", f"{anchor_match} and ({' or '.join(which)})")
 
 
+def _whole_slices(
+    s: _Slicing, view_relation: str, parts: list[str], run: tuple[str, ...], skipped: tuple[str, ...], branch: str
+) -> RefreshStatement:
+    """The writes recomputing whole the slices of the anchor keys ``parts`` return (each a query of
+    them named as the anchor's key columns): their rows deleted on the write branch, the defining
+    query's rows of them inserted; the keys computed once into the session's cache."""
+    on_branch = branch_target(view_relation, branch)
+    name = cached_view(branch, "keys")
+    keys = f"select {idents(s.root_log.spec.key)} from {ident(name)}"
+    affected = Cached(name, _distinct_keys(s.root_log, parts))
+    in_slices = f"({idents(s.root_hidden)}) in ({broadcast(keys)})"
+    slices = _slices(s, keys)
+    writes = [
+        delete_write(on_branch, in_slices),
+        Write("insert", f"insert into {on_branch} ({idents(s.view.stored_columns)})\n{slices}"),
+    ]
+    return refresh_writes(
+        branch,
+        writes,
+        (*run, "DEL+INS slices"),
+        skipped,
+        cached=(affected,),
+        touched=in_slices,
+        deleted=in_slices,
+        inserted=slices,
+    )
+
+
+def _crossed_key_parts(s: _Slicing, view_relation: str, alias: str, rows: str) -> list[str]:
+    """Queries returning the anchor keys of every slice that the rows of ``alias`` which crossed the
+    view's time boundary (``rows``: a query of them, at the snapshot the refresh reads, under the
+    alias) are in, at the time the view reflects or at this refresh's: the keys of crossed anchor
+    rows; the anchor keys a crossed row holds when it is joined to the anchor on the anchor's whole
+    key; else the anchors of the view rows holding a crossed row (it was in) and of the rows the
+    defining query at this time makes of them (it is in now). A row is in the view exactly when
+    its filters hold, so no other slice changed (a crossed row that also changed: its old slice is
+    its before image's, among the changes' affected anchors)."""
+    key = s.view.occurrence(alias).master.key
+    crossed = f"(\n{rows}\n)"
+    if alias == s.root:
+        return [f"select {idents(key)} from {crossed}"]
+    link = s.links.get(alias)
+    if link is not None:  # joined on the anchor's whole key: the anchor keys its rows hold, no join needed
+        return [_linked_anchor_keys(link, s.root_log, rows)]
+    hidden = _hidden_key(s.view, alias, s.log(alias))
+    held = f"({idents(hidden)}) in (select {idents(key)} from {crossed})"
+    old = f"select {s.anchor_key_from_view()} from {relation(view_relation)} where {held}"
+    present = " and ".join(f"{ident(h)} is not null" for h in hidden)
+    new_rows = _new_state(s, {alias: crossed})
+    return [old, f"select {s.anchor_key_from_view()} from (\n{new_rows}\n) where {present}"]
+
+
+def with_crossed_rows(
+    view: ViewDefinition,
+    view_relation: str,
+    marked: Mapping[str, MarkedLog],
+    statement: RefreshStatement | None,
+    crossing: CrossedRows,
+    view_types: Mapping[str, str] | None = None,  # (not read: an outer-join view's columns are the query's)
+    branch: str = WRITE_BRANCH,
+) -> RefreshStatement:
+    """The marked changes and the rows that crossed the view's time boundary (``crossing.rows``, by
+    alias: a query of those rows under the alias) applied in one recomputation of the slices they
+    are in (in place of ``statement``, the changes' alone): the changes' affected anchors
+    (_anchor_key_parts, each changed occurrence's slices whole, none row by row) and the crossed
+    rows' (_crossed_key_parts), their rows deleted and the defining query's at this time inserted."""
+    slicing = _Slicing.of(view, marked)
+    changed = [o.alias for o in view.occurrences if marked[o.master.name].has_changes]
+    parts = [part for a in changed for part in _anchor_key_parts(slicing, view_relation, a)]
+    for alias, rows in sorted(crossing.rows.items()):
+        parts += _crossed_key_parts(slicing, view_relation, alias, rows)
+    run = tuple(f"SLICES {a}" for a in changed) + tuple(f"TIME {a}" for a in sorted(crossing.rows))
+    skipped = tuple(f"SLICES {o.alias}" for o in view.occurrences if o.alias not in changed)
+    return _whole_slices(slicing, view_relation, parts, run, skipped, branch)
+
+
 def refresh_statement(
     view: ViewDefinition,
     view_relation: str,
@@ -276,24 +353,8 @@ def refresh_statement(
     name = cached_view(branch, "keys")
     keys = f"select {idents(root_log.spec.key)} from {ident(name)}"
     if by_row is None:
-        affected = Cached(name, _distinct_keys(root_log, whole))
-        in_slices = f"({idents(root_hidden)}) in ({broadcast(keys)})"
-        slices = _slices(slicing, keys)
-        writes = [
-            delete_write(on_branch, in_slices),
-            Write("insert", f"insert into {on_branch} ({idents(stored)})\n{slices}"),
-        ]
-        run = tuple(f"SLICES {a}" for a in changed) + ("DEL+INS slices",)
-        return refresh_writes(
-            branch,
-            writes,
-            run,
-            skipped,
-            cached=(affected,),
-            touched=in_slices,
-            deleted=in_slices,
-            inserted=slices,
-        )
+        run = tuple(f"SLICES {a}" for a in changed)
+        return _whole_slices(slicing, view_relation, whole, run, skipped, branch)
     # Oracle's outer-join algorithm for ``by_row`` (X): the view rows of its changed rows are
     # deleted and inserted, and the anchors its images name (the affected ones) only get their
     # null-extended row fixed: deleted when the anchor had no row of X and has some now, inserted

@@ -4,7 +4,7 @@ literals, and what differs between the query's definitions at two times."""
 import pytest
 
 from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, analyze_view, render_expression
-from dbt_incremental_mv.analysis.clock import Clock, ClockError, ClockMove, clock_move, sql_reads_clock
+from dbt_incremental_mv.analysis.clock import Clock, ClockError, ClockMove, at_times, clock_move, sql_reads_clock
 from dbt_incremental_mv.refresh.phases.clock import crossing
 
 MASTERS = {
@@ -82,13 +82,32 @@ def test_filters_of_each_table_of_a_join_move_apart_from_the_others():
     assert sorted(f.alias for f in moved.filters) == ["c", "o"]
 
 
+def test_a_filter_of_the_null_supplying_table_in_an_outer_join_s_on_moves_as_a_filter_of_its_rows():
+    sql = (
+        "select o.order_id, c.valid_to from s.orders o left join s.customers c on o.customer_id = c.customer_id "
+        "and c.valid_to >= current_date() where o.due < current_date()"
+    )
+    moved = move(sql, MORNING, NEXT_DAY)
+    assert moved.elsewhere is None
+    assert sorted((f.alias, render_expression(f.after)) for f in moved.filters) == [
+        ("c", "`c`.`valid_to` >= CAST('2026-12-02' AS DATE)"),
+        ("o", "`o`.`due` < CAST('2026-12-02' AS DATE)"),
+    ]
+    # at_times reads the ON filter as it was at the old time too (an aggregate's changes at that time)
+    after = analyze_view(sql, MASTERS, NEXT_DAY)
+    old = at_times(after, moved.filters, ["c"])
+    assert "CAST('2026-12-01' AS DATE)" in render_expression(old.joins[0].condition)
+    assert render_expression(old.joins[0].residual[0]) == "`c`.`valid_to` >= CAST('2026-12-01' AS DATE)"
+    assert old.where_conjuncts == after.where_conjuncts  # (o's filter kept at the new time)
+
+
 @pytest.mark.parametrize(
     "sql, where",
     [
         ("select o.order_id, datediff(o.due, current_date()) as age from s.orders o", "a selected value"),
         (
             "select o.order_id from s.orders o left join s.customers c on o.customer_id = c.customer_id "
-            "and c.valid_to >= current_date()",
+            "and c.valid_to >= date_add(current_date(), cast(o.amount as int))",
             "a join condition",
         ),
         (

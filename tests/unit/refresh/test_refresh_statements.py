@@ -9,10 +9,11 @@ import time
 
 import pytest
 
-from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from dbt_incremental_mv.refresh.phases.propagate import IDLE
 from dbt_incremental_mv.refresh.phases.publish import CACHE_PLANNING
+from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from tests.unit.warehouse import VIEWS, Warehouse
+
 
 @pytest.fixture(params=sorted(VIEWS))
 def warehouse(request) -> Warehouse:
@@ -171,10 +172,20 @@ def test_the_plan_is_not_edited_the_run_is_decided_once_from_the_facts(warehouse
     assert (turned.action, turned.decision.blocker, turned.plan.action) == ("complete", "a log was reset", "fast")
 
 
+def marked(masters, master, inserts, deletes):
+    """The marked log of ``master`` (``s.<name>``, its log ``s.mlog_<name>``) at snapshot 77, its
+    changed keys the literal 1 when any."""
+    from dbt_incremental_mv.logs.contract import LogSpec
+    from dbt_incremental_mv.refresh.marked_log import MarkedLog
+
+    log = f"s.mlog_{master[2:]}"
+    spec = LogSpec(log, log, master[2:], master, masters[master].key, True)
+    return MarkedLog(spec, 5, 1, 9, inserts, deletes, master_snapshot=77, key_values=((1,),) if inserts or deletes else ())
+
+
 def test_a_join_view_recomputes_the_rows_of_the_keys_the_time_moved_across_after_the_changes():
     from dbt_incremental_mv.analysis import MasterTable, analyze_view
     from dbt_incremental_mv.analysis.clock import Clock
-    from dbt_incremental_mv.refresh.marked_log import MarkedLog
     from dbt_incremental_mv.refresh.views.join_view import refresh_statement, with_crossed_rows
     from dbt_incremental_mv.refresh.views.statement import CrossedRows
 
@@ -189,14 +200,7 @@ def test_a_join_view_recomputes_the_rows_of_the_keys_the_time_moved_across_after
         Clock.of("2026-12-02"),
     )
 
-    def marked(master, inserts, deletes):
-        from dbt_incremental_mv.logs.contract import LogSpec
-
-        log = f"s.mlog_{master[2:]}"
-        spec = LogSpec(log, log, master[2:], master, masters[master].key, True)
-        return MarkedLog(spec, 5, 1, 9, inserts, deletes, master_snapshot=77, key_values=((1,),) if inserts else ())
-
-    logs = {"s.orders": marked("s.orders", 1, 0), "s.customers": marked("s.customers", 0, 0)}
+    logs = {"s.orders": marked(masters, "s.orders", 1, 0), "s.customers": marked(masters, "s.customers", 0, 0)}
     crossed = CrossedRows({"o": "select * from `s`.`orders` version as of 77 as `o`\nwhere `o`.`due` = DATE '2026-12-01'"})
     changes = refresh_statement(view, "s.v", logs, {})
     assert changes is not None and changes.branch is None and changes.writes[0].sql.startswith("insert into `s`.`v` (")
@@ -220,11 +224,59 @@ def test_a_join_view_recomputes_the_rows_of_the_keys_the_time_moved_across_after
     assert [w.name for w in alone.writes] == ["delete", "insert"] and alone.steps_run == ("TIME o",)
 
 
+def test_an_outer_join_view_recomputes_the_slices_holding_the_rows_the_time_moved_across():
+    from dbt_incremental_mv.analysis import MasterTable, analyze_view
+    from dbt_incremental_mv.analysis.clock import Clock, clock_move
+    from dbt_incremental_mv.refresh.views import view_classes
+    from dbt_incremental_mv.refresh.views.statement import CrossedRows
+
+    masters = {
+        "s.orders": MasterTable("s.orders", (("order_id", "bigint"), ("customer_id", "bigint"), ("due", "date")), ("order_id",)),
+        "s.customers": MasterTable("s.customers", (("customer_id", "bigint"), ("since", "date")), ("customer_id",)),
+    }
+    # the orders due from today on of each customer (a filter in the LEFT JOIN's ON), of customers since before today
+    sql = (
+        "select c.customer_id, o.order_id from s.customers c left join s.orders o "
+        "on o.customer_id = c.customer_id and o.due >= current_date() where c.since < current_date()"
+    )
+    before, view = (analyze_view(sql, masters, Clock.of(day)) for day in ("2026-12-01", "2026-12-02"))
+    move = clock_move(before, view)
+    assert move.elsewhere is None and sorted(f.alias for f in move.filters) == ["c", "o"]
+    assert view_classes.applies_crossed_rows(view)
+
+    logs = {"s.orders": marked(masters, "s.orders", 1, 1), "s.customers": marked(masters, "s.customers", 0, 0)}
+    rows = {
+        "o": "select * from `s`.`orders` version as of 77 as `o`\nwhere `o`.`due` = DATE '2026-12-01'",
+        "c": "select * from `s`.`customers` version as of 77 as `c`\nwhere `c`.`since` = DATE '2026-12-01'",
+    }
+    timed = view_classes.with_crossed_rows(view, "s.v", logs, None, CrossedRows(rows, move.filters), {}, "mv_write_1")
+    assert timed.steps_run == ("SLICES o", "TIME c", "TIME o", "DEL+INS slices")
+    assert [w.name for w in timed.writes] == ["delete", "insert"] and timed.branch == "mv_write_1"
+    [keys] = timed.cached
+    # the affected customers: the changed orders' (the view rows holding them and their new rows), the crossed
+    # customers themselves, and the customers the crossed orders name (joined on the customers' whole key)
+    assert "`_mv_o_order_id` in (1)" in keys.sql and "where `order_id` in (1)" in keys.sql
+    assert rows["c"] in keys.sql
+    assert f"select `customer_id` as `customer_id` from (\n{rows['o']}\n) where `customer_id` is not null" in keys.sql
+    assert keys.sql.count("from `s`.`v`") == 1  # (the changed orders' old slices only)
+    # not joined on the anchor's whole key: the view rows holding a crossed row, and the rows the query makes of them
+    pairs = sql.replace("o.customer_id = c.customer_id", "o.customer_id + 0 = c.customer_id")
+    before, view2 = (analyze_view(pairs, masters, Clock.of(day)) for day in ("2026-12-01", "2026-12-02"))
+    move2 = clock_move(before, view2)
+    crossed2 = CrossedRows({"o": rows["o"]}, move2.filters)
+    keys2 = view_classes.with_crossed_rows(view2, "s.v", logs, None, crossed2, {}, "mv_write_1").cached[0].sql
+    assert "(`_mv_o_order_id`) in (select `order_id` from (\n" + rows["o"] in keys2
+    assert "LEFT JOIN (" + rows["o"].replace("select * from", "SELECT * FROM").replace(" version as of", " VERSION AS OF").replace(" as `o`\nwhere", " AS `o` WHERE").replace("DATE '2026-12-01'", "CAST('2026-12-01' AS DATE)") in keys2
+    # the slices recomputed whole at the new time: every view row of an affected customer deleted, the query's inserted
+    assert "`_mv_c_customer_id`" in timed.writes[0].sql and keys.name in timed.writes[0].sql
+    insert = timed.writes[1].sql
+    assert "CAST('2026-12-02' AS DATE)" in insert and "CAST('2026-12-01' AS DATE)" not in insert
+    assert timed.deleted is not None and timed.inserted is not None  # (combinable into a UNION ALL's writes)
+
+
 def test_an_aggregate_takes_the_changes_at_its_rows_time_then_the_rows_the_time_moved_across_in_and_out():
     from dbt_incremental_mv.analysis import MasterTable, analyze_view
     from dbt_incremental_mv.analysis.clock import Clock, clock_move
-    from dbt_incremental_mv.logs.contract import LogSpec
-    from dbt_incremental_mv.refresh.marked_log import MarkedLog
     from dbt_incremental_mv.refresh.views import view_classes
     from dbt_incremental_mv.refresh.views.aggregate_view import refresh_statement, with_crossed_rows
     from dbt_incremental_mv.refresh.views.statement import CrossedRows
@@ -244,12 +296,7 @@ def test_an_aggregate_takes_the_changes_at_its_rows_time_then_the_rows_the_time_
     outer = sql.replace("join s.customers", "left join s.customers")
     assert not view_classes.applies_crossed_rows(analyze_view(outer.replace("c.name", "o.customer_id"), masters, Clock.of("2026-12-02")))
 
-    def marked(master, inserts, deletes):
-        log = f"s.mlog_{master[2:]}"
-        spec = LogSpec(log, log, master[2:], master, masters[master].key, True)
-        return MarkedLog(spec, 5, 1, 9, inserts, deletes, master_snapshot=77, key_values=((1,),) if inserts else ())
-
-    logs = {"s.orders": marked("s.orders", 1, 0), "s.customers": marked("s.customers", 0, 0)}
+    logs = {"s.orders": marked(masters, "s.orders", 1, 0), "s.customers": marked(masters, "s.customers", 0, 0)}
     rows = "select * from `s`.`orders` version as of 77 as `o`\nwhere `o`.`due` = DATE '2026-12-01'"
     timed = with_crossed_rows(view, "s.v", logs, refresh_statement(view, "s.v", logs, {}), CrossedRows({"o": rows}, move.filters), {})
     assert timed.steps_run[:2] == ("DELTA o", "TIME o")
@@ -270,8 +317,6 @@ def test_an_aggregate_takes_the_changes_at_its_rows_time_then_the_rows_the_time_
 def test_a_union_all_applies_each_branch_s_crossed_rows_in_its_one_delete_and_insert():
     from dbt_incremental_mv.analysis import MasterTable, analyze_view
     from dbt_incremental_mv.analysis.clock import Clock, clock_move
-    from dbt_incremental_mv.logs.contract import LogSpec
-    from dbt_incremental_mv.refresh.marked_log import MarkedLog
     from dbt_incremental_mv.refresh.views import view_classes
     from dbt_incremental_mv.refresh.views.statement import CrossedRows
 
@@ -292,12 +337,7 @@ def test_a_union_all_applies_each_branch_s_crossed_rows_in_its_one_delete_and_in
     moved = clock_move(*(analyze_view(selected_now, masters, Clock.of(d)) for d in ("2026-12-01", "2026-12-02")))
     assert moved.elsewhere is not None  # (the time selected: recomputed when it moved)
 
-    def marked(master, inserts, deletes):
-        log = f"s.mlog_{master[2:]}"
-        spec = LogSpec(log, log, master[2:], master, masters[master].key, True)
-        return MarkedLog(spec, 5, 1, 9, inserts, deletes, master_snapshot=77, key_values=((1,),) if inserts else ())
-
-    logs = {"s.orders": marked("s.orders", 0, 0), "s.customers": marked("s.customers", 0, 0)}
+    logs = {"s.orders": marked(masters, "s.orders", 0, 0), "s.customers": marked(masters, "s.customers", 0, 0)}
     rows = {
         "o": "select * from `s`.`orders` version as of 77 as `o`\nwhere `o`.`due` = DATE '2026-12-01'",
         "c": "select * from `s`.`customers` version as of 77 as `c`\nwhere `c`.`since` = DATE '2026-12-01'",
