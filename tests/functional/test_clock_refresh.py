@@ -1,7 +1,7 @@
 """Views that read the clock (current_date(), current_timestamp()): the clock is fixed per run by
 DBT_INCREMENTAL_MV_NOW, never by sleeping. Filters of one table by the time are fast refreshed:
-join, outer join (also a filter in its ON), aggregate, ranked, windowed and UNION ALL views apply
-the rows the time moved across as changes (also when nothing else changed), a per-partition view recomputes their partitions; a clock
+join, outer join (also a filter in its ON), aggregate (also over outer joins), ranked, windowed
+and UNION ALL views apply the rows the time moved across as changes (also when nothing else changed), a per-partition view recomputes their partitions; a clock
 read elsewhere recomputes the view when the time it reads moved. After every run each view equals its
 query at that run's time, across randomized changes."""
 
@@ -108,6 +108,11 @@ VIEWS = {
         f"select c.customer_id, c.segment, o.order_id, o.due from {CUSTOMERS} c left join {ORDERS} o "
         "on o.customer_id = c.customer_id and cast(o.due as date) >= current_date()"
     ),
+    # the same counted per customer (an aggregate over the outer join): the crossed orders' customers' slices
+    "due_count_by_customer": (
+        f"select c.customer_id, count(o.order_id) as due, sum(o.amount) as amount from {CUSTOMERS} c left join {ORDERS} o "
+        "on o.customer_id = c.customer_id and cast(o.due as date) >= current_date() group by c.customer_id"
+    ),
     # the orders received up to now (the anchor's filter) with their customer, if any: crossed orders are slices
     "received_with_customer": (
         f"select o.order_id, o.received, c.segment from {ORDERS} o left join {CUSTOMERS} c "
@@ -181,6 +186,7 @@ class TestClockRefresh(ShopViews):
             assert "fast refresh:" in lines[ranked] and "TIME " in lines[ranked], lines
         assert "fast refresh:" in lines["latest_received"] and "TIME o" in lines["latest_received"], lines
         assert "fast refresh:" in lines["customer_due_orders"] and "TIME o" in lines["customer_due_orders"], lines
+        assert "fast refresh:" in lines["due_count_by_customer"] and "TIME o" in lines["due_count_by_customer"], lines
         assert "reads the clock in a selected value" in lines["days_to_due"], lines
         # nothing changed, but the time moved across rows: mv_status and explain say so, the run applies them
         os.environ[environment.NOW.name] = "2026-12-06 00:00:00"

@@ -6,8 +6,8 @@ stays equal to its query at the new time while no row's filter gives another ans
 time than at the old one: neither a row of the master as the refresh reads it (the unchanged rows
 the view keeps) nor a marked image of a changed row (the images a view class evaluates the filter
 on). Rows that crossed are applied as changes by the view classes that can
-(view_classes.applies_crossed_rows: join, aggregate of inner joins, ranked, windowed, per partition,
-UNION ALL of joins and such aggregates); any other view is recomputed (decide.py).
+(view_classes.applies_crossed_rows: every class: join, outer join, aggregate, ranked, windowed, per
+partition, UNION ALL); a view whose class could not would be recomputed (decide.py).
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ group (SQL Server's indexed-view maintenance, Oracle's aggregate fast refresh):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 
 from sqlglot import exp
 
@@ -208,29 +209,28 @@ def _terms(
     are taken at that time, then, occurrence by occurrence (each one's filters at the new time once
     its rows are counted), the rows that crossed come in at the new time (those its filters now
     keep, +1) and go at the old (those they kept, -1), with the other masters in their new state.
-    The query is linear in each occurrence, and a row that did not cross reads alike at both times."""
+    The query is linear in each occurrence no outer join null-extends, and a row that did not cross
+    reads alike at both times; for a null-supplying one, the slices holding its crossed rows at the
+    new time less at the old (outer_aggregate.crossed_slice_terms)."""
     if crossed is None:
         return _delta_terms(view, marked, arguments, keys)
     aliases = sorted(crossed.rows)
     terms = _delta_terms(at_times(view, crossed.filters, aliases), marked, arguments, keys)
     for position, alias in enumerate(aliases):
-        sources = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
-        sources[alias] = f"(\n{crossed.rows[alias]}\n)"
+        states = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
         later = aliases[position + 1 :]
-        for definition, sign in (
-            (at_times(view, crossed.filters, later), 1),  # (its filters at the new time: the rows that came)
-            (at_times(view, crossed.filters, [alias, *later]), -1),  # (at the old time: the rows that went)
-        ):
+        at_new = at_times(view, crossed.filters, later)  # (its filters at the new time: the rows that came)
+        at_old = at_times(view, crossed.filters, [alias, *later])  # (at the old time: the rows that went)
+        if alias in view.null_supplying:  # not linear in it: the slices holding its crossed rows
+            terms += outer_aggregate.crossed_slice_terms(
+                at_new, at_old, alias, crossed.rows[alias], states, partial(_term, view, arguments), keys
+            )
+            continue
+        sources = {**states, alias: f"(\n{crossed.rows[alias]}\n)"}
+        for definition, sign in ((at_new, 1), (at_old, -1)):
             select = select_expression(definition, dict(sources), include_hidden=False)
             terms.append(_term(definition, arguments, select, exp.Literal.number(sign)))
     return terms
-
-
-def applies_crossed_rows(view: ViewDefinition) -> bool:
-    """Whether a refresh applies the rows the time moved across as changes (with_crossed_rows): for
-    an aggregate of inner joins; over an outer join the query is not linear in the null-supplying
-    side, and such a view is recomputed when rows crossed."""
-    return not view.null_supplying
 
 
 def with_crossed_rows(

@@ -75,7 +75,6 @@ BRANCH_CLASSES: dict[ViewClass, ViewClassModule] = {
         aggregate_view.refresh_statement,
         aggregate_view.blocker,
         aggregate_view.with_crossed_rows,
-        aggregate_view.applies_crossed_rows,
     ),
 }
 

@@ -308,3 +308,37 @@ def _slice_terms(
         select = select_expression(view, _slices(view, {**states, alias: state}, keys_sql), include_hidden=False)
         terms.append(project(select, exp.Literal.number(sign)))
     return terms
+
+
+def crossed_slice_terms(
+    at_new: ViewDefinition,
+    at_old: ViewDefinition,
+    alias: str,
+    rows: str,
+    states: Mapping[str, str],
+    project: Project,
+    keys: Keys,
+) -> list[str]:
+    """The terms of the rows of ``alias`` (an occurrence an outer join null-extends) that crossed
+    the view's time boundary (``rows``: a query of them, under the alias), by slices: the slices
+    holding a crossed row at either time (the anchor keys it names when joined on the anchor's
+    whole key, else those of the join's rows it is present in, by the definition at the new time
+    ``at_new`` and at the old ``at_old``), their rows at the new time (+1) less those at the old
+    (-1), every occurrence read from ``states`` (real rows). A row is in the join exactly when its
+    filters hold, so no other slice changed."""
+    root_key = at_new.occurrence(anchor(at_new)).master.key
+    crossed = f"(\n{rows}\n)"
+    link = next((link for link in _links_from_anchor(at_new) if link.target == alias), None)
+    if link is not None:
+        named = ", ".join(f"{ident(c)} as {ident(k)}" for c, k in zip(link.columns, root_key))
+        present = " and ".join(f"{ident(c)} is not null" for c in link.columns)
+        parts = [f"select {named} from {crossed} where {present}"]
+    else:
+        parts = [_anchor_keys_of_rows(d, {**states, alias: crossed}, alias) for d in (at_new, at_old)]
+    union = "\nunion all\n".join(f"select {idents(root_key)} from (\n{p}\n)" for p in parts)
+    keys_sql = keys(f"{alias}_time", f"select distinct {idents(root_key)} from (\n{union}\n)")
+    terms = []
+    for definition, sign in ((at_new, 1), (at_old, -1)):
+        select = select_expression(definition, _slices(definition, states, keys_sql), include_hidden=False)
+        terms.append(project(select, exp.Literal.number(sign)))
+    return terms

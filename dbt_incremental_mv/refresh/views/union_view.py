@@ -59,7 +59,7 @@ def refresh_statement(
 
 def applies_crossed_rows(view: ViewDefinition) -> bool:
     """Whether every branch's class applies the rows the time moved across as changes in writes
-    this module combines (a join's, an aggregate's of inner joins)."""
+    this module combines (every branch class does: join, outer join, aggregate)."""
     return all(crossing_applier(BRANCH_CLASSES, part) is not None for part in view.branches)
 
 

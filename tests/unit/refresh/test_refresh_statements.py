@@ -293,8 +293,6 @@ def test_an_aggregate_takes_the_changes_at_its_rows_time_then_the_rows_the_time_
     move = clock_move(before, view)
     assert move.elsewhere is None and [f.alias for f in move.filters] == ["o"]
     assert view_classes.applies_crossed_rows(view)
-    outer = sql.replace("join s.customers", "left join s.customers")
-    assert not view_classes.applies_crossed_rows(analyze_view(outer.replace("c.name", "o.customer_id"), masters, Clock.of("2026-12-02")))
 
     logs = {"s.orders": marked(masters, "s.orders", 1, 0), "s.customers": marked(masters, "s.customers", 0, 0)}
     rows = "select * from `s`.`orders` version as of 77 as `o`\nwhere `o`.`due` = DATE '2026-12-01'"
@@ -312,6 +310,43 @@ def test_an_aggregate_takes_the_changes_at_its_rows_time_then_the_rows_the_time_
     assert new in came_where and old not in came_where and old in went_where and new not in went_where
     # a row that left takes its MAX with it: the groups whose extreme went are recomputed
     assert any("MIN/MAX" in step for step in timed.steps_run), timed.steps_run
+
+
+def test_an_aggregate_over_an_outer_join_takes_the_slices_holding_the_null_supplying_side_s_crossed_rows():
+    from dbt_incremental_mv.analysis import MasterTable, analyze_view
+    from dbt_incremental_mv.analysis.clock import Clock, clock_move
+    from dbt_incremental_mv.refresh.views.aggregate_view import refresh_statement, with_crossed_rows
+    from dbt_incremental_mv.refresh.views.statement import CrossedRows
+
+    masters = {
+        "s.orders": MasterTable("s.orders", (("order_id", "bigint"), ("customer_id", "bigint"), ("due", "date"), ("amount", "int")), ("order_id",)),
+        "s.customers": MasterTable("s.customers", (("customer_id", "bigint"), ("name", "string"), ("since", "date")), ("customer_id",)),
+    }
+    # the orders due from today on, counted per customer (one with none counts 0); customers since before today
+    sql = (
+        "select c.name, count(o.order_id) as n, sum(o.amount) as total from s.customers c left join s.orders o "
+        "on o.customer_id + 0 = c.customer_id and o.due >= current_date() where c.since < current_date() group by c.name"
+    )
+    before, view = (analyze_view(sql, masters, Clock.of(day)) for day in ("2026-12-01", "2026-12-02"))
+    move = clock_move(before, view)
+    assert move.elsewhere is None and sorted(f.alias for f in move.filters) == ["c", "o"]
+    logs = {"s.orders": marked(masters, "s.orders", 1, 0), "s.customers": marked(masters, "s.customers", 0, 0)}
+    rows = {
+        "o": "select * from `s`.`orders` version as of 77 as `o`\nwhere `o`.`due` = DATE '2026-12-01'",
+        "c": "select * from `s`.`customers` version as of 77 as `c`\nwhere `c`.`since` = DATE '2026-12-01'",
+    }
+    changes = refresh_statement(view, "s.v", logs, {})
+    timed = with_crossed_rows(view, "s.v", logs, changes, CrossedRows(rows, move.filters), {})
+    assert timed.steps_run[:3] == ("ROWS o", "TIME c", "TIME o")
+    terms = "\n".join(c.sql for c in timed.cached)
+    old, new = "CAST('2026-12-01' AS DATE)", "CAST('2026-12-02' AS DATE)"
+    # the orders that crossed: the customers of the join's rows holding one, at either time, a cached view of keys
+    [slices] = [c for c in timed.cached if c.name.endswith("slices_o_time")]
+    assert slices.sql.count(f"`o`.`due` = {old}") == 2  # (the crossed rows, rendered in each join)
+    assert f"`o`.`due` >= {new}" in slices.sql and f"`o`.`due` >= {old}" in slices.sql
+    # the customers crossed (the preserved side: linear) in at the new time and out at the old, then those
+    # slices: every customer's rows at the new time (+1) less at the old (-1)
+    assert f"FROM `{slices.name}`" in terms or f"from `{slices.name}`" in terms
 
 
 def test_a_union_all_applies_each_branch_s_crossed_rows_in_its_one_delete_and_insert():
