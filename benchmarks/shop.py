@@ -297,14 +297,23 @@ VIEWS = (
          "select c.customer_id, c.name, c.country, p.order_count, p.revenue\n"
          "from {customers} c\nleft join per_customer p on p.customer_id = c.customer_id"),
     # rolling filters by the clock (a run's time: --clock, else the session's): orders of the last 90
-    # days, fast refreshed within a day and recomputed by the first run of a day that some crossed;
-    # orders placed up to now, each run reading which crossed its time boundary (none do within a day)
+    # days; orders placed up to now; each run reads which rows crossed its time boundary and applies them
     View("recent_orders", "rolling-date", ("orders",),
          "select order_id, customer_id, order_date, amount\nfrom {orders}\n"
          "where order_date >= date_add(current_date(), -90)"),
     View("placed_by_customer", "rolling-time-agg", ("orders",),
          "select customer_id, count(*) as order_count, sum(amount) as revenue\nfrom {orders}\n"
          "where cast(order_date as timestamp) <= current_timestamp()\ngroup by customer_id"),
+    # each customer with its orders of the last 30 days (the filter by the date in the LEFT JOIN's ON:
+    # a customer without any keeps one null-extended row), and the same counted per customer: the
+    # orders the date moved across recompute their customers' slices
+    View("customer_recent_orders", "rolling-date-outer", ("customers", "orders"),
+         "select c.customer_id, c.name, o.order_id, o.order_date, o.amount\nfrom {customers} c\n"
+         "left join {orders} o on o.customer_id = c.customer_id and o.order_date >= date_add(current_date(), -30)"),
+    View("recent_spend_by_customer", "rolling-date-outer-agg", ("customers", "orders"),
+         "select c.customer_id, count(o.order_id) as recent_orders, sum(o.amount) as recent_spend\nfrom {customers} c\n"
+         "left join {orders} o on o.customer_id = c.customer_id and o.order_date >= date_add(current_date(), -30)\n"
+         "group by c.customer_id"),
     View("line_items", "join3-lines", ("order_lines", "orders", "products"),
          "select l.order_id, l.line_no, l.quantity, l.unit_price, o.order_date, o.status, p.product_id, p.category\n"
          "from {order_lines} l\njoin {orders} o on l.order_id = o.order_id\n"

@@ -265,25 +265,36 @@ def _partition_move(before: PartitionQuery, after: PartitionQuery) -> ClockMove:
     filter of one table's rows (PartitionQuery.row_filters) or the clock read elsewhere."""
     filters: list[MovingFilter] = []
     old_query, new_query = before.query.copy(), after.query.copy()
-    owners = {(f.select, f.conjunct): f.alias for f in after.row_filters}
+    owners = {(f.select, f.join, f.conjunct): f.alias for f in after.row_filters}
     old_selects, new_selects = list(old_query.find_all(exp.Select)), list(new_query.find_all(exp.Select))
     if len(old_selects) != len(new_selects):
         return ClockMove(elsewhere="the query")
     for number, (old_select, new_select) in enumerate(zip(old_selects, new_selects)):
-        old_where, new_where = old_select.args.get("where"), new_select.args.get("where")
-        if old_where is None or new_where is None:
-            continue
-        pairs = list(zip(split_conjuncts(old_where.this), split_conjuncts(new_where.this)))
-        for position, (old, new) in enumerate(pairs):
-            alias = owners.get((number, position))
-            if alias is None or old.sql(dialect="spark") == new.sql(dialect="spark"):
-                continue
-            filters.append(MovingFilter(alias, _qualified(old, alias), _qualified(new, alias)))
-            for conjunct in (old, new):
-                conjunct.replace(exp.true())
+        for join, old_condition, new_condition in _conditions(old_select, new_select):
+            pairs = list(zip(split_conjuncts(old_condition), split_conjuncts(new_condition)))
+            for position, (old, new) in enumerate(pairs):
+                alias = owners.get((number, join, position))
+                if alias is None or old.sql(dialect="spark") == new.sql(dialect="spark"):
+                    continue
+                filters.append(MovingFilter(alias, _qualified(old, alias), _qualified(new, alias)))
+                for conjunct in (old, new):
+                    conjunct.replace(exp.true())
     if old_query.sql(dialect="spark") != new_query.sql(dialect="spark"):
         return ClockMove(tuple(filters), elsewhere="the query")
     return ClockMove(tuple(filters))
+
+
+def _conditions(old: exp.Select, new: exp.Select) -> list[tuple[int | None, exp.Expr | None, exp.Expr | None]]:
+    """The conditions of one SELECT of a query at two times, paired: its WHERE (join None) and
+    each JOIN's ON (its position), as RowFilter places them."""
+    old_where, new_where = old.args.get("where"), new.args.get("where")
+    found: list[tuple[int | None, exp.Expr | None, exp.Expr | None]] = [
+        (None, old_where.this if old_where is not None else None, new_where.this if new_where is not None else None)
+    ]
+    old_joins, new_joins = old.args.get("joins") or [], new.args.get("joins") or []
+    if len(old_joins) == len(new_joins):
+        found += [(at, o.args.get("on"), n.args.get("on")) for at, (o, n) in enumerate(zip(old_joins, new_joins))]
+    return found
 
 
 def _qualified(conjunct: exp.Expr, alias: str) -> exp.Expr:

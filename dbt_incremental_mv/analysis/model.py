@@ -234,15 +234,17 @@ class Lookup:
 
 @dataclass(frozen=True)
 class RowFilter:
-    """A WHERE conjunct of a PER_PARTITION view's query that reads the columns of one table's rows
-    alone (that table read directly, not null-extended there): the ``conjunct``-th of the
-    ``select``-th SELECT of the query (in ``find_all`` order), filtering the occurrence ``alias``.
-    Where the clock is read in such filters alone, the rows that cross its time boundary are
-    changes of that table (analysis/clock.py)."""
+    """A conjunct of a PER_PARTITION view's query that reads the columns of one table's rows alone
+    (that table read directly): the ``conjunct``-th of the WHERE (``join`` None; the table not
+    null-extended there) or of the ON of the ``join``-th JOIN (an inner or LEFT join of that table)
+    of the ``select``-th SELECT of the query (in ``find_all`` order), filtering the occurrence
+    ``alias``. Where the clock is read in such filters alone, the rows that cross its time boundary
+    are changes of that table (analysis/clock.py)."""
 
     select: int
     conjunct: int
     alias: str
+    join: int | None = None
 
 
 @dataclass(frozen=True, repr=False)

@@ -1208,29 +1208,44 @@ def _partitioned_by(
 
 
 def _row_filters(walk: _Walk, template: exp.Select) -> tuple[RowFilter, ...]:
-    """The WHERE conjuncts of the query that read the columns of one table item alone (not
-    null-extended where they filter it), no subquery, aggregate or window in them."""
+    """The conjuncts of the query that read the columns of one table item alone, no subquery,
+    aggregate or window in them: in WHERE (the item not null-extended there), or in the ON of an
+    inner or LEFT join of that item (whether its rows are in the join)."""
     found = []
     for number, select in enumerate(template.find_all(exp.Select)):
         scope = walk.scopes.get(id(select))
-        where = select.args.get("where")
-        if scope is None or where is None:
+        if scope is None:
             continue
-        for position, conjunct in enumerate(split_conjuncts(where.this)):
-            if conjunct.find(exp.Query, exp.Window) is not None or any(
-                functions.is_aggregate(n) for n in conjunct.walk()
-            ):
-                continue
-            owners: set[str | None] = set()
-            for column in conjunct.find_all(exp.Column):
-                read = scope.lookup(column)
-                item = read[0] if read is not None else None
-                own = item is not None and any(item is i for i in scope.items) and item.table and not item.nullable
-                owners.add(item.alias if own and item is not None else None)
-            owner = owners.pop() if len(owners) == 1 else None
-            if owner is not None:
-                found.append(RowFilter(number, position, owner))
+        where = select.args.get("where")
+        conditions: list[tuple[int | None, exp.Expr | None, str | None]] = [
+            (None, where.this if where is not None else None, None)
+        ]
+        for at, join in enumerate(select.args.get("joins") or ()):
+            if (join.args.get("side") or "").upper() in ("", "LEFT") and not join.args.get("using"):
+                conditions.append((at, join.args.get("on"), join.this.alias_or_name))
+        for join, condition, joined in conditions:
+            for position, conjunct in enumerate(split_conjuncts(condition)):
+                owner = _one_item(scope, conjunct, joined)
+                if owner is not None:
+                    found.append(RowFilter(number, position, owner, join))
     return tuple(found)
+
+
+def _one_item(scope: _Scope, conjunct: exp.Expr, joined: str | None) -> str | None:
+    """The alias of the one table item whose columns ``conjunct`` reads alone (None: another or
+    several, or a subquery, aggregate or window in it): a WHERE conjunct's (``joined`` None) not
+    null-extended, an ON conjunct's the item its join joins (``joined``)."""
+    if conjunct.find(exp.Query, exp.Window) is not None or any(functions.is_aggregate(n) for n in conjunct.walk()):
+        return None
+    owners: set[str | None] = set()
+    for column in conjunct.find_all(exp.Column):
+        read = scope.lookup(column)
+        item = read[0] if read is not None else None
+        own = item is not None and any(item is i for i in scope.items) and item.table
+        if item is not None:
+            own = own and (not item.nullable if joined is None else item.alias.casefold() == joined.casefold())
+        owners.add(item.alias if own and item is not None else None)
+    return owners.pop() if len(owners) == 1 else None
 
 
 def _refuse_unnamed_outputs(template: exp.Select, top: _Rows) -> None:

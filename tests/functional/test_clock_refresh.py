@@ -113,6 +113,12 @@ VIEWS = {
         f"select c.customer_id, count(o.order_id) as due, sum(o.amount) as amount from {CUSTOMERS} c left join {ORDERS} o "
         "on o.customer_id = c.customer_id and cast(o.due as date) >= current_date() group by c.customer_id"
     ),
+    # each customer's orders due from today on, numbered (a window over the outer join: per partition)
+    "due_order_numbers": (
+        f"select c.customer_id, o.order_id, row_number() over (partition by c.customer_id order by o.due, o.order_id) "
+        f"as n from {CUSTOMERS} c left join {ORDERS} o on o.customer_id = c.customer_id "
+        "and cast(o.due as date) >= current_date()"
+    ),
     # the orders received up to now (the anchor's filter) with their customer, if any: crossed orders are slices
     "received_with_customer": (
         f"select o.order_id, o.received, c.segment from {ORDERS} o left join {CUSTOMERS} c "
@@ -187,6 +193,7 @@ class TestClockRefresh(ShopViews):
         assert "fast refresh:" in lines["latest_received"] and "TIME o" in lines["latest_received"], lines
         assert "fast refresh:" in lines["customer_due_orders"] and "TIME o" in lines["customer_due_orders"], lines
         assert "fast refresh:" in lines["due_count_by_customer"] and "TIME o" in lines["due_count_by_customer"], lines
+        assert "fast refresh:" in lines["due_order_numbers"] and "TIME o" in lines["due_order_numbers"], lines
         assert "reads the clock in a selected value" in lines["days_to_due"], lines
         # nothing changed, but the time moved across rows: mv_status and explain say so, the run applies them
         os.environ[environment.NOW.name] = "2026-12-06 00:00:00"

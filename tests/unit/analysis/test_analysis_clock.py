@@ -216,6 +216,24 @@ def test_a_per_partition_view_moves_by_its_filters_of_one_tables_rows():
     assert move(sql, MORNING, MORNING) == ClockMove()
 
 
+def test_a_per_partition_view_moves_by_a_filter_of_the_joined_table_in_its_on():
+    # each customer's orders due from today on, numbered (a window over a LEFT JOIN, per customer): the filter in
+    # the ON decides whether an order is in the join, as a WHERE filter of its rows would
+    sql = (
+        "select c.customer_id, o.order_id, row_number() over (partition by c.customer_id order by o.due, o.order_id) "
+        "as n from s.customers c left join s.orders o on o.customer_id = c.customer_id and o.due >= current_date()"
+    )
+    assert analyze_view(sql, MASTERS, MORNING).partition_query is not None
+    moved = move(sql, MORNING, NEXT_DAY)
+    assert moved.elsewhere is None
+    assert [(f.alias, render_expression(f.after)) for f in moved.filters] == [
+        ("o", "`o`.`due` >= CAST('2026-12-02' AS DATE)")
+    ]
+    # a filter of the preserved side in the ON decides which customers find a match, not which rows there are
+    preserved = sql.replace("o.due >= current_date()", "o.due >= current_date() and c.valid_to >= current_date()")
+    assert move(preserved, MORNING, NEXT_DAY).elsewhere == "the query"
+
+
 @pytest.mark.parametrize(
     "sql",
     [
