@@ -305,9 +305,9 @@ MAINTAINED = [
     ),
     (
         "Filters of one table by the current date or time (`current_date()`, `current_timestamp()`, `now()`; fixed "
-        "once per run; in WHERE, or in an outer join's ON as a filter of its null-supplying table): every view class applies the rows "
-        "the time moved across as changes; a query that reads the time elsewhere (selected, in a condition on two tables, HAVING, "
-        "a window) is recomputed by a run after it moved",
+        "once per run; in WHERE, or in an outer join's ON as a filter of its null-supplying table; a HAVING comparing a MAX or MIN of one "
+        "table's values with it): every view class applies the rows the time moved across as changes; a query that reads the time "
+        "elsewhere (selected, in a condition on two tables, another HAVING, a window) is recomputed by a run after it moved",
         "select order_id, amount from shop.orders where ordered_at > current_date() - interval 30 days",
     ),
     (

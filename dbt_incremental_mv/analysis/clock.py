@@ -9,7 +9,9 @@ and what differs between the two definitions is what the clock decides (``clock_
 
 - nothing (a ``current_date()`` view refreshed again the same day): the view is refreshed as any;
 - filters of one table's rows (``where o.due_date >= current_date()``, or in an outer join's ON
-  ``left join o on o.customer_id = c.customer_id and o.due_date >= current_date()``): the rows whose filter
+  ``left join o on o.customer_id = c.customer_id and o.due_date >= current_date()``; a HAVING
+  comparing a group's MAX or MIN of one table's values with the time is the filter of those values,
+  whose crossed rows' groups are re-evaluated): the rows whose filter
   gives another answer at the new time have crossed the time boundary. A refresh counts them
   (refresh/phases/clock.py); while there are none, the unchanged rows of the view are those of the
   query at the new time, and the fast refresh applies the changes at the new time; rows that
@@ -31,7 +33,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError
-from dbt_incremental_mv.analysis.model import JoinStep, PartitionQuery, ViewDefinition
+from dbt_incremental_mv.analysis.model import JoinStep, OutputKind, PartitionQuery, ViewDefinition
 from dbt_incremental_mv.analysis.parse import parse_statement
 from dbt_incremental_mv.analysis.resolved import split_conjuncts
 
@@ -176,6 +178,10 @@ def clock_move(before: ViewDefinition, after: ViewDefinition) -> ClockMove:
     if joins is not None:  # filters of one table in an outer join's ON: the joins alike but for them
         filters += joins
         before = replace(before, joins=after.joins)
+    having = _having_move(before, after)
+    if having is not None:  # the latest or earliest value of a group compared with the time
+        filters += having
+        before = replace(before, having=after.having)
     places = [label for field, label in _PLACES if repr(getattr(before, field)) != repr(getattr(after, field))]
     if not places and repr(replace(before, where_conjuncts=())) != repr(replace(after, where_conjuncts=())):
         places = ["the query"]
@@ -221,6 +227,56 @@ def _outer_join_move(before: Sequence[JoinStep], after: Sequence[JoinStep]) -> l
                 return None
             found.append(moving)
     return found or None
+
+
+def _having_move(before: ViewDefinition, after: ViewDefinition) -> list[MovingFilter] | None:
+    """The HAVING conjuncts that differ between two times, each a MAX or MIN of one table's
+    values compared with the time (``having max(o.seen_at) >= current_date() - 7``), as filters of
+    those values: a group's answer changes only if one of its rows' values lies between the two
+    times, and such a row's filter changes its answer. The view class re-evaluates the groups of
+    the rows that crossed (None: another conjunct differs, or none does)."""
+    if before.having is None or after.having is None or repr(before.having) == repr(after.having):
+        return None
+    old_conjuncts, new_conjuncts = split_conjuncts(before.having), split_conjuncts(after.having)
+    if len(old_conjuncts) != len(new_conjuncts):
+        return None
+    found: list[MovingFilter] = []
+    for old, new in zip(old_conjuncts, new_conjuncts, strict=True):
+        if old.sql(dialect="spark") == new.sql(dialect="spark"):
+            continue
+        moving = _extreme_against_time(after, old, new)
+        if moving is None:
+            return None
+        found.append(moving)
+    return found
+
+
+def _extreme_against_time(view: ViewDefinition, old: exp.Expr, new: exp.Expr) -> MovingFilter | None:
+    """``<MAX or MIN output> <comparison> <time>`` at two times as the filter of the aggregated
+    values (``o.seen_at >= <time>``), or None."""
+    if not isinstance(new, _COMPARISONS) or type(old) is not type(new):
+        return None
+    for side, other in (("this", "expression"), ("expression", "this")):
+        column, old_time, new_time = new.args[side], old.args[other], new.args[other]
+        if not isinstance(column, exp.Column) or repr(old.args[side]) != repr(column):
+            continue
+        if old_time.find(exp.Column) is not None or new_time.find(exp.Column) is not None:
+            return None
+        names = {o.name: o for o in view.outputs}
+        output = names.get(column.name)
+        if output is None or output.kind not in (OutputKind.MAX, OutputKind.MIN) or output.argument is None:
+            return None
+        value = _one_table_filter(output.argument, output.argument)
+        if value is None:
+            return None
+        before, after = old.copy(), new.copy()
+        before.set(side, output.argument.copy())
+        after.set(side, output.argument.copy())
+        return MovingFilter(value.alias, before, after)
+    return None
+
+
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 
 
 def _union_move(before: ViewDefinition, after: ViewDefinition) -> ClockMove:

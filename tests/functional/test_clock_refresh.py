@@ -1,7 +1,8 @@
 """Views that read the clock (current_date(), current_timestamp()): the clock is fixed per run by
 DBT_INCREMENTAL_MV_NOW, never by sleeping. Filters of one table by the time are fast refreshed:
-join, outer join (also a filter in its ON), aggregate (also over outer joins), ranked, windowed
-and UNION ALL views apply the rows the time moved across as changes (also when nothing else changed), a per-partition view recomputes their partitions; a clock
+join, outer join (also a filter in its ON), aggregate (also over outer joins, and a HAVING comparing
+a MAX or MIN with the time), ranked, windowed and UNION ALL views apply the rows the time moved
+across as changes (also when nothing else changed), a per-partition view recomputes their partitions; a clock
 read elsewhere recomputes the view when the time it reads moved. After every run each view equals its
 query at that run's time, across randomized changes."""
 
@@ -119,6 +120,12 @@ VIEWS = {
         f"as n from {CUSTOMERS} c left join {ORDERS} o on o.customer_id = c.customer_id "
         "and cast(o.due as date) >= current_date()"
     ),
+    # the customers with an order due from today on (HAVING on their latest due date): a customer whose last due
+    # order passed leaves, its group re-evaluated; one whose order came back due (a change) returns
+    "customers_still_due": (
+        f"select o.customer_id, count(*) as n, sum(o.amount) as amount from {ORDERS} o group by o.customer_id "
+        "having max(cast(o.due as date)) >= current_date()"
+    ),
     # the orders received up to now (the anchor's filter) with their customer, if any: crossed orders are slices
     "received_with_customer": (
         f"select o.order_id, o.received, c.segment from {ORDERS} o left join {CUSTOMERS} c "
@@ -194,6 +201,7 @@ class TestClockRefresh(ShopViews):
         assert "fast refresh:" in lines["customer_due_orders"] and "TIME o" in lines["customer_due_orders"], lines
         assert "fast refresh:" in lines["due_count_by_customer"] and "TIME o" in lines["due_count_by_customer"], lines
         assert "fast refresh:" in lines["due_order_numbers"] and "TIME o" in lines["due_order_numbers"], lines
+        assert "fast refresh:" in lines["customers_still_due"] and "TIME o" in lines["customers_still_due"], lines
         assert "reads the clock in a selected value" in lines["days_to_due"], lines
         # nothing changed, but the time moved across rows: mv_status and explain say so, the run applies them
         os.environ[environment.NOW.name] = "2026-12-06 00:00:00"

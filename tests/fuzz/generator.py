@@ -195,6 +195,8 @@ class Generator:
         self.timed_random = random.Random(seed * 7919 + 16)
         # and such a filter of a LEFT JOIN's null-extended table in its ON instead of WHERE
         self.timed_on_random = random.Random(seed * 7919 + 17)
+        # and a HAVING comparing a group's MAX or MIN of such an integer with the day of the month
+        self.timed_having_random = random.Random(seed * 7919 + 18)
         self.refused_share = refused_share
 
     # -- FROM ---------------------------------------------------------------------------------
@@ -428,7 +430,25 @@ class Generator:
             condition = self.derived_random.choice(("count(*) > 1", "count(*) <= 2"))
             tail += f" and {condition}" if " having " in tail else f" having {condition}"
             block.features.add("having unselected")
+        if group_by and derived_ok and self.timed_having_random.random() < 0.05:
+            condition = self._timed_extreme(block)
+            if condition is not None:
+                tail += f" and {condition}" if " having " in tail else f" having {condition}"
+                block.features.add("having by the time")
         return self._select(block, outputs + (extra or []), tail)
+
+    def _timed_extreme(self, block: Block) -> str | None:
+        """A group's MAX or MIN of a small integer of an occurrence (unselected, so not in a UNION
+        ALL branch) compared with the day of the month (as _timed's filters: 1, 2, 0, 1, ... as the
+        harness moves the date), so that groups pass and fail as the days pass; None when the block
+        has no such integer."""
+        t = self.timed_having_random
+        small = [f"{o.alias}.{c.name}" for o in block.occurrences for c in o.master.all_columns
+                 if c.kind == "n" and all(v is None or v <= 4 for v in c.values)]
+        if not small:
+            return None
+        return (f"{t.choice(('max', 'min'))}({t.choice(small)}) {t.choice(('>=', '<', '<>'))} "
+                "dayofmonth(current_date()) % 3")
 
     def _derived(self, block: Block, kind: str, aggregate: str, derived_ok: bool) -> str:
         """Sometimes ``aggregate`` inside an expression of the same kind (a view that is no UNION

@@ -101,6 +101,26 @@ def test_a_filter_of_the_null_supplying_table_in_an_outer_join_s_on_moves_as_a_f
     assert old.where_conjuncts == after.where_conjuncts  # (o's filter kept at the new time)
 
 
+def test_a_having_comparing_a_max_or_min_with_the_time_moves_as_a_filter_of_the_values_it_aggregates():
+    # the customers active in the last week (their latest order received then), with more than one order
+    sql = (
+        "select o.customer_id, count(*) as n from s.orders o group by o.customer_id "
+        "having max(o.received) >= current_timestamp() - interval 7 days and count(*) > 1 and current_date() > min(o.due)"
+    )
+    moved = move(sql, MORNING, NEXT_DAY)
+    assert moved.elsewhere is None
+    assert [(f.alias, render_expression(f.before), render_expression(f.after)) for f in moved.filters] == [
+        (
+            "o",
+            "`o`.`received` >= CAST('2026-12-01 09:00:00' AS TIMESTAMP) - INTERVAL '7' DAYS",
+            "`o`.`received` >= CAST('2026-12-02 00:00:00' AS TIMESTAMP) - INTERVAL '7' DAYS",
+        ),
+        ("o", "CAST('2026-12-01' AS DATE) > `o`.`due`", "CAST('2026-12-02' AS DATE) > `o`.`due`"),
+    ]
+    # the rows whose value lies between the two times: a group's latest value can only cross the time there
+    assert "BETWEEN" in render_expression(crossing(moved.filters[:1]))
+
+
 @pytest.mark.parametrize(
     "sql, where",
     [
@@ -117,7 +137,7 @@ def test_a_filter_of_the_null_supplying_table_in_an_outer_join_s_on_moves_as_a_f
         ),
         (
             "select o.customer_id, count(*) as n from s.orders o group by o.customer_id "
-            "having max(o.received) > current_timestamp()",
+            "having datediff(current_date(), max(o.due)) < 7",
             "HAVING",
         ),
     ],
