@@ -314,6 +314,11 @@ VIEWS = (
          "select c.customer_id, count(o.order_id) as recent_orders, sum(o.amount) as recent_spend\nfrom {customers} c\n"
          "left join {orders} o on o.customer_id = c.customer_id and o.order_date >= date_add(current_date(), -30)\n"
          "group by c.customer_id"),
+    # the customers active in the last 30 days (HAVING on their latest order's date): the customers
+    # of the orders the date moved across re-evaluated
+    View("active_customers", "rolling-having", ("orders",),
+         "select customer_id, count(*) as order_count, max(order_date) as last_order\nfrom {orders}\n"
+         "group by customer_id\nhaving max(order_date) >= date_add(current_date(), -30)"),
     View("line_items", "join3-lines", ("order_lines", "orders", "products"),
          "select l.order_id, l.line_no, l.quantity, l.unit_price, o.order_date, o.status, p.product_id, p.category\n"
          "from {order_lines} l\njoin {orders} o on l.order_id = o.order_id\n"
