@@ -186,12 +186,19 @@ def explain_writes(spark, statements: list[str]) -> list[dict]:
 
 
 def explain(spark, statement: str) -> dict:
-    """The formatted plan of a refresh statement (planned, not run), and its outline."""
+    """The formatted plan of a refresh statement (planned, not run), its outline and its scans (each
+    table scan's description with the filters pushed to it: kept whole, where the plan is cut)."""
     try:
         plan = scalar(spark, f"explain formatted {statement}")
     except Exception as exc:  # noqa: BLE001 - EXPLAIN is best effort (e.g. a statement on a dropped temp view)
         return {"error": str(exc).splitlines()[0][:500]}
-    return {"outline": plan_outline(plan), "plan": plan[:40000]}
+    return {"outline": plan_outline(plan), "scans": plan_scans(plan), "plan": plan[:40000]}
+
+
+def plan_scans(plan: str) -> list[str]:
+    """Each table scan's description in a formatted plan's details (``<table> (branch=...)
+    [filters=..., ...]``), at most 2,000 characters each (a long IN list of keys)."""
+    return [line.strip()[:2000] for line in plan.splitlines() if " [filters=" in line and "(branch=" in line]
 
 
 def plan_outline(plan: str) -> list[str]:
