@@ -193,10 +193,17 @@ def clock_move(before: ViewDefinition, after: ViewDefinition) -> ClockMove:
 def _one_table_filter(old: exp.Expr, new: exp.Expr) -> MovingFilter | None:
     """The conjunct at two times as a filter of one occurrence's rows (None: it reads several, or
     aggregates, windows or a subquery)."""
-    aliases = {column.table for column in new.find_all(exp.Column)}
-    if len(aliases) != 1 or new.find(exp.Subquery, exp.AggFunc, exp.Window) is not None:
+    alias = _one_table(new)
+    return MovingFilter(alias, old, new) if alias is not None else None
+
+
+def _one_table(expression: exp.Expr) -> str | None:
+    """The alias of the one occurrence whose columns ``expression`` reads (None: it reads several or
+    none, or aggregates, windows or a subquery)."""
+    aliases = {column.table for column in expression.find_all(exp.Column)}
+    if len(aliases) != 1 or expression.find(exp.Subquery, exp.AggFunc, exp.Window) is not None:
         return None
-    return MovingFilter(aliases.pop(), old, new)
+    return aliases.pop()
 
 
 def _outer_join_move(before: Sequence[JoinStep], after: Sequence[JoinStep]) -> list[MovingFilter] | None:
@@ -262,17 +269,16 @@ def _extreme_against_time(view: ViewDefinition, old: exp.Expr, new: exp.Expr) ->
             continue
         if old_time.find(exp.Column) is not None or new_time.find(exp.Column) is not None:
             return None
-        names = {o.name: o for o in view.outputs}
-        output = names.get(column.name)
+        output = next((o for o in view.outputs if o.name == column.name), None)
         if output is None or output.kind not in (OutputKind.MAX, OutputKind.MIN) or output.argument is None:
             return None
-        value = _one_table_filter(output.argument, output.argument)
-        if value is None:
+        alias = _one_table(output.argument)
+        if alias is None:
             return None
         before, after = old.copy(), new.copy()
         before.set(side, output.argument.copy())
         after.set(side, output.argument.copy())
-        return MovingFilter(value.alias, before, after)
+        return MovingFilter(alias, before, after)
     return None
 
 
@@ -306,7 +312,7 @@ def at_times(after: ViewDefinition, filters: Sequence[MovingFilter], before: Col
     def swap_within(condition: exp.Expr | None) -> exp.Expr | None:  # (an outer join's ON: its residual's)
         if condition is None:
             return None
-        return condition.copy().transform(lambda node: node if swap(node) is node else swap(node).copy())
+        return condition.copy().transform(lambda node: node if (found := swap(node)) is node else found.copy())
 
     conjuncts = tuple(swap(c) for c in after.where_conjuncts)
     joins = tuple(

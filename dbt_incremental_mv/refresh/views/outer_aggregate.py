@@ -48,7 +48,7 @@ from dbt_incremental_mv.analysis.model import JoinKind, JoinStep
 from dbt_incremental_mv.analysis.render import render_expression, select_expression
 from dbt_incremental_mv.logs.contract import DELETE
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
-from dbt_incremental_mv.refresh.views.outer_join_view import anchor
+from dbt_incremental_mv.refresh.views.outer_join_view import anchor, linked_anchor_keys
 from dbt_incremental_mv.sql_text import broadcast, ident, idents
 
 NET = "_mv_net"  # a changed key's signed count of one version of its row
@@ -330,9 +330,7 @@ def crossed_slice_terms(
     crossed = f"(\n{rows}\n)"
     link = next((link for link in _links_from_anchor(at_new) if link.target == alias), None)
     if link is not None:
-        named = ", ".join(f"{ident(c)} as {ident(k)}" for c, k in zip(link.columns, root_key))
-        present = " and ".join(f"{ident(c)} is not null" for c in link.columns)
-        parts = [f"select {named} from {crossed} where {present}"]
+        parts = [linked_anchor_keys(link, root_key, rows)]
     else:
         parts = [_anchor_keys_of_rows(d, {**states, alias: crossed}, alias) for d in (at_new, at_old)]
     union = "\nunion all\n".join(f"select {idents(root_key)} from (\n{p}\n)" for p in parts)

@@ -50,7 +50,7 @@ whole is exempt from the per-row filters (``_mv_whole`` in the affected keys).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dbt_incremental_mv.analysis import ViewDefinition
@@ -156,10 +156,10 @@ def _hidden_key(view: ViewDefinition, alias: str, log: MarkedLog) -> list[str]:
     return [by_source[k.lower()] for k in log.spec.key]
 
 
-def _linked_anchor_keys(link: KeyLink, root_log: MarkedLog, rows: str, also: str = "") -> str:
-    """The anchor keys (named as the anchor's key columns) that ``rows`` of ``link.target`` hold,
-    with the projections ``also`` of each row."""
-    named = ", ".join(f"{ident(c)} as {ident(k)}" for c, k in zip(link.columns, root_log.spec.key))
+def linked_anchor_keys(link: KeyLink, root_key: Sequence[str], rows: str, also: str = "") -> str:
+    """The anchor keys (named as the anchor's key columns ``root_key``) that ``rows`` of
+    ``link.target`` hold, with the projections ``also`` of each row."""
+    named = ", ".join(f"{ident(c)} as {ident(k)}" for c, k in zip(link.columns, root_key))
     present = " and ".join(f"{ident(c)} is not null" for c in link.columns)
     return f"select {named}{', ' + also if also else ''} from (\n{rows}\n) where {present}"
 
@@ -175,11 +175,11 @@ def _anchor_key_parts(s: _Slicing, view_relation: str, alias: str) -> list[str]:
     if link is not None and log.logs_columns(link.columns):
         # the slices its rows were in and are in now: the anchor keys its before and after images hold
         images = log.images(link.columns)
-        return [_linked_anchor_keys(link, s.root_log, images)]
+        return [linked_anchor_keys(link, s.root_log.spec.key, images)]
     hidden = _hidden_key(s.view, alias, log)
     old = f"select {renamed} from {relation(view_relation)} where {log.key_in(hidden)}"
     if link is not None:  # the new slices it makes: the anchor keys its rows hold, no join needed
-        return [old, _linked_anchor_keys(link, s.root_log, _restricted(log, images="all"))]
+        return [old, linked_anchor_keys(link, s.root_log.spec.key, _restricted(log, images="all"))]
     present = " and ".join(f"{ident(h)} is not null" for h in hidden)
     new_rows = _new_state(s, {alias: _restricted(log, images="all")})
     return [old, f"select {renamed} from (\n{new_rows}\n) where {present}"]  # the new slices it makes
@@ -214,11 +214,11 @@ def _row_pairs(s: _Slicing, view_relation: str, alias: str) -> list[str]:
     columns = list(dict.fromkeys([*link.columns, *log.spec.key]))
     if log.logs_columns(columns):  # its before and after images: the slices it was in and is in now
         images = log.images(columns)
-        return [_linked_anchor_keys(link, s.root_log, images, own)]
+        return [linked_anchor_keys(link, s.root_log.spec.key, images, own)]
     old = (  # the view rows it is in now
         f"select {s.anchor_key_from_view()}, {idents(hidden)} from {relation(view_relation)} where {log.key_in(hidden)}"
     )
-    return [old, _linked_anchor_keys(link, s.root_log, _restricted(log, images="all"), own)]
+    return [old, linked_anchor_keys(link, s.root_log.spec.key, _restricted(log, images="all"), own)]
 
 
 def _null_extended(x_hidden: list[str], row: str) -> str:
@@ -285,7 +285,7 @@ def _crossed_key_parts(s: _Slicing, view_relation: str, alias: str, rows: str) -
         return [f"select {idents(key)} from {crossed}"]
     link = s.links.get(alias)
     if link is not None:  # joined on the anchor's whole key: the anchor keys its rows hold, no join needed
-        return [_linked_anchor_keys(link, s.root_log, rows)]
+        return [linked_anchor_keys(link, s.root_log.spec.key, rows)]
     hidden = _hidden_key(s.view, alias, s.log(alias))
     held = f"({idents(hidden)}) in (select {idents(key)} from {crossed})"
     old = f"select {s.anchor_key_from_view()} from {relation(view_relation)} where {held}"
