@@ -335,6 +335,13 @@ MAINTAINED = [
         "as rn from shop.orders o left join shop.customers c on o.customer_id = c.customer_id) numbered where rn = 1) l "
         "group by l.amount",
     ),
+    (
+        "Grouping, windows or DISTINCT over a join no one view maintains (a FULL OUTER JOIN grouped by something "
+        "else than its key, in the query or a CTE): the join an internal state of the columns read, keyed by its "
+        "tables' keys, and the query over it",
+        "select o.status, c.country, count(*) as n, sum(o.amount) as amount from shop.orders o full outer join "
+        "shop.customers c on o.customer_id = c.customer_id group by o.status, c.country",
+    ),
 ]
 REFUSED = [
     (
@@ -343,12 +350,6 @@ REFUSED = [
         "select order_id, lag(amount) over (order by ordered_at) as previous_amount from shop.orders",
     ),
     ("Non-deterministic functions", "select order_id, rand() as r from shop.orders"),
-    (
-        "FULL OUTER JOIN grouped or windowed by something else than its key (alone, or grouped or partitioned by "
-        "COALESCE of its key's two sides, it is maintained per partition)",
-        "select o.status, count(*) as n from shop.orders o full outer join shop.customers c on o.customer_id = "
-        "c.customer_id group by o.status",
-    ),
     (
         "UNION, INTERSECT, EXCEPT of computed columns only (of columns of the tables, they are partitioned by them)",
         "select upper(status) as s from shop.orders union select upper(name) from shop.customers",

@@ -1014,6 +1014,13 @@ def analyze_partitionwise(statement: exp.Query, master_of: Callable[[exp.Table],
                 return _partitioned_by(walk, template, top, key)
             except UnsupportedViewError:
                 continue
+        # else a column every table is joined by (a FULL JOIN on columns no key holds: the rows of
+        # one value of it are the join of the tables' rows of that value)
+        for joined in _joined_by_all(walk):
+            try:
+                return _partitioned_by(walk, template, top, frozenset({joined}))
+            except UnsupportedViewError:
+                continue
         raise NotPartitionwise  # the other classes' refusal stands
     partitioning = {id(c.node) for c in walk.constraints}  # (a window of constant rows partitions nothing)
     windows = [w for w in template.find_all(exp.Window) if id(w) in partitioning]
@@ -1042,6 +1049,17 @@ def analyze_partitionwise(statement: exp.Query, master_of: Callable[[exp.Table],
         f"{what} of the tables it reads, so no part of the view depends only on the rows a change touched",
         HINT,
     )
+
+
+def _joined_by_all(walk: _Walk) -> list[Attr]:
+    """The attributes join equalities give a column of every occurrence, in the occurrences' order."""
+    joined: dict[str, set[Attr]] = {o.alias: set() for o in walk.occurrences}
+    for a, b in walk.links:
+        for attr in (a, b):
+            if attr.alias in joined:
+                joined[attr.alias].add(walk.root(attr))
+    common = set.intersection(*joined.values()) if joined else set()
+    return sorted(common, key=walk.order)
 
 
 MAX_PARTITION_SUBSETS = 64  # the most coarser partitions tried when the finest one is refused

@@ -26,6 +26,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.eliminate_subqueries import eliminate_subqueries
+from sqlglot.optimizer.qualify_columns import qualify_columns
 
 from dbt_incremental_mv.analysis.analyze import analyze_view
 from dbt_incremental_mv.analysis.clock import Clock
@@ -33,6 +34,7 @@ from dbt_incremental_mv.analysis.errors import UnsupportedViewError
 from dbt_incremental_mv.analysis.links import key_links
 from dbt_incremental_mv.analysis.model import MasterTable, RankFunction, ViewClass, ViewDefinition
 from dbt_incremental_mv.analysis.resolved import split_conjuncts
+from dbt_incremental_mv.analysis.resolver import Resolver
 from dbt_incremental_mv.analysis.union import BRANCH_COLUMN
 
 # The schema the query over the states reads them from (a placeholder: the user names the models).
@@ -135,12 +137,24 @@ def split_into_states(sql: str, masters: Mapping[str, MasterTable], clock: Clock
             hoisted = eliminate_subqueries(tree.copy())
         except Exception:  # noqa: BLE001 - a query sqlglot cannot rewrite is cut as written only
             return None
-        found = _split(hoisted, masters, clock) if isinstance(hoisted, exp.Select) else None
+        if not isinstance(hoisted, exp.Select):
+            return None
+        tree = hoisted
+        found = _split(tree, masters, clock)
+    if found is None:
+        joins = _joins_apart(tree, masters)
+        found = _split(joins[0], masters, clock, joins[1]) if joins is not None else None
     return found
 
 
-def _split(tree: exp.Select, masters: Mapping[str, MasterTable], clock: Clock | None) -> StateSplit | None:
-    """A split of ``tree`` cutting its top-level CTEs."""
+def _split(
+    tree: exp.Select,
+    masters: Mapping[str, MasterTable],
+    clock: Clock | None,
+    joins: Mapping[str, tuple[str, ...]] | None = None,
+) -> StateSplit | None:
+    """A split of ``tree`` cutting its top-level CTEs; ``joins``: those _joins_apart made, by name,
+    with the columns their key is."""
     with_ = tree.args.get("with_")
     if with_ is None or with_.args.get("recursive") or not 0 < len(with_.expressions) <= MAX_CTES:
         return None
@@ -149,7 +163,7 @@ def _split(tree: exp.Select, masters: Mapping[str, MasterTable], clock: Clock | 
         return None
     order = list(ctes)
     try:
-        return _search(_Splitter(tree, ctes, order, masters, clock))
+        return _search(_Splitter(tree, ctes, order, masters, clock, joins))
     except _OverBudget:
         return None
     except Exception:  # noqa: BLE001 - advice only: a query the search cannot handle gets none, never an error
@@ -161,7 +175,7 @@ def _search(split: _Splitter) -> StateSplit | None:
     # their rows, themselves or in the CTEs they read (what a query over them may not maintain);
     # else every CTE that can be one
     for name in reversed(split.order):
-        if not any(split.ctes[n].find(*_SHAPES) for n in (name, *split.reads[name])):
+        if name not in split.joins and not any(split.ctes[n].find(*_SHAPES) for n in (name, *split.reads[name])):
             continue
         found = split.attempt([name])
         if found is not None:
@@ -178,6 +192,202 @@ def _search(split: _Splitter) -> StateSplit | None:
     return found
 
 
+# the CTE _joins_apart gives the joined rows of a query that groups, windows or deduplicates them
+JOINED = "joined"
+MAX_KEYS_ANALYSED = 8  # the most CTEs read by such joins whose key is found by analysing them
+
+
+def _joins_apart(
+    tree: exp.Select, masters: Mapping[str, MasterTable]
+) -> tuple[exp.Select, dict[str, tuple[str, ...]]] | None:
+    """``tree`` with the join of each query that groups, windows or deduplicates joined rows (the
+    outermost SELECT and each top-level CTE) in a CTE of its own before it, and the names of those
+    CTEs with the columns their key is: the join's rows (its WHERE applied) with the columns the
+    query reads of them, ``<alias>__<column>``, and each joined table's key (a CTE's, what its shape
+    makes unique), so that the join can be a state (its rows identified by its tables' keys,
+    NULL where an outer join matched nothing) and the query the same query over that one table:
+    ``select o.status, count(*) from orders o full join customers c on ... group by o.status``.
+    None when no query is of that shape, or a column cannot be told which table it reads."""
+    schema = _schema(tree, masters)
+    if schema is None:
+        return None
+    try:
+        qualified = qualify_columns(tree.copy(), schema=schema, expand_stars=False, dialect="spark")
+    except Exception:  # noqa: BLE001 - a column sqlglot cannot resolve: no such split
+        return None
+    with_ = qualified.args.get("with_")
+    ctes = list(with_.expressions) if with_ is not None else []
+    names = {cte.alias_or_name.casefold() for cte in ctes}
+    written = tree.args.get("with_")
+    originals = [c.this for c in written.expressions] if written is not None else []
+    keys: dict[str, tuple[str, ...]] = {}
+    budget = [MAX_KEYS_ANALYSED]
+    out: list[exp.CTE] = []
+    for cte, original in zip(ctes, originals, strict=True):
+        body = cte.this
+        name = f"{cte.alias_or_name.casefold()}_{JOINED}"
+        if isinstance(body, exp.Select) and name not in names:
+            joined = _join_apart(body, original, name, masters, out, budget)
+            if joined is not None:
+                out.append(joined[0])
+                keys[name] = joined[1]
+                names.add(name)
+        out.append(cte)
+    name = JOINED
+    while name in names:
+        name = f"_{name}"
+    joined = _join_apart(qualified, tree, name, masters, out, budget)
+    if joined is not None:
+        out.append(joined[0])
+        keys[name] = joined[1]
+    if not keys:
+        return None
+    qualified.set("with_", exp.With(expressions=out))
+    return qualified, keys
+
+
+def _schema(tree: exp.Select, masters: Mapping[str, MasterTable]) -> dict | None:
+    """The columns and types of the masters ``tree`` reads, nested as its tables are named (one
+    depth for all: schema.table or catalog.schema.table); None when they are named at two depths."""
+    resolver = Resolver(masters)
+    ctes = {cte.alias_or_name.casefold() for cte in tree.find_all(exp.CTE)}
+    schema: dict = {}
+    depth = None
+    for table in tree.find_all(exp.Table):
+        if not table.db and table.name.casefold() in ctes:
+            continue
+        try:
+            master = resolver.master(table)
+        except UnsupportedViewError:
+            return None
+        parts = [p.name for p in table.parts]
+        if depth not in (None, len(parts)):
+            return None
+        depth = len(parts)
+        level = schema
+        for part in parts[:-1]:
+            level = level.setdefault(part, {})
+        level[parts[-1]] = dict(master.columns)
+    return schema
+
+
+def _join_apart(
+    select: exp.Select,
+    written: exp.Expr,
+    name: str,
+    masters: Mapping[str, MasterTable],
+    before: Sequence[exp.CTE],
+    budget: list[int],
+) -> tuple[exp.CTE, tuple[str, ...]] | None:
+    """The CTE ``name`` holding the join of ``select`` (qualified; ``written``: as the user wrote
+    it), and its key columns, ``select`` then reading it in place of its tables; None (``select``
+    unchanged) when it does not group, window or deduplicate joined rows, or its join cannot be
+    taken apart (USING, lateral, a subquery outside FROM and WHERE, a star, an unnamed value)."""
+    joins = select.args.get("joins") or []
+    from_ = select.args.get("from_")
+    if not joins or from_ is None or select.args.get("laterals") or not isinstance(written, exp.Select):
+        return None
+    grouped = select.args.get("group") or select.args.get("distinct") or select.args.get("qualify")
+    if not grouped and not any(p.find(exp.AggFunc, exp.Window) for p in select.expressions):
+        return None
+    if any(not isinstance(p, (exp.Alias, exp.Column)) or p.is_star for p in written.expressions):
+        return None  # (a star, or a value Spark names itself)
+    items = [from_.this, *(j.this for j in joins)]
+    if any(not isinstance(i, exp.Table) for i in items) or any(
+        j.args.get("using")
+        or j.args.get("method")
+        or (j.kind or "").upper() in ("SEMI", "ANTI", "CROSS")
+        or j.args.get("on") is None
+        for j in joins
+    ):
+        return None
+    aliases = [i.alias_or_name.casefold() for i in items]
+    if len(set(aliases)) != len(aliases):
+        return None
+    # what the query does above its join: the nodes of its SELECT list, GROUP BY, HAVING, ...
+    above = _nodes([v for k, v in select.args.items() if k not in ("from_", "joins", "where", "with_")])
+    if any(isinstance(n, (exp.Subquery, exp.Exists, exp.Select)) for n in above):
+        return None
+    outputs = {p.alias_or_name.casefold() for p in select.expressions}
+    columns: dict[tuple[str, str], str] = {}
+
+    def new_name(alias: str, column: str) -> str:
+        if (alias, column) not in columns:
+            made = f"{alias}__{column}"
+            while made in columns.values():
+                made = f"_{made}"
+            columns[(alias, column)] = made
+        return columns[(alias, column)]
+
+    for column in [n for n in above if isinstance(n, exp.Column)]:
+        alias = column.table.casefold()
+        if alias in aliases:
+            new_name(alias, column.name.casefold())
+        elif alias or column.name.casefold() not in outputs:
+            return None  # (a column of an outer query, or unresolved)
+    key: list[str] = []
+    for alias, item in zip(aliases, items, strict=True):
+        item_key = _item_key(item, masters, before, budget)
+        if not item_key:
+            return None
+        key += [new_name(alias, column.casefold()) for column in item_key]
+    body = exp.Select(
+        expressions=[exp.alias_(exp.column(column, table=alias), made) for (alias, column), made in columns.items()]
+    )
+    body.set("from_", from_.copy())
+    body.set("joins", [j.copy() for j in joins])
+    if select.args.get("where") is not None:
+        body.set("where", select.args["where"].copy())
+    for node in above:
+        if isinstance(node, exp.Column) and node.table.casefold() in aliases:
+            node.replace(exp.column(columns[(node.table.casefold(), node.name.casefold())], table=name))
+    select.set("from_", exp.From(this=exp.to_table(name)))
+    select.set("joins", None)
+    select.set("where", None)
+    return exp.CTE(this=body, alias=exp.TableAlias(this=exp.to_identifier(name))), tuple(dict.fromkeys(key))
+
+
+def _nodes(node: object) -> list[exp.Expr]:
+    """The nodes under ``node`` (an expression or a list of them)."""
+    if isinstance(node, list):
+        return [n for child in node for n in _nodes(child)]
+    return list(node.walk()) if isinstance(node, exp.Expr) else []
+
+
+def _item_key(
+    item: exp.Table, masters: Mapping[str, MasterTable], before: Sequence[exp.CTE], budget: list[int]
+) -> tuple[str, ...]:
+    """The columns unique in the rows of a FROM item: a master's key, or what the shape of the CTE
+    it names makes unique (analysed with the CTEs it reads); () when none."""
+    if item.db:
+        try:
+            return Resolver(masters).master(item).key
+        except UnsupportedViewError:
+            return ()
+    ctes = {c.alias_or_name.casefold(): c for c in before}
+    cte = ctes.get(item.name.casefold())
+    if cte is None or budget[0] <= 0:
+        return ()
+    budget[0] -= 1
+    query = cte.this.copy()
+    reached: set[str] = set()  # the CTEs it reads, directly or through one another
+    pending = [cte.this]
+    while pending:
+        for table in pending.pop().find_all(exp.Table):
+            name = table.name.casefold()
+            if not table.db and name in ctes and name not in reached and ctes[name] is not cte:
+                reached.add(name)
+                pending.append(ctes[name].this)
+    needed = [c.copy() for c in before if c.alias_or_name.casefold() in reached]
+    if needed:
+        query.set("with_", exp.With(expressions=needed))
+    try:
+        definition = analyze_view(query.sql(dialect="spark"), masters)
+    except UnsupportedViewError:
+        return ()
+    return _shape_key(query, definition)
+
+
 class _Splitter:
     def __init__(
         self,
@@ -186,8 +396,10 @@ class _Splitter:
         order: Sequence[str],
         masters: Mapping[str, MasterTable],
         clock: Clock | None,
+        joins: Mapping[str, tuple[str, ...]] | None = None,
     ) -> None:
         self.tree, self.ctes, self.order, self.masters, self.clock = tree, ctes, order, masters, clock
+        self.joins = joins or {}  # the CTEs _joins_apart made, with their keys
         self.reads = {name: self._reached(ctes[name], {name}) for name in order}
         self.analyses = 0
         # each CTE's state by the states it reads (what it is does not depend on the others)
@@ -254,10 +466,12 @@ class _Splitter:
         definition = self.analysed(sql, tables)
         if definition is None:
             return None
-        key = _key(definition)
+        joined_key = self.joins.get(name)
+        key = joined_key or _key(definition)
         log_key = key
-        # group keys, PARTITION BY or DISTINCT columns may be NULL (a table's key is not)
-        nullable = definition.is_aggregate or definition.ranking is not None or not key
+        # group keys, PARTITION BY or DISTINCT columns may be NULL (a table's key is not), as may
+        # the key of a table an outer join null-extends
+        nullable = joined_key is not None or definition.is_aggregate or definition.ranking is not None or not key
         key = key or _shape_key(query, definition)
         if nullable:
             # (no key: a UNION ALL keyed by each branch's number and own key)

@@ -69,6 +69,18 @@ REGION_LATEST = (
     f"order by o.order_id desc) as rn from {ORDERS} o left join {CUSTOMERS} c on o.customer_id = c.customer_id) "
     "numbered where rn = 1) l group by l.region_id"
 )
+# orders and customers full outer joined (orders of no customer, customers without orders), counted by a
+# column of each side (not the join key): the join a state keyed by both tables' keys (NULL where a side is
+# missing), partitioned by its key; the aggregate over it
+FULL_STATUS = (
+    "select o.status, c.segment, count(*) as n, count(o.order_id) as orders, sum(o.amount) as amount "
+    f"from {ORDERS} o full outer join {CUSTOMERS} c on o.customer_id = c.customer_id group by o.status, c.segment"
+)
+# the same on columns no key holds (NULLs on both sides), filtered, under DISTINCT: partitioned by the joined value
+FULL_QUANTITY = (
+    f"select distinct c.segment, o.quantity, o.status from {ORDERS} o full join {CUSTOMERS} c "
+    "on o.quantity = c.region_id where o.status is null or o.status <> 'cancelled'"
+)
 FAST = "{{ config(materialized='fast_refresh', refresh_method='fast') }}\n"
 MODELS = {
     "whole": FAST + WHOLE,
@@ -77,6 +89,8 @@ MODELS = {
     "label_parity": FAST + LABEL_PARITY,
     "moves": FAST + MOVES,
     "region_latest": FAST + REGION_LATEST,
+    "full_status": FAST + FULL_STATUS,
+    "full_quantity": FAST + FULL_QUANTITY,
     "latest": "{{ config(materialized='fast_refresh', refresh_method='fast', mv_log=true) }}\n" + LATEST,
     "latest_amounts": FAST + COUNTED.replace("LATEST", "{{ ref('latest') }}"),
 }
@@ -111,6 +125,7 @@ class TestViewsMaintainedInSteps:
         for view, sql in (
             ("whole", whole), ("first_latest", FIRST_LATEST), ("first_labels", FIRST_LABELS), ("latest_amounts", WHOLE),
             ("label_parity", LABEL_PARITY), ("moves", MOVES), ("region_latest", REGION_LATEST),
+            ("full_status", FULL_STATUS), ("full_quantity", FULL_QUANTITY),
         ):
             workload.check(view, self.query(workload, sql), visible_columns(workload.project, view))
 
@@ -135,7 +150,9 @@ class TestViewsMaintainedInSteps:
             assert all(r.status == "success" for r in results), log
             for unit in ("whole__mv_state_latest", "whole", "first_latest__mv_state_firsts", "first_latest",
                          "first_labels__mv_state_r", "first_labels", "label_parity__mv_state_u", "label_parity",
-                         "moves__mv_state_moves", "moves", "region_latest__mv_state_l", "region_latest"):
+                         "moves__mv_state_moves", "moves", "region_latest__mv_state_l", "region_latest",
+                         "full_status__mv_state_joined", "full_status", "full_quantity__mv_state_joined",
+                         "full_quantity"):
                 assert f"{unit}: fast refresh: " in log or f"{unit}: fast: nothing" in log, (unit, log)
             assert "latest: fast refresh:" in log and "latest_amounts: fast refresh:" in log, log
             self.check(workload)

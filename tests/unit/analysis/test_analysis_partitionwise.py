@@ -749,6 +749,18 @@ def test_a_full_join_nothing_groups_is_partitioned_by_its_key_stored_as_the_coal
     assert definition.referenced_columns["o"] >= {"customer_id", "order_id"}
 
 
+def test_a_full_join_on_columns_no_key_holds_is_partitioned_by_the_joined_value(view, rendered):
+    # neither table is joined by its key: the rows of one value of the joined column (NULL included,
+    # whose rows match nothing) are the join of the two tables' rows of it
+    definition = view(
+        "select o.order_id, c.name from shop.orders o full outer join shop.customers c "
+        "on c.country = o.status and c.segment = o.status"
+    )
+    query = definition.partition_query
+    assert {a: [p.name for p in e] for a, e in query.partitions.items()} == {"o": ["status"], "c": ["country"]}
+    assert "COALESCE(`o`.`status`, `c`.`country`) AS `_mv_p1`" in rendered(definition)
+
+
 def test_a_star_over_joins_using_columns_selects_them_once_first(view):
     # Spark's order: each join's USING columns, then the other columns of what it joins
     definition = view(

@@ -330,3 +330,84 @@ def test_derived_tables_are_cut_when_the_ctes_give_no_split():
     assert split is not None
     assert [(s.name, s.key, s.view_class) for s in split.states] == [("l", ("customer_id",), ViewClass.RANKED)]
     assert "FROM mv_state.l AS l" in split.sql
+
+
+FULL_BY_STATUS = (
+    "select o.status, c.country, count(*) as n, sum(o.amount) as amount from shop.orders o "
+    "full outer join shop.customers c on o.customer_id = c.customer_id where o.amount > 0 or c.segment = 'x' "
+    "group by o.status, c.country"
+)
+
+
+def test_the_join_of_a_grouped_query_becomes_a_state_keyed_by_its_tables_keys():
+    # a FULL JOIN grouped by columns of each side: neither is in every row, so the aggregate alone is
+    # refused; the join (its WHERE applied) is a state of the columns read, keyed by both keys, NULL
+    # where a side matched nothing (so its log is keyed by their JSON text), the grouping over it
+    _refused(FULL_BY_STATUS)
+    split = split_into_states(FULL_BY_STATUS, MASTERS)
+    assert split is not None and split.view_class is ViewClass.AGGREGATE
+    (state,) = split.states
+    assert (state.name, state.key, state.log_key) == ("joined", ("o__order_id", "c__customer_id"), ("mv_state_key",))
+    assert state.view_class is ViewClass.PER_PARTITION  # partitioned by the join key, the sides' COALESCE
+    assert state.sql == (
+        "SELECT o.status AS o__status, c.country AS c__country, o.amount AS o__amount, o.order_id AS o__order_id, "
+        "c.customer_id AS c__customer_id, TO_JSON(ARRAY(CAST(o.order_id AS STRING), CAST(c.customer_id AS STRING))) "
+        "AS mv_state_key FROM shop.orders AS o FULL OUTER JOIN shop.customers AS c ON o.customer_id = c.customer_id "
+        "WHERE o.amount > 0 OR c.segment = 'x'"
+    )
+    assert split.sql == (
+        "SELECT joined.o__status AS status, joined.c__country AS country, COUNT(*) AS n, SUM(joined.o__amount) "
+        "AS amount FROM mv_state.joined AS joined GROUP BY joined.o__status, joined.c__country"
+    )
+
+
+@pytest.mark.parametrize(
+    "sql, key",
+    [
+        # unqualified columns, told apart by the tables' columns; a window over the join
+        (
+            "select status, name, row_number() over (partition by name order by amount, order_id) as n "
+            "from shop.orders o full join shop.customers c on o.customer_id = c.customer_id",
+            ("o__order_id", "c__customer_id"),
+        ),
+        # a CTE read by the join, keyed by what its shape makes unique (its group key)
+        (
+            "with spend as (select customer_id, sum(amount) as spent from shop.orders group by customer_id) "
+            "select c.country, max(s.spent) as top from shop.customers c full join spend s "
+            "on s.customer_id = c.customer_id group by c.country",
+            ("c__customer_id", "s__customer_id"),
+        ),
+        # a CTE that groups a FULL JOIN, joined again: its join is the state <cte>_joined
+        (
+            "with f as (select o.status, count(*) as n from shop.orders o full join shop.customers c "
+            "on o.customer_id = c.customer_id group by o.status) select p.name, f.n from shop.products p "
+            "join f on f.status = p.name",
+            ("o__order_id", "c__customer_id"),
+        ),
+    ],
+)
+def test_a_join_taken_apart_is_keyed_by_each_item_s_key(sql, key):
+    _refused(sql)
+    split = split_into_states(sql, MASTERS)
+    assert split is not None
+    name = "f_joined" if sql.startswith("with f ") else "joined"
+    assert [s.key for s in split.states if s.name == name] == [key]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # a value Spark names itself: the query over the state could not name it the same
+        "select o.status, count(*) from shop.orders o full join shop.customers c on o.customer_id = c.customer_id "
+        "group by o.status",
+        # a subquery above the join
+        "select o.status, count(*) as n from shop.orders o full join shop.customers c on o.customer_id = c.customer_id "
+        "group by o.status having count(*) > (select count(*) from shop.products)",
+        # a CTE whose shape gives no key
+        "with s as (select amount from shop.orders) select c.country, count(*) as n from shop.customers c "
+        "full join s on s.amount = c.customer_id group by c.country",
+    ],
+)
+def test_a_join_is_not_taken_apart_where_the_query_over_it_could_differ_or_it_has_no_key(sql):
+    _refused(sql)
+    assert split_into_states(sql, MASTERS) is None
