@@ -518,3 +518,65 @@ def test_the_del_steps_are_one_delete_behind_the_or_of_their_ranges_when_some_ke
     logs["shop.lines"] = marked(LINES, 0, 0)
     delete = join_view.refresh_statement(view, "shop.v", logs).writes[0].sql
     assert delete == "delete from `shop`.`v`\nwhere (`_mv_c_customer_id` in (7)\n   or `_mv_o_order_id` in (7))\nand exists (select 1 from values (1))"
+
+
+CHAIN = (
+    "select c.name, o.order_id, l.line_no, l.qty from shop.customers c "
+    "join shop.orders o on o.customer_id = c.customer_id join shop.lines l on l.order_id = o.order_id"
+)
+
+
+def test_the_orders_of_changed_customers_are_read_first_so_that_their_lines_are_found_by_literals():
+    view = analyze_view(CHAIN, MASTERS)
+    logs = {
+        "shop.customers": marked(CUSTOMERS, key_values=((7,), (8,)), insert_key_values=((7,), (8,))),
+        "shop.orders": marked(ORDERS, 0, 0),
+        "shop.lines": marked(LINES, 0, 0),
+    }
+    # the customers' orders are scattered in the orders, their lines in the lines: the probe reads
+    # the orders' keys holding the changed customers, at the snapshot the refresh reads
+    (probe,) = join_view.reach_probes(view, logs)
+    assert (probe.source, probe.target) == ("c", "o")
+    assert probe.sql == (
+        "select to_json(slice(collect_list(struct(`order_id` as `k0`)), 1, 201)) as reached\n"
+        "from (select distinct `order_id`\nfrom `shop`.`orders` version as of 123 as `_mv_f`\n"
+        "where `_mv_f`.`customer_id` in (7, 8))"
+    )
+    insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
+    assert "`_mv_y`.`order_id` IN (" not in insert  # not known: the lines through a semi join
+    # the orders found: the orders restricted to them, and the lines to them by literals
+    logs["shop.customers"] = marked(
+        CUSTOMERS, key_values=((7,), (8,)), insert_key_values=((7,), (8,)), reached=(("c", "o", ((3,), (41,))),)
+    )
+    insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
+    assert "`shop`.`orders` VERSION AS OF 123 AS `_mv_y` WHERE `_mv_y`.`order_id` IN (3, 41) AND `_mv_y`.`customer_id` IN (7, 8)" in insert
+    assert "`shop`.`lines` VERSION AS OF 123 AS `_mv_y` WHERE `_mv_y`.`order_id` IN (3, 41))" in insert
+    assert "SEMI JOIN" not in insert
+    # orders changed too (keys as literals): one INS query from the orders, restricted to their own
+    # keys and those found, the lines to both by literals
+    logs["shop.orders"] = marked(ORDERS, key_values=((5,),), insert_key_values=((5,),))
+    insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
+    assert "WHERE `order_id` IN (5, 3, 41) AND (`order_id` IN (5) OR `customer_id` IN (7, 8))" in insert
+    assert "`shop`.`lines` VERSION AS OF 123 AS `_mv_y` WHERE `_mv_y`.`order_id` IN (5, 3, 41))" in insert
+    # no order holds them: nothing to read for them
+    logs["shop.orders"] = marked(ORDERS, 0, 0)
+    logs["shop.customers"] = marked(CUSTOMERS, key_values=((7,),), insert_key_values=((7,),), reached=(("c", "o", ()),))
+    insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
+    assert "WHERE FALSE AND `_mv_y`.`customer_id` IN (7)" in insert
+
+
+def test_no_reach_probe_where_its_keys_would_prune_nothing_more():
+    logs = {
+        "shop.customers": marked(CUSTOMERS, key_values=((7,),), insert_key_values=((7,),)),
+        "shop.orders": marked(ORDERS, 0, 0),
+        "shop.products": marked(PRODUCTS, 0, 0),
+        "shop.lines": marked(LINES, 0, 0),
+    }
+    # the fact has no children in the view (its dimensions only): its own read is the one it saves
+    assert join_view.reach_probes(analyze_view(STAR, MASTERS), logs) == []
+    # two masters: the change is broadcast and the fact streamed against it already
+    two = analyze_view("select o.order_id, c.name from shop.orders o join shop.customers c on o.customer_id = c.customer_id", MASTERS)
+    assert join_view.reach_probes(two, logs) == []
+    # the customers' keys not literals (read from the log)
+    logs["shop.customers"] = marked(CUSTOMERS)
+    assert join_view.reach_probes(analyze_view(CHAIN, MASTERS), logs) == []
