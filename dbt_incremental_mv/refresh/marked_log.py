@@ -57,10 +57,6 @@ class MarkedLog:
     insert_key_values: KeyValues | None = None  # ... those with an after image
     # disjoint ranges of the first key column holding every marked key (empty: not known)
     key_ranges: tuple[tuple[Bound, Bound], ...] = ()
-    # a dimension's inserted keys followed into the occurrences holding them (join views: the mark
-    # step's reach probes, join_view.reach_probes): (its occurrence, the occurrence holding its key,
-    # the keys of that occurrence's rows holding one), when few
-    reached: tuple[tuple[str, str, KeyValues], ...] = ()
 
     @property
     def has_changes(self) -> bool:
@@ -97,11 +93,6 @@ class MarkedLog:
         """Distinct keys of the marked images: ``all``, or only after images (``inserts``)."""
         rows = self.images(self.spec.key, INSERT if images == "inserts" else None)
         return f"select distinct {idents(self.spec.key)} from (\n{rows}\n)"
-
-    def reached_keys(self, source: str, target: str) -> KeyValues | None:
-        """The keys of the rows of occurrence ``target`` that hold an inserted key of this log's
-        occurrence ``source``, when the mark step read them (see ``reached``)."""
-        return next((keys for s, t, keys in self.reached if (s, t) == (source, target)), None)
 
     def known_keys(self, images: str = "all") -> KeyValues | None:
         """The marked keys as values (``all``, or those with an after image), when known."""

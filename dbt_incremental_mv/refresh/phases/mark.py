@@ -18,7 +18,7 @@ import json
 import math
 from collections import Counter, defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from dbt_incremental_mv import environment
@@ -33,7 +33,6 @@ from dbt_incremental_mv.refresh.phases.decide import RefreshAction
 from dbt_incremental_mv.refresh.phases.plan import RefreshPlan
 from dbt_incremental_mv.refresh.state import staleness
 from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
-from dbt_incremental_mv.refresh.views import join_view
 
 INTEGER_TYPES = frozenset({"tinyint", "smallint", "int", "integer", "bigint", "byte", "short", "long"})
 LITERAL_TYPES = INTEGER_TYPES | {"string", "date"}
@@ -182,38 +181,7 @@ def mark_logs(
                 **probed(stats, probe, key_types(plan, spec)),  # the view's net counts replace the log's
             }
         )
-    if action == RefreshAction.FAST and reset is None and plan.definition is not None:
-        marked = reached(ctx, plan.definition, marked)
     return Marked(marked, reset)
-
-
-def reached(ctx: RefreshContext, view: ViewDefinition, marked: dict[str, MarkedLog]) -> dict[str, MarkedLog]:
-    """``marked`` with what the view's reach probes found (join_view.reach_probes), all read in
-    one statement: each dimension's inserted keys followed into the fact holding them, when at
-    most literal_keys() fact rows hold them."""
-    probes = join_view.reach_probes(view, marked)
-    if not probes:
-        return marked
-    sql = "\nunion all\n".join(f"select {i} as probe, reached from (\n{p.sql}\n)" for i, p in enumerate(probes))
-    found: dict[str, list[tuple[str, str, KeyValues]]] = defaultdict(list)
-    for row in ctx.query(sql):
-        probe = probes[int(row[0])]
-        rows = json.loads(row[1]) if row[1] is not None else []
-        if len(rows) > literal_keys():
-            continue
-        master = view.occurrence(probe.target).master
-        types = {c.casefold(): normalize_type(t) for c, t in master.columns}
-        keys = tuple(
-            sorted(
-                (
-                    tuple(_value(r.get(f"k{i}"), types.get(k.casefold())) for i, k in enumerate(master.key))
-                    for r in rows
-                ),
-                key=_order,
-            )
-        )
-        found[view.occurrence(probe.source).master.name].append((probe.source, probe.target, keys))
-    return {name: replace(log, reached=tuple(found[name])) if name in found else log for name, log in marked.items()}
 
 
 def key_types(plan: RefreshPlan, spec: LogSpec) -> tuple[str | None, ...]:

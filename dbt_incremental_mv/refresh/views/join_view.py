@@ -34,16 +34,6 @@ rest read in full. Separately, each INS step read the fact in full for its dimen
 three changed masters: three scans of the fact, each with a shuffle of the joined dimension);
 together they read it once.
 
-**The fact rows of a changed dimension, found before the INS step.** A changed customer's orders
-are scattered in the orders, and the INS step reads the orders' line items through them: the line
-items whole, since the orders' keys are known only as the query runs. When the dimension's
-inserted keys are literals and the fact has children in the view, the mark step reads first the
-keys of the fact rows holding them (``reach_probes``: one statement, the fact's key and join
-columns only, at the snapshot the refresh reads) and, when they are few, the INS step restricts
-the fact to those keys too and moves them as literals to its children (semijoin.py): Iceberg
-skips the files of both that hold none of them (TPC-H: the line items of ten customers' orders
-read from a few files, not from all of them).
-
 **One scan of each master when a dimension changed with the fact's children, keys scattered.**
 A changed dimension's rows are scattered in the fact, so its INS step reads the fact and the
 fact's children (the line items of a customer's orders) whole; with scattered keys the INS
@@ -58,15 +48,13 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping
-from dataclasses import dataclass
 
-from dbt_incremental_mv.analysis import ViewClass, ViewDefinition
+from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.analysis.links import KeyLink, key_links
 from dbt_incremental_mv.analysis.render import render_select
 from dbt_incremental_mv.logs.contract import INSERT
-from dbt_incremental_mv.logs.sql import LITERAL_KEYS
-from dbt_incremental_mv.refresh.marked_log import KeyValues, MarkedLog, literal_in
-from dbt_incremental_mv.refresh.views.semijoin import REDUCED_FROM, Ranges, marked_ranges, reduce_sources
+from dbt_incremental_mv.refresh.marked_log import MarkedLog
+from dbt_incremental_mv.refresh.views.semijoin import marked_ranges, reduce_sources
 from dbt_incremental_mv.refresh.views.statement import (
     WRITE_BRANCH,
     CrossedRows,
@@ -81,81 +69,7 @@ from dbt_incremental_mv.refresh.views.statement import (
     refresh_writes,
     split_by_literal,
 )
-from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation
-
-
-@dataclass(frozen=True)
-class ReachProbe:
-    """A read the mark step makes before the refresh's statements: the keys of the rows of
-    occurrence ``target`` that hold an inserted key of the dimension ``source`` (``sql``: one row,
-    ``reached``, up to LITERAL_KEYS + 1 of them as JSON, ``{"k0": .., "k1": ..}`` in key order)."""
-
-    source: str
-    target: str
-    sql: str
-
-
-def reach_probes(view: ViewDefinition, marked: Mapping[str, MarkedLog]) -> list[ReachProbe]:
-    """The reach probes worth reading for a fast refresh of ``view`` (see the module's docstring):
-    a join of at least REDUCED_FROM masters, a dimension with inserted keys known as literals, the
-    occurrence holding its key (the fact) read for its keys when it has children of its own in the
-    view (what its keys as literals let Iceberg prune), and its own INS step not folded."""
-    if view.view_class is not ViewClass.JOIN or len(view.occurrences) < REDUCED_FROM:
-        return []
-    inner = [link for link in key_links(view) if link.inner]
-    ins_aliases = [o.alias for o in view.occurrences if marked[o.master.name].inserts]
-    if _fold(view, marked, ins_aliases) is not None:
-        return []
-    probes = []
-    for link in inner:
-        keys = marked[view.occurrence(link.source).master.name].known_keys("inserts")
-        if not keys or link.source == link.target:
-            continue
-        if not any(child.source == link.target and child.target != link.source for child in inner):
-            continue
-        fact = view.occurrence(link.target)
-        condition = literal_in([f"`_mv_f`.{ident(c)}" for c in link.columns], keys)
-        listed = ", ".join(f"{ident(k)} as {ident(f'k{i}')}" for i, k in enumerate(fact.master.key))
-        probes.append(
-            ReachProbe(
-                link.source,
-                link.target,
-                f"select to_json(slice(collect_list(struct({listed})), 1, {LITERAL_KEYS + 1})) as reached\n"
-                f"from (select distinct {idents(fact.master.key)}\n"
-                f"from {marked[fact.master.name].master_as_of()} as `_mv_f`\nwhere {condition})",
-            )
-        )
-    return probes
-
-
-def _probed(view: ViewDefinition, restrictions: list[KeyRestriction]) -> dict[tuple[str, str], KeyValues]:
-    """What the reach probes found (source, target) -> keys, from the restricted logs."""
-    return {(s, t): keys for r in restrictions for s, t, keys in r.log.reached}
-
-
-def _reached(
-    view: ViewDefinition,
-    marked: Mapping[str, MarkedLog],
-    alias: str,
-    group: list[KeyRestriction],
-    own: KeyRestriction | None,
-    links: list[KeyLink],
-) -> KeyValues | None:
-    """The keys of the rows of ``alias`` an INS query restricted to ``group`` reads, when every
-    restriction's are known as literals: its own inserted keys, the keys the reach probes found
-    for its dimensions'."""
-    by_restriction = dict(zip([id(r) for r in group if r is not own], links, strict=False))
-    found: list[tuple] = []
-    for restriction in group:
-        if restriction is own:
-            keys = restriction.log.known_keys("inserts")
-        else:
-            link = by_restriction.get(id(restriction))
-            keys = restriction.log.reached_keys(link.source, alias) if link is not None else None
-        if keys is None:
-            return None
-        found += keys
-    return tuple(dict.fromkeys(found))
+from dbt_incremental_mv.sql_text import broadcast, idents, relation
 
 
 def _ins_restrictions(
@@ -177,7 +91,6 @@ def _ins_sources(
     restrictions: list[KeyRestriction],
     earlier: Mapping[str, list[KeyRestriction]],
     own: KeyRestriction | None,
-    reached: KeyValues | None = None,
 ) -> dict[str, str]:
     """What one INS query reads: ``alias`` restricted to any of ``restrictions``, each occurrence
     an earlier INS query restricted without those rows (``earlier``: alias -> its restrictions),
@@ -191,21 +104,11 @@ def _ins_sources(
     for other, done in earlier.items():
         for restriction in done:
             restricted[other] = restriction.excluded_from(restricted[other])
-    ranges: Ranges = marked_ranges(own.log) if own is not None and alone else {}
     if from_log is None:
-        condition = any_of(restrictions)
-        if reached is not None and not alone:
-            # (its rows' keys, found by the reach probes: Iceberg prunes by them, and they move
-            # to the occurrences holding them)
-            key = view.occurrence(alias).master.key
-            condition = f"{literal_in([ident(k) for k in key], reached)} and ({condition})"
-            ranges = {
-                column.casefold(): ("values", tuple(dict.fromkeys(k[i] for k in reached if k[i] is not None)))
-                for i, column in enumerate(key)
-            }
-        restricted[alias] = f"(select * from {restricted[alias]} where {condition})"
+        restricted[alias] = f"(select * from {restricted[alias]} where {any_of(restrictions)})"
+    ranges = marked_ranges(own.log) if own is not None and alone else {}
     key_sets = {alias: own.log.changed_keys(own.images)} if own is not None and alone else {}
-    return reduce_sources(view, restricted, {alias: ranges}, key_sets, _probed(view, restrictions))
+    return reduce_sources(view, restricted, {alias: ranges}, key_sets)
 
 
 def _ins_groups(view: ViewDefinition, ins_aliases: list[str]) -> list[tuple[str, bool, list[KeyLink]]]:
@@ -252,15 +155,6 @@ def _folded_ins_query(
     semijoin.py), the rest read in full; of its rows, those whose hidden key of a changed
     occurrence is among that master's inserted keys: exactly the rows the INS steps make, each
     once (no INS query excludes another's rows)."""
-    fold = _fold(view, marked, ins_aliases)
-    return _folded_query(view, marked, sources, ins_aliases, *fold) if fold is not None else None
-
-
-def _fold(
-    view: ViewDefinition, marked: Mapping[str, MarkedLog], ins_aliases: list[str]
-) -> tuple[str, list[KeyLink], list[KeyLink]] | None:
-    """The hub, its changed dimensions' links and its changed children's links of the folded INS
-    query (``_folded_ins_query``), or None when the INS steps are not folded."""
     inner = [link for link in key_links(view) if link.inner]
     for hub in view.aliases:
         links: list[KeyLink] = []  # the hub's changed dimensions (one link each)
@@ -279,7 +173,7 @@ def _fold(
         else:
             own = [a for a in (hub, *(k.target for k in children)) if a in ins_aliases]
             if links and children and any(_scattered(marked[view.occurrence(a).master.name]) for a in own):
-                return hub, links, children
+                return _folded_query(view, marked, sources, ins_aliases, hub, links, children)
     return None
 
 
@@ -374,8 +268,7 @@ def _ins_queries(
         # literals (see KeyRestriction); its dimensions' keys (scattered in it) prune nothing
         groups = [[mine], restrictions[1:]] if mine is not None and not mine.literal and links else [restrictions]
         for group in groups:
-            reached = _reached(view, marked, alias, group, mine, links)
-            queries.append(render_select(view, _ins_sources(view, sources, alias, group, earlier, mine, reached)))
+            queries.append(render_select(view, _ins_sources(view, sources, alias, group, earlier, mine)))
             earlier.setdefault(alias, []).extend(group)
     return queries
 

@@ -44,7 +44,7 @@ from collections.abc import Mapping
 
 from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.analysis.links import key_links
-from dbt_incremental_mv.refresh.marked_log import KeyValues, MarkedLog, literal_in
+from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.sql_text import between, broadcast, ident, idents, literal
 
 # what is known of a column's values among a restricted side's rows: ("values", the distinct
@@ -82,17 +82,12 @@ def reduce_sources(
     sources: Mapping[str, str],
     restricted: Mapping[str, Ranges],
     key_sets: Mapping[str, str] | None = None,
-    reached: Mapping[tuple[str, str], KeyValues] | None = None,
 ) -> dict[str, str]:
     """``sources`` (alias -> what the query reads for it) with the occurrences reachable from the
     ``restricted`` ones (alias -> the ranges known on its columns) through inner key links
     restricted in turn, breadth first, each at most once. ``key_sets``: alias -> a query of
-    keys its restricted rows' keys are among (its master's key columns, named as in the master).
-    ``reached``: (alias, neighbour holding its key) -> the keys of the neighbour's rows holding
-    the alias's literal values (join_view.reach_probes): the neighbour is restricted to them too,
-    and they move on as literals."""
+    keys its restricted rows' keys are among (its master's key columns, named as in the master)."""
     key_sets = key_sets or {}
-    reached = reached or {}
     out = dict(sources)
     if len(view.occurrences) < REDUCED_FROM:  # the restricted side and its neighbour: a broadcast join already
         return out
@@ -118,14 +113,6 @@ def reduce_sources(
             if len(pairs) == len(ours) and all(carried[t.casefold()][0] == "values" for _, t in pairs):
                 # the join values are literals: they restrict the neighbour without reading the
                 # restricted side again (a superset of its partners, as any reduction may be)
-                keys = reached.get((alias, neighbour)) if link.source == alias else None
-                if keys is not None:  # and so do the keys of its rows holding them
-                    held = view.occurrence(neighbour).master.key
-                    bounded.insert(0, literal_in([f"`_mv_y`.{ident(k)}" for k in held], keys))
-                    carried |= {
-                        k.casefold(): ("values", tuple(dict.fromkeys(v[i] for v in keys if v[i] is not None)))
-                        for i, k in enumerate(held)
-                    }
                 out[neighbour] = f"(select `_mv_y`.* from {out[neighbour]} as `_mv_y`\nwhere {' and '.join(bounded)})"
                 ranges[neighbour] = carried
                 queue.append(neighbour)
