@@ -341,6 +341,14 @@ VIEWS = (
          "    from {orders} o) as ranked\n  where rn = 1\n)\n"
          "select c.country, l.status, count(*) as customers, sum(l.amount) as latest_amount\n"
          "from latest l\njoin {customers} c on l.customer_id = c.customer_id\ngroup by c.country, l.status"),
+    # orders and customers full outer joined (orders of no known customer, customers without orders),
+    # counted by a column of each side: no one view maintains it, so the join is an internal state
+    # (recomputed per customer_id its changes touch), the counts an aggregate over that state's log
+    View("status_by_segment_full", "in-steps-full-join", ("orders", "customers"),
+         "select o.status, c.segment, count(*) as row_count, count(o.order_id) as order_count,\n"
+         "       sum(o.amount) as revenue\n"
+         "from {orders} o\nfull outer join {customers} c on o.customer_id = c.customer_id\n"
+         "group by o.status, c.segment"),
     View("sales_by_category", "agg-join-lines", ("order_lines", "products"),
          "select p.category, count(*) as line_count, sum(l.quantity) as units,\n"
          "       sum(l.quantity * l.unit_price) as revenue\n"
