@@ -370,14 +370,7 @@ def _item_key(
         return ()
     budget[0] -= 1
     query = cte.this.copy()
-    reached: set[str] = set()  # the CTEs it reads, directly or through one another
-    pending = [cte.this]
-    while pending:
-        for table in pending.pop().find_all(exp.Table):
-            name = table.name.casefold()
-            if not table.db and name in ctes and name not in reached and ctes[name] is not cte:
-                reached.add(name)
-                pending.append(ctes[name].this)
+    reached = _reached(cte.this, {n: c.this for n, c in ctes.items()}, {item.name.casefold()})
     needed = [c.copy() for c in before if c.alias_or_name.casefold() in reached]
     if needed:
         query.set("with_", exp.With(expressions=needed))
@@ -386,6 +379,20 @@ def _item_key(
     except UnsupportedViewError:
         return ()
     return _shape_key(query, definition)
+
+
+def _reached(node: exp.Expr, ctes: Mapping[str, exp.Expr], skip: set[str]) -> set[str]:
+    """The CTEs (``ctes``: name -> body) ``node`` reads, directly or through one another, not
+    those in ``skip`` (nor what only they read)."""
+    found: set[str] = set()
+    pending = [node]
+    while pending:
+        for table in pending.pop().find_all(exp.Table):
+            name = table.name.casefold()
+            if not table.db and name in ctes and name not in found and name not in skip:
+                found.add(name)
+                pending.append(ctes[name])
+    return found
 
 
 class _Splitter:
@@ -500,17 +507,7 @@ class _Splitter:
         return query.sql(dialect="spark")
 
     def _reached(self, node: exp.Expr, skip: set[str]) -> set[str]:
-        """The CTEs ``node`` reads, directly or through one another, not those in ``skip`` (nor
-        what only they read)."""
-        found: set[str] = set()
-        pending = [node]
-        while pending:
-            for table in pending.pop().find_all(exp.Table):
-                name = table.name.casefold()
-                if not table.db and name in self.ctes and name not in found and name not in skip:
-                    found.add(name)
-                    pending.append(self.ctes[name])
-        return found
+        return _reached(node, self.ctes, skip)
 
     def analysed(self, sql: str, tables: Mapping[str, MasterTable]) -> ViewDefinition | None:
         self.analyses += 1
