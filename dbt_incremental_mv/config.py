@@ -83,6 +83,15 @@ MODEL_CONFIGS = (
         "instead of deleting and inserting its changed groups; `0`: never.",
     ),
     ConfigKey(
+        "indexed_state",
+        "`true`, `false`",
+        "`false`",
+        "Join views: keep the join of the view's other tables sorted by a dimension's key (an internal "
+        "state), so that a change of that dimension finds its rows by file pruning instead of reading the "
+        "facts whole; every fact change then also refreshes that state (its write and its log). For a "
+        "dimension that changes often beside large, rarely changed facts. See *How a refresh works*.",
+    ),
+    ConfigKey(
         "on_configuration_change",
         "`apply`, `fail`",
         "`apply`",
@@ -167,6 +176,8 @@ class FastRefreshConfig:
     mv_log: bool = False  # the refresh appends what it changed to the view's declared change log
     # a fast refresh of an aggregate view of at most this many rows rewrites it whole, in one statement
     rewrite_rows: int = 100_000
+    # a join view keeps its facts' join sorted by a dimension's key, as a state (analysis/indexed.py)
+    indexed_state: bool = False
 
     def __post_init__(self) -> None:  # (written as the user writes it: the enum member)
         object.__setattr__(self, "refresh_method", RefreshMethod(self.refresh_method))
@@ -225,7 +236,15 @@ class FastRefreshConfig:
                 "(an aggregate view of at most that many rows is rewritten whole by one statement when fast "
                 "refreshed; 0: never)."
             )
+        indexed_state = config.get("indexed_state", False)
+        if not isinstance(indexed_state, bool):
+            raise ConfigError(
+                f"Model '{model_name}': indexed_state={indexed_state!r} must be true or false (true: a join view "
+                "keeps its facts' join sorted by a dimension's key, so that the dimension's changes do not read "
+                "the facts whole)."
+            )
         return cls(
+            indexed_state=indexed_state,
             mv_log=mv_log,
             rewrite_rows=rewrite_rows,
             refresh_method=RefreshMethod(refresh_method.strip().lower()),

@@ -81,6 +81,13 @@ def view_layout(view: ViewDefinition, master_rows: Mapping[str, int]) -> ViewLay
     return ViewLayout(sort_by, bloom)
 
 
+def indexed_layout(view: ViewDefinition, sort_by: tuple[str, ...]) -> ViewLayout:
+    """The layout of an indexed join state (analysis/indexed.py): sorted by the columns a dimension's
+    changes look it up by, bloom filters on every hidden key column (what its own refresh deletes by)."""
+    keyed = [o for o in view.occurrences if view.key_columns(o.alias)]
+    return ViewLayout(sort_by, tuple(h.name for o in keyed for h in view.key_columns(o.alias)))
+
+
 def _columns(expression: exp.Expr) -> list[str]:
     return [c.name for c in expression.find_all(exp.Column)]
 

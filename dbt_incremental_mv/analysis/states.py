@@ -71,6 +71,9 @@ class State:
     # the columns its change log is keyed by: ``key``, or where that may be NULL (group keys,
     # PARTITION BY columns) STATE_KEY, a column ``sql`` adds that is never NULL (refresh/units.py)
     log_key: tuple[str, ...] = ()
+    # the columns its table is kept sorted by (an indexed join state, analysis/indexed.py: the
+    # column a dimension's changes look it up by); () for the view classes' own layout
+    sort_by: tuple[str, ...] = ()
 
     def described(self) -> str:
         reads = (
@@ -90,14 +93,18 @@ class StateSplit:
     states: tuple[State, ...]
     view_class: ViewClass
     sql: str = ""
+    # why a view accepted as one is maintained in steps (analysis/indexed.py), in words; "" when
+    # it is refused as one view
+    indexed: str = ""
 
     def described(self) -> str:
         """The steps in words, for the log line, the refresh history and explain_fast_refresh."""
         one = len(self.states) == 1
+        why = f" ({self.indexed})" if self.indexed else ""
         return (
             f"maintained in {len(self.states) + 1} steps: the internal state{'' if one else 's'} "
             f"{', '.join(s.described() for s in self.states)}, then the query over "
-            f"{'it' if one else 'them'}, {_a(self.view_class)}"
+            f"{'it' if one else 'them'}, {_a(self.view_class)}{why}"
         )
 
     def advice(self) -> str:
@@ -208,7 +215,7 @@ def _joins_apart(
     NULL where an outer join matched nothing) and the query the same query over that one table:
     ``select o.status, count(*) from orders o full join customers c on ... group by o.status``.
     None when no query is of that shape, or a column cannot be told which table it reads."""
-    schema = _schema(tree, masters)
+    schema = schema_of(tree, masters)
     if schema is None:
         return None
     try:
@@ -246,7 +253,7 @@ def _joins_apart(
     return qualified, keys
 
 
-def _schema(tree: exp.Select, masters: Mapping[str, MasterTable]) -> dict | None:
+def schema_of(tree: exp.Select, masters: Mapping[str, MasterTable]) -> dict | None:
     """The columns and types of the masters ``tree`` reads, nested as its tables are named (one
     depth for all: schema.table or catalog.schema.table); None when they are named at two depths."""
     resolver = Resolver(masters)
@@ -312,12 +319,7 @@ def _join_apart(
     columns: dict[tuple[str, str], str] = {}
 
     def new_name(alias: str, column: str) -> str:
-        if (alias, column) not in columns:
-            made = f"{alias}__{column}"
-            while made in columns.values():
-                made = f"_{made}"
-            columns[(alias, column)] = made
-        return columns[(alias, column)]
+        return state_column(columns, alias, column)
 
     for column in [n for n in above if isinstance(n, exp.Column)]:
         alias = column.table.casefold()
@@ -345,6 +347,17 @@ def _join_apart(
     select.set("joins", None)
     select.set("where", None)
     return exp.CTE(this=body, alias=exp.TableAlias(this=exp.to_identifier(name))), tuple(dict.fromkeys(key))
+
+
+def state_column(columns: dict[tuple[str, str], str], alias: str, column: str) -> str:
+    """The name a joined table's column ``alias.column`` has in a state holding the join:
+    ``<alias>__<column>``, told apart from the others ``columns`` holds (which it is added to)."""
+    if (alias, column) not in columns:
+        made = f"{alias}__{column}"
+        while made in columns.values():
+            made = f"_{made}"
+        columns[(alias, column)] = made
+    return columns[(alias, column)]
 
 
 def _nodes(node: object) -> list[exp.Expr]:
@@ -474,7 +487,7 @@ class _Splitter:
         if definition is None:
             return None
         joined_key = self.joins.get(name)
-        key = joined_key or _key(definition)
+        key = joined_key or key_of(definition)
         log_key = key
         # group keys, PARTITION BY or DISTINCT columns may be NULL (a table's key is not), as may
         # the key of a table an outer join null-extends
@@ -490,7 +503,7 @@ class _Splitter:
             if definition is None:
                 return None
             log_key = (STATE_KEY,)
-        table = MasterTable(f"{STATE_SCHEMA}.{name}", _columns(definition), log_key)
+        table = MasterTable(f"{STATE_SCHEMA}.{name}", state_columns(definition), log_key)
         return State(name, sql, key, definition.view_class, tuple(needed), log_key), table
 
     def query(self, tree: exp.Select, states: set[str]) -> str:
@@ -537,10 +550,10 @@ def _with_states(node: exp.Expr, states: set[str]) -> exp.Expr:
 def _shape_key(query: exp.Expr, view: ViewDefinition) -> tuple[str, ...]:
     """Output columns unique in the rows of ``query`` (analysed as ``view``): its tables' keys
     (_key), else its grouping (_grouped_key), else its first row per key (_deduplicated_key)."""
-    return _key(view) or _grouped_key(query, view) or _deduplicated_key(query, view)
+    return key_of(view) or _grouped_key(query, view) or _deduplicated_key(query, view)
 
 
-def _key(view: ViewDefinition) -> tuple[str, ...]:
+def key_of(view: ViewDefinition) -> tuple[str, ...]:
     """Output columns unique in the view's rows, from its shape; () when its shape gives none."""
     visible = [o for o in view.outputs if not o.hidden]
     names = {o.name.casefold(): o.name for o in visible}
@@ -806,7 +819,7 @@ def _first_row_kept(condition: exp.Expr, numbering: exp.Select, outside: bool = 
     return None
 
 
-def _columns(view: ViewDefinition) -> tuple[tuple[str, str], ...]:
+def state_columns(view: ViewDefinition) -> tuple[tuple[str, str], ...]:
     """The state's columns and their Spark types, where plain (a column read, a CAST, a count)."""
     types = {(o.alias, c.casefold()): t for o in view.occurrences for c, t in o.master.columns}
     columns = []

@@ -215,7 +215,10 @@ def _no_null(key: tuple[Bound | None, ...]) -> TypeGuard[tuple[Bound, ...]]:
 def literal_in(columns: Sequence[str], keys: KeyValues) -> str:
     """``columns`` (rendered) among ``keys`` (tuples of literal values): ``c in (..)``, or for a
     key of several columns the first one's values (what Iceberg prunes by) and the tuples. A
-    key with a NULL matches nothing (as with an IN of a subquery). ``false`` for no key."""
+    key with a NULL matches nothing (as with an IN of a subquery). ``false`` for no key. The
+    tuples are compared as structs named as Spark names a literal tuple's fields (col1, col2,
+    ...): a tuple of columns would be named by them, and Spark widens no struct to another whose
+    fields are named otherwise (a BIGINT key among INT literals failed)."""
     complete = tuple(k for k in keys if _no_null(k))
     if not complete:
         return "false"
@@ -223,4 +226,5 @@ def literal_in(columns: Sequence[str], keys: KeyValues) -> str:
         return f"{columns[0]} in ({', '.join(literal(k[0]) for k in complete)})"
     first = ", ".join(literal(v) for v in dict.fromkeys(k[0] for k in complete))
     tuples = ", ".join("(" + ", ".join(literal(v) for v in k) + ")" for k in complete)
-    return f"({columns[0]} in ({first}) and ({', '.join(columns)}) in ({tuples}))"
+    named = ", ".join(f"'col{n}', {column}" for n, column in enumerate(columns, 1))
+    return f"({columns[0]} in ({first}) and named_struct({named}) in ({tuples}))"

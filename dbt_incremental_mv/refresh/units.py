@@ -36,7 +36,18 @@ INTERNAL_STATES = "mv_internal_states"
 # ... and the one that holds the model's own query (the view stores it: what it must equal)
 MODEL_QUERY = "mv_model_query"
 # configs of the model a state does not take: its table's layout and contract are the view's
-_VIEW_ONLY_CONFIG = ("partition_by", "clustered_by", "buckets", "contract", "grants", "persist_docs", "unique_key")
+_VIEW_ONLY_CONFIG = (
+    "partition_by",
+    "clustered_by",
+    "buckets",
+    "contract",
+    "grants",
+    "persist_docs",
+    "unique_key",
+    "indexed_state",
+)
+# the config of a state's node that lists the columns its table is kept sorted by (State.sort_by)
+SORTED_BY = "mv_sorted_by"
 
 
 @dataclass(frozen=True)
@@ -71,6 +82,11 @@ def model_query(model: Mapping[str, Any]) -> str | None:
     return model.get(MODEL_QUERY) or None
 
 
+def sorted_by(model: Mapping[str, Any]) -> tuple[str, ...]:
+    """The columns the table of ``model`` is kept sorted by, when it is an indexed join state."""
+    return tuple((model.get("config") or {}).get(SORTED_BY) or ())
+
+
 def internal_states(model: Mapping[str, Any]) -> tuple[str, ...]:
     """The relations of the states the view of ``model`` reads, when it is the last unit of a view
     maintained in steps; () otherwise."""
@@ -102,7 +118,13 @@ def units(
             "schema": model.get("schema"),
             "database": model.get("database"),
             "package_name": package,
-            "config": {**config, "materialized": "fast_refresh", META_KEY: True, "unique_key": list(log_key)},
+            "config": {
+                **config,
+                "materialized": "fast_refresh",
+                META_KEY: True,
+                "unique_key": list(log_key),
+                **({SORTED_BY: list(state.sort_by)} if state.sort_by else {}),
+            },
             "depends_on": {"nodes": _reads(sql, read)},
             "columns": {},
             "constraints": [],

@@ -47,3 +47,10 @@ def test_grants_on_a_spark_without_grant_are_refused_naming_the_model():
     assert grants_unsupported_error("v", "Operation not allowed: grant") is not None
     # another failure (a Spark with grants, the view not built yet): not judged here
     assert grants_unsupported_error("v", "[TABLE_OR_VIEW_NOT_FOUND] The table `s`.`v` cannot be found") is None
+
+
+def test_indexed_state_is_off_by_default_and_a_boolean():
+    assert FastRefreshConfig.from_model_config("m", {}).indexed_state is False
+    assert FastRefreshConfig.from_model_config("m", {"indexed_state": True}).indexed_state is True
+    with pytest.raises(ConfigError, match="Model 'm': indexed_state='yes' must be true or false"):
+        FastRefreshConfig.from_model_config("m", {"indexed_state": "yes"})

@@ -11,6 +11,7 @@ from typing import Any
 from dbt_incremental_mv import environment, view_table
 from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewDefinition, analyze_view
 from dbt_incremental_mv.analysis.clock import Clock, ClockError, MovingFilter, sql_reads_clock
+from dbt_incremental_mv.analysis.indexed import indexed_split
 from dbt_incremental_mv.analysis.states import StateSplit, split_into_states
 from dbt_incremental_mv.config import ConfigError, FastRefreshConfig, RefreshMethod
 from dbt_incremental_mv.definition import (
@@ -20,7 +21,7 @@ from dbt_incremental_mv.definition import (
     definition_change,
     encode_columns,
 )
-from dbt_incremental_mv.layout import ViewLayout, view_layout
+from dbt_incremental_mv.layout import ViewLayout, indexed_layout, view_layout
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.logs.contract import (
     LogContractError,
@@ -45,7 +46,7 @@ from dbt_incremental_mv.refresh.phases.decide import (
 from dbt_incremental_mv.refresh.state import staleness
 from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.refresh.state.view_state import view_state_at
-from dbt_incremental_mv.refresh.units import Unit, internal_states, model_query, retired_states, units
+from dbt_incremental_mv.refresh.units import Unit, internal_states, model_query, retired_states, sorted_by, units
 from dbt_incremental_mv.refresh.views import view_classes
 
 DELETE_DISTRIBUTION = "write.delete.distribution-mode"
@@ -228,6 +229,16 @@ def plan_refresh(
                 m: logged_columns[logs[m].log_relation] for m in masters if logs[m].log_relation in logged_columns
             }
             blocker = view_classes.blocker(definition, logged)
+            if (
+                blocker is None
+                and config.indexed_state
+                and in_steps_allowed(config, clock)
+                and not internal_states(model)
+            ):
+                rows = {m: size[1] for m in masters if (size := meta.table_size(m)) is not None}
+                steps = indexed_split(compiled_sql, definition, tables, rows)
+                if steps is not None:  # maintained as the steps of a view refused as one are
+                    definition = None
     existing_columns = None
     stored_definition = None
     view_types: dict[str, str] = {}
@@ -286,7 +297,8 @@ def plan_refresh(
     layout = ViewLayout()
     if definition is not None and decision.action != RefreshAction.FAST:  # (a fast refresh writes no new table)
         sizes = {m: meta.table_size(m) for m in masters}
-        layout = view_layout(definition, {m: size[1] for m, size in sizes.items() if size is not None})
+        rows = {m: size[1] for m, size in sizes.items() if size is not None}
+        layout = indexed_layout(definition, sorted_by(model)) if sorted_by(model) else view_layout(definition, rows)
     return RefreshPlan(
         model_name=name,
         view_relation=view_relation,

@@ -6,7 +6,7 @@ import pytest
 import sqlglot
 
 from dbt_incremental_mv.analysis import UnsupportedViewError, ViewClass, analyze_view
-from dbt_incremental_mv.analysis.states import STATE_SCHEMA, _key, _Splitter, split_into_states
+from dbt_incremental_mv.analysis.states import STATE_SCHEMA, _Splitter, key_of, split_into_states
 from tests.unit.analysis.conftest import MASTERS
 
 # the items per customer (jaffle_shop's customers read from the other side): an aggregate over a
@@ -129,7 +129,7 @@ def test_the_query_over_the_states_reads_them_as_tables():
     ],
 )
 def test_a_join_state_is_keyed_by_the_keys_of_the_tables_its_rows_combine(sql, key):
-    assert _key(analyze_view(sql, MASTERS)) == key
+    assert key_of(analyze_view(sql, MASTERS)) == key
 
 
 # the latest order of each customer with the customer's name (a ranking of a join: recomputed per

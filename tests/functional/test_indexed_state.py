@@ -1,0 +1,109 @@
+"""A join view with indexed_state=true (analysis/indexed.py) keeps the join of its other tables
+sorted by a dimension's key, as an internal state, and is the dimension joined to that state,
+maintained in two steps. Under randomized changes (NULL join keys, key changes, deletes, batched
+and single statements) each step is fast refreshed and the view equals its query recomputed on the
+masters; the state's table is written sorted by the dimension's key with bloom filters on its
+keys; a run interrupted after any statement (in the state's refresh, between the state's commit
+and the view's, in the view's) is completed by the next one; turning the config off drops the
+state and rebuilds the view as one."""
+
+from dataclasses import replace
+
+import pytest
+from dbt.tests.util import run_dbt_and_capture, write_file
+
+from tests.depth import fault_points
+from tests.functional.differential import Workload, soak_factor
+from tests.functional.test_aggregate_refresh import MASTERS, visible_columns
+from tests.functional.test_change_logs import run
+
+ORDERS, CUSTOMERS, REGIONS = (f"{{{{ source('shop', '{t}') }}}}" for t in ("orders", "customers", "regions"))
+# regions, their customers and the customers' orders: the smallest dimension (regions) is the one indexed,
+# the state the customers' orders sorted by region_id
+REGION_ORDERS = (
+    "select r.region, c.customer_id, c.segment, o.order_id, o.amount, o.status "
+    f"from {REGIONS} r join {CUSTOMERS} c on c.region_id = r.region_id "
+    f"join {ORDERS} o on o.customer_id = c.customer_id where o.status is null or o.status <> 'cancelled'"
+)
+# retail customers' orders: the state the orders (NULL customer_id included) sorted by customer_id
+RETAIL_ORDERS = (
+    "select o.order_id, o.amount, c.customer_id, c.region_id "
+    f"from {ORDERS} o join {CUSTOMERS} c on o.customer_id = c.customer_id where c.segment = 'retail'"
+)
+INDEXED = "{{ config(materialized='fast_refresh', refresh_method='fast', indexed_state=true) }}\n"
+MODELS = {"region_orders": INDEXED + REGION_ORDERS, "retail_orders": INDEXED + RETAIL_ORDERS}
+STATES = {"region_orders": "region_orders__mv_state_by_region_id", "retail_orders": "retail_orders__mv_state_by_customer_id"}
+
+
+class TestIndexedJoinState:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {**{f"{name}.sql": sql for name, sql in MODELS.items()}, "sources.yml": Workload.sources_yml(MASTERS)}
+
+    def query(self, workload, sql):
+        schema = workload.project.test_schema
+        for source, table in ((ORDERS, "orders"), (CUSTOMERS, "customers"), (REGIONS, "regions")):
+            sql = sql.replace(source, f"{schema}.{table}")
+        return sql
+
+    def check(self, workload):
+        for view, sql in (("region_orders", REGION_ORDERS), ("retail_orders", RETAIL_ORDERS)):
+            workload.check(view, self.query(workload, sql), visible_columns(workload.project, view))
+
+    def test_the_view_over_its_indexed_state_equals_its_query(self, project):
+        workload = Workload(project, [replace(m, rows={}) for m in MASTERS], 43)
+        workload.create(initial_rows=10)
+        results, log = run_dbt_and_capture(["run"])
+        assert all(r.status == "success" for r in results), log
+        for view, state in STATES.items():
+            assert f"{state}: build (first run" in log and f"{view}: build (" in log, log
+        self.check(workload)
+        schema = project.test_schema
+        properties = dict(
+            (r[0], r[1]) for r in project.run_sql(f"show tblproperties {schema}.{STATES['retail_orders']}", fetch="all")
+        )
+        blooms = {k.rpartition(".")[2] for k, v in properties.items() if "bloom-filter-enabled.column." in k and v == "true"}
+        assert blooms == {"_mv_o_order_id"}, properties
+        # written sorted by the dimension's key: each data file holds a range of it (one file here; the build sorts)
+        _, explained = run_dbt_and_capture(["run-operation", "explain_fast_refresh", "--args", "{model: retail_orders}"])
+        assert "indexed by customers's key: the join of orders sorted by orders.customer_id" in explained, explained
+        for round_number in range(3 * soak_factor()):
+            workload.alternating_round(round_number, operations=8)
+            results, log = run_dbt_and_capture(["run"], expect_pass=None)  # (the assertion shows the log)
+            assert all(r.status == "success" for r in results), log
+            for view, state in STATES.items():
+                for unit in (state, view):
+                    assert f"{unit}: fast refresh: " in log or f"{unit}: fast: nothing" in log, (unit, log)
+            self.check(workload)
+
+        # interrupted after any statement, the next run goes on from there: nothing lost, nothing doubled
+        points = 0
+        query = self.query(workload, REGION_ORDERS)
+        for number, fault_after in enumerate(fault_points(30, 6, "indexed state")):
+            workload.alternating_round(200 + number, operations=6)
+            results, log = run("--select", "region_orders", fault_after=fault_after, expect_pass=None)
+            if results[0].status == "success":
+                break  # fewer statements than fault_after: every point was covered
+            assert "injected fault after statement" in log, log
+            points += 1
+            results, log = run("--select", "region_orders")
+            workload.check("region_orders", query, visible_columns(project, "region_orders"))
+        assert points >= 2, points
+
+        # the config off: the view is rebuilt as one join view and its state dropped with its log
+        write_file(
+            "{{ config(materialized='fast_refresh', refresh_method='fast') }}\n" + RETAIL_ORDERS,
+            project.project_root,
+            "models",
+            "retail_orders.sql",
+        )
+        results, log = run_dbt_and_capture(["run", "--select", "retail_orders"])
+        assert all(r.status == "success" for r in results), log
+        assert f"{STATES['retail_orders']} it no longer reads" in log, log
+        tables = {row[1] for row in project.run_sql(f"show tables in {schema}", fetch="all")}
+        assert STATES["retail_orders"] not in tables and f"{STATES['retail_orders']}__log" not in tables, tables
+        workload.alternating_round(300, operations=8)
+        results, log = run_dbt_and_capture(["run", "--select", "retail_orders"])
+        assert "retail_orders: fast refresh: " in log, log
+        query = self.query(workload, RETAIL_ORDERS)
+        workload.check("retail_orders", query, visible_columns(project, "retail_orders"))
