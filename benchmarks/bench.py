@@ -133,6 +133,8 @@ def _model(ds, view: shop.View, config: str, views: list[shop.View] = (), view_l
     """A model of ``view``; with ``view_logs='written'`` a view other ``views`` read keeps its own log."""
     if view_logs == "written" and any(view.name in v.masters for v in views):
         config += ", mv_log=true"
+    if view.config:
+        config += ", " + view.config
     tables = {m: "{{ source('" + ds.SCHEMA + "', '" + m + "') }}" if m in ds.MASTERS else "{{ ref('" + m + "') }}"
               for m in view.masters}
     return "{{ config(" + config + ") }}\n" + view.query(**tables) + "\n"
@@ -307,12 +309,14 @@ class Bench:
         payload = self.payload(warehouse, record["scale"], fraction=fraction, changed_rows=changed_rows,
                                spread=self.args.spread, salt=101 + index, cdc_logs=self.cdc_logs,
                                dimensions=not self.args.no_dimension_changes,
+                               facts=not self.args.only_dimension_changes,
                                append_only=self.args.append_only)
         change = point["change"] = spark_step("change", payload)
         point["clock"] = self.set_clock(self.args.clock_step_hours)
         point["fraction"] = change["changed_orders"] / change["orders_before"]
         self.progress(f"change: {change['changed_orders']:,} orders ({point['fraction']:.4%})"
-                      f"{'' if self.args.no_dimension_changes else ' + dimensions'}, "
+                      f"{'' if self.args.no_dimension_changes else ' + dimensions'}"
+                      f"{' (dimensions only)' if self.args.only_dimension_changes else ''}, "
                       f"{len(change['counts'])} master commits, {change['wall_s']:.1f} s: {change['counts']}")
         run = point["fast"] = dbt(fast, f"fast_{index}")
         self.progress(f"fast refresh: {_models_line(run)}")
@@ -414,6 +418,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-dimension-changes", action="store_true",
                         help="change the facts only (orders and their lines), no customer or product: what "
                              "the dimension changes cost a refresh is the difference")
+    parser.add_argument("--only-dimension-changes", action="store_true",
+                        help="change the dimensions only (the facts unchanged): what a dimension's change costs a join")
     parser.add_argument("--no-lines", action="store_true", help="no order_lines master (and no views on it)")
     parser.add_argument("--clock", default=None,
                         help="the time the views' current_date()/current_timestamp() read as at the build "

@@ -191,6 +191,7 @@ class View:
     masters: tuple[str, ...]  # tables of the dataset, or views of this list (a view over a view)
     sql: str  # the defining query; masters as {orders}, {customers}, ...
     key: tuple[str, ...] = ()  # its unique key, when another view reads it (the key of its change log)
+    config: str = ""  # model configs of its own (``indexed_state=true``), after the project's
 
     def query(self, **tables: str) -> str:
         return self.sql.format(**tables)

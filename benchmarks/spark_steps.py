@@ -81,6 +81,8 @@ def step_change(spark, p: dict) -> dict:
     changes = ds.change_plan(s, cur, changed, p["spread"], p["salt"])
     if not p.get("dimensions", True):
         changes = [c for c in changes if c.master not in ds.DIMENSIONS]
+    if not p.get("facts", True):
+        changes = [c for c in changes if c.master in ds.DIMENSIONS]
     if p.get("append_only"):  # new rows alone, as an ingestion that only appends
         changes = [c for c in changes if c.kind == "inserts"]
     columns = {m: spark.table(f"{ds.SCHEMA}.{m}").columns for m in s.masters}

@@ -204,6 +204,14 @@ VIEWS = (
          "       l.l_extendedprice, l.l_discount\n"
          "from {customer} c\njoin {orders} o on c.c_custkey = o.o_custkey\n"
          "join {lineitem} l on l.l_orderkey = o.o_orderkey\nwhere c.c_mktsegment = 'BUILDING'"),
+    # the same view keeping its facts' join sorted by the customer key (indexed_state): a changed
+    # customer's orders and lines found by file pruning
+    View("building_order_lines_indexed", "join3", ("customer", "orders", "lineitem"),
+         "select c.c_custkey, c.c_name, o.o_orderkey, o.o_orderdate, o.o_shippriority, l.l_linenumber,\n"
+         "       l.l_extendedprice, l.l_discount\n"
+         "from {customer} c\njoin {orders} o on c.c_custkey = o.o_custkey\n"
+         "join {lineitem} l on l.l_orderkey = o.o_orderkey\nwhere c.c_mktsegment = 'BUILDING'",
+         config="indexed_state=true"),
     View("customer_orders", "outer", ("customer", "orders"),
          "select c.c_custkey, c.c_name, o.o_orderkey, o.o_orderstatus, o.o_totalprice\n"
          "from {customer} c\nleft join {orders} o on o.o_custkey = c.c_custkey"

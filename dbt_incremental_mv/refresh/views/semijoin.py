@@ -22,8 +22,10 @@ the join's equality onto the restricted side too, and reads it once more for not
   streamed against the broadcast change, and an extra ``IN`` only adds a Spark job (measured: a
   1.07 s delta became 1.71 s).
 
-A view of two masters is left as it is: its one join is between the restricted side, whose
-size Spark estimates small (a log), and its neighbour, which Spark then streams against it.
+A view of two masters gets no semi join: its one join is between the restricted side, whose
+size Spark estimates small (a log), and its neighbour, which Spark then streams against it. Its
+neighbour is restricted by literal values only (a filter at no cost that prunes the neighbour's
+files and row groups where it is sorted by them: an indexed join state, analysis/indexed.py).
 
 Values or ranges are known for a restricted side's key columns when its rows are a log's marked
 images (or the master restricted to their keys), and they move with the values through each
@@ -89,8 +91,10 @@ def reduce_sources(
     keys its restricted rows' keys are among (its master's key columns, named as in the master)."""
     key_sets = key_sets or {}
     out = dict(sources)
-    if len(view.occurrences) < REDUCED_FROM:  # the restricted side and its neighbour: a broadcast join already
-        return out
+    # of two masters, the restricted side and its neighbour are a broadcast join already: the
+    # neighbour is restricted only by literals (which prune its files and row groups, as an
+    # indexed join state sorted by them), not by a semi join reading the restricted side again
+    literals_only = len(view.occurrences) < REDUCED_FROM
     ranges = {alias: dict(known) for alias, known in restricted.items()}
     queue = [alias for alias in view.aliases if alias in restricted]
     links = [link for link in key_links(view) if link.inner]
@@ -116,6 +120,8 @@ def reduce_sources(
                 out[neighbour] = f"(select `_mv_y`.* from {out[neighbour]} as `_mv_y`\nwhere {' and '.join(bounded)})"
                 ranges[neighbour] = carried
                 queue.append(neighbour)
+                continue
+            if literals_only:
                 continue
             key = {c.casefold() for c in view.occurrence(alias).master.key}
             if alias in key_sets and all(o.casefold() in key for o in ours):  # (a superset of the values)

@@ -97,6 +97,24 @@ def test_the_ins_steps_of_a_fact_and_its_dimensions_read_the_fact_once():
     assert "JOIN (SELECT * FROM `shop`.`customers` VERSION AS OF 123 WHERE (`customer_id`) IN" in insert
 
 
+def test_a_fact_of_two_masters_is_restricted_by_a_changed_dimensions_literal_keys():
+    # no semi join (a broadcast join already), but the literals: they prune the fact's files and
+    # row groups where it is sorted by them (an indexed join state)
+    view = analyze_view(
+        "select o.order_id, o.amount, c.name from shop.orders o join shop.customers c on o.customer_id = c.customer_id",
+        MASTERS,
+    )
+    logs = {"shop.orders": marked(ORDERS, 0, 0)}
+    logs["shop.customers"] = marked(CUSTOMERS, key_values=((7,), (9,)), insert_key_values=((7,), (9,)))
+    insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
+    assert "FROM `shop`.`orders` VERSION AS OF 123 AS `_mv_y` WHERE `_mv_y`.`customer_id` IN (7, 9)" in insert
+    assert " semi join " not in insert.lower()
+    # keys read from the log: the customers' rows joined to the fact as they are
+    logs["shop.customers"] = marked(CUSTOMERS)
+    insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
+    assert "`_mv_y`" not in insert and " semi join " not in insert.lower()
+
+
 def test_an_outer_join_reads_the_inner_rows_of_the_affected_anchors_only():
     view = analyze_view(OUTER, MASTERS)
     logs = {"shop.orders": marked(ORDERS), "shop.customers": marked(CUSTOMERS)}
