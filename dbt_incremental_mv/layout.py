@@ -67,15 +67,17 @@ class ViewLayout:
         return f"{query}\norder by {idents(self.sort_by)}" if self.sort_by else query
 
 
-def view_layout(view: ViewDefinition, master_rows: Mapping[str, int]) -> ViewLayout:
+def view_layout(view: ViewDefinition, master_rows: Mapping[str, int], sorted_by: str | None = None) -> ViewLayout:
     """The layout of a join view (and of a UNION ALL's join branches): sorted by the hidden key of
     the occurrence whose master has the most rows (``master_rows``, from metadata; the first
-    occurrence when none is known), bloom filters on every other hidden key column. Aggregate
-    views keep Iceberg's defaults (their refresh finds groups by a join, not by literals)."""
+    occurrence when none is known), or of the occurrence ``sorted_by`` (an alias: the dimension of
+    an indexed join state, whose changes the view's refreshes look up), bloom filters on every
+    other hidden key column. Aggregate views keep Iceberg's defaults (their refresh finds groups
+    by a join, not by literals)."""
     keyed = [o for o in view.occurrences if view.key_columns(o.alias)]
     if not keyed:
         return ViewLayout()
-    largest = max(keyed, key=lambda o: (master_rows.get(o.master.name, -1), -keyed.index(o)))
+    largest = max(keyed, key=lambda o: (o.alias == sorted_by, master_rows.get(o.master.name, -1), -keyed.index(o)))
     sort_by = tuple(h.name for h in view.key_columns(largest.alias))
     bloom = tuple(h.name for o in keyed if o.alias != largest.alias for h in view.key_columns(o.alias))
     return ViewLayout(sort_by, bloom)

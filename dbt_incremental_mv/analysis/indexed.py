@@ -240,7 +240,11 @@ def _split(
         "its rows without reading them whole"
     )
     return StateSplit(
-        (State(name, state_sql, key, ViewClass.JOIN, (), key, sort_by),), ViewClass.JOIN, top_sql, indexed=why
+        (State(name, state_sql, key, ViewClass.JOIN, (), key, sort_by),),
+        ViewClass.JOIN,
+        top_sql,
+        indexed=why,
+        indexed_alias=dimension,
     )
 
 

@@ -96,6 +96,8 @@ class StateSplit:
     # why a view accepted as one is maintained in steps (analysis/indexed.py), in words; "" when
     # it is refused as one view
     indexed: str = ""
+    # ... and the alias of the dimension in the query over the state (its table is sorted by its key)
+    indexed_alias: str = ""
 
     def described(self) -> str:
         """The steps in words, for the log line, the refresh history and explain_fast_refresh."""

@@ -48,6 +48,8 @@ _VIEW_ONLY_CONFIG = (
 )
 # the config of a state's node that lists the columns its table is kept sorted by (State.sort_by)
 SORTED_BY = "mv_sorted_by"
+# ... and of the view's over an indexed join state: the alias of the dimension it is sorted by
+SORTED_BY_OCCURRENCE = "mv_sorted_by_occurrence"
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,12 @@ def model_query(model: Mapping[str, Any]) -> str | None:
 def sorted_by(model: Mapping[str, Any]) -> tuple[str, ...]:
     """The columns the table of ``model`` is kept sorted by, when it is an indexed join state."""
     return tuple((model.get("config") or {}).get(SORTED_BY) or ())
+
+
+def sorted_by_occurrence(model: Mapping[str, Any]) -> str | None:
+    """The alias of the occurrence the view of ``model`` is sorted by (the dimension of an indexed
+    join state), if the split chose one."""
+    return (model.get("config") or {}).get(SORTED_BY_OCCURRENCE)
 
 
 def internal_states(model: Mapping[str, Any]) -> tuple[str, ...]:
@@ -151,6 +159,11 @@ def units(
     top_sql = with_state_relations(split.sql, relations)
     top = {
         **model,
+        **(
+            {"config": {**(model.get("config") or {}), SORTED_BY_OCCURRENCE: split.indexed_alias}}
+            if split.indexed_alias
+            else {}
+        ),
         "depends_on": {**(model.get("depends_on") or {}), "nodes": _reads(top_sql, read)},
         "compiled_code": top_sql,
         INTERNAL_STATES: [relations[s.name] for s in split.states],

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from tests.depth import full, run_seed, sample
-from tests.fuzz.check import GeneratedCheck, fails_alone, model_files
+from tests.fuzz.check import GeneratedCheck, fails_alone, indexed, model_files
 from tests.fuzz.generator import Generator
 from tests.fuzz.shrink import keep_regression, regressions, shrink
 
@@ -23,12 +23,15 @@ ROUNDS = int(os.environ.get("DBT_MV_FUZZ_ROUNDS") or (3 if full() else 2))
 THREADS = int(os.environ.get("DBT_MV_FUZZ_THREADS", "1"))
 # by hand (scripts/fuzz.sh --feature): only the definitions with this feature, no regression cases
 FEATURE = os.environ.get("DBT_MV_FUZZ_FEATURE") or None
+# by hand (scripts/fuzz.sh --indexed): only the join views an indexed join state can keep, kept so
+INDEXED = os.environ.get("DBT_MV_FUZZ_INDEXED") == "1"
 # the command that runs the same definitions and rounds again, on any commit (printed at the top of
 # the output by tests/conftest.py and in a failure's message)
 REGRESSION_SAMPLE = 3
 AGAIN = (
     f"DBT_MV_TEST_SEED={run_seed()} DBT_MV_FUZZ_SEED={SEED} DBT_MV_FUZZ_DEFINITIONS={DEFINITIONS} DBT_MV_FUZZ_ROUNDS={ROUNDS} "
     + (f"DBT_MV_FUZZ_FEATURE={FEATURE!r} " if FEATURE else "")
+    + ("DBT_MV_FUZZ_INDEXED=1 " if INDEXED else "")
     + "bash scripts/test.sh tests/functional/test_generated_views.py"
 )
 
@@ -39,6 +42,8 @@ class TestGeneratedViews:
     DEFINITIONS = (
         [d for d in Generator(SEED).definitions(DEFINITIONS) if FEATURE in d.features]
         if FEATURE
+        else [d for d in Generator(SEED).definitions(DEFINITIONS) if indexed(d)]
+        if INDEXED
         else Generator(SEED).definitions(DEFINITIONS) + sample(regressions(), REGRESSION_SAMPLE, "regression cases")
     )
 
@@ -50,7 +55,7 @@ class TestGeneratedViews:
 
     @pytest.fixture(scope="class")
     def models(self):
-        return model_files(self.DEFINITIONS)
+        return model_files(self.DEFINITIONS, "indexed_state=true" if INDEXED else "")
 
     def test_each_is_refused_or_maintained_exactly(self, project):
         # the CI's 8 (and the regression cases) are a sample, another one for each commit: a
@@ -60,7 +65,17 @@ class TestGeneratedViews:
         if "DBT_MV_FUZZ_DEFINITIONS" not in os.environ:  # (the regression cases are maintained ones)
             assert len([d for d in self.DEFINITIONS if d.refused is None]) >= DEFINITIONS // 2
         outcome = GeneratedCheck(project, self.DEFINITIONS, SEED).run(ROUNDS)
-        chosen = f" (those with the feature {FEATURE!r} among the first {DEFINITIONS})" if FEATURE else ""
+        if INDEXED:  # each kept over its state (its refreshes checked as any view's)
+            tables = {r[1] for r in project.run_sql(f"show tables in {project.test_schema}", fetch="all")}
+            missing = [d.name for d in self.DEFINITIONS if not any(t.startswith(f"{d.name}__mv_state_by_") for t in tables)]
+            assert not missing, f"not kept over an indexed join state: {missing}"
+        chosen = (
+            f" (those with the feature {FEATURE!r} among the first {DEFINITIONS})"
+            if FEATURE
+            else f" (the join views of the first {DEFINITIONS} kept over an indexed join state)"
+            if INDEXED
+            else ""
+        )
         table = f"seed {SEED}, {len(self.DEFINITIONS)} definitions{chosen}, {ROUNDS} rounds\n\n{outcome.table()}\n"
         print(table)
         if os.environ.get("DBT_MV_FUZZ_SUMMARY"):

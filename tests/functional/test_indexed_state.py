@@ -64,6 +64,10 @@ class TestIndexedJoinState:
         )
         blooms = {k.rpartition(".")[2] for k, v in properties.items() if "bloom-filter-enabled.column." in k and v == "true"}
         assert blooms == {"_mv_o_order_id"}, properties
+        # the view over it is sorted by the dimension's key (its DELETEs by changed customers prune), blooms the state's
+        properties = dict((r[0], r[1]) for r in project.run_sql(f"show tblproperties {schema}.retail_orders", fetch="all"))
+        blooms = {k.rpartition(".")[2] for k, v in properties.items() if "bloom-filter-enabled.column." in k and v == "true"}
+        assert blooms == {"_mv_mv_indexed_o__order_id"}, properties
         # written sorted by the dimension's key: each data file holds a range of it (one file here; the build sorts)
         _, explained = run_dbt_and_capture(["run-operation", "explain_fast_refresh", "--args", "{model: retail_orders}"])
         assert "indexed by customers's key: the join of orders sorted by orders.customer_id" in explained, explained

@@ -59,17 +59,32 @@ def workload_masters() -> list[Master]:
     ]
 
 
-def model_files(definitions: list[Definition]) -> dict[str, str]:
-    """The dbt project's model files: one per definition (refused ones tagged), and the sources
-    with capture-managed change logs."""
+def model_files(definitions: list[Definition], configs: str = "") -> dict[str, str]:
+    """The dbt project's model files: one per definition (refused ones tagged; ``configs``, e.g.
+    ``indexed_state=true``, set on each), and the sources with capture-managed change logs."""
     refs = {m.name: f"{{{{ source('shop', '{m.name}') }}}}" for m in MASTERS}
+    extra = f", {configs}" if configs else ""
     files = {}
     for d in definitions:
         tags = f", tags=['{REFUSED_TAG}']" if d.refused else ""
         method = refresh_method(d)
-        files[f"{d.name}.sql"] = f"{{{{ config(materialized='fast_refresh', refresh_method='{method}'{tags}) }}}}\n{d.sql(refs)}\n"
+        files[f"{d.name}.sql"] = (
+            f"{{{{ config(materialized='fast_refresh', refresh_method='{method}'{tags}{extra}) }}}}\n{d.sql(refs)}\n"
+        )
     files["sources.yml"] = Workload.sources_yml(workload_masters())
     return files
+
+
+def indexed(definition: Definition) -> bool:
+    """Whether the definition is a join view that ``indexed_state=true`` keeps over an indexed join
+    state (analysis/indexed.py)."""
+    from dbt_incremental_mv.analysis.indexed import indexed_split
+
+    sql, tables = definition.sql(), analysis_tables()
+    try:
+        return indexed_split(sql, analyze_view(sql, tables), tables) is not None
+    except UnsupportedViewError:
+        return False
 
 
 def refresh_method(definition: Definition) -> str:

@@ -46,7 +46,15 @@ from dbt_incremental_mv.refresh.phases.decide import (
 from dbt_incremental_mv.refresh.state import staleness
 from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.refresh.state.view_state import view_state_at
-from dbt_incremental_mv.refresh.units import Unit, internal_states, model_query, retired_states, sorted_by, units
+from dbt_incremental_mv.refresh.units import (
+    Unit,
+    internal_states,
+    model_query,
+    retired_states,
+    sorted_by,
+    sorted_by_occurrence,
+    units,
+)
 from dbt_incremental_mv.refresh.views import view_classes
 
 DELETE_DISTRIBUTION = "write.delete.distribution-mode"
@@ -298,7 +306,11 @@ def plan_refresh(
     if definition is not None and decision.action != RefreshAction.FAST:  # (a fast refresh writes no new table)
         sizes = {m: meta.table_size(m) for m in masters}
         rows = {m: size[1] for m, size in sizes.items() if size is not None}
-        layout = indexed_layout(definition, sorted_by(model)) if sorted_by(model) else view_layout(definition, rows)
+        layout = (
+            indexed_layout(definition, sorted_by(model))
+            if sorted_by(model)
+            else view_layout(definition, rows, sorted_by_occurrence(model))
+        )
     return RefreshPlan(
         model_name=name,
         view_relation=view_relation,

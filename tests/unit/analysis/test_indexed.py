@@ -102,3 +102,20 @@ def test_no_indexed_state(sql):
     except Exception:  # noqa: BLE001 - refused as a view: no split either
         return
     assert indexed_split(sql, view, MASTERS) is None
+
+
+def test_the_view_over_the_state_is_sorted_by_the_dimensions_key():
+    # its refreshes look up the dimension's changed keys (a DELETE by them); the state's by a bloom filter
+    from dbt_incremental_mv.analysis.model import MasterTable
+    from dbt_incremental_mv.analysis.states import state_columns
+    from dbt_incremental_mv.layout import view_layout
+
+    found = split(LINES)
+    assert found.indexed_alias == "c"
+    state = found.states[0]
+    table = MasterTable("mv_state.by_customer_id", state_columns(analyze_view(state.sql, MASTERS)), state.key)
+    top = analyze_view(found.sql, {**MASTERS, table.name: table})
+    rows = {"shop.customers": 10, "mv_state.by_customer_id": 1000}
+    assert view_layout(top, rows).sort_by[0].startswith("_mv_mv_indexed_")
+    layout = view_layout(top, rows, found.indexed_alias)
+    assert layout.sort_by == ("_mv_c_customer_id",) and all(b.startswith("_mv_mv_indexed_") for b in layout.bloom)
