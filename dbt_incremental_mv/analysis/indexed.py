@@ -79,6 +79,8 @@ def indexed_split(
     if items is None:
         return None
     by_alias = {i.alias: i for i in items}
+    if STATE_ALIAS in by_alias:  # (the query over the state names it so)
+        return None
     rows = master_rows or {}
     candidates = []
     for link in key_links(view):
