@@ -31,6 +31,7 @@ from dbt_incremental_mv.analysis.errors import UnsupportedViewError
 from dbt_incremental_mv.analysis.links import key_links
 from dbt_incremental_mv.analysis.model import MasterTable, ViewClass, ViewDefinition
 from dbt_incremental_mv.analysis.resolved import split_conjuncts
+from dbt_incremental_mv.analysis.resolver import Resolver
 from dbt_incremental_mv.analysis.states import (
     STATE_SCHEMA,
     State,
@@ -176,9 +177,13 @@ def _split(
         for column in node.find_all(exp.Column):
             if column.table.casefold() in inside:
                 named(column.table.casefold(), column.name.casefold())
+    resolver = Resolver(masters)
     for item in rest:
-        master = masters.get(_relation(item.table))
-        if master is None or not master.key:
+        try:
+            master = resolver.master(item.table)
+        except UnsupportedViewError:
+            return None
+        if not master.key:
             return None
         for key_column in master.key:
             named(item.alias, key_column.casefold())
@@ -248,10 +253,3 @@ def _split(
         indexed=why,
         indexed_alias=dimension,
     )
-
-
-def _relation(table: exp.Table) -> str:
-    parts = [p.name.casefold() for p in table.parts]
-    if len(parts) == 3 and parts[0] == "spark_catalog":
-        parts = parts[1:]
-    return ".".join(parts)

@@ -70,6 +70,23 @@ def run(*args, fault_after=None, fault_at=None, expect_pass=True):
             os.environ.pop(key, None)
 
 
+def interrupted_runs_recover(workload, view: str, query: str, faults, columns: list[str]) -> int:
+    """For each fault point of ``faults``: a round of changes, a run of ``view`` interrupted after
+    that statement, then a run that must leave ``view`` equal to ``query`` (nothing lost, nothing
+    doubled); until a run has fewer statements than the point. Returns the points interrupted."""
+    points = 0
+    for number, fault_after in enumerate(faults):
+        workload.alternating_round(200 + number, operations=6)
+        results, log = run("--select", view, fault_after=fault_after, expect_pass=None)
+        if results[0].status == "success":
+            break  # fewer statements than fault_after: every point was covered
+        assert "injected fault after statement" in log, log
+        points += 1
+        run("--select", view)
+        workload.check(view, query, columns)
+    return points
+
+
 class ChangeLogTests:
     @pytest.fixture(scope="class")
     def models(self):

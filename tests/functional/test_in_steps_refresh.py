@@ -14,7 +14,7 @@ from dbt.tests.util import run_dbt, run_dbt_and_capture, write_file
 
 from tests.depth import fault_points
 from tests.functional.differential import Workload, soak_factor
-from tests.functional.test_change_logs import run
+from tests.functional.test_change_logs import interrupted_runs_recover, run
 from tests.functional.test_aggregate_refresh import MASTERS, visible_columns
 
 ORDERS, CUSTOMERS = "{{ source('shop', 'orders') }}", "{{ source('shop', 'customers') }}"
@@ -188,17 +188,9 @@ class TestViewsMaintainedInSteps:
 
         # interrupted after any statement (in a state's refresh, between the state's commit and the
         # view's, in the view's), the next run goes on from there: nothing lost, nothing doubled
-        points = 0
         whole = self.query(workload, renamed)
-        for number, fault_after in enumerate(fault_points(40, 8, "in steps")):
-            workload.alternating_round(200 + number, operations=6)
-            results, log = run("--select", "whole", fault_after=fault_after, expect_pass=None)
-            if results[0].status == "success":
-                break  # fewer statements than fault_after: every point was covered
-            assert "injected fault after statement" in log, log
-            points += 1
-            results, log = run("--select", "whole")
-            workload.check("whole", whole, visible_columns(project, "whole"))
+        faults = fault_points(40, 8, "in steps")
+        points = interrupted_runs_recover(workload, "whole", whole, faults, visible_columns(project, "whole"))
         assert points >= 2, points
 
         # compaction covers the internal states, and the refreshes go on from the compacted tables

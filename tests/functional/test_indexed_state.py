@@ -15,7 +15,7 @@ from dbt.tests.util import run_dbt_and_capture, write_file
 from tests.depth import fault_points
 from tests.functional.differential import Workload, soak_factor
 from tests.functional.test_aggregate_refresh import MASTERS, visible_columns
-from tests.functional.test_change_logs import run
+from tests.functional.test_change_logs import interrupted_runs_recover
 
 ORDERS, CUSTOMERS, REGIONS = (f"{{{{ source('shop', '{t}') }}}}" for t in ("orders", "customers", "regions"))
 # regions, their customers and the customers' orders: the smallest dimension (regions) is the one indexed,
@@ -81,17 +81,9 @@ class TestIndexedJoinState:
             self.check(workload)
 
         # interrupted after any statement, the next run goes on from there: nothing lost, nothing doubled
-        points = 0
         query = self.query(workload, REGION_ORDERS)
-        for number, fault_after in enumerate(fault_points(30, 6, "indexed state")):
-            workload.alternating_round(200 + number, operations=6)
-            results, log = run("--select", "region_orders", fault_after=fault_after, expect_pass=None)
-            if results[0].status == "success":
-                break  # fewer statements than fault_after: every point was covered
-            assert "injected fault after statement" in log, log
-            points += 1
-            results, log = run("--select", "region_orders")
-            workload.check("region_orders", query, visible_columns(project, "region_orders"))
+        faults = fault_points(30, 6, "indexed state")
+        points = interrupted_runs_recover(workload, "region_orders", query, faults, visible_columns(project, "region_orders"))
         assert points >= 2, points
 
         # the config off: the view is rebuilt as one join view and its state dropped with its log

@@ -32,7 +32,7 @@ from dbt_incremental_mv.logs.contract import (
     logs_by_master,
     validate_log_columns,
 )
-from dbt_incremental_mv.metadata import commits_since
+from dbt_incremental_mv.metadata import Metadata, commits_since
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.graph import dependency_names, dependency_relations, view_consumers
 from dbt_incremental_mv.refresh.phases import clock as clock_phase
@@ -243,8 +243,7 @@ def plan_refresh(
                 and in_steps_allowed(config, clock)
                 and not internal_states(model)
             ):
-                rows = {m: size[1] for m in masters if (size := meta.table_size(m)) is not None}
-                steps = indexed_split(compiled_sql, definition, tables, rows)
+                steps = indexed_split(compiled_sql, definition, tables, master_rows(meta, masters))
                 if steps is not None:  # maintained as the steps of a view refused as one are
                     definition = None
     existing_columns = None
@@ -304,12 +303,10 @@ def plan_refresh(
     states, own_query = internal_states(model), model_query(model)
     layout = ViewLayout()
     if definition is not None and decision.action != RefreshAction.FAST:  # (a fast refresh writes no new table)
-        sizes = {m: meta.table_size(m) for m in masters}
-        rows = {m: size[1] for m, size in sizes.items() if size is not None}
         layout = (
             indexed_layout(definition, sorted_by(model))
             if sorted_by(model)
-            else view_layout(definition, rows, sorted_by_occurrence(model))
+            else view_layout(definition, master_rows(meta, masters), sorted_by_occurrence(model))
         )
     return RefreshPlan(
         model_name=name,
@@ -361,6 +358,11 @@ def plan_refresh(
         if decision.action != RefreshAction.IN_STEPS
         else (),
     )
+
+
+def master_rows(meta: Metadata, masters: Sequence[str]) -> dict[str, int]:
+    """The live rows of each master whose size its current snapshot records."""
+    return {m: size[1] for m in masters if (size := meta.table_size(m)) is not None}
 
 
 def in_steps_allowed(config: FastRefreshConfig, clock: Clock | None) -> bool:
