@@ -73,10 +73,11 @@ def _reads_reported(function, log: EventLog):
     """Wrap ``fast_refresh_finish``: after it, log what the refresh's statements read
     (``plan.reads``, session mode): one ``reads`` event per model."""
     @functools.wraps(function)
-    def wrapper(self, run, *args, **kwargs):
+    def wrapper(self, refresh, *args, **kwargs):
         try:
-            return function(self, run, *args, **kwargs)
+            return function(self, refresh, *args, **kwargs)
         finally:
+            run = refresh.run  # the adapter's ModelRefresh: the engine's run holds what was read
             reads = getattr(run, "reads", None)
             if reads is not None:
                 log.write({

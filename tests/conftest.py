@@ -22,6 +22,7 @@ EXPECTED_SECONDS = {
     "tests/functional/test_outer_aggregate_refresh.py::TestOuterJoinAggregateRefresh": 285,
     "tests/functional/test_example_project.py": 240,
     "tests/functional/test_change_logs.py::TestRefreshersInSeparateProcesses": 200,  # matrix only
+    "tests/functional/test_indexed_state.py::TestRefreshersOfAnIndexedState": 150,
     "tests/functional/test_outer_join_refresh.py::TestOuterJoinRefresh": 135,
     "tests/functional/test_union_all_refresh.py::TestUnionAllRefresh": 115,
     "tests/functional/test_stacked_refresh.py::TestThreeStackedViewsOverALoggedIncrementalModel": 105,  # matrix only

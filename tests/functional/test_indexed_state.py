@@ -15,6 +15,7 @@ from dbt.tests.util import run_dbt_and_capture, write_file
 from tests.depth import fault_points
 from tests.functional.differential import Workload, soak_factor
 from tests.functional.test_aggregate_refresh import MASTERS, visible_columns
+from tests.functional import test_change_logs
 from tests.functional.test_change_logs import interrupted_runs_recover
 
 ORDERS, CUSTOMERS, REGIONS = (f"{{{{ source('shop', '{t}') }}}}" for t in ("orders", "customers", "regions"))
@@ -103,3 +104,31 @@ class TestIndexedJoinState:
         assert "retail_orders: fast refresh: " in log, log
         query = self.query(workload, RETAIL_ORDERS)
         workload.check("retail_orders", query, visible_columns(project, "retail_orders"))
+
+
+class TestRefreshersOfAnIndexedState(test_change_logs.TestRefreshersInSeparateProcesses):
+    """Two refreshers in separate processes (test_change_logs.py's test) of a join view kept over
+    an indexed state: A paused inside the state's step, or between the state's commit and the
+    view's step, while B refreshes both steps and publishes; then both at once. Each step has one
+    compare-and-swap winner, the loser fails cleanly, and nothing is lost or applied twice."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        files = {
+            f"{name}.sql": "{{ config(materialized='fast_refresh', refresh_method='fast'"
+            + (", indexed_state=true" if name == "order_countries" else "")
+            + ") }}\n"
+            + sql
+            for name, (sql, _) in test_change_logs.VIEWS.items()
+        }
+        files["sources.yml"] = Workload.sources_yml(test_change_logs.MASTERS)
+        return files
+
+    def pause_points(self) -> list[tuple[str, str | None]]:
+        """A paused in the state's step (its first write, before its publish): A loses the state's
+        compare-and-swap; in the view's step (a write of the view over the state): A loses the
+        view's; between the state's publish and the view's step: A's view step starts after B's
+        publish, from where B left the view, and publishes (what A changed in the state, B's view
+        step has already read from the state's snapshots)."""
+        state = "order_countries__mv_state_by_customer_id"
+        return [("delete from", state), ("mv_indexed", "order_countries"), (f"{state}', 'main'", None)]
