@@ -339,7 +339,7 @@ def exactness_guards(view: ViewDefinition, view_types: Mapping[str, str]) -> lis
             f"`_mv_d`.{ident(delta_name(column, 'v'))}",
             stored_type(view_types, column),
         )
-    values = _new_values(view, view_types, False, stored, "`_mv_d`", reserves_in_source=True)
+    values = _new_values(view, view_types, False, stored, "`_mv_d`", reserves_in_source=True, totals="`_mv_d`")
     for output in view.outputs:
         if output.kind is OutputKind.AVG:
             support = view.support_columns(output.name)
@@ -368,6 +368,42 @@ def _cast(expression: str, column: str, view_types: Mapping[str, str]) -> str:
     return f"cast({expression} as {spark_type})" if spark_type else expression
 
 
+TOTAL_PREFIX = "_mv_n_"  # a group's new count or sum, as a column of the row with_totals makes
+
+
+def _totals(view: ViewDefinition, view_types: Mapping[str, str], stored: str, source: str) -> dict[str, str]:
+    """The group's new row count and its counts and sums of values (the stored value plus the
+    delta: see _new_values), which its averages and expressions read, several times each."""
+
+    def old(column: str) -> str:
+        return f"{stored}.{ident(column)}"
+
+    def delta(column: str) -> str:
+        return f"{source}.{ident(delta_name(column, ''))}"
+
+    # (a global aggregate's delta is one row even when no changed row passes the filters: NULLs)
+    totals = {ROW_COUNT_COLUMN: f"(coalesce({old(ROW_COUNT_COLUMN)}, 0) + coalesce({delta(ROW_COUNT_COLUMN)}, 0))"}
+    for column in counted_columns(view):
+        totals[column] = f"(coalesce({old(column)}, 0) + coalesce({delta(column)}, 0))"
+    for column in summed_columns(view):
+        totals[column] = (
+            f"case when {totals[nonnull_count_of(view, column)]} = 0 then null "
+            f"else {sum_of(old(column), delta(column), stored_type(view_types, column))} end"
+        )
+    return totals
+
+
+def with_totals(view: ViewDefinition, view_types: Mapping[str, str], query: str) -> str:
+    """The rows of the cached delta ``query`` (``_mv_d``: a group's delta and its stored row),
+    each with its group's new counts and sums as columns (``_mv_n_<column>``): the averages, the
+    exactness guards and the expressions over aggregates read them by name, instead of repeating
+    their arithmetic (an average of a decimal reads its sum and count up to 20 times), which Spark
+    would analyze and compile in every copy."""
+    totals = _totals(view, view_types, f"`_mv_d`.{STORED}", "`_mv_d`")
+    named = ", ".join(f"{value} as {ident(TOTAL_PREFIX + column)}" for column, value in totals.items())
+    return f"select `_mv_d`.*, {named} from (\n{query}\n) as `_mv_d`"
+
+
 def _new_values(
     view: ViewDefinition,
     view_types: Mapping[str, str],
@@ -375,11 +411,19 @@ def _new_values(
     stored: str,
     source: str,
     reserves_in_source: bool = False,
+    totals: str | None = None,
 ) -> dict[str, str]:
     """Each stored column's value after the refresh, from the row ``source`` (the group's delta
     and, for recomputed groups, its recomputed values) and the stored row ``stored`` (all NULL
     for a new group); ``reserves_in_source``: the new reserves are columns of ``source``
-    (with_new_reserves), not computed here."""
+    (with_new_reserves), not computed here; ``totals``: a row holding the new counts and sums as
+    columns (with_totals), which the values over them read by name."""
+    values: dict[str, str] = {name: f"{source}.{ident(name)}" for name in view.group_key_columns}
+    new_totals = _totals(view, view_types, stored, source)
+    values.update(
+        {c: f"{totals}.{ident(TOTAL_PREFIX + c)}" for c in new_totals} if totals is not None else new_totals
+    )
+    count = values[ROW_COUNT_COLUMN]
 
     def old(column: str) -> str:
         return f"{stored}.{ident(column)}"
@@ -387,18 +431,6 @@ def _new_values(
     def delta(column: str, tag: str = "") -> str:
         return f"{source}.{ident(delta_name(column, tag))}"
 
-    # (a global aggregate's delta is one row even when no changed row passes the filters: NULLs)
-    count = f"(coalesce({old(ROW_COUNT_COLUMN)}, 0) + coalesce({delta(ROW_COUNT_COLUMN)}, 0))"
-    values: dict[str, str] = {name: f"{source}.{ident(name)}" for name in view.group_key_columns}
-    values[ROW_COUNT_COLUMN] = count
-    for column in counted_columns(view):
-        values[column] = f"(coalesce({old(column)}, 0) + coalesce({delta(column)}, 0))"
-    for column in summed_columns(view):
-        counted = nonnull_count_of(view, column)
-        values[column] = (
-            f"case when {values[counted]} = 0 then null "
-            f"else {sum_of(old(column), delta(column), stored_type(view_types, column))} end"
-        )
     for output in view.outputs:
         if output.kind is OutputKind.COUNT_STAR:
             values[output.name] = count
@@ -608,7 +640,7 @@ def refresh_statement(
         delta = _delta_of_rows(view, delta_rows, arguments, min_max, sums)
     cached = Cached(cached_view(branch, "delta"), _cached_delta(view, view_types, delta, delta_rows, view_relation))
     from_cache = groups = f"select * from {ident(cached.name)}"
-    ctes = [f"`_mv_delta` as (\n{from_cache}\n)"]
+    ctes = [f"`_mv_delta` as (\n{with_totals(view, view_types, from_cache)}\n)"]
     rows = "select `_mv_d`.*"
     joins = ""
     if recompute:
@@ -617,7 +649,9 @@ def refresh_statement(
         rows += f", {', '.join(recomputed)}, coalesce(`_mv_r`.{ident(RECOMPUTED)}, false) as {ident(RECOMPUTED)}"
         joins = f"\nleft join `_mv_recompute` as `_mv_r` on {group_match('`_mv_d`', '`_mv_r`', keys)}"
     ctes.append(f"`_mv_source` as (\n{rows}\nfrom `_mv_delta` as `_mv_d`{joins}\n)")
-    values = _new_values(view, view_types, recompute, f"`_mv_s`.{STORED}", "`_mv_s`", reserves_in_source=True)
+    values = _new_values(
+        view, view_types, recompute, f"`_mv_s`.{STORED}", "`_mv_s`", reserves_in_source=True, totals="`_mv_s`"
+    )
     new_count = values[ROW_COUNT_COLUMN]
     stored = view.stored_columns
     from_source = "from `_mv_source` as `_mv_s`"
@@ -648,7 +682,7 @@ def refresh_statement(
         skipped += ("MIN/MAX recompute (insert-only)",)
     # (the statistics are read before the writes, and the cached delta: the delta in full)
     stats_ctes = [
-        f"`_mv_delta` as (\n{_cached_delta(view, view_types, delta_in_full, rows_in_full, view_relation)}\n)",
+        f"`_mv_delta` as (\n{with_totals(view, view_types, _cached_delta(view, view_types, delta_in_full, rows_in_full, view_relation))}\n)",
         *ctes[1:],
     ]
     existed = f"`_mv_s`.{STORED}.{ident(ROW_COUNT_COLUMN)} is not null"

@@ -79,9 +79,11 @@ def test_delete_of_the_changed_groups_then_insert_of_their_new_rows_deterministi
     assert "map_zip_with(" not in insert.sql and "try_element_at(`_mv_s`.`_mv_nr_max_price`, 1).`v`" in insert.sql
     assert "`shop`.`v`" not in insert.sql.split("insert into", 1)[1].split("\n", 1)[1]  # the INSERT reads the cache only
     # a group whose rows all went is not inserted again
-    assert insert.sql.endswith(
-        "else (coalesce(`_mv_s`.`_mv_t`.`_mv_count`, 0) + coalesce(`_mv_s`.`_mv_d__mv_count`, 0)) end > 0"
-    )
+    assert insert.sql.endswith("else `_mv_s`.`_mv_n__mv_count` end > 0")
+    # the new counts and sums computed once per group, read by name (an average reads them many times)
+    assert (
+        "(coalesce(`_mv_d`.`_mv_t`.`_mv_count`, 0) + coalesce(`_mv_d`.`_mv_d__mv_count`, 0)) as `_mv_n__mv_count`"
+    ) in insert.sql
     # AVG is stored in its own type, from the hidden sum and count
     assert "as decimal(14,6)) as `avg_price`" in insert.sql
     assert "merge into" not in first.sql  # Spark takes no join hint in a MERGE
@@ -462,11 +464,13 @@ def test_a_decimal_avg_divides_as_spark_does_where_that_rounds_as_avg_does():
     view = analyze_view(BY_PRODUCT, MASTERS)
     types = {"avg_price": "decimal(14,6)", "_mv_sum_avg_price": "decimal(20,2)"}
     insert = aggregate_view.refresh_statement(view, "shop.v", {"shop.lines": marked(LINES, 2)}, types).writes[1].sql
-    count = "(coalesce(`_mv_s`.`_mv_t`.`_mv_cnt_avg_price`, 0) + coalesce(`_mv_s`.`_mv_d__mv_cnt_avg_price`, 0))"
-    total = (
-        f"case when {count} = 0 then null else coalesce(`_mv_s`.`_mv_t`.`_mv_sum_avg_price`, 0) + "
-        "coalesce(`_mv_s`.`_mv_d__mv_sum_avg_price`, 0) end"
-    )
+    count, total = "`_mv_s`.`_mv_n__mv_cnt_avg_price`", "`_mv_s`.`_mv_n__mv_sum_avg_price`"
+    # (the group's new count and sum, computed once from the cached delta's row)
+    new_count = "(coalesce(`_mv_d`.`_mv_t`.`_mv_cnt_avg_price`, 0) + coalesce(`_mv_d`.`_mv_d__mv_cnt_avg_price`, 0))"
+    assert (
+        f"case when {new_count} = 0 then null else coalesce(`_mv_d`.`_mv_t`.`_mv_sum_avg_price`, 0) + "
+        "coalesce(`_mv_d`.`_mv_d__mv_sum_avg_price`, 0) end as `_mv_n__mv_sum_avg_price`"
+    ) in insert
     assert (f"cast(case when {count} = 0 then null else cast(({total}) as decimal(20,2)) / ({count}) end "
             "as decimal(14,6)) as `avg_price`") in insert
     assert "`_mv_flagged`" not in insert and "try_cast" not in insert
@@ -478,11 +482,7 @@ def test_a_decimal_avg_divides_in_types_that_drop_no_digit_and_rounds_once_to_th
     types = {"avg_price": "decimal(18,8)", "_mv_sum_avg_price": "decimal(24,4)"}
     statement = aggregate_view.refresh_statement(view, "shop.v", {"shop.lines": marked(LINES, 2)}, types)
     insert = statement.writes[1].sql
-    count = "(coalesce(`_mv_s`.`_mv_t`.`_mv_cnt_avg_price`, 0) + coalesce(`_mv_s`.`_mv_d__mv_cnt_avg_price`, 0))"
-    total = (
-        f"case when {count} = 0 then null else coalesce(`_mv_s`.`_mv_t`.`_mv_sum_avg_price`, 0) + "
-        "coalesce(`_mv_s`.`_mv_d__mv_sum_avg_price`, 0) end"
-    )
+    count, total = "`_mv_s`.`_mv_n__mv_cnt_avg_price`", "`_mv_s`.`_mv_n__mv_sum_avg_price`"
     # the first rung: a sum of 31 digits over a count of 6, 38 digits with nothing dropped (scale 11),
     # rounded once to decimal(18,8); exact below 1,000 values (exact_decimals.py); then counts of 9 digits
     first = (
@@ -507,8 +507,8 @@ def test_a_decimal_38_sum_adds_in_types_that_drop_no_digit_or_is_recomputed():
     assert "_mv_flagged" not in plain.writes[1].sql and "try_cast" not in plain.writes[1].sql
     wide = aggregate_view.refresh_statement(view, "shop.v", logs, {"revenue": "decimal(38, 8)"})
     insert = wide.writes[1].sql
-    assert ("try_cast(coalesce(`_mv_s`.`_mv_t`.`revenue`, 0) as decimal(37,8)) + "
-            "try_cast(coalesce(`_mv_s`.`_mv_d_revenue`, 0) as decimal(37,8))") in insert
+    assert ("try_cast(coalesce(`_mv_d`.`_mv_t`.`revenue`, 0) as decimal(37,8)) + "
+            "try_cast(coalesce(`_mv_d`.`_mv_d_revenue`, 0) as decimal(37,8)) end as `_mv_n_revenue`") in insert
     assert "(`_mv_d`.`_mv_t`.`revenue` is null and coalesce(`_mv_d`.`_mv_t`.`_mv_cnt_revenue`, 0) > 0)" in insert
     assert "(`_mv_d`.`_mv_d_revenue` is null and coalesce(`_mv_d`.`_mv_dv_revenue`, 0) > 0)" in insert
     assert "(try_cast(`_mv_d`.`_mv_t`.`revenue` as decimal(37,8)) is null and `_mv_d`.`_mv_t`.`revenue` is not null)" in insert
@@ -526,11 +526,11 @@ def test_an_expression_over_aggregates_is_recomputed_from_their_new_values_in_th
     logs = {"shop.lines": marked(LINES, 2, 1)}
     types = {"product_id": "bigint", "total": "decimal(21,1)", "mean": "decimal(38,22)", "_mv_a1_total": "decimal(20,2)"}
     insert = aggregate_view.refresh_statement(view, "shop.v", logs, types).writes[-1].sql
-    count = "(coalesce(`_mv_s`.`_mv_t`.`_mv_count`, 0) + coalesce(`_mv_s`.`_mv_d__mv_count`, 0))"
+    count = "`_mv_s`.`_mv_n__mv_count`"
     # the hidden sum's new value, cast to decimal(20,2) before ROUND and the division read it (a
     # decimal(21,2) sum would divide at another scale); not evaluated for a group that goes
     assert "as `_mv_a1_total`" in insert
-    assert f"cast(case when {count} > 0 then ROUND((cast(case when" in insert
+    assert f"cast(case when {count} > 0 then ROUND((cast(`_mv_s`.`_mv_n__mv_a1_total` as decimal(20,2))), 1)" in insert
     assert "as decimal(20,2))), 1) end as decimal(21,1)) as `total`" in insert
     assert f"as decimal(20,2))) / ({count}) end as decimal(38,22)) as `mean`" in insert
 
