@@ -420,9 +420,7 @@ def _new_values(
     columns (with_totals), which the values over them read by name."""
     values: dict[str, str] = {name: f"{source}.{ident(name)}" for name in view.group_key_columns}
     new_totals = _totals(view, view_types, stored, source)
-    values.update(
-        {c: f"{totals}.{ident(TOTAL_PREFIX + c)}" for c in new_totals} if totals is not None else new_totals
-    )
+    values.update({c: f"{totals}.{ident(TOTAL_PREFIX + c)}" for c in new_totals} if totals is not None else new_totals)
     count = values[ROW_COUNT_COLUMN]
 
     def old(column: str) -> str:
