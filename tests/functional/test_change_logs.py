@@ -88,9 +88,12 @@ def interrupted_runs_recover(workload, view: str, query: str, faults, columns: l
 
 
 class ChangeLogTests:
+    CONFIGS: dict[str, str] = {}  # a view's configs beside materialized and refresh_method (", key=value")
+
     @pytest.fixture(scope="class")
     def models(self):
-        files = {f"{name}.sql": "{{ config(materialized='fast_refresh', refresh_method='fast') }}\n" + sql
+        files = {f"{name}.sql": "{{ config(materialized='fast_refresh', refresh_method='fast'"
+                 + self.CONFIGS.get(name, "") + ") }}\n" + sql
                  for name, (sql, _) in VIEWS.items()}
         files["sources.yml"] = Workload.sources_yml(MASTERS)
         return files

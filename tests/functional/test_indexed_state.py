@@ -15,7 +15,8 @@ from dbt.tests.util import run_dbt_and_capture, write_file
 from tests.depth import fault_points
 from tests.functional.differential import Workload, soak_factor
 from tests.functional.test_aggregate_refresh import MASTERS, visible_columns
-from tests.functional import test_change_logs
+# (under a name pytest does not collect a second time here)
+from tests.functional.test_change_logs import TestRefreshersInSeparateProcesses as Refreshers
 from tests.functional.test_change_logs import interrupted_runs_recover
 
 ORDERS, CUSTOMERS, REGIONS = (f"{{{{ source('shop', '{t}') }}}}" for t in ("orders", "customers", "regions"))
@@ -106,23 +107,14 @@ class TestIndexedJoinState:
         workload.check("retail_orders", query, visible_columns(project, "retail_orders"))
 
 
-class TestRefreshersOfAnIndexedState(test_change_logs.TestRefreshersInSeparateProcesses):
+class TestRefreshersOfAnIndexedState(Refreshers):
     """Two refreshers in separate processes (test_change_logs.py's test) of a join view kept over
-    an indexed state: A paused inside the state's step, or between the state's commit and the
-    view's step, while B refreshes both steps and publishes; then both at once. Each step has one
-    compare-and-swap winner, the loser fails cleanly, and nothing is lost or applied twice."""
+    an indexed state: A paused inside the state's step, inside the view's step, or between the
+    state's publish and the view's step, while B refreshes both steps and publishes; then both at
+    once. Each step has one compare-and-swap winner, the loser fails cleanly, and nothing is lost
+    or applied twice."""
 
-    @pytest.fixture(scope="class")
-    def models(self):
-        files = {
-            f"{name}.sql": "{{ config(materialized='fast_refresh', refresh_method='fast'"
-            + (", indexed_state=true" if name == "order_countries" else "")
-            + ") }}\n"
-            + sql
-            for name, (sql, _) in test_change_logs.VIEWS.items()
-        }
-        files["sources.yml"] = Workload.sources_yml(test_change_logs.MASTERS)
-        return files
+    CONFIGS = {"order_countries": ", indexed_state=true"}
 
     def pause_points(self) -> list[tuple[str, str | None]]:
         """A paused in the state's step (its first write, before its publish): A loses the state's
