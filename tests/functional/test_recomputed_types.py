@@ -125,8 +125,26 @@ class TestOverflowAnsiOff(ShopViews):
         assert rows(project, f"select total from {schema}.sensor_big where sensor = 7") == [(None,)]
         del workload.masters["readings"].rows[101]
         workload.sql(f"delete from {schema}.readings where reading_id = 101")
-        self.refreshed(workload)
+        log = self.refreshed(workload)
         assert rows(project, f"select cast(total as string) from {schema}.sensor_big where sensor = 7") == [(str(BIG + 5),)]
+        # the overflowed group flagged, counted before the INSERT, so it ran with its recompute
+        line = next(line for line in log.splitlines() if "sensor_big: fast refresh:" in line)
+        assert "groups recomputed from the masters: 1" in line, line
+        # a change no guard flags (sensor 7's 38 digits would be: a sum is added in 37): the INSERT
+        # runs without the recompute
+        workload.masters["readings"].rows[104] = (8, NANOS, 1)
+        workload.sql(f"insert into {schema}.readings values (104, 8, {NANOS}, 1)")
+        workload.masters["readings"].rows[105] = (8, NANOS, 2)
+        workload.sql(f"insert into {schema}.readings values (105, 8, {NANOS}, 2)")
+        log = self.refreshed(workload)
+        line = next(line for line in log.splitlines() if "sensor_big: fast refresh:" in line)
+        assert "groups recomputed from the masters: 0" in line, line
+        del workload.masters["readings"].rows[104]
+        workload.sql(f"delete from {schema}.readings where reading_id = 104")
+        log = self.refreshed(workload)
+        line = next(line for line in log.splitlines() if "sensor_big: fast refresh:" in line)
+        assert "groups recomputed from the masters: 0" in line, line
+        assert rows(project, f"select cast(total as string), n from {schema}.sensor_big where sensor = 8") == [("2", 1)]
 
 
 LEDGER = [

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from dbt_incremental_mv.refresh.phases.publish import Step, StepKind
 
@@ -61,6 +61,16 @@ PHASE_OF = {
 }
 
 
+def chosen_sql(step: Step, count: Callable[[str], Sequence[Sequence[Any]]]) -> tuple[str, int | None]:
+    """The statement a SQL step runs, and the count it was chosen by (None: no count): its lean
+    form when it has one and the count it needs (a query over the refresh's cached views, run by
+    ``count``) is 0; else the statement itself (statement.Write)."""
+    if not step.needed:
+        return step.sql, None
+    counted = int(count(step.needed)[0][0] or 0)
+    return (step.sql if counted else step.lean), counted
+
+
 def execute_steps(steps: Sequence[Step], runner: StepRunner, clock: PhaseClock | None = None) -> None:
     """Run ``steps`` in order with ``runner``, each timed into ``clock`` under its phase."""
     clock = clock or PhaseClock()
@@ -84,6 +94,12 @@ class Listing:
     statements: list[str] = field(default_factory=list)
 
     def sql(self, step: Step) -> None:
+        if step.needed:
+            self.statements += [
+                step.needed,
+                "-- the statement below runs when the count above is not 0; at 0, the same statement without "
+                "its recompute of flagged groups",
+            ]
         self.statements.append(step.sql)
 
     def create(self, step: Step) -> None:

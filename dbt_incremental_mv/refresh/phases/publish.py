@@ -93,6 +93,9 @@ class Step:
     wap_id: str | None = None
     settings: tuple[Setting, ...] = ()
     temp_view: str = ""
+    # a statement's lean form, run instead when the count ``needed`` is 0 (statement.Write)
+    lean: str = ""
+    needed: str = ""
 
     @property
     def statements(self) -> list[str]:
@@ -118,13 +121,18 @@ def caching(statements: Sequence[str]) -> list[Step]:
     ]
 
 
-def staged(state: ViewState, name: str, write: str, before: Sequence[Write] = ()) -> list[Step]:
+def write_step(name: str, write: Write) -> Step:
+    """The step running ``write`` (in its lean form when the count it needs is 0)."""
+    return Step(name, write.sql, lean=write.lean, needed=write.needed)
+
+
+def staged(state: ViewState, name: str, write: Write, before: Sequence[Write] = ()) -> list[Step]:
     """``write``, staged with the state it records, then published; ``before``: the writes
     that precede it on the refresh's write branch (see statement.py)."""
     wap_id = state.encode()
-    return [Step(w.name, w.sql) for w in before] + [
+    return [write_step(w.name, w) for w in before] + [
         Step("stage", kind=StepKind.SETTINGS, settings=((WAP_ID, wap_id),)),
-        Step(name, write),
+        write_step(name, write),
         Step("unstage", kind=StepKind.SETTINGS, settings=((WAP_ID, None),)),
         Step("publish", kind=StepKind.PUBLISH, wap_id=wap_id),  # run by publish(): a compare-and-swap
     ]
@@ -137,7 +145,7 @@ def staged_statement(state: ViewState, statement: RefreshStatement, log: bool = 
     writes' filter reads still exist (``log`` step, run by own_log.py)."""
     made = caching([f"cache table {ident(c.name)} as\n{c.sql}" for c in statement.cached])
     *before, last = statement.writes
-    steps = staged(state, "main", last.sql, before)
+    steps = staged(state, "main", last, before)
     dropped = [Step("uncache", kind=StepKind.UNCACHE, temp_view=c.name) for c in statement.cached]
     logged = [Step("log", kind=StepKind.LOG, wap_id=steps[-1].wap_id)] if log else []
     return made + steps[:-1] + logged + dropped + steps[-1:]

@@ -25,6 +25,9 @@ class RefreshRun(CarriesDecision):
     changed_rows: Any = None  # own_log.ChangedRows: which rows this fast refresh changes (for the own log)
     pending_log: Any = None  # own_log.PendingLog: its rows for this refresh, published after the view's
     own_log_note: str | None = None  # what was done with the own log, for the log line
+    # the groups an aggregate's INSERT found flagged for a recompute (0: it ran without one);
+    # None: it has no recompute, or did not run
+    recomputed_groups: int | None = None
     published_summary: dict[str, str] | None = None  # row counts of the commit publish() put on main
     clock: PhaseClock = field(default_factory=PhaseClock)  # seconds per phase so far (history.py)
     reads: Any = None  # reads.Reads: what the refresh's statements read (session mode), once it finished

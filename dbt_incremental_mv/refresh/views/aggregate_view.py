@@ -43,6 +43,7 @@ group (SQL Server's indexed-view maintenance, Oracle's aggregate fast refresh):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from functools import partial
 
 from sqlglot import exp
@@ -69,6 +70,7 @@ from dbt_incremental_mv.refresh.views.aggregate_columns import (
 )
 from dbt_incremental_mv.refresh.views.exact_decimals import average_guard, average_of, sum_guards, sum_of, wide_sum
 from dbt_incremental_mv.refresh.views.min_max import (
+    flagged_cte,
     new_reserve,
     new_reserve_name,
     recompute_ctes,
@@ -638,32 +640,46 @@ def refresh_statement(
         delta = _delta_of_rows(view, delta_rows, arguments, min_max, sums)
     cached = Cached(cached_view(branch, "delta"), _cached_delta(view, view_types, delta, delta_rows, view_relation))
     from_cache = groups = f"select * from {ident(cached.name)}"
-    ctes = [f"`_mv_delta` as (\n{with_totals(view, view_types, from_cache)}\n)"]
-    rows = "select `_mv_d`.*"
-    joins = ""
-    if recompute:
-        ctes += recompute_ctes(view, marked, min_max if extremes else [], guards, every_group=touched)
-        recomputed = [f"`_mv_r`.{ident(RECOMPUTED_PREFIX + c)}" for c in view.stored_columns if c not in keys]
-        rows += f", {', '.join(recomputed)}, coalesce(`_mv_r`.{ident(RECOMPUTED)}, false) as {ident(RECOMPUTED)}"
-        joins = f"\nleft join `_mv_recompute` as `_mv_r` on {group_match('`_mv_d`', '`_mv_r`', keys)}"
-    ctes.append(f"`_mv_source` as (\n{rows}\nfrom `_mv_delta` as `_mv_d`{joins}\n)")
-    values = _new_values(
-        view, view_types, recompute, f"`_mv_s`.{STORED}", "`_mv_s`", reserves_in_source=True, totals="`_mv_s`"
-    )
+    delta_cte = f"`_mv_delta` as (\n{with_totals(view, view_types, from_cache)}\n)"
+    from_source = "from `_mv_source` as `_mv_s`"
+
+    def inserted_rows(recompute: bool) -> tuple[list[str], dict[str, str], str]:
+        """The INSERT's CTEs, each stored column's new value, and its query (of the groups'
+        new rows), with the recompute of flagged groups or without it."""
+        ctes = [delta_cte]
+        rows = "select `_mv_d`.*"
+        joins = ""
+        if recompute:
+            ctes += recompute_ctes(view, marked, min_max if extremes else [], guards, every_group=touched)
+            recomputed = [f"`_mv_r`.{ident(RECOMPUTED_PREFIX + c)}" for c in view.stored_columns if c not in keys]
+            rows += f", {', '.join(recomputed)}, coalesce(`_mv_r`.{ident(RECOMPUTED)}, false) as {ident(RECOMPUTED)}"
+            joins = f"\nleft join `_mv_recompute` as `_mv_r` on {group_match('`_mv_d`', '`_mv_r`', keys)}"
+        ctes.append(f"`_mv_source` as (\n{rows}\nfrom `_mv_delta` as `_mv_d`{joins}\n)")
+        values = _new_values(
+            view, view_types, recompute, f"`_mv_s`.{STORED}", "`_mv_s`", reserves_in_source=True, totals="`_mv_s`"
+        )
+        new_rows = (
+            f"select {', '.join(f'{values[c]} as {ident(c)}' for c in view.stored_columns)}\n{from_source}"
+            # a group whose rows all went is not inserted again; a global aggregate keeps its one row
+            + (f"\nwhere {values[ROW_COUNT_COLUMN]} > 0" if keys else "")
+        )
+        if view.having is not None:  # and a group that does not pass is not stored
+            new_rows = f"select * from (\n{new_rows}\n) as `_mv_h`\nwhere {render_expression(view.having)}"
+        return ctes, values, f"with {', '.join(ctes)}\n{new_rows}"
+
+    ctes, values, inserted = inserted_rows(recompute)
     new_count = values[ROW_COUNT_COLUMN]
     stored = view.stored_columns
-    from_source = "from `_mv_source` as `_mv_s`"
     of_delta_groups = broadcast_exists(groups, "`_mv_k`", group_match("`_mv_k`", "`_mv_v`", keys))
     delete = delete_write(target, of_delta_groups, "`_mv_v`")
-    new_rows = (
-        f"select {', '.join(f'{values[c]} as {ident(c)}' for c in stored)}\n{from_source}"
-        # a group whose rows all went is not inserted again; a global aggregate keeps its one row
-        + (f"\nwhere {new_count} > 0" if keys else "")
-    )
-    if view.having is not None:  # and a group that does not pass is not stored
-        new_rows = f"select * from (\n{new_rows}\n) as `_mv_h`\nwhere {render_expression(view.having)}"
-    inserted = f"with {', '.join(ctes)}\n{new_rows}"
-    insert = f"insert into {target} ({idents(stored)})\n{inserted}"
+    insert = Write("insert", f"insert into {target} ({idents(stored)})\n{inserted}")
+    if recompute and not touched:  # when no group is flagged, without the recompute (statement.Write)
+        flagged = flagged_cte(view, min_max if extremes else [], guards)
+        insert = replace(
+            insert,
+            lean=f"insert into {target} ({idents(stored)})\n{inserted_rows(False)[2]}",
+            needed=f"with {delta_cte}, {flagged}\nselect count(*) from `_mv_flagged`",
+        )
     sliced = {c.name.rsplit("_slices_", 1)[1] for c in slices}
     run = tuple(f"{'SLICES' if a in sliced else 'ROWS' if a in view.null_supplying else 'DELTA'} {a}" for a in changed)
     run += tuple(f"TIME {alias}" for alias in sorted(crossed.rows)) if crossed is not None else ()
@@ -704,7 +720,7 @@ def refresh_statement(
     labels = ("groups inserted", "groups updated", "groups deleted", "groups recomputed")
     return refresh_writes(
         branch,
-        [delete, Write("insert", insert)],
+        [delete, insert],
         run,
         skipped,
         stats,

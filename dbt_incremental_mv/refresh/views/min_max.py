@@ -77,10 +77,7 @@ def recompute_ctes(
     stored extreme and is recomputed). ``every_group``: every group of the delta (a view with an
     aggregate no delta maintains: aggregate_view.recomputed_outputs), which covers all the above."""
     keys = view.group_key_columns
-    # the flagged keys by position: a key named like an occurrence alias (an output `c1` over
-    # `customers c1`) would capture the correlated reference `c1.region_id` inside the EXISTS
-    flagged_keys = [f"_mv_g{i}" for i in range(len(keys))]
-    projection = ", ".join(f"`_mv_d`.{ident(c)} as {ident(g)}" for c, g in zip(keys, flagged_keys)) or "1 as `_mv_one`"
+    flagged_keys = _flagged_keys(view)
     group = [view.output(name).expression for name in keys]
     sources = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
     if keys:  # the flagged groups' rows only: a semi join below the aggregation
@@ -100,18 +97,32 @@ def recompute_ctes(
         f"`_mv_q`.{ident(c)}" if c in keys else f"`_mv_q`.{ident(c)} as {ident(RECOMPUTED_PREFIX + c)}"
         for c in view.stored_columns
     )
-    ctes: list[str] = []
-    flagged: list[str] = []
-    if every_group:
-        flagged.append(f"select {projection} from `_mv_delta` as `_mv_d`")
-    else:
-        flagged += _flagged_groups(view, min_max, guards, projection)
-    union = "\nunion\n".join(flagged)
-    return ctes + [
-        f"`_mv_flagged` as (\n{union}\n)",
+    return [
+        flagged_cte(view, min_max, guards, every_group),
         f"`_mv_recompute` as (\nselect {recomputed}, true as {ident(RECOMPUTED)} from (\n"
         f"{render_expression(restricted)}\n) as `_mv_q`{flagged_only}\n)",
     ]
+
+
+def _flagged_keys(view: ViewDefinition) -> list[str]:
+    """The flagged groups' keys, by position: a key named like an occurrence alias (an output `c1`
+    over `customers c1`) would capture the correlated reference `c1.region_id` inside the EXISTS."""
+    return [f"_mv_g{i}" for i in range(len(view.group_key_columns))]
+
+
+def flagged_cte(view: ViewDefinition, min_max: list[str], guards: Sequence[str] = (), every_group: bool = False) -> str:
+    """The CTE ``_mv_flagged`` of recompute_ctes: the keys of the delta's groups (``_mv_delta``)
+    recomputed from the masters."""
+    keys = view.group_key_columns
+    projection = (
+        ", ".join(f"`_mv_d`.{ident(c)} as {ident(g)}" for c, g in zip(keys, _flagged_keys(view))) or "1 as `_mv_one`"
+    )
+    if every_group:
+        flagged = [f"select {projection} from `_mv_delta` as `_mv_d`"]
+    else:
+        flagged = _flagged_groups(view, min_max, guards, projection)
+    union = "\nunion\n".join(flagged)
+    return f"`_mv_flagged` as (\n{union}\n)"
 
 
 def _flagged_groups(view: ViewDefinition, min_max: list[str], guards: Sequence[str], projection: str) -> list[str]:

@@ -1,6 +1,6 @@
 """The one loop that runs a refresh's steps (refresh/phases/execute.py)."""
 
-from dbt_incremental_mv.refresh.phases.execute import Listing, PhaseClock, execute_steps
+from dbt_incremental_mv.refresh.phases.execute import Listing, PhaseClock, chosen_sql, execute_steps
 from dbt_incremental_mv.refresh.phases.publish import Step, StepKind
 
 STEPS = [
@@ -68,3 +68,22 @@ def test_settings_are_listed_as_the_statements_they_stand_for():
     step = Step("cache", kind=StepKind.SETTINGS, settings=(("spark.sql.adaptive.enabled", "false"), ("spark.wap.id", None)))
     execute_steps([step], listing)
     assert listing.statements == ["set spark.sql.adaptive.enabled=false", "reset spark.wap.id"]
+
+
+def test_a_step_with_a_lean_form_runs_it_only_when_its_count_is_zero():
+    step = Step("main", "insert full", lean="insert lean", needed="select count(*) from flagged")
+    asked = []
+
+    def count(n):
+        return lambda sql: asked.append(sql) or [(n,)]
+
+    assert chosen_sql(step, count(0)) == ("insert lean", 0)
+    assert chosen_sql(step, count(2)) == ("insert full", 2)
+    assert chosen_sql(step, lambda sql: [(None,)]) == ("insert lean", 0)  # (no row counted)
+    assert asked == ["select count(*) from flagged"] * 2
+    plain = Step("main", "insert only")
+    assert chosen_sql(plain, lambda sql: 1 / 0) == ("insert only", None)  # nothing asked
+    listing = Listing()
+    execute_steps([step], listing)
+    assert listing.statements[0] == "select count(*) from flagged" and listing.statements[-1] == "insert full"
+    assert listing.statements[1].startswith("-- ")

@@ -116,6 +116,25 @@ def test_insert_only_never_recomputes_min_max():
     ) in recompute
 
 
+def test_an_insert_that_may_recompute_has_a_lean_form_run_when_no_group_is_flagged():
+    mixed = statement(BY_PRODUCT, **{"shop.lines": (3, 2)})
+    insert = mixed.writes[-1]
+    assert "`_mv_recompute` as (" in insert.sql
+    # the count of flagged groups reads the cached delta only: no master, no log, no view
+    assert insert.needed.startswith("with `_mv_delta` as (") and insert.needed.endswith("select count(*) from `_mv_flagged`")
+    assert "VERSION AS OF" not in insert.needed and "`shop`." not in insert.needed.split("insert")[0]
+    assert "`_mv_flagged` as (\nselect `_mv_d`.`product_id` as `_mv_g0` from `_mv_delta` as `_mv_d`\nwhere (size(" in insert.needed
+    # the lean form: the same INSERT without the recompute (no master read, nothing recomputed)
+    assert "`_mv_recompute`" not in insert.lean and "`_mv_flagged`" not in insert.lean and "VERSION AS OF" not in insert.lean
+    assert insert.lean.split("\n", 1)[0] == insert.sql.split("\n", 1)[0]  # into the same columns
+    assert "try_element_at(`_mv_s`.`_mv_nr_min_qty`, 1).`v`" in insert.lean
+    for sql in (insert.needed, insert.lean):
+        sqlglot.parse_one(sql, read="spark")
+    # nothing to recompute: one form
+    insert_only = statement(BY_PRODUCT, **{"shop.lines": (3, 0)}).writes[-1]
+    assert not insert_only.lean and not insert_only.needed
+
+
 def test_a_reserve_takes_in_what_reaches_its_floor_and_the_delta_its_most_extreme_values():
     view = analyze_view(BY_PRODUCT, MASTERS)
     types = {"_mv_top_max_price": "array<struct<v:decimal(10,2),n:bigint>>"}
