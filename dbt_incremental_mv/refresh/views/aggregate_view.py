@@ -73,7 +73,7 @@ from dbt_incremental_mv.refresh.views.min_max import (
     flagged_cte,
     new_reserve,
     new_reserve_name,
-    recompute_ctes,
+    recompute_cte,
     reserve_deltas,
     reserve_of,
     with_new_reserves,
@@ -322,7 +322,7 @@ def _delta_of_rows(
 
 def recomputed_outputs(view: ViewDefinition) -> list[str]:
     """The outputs no delta maintains (OutputKind.RECOMPUTED: COUNT(DISTINCT x), PERCENTILE, ...):
-    with one, every group the changes touch is recomputed from the masters (min_max.recompute_ctes)."""
+    with one, every group the changes touch is recomputed from the masters (min_max.flagged_cte)."""
     return [o.name for o in view.outputs if o.kind is OutputKind.RECOMPUTED]
 
 
@@ -642,6 +642,7 @@ def refresh_statement(
     from_cache = groups = f"select * from {ident(cached.name)}"
     delta_cte = f"`_mv_delta` as (\n{with_totals(view, view_types, from_cache)}\n)"
     from_source = "from `_mv_source` as `_mv_s`"
+    flagged = flagged_cte(view, min_max if extremes else [], guards, every_group=touched)
 
     def inserted_rows(recompute: bool) -> tuple[list[str], dict[str, str], str]:
         """The INSERT's CTEs, each stored column's new value, and its query (of the groups'
@@ -650,7 +651,7 @@ def refresh_statement(
         rows = "select `_mv_d`.*"
         joins = ""
         if recompute:
-            ctes += recompute_ctes(view, marked, min_max if extremes else [], guards, every_group=touched)
+            ctes += [flagged, recompute_cte(view, marked)]
             recomputed = [f"`_mv_r`.{ident(RECOMPUTED_PREFIX + c)}" for c in view.stored_columns if c not in keys]
             rows += f", {', '.join(recomputed)}, coalesce(`_mv_r`.{ident(RECOMPUTED)}, false) as {ident(RECOMPUTED)}"
             joins = f"\nleft join `_mv_recompute` as `_mv_r` on {group_match('`_mv_d`', '`_mv_r`', keys)}"
@@ -674,7 +675,6 @@ def refresh_statement(
     delete = delete_write(target, of_delta_groups, "`_mv_v`")
     insert = Write("insert", f"insert into {target} ({idents(stored)})\n{inserted}")
     if recompute and not touched:  # when no group is flagged, without the recompute (statement.Write)
-        flagged = flagged_cte(view, min_max if extremes else [], guards)
         insert = replace(
             insert,
             lean=f"insert into {target} ({idents(stored)})\n{inserted_rows(False)[2]}",

@@ -60,22 +60,11 @@ def with_new_reserves(view: ViewDefinition, view_types: Mapping[str, str], rows:
     return f"select `_mv_c`.*, {merged} from (\n{rows}\n) as `_mv_c`"
 
 
-def recompute_ctes(
-    view: ViewDefinition,
-    marked: Mapping[str, MarkedLog],
-    min_max: list[str],
-    guards: Sequence[str] = (),
-    every_group: bool = False,
-) -> list[str]:
-    """The groups recomputed from the masters as of the marked snapshot (``_mv_flagged``): those
-    whose stored extreme a negative row may have removed (``min_max``), for a view with HAVING
-    every group of the delta the view does not hold (it did not pass, or did not exist: its state
-    is not stored), and those meeting one of ``guards`` (conditions on the cached delta's row:
-    aggregate_view.exactness_guards). Of an output with a reserve, the groups whose reserve ran out while
-    they still have values (see new_reserve); of one without (a global aggregate), the groups with
-    negative rows, less those stored with every extreme safe (a group not in the view has no
-    stored extreme and is recomputed). ``every_group``: every group of the delta (a view with an
-    aggregate no delta maintains: aggregate_view.recomputed_outputs), which covers all the above."""
+def recompute_cte(view: ViewDefinition, marked: Mapping[str, MarkedLog]) -> str:
+    """The CTE ``_mv_recompute``: the groups flagged by ``_mv_flagged`` (flagged_cte), recomputed
+    from the masters as of the marked snapshot, from those groups' rows only (a semi join below
+    the aggregation; a global aggregate, which has its one row even over no rows, is filtered
+    after it)."""
     keys = view.group_key_columns
     flagged_keys = _flagged_keys(view)
     group = [view.output(name).expression for name in keys]
@@ -97,11 +86,10 @@ def recompute_ctes(
         f"`_mv_q`.{ident(c)}" if c in keys else f"`_mv_q`.{ident(c)} as {ident(RECOMPUTED_PREFIX + c)}"
         for c in view.stored_columns
     )
-    return [
-        flagged_cte(view, min_max, guards, every_group),
+    return (
         f"`_mv_recompute` as (\nselect {recomputed}, true as {ident(RECOMPUTED)} from (\n"
-        f"{render_expression(restricted)}\n) as `_mv_q`{flagged_only}\n)",
-    ]
+        f"{render_expression(restricted)}\n) as `_mv_q`{flagged_only}\n)"
+    )
 
 
 def _flagged_keys(view: ViewDefinition) -> list[str]:
@@ -111,8 +99,16 @@ def _flagged_keys(view: ViewDefinition) -> list[str]:
 
 
 def flagged_cte(view: ViewDefinition, min_max: list[str], guards: Sequence[str] = (), every_group: bool = False) -> str:
-    """The CTE ``_mv_flagged`` of recompute_ctes: the keys of the delta's groups (``_mv_delta``)
-    recomputed from the masters."""
+    """The CTE ``_mv_flagged``: the keys of the delta's groups (``_mv_delta``) recomputed from the
+    masters (recompute_cte). Those whose stored extreme a negative row may have removed
+    (``min_max``), for a view with HAVING every group of the delta the view does not hold (it did
+    not pass, or did not exist: its state is not stored), and those meeting one of ``guards``
+    (conditions on the cached delta's row: aggregate_view.exactness_guards). Of an output with a
+    reserve, the groups whose reserve ran out while they still have values (see new_reserve); of
+    one without (a global aggregate), the groups with negative rows, less those stored with every
+    extreme safe (a group not in the view has no stored extreme and is recomputed).
+    ``every_group``: every group of the delta (a view with an aggregate no delta maintains:
+    aggregate_view.recomputed_outputs), which covers all the above."""
     keys = view.group_key_columns
     projection = (
         ", ".join(f"`_mv_d`.{ident(c)} as {ident(g)}" for c, g in zip(keys, _flagged_keys(view))) or "1 as `_mv_one`"
@@ -127,7 +123,7 @@ def flagged_cte(view: ViewDefinition, min_max: list[str], guards: Sequence[str] 
 
 def _flagged_groups(view: ViewDefinition, min_max: list[str], guards: Sequence[str], projection: str) -> list[str]:
     """The queries of the delta's groups recomputed for their MIN/MAX, HAVING or ``guards``
-    (recompute_ctes), each projecting the group keys (``projection``)."""
+    (flagged_cte), each projecting the group keys (``projection``)."""
     flagged: list[str] = []
     reserved = [c for c in min_max if reserve_of(view, c) is not None]
     plain = [c for c in min_max if c not in reserved]
