@@ -70,6 +70,8 @@ from dbt_incremental_mv.refresh.views.aggregate_columns import (
 )
 from dbt_incremental_mv.refresh.views.exact_decimals import average_guard, average_of, sum_guards, sum_of, wide_sum
 from dbt_incremental_mv.refresh.views.min_max import (
+    FLAG,
+    flag_condition,
     flagged_cte,
     new_reserve,
     new_reserve_name,
@@ -571,11 +573,21 @@ def _with_stored_rows(view: ViewDefinition, delta: str, rows: str, view_relation
 
 
 def _cached_delta(
-    view: ViewDefinition, view_types: Mapping[str, str], delta: str, rows: str, view_relation: str
+    view: ViewDefinition,
+    view_types: Mapping[str, str],
+    delta: str,
+    rows: str,
+    view_relation: str,
+    flag: str | None,
 ) -> str:
     """What the refresh caches of ``delta`` (of the delta rows ``rows``): each group with its
-    stored row (_with_stored_rows) and its new MIN/MAX reserves (with_new_reserves)."""
-    return with_new_reserves(view, view_types, _with_stored_rows(view, delta, rows, view_relation))
+    stored row (_with_stored_rows), its new MIN/MAX reserves (with_new_reserves), its new totals
+    (with_totals) and, when some groups may be recomputed, whether it is (``flag``: FLAG).
+    Computed once here, every statement reading the cache reads them as columns."""
+    totals = with_totals(
+        view, view_types, with_new_reserves(view, view_types, _with_stored_rows(view, delta, rows, view_relation))
+    )
+    return totals if flag is None else f"select `_mv_d`.*, {flag} as {FLAG} from (\n{totals}\n) as `_mv_d`"
 
 
 def refresh_statement(
@@ -638,11 +650,15 @@ def refresh_statement(
         rows_cached = (Cached(cached_view(branch, "terms"), "\nunion all\n".join(terms)),)
         delta_rows = ident(rows_cached[0].name)
         delta = _delta_of_rows(view, delta_rows, arguments, min_max, sums)
-    cached = Cached(cached_view(branch, "delta"), _cached_delta(view, view_types, delta, delta_rows, view_relation))
-    from_cache = groups = f"select * from {ident(cached.name)}"
-    delta_cte = f"`_mv_delta` as (\n{with_totals(view, view_types, from_cache)}\n)"
+    # whether a group is recomputed, computed into the cache when not every group is
+    flag = flag_condition(view, min_max if extremes else [], guards) if recompute and not touched else None
+    cached = Cached(
+        cached_view(branch, "delta"), _cached_delta(view, view_types, delta, delta_rows, view_relation, flag)
+    )
+    groups = f"select * from {ident(cached.name)}"
+    delta_cte = f"`_mv_delta` as (\n{groups}\n)"
     from_source = "from `_mv_source` as `_mv_s`"
-    flagged = flagged_cte(view, min_max if extremes else [], guards, every_group=touched)
+    flagged = flagged_cte(view, every_group=touched)
 
     def inserted_rows(recompute: bool) -> tuple[list[str], dict[str, str], str]:
         """The INSERT's CTEs, each stored column's new value, and its query (of the groups'
@@ -678,7 +694,7 @@ def refresh_statement(
         insert = replace(
             insert,
             lean=f"insert into {target} ({idents(stored)})\n{inserted_rows(False)[2]}",
-            needed=f"with {delta_cte}, {flagged}\nselect count(*) from `_mv_flagged`",
+            needed=f"select count_if({FLAG}) from {ident(cached.name)}",
         )
     sliced = {c.name.rsplit("_slices_", 1)[1] for c in slices}
     run = tuple(f"{'SLICES' if a in sliced else 'ROWS' if a in view.null_supplying else 'DELTA'} {a}" for a in changed)
@@ -696,7 +712,7 @@ def refresh_statement(
         skipped += ("MIN/MAX recompute (insert-only)",)
     # (the statistics are read before the writes, and the cached delta: the delta in full)
     stats_ctes = [
-        f"`_mv_delta` as (\n{with_totals(view, view_types, _cached_delta(view, view_types, delta_in_full, rows_in_full, view_relation))}\n)",
+        f"`_mv_delta` as (\n{_cached_delta(view, view_types, delta_in_full, rows_in_full, view_relation, flag)}\n)",
         *ctes[1:],
     ]
     existed = f"`_mv_s`.{STORED}.{ident(ROW_COUNT_COLUMN)} is not null"

@@ -98,54 +98,50 @@ def _flagged_keys(view: ViewDefinition) -> list[str]:
     return [f"_mv_g{i}" for i in range(len(view.group_key_columns))]
 
 
-def flagged_cte(view: ViewDefinition, min_max: list[str], guards: Sequence[str] = (), every_group: bool = False) -> str:
+FLAG = "`_mv_flag`"  # the cached delta's column: whether its group is recomputed (flag_condition)
+
+
+def flagged_cte(view: ViewDefinition, every_group: bool = False) -> str:
     """The CTE ``_mv_flagged``: the keys of the delta's groups (``_mv_delta``) recomputed from the
-    masters (recompute_cte). Those whose stored extreme a negative row may have removed
-    (``min_max``), for a view with HAVING every group of the delta the view does not hold (it did
-    not pass, or did not exist: its state is not stored), and those meeting one of ``guards``
-    (conditions on the cached delta's row: aggregate_view.exactness_guards). Of an output with a
-    reserve, the groups whose reserve ran out while they still have values (see new_reserve); of
-    one without (a global aggregate), the groups with negative rows, less those stored with every
-    extreme safe (a group not in the view has no stored extreme and is recomputed).
-    ``every_group``: every group of the delta (a view with an aggregate no delta maintains:
-    aggregate_view.recomputed_outputs), which covers all the above."""
+    masters (recompute_cte): those the cached delta flags (FLAG: flag_condition), or with
+    ``every_group`` every group of the delta (a view with an aggregate no delta maintains:
+    aggregate_view.recomputed_outputs). The delta holds one row per group: no DISTINCT."""
     keys = view.group_key_columns
     projection = (
         ", ".join(f"`_mv_d`.{ident(c)} as {ident(g)}" for c, g in zip(keys, _flagged_keys(view))) or "1 as `_mv_one`"
     )
-    if every_group:
-        flagged = [f"select {projection} from `_mv_delta` as `_mv_d`"]
-    else:
-        flagged = _flagged_groups(view, min_max, guards, projection)
-    union = "\nunion\n".join(flagged)
-    return f"`_mv_flagged` as (\n{union}\n)"
+    where = "" if every_group else f"\nwhere `_mv_d`.{FLAG}"
+    return f"`_mv_flagged` as (\nselect {projection} from `_mv_delta` as `_mv_d`{where}\n)"
 
 
-def _flagged_groups(view: ViewDefinition, min_max: list[str], guards: Sequence[str], projection: str) -> list[str]:
-    """The queries of the delta's groups recomputed for their MIN/MAX, HAVING or ``guards``
-    (flagged_cte), each projecting the group keys (``projection``)."""
-    flagged: list[str] = []
+def flag_condition(view: ViewDefinition, min_max: list[str], guards: Sequence[str] = ()) -> str:
+    """Whether a row of the delta (``_mv_d``: its group's delta, stored row and new totals) is
+    recomputed from the masters, never NULL; computed once into the cached delta (FLAG), so that
+    the count of flagged groups and the INSERT read a column, not conditions Spark analyses in
+    each (the exact-decimal ones are long). Flagged: groups whose stored extreme a negative row
+    may have removed (``min_max``), for a view with HAVING every group of the delta the view does
+    not hold (it did not pass, or did not exist: its state is not stored), and those meeting one
+    of ``guards`` (aggregate_view.exactness_guards). Of an output with a reserve, the groups whose
+    reserve ran out while they still have values (see new_reserve); of one without (a global
+    aggregate), the groups with negative rows, less those stored with every extreme safe (a group
+    not in the view has no stored extreme and is recomputed)."""
+    conditions: list[str] = []
     reserved = [c for c in min_max if reserve_of(view, c) is not None]
     plain = [c for c in min_max if c not in reserved]
     stored = f"`_mv_d`.{STORED}"  # the group's stored row (NULL fields when the view has none)
     held = f"{stored}.{ident(ROW_COUNT_COLUMN)} is not null"
-    if reserved:
-        exhausted = " or ".join(
+    for c in reserved:
+        conditions.append(
             f"(size(`_mv_d`.{ident(new_reserve_name(c))}) = 0 and {count_after(view, c, stored, '`_mv_d`')} > 0)"
-            for c in reserved
         )
-        flagged.append(f"select {projection} from `_mv_delta` as `_mv_d`\nwhere {exhausted}")
     if plain:
         negative = " or ".join(f"`_mv_d`.{ident(delta_name(c, 'n'))} is not null" for c in plain)
         safe = " and ".join(safe_extreme(view, c, "`_mv_d`", stored) for c in plain)
-        flagged.append(
-            f"select {projection} from `_mv_delta` as `_mv_d`\nwhere ({negative}) and not coalesce({held} and {safe}, false)"
-        )
+        conditions.append(f"(({negative}) and not coalesce({held} and {safe}, false))")
     if view.having is not None:  # the delta's groups the view does not hold
-        flagged.append(f"select {projection} from `_mv_delta` as `_mv_d`\nwhere not {held}")
-    if guards:  # a sum or average the refresh's arithmetic cannot give exactly (aggregate_view.exactness_guards)
-        flagged.append(f"select {projection} from `_mv_delta` as `_mv_d`\nwhere {' or '.join(guards)}")
-    return flagged
+        conditions.append(f"(not {held})")
+    conditions += [f"({g})" for g in guards]  # a sum or average the refresh's arithmetic cannot give exactly
+    return f"coalesce({' or '.join(conditions)}, false)" if conditions else "false"
 
 
 def reserve_of(view: ViewDefinition, output: str) -> HiddenColumn | None:

@@ -71,19 +71,21 @@ def test_delete_of_the_changed_groups_then_insert_of_their_new_rows_deterministi
     assert "select `_mv_d`.*, struct(`_mv_v`.*) as `_mv_t` from (\n" in cached.sql
     assert ("left join (\nselect `_mv_v`.* from `shop`.`v` as `_mv_v`\nleft semi join (select /*+ BROADCAST */ * from (\n"
             "select distinct `product_id` from (\n" in cached.sql
-            ) and cached.sql.endswith("as `_mv_v` on `_mv_d`.`product_id` <=> `_mv_v`.`product_id`\n) as `_mv_c`")
+            ) and "as `_mv_v` on `_mv_d`.`product_id` <=> `_mv_v`.`product_id`\n) as `_mv_c`" in cached.sql
     # the log read by the delta (its sums, one read per MIN/MAX reserve) and once for the keys
     assert cached.sql.count("FROM `logs`.`mlog_lines`") == 1 + len(analyze_view(BY_PRODUCT, MASTERS).reserves) + 1
     # each MIN/MAX reserve is merged once per group, where the delta is cached: the writes read it
-    assert cached.sql.startswith("select `_mv_c`.*, slice(array_sort(") and cached.sql.count("map_zip_with(") == 2  # min_qty, max_price
+    assert "select `_mv_c`.*, slice(array_sort(" in cached.sql and cached.sql.count("map_zip_with(") == 2  # min_qty, max_price
     assert "map_zip_with(" not in insert.sql and "try_element_at(`_mv_s`.`_mv_nr_max_price`, 1).`v`" in insert.sql
     assert "`shop`.`v`" not in insert.sql.split("insert into", 1)[1].split("\n", 1)[1]  # the INSERT reads the cache only
     # a group whose rows all went is not inserted again
     assert insert.sql.endswith("else `_mv_s`.`_mv_n__mv_count` end > 0")
-    # the new counts and sums computed once per group, read by name (an average reads them many times)
+    # the new counts and sums computed once per group where the delta is cached, read by name (an
+    # average reads them many times), and whether the group is recomputed: the INSERT reads columns
     assert (
         "(coalesce(`_mv_d`.`_mv_t`.`_mv_count`, 0) + coalesce(`_mv_d`.`_mv_d__mv_count`, 0)) as `_mv_n__mv_count`"
-    ) in insert.sql
+    ) in cached.sql and "as `_mv_flag` from (\nselect `_mv_d`.*, (coalesce(" in cached.sql
+    assert "coalesce(`_mv_d`.`_mv_t`.`_mv_count`, 0)" not in insert.sql
     # AVG is stored in its own type, from the hidden sum and count
     assert "as decimal(14,6)) as `avg_price`" in insert.sql
     assert "merge into" not in first.sql  # Spark takes no join hint in a MERGE
@@ -107,7 +109,13 @@ def test_insert_only_never_recomputes_min_max():
     assert "MIN/MAX from the reserves, recompute of groups whose reserve ran out" in mixed.steps_run
     # only groups whose reserve ran out while they still have values are recomputed
     flagged = mixed.writes[1].sql.split("`_mv_flagged` as (", 1)[1].split("`_mv_recompute` as (", 1)[0]
-    assert "(size(`_mv_d`.`_mv_nr_min_qty`) = 0 and (coalesce(`_mv_d`.`_mv_t`.`_mv_cnt_min_qty`, 0) + coalesce(`_mv_d`.`_mv_d__mv_cnt_min_qty`, 0)) > 0)" in flagged
+    assert flagged == "\nselect `_mv_d`.`product_id` as `_mv_g0` from `_mv_delta` as `_mv_d`\nwhere `_mv_d`.`_mv_flag`\n), "
+    flag = mixed.cached[-1].sql.split(" as `_mv_flag` from (", 1)[0]
+    assert flag == (
+        "select `_mv_d`.*, coalesce((size(`_mv_d`.`_mv_nr_min_qty`) = 0 and (coalesce(`_mv_d`.`_mv_t`.`_mv_cnt_min_qty`, 0) + "
+        "coalesce(`_mv_d`.`_mv_d__mv_cnt_min_qty`, 0)) > 0) or (size(`_mv_d`.`_mv_nr_max_price`) = 0 and "
+        "(coalesce(`_mv_d`.`_mv_t`.`_mv_cnt_avg_price`, 0) + coalesce(`_mv_d`.`_mv_d__mv_cnt_avg_price`, 0)) > 0), false)"
+    )
     # recomputed from the flagged groups' rows only (a semi join below the ranking and the aggregation)
     recompute = mixed.sql.split("`_mv_recompute` as (", 1)[1]
     assert (
@@ -120,10 +128,9 @@ def test_an_insert_that_may_recompute_has_a_lean_form_run_when_no_group_is_flagg
     mixed = statement(BY_PRODUCT, **{"shop.lines": (3, 2)})
     insert = mixed.writes[-1]
     assert "`_mv_recompute` as (" in insert.sql
-    # the count of flagged groups reads the cached delta only: no master, no log, no view
-    assert insert.needed.startswith("with `_mv_delta` as (") and insert.needed.endswith("select count(*) from `_mv_flagged`")
-    assert "VERSION AS OF" not in insert.needed and "`shop`." not in insert.needed
-    assert "`_mv_flagged` as (\nselect `_mv_d`.`product_id` as `_mv_g0` from `_mv_delta` as `_mv_d`\nwhere (size(" in insert.needed
+    # the count of flagged groups reads a column of the cached delta only: no master, no log, no view
+    assert insert.needed == "select count_if(`_mv_flag`) from `mv_write_delta`"
+    assert mixed.cached[-1].name == "mv_write_delta" and "as `_mv_flag` from (" in mixed.cached[-1].sql
     # the lean form: the same INSERT without the recompute (no master read, nothing recomputed)
     assert "`_mv_recompute`" not in insert.lean and "`_mv_flagged`" not in insert.lean and "VERSION AS OF" not in insert.lean
     assert insert.lean.split("\n", 1)[0] == insert.sql.split("\n", 1)[0]  # into the same columns
@@ -161,14 +168,15 @@ def test_a_global_aggregate_recomputes_its_extreme_when_a_removed_value_may_be_i
     # only a removed value reaching the stored extreme recomputes it: the others
     # (every removed value beyond the stored extreme, or a new value beyond every removed one) are safe
     stored = "`_mv_d`.`_mv_t`"  # the group's stored row, in the cached delta
+    flag = mixed.cached[-1].sql
     assert (
         f"(`_mv_d`.`_mv_dn_max_price` is null or ({stored}.`max_price` is not null and `_mv_d`.`_mv_dn_max_price` < "
         f"{stored}.`max_price`) or `_mv_d`.`_mv_dn_max_price` < `_mv_d`.`_mv_dp_max_price`)"
-    ) in mixed.sql
+    ) in flag
     assert (
         f"(`_mv_d`.`_mv_dn_min_qty` is null or ({stored}.`min_qty` is not null and `_mv_d`.`_mv_dn_min_qty` > "
         f"{stored}.`min_qty`) or `_mv_d`.`_mv_dn_min_qty` > `_mv_d`.`_mv_dp_min_qty`)"
-    ) in mixed.sql
+    ) in flag
     insert_only = aggregate_view.refresh_statement(view, "shop.v", {"shop.lines": marked(LINES, 3, 0)}, {})
     assert "greatest(`_mv_s`.`_mv_t`.`max_price`" in insert_only.sql and "least(`_mv_s`.`_mv_t`.`min_qty`" in insert_only.sql
 
@@ -386,15 +394,16 @@ def test_having_recomputes_the_groups_the_view_does_not_hold_and_stores_only_tho
         sqlglot.parse_one(sql, read="spark")
     # insert-only: no MIN/MAX check, but the delta's groups missing from the view are recomputed
     assert "`_mv_negative`" not in insert.sql
-    assert "`_mv_flagged` as (\nselect `_mv_d`.`product_id` as `_mv_g0` from `_mv_delta` as `_mv_d`\nwhere not `_mv_d`.`_mv_t`.`_mv_count` is not null" in insert.sql
+    assert "`_mv_flagged` as (\nselect `_mv_d`.`product_id` as `_mv_g0` from `_mv_delta` as `_mv_d`\nwhere `_mv_d`.`_mv_flag`" in insert.sql
+    assert "select `_mv_d`.*, coalesce((not `_mv_d`.`_mv_t`.`_mv_count` is not null), false) as `_mv_flag`" in statement.cached[-1].sql
     assert insert.sql.endswith("as `_mv_h`\nwhere `n` > 2 AND `revenue` > 10 AND `revenue` < 1000 AND `product_id` <> 7")
     assert statement.steps_run == ("DELTA lines", "HAVING: recompute of groups the view does not hold")
     # with deletes, both kinds of flagged groups, each group once
     mixed = aggregate_view.refresh_statement(
         analyze_view(BY_PRODUCT_HAVING, MASTERS), "shop.v", {"shop.lines": marked(LINES, 2, 1)}, {}
     )
-    flagged = mixed.writes[1].sql.split("`_mv_flagged` as (\n", 1)[1].split("`_mv_recompute` as (", 1)[0]
-    assert flagged.count("\nunion\n") == 1 and "(size(`_mv_d`.`_mv_nr_max_price`) = 0" in flagged and "where not `_mv_d`.`_mv_t`.`_mv_count` is not null" in flagged
+    flag = mixed.cached[-1].sql.split(" as `_mv_flag` from (", 1)[0]
+    assert "(size(`_mv_d`.`_mv_nr_max_price`) = 0" in flag and flag.endswith(" or (not `_mv_d`.`_mv_t`.`_mv_count` is not null), false)")
 
 
 def test_outer_aggregate_row_by_row_applies_the_joins_own_filter_to_images_and_counts():
@@ -482,17 +491,18 @@ def test_a_decimal_avg_divides_as_spark_does_where_that_rounds_as_avg_does():
     # rounding it again equals AVG's one rounding below 10^14 values (exact_decimals.py)
     view = analyze_view(BY_PRODUCT, MASTERS)
     types = {"avg_price": "decimal(14,6)", "_mv_sum_avg_price": "decimal(20,2)"}
-    insert = aggregate_view.refresh_statement(view, "shop.v", {"shop.lines": marked(LINES, 2)}, types).writes[1].sql
+    statement = aggregate_view.refresh_statement(view, "shop.v", {"shop.lines": marked(LINES, 2)}, types)
+    insert = statement.writes[1].sql
     count, total = "`_mv_s`.`_mv_n__mv_cnt_avg_price`", "`_mv_s`.`_mv_n__mv_sum_avg_price`"
-    # (the group's new count and sum, computed once from the cached delta's row)
+    # (the group's new count and sum, computed once into the cached delta's row)
     new_count = "(coalesce(`_mv_d`.`_mv_t`.`_mv_cnt_avg_price`, 0) + coalesce(`_mv_d`.`_mv_d__mv_cnt_avg_price`, 0))"
     assert (
         f"case when {new_count} = 0 then null else coalesce(`_mv_d`.`_mv_t`.`_mv_sum_avg_price`, 0) + "
         "coalesce(`_mv_d`.`_mv_d__mv_sum_avg_price`, 0) end as `_mv_n__mv_sum_avg_price`"
-    ) in insert
+    ) in statement.cached[-1].sql
     assert (f"cast(case when {count} = 0 then null else cast(({total}) as decimal(20,2)) / ({count}) end "
             "as decimal(14,6)) as `avg_price`") in insert
-    assert "`_mv_flagged`" not in insert and "try_cast" not in insert
+    assert "`_mv_flagged`" not in insert and "try_cast" not in insert and "`_mv_flag`" not in statement.cached[-1].sql
 
 
 def test_a_decimal_avg_divides_in_types_that_drop_no_digit_and_rounds_once_to_the_avg_s_type():
@@ -511,7 +521,7 @@ def test_a_decimal_avg_divides_in_types_that_drop_no_digit_and_rounds_once_to_th
     assert f"case when {count} = 0 then null {first} when {count} < 1000000 and " in insert
     # a group that no rung computes is recomputed from the masters
     assert "`_mv_flagged`" in insert and "`_mv_recompute`" in insert
-    assert f"(coalesce({count.replace('`_mv_s`', '`_mv_d`')}, 0) > 0 and not coalesce(" in insert
+    assert f"(coalesce({count.replace('`_mv_s`', '`_mv_d`')}, 0) > 0 and not coalesce(" in statement.cached[-1].sql
 
 
 def test_a_decimal_38_sum_adds_in_types_that_drop_no_digit_or_is_recomputed():
@@ -525,7 +535,7 @@ def test_a_decimal_38_sum_adds_in_types_that_drop_no_digit_or_is_recomputed():
     plain = aggregate_view.refresh_statement(view, "shop.v", logs, {"revenue": "decimal(20,2)"})
     assert "_mv_flagged" not in plain.writes[1].sql and "try_cast" not in plain.writes[1].sql
     wide = aggregate_view.refresh_statement(view, "shop.v", logs, {"revenue": "decimal(38, 8)"})
-    insert = wide.writes[1].sql
+    insert = wide.cached[-1].sql  # (the new sums and the guards, computed into the cached delta)
     assert ("try_cast(coalesce(`_mv_d`.`_mv_t`.`revenue`, 0) as decimal(37,8)) + "
             "try_cast(coalesce(`_mv_d`.`_mv_d_revenue`, 0) as decimal(37,8)) end as `_mv_n_revenue`") in insert
     assert "(`_mv_d`.`_mv_t`.`revenue` is null and coalesce(`_mv_d`.`_mv_t`.`_mv_cnt_revenue`, 0) > 0)" in insert

@@ -259,7 +259,8 @@ MIXED_STORED = {
 def test_a_branch_is_maintained_in_its_own_types_then_widened_as_the_union_widens_it():
     view = analyze_view(MIXED_TYPES, MASTERS)
     logs = {name: marked(MASTERS[name], 1, 1) for name in MASTERS}
-    insert = union_view.refresh_statement(view, "shop.v", logs, MIXED_STORED).writes[1].sql
+    statement = union_view.refresh_statement(view, "shop.v", logs, MIXED_STORED)
+    insert = statement.writes[1].sql
     count, total = "`_mv_s`.`_mv_n__mv_cnt_b1_a`", "`_mv_s`.`_mv_n__mv_sum_b1_a`"
     new_count = "(coalesce(`_mv_d`.`_mv_t`.`_mv_cnt_b1_a`, 0) + coalesce(`_mv_d`.`_mv_d__mv_cnt_b1_a`, 0))"
     # Spark's AVG of a decimal: its sum over its count, rounded to decimal(14,6) (dividing in the
@@ -267,7 +268,7 @@ def test_a_branch_is_maintained_in_its_own_types_then_widened_as_the_union_widen
     average = f"case when {count} = 0 then null else cast(({total}) as decimal(20,2)) / ({count}) end"
     assert f"cast({average} as decimal(14,6)) as `_mv_b1_a`" in insert
     assert ("case when " + new_count + " = 0 then null else coalesce(`_mv_d`.`_mv_t`.`_mv_b1_t`, 0) + "
-            "coalesce(`_mv_d`.`_mv_d__mv_b1_t`, 0) end as `_mv_n__mv_b1_t`") in insert
+            "coalesce(`_mv_d`.`_mv_d__mv_b1_t`, 0) end as `_mv_n__mv_b1_t`") in "\n".join(c.sql for c in statement.cached)
     assert "cast(`_mv_s`.`_mv_n__mv_b1_t` as decimal(20,2)) as `_mv_b1_t`" in insert
     assert "`_mv_s`.`_mv_t`.`t`" not in insert and "`_mv_s`.`_mv_t`.`a`" not in insert
     # then the union's widening: each visible column is its branch column cast to the stored type
@@ -275,5 +276,5 @@ def test_a_branch_is_maintained_in_its_own_types_then_widened_as_the_union_widen
             "cast(`_mv_b1_t` as decimal(20,2)) as `t`, `_mv_branch`, `_mv_b1_k`, `_mv_b1_a`, `_mv_b1_t`, ") in insert
     # the second branch's AVG of a bigint: a double sum (analysis/summands.py) over the count
     assert "else cast((`_mv_s`.`_mv_n__mv_sum_b2_a`) as double) / (`_mv_s`.`_mv_n__mv_cnt_b2_a`) end" in insert
-    assert "coalesce(`_mv_d`.`_mv_d__mv_sum_b2_a`, 0) end as `_mv_n__mv_sum_b2_a`" in insert
+    assert "coalesce(`_mv_d`.`_mv_d__mv_sum_b2_a`, 0) end as `_mv_n__mv_sum_b2_a`" in "\n".join(c.sql for c in statement.cached)
     sqlglot.parse_one(insert, read="spark")
