@@ -65,10 +65,10 @@ def chosen_sql(step: Step, count: Callable[[str], Sequence[Sequence[Any]]]) -> t
     """The statement a SQL step runs, and the count it was chosen by (None: no count): its lean
     form when it has one and the count it needs (a query over the refresh's cached views, run by
     ``count``) is 0; else the statement itself (statement.Write)."""
-    if not step.needed:
+    if step.lean is None:
         return step.sql, None
-    counted = int(count(step.needed)[0][0] or 0)
-    return (step.sql if counted else step.lean), counted
+    counted = int(count(step.lean.needed)[0][0] or 0)
+    return (step.sql if counted else step.lean.sql), counted
 
 
 def execute_steps(steps: Sequence[Step], runner: StepRunner, clock: PhaseClock | None = None) -> None:
@@ -94,11 +94,11 @@ class Listing:
     statements: list[str] = field(default_factory=list)
 
     def sql(self, step: Step) -> None:
-        if step.needed:
+        if step.lean is not None:
             self.statements += [
-                step.needed,
+                step.lean.needed,
                 "-- the statement below runs when the count above is not 0; at 0, the same statement without "
-                "its recompute of flagged groups",
+                + step.lean.omits,
             ]
         self.statements.append(step.sql)
 

@@ -19,7 +19,7 @@ from dbt_incremental_mv.conflicts import lost_race
 from dbt_incremental_mv.metadata import WAP_ID, Setting, drop_temp_view_statement, setting_statements
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
-from dbt_incremental_mv.refresh.views.statement import WRITE_BRANCH_PREFIX, RefreshStatement, Write
+from dbt_incremental_mv.refresh.views.statement import WRITE_BRANCH_PREFIX, LeanForm, RefreshStatement, Write
 from dbt_incremental_mv.sql_text import ident
 
 # Refreshes that apply changes to the view as it was (a complete refresh recomputes it instead).
@@ -93,9 +93,7 @@ class Step:
     wap_id: str | None = None
     settings: tuple[Setting, ...] = ()
     temp_view: str = ""
-    # a statement's lean form, run instead when the count ``needed`` is 0 (statement.Write)
-    lean: str = ""
-    needed: str = ""
+    lean: LeanForm | None = None  # the statement's lean form (statement.LeanForm)
 
     @property
     def statements(self) -> list[str]:
@@ -123,7 +121,7 @@ def caching(statements: Sequence[str]) -> list[Step]:
 
 def write_step(name: str, write: Write) -> Step:
     """The step running ``write`` (in its lean form when the count it needs is 0)."""
-    return Step(name, write.sql, lean=write.lean, needed=write.needed)
+    return Step(name, write.sql, lean=write.lean)
 
 
 def staged(state: ViewState, name: str, write: Write, before: Sequence[Write] = ()) -> list[Step]:

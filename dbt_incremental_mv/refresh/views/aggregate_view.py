@@ -85,6 +85,7 @@ from dbt_incremental_mv.refresh.views.statement import (
     WRITE_BRANCH,
     Cached,
     CrossedRows,
+    LeanForm,
     RefreshStatement,
     Write,
     branch_target,
@@ -691,11 +692,12 @@ def refresh_statement(
     delete = delete_write(target, of_delta_groups, "`_mv_v`")
     insert = Write("insert", f"insert into {target} ({idents(stored)})\n{inserted}")
     if recompute and not touched:  # when no group is flagged, without the recompute (statement.Write)
-        insert = replace(
-            insert,
-            lean=f"insert into {target} ({idents(stored)})\n{inserted_rows(False)[2]}",
+        lean = LeanForm(
+            f"insert into {target} ({idents(stored)})\n{inserted_rows(False)[2]}",
             needed=f"select count_if({FLAG}) from {ident(cached.name)}",
+            omits="its recompute of flagged groups",
         )
+        insert = replace(insert, lean=lean)
     sliced = {c.name.rsplit("_slices_", 1)[1] for c in slices}
     run = tuple(f"{'SLICES' if a in sliced else 'ROWS' if a in view.null_supplying else 'DELTA'} {a}" for a in changed)
     run += tuple(f"TIME {alias}" for alias in sorted(crossed.rows)) if crossed is not None else ()

@@ -47,20 +47,27 @@ class CrossedRows:
 
 
 @dataclass(frozen=True)
+class LeanForm:
+    """A write without a part that ``needed`` (a query of one count, over the refresh's cached
+    views only) finds nothing for, run instead of it when that count is 0. An aggregate's INSERT
+    recomputes the groups its MIN/MAX, HAVING or exactness guards flag from the masters: a join
+    of them Spark plans and scans even when no group is flagged (AQE drops a join with an empty
+    side only once the stages below it ran), the masters read whole for nothing (TPC-H scale
+    factor 1, an aggregate over a 4-way join: 41 MB, 3.2 s of a 3.5 s INSERT). Spark cannot skip
+    it at run time, so the executor counts first (execute.chosen_sql)."""
+
+    sql: str
+    needed: str
+    omits: str  # what the lean form leaves out, in words (explain says it)
+
+
+@dataclass(frozen=True)
 class Write:
-    """One write; ``lean``: the same write without a part that ``needed`` (a query of one count,
-    over the refresh's cached views only) finds nothing for, run instead when it counts 0. An
-    aggregate's INSERT recomputes the groups its MIN/MAX, HAVING or exactness guards flag from
-    the masters: a join of them Spark plans and scans even when no group is flagged (AQE drops a
-    join with an empty side only once the stages below it ran), the masters read whole for
-    nothing (TPC-H scale factor 1, an aggregate over a 4-way join: 41 MB, 3.2 s of a 3.5 s
-    INSERT). Spark cannot skip it at run time, so the executor counts first
-    (execute.chosen_sql)."""
+    """One write, and its lean form if it has one (LeanForm)."""
 
     name: str  # what it does: "delete" or "insert"
     sql: str
-    lean: str = ""
-    needed: str = ""
+    lean: LeanForm | None = None
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from dbt_incremental_mv.refresh.phases.execute import Listing, PhaseClock, chosen_sql, execute_steps
 from dbt_incremental_mv.refresh.phases.publish import Step, StepKind
+from dbt_incremental_mv.refresh.views.statement import LeanForm
 
 STEPS = [
     Step("main", "select 1", kind=StepKind.CREATE),
@@ -71,7 +72,7 @@ def test_settings_are_listed_as_the_statements_they_stand_for():
 
 
 def test_a_step_with_a_lean_form_runs_it_only_when_its_count_is_zero():
-    step = Step("main", "insert full", lean="insert lean", needed="select count(*) from flagged")
+    step = Step("main", "insert full", lean=LeanForm("insert lean", "select count(*) from flagged", "its extra part"))
     asked = []
 
     def count(n):
@@ -86,4 +87,4 @@ def test_a_step_with_a_lean_form_runs_it_only_when_its_count_is_zero():
     listing = Listing()
     execute_steps([step], listing)
     assert listing.statements[0] == "select count(*) from flagged" and listing.statements[-1] == "insert full"
-    assert listing.statements[1].startswith("-- ")
+    assert listing.statements[1].startswith("-- ") and listing.statements[1].endswith("without its extra part")

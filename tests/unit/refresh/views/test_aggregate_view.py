@@ -129,17 +129,19 @@ def test_an_insert_that_may_recompute_has_a_lean_form_run_when_no_group_is_flagg
     insert = mixed.writes[-1]
     assert "`_mv_recompute` as (" in insert.sql
     # the count of flagged groups reads a column of the cached delta only: no master, no log, no view
-    assert insert.needed == "select count_if(`_mv_flag`) from `mv_write_delta`"
+    lean = insert.lean
+    assert lean.needed == "select count_if(`_mv_flag`) from `mv_write_delta`"
+    assert lean.omits == "its recompute of flagged groups"
     assert mixed.cached[-1].name == "mv_write_delta" and "as `_mv_flag` from (" in mixed.cached[-1].sql
     # the lean form: the same INSERT without the recompute (no master read, nothing recomputed)
-    assert "`_mv_recompute`" not in insert.lean and "`_mv_flagged`" not in insert.lean and "VERSION AS OF" not in insert.lean
-    assert insert.lean.split("\n", 1)[0] == insert.sql.split("\n", 1)[0]  # into the same columns
-    assert "try_element_at(`_mv_s`.`_mv_nr_min_qty`, 1).`v`" in insert.lean
-    for sql in (insert.needed, insert.lean):
+    assert "`_mv_recompute`" not in lean.sql and "`_mv_flagged`" not in lean.sql and "VERSION AS OF" not in lean.sql
+    assert lean.sql.split("\n", 1)[0] == insert.sql.split("\n", 1)[0]  # into the same columns
+    assert "try_element_at(`_mv_s`.`_mv_nr_min_qty`, 1).`v`" in lean.sql
+    for sql in (lean.needed, lean.sql):
         sqlglot.parse_one(sql, read="spark")
     # nothing to recompute: one form
     insert_only = statement(BY_PRODUCT, **{"shop.lines": (3, 0)}).writes[-1]
-    assert not insert_only.lean and not insert_only.needed
+    assert insert_only.lean is None
 
 
 def test_a_reserve_takes_in_what_reaches_its_floor_and_the_delta_its_most_extreme_values():
