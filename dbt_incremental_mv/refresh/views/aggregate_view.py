@@ -691,7 +691,7 @@ def refresh_statement(
     of_delta_groups = broadcast_exists(groups, "`_mv_k`", group_match("`_mv_k`", "`_mv_v`", keys))
     delete = delete_write(target, of_delta_groups, "`_mv_v`")
     insert = Write("insert", f"insert into {target} ({idents(stored)})\n{inserted}")
-    if recompute and not touched:  # when no group is flagged, without the recompute (statement.Write)
+    if flag is not None:  # when no group is flagged, without the recompute (statement.LeanForm)
         lean = LeanForm(
             f"insert into {target} ({idents(stored)})\n{inserted_rows(False)[2]}",
             needed=f"select count_if({FLAG}) from {ident(cached.name)}",
