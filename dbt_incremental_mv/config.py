@@ -92,6 +92,15 @@ MODEL_CONFIGS = (
         "dimension that changes often beside large, rarely changed facts. See *How a refresh works*.",
     ),
     ConfigKey(
+        "auto_compact",
+        "`true`, `false`",
+        "`true`",
+        "After a fast refresh that leaves the view (or an internal state) with 4 or more delete files, or 32 "
+        "or more data files averaging under 8 MB, the refresh compacts it: Iceberg's `rewrite_data_files` "
+        "of the files with deletes and the small ones, sorted as the view was built. `false`: never (compact "
+        "with `mv_compact`, which `mv_status` recommends).",
+    ),
+    ConfigKey(
         "on_configuration_change",
         "`apply`, `fail`",
         "`apply`",
@@ -178,6 +187,8 @@ class FastRefreshConfig:
     rewrite_rows: int = 100_000
     # a join view keeps its facts' join sorted by a dimension's key, as a state (analysis/indexed.py)
     indexed_state: bool = False
+    # a fast refresh compacts the view when its files are due (refresh/phases/compact.py)
+    auto_compact: bool = True
 
     def __post_init__(self) -> None:  # (written as the user writes it: the enum member)
         object.__setattr__(self, "refresh_method", RefreshMethod(self.refresh_method))
@@ -243,7 +254,14 @@ class FastRefreshConfig:
                 "keeps its facts' join sorted by a dimension's key, so that the dimension's changes do not read "
                 "the facts whole)."
             )
+        auto_compact = config.get("auto_compact", True)
+        if not isinstance(auto_compact, bool):
+            raise ConfigError(
+                f"Model '{model_name}': auto_compact={auto_compact!r} must be true or false (true: a fast refresh "
+                "that leaves the view with many delete files or small files compacts it)."
+            )
         return cls(
+            auto_compact=auto_compact,
             indexed_state=indexed_state,
             mv_log=mv_log,
             rewrite_rows=rewrite_rows,

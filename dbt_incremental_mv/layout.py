@@ -34,6 +34,7 @@ statistics of their columns, which are tight when the table is sorted (or bucket
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -46,6 +47,8 @@ from dbt_incremental_mv.sql_text import ident, idents, relation, string
 
 ROW_GROUP_BYTES = 16 * 1024 * 1024  # Iceberg's default is 128 MB: a row group is what a filter skips
 BLOOM_PROPERTY = "write.parquet.bloom-filter-enabled.column."
+# the columns a build sorted the view by (a JSON list): its compaction keeps them sorted
+SORTED_BY_PROPERTY = "dbt_incremental_mv.sorted-by"
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,23 @@ class ViewLayout:
         found = {"write.parquet.row-group-size-bytes": str(ROW_GROUP_BYTES)}
         found.update({f"{BLOOM_PROPERTY}{column}": "true" for column in self.bloom})
         return found
+
+    def record(self) -> dict[str, str]:
+        """The plugin's own property saying how the table was sorted (the user's cannot override it)."""
+        return {SORTED_BY_PROPERTY: json.dumps(list(self.sort_by))} if self.sort_by else {}
+
+    @classmethod
+    def written(cls, properties: Mapping[str, str]) -> ViewLayout:
+        """The layout a view's table was built with, from its table properties (what a compaction
+        keeps: the sort; a view built before the property was recorded reads as unsorted)."""
+        try:
+            sort_by = tuple(str(c) for c in json.loads(properties.get(SORTED_BY_PROPERTY) or "[]"))
+        except (ValueError, TypeError):  # (edited by hand: compacted unsorted)
+            sort_by = ()
+        bloom = tuple(
+            k[len(BLOOM_PROPERTY) :] for k, v in properties.items() if k.startswith(BLOOM_PROPERTY) and v == "true"
+        )
+        return cls(sort_by, tuple(sorted(bloom)))
 
     def sorted_query(self, query: str) -> str:
         """``query`` with its rows sorted globally: each data file written holds a range of the key."""
@@ -150,6 +170,10 @@ COMPACT_DATA_FILES = 32  # ... or this many data files averaging under COMPACT_S
 COMPACT_SMALL_FILE_BYTES = 8 * 1024 * 1024
 
 
+# the totals of an Iceberg snapshot's summary a ViewFiles is read from
+TOTALS = ("total-data-files", "total-delete-files", "total-files-size")
+
+
 @dataclass(frozen=True)
 class ViewFiles:
     """A table's live files, from its current snapshot's totals."""
@@ -162,11 +186,15 @@ class ViewFiles:
     def of(cls, table: TableMetadata | None) -> ViewFiles | None:
         """None: no table, or no snapshot."""
         current = table.current if table is not None else None
-        if current is None:
+        return cls.of_summary(current.summary) if current is not None else None
+
+    @classmethod
+    def of_summary(cls, summary: Mapping[str, str]) -> ViewFiles | None:
+        """From a snapshot's summary (its totals; None when it has none)."""
+        if any(key not in summary for key in TOTALS):
             return None
-        return cls(
-            current.count("total-data-files"), current.count("total-delete-files"), current.count("total-files-size")
-        )
+        data_files, delete_files, size = (int(summary[key] or 0) for key in TOTALS)
+        return cls(data_files, delete_files, size)
 
     @property
     def compaction_due(self) -> bool:
@@ -178,14 +206,22 @@ class ViewFiles:
         return f"{self.data_files:,} data files and {self.delete_files:,} delete files, {self.bytes / 1024**2:,.1f} MB"
 
 
-COMPACTION_OPTIONS = {"delete-file-threshold": "1", "remove-dangling-deletes": "true"}
+# every data file with a delete, and the small ones (Iceberg's default takes every file under 384 MB,
+# which rewrote a whole view of 100 MB files to apply one delete: the compaction follows the change)
+COMPACTION_OPTIONS = {
+    "delete-file-threshold": "1",
+    "min-file-size-bytes": str(COMPACT_SMALL_FILE_BYTES),
+    "remove-dangling-deletes": "true",
+}
 
 
 def compaction_statements(
-    view_relation: str, format_version: int | None, column_types: Sequence[str] = ()
+    view_relation: str, format_version: int | None, column_types: Sequence[str] = (), sort_by: Sequence[str] = ()
 ) -> list[str]:
     """Iceberg's compaction of a view: its data files rewritten with their deletes applied (every
-    file with a delete file, and small ones binpacked); on format 2, the position delete files
+    file with a delete file, and those under COMPACT_SMALL_FILE_BYTES, binpacked; sorted by ``sort_by``, the columns its build
+    sorted it by (ViewLayout.written), so that the rewritten files keep ranges of the key its
+    refreshes look up); on format 2, the position delete files
     left pointing at the rewritten files dropped (rewrite_data_files keeps some of them, which
     no longer apply but stay in the view's totals). Iceberg 1.10 fails to rewrite position delete
     files of a table with ARRAY or MAP columns (``column_types``: its Spark types; "Invalid partition
@@ -196,7 +232,9 @@ def compaction_statements(
     nested = any(t.lower().startswith(("array", "map")) for t in column_types)
     options = {**COMPACTION_OPTIONS, **({"rewrite-all": "true"} if nested else {})}
     listed = ", ".join(f"{string(k)}, {string(v)}" for k, v in sorted(options.items()))
-    statements = [f"call system.rewrite_data_files(table => {table}, options => map({listed}))"]
+    order = ", ".join(f"{ident(c)} ASC NULLS FIRST" for c in sort_by)
+    sort = f"strategy => 'sort', sort_order => {string(order)}, " if sort_by else ""
+    statements = [f"call system.rewrite_data_files(table => {table}, {sort}options => map({listed}))"]
     if (format_version is None or format_version < 3) and not nested:
         statements.append(
             f"call system.rewrite_position_delete_files(table => {table}, options => map('rewrite-all', 'true'))"

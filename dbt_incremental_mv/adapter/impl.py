@@ -347,12 +347,13 @@ class SparkMVAdapter(SparkAdapter):
         self, graph: Mapping[str, Any], models: Sequence[str] | None = None, every: bool = False
     ) -> list[str]:
         """Compact the views whose files are due (layout.ViewFiles: the delete files and small
-        files refreshes leave), or ``every`` selected view: Iceberg's rewrite_data_files, the
-        deletes applied. Run it between refreshes (a refresh publishing meanwhile fails cleanly
+        files refreshes leave), or ``every`` selected view: what a fast refresh runs when due
+        (refresh/phases/compact.py), for views with auto_compact=false or compacted by hand. Run it between refreshes (a refresh publishing meanwhile fails cleanly
         and the next run redoes it)."""
         import time
 
-        from dbt_incremental_mv.layout import ViewFiles, compaction_statements
+        from dbt_incremental_mv.layout import ViewFiles
+        from dbt_incremental_mv.refresh.phases.compact import compaction
         from dbt_incremental_mv.refresh.state.view_state import view_state
 
         lines = []
@@ -369,9 +370,7 @@ class SparkMVAdapter(SparkAdapter):
                     lines.append(f"{label}: not due ({before.describe()})")
                 else:
                     began = time.time()
-                    for statement in compaction_statements(
-                        relation, table.format_version, [t for _, t in table.columns]
-                    ):
+                    for statement in compaction(relation, before, table).statements:
                         self._run(statement)
                     after = ViewFiles.of(self._metadata().table(relation))
                     lines.append(

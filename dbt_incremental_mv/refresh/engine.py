@@ -1,5 +1,5 @@
 """The refresh of one fast_refresh model, phase by phase: plan, capture, mark, propagate,
-publish, purge. Each phase is a module of its own; this one only orchestrates.
+publish, purge, compact. Each phase is a module of its own; this one only orchestrates.
 
 The adapter runs it with two callables (``query`` returns rows, ``execute`` runs a statement)
 and the metadata seam (``metadata.py``), so that every decision here is testable without
@@ -15,6 +15,7 @@ from typing import Any
 
 from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.config import RefreshMethod
+from dbt_incremental_mv.layout import ViewFiles
 from dbt_incremental_mv.logs.capture_plan import CapturePlan
 from dbt_incremental_mv.logs.contract import LogSpec
 from dbt_incremental_mv.metadata import Metadata
@@ -26,6 +27,7 @@ from dbt_incremental_mv.refresh.operations import on_commit as on_commit_phase
 from dbt_incremental_mv.refresh.operations import status as status_phase
 from dbt_incremental_mv.refresh.phases import capture as capture_phase
 from dbt_incremental_mv.refresh.phases import clock as clock_phase
+from dbt_incremental_mv.refresh.phases import compact as compact_phase
 from dbt_incremental_mv.refresh.phases import force, own_log, propagate
 from dbt_incremental_mv.refresh.phases import publish as publish_phase
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction, RunFacts
@@ -121,9 +123,19 @@ class FastRefreshEngine:
     def finish(
         self, run: RefreshRun, propagation: Propagation, graph: Mapping[str, Any], existing: Callable[[str], bool]
     ) -> str:
-        """Purge what every view has consumed; returns the model's one log line."""
+        """Purge what every view has consumed, compact the view when due; returns the model's one log line."""
         with run.clock.phase("purge"):
-            return self._finish(run, propagation, graph, existing)
+            line = self._finish(run, propagation, graph, existing)
+        files = ViewFiles.of_summary(run.published_summary or {})
+        if compact_phase.due(files, run.action, run.plan.config.auto_compact):
+            assert files is not None  # (due)
+            with run.clock.phase("compact"):
+                table = self.ctx.metadata.table(run.plan.view_relation)
+                if table is not None:
+                    line += "; " + compact_phase.compact(
+                        self.ctx, compact_phase.compaction(run.plan.view_relation, files, table)
+                    )
+        return line
 
     def _finish(
         self, run: RefreshRun, propagation: Propagation, graph: Mapping[str, Any], existing: Callable[[str], bool]

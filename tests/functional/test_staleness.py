@@ -95,27 +95,47 @@ class TestLogDeletedByHand(StalenessProject):
 
 
 class TestCompaction(StalenessProject):
-    def test_mv_status_recommends_compaction_and_mv_compact_leaves_a_view_that_refreshes_on(self, project):
+    @pytest.fixture(scope="class")
+    def models(self):
+        manual = "{{ config(materialized='fast_refresh', refresh_method='fast', auto_compact=false) }}\n" + SELECT
+        return {**MODELS, "v_manual.sql": manual}
+
+    def test_a_refresh_compacts_its_view_when_due_and_mv_compact_the_views_that_do_not(self, project):
         schema = self.setup_masters(project)
-        for round_number in range(4):  # each refresh of v_fast deletes by position: a delete file each
+        compacted = []
+        for round_number in range(4):  # each refresh deletes by position: a delete file each
             project.run_sql(f"update {schema}.orders set amount = amount + 1 where order_id = 1")
             project.run_sql(f"insert into {schema}.orders values ({10 + round_number}, 1.00)")
-            _, log = run_dbt_and_capture(["run", "--select", "v_fast"])
-            assert "v_fast: fast refresh:" in log, log
-        log = status(project, "--args", "{models: [v_fast]}")
-        assert "v_fast: fresh; compaction recommended (" in log, log
-        assert "dbt run-operation mv_compact --args '{models: [v_fast]}'" in log
-        _, log = run_dbt_and_capture(["run-operation", "mv_compact", "--args", "{models: [v_fast]}"])
-        assert "v_fast: compacted in" in log and "-> 1 data files and 0 delete files" in log, log
-        _, log = run_dbt_and_capture(["run-operation", "mv_compact", "--args", "{models: [v_fast]}"])
-        assert "v_fast: not due (1 data files and 0 delete files" in log, log
-        assert "compaction recommended" not in status(project, "--args", "{models: [v_fast]}")
-        self.check(project, "v_fast")
-        # the refresh reads its state through the compaction's commit
+            _, log = run_dbt_and_capture(["run", "--select", "v_fast", "v_manual"])
+            assert "v_fast: fast refresh:" in log and "v_manual: fast refresh:" in log, log
+            assert not [line for line in log.splitlines() if "v_manual: fast refresh:" in line and "compacted" in line]
+            compacted += [line for line in log.splitlines() if "v_fast: fast refresh:" in line and "; compacted " in line]
+            self.check(project, "v_fast")
+        # the refresh that left 4 delete files compacted them (auto_compact, the default)
+        assert len(compacted) == 1 and "delete files to 1 and 0 in" in compacted[0], compacted
+        files = rows(project, f"select content, count(*) from {schema}.v_fast.files group by content")
+        assert files == [(0, 1)], files  # one data file, no delete file
+        history = rows(project, f"select seconds['compact'] from {schema}.mv_refresh_history where model = 'v_fast' "
+                                "and seconds['compact'] is not null")
+        assert len(history) == 1 and history[0][0] > 0, history
+
+        # auto_compact=false: mv_status recommends it, mv_compact runs it
+        log = status(project, "--args", "{models: [v_manual, v_fast]}")
+        assert "v_manual: fresh; compaction recommended (" in log, log
+        assert [line for line in log.splitlines() if line.startswith("v_fast: fresh; last refresh ")], log
+        assert "dbt run-operation mv_compact --args '{models: [v_manual]}'" in log
+        _, log = run_dbt_and_capture(["run-operation", "mv_compact", "--args", "{models: [v_manual]}"])
+        assert "v_manual: compacted in" in log and "-> 1 data files and 0 delete files" in log, log
+        _, log = run_dbt_and_capture(["run-operation", "mv_compact", "--args", "{models: [v_manual]}"])
+        assert "v_manual: not due (1 data files and 0 delete files" in log, log
+        assert "compaction recommended" not in status(project, "--args", "{models: [v_manual]}")
+        self.check(project, "v_manual")
+        # the refreshes read their state through the compactions' commits
         project.run_sql(f"delete from {schema}.orders where order_id = 2")
-        _, log = run_dbt_and_capture(["run", "--select", "v_fast"])
-        assert "v_fast: fast refresh:" in log, log
+        _, log = run_dbt_and_capture(["run", "--select", "v_fast", "v_manual"])
+        assert "v_fast: fast refresh:" in log and "v_manual: fast refresh:" in log, log
         self.check(project, "v_fast")
+        self.check(project, "v_manual")
 
 
 class TestLogRecreated(StalenessProject):

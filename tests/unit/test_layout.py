@@ -41,7 +41,7 @@ def test_the_view_is_compacted_by_icebergs_procedures_its_deletes_applied():
 
     rewrite = (
         "call system.rewrite_data_files(table => '`s`.`order-totals`', options => "
-        "map('delete-file-threshold', '1', 'remove-dangling-deletes', 'true'))"
+        "map('delete-file-threshold', '1', 'min-file-size-bytes', '8388608', 'remove-dangling-deletes', 'true'))"
     )
     dangling = "call system.rewrite_position_delete_files(table => '`s`.`order-totals`', options => map('rewrite-all', 'true'))"
     assert compaction_statements("s.order-totals", 2) == [rewrite, dangling]
@@ -55,7 +55,7 @@ def test_a_view_with_array_or_map_columns_has_every_file_rewritten_instead_of_it
 
     every = (
         "call system.rewrite_data_files(table => '`s`.`v`', options => "
-        "map('delete-file-threshold', '1', 'remove-dangling-deletes', 'true', 'rewrite-all', 'true'))"
+        "map('delete-file-threshold', '1', 'min-file-size-bytes', '8388608', 'remove-dangling-deletes', 'true', 'rewrite-all', 'true'))"
     )
     types = ["bigint", "array<struct<v:decimal(10,2),n:bigint>>"]
     assert compaction_statements("s.v", 2, types) == [every]

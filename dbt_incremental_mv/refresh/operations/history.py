@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from dbt_incremental_mv.refresh.phases.run import RefreshRun
 
 HISTORY_TABLE = "mv_refresh_history"
-PHASES = ("plan", "capture", "mark", "write", "publish", "purge")
+PHASES = ("plan", "capture", "mark", "write", "publish", "purge", "compact")
 
 COLUMNS = (
     ("refreshed_at", "timestamp", "when the model finished (UTC)"),
@@ -52,7 +52,7 @@ COLUMNS = (
         "rows updated in place (NULL: a refresh rewrites a changed row as a delete and an insert)",
     ),
     ("statements", "int", "SQL statements the refresh ran"),
-    ("seconds", "map<string,double>", "seconds per phase: plan, capture, mark, write, publish, purge, total"),
+    ("seconds", "map<string,double>", "seconds per phase: plan, capture, mark, write, publish, purge, compact, total"),
     ("view_snapshot", "bigint", "the view's snapshot after the refresh"),
     ("summary", "string", "the model's log line"),
     ("files_read", "bigint", "data files its statements scanned (Iceberg scan planning; NULL: not measured, over SQL)"),

@@ -52,7 +52,7 @@ class CarriesDecision:
     decision: RefreshDecision
 
     @property
-    def action(self) -> str:
+    def action(self) -> RefreshAction:
         return self.decision.action
 
     @property

@@ -323,6 +323,7 @@ def plan_refresh(
             **view_defaults(user_tblproperties),
             **user_tblproperties,
             **REQUIRED_VIEW_PROPERTIES,
+            **layout.record(),
             DEFINITION_PROPERTY: compiled_sql.strip(),
             **({MODEL_QUERY_PROPERTY: own_query.strip()} if own_query else {}),
             **({COLUMNS_PROPERTY: encode_columns(read_columns)} if read_columns is not None else {}),

@@ -16,6 +16,7 @@ from enum import Enum
 
 from dbt_incremental_mv.analysis.clock import Clock
 from dbt_incremental_mv.conflicts import lost_race
+from dbt_incremental_mv.layout import TOTALS
 from dbt_incremental_mv.metadata import WAP_ID, Setting, drop_temp_view_statement, setting_statements
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
@@ -219,7 +220,7 @@ def publish(ctx: RefreshContext, view_relation: str, wap_id: str, branch: str | 
     read its state from: an incremental refresh staged on another refresh's commit would apply
     changes that one already applied, so the writes must also begin at the snapshot the state
     was read from. The write branch is dropped in the same commit. Returns the published
-    writes' row counts (their Iceberg summaries, added up).
+    writes' row counts (their Iceberg summaries, added up) and the view's file totals after them.
     """
     meta = ctx.metadata
     staged = staged_snapshot(ctx, view_relation, wap_id)
@@ -266,7 +267,13 @@ def _publish(meta, view, view_relation: str, wap_id: str, staged_snapshot, branc
     for snapshot in writes:
         for key in SUMMARY_KEYS:
             totals[key] = totals.get(key, 0) + snapshot.count(key)
-    return {**{k: str(v) for k, v in totals.items() if v}, PUBLISHED_SNAPSHOT: str(staged_snapshot.snapshot_id)}
+    # the view's files as published (the newest write's totals: compact.py decides from them)
+    files = {key: staged_snapshot.summary[key] for key in TOTALS if key in staged_snapshot.summary}
+    return {
+        **{k: str(v) for k, v in totals.items() if v},
+        **files,
+        PUBLISHED_SNAPSHOT: str(staged_snapshot.snapshot_id),
+    }
 
 
 PUBLISHED_SNAPSHOT = "snapshot-id"  # in publish()'s summary: the view snapshot it published

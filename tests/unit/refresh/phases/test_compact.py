@@ -1,0 +1,90 @@
+"""A fast refresh compacts its view when the commit it published leaves it due (refresh/phases/compact.py)."""
+
+import pytest
+
+from dbt_incremental_mv.config import ConfigError, FastRefreshConfig
+from dbt_incremental_mv.layout import COMPACT_DELETE_FILES, ViewFiles, ViewLayout
+from dbt_incremental_mv.metadata import TableMetadata
+from dbt_incremental_mv.refresh.phases.compact import Compaction, compact, compaction, due
+from dbt_incremental_mv.refresh.phases.decide import RefreshAction
+
+DUE = ViewFiles(12, COMPACT_DELETE_FILES, 3 * 1024**2)
+NOT_DUE = ViewFiles(12, COMPACT_DELETE_FILES - 1, 3 * 1024**2)
+
+
+def test_only_a_fast_refresh_with_auto_compact_compacts_and_only_when_its_files_are_due():
+    assert due(DUE, RefreshAction.FAST, auto_compact=True)
+    assert not due(NOT_DUE, RefreshAction.FAST, auto_compact=True)
+    assert not due(DUE, RefreshAction.FAST, auto_compact=False)
+    for rewritten in (RefreshAction.BUILD, RefreshAction.COMPLETE, RefreshAction.IN_STEPS):
+        assert not due(DUE, rewritten, auto_compact=True)  # the view was written anew
+    assert not due(None, RefreshAction.FAST, auto_compact=True)  # nothing published
+
+
+def test_the_published_commits_totals_say_the_views_files():
+    summary = {"total-data-files": "42", "total-delete-files": "5", "total-files-size": "3000000", "added-records": "1"}
+    assert ViewFiles.of_summary(summary) == ViewFiles(42, 5, 3_000_000)
+    assert ViewFiles.of_summary({"added-records": "1"}) is None  # (a summary without totals: not decided on)
+
+
+def test_auto_compact_is_on_by_default_and_a_boolean():
+    assert FastRefreshConfig.from_model_config("m", {}).auto_compact is True
+    assert FastRefreshConfig.from_model_config("m", {"auto_compact": False}).auto_compact is False
+    with pytest.raises(ConfigError, match="Model 'm': auto_compact='no' must be true or false"):
+        FastRefreshConfig.from_model_config("m", {"auto_compact": "no"})
+
+
+def _table(properties):
+    return TableMetadata("s.v", (("k", "bigint"), ("_mv_o_id", "bigint")), {"format-version": "2", **properties}, {}, None)
+
+
+def test_a_view_built_sorted_is_compacted_sorted_by_the_same_columns():
+    layout = ViewLayout(sort_by=("_mv_o_id", "odd`name"), bloom=("_mv_c_id",))
+    properties = {**layout.properties(), **layout.record()}
+    assert ViewLayout.written(properties) == layout
+    planned = compaction("s.v", DUE, _table(properties))
+    assert planned.statements[0] == (
+        "call system.rewrite_data_files(table => '`s`.`v`', strategy => 'sort', sort_order => "
+        "'`_mv_o_id` ASC NULLS FIRST, `odd``name` ASC NULLS FIRST', "
+        "options => map('delete-file-threshold', '1', 'min-file-size-bytes', '8388608', 'remove-dangling-deletes', 'true'))"
+    )
+    assert planned.statements[1].startswith("call system.rewrite_position_delete_files(")
+    # built before the sort was recorded (or the property edited by hand): compacted unsorted
+    for properties in ({}, {"dbt_incremental_mv.sorted-by": "not json"}):
+        assert "strategy" not in compaction("s.v", DUE, _table(properties)).statements[0]
+    assert ViewLayout().record() == {}
+
+
+class _Context:
+    def __init__(self, fail_with=None):
+        self.statements, self.fail_with = [], fail_with
+        after = {"total-data-files": "1", "total-delete-files": "0", "total-files-size": "100"}
+        self.metadata = self
+        self._after = after
+
+    def execute(self, sql):
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.statements.append(sql)
+
+    def forget(self, *names):
+        pass
+
+    def table(self, name):
+        from dbt_incremental_mv.metadata.types import Snapshot
+
+        snapshot = Snapshot(9, None, "replace", self._after)
+        return TableMetadata(name, (), {"format-version": "2"}, {9: snapshot}, 9)
+
+
+def test_a_compaction_says_what_it_did_and_one_that_loses_a_race_is_skipped():
+    planned = Compaction("s.v", DUE, ("call a", "call b"))
+    ctx = _Context()
+    line = compact(ctx, planned)
+    assert ctx.statements == ["call a", "call b"]
+    assert line.startswith("compacted 12 data and 4 delete files to 1 and 0 in ")
+    raced = RuntimeError("CommitFailedException: Cannot commit: another commit to the same table was made meanwhile")
+    raced.lost_race = True
+    assert compact(_Context(raced), planned).startswith("compaction skipped (another commit")
+    with pytest.raises(RuntimeError, match="s.v was refreshed .* but compacting it then failed: disk full. Set auto_compact=false"):
+        compact(_Context(RuntimeError("disk full")), planned)
