@@ -11,7 +11,7 @@ rows by key (position deletes or deletion vectors) and an INSERT of ``changed`` 
 user's full scan of it (an aggregate over every column) is timed against the same scan of a copy of
 its rows (CTAS with the same properties: the view as a rebuild leaves it) and after Iceberg's
 compaction (what ``dbt run-operation mv_compact`` runs: layout.compaction_statements): medians of
-5, the refreshed or compacted view alternated with the rebuilt one. Prints the data and delete
+``--repeat`` (5), the refreshed or compacted view alternated with the rebuilt one. Prints the data and delete
 files of each.
 
 ``--auto-compact``: after each round, what a fast refresh with ``auto_compact`` (the default) does
@@ -38,6 +38,7 @@ parser.add_argument("--rows", type=int, default=1_000_000)
 parser.add_argument("--refreshes", type=int, default=100)
 parser.add_argument("--changed", type=int, default=100)
 parser.add_argument("--format", type=int, choices=(2, 3), default=2)
+parser.add_argument("--repeat", type=int, default=5, help="scans of each table per comparison (the median is reported)")
 parser.add_argument("--auto-compact", action="store_true", help="compact as a refresh with auto_compact does")
 parser.add_argument("--warehouse", default="/tmp/view-reads-warehouse")
 args = parser.parse_args()
@@ -136,9 +137,9 @@ def rebuild() -> None:
 
 
 def compare(name: str, times: dict[str, list[float]]) -> None:
-    """Five scans of the view as it is now, alternated with five of the rebuilt one."""
+    """``--repeat`` scans of the view as it is now, alternated with as many of the rebuilt one."""
     times[name] = []
-    for _ in range(5):
+    for _ in range(args.repeat):
         times[name].append(timed("d.v"))
         times["rebuilt"].append(timed("d.rebuilt"))
     print(f"{name}: {files('d.v')}; rebuilt: {files('d.rebuilt')}")
@@ -146,7 +147,7 @@ def compare(name: str, times: dict[str, list[float]]) -> None:
 
 def report(times: dict[str, list[float]]) -> None:
     rebuilt = statistics.median(times["rebuilt"])
-    print(f"format {args.format}, {args.rows:,} rows, full scan, medians of 5 (rebuilt: of {len(times['rebuilt'])}):")
+    print(f"format {args.format}, {args.rows:,} rows, full scan, medians of {args.repeat} (rebuilt: of {len(times['rebuilt'])}):")
     for name, measured in times.items():
         median = statistics.median(measured)
         print(f"  {name}: {median:.2f} s ({median / rebuilt:.2f}x the rebuilt view) {[round(x, 2) for x in measured]}")
