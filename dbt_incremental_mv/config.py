@@ -95,8 +95,8 @@ MODEL_CONFIGS = (
         "auto_compact",
         "`true`, `false`",
         "`true`",
-        "After a fast refresh that leaves the view (or an internal state) with 4 or more delete files, or 32 "
-        "or more data files averaging under 8 MB, the refresh compacts it: Iceberg's `rewrite_data_files` "
+        "After a fast refresh that leaves the view (or an internal state) with 4 or more delete files, or "
+        "(unpartitioned) 32 or more data files averaging under 8 MB, the refresh compacts it: Iceberg's `rewrite_data_files` "
         "of the files with deletes and the small ones, sorted as the view was built. `false`: never (compact "
         "with `mv_compact`, which `mv_status` recommends).",
     ),

@@ -178,31 +178,33 @@ TOTALS = ("total-data-files", "total-delete-files", "total-files-size")
 
 @dataclass(frozen=True)
 class ViewFiles:
-    """A table's live files, from its current snapshot's totals."""
+    """A table's live files, from its current snapshot's totals; ``partitioned``: its table is
+    (each partition has files of its own, however small: only its delete files make it due)."""
 
     data_files: int
     delete_files: int
     bytes: int
+    partitioned: bool = False
 
     @classmethod
-    def of(cls, table: TableMetadata | None) -> ViewFiles | None:
+    def of(cls, table: TableMetadata | None, partitioned: bool = False) -> ViewFiles | None:
         """None: no table, or no snapshot."""
         current = table.current if table is not None else None
-        return cls.of_summary(current.summary) if current is not None else None
+        return cls.of_summary(current.summary, partitioned) if current is not None else None
 
     @classmethod
-    def of_summary(cls, summary: Mapping[str, str]) -> ViewFiles | None:
+    def of_summary(cls, summary: Mapping[str, str], partitioned: bool = False) -> ViewFiles | None:
         """From a snapshot's summary (its totals; None when it has none)."""
         if any(key not in summary for key in TOTALS):
             return None
         data_files, delete_files, size = (int(summary[key] or 0) for key in TOTALS)
-        return cls(data_files, delete_files, size)
+        return cls(data_files, delete_files, size, partitioned)
 
     @property
     def compaction_due(self) -> bool:
-        """Too many delete files, or too many small data files (the thresholds above)."""
+        """Too many delete files, or, unpartitioned, too many small data files (the thresholds above)."""
         small = self.data_files >= COMPACT_DATA_FILES and self.bytes < self.data_files * COMPACT_SMALL_FILE_BYTES
-        return self.delete_files >= COMPACT_DELETE_FILES or small
+        return self.delete_files >= COMPACT_DELETE_FILES or (small and not self.partitioned)
 
     def describe(self) -> str:
         return f"{self.data_files:,} data files and {self.delete_files:,} delete files, {self.bytes / 1024**2:,.1f} MB"

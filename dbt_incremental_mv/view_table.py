@@ -29,6 +29,11 @@ def _names(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else [str(v) for v in value]
 
 
+def partitioned(config: Mapping[str, Any]) -> bool:
+    """Whether the view's table is partitioned (partition_by, or clustered_by as buckets)."""
+    return bool(_names(config.get("partition_by")) or _names(config.get("clustered_by")))
+
+
 def partition_spec(model_name: str, config: Mapping[str, Any]) -> list[str]:
     """The ``partitioned by`` expressions of the view's table."""
     spec = _names(config.get("partition_by"))

@@ -355,6 +355,7 @@ class SparkMVAdapter(SparkAdapter):
         from dbt_incremental_mv.layout import ViewFiles
         from dbt_incremental_mv.refresh.phases.compact import compaction
         from dbt_incremental_mv.refresh.state.view_state import view_state
+        from dbt_incremental_mv.view_table import partitioned
 
         lines = []
         for node, name in self._fast_refresh_models(graph, models):
@@ -363,7 +364,7 @@ class SparkMVAdapter(SparkAdapter):
             # a view maintained in steps: its internal states' tables too (refresh/units.py)
             for label, relation in [(node["name"], name), *((s, s) for s in (state.states if state else ()))]:
                 table = self._metadata().table(relation) if built else None
-                before = ViewFiles.of(table)
+                before = ViewFiles.of(table, partitioned(node.get("config") or {}))
                 if table is None or before is None:
                     lines.append(f"{label}: not built yet")
                 elif not (before.compaction_due or every):

@@ -126,7 +126,7 @@ class FastRefreshEngine:
         """Purge what every view has consumed, compact the view when due; returns the model's one log line."""
         with run.clock.phase("purge"):
             line = self._finish(run, propagation, graph, existing)
-        files = ViewFiles.of_summary(run.published_summary or {})
+        files = ViewFiles.of_summary(run.published_summary or {}, partitioned=bool(run.plan.partition_spec))
         if compact_phase.due(files, run.action, run.plan.config.auto_compact):
             assert files is not None  # (due)
             with run.clock.phase("compact"):

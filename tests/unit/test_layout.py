@@ -33,6 +33,9 @@ def test_a_view_is_due_for_compaction_by_its_delete_files_or_its_many_small_file
     assert ViewFiles(42, COMPACT_DELETE_FILES, 3 * 1024**2).compaction_due
     assert ViewFiles(COMPACT_DATA_FILES, 0, 3 * 1024**2).compaction_due  # many small files
     assert not ViewFiles(COMPACT_DATA_FILES, 0, COMPACT_DATA_FILES * 128 * 1024**2).compaction_due  # many big ones
+    # partitioned: a file per partition however small (a compaction leaves them): its delete files only
+    assert not ViewFiles(365, 0, 3 * 1024**2, partitioned=True).compaction_due
+    assert ViewFiles(365, COMPACT_DELETE_FILES, 3 * 1024**2, partitioned=True).compaction_due
     assert ViewFiles(202, 49, 3_355_443).describe() == "202 data files and 49 delete files, 3.2 MB"
 
 

@@ -20,6 +20,7 @@ from dbt_incremental_mv.refresh.phases.plan import plan_refresh
 from dbt_incremental_mv.refresh.state import staleness
 from dbt_incremental_mv.refresh.state.view_state import view_state
 from dbt_incremental_mv.refresh.units import Unit
+from dbt_incremental_mv.view_table import partitioned
 
 
 def status(
@@ -27,7 +28,7 @@ def status(
 ) -> staleness.ViewStatus:
     """The view's staleness, and whether its files are due for compaction (layout.ViewFiles)."""
     found = _staleness(ctx, model, view_relation, graph)
-    files = ViewFiles.of(ctx.metadata.table(view_relation))
+    files = ViewFiles.of(ctx.metadata.table(view_relation), partitioned(model.get("config") or {}))
     if files is None or not files.compaction_due or found.compaction:  # (a view in steps: its units said)
         return found
     return replace(found, compaction=f"{files.describe()}: a full scan opens and applies them all")

@@ -27,6 +27,16 @@ def test_the_published_commits_totals_say_the_views_files():
     assert ViewFiles.of_summary({"added-records": "1"}) is None  # (a summary without totals: not decided on)
 
 
+def test_a_partitioned_views_files_are_judged_by_its_delete_files_only():
+    from dbt_incremental_mv.view_table import partitioned
+
+    assert partitioned({"partition_by": ["order_date"]}) and partitioned({"clustered_by": "id", "buckets": 4})
+    assert not partitioned({}) and not partitioned({"partition_by": []})
+    summary = {"total-data-files": "400", "total-delete-files": "0", "total-files-size": "4000000"}
+    assert not due(ViewFiles.of_summary(summary, partitioned=True), RefreshAction.FAST, auto_compact=True)
+    assert due(ViewFiles.of_summary(summary), RefreshAction.FAST, auto_compact=True)
+
+
 def test_auto_compact_is_on_by_default_and_a_boolean():
     assert FastRefreshConfig.from_model_config("m", {}).auto_compact is True
     assert FastRefreshConfig.from_model_config("m", {"auto_compact": False}).auto_compact is False
