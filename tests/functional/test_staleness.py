@@ -100,7 +100,7 @@ class TestCompaction(StalenessProject):
         manual = "{{ config(materialized='fast_refresh', refresh_method='fast', auto_compact=false) }}\n" + SELECT
         return {**MODELS, "v_manual.sql": manual}
 
-    def test_a_refresh_compacts_its_view_when_due_and_mv_compact_the_views_that_do_not(self, project):
+    def test_a_refresh_compacts_its_view_when_due_and_mv_compact_the_views_that_do_not(self, project, monkeypatch):
         schema = self.setup_masters(project)
         compacted = []
         for round_number in range(4):  # each refresh deletes by position: a delete file each
@@ -136,6 +136,30 @@ class TestCompaction(StalenessProject):
         assert "v_fast: fast refresh:" in log and "v_manual: fast refresh:" in log, log
         self.check(project, "v_fast")
         self.check(project, "v_manual")
+
+        # killed in the middle of a compaction (its data files rewritten, the deletes left pointing
+        # at them not yet dropped): the view is as its refresh published it, and the next refresh
+        # reads its state through the compaction's commit and compacts
+        from dbt_incremental_mv import layout
+        from dbt_incremental_mv.refresh.phases import compact as compact_phase
+
+        def killed(ctx, planned):
+            ctx.execute(planned.statements[0])
+            raise RuntimeError("killed during the compaction")
+
+        monkeypatch.setattr(layout, "COMPACT_DELETE_FILES", 1)  # every refresh that deletes is due
+        monkeypatch.setattr(compact_phase, "compact", killed)
+        project.run_sql(f"update {schema}.orders set amount = amount + 1 where order_id = 1")
+        _, log = run_dbt_and_capture(["run", "--select", "v_fast"], expect_pass=False)
+        assert "killed during the compaction" in log, log
+        self.check(project, "v_fast")
+        monkeypatch.undo()
+        monkeypatch.setattr(layout, "COMPACT_DELETE_FILES", 1)
+        project.run_sql(f"update {schema}.orders set amount = amount + 1 where order_id = 1")
+        project.run_sql(f"insert into {schema}.orders values (99, 9.00)")
+        _, log = run_dbt_and_capture(["run", "--select", "v_fast"])
+        assert [line for line in log.splitlines() if "v_fast: fast refresh:" in line and "; compacted " in line], log
+        self.check(project, "v_fast")
 
 
 class TestLogRecreated(StalenessProject):
