@@ -119,6 +119,13 @@ class TestCompaction(StalenessProject):
                                 "and seconds['compact'] is not null")
         assert len(history) == 1 and history[0][0] > 0, history
 
+        # explain says the files and when they are compacted
+        _, log = run_dbt_and_capture(["run-operation", "explain_fast_refresh", "--args", "{model: v_fast}"])
+        assert "files: 1 data files and 0 delete files, " in log, log
+        assert "a fast refresh that leaves 4 or more delete files, or 32 or more data files" in log, log
+        _, log = run_dbt_and_capture(["run-operation", "explain_fast_refresh", "--args", "{model: v_manual}"])
+        assert "auto_compact=false: compaction due, `dbt run-operation mv_compact` runs it" in log, log
+
         # auto_compact=false: mv_status recommends it, mv_compact runs it
         log = status(project, "--args", "{models: [v_manual, v_fast]}")
         assert "v_manual: fresh; compaction recommended (" in log, log

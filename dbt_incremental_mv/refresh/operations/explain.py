@@ -26,7 +26,7 @@ from dbt_incremental_mv.analysis.analyze import (
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 from dbt_incremental_mv.analysis.model import OutputKind, Ranking
 from dbt_incremental_mv.config import ConfigError, RefreshMethod
-from dbt_incremental_mv.layout import layout_advice
+from dbt_incremental_mv.layout import COMPACT_DATA_FILES, COMPACT_DELETE_FILES, ViewFiles, layout_advice
 from dbt_incremental_mv.logs import sql as log_sql
 from dbt_incremental_mv.logs.capture_plan import CaptureMethod, CapturePlan
 from dbt_incremental_mv.logs.contract import LogContractError, LogSpec
@@ -60,6 +60,7 @@ class Explanation:
     split: str | None = None  # how a refused query is fast refreshed in steps (analysis/states.py)
     next_run: str = ""  # what the next dbt run does, and why
     cost: str | None = None  # the estimates force decides by, and its choice
+    files: str | None = None  # a built view's files, and when a refresh compacts them (compact.py)
     phases: list[tuple[str, list[str]]] = field(default_factory=list)  # (phase, statements or -- notes)
     layout: list[str] = field(default_factory=list)
     # a view maintained in steps: the explanation of each of its units (its states, then itself)
@@ -80,6 +81,8 @@ class Explanation:
         out.append(f"next dbt run: {self.next_run}")
         if self.cost:
             out.append(f"cost: {self.cost}")
+        if self.files:
+            out.append(f"files: {self.files}")
         out += [f"master {line}" for line in self.masters]
         for phase, statements in self.phases:
             out += ["", f"-- {phase}"]
@@ -141,6 +144,7 @@ def explain(
         found.next_run = "fails before anything is changed: refresh_method='fast' and the view cannot be fast refreshed"
     if definition is not None:
         found.layout = layout_advice(definition, view_relation)
+    found.files = _files(ctx, plan) if built else None
     if plan.action != RefreshAction.FAST:
         found.phases.append((plan.action, [_recompute(plan)]))
         if definition is not None and not found.refusals:
@@ -178,6 +182,21 @@ def explain(
             found.next_run = f"complete ({choice.why})"
     found.phases += _fast_phases(ctx, plan, state, marked, "fast refresh", captures)
     return found
+
+
+def _files(ctx: RefreshContext, plan: RefreshPlan) -> str | None:
+    """The view's files now, and whether its refreshes compact them (refresh/phases/compact.py)."""
+    files = ViewFiles.of(ctx.metadata.table(plan.view_relation), partitioned=bool(plan.partition_spec))
+    if files is None:
+        return None
+    rule = f"{COMPACT_DELETE_FILES} or more delete files" + (
+        "" if files.partitioned else f", or {COMPACT_DATA_FILES} or more data files averaging under 8 MB,"
+    )
+    if not plan.config.auto_compact:
+        return f"{files.describe()}; auto_compact=false: " + (
+            "compaction due, `dbt run-operation mv_compact` runs it" if files.compaction_due else f"due at {rule}"
+        )
+    return f"{files.describe()}; a fast refresh that leaves {rule} compacts the view"
 
 
 # ---------------------------------------------------------------------- reasons
