@@ -200,16 +200,21 @@ class SparkMVAdapter(SparkAdapter):
             with self._history_lock:
                 self._history.setdefault(history_relation(schema), []).append(row)
         if run.decision.blocker is not None:  # after the history row: the refresh was made
-            from dbt.adapters.events.types import AdapterEventWarning
-            from dbt_common.events.functions import warn_or_error
-
-            warn_or_error(
-                AdapterEventWarning(
-                    base_msg=f"Model '{run.plan.model_name}' was recomputed in full: it cannot be fast refreshed "
-                    f"({run.decision.blocker})"
-                )
+            self._warn(
+                f"Model '{run.plan.model_name}' was recomputed in full: it cannot be fast refreshed "
+                f"({run.decision.blocker})"
             )
+        if run.compaction_failure is not None:
+            self._warn(f"Model '{run.plan.model_name}': {run.compaction_failure}")
         return line
+
+    @staticmethod
+    def _warn(message: str) -> None:
+        """A warning dbt prints (``--warn-error`` makes it fail the command)."""
+        from dbt.adapters.events.types import AdapterEventWarning
+        from dbt_common.events.functions import warn_or_error
+
+        warn_or_error(AdapterEventWarning(base_msg=message))
 
     # ------------------------------------------------------------ the refresh history
     def cleanup_connections(self) -> None:

@@ -132,9 +132,11 @@ class FastRefreshEngine:
             with run.clock.phase("compact"):
                 table = self.ctx.metadata.table(run.plan.view_relation)
                 if table is not None:
-                    line += "; " + compact_phase.compact(
+                    compacted = compact_phase.compact(
                         self.ctx, compact_phase.compaction(run.plan.view_relation, files, table)
                     )
+                    line += f"; {compacted.line}"
+                    run.compaction_failure = compacted.failure
         return line
 
     def _finish(

@@ -168,6 +168,18 @@ class TestCompaction(StalenessProject):
         assert [line for line in log.splitlines() if "v_fast: fast refresh:" in line and "; compacted " in line], log
         self.check(project, "v_fast")
 
+        # a compaction that fails (here: a procedure the catalog does not have) is a warning: the
+        # refresh is published, the model succeeds
+        def failing(relation, files, table):
+            return compact_phase.Compaction(relation, files, ("call system.no_such_procedure(table => 'x')",))
+
+        monkeypatch.setattr(compact_phase, "compaction", failing)
+        project.run_sql(f"update {schema}.orders set amount = amount + 1 where order_id = 1")
+        _, log = run_dbt_and_capture(["run", "--select", "v_fast"])
+        assert "v_fast: fast refresh:" in log and "compaction failed (the view is as the refresh published it)" in log
+        assert "Model 'v_fast': " in log and "was refreshed, but compacting it then failed: " in log, log
+        self.check(project, "v_fast")
+
 
 class TestLogRecreated(StalenessProject):
     def test_dropped_and_recreated_log(self, project):

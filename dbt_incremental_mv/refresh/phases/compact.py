@@ -13,7 +13,8 @@ Decided once, from the published commit's totals (no metadata read when not due)
 publish: the compaction's ``replace`` commit changes no row, the next refresh reads the view's state
 through it, a capture of the view as a master skips it, and a crash during it leaves the view as
 published. It can lose to a commit made meanwhile (another refresh of the view): that is reported
-in the log line and left to the next refresh or ``mv_compact``. A view maintained in steps has each
+in the log line and left to the next refresh or ``mv_compact``; any other failure is a warning
+(the refresh's own result is published: a maintenance step does not fail the model). A view maintained in steps has each
 internal state refreshed as a model of its own, so each is compacted the same way.
 """
 
@@ -56,27 +57,39 @@ def compaction(relation: str, files: ViewFiles, table: TableMetadata) -> Compact
     return Compaction(relation, files, tuple(statements))
 
 
-def compact(ctx: RefreshContext, planned: Compaction) -> str:
-    """Run ``planned``; says what it did, for the log line. A compaction that lost to a concurrent
-    commit is skipped (the view is as the refresh published it); any other failure fails the model,
-    saying the refresh itself was published."""
+@dataclass(frozen=True)
+class Compacted:
+    """What a compaction did, for the log line (``line``), and why it failed (``failure``: the
+    refresh warns; None when it ran, or lost to a concurrent commit)."""
+
+    line: str
+    failure: str | None = None
+
+
+def compact(ctx: RefreshContext, planned: Compaction) -> Compacted:
+    """Run ``planned``. The refresh is published before: a compaction that loses to a concurrent
+    commit is skipped (the next refresh compacts), and one that fails otherwise is a warning, the
+    view as the refresh published it, not a failed model."""
     began = time.monotonic()
     try:
         for statement in planned.statements:
             ctx.execute(statement)
     except Exception as exc:
         if lost_race(exc):
-            return "compaction skipped (another commit on the view meanwhile: the next refresh compacts it)"
-        raise RuntimeError(
-            f"{planned.relation} was refreshed (its commit is published), but compacting it then failed: {exc}. "
-            "Set auto_compact=false on the model to refresh without compacting, and compact it with "
-            "`dbt run-operation mv_compact` once the cause is fixed."
-        ) from exc
+            return Compacted("compaction skipped (another commit on the view meanwhile: the next refresh compacts it)")
+        detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        return Compacted(
+            "compaction failed (the view is as the refresh published it)",
+            f"{planned.relation} was refreshed, but compacting it then failed: {detail}. The next refresh "
+            "tries again; `dbt run-operation mv_compact` compacts it by hand, and auto_compact=false stops the "
+            "refreshes compacting it.",
+        )
     ctx.metadata.forget(planned.relation)
     after = ViewFiles.of(ctx.metadata.table(planned.relation))
-    return (
+    done = (
         f"compacted {planned.files.data_files:,} data and {planned.files.delete_files:,} delete files to "
         f"{after.data_files:,} and {after.delete_files:,}"
         if after is not None
         else "compacted"
-    ) + f" in {time.monotonic() - began:.1f} s"
+    )
+    return Compacted(f"{done} in {time.monotonic() - began:.1f} s")

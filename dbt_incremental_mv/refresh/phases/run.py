@@ -29,6 +29,7 @@ class RefreshRun(CarriesDecision):
     # None: it has no recompute, or did not run
     recomputed_groups: int | None = None
     published_summary: dict[str, str] | None = None  # row counts of the commit publish() put on main
+    compaction_failure: str | None = None  # why the compaction after the publish failed (compact.py: a warning)
     clock: PhaseClock = field(default_factory=PhaseClock)  # seconds per phase so far (history.py)
     reads: Any = None  # reads.Reads: what the refresh's statements read (session mode), once it finished
 

@@ -87,14 +87,18 @@ class _Context:
         return TableMetadata(name, (), {"format-version": "2"}, {9: snapshot}, 9)
 
 
-def test_a_compaction_says_what_it_did_and_one_that_loses_a_race_is_skipped():
+def test_a_compaction_says_what_it_did_one_that_loses_a_race_is_skipped_and_a_failure_is_a_warning():
     planned = Compaction("s.v", DUE, ("call a", "call b"))
     ctx = _Context()
-    line = compact(ctx, planned)
+    done = compact(ctx, planned)
     assert ctx.statements == ["call a", "call b"]
-    assert line.startswith("compacted 12 data and 4 delete files to 1 and 0 in ")
+    assert done.line.startswith("compacted 12 data and 4 delete files to 1 and 0 in ") and done.failure is None
     raced = RuntimeError("CommitFailedException: Cannot commit: another commit to the same table was made meanwhile")
     raced.lost_race = True
-    assert compact(_Context(raced), planned).startswith("compaction skipped (another commit")
-    with pytest.raises(RuntimeError, match="s.v was refreshed .* but compacting it then failed: disk full. Set auto_compact=false"):
-        compact(_Context(RuntimeError("disk full")), planned)
+    skipped = compact(_Context(raced), planned)
+    assert skipped.line.startswith("compaction skipped (another commit") and skipped.failure is None
+    failed = compact(_Context(RuntimeError("disk full\n\tat org.apache.iceberg...")), planned)
+    assert failed.line == "compaction failed (the view is as the refresh published it)"
+    assert failed.failure is not None
+    assert failed.failure.startswith("s.v was refreshed, but compacting it then failed: disk full. The next refresh")
+    assert "auto_compact=false" in failed.failure and "at org.apache" not in failed.failure
