@@ -69,22 +69,19 @@ class ViewLayout:
         """The plugin's own property saying how the table was sorted (the user's cannot override it)."""
         return {SORTED_BY_PROPERTY: json.dumps(list(self.sort_by))} if self.sort_by else {}
 
-    @classmethod
-    def written(cls, properties: Mapping[str, str]) -> ViewLayout:
-        """The layout a view's table was built with, from its table properties (what a compaction
-        keeps: the sort; a view built before the property was recorded reads as unsorted)."""
-        try:
-            sort_by = tuple(str(c) for c in json.loads(properties.get(SORTED_BY_PROPERTY) or "[]"))
-        except (ValueError, TypeError):  # (edited by hand: compacted unsorted)
-            sort_by = ()
-        bloom = tuple(
-            k[len(BLOOM_PROPERTY) :] for k, v in properties.items() if k.startswith(BLOOM_PROPERTY) and v == "true"
-        )
-        return cls(sort_by, tuple(sorted(bloom)))
-
     def sorted_query(self, query: str) -> str:
         """``query`` with its rows sorted globally: each data file written holds a range of the key."""
         return f"{query}\norder by {idents(self.sort_by)}" if self.sort_by else query
+
+
+def written_sort(properties: Mapping[str, str]) -> tuple[str, ...]:
+    """The columns a view's table was built sorted by (ViewLayout.record), from its table
+    properties: what its compaction keeps. None recorded (built before the property, or edited by
+    hand): ()."""
+    try:
+        return tuple(str(c) for c in json.loads(properties.get(SORTED_BY_PROPERTY) or "[]"))
+    except (ValueError, TypeError):
+        return ()
 
 
 def view_layout(view: ViewDefinition, master_rows: Mapping[str, int], sorted_by: str | None = None) -> ViewLayout:
@@ -223,10 +220,10 @@ def compaction_statements(
     view_relation: str, format_version: int | None, column_types: Sequence[str] = (), sort_by: Sequence[str] = ()
 ) -> list[str]:
     """Iceberg's compaction of a view: its data files rewritten with their deletes applied (every
-    file with a delete file, and those under COMPACT_SMALL_FILE_BYTES, binpacked; sorted by ``sort_by``, the columns its build
-    sorted it by (ViewLayout.written), so that the rewritten files keep ranges of the key its
-    refreshes look up); on format 2, the position delete files
-    left pointing at the rewritten files dropped (rewrite_data_files keeps some of them, which
+    file with a delete file, and those under COMPACT_SMALL_FILE_BYTES, binpacked; sorted by
+    ``sort_by``, the columns its build sorted it by (written_sort), so that the rewritten files keep
+    ranges of the key its refreshes look up); on format 2, the position delete files left pointing
+    at the rewritten files dropped (rewrite_data_files keeps some of them, which
     no longer apply but stay in the view's totals). Iceberg 1.10 fails to rewrite position delete
     files of a table with ARRAY or MAP columns (``column_types``: its Spark types; "Invalid partition
     field parent", apache/iceberg#14619): such a view has every data file rewritten instead, which

@@ -353,7 +353,8 @@ class SparkMVAdapter(SparkAdapter):
     ) -> list[str]:
         """Compact the views whose files are due (layout.ViewFiles: the delete files and small
         files refreshes leave), or ``every`` selected view: what a fast refresh runs when due
-        (refresh/phases/compact.py), for views with auto_compact=false or compacted by hand. Run it between refreshes (a refresh publishing meanwhile fails cleanly
+        (refresh/phases/compact.py), for views with auto_compact=false or compacted by hand. Run
+        it between refreshes (a refresh publishing meanwhile fails cleanly
         and the next run redoes it)."""
         import time
 

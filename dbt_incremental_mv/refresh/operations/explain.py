@@ -26,7 +26,13 @@ from dbt_incremental_mv.analysis.analyze import (
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 from dbt_incremental_mv.analysis.model import OutputKind, Ranking
 from dbt_incremental_mv.config import ConfigError, RefreshMethod
-from dbt_incremental_mv.layout import COMPACT_DATA_FILES, COMPACT_DELETE_FILES, ViewFiles, layout_advice
+from dbt_incremental_mv.layout import (
+    COMPACT_DATA_FILES,
+    COMPACT_DELETE_FILES,
+    COMPACT_SMALL_FILE_BYTES,
+    ViewFiles,
+    layout_advice,
+)
 from dbt_incremental_mv.logs import sql as log_sql
 from dbt_incremental_mv.logs.capture_plan import CaptureMethod, CapturePlan
 from dbt_incremental_mv.logs.contract import LogContractError, LogSpec
@@ -190,7 +196,9 @@ def _files(ctx: RefreshContext, plan: RefreshPlan) -> str | None:
     if files is None:
         return None
     rule = f"{COMPACT_DELETE_FILES} or more delete files" + (
-        "" if files.partitioned else f", or {COMPACT_DATA_FILES} or more data files averaging under 8 MB,"
+        ""
+        if files.partitioned
+        else f", or {COMPACT_DATA_FILES} or more data files averaging under {COMPACT_SMALL_FILE_BYTES // 1024**2} MB,"
     )
     if not plan.config.auto_compact:
         return f"{files.describe()}; auto_compact=false: " + (

@@ -14,8 +14,9 @@ publish: the compaction's ``replace`` commit changes no row, the next refresh re
 through it, a capture of the view as a master skips it, and a crash during it leaves the view as
 published. It can lose to a commit made meanwhile (another refresh of the view): that is reported
 in the log line and left to the next refresh or ``mv_compact``; any other failure is a warning
-(the refresh's own result is published: a maintenance step does not fail the model). A view maintained in steps has each
-internal state refreshed as a model of its own, so each is compacted the same way.
+(the refresh's own result is published: a maintenance step does not fail the model). A view
+maintained in steps has each internal state refreshed as a model of its own, so each is compacted
+the same way.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import time
 from dataclasses import dataclass
 
 from dbt_incremental_mv.conflicts import lost_race
-from dbt_incremental_mv.layout import ViewFiles, ViewLayout, compaction_statements
+from dbt_incremental_mv.layout import ViewFiles, compaction_statements, written_sort
 from dbt_incremental_mv.metadata import TableMetadata
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
@@ -52,7 +53,7 @@ def compaction(relation: str, files: ViewFiles, table: TableMetadata) -> Compact
         relation,
         table.format_version,
         [t for _, t in table.columns],
-        ViewLayout.written(table.properties).sort_by,
+        written_sort(table.properties),
     )
     return Compaction(relation, files, tuple(statements))
 
