@@ -95,10 +95,11 @@ MODEL_CONFIGS = (
         "auto_compact",
         "`true`, `false`",
         "`true`",
-        "After a fast refresh that leaves the view (or an internal state) with 4 or more delete files, or "
-        "(unpartitioned) 32 or more data files averaging under 8 MB, the refresh compacts it: Iceberg's `rewrite_data_files` "
-        "of the files with deletes and the small ones, sorted as the view was built. `false`: never (compact "
-        "with `mv_compact`, which `mv_status` recommends).",
+        "After a fast refresh that leaves the view (or an internal state) with many more files than a rewrite "
+        "would (delete files, and small data files: 16 plus 4 for each 64 MB of the view), or (over 64 MB) a tenth of "
+        "its rows deleted, the refresh compacts it: Iceberg's `rewrite_data_files` of the files with deletes and the small "
+        "ones, sorted as the view was built. `false`: never (compact with `mv_compact`, which `mv_status` "
+        "recommends). `refresh_method='force'` prices the compaction with the fast refresh.",
     ),
     ConfigKey(
         "on_configuration_change",

@@ -162,26 +162,40 @@ def layout_advice(view: ViewDefinition, view_relation: str) -> list[str]:
 # (benchmarks/view_reads.py, a 1M-row view, format 2, refreshes deleting and inserting 100 rows
 # each), a full scan against the same rows rebuilt: after 20 refreshes (5 delete files, 42 data
 # files) 1.37x, after 100 (49 delete files, 202 data files) 1.64-1.92x; compacted, 0.75-1.05x.
-# With a refresh compacting at these thresholds (refresh/phases/compact.py): 1.17x after 100
-# refreshes, 1.30x at the worst point of the cycle, 0.16 s of compaction per refresh.
-COMPACT_DELETE_FILES = 4  # delete files live in the view: compaction is due
-COMPACT_DATA_FILES = 32  # ... or this many data files averaging under COMPACT_SMALL_FILE_BYTES
-COMPACT_SMALL_FILE_BYTES = 8 * 1024 * 1024
+# What a scan pays is the files it opens beyond those a rewrite of the view leaves (one per
+# COMPACT_FILE_BYTES): the refreshes' small data files and their delete files (a DELETE writes one
+# from each of its scan tasks that deletes: at scale factor 10, 14 over a view's 8 data files), and
+# the deleted rows it still reads. Compaction is due when those extra files reach COMPACT_EXTRA_FILES
+# plus COMPACT_EXTRA_PER_FILE for each file a rewrite leaves (a small view's scan is a job's fixed
+# cost, which about 20 extra files raise by a third; a larger view's scan is its bytes, which a
+# small file's opening adds little to), or, for a view of more than one such file, when
+# COMPACT_DELETED_SHARE of the rows in its data files are deleted. (A count of delete files alone, 4, had the first refresh of the TPC-H 3-way join at
+# scale factor 10, its DELETEs over 18 data files writing 12 delete files, compact the view: 35 s,
+# more than its 29 s rebuild.)
+COMPACT_FILE_BYTES = 64 * 1024 * 1024  # the data files a compaction writes (about a sorted build's)
+COMPACT_EXTRA_FILES = 16
+COMPACT_EXTRA_PER_FILE = 4
+COMPACT_DELETED_SHARE = 0.1
+COMPACT_SMALL_FILE_BYTES = 8 * 1024 * 1024  # a compaction rewrites these, and the files with deletes
 
 
-# the totals of an Iceberg snapshot's summary a ViewFiles is read from
+# the totals of an Iceberg snapshot's summary a ViewFiles is read from, and those it reads when
+# present (rows in the data files, and deleted by position)
 TOTALS = ("total-data-files", "total-delete-files", "total-files-size")
+ROW_TOTALS = ("total-records", "total-position-deletes")
 
 
 @dataclass(frozen=True)
 class ViewFiles:
     """A table's live files, from its current snapshot's totals; ``partitioned``: its table is
-    (each partition has files of its own, however small: only its delete files make it due)."""
+    (each partition has files of its own, however small: only its delete files count as extra)."""
 
     data_files: int
     delete_files: int
     bytes: int
     partitioned: bool = False
+    records: int = 0  # rows in its data files, the deleted ones included
+    deleted: int = 0  # rows deleted by position (0: not known)
 
     @classmethod
     def of(cls, table: TableMetadata | None, partitioned: bool = False) -> ViewFiles | None:
@@ -195,13 +209,44 @@ class ViewFiles:
         if any(key not in summary for key in TOTALS):
             return None
         data_files, delete_files, size = (int(summary[key] or 0) for key in TOTALS)
-        return cls(data_files, delete_files, size, partitioned)
+        records, deleted = (int(summary.get(key) or 0) for key in ROW_TOTALS)
+        return cls(data_files, delete_files, size, partitioned, records, deleted)
+
+    @property
+    def rewritten_files(self) -> int:
+        """The data files a rewrite of the view leaves (one per COMPACT_FILE_BYTES)."""
+        return max(1, -(-self.bytes // COMPACT_FILE_BYTES))
+
+    @property
+    def extra_files(self) -> int:
+        """The files a scan opens beyond those: its delete files and, unpartitioned, its data files
+        over rewritten_files."""
+        over = 0 if self.partitioned else max(0, self.data_files - self.rewritten_files)
+        return self.delete_files + over
+
+    @property
+    def extra_files_due(self) -> int:
+        """The extra files at which it is due."""
+        return COMPACT_EXTRA_FILES + COMPACT_EXTRA_PER_FILE * self.rewritten_files
 
     @property
     def compaction_due(self) -> bool:
-        """Too many delete files, or, unpartitioned, too many small data files (the thresholds above)."""
-        small = self.data_files >= COMPACT_DATA_FILES and self.bytes < self.data_files * COMPACT_SMALL_FILE_BYTES
-        return self.delete_files >= COMPACT_DELETE_FILES or (small and not self.partitioned)
+        """Too many extra files for the view's size, or too many deleted rows (the thresholds above)."""
+        many = self.extra_files >= self.extra_files_due
+        # (a view of one file: the rows it reads and drops cost less than the job its scan is)
+        deleted = self.rewritten_files > 1 and self.deleted > 0 and self.deleted >= COMPACT_DELETED_SHARE * self.records
+        return many or deleted
+
+    @property
+    def due_at(self) -> str:
+        """When it is due, in words (explain)."""
+        files = (
+            f"{self.extra_files_due:,} delete files"
+            if self.partitioned
+            else f"{self.extra_files_due:,} files beyond the {self.rewritten_files:,} data files a rewrite leaves"
+        )
+        deleted = f", or {COMPACT_DELETED_SHARE:.0%} of its rows deleted" if self.rewritten_files > 1 else ""
+        return f"{files} (now {self.extra_files:,}){deleted}"
 
     def describe(self) -> str:
         return f"{self.data_files:,} data files and {self.delete_files:,} delete files, {self.bytes / 1024**2:,.1f} MB"
@@ -213,6 +258,8 @@ COMPACTION_OPTIONS = {
     "delete-file-threshold": "1",
     "min-file-size-bytes": str(COMPACT_SMALL_FILE_BYTES),
     "remove-dangling-deletes": "true",
+    # files of about a build's size, not Iceberg's 512 MB: a DELETE by key keeps planning few bytes
+    "target-file-size-bytes": str(COMPACT_FILE_BYTES),
 }
 
 

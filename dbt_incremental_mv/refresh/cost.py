@@ -9,7 +9,9 @@ apply (its changes counted, its statements rendered) and before anything is writ
   join, an aggregation, a window, a DISTINCT, a union, each a shuffle), the bytes its statements
   read (every table reference in them, at the snapshot it names, less the data files a range
   filter lets Iceberg skip: the scan is planned from manifests, no data read), and its changes
-  (each marked row image is joined, shuffled and written);
+  (each marked row image is joined, shuffled and written); and, when the commit it makes leaves the
+  view due for compaction (refresh/phases/compact.py), that compaction: its statements and the view's
+  data files it rewrites (a complete refresh writes the view anew, with no delete file to compact);
 - a complete refresh costs one statement, the bytes of every master occurrence its defining
   query reads (priced more for each join and aggregation they go through, and again for each
   window that ranks them: the MIN/MAX reserves), and the view it writes again: its hidden
@@ -39,6 +41,7 @@ from sqlglot import exp
 
 from dbt_incremental_mv import environment
 from dbt_incremental_mv.analysis.model import ViewDefinition
+from dbt_incremental_mv.layout import COMPACT_SMALL_FILE_BYTES, ViewFiles
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
 from dbt_incremental_mv.refresh.views.statement import RefreshStatement
@@ -69,6 +72,9 @@ class Calibration:
     # a complete refresh's per GB of the view it writes again, its hidden columns with it, sorted
     # (layout.py); None: seconds_per_gb_written
     seconds_per_gb_rebuilt: float | None = None
+    # a compaction's per GB of the view's data files it rewrites (read, deletes applied, sorted,
+    # written); None: seconds_per_gb_rebuilt
+    seconds_per_gb_compacted: float | None = None
     measured: str = ""  # where the prices come from
 
     @classmethod
@@ -90,6 +96,9 @@ class Calibration:
             seconds_per_gb_sorted=float(prices.get("seconds_per_gb_sorted", 0.0)),
             seconds_per_gb_rebuilt=float(prices["seconds_per_gb_rebuilt"])
             if "seconds_per_gb_rebuilt" in prices
+            else None,
+            seconds_per_gb_compacted=float(prices["seconds_per_gb_compacted"])
+            if "seconds_per_gb_compacted" in prices
             else None,
             measured=str(document.get("measured", "")),
         )
@@ -352,6 +361,10 @@ class Estimate:
     unknown: tuple[str, ...] = ()  # tables whose size the metadata does not give
     bytes_captured: int = 0  # the data files a capture it needs reads (decided before the capture)
     stages: int = 0  # joins, aggregations, windows... of its statements (statement_stages, query_stages)
+    # the compaction its commit makes due (with_compaction): its statements (0: none) and the
+    # bytes of the view's data files it rewrites
+    compaction_statements: int = 0
+    bytes_compacted: int = 0
 
     def describe(self) -> str:
         read = f"reads {self.bytes_read / GB:.2f} GB"
@@ -366,6 +379,8 @@ class Estimate:
             parts.append(f"after a capture of {self.bytes_captured / GB:.2f} GB of changed master files")
         else:
             parts.append(f"{self.changes:,} changes")
+        if self.compaction_statements:
+            parts.append(f"then compacts the view ({self.bytes_compacted / GB:.2f} GB rewritten)")
         return ", ".join(parts)
 
 
@@ -380,7 +395,8 @@ class Choice:
         """The choice in a few words (a fast refresh's log line)."""
         if self.fast.unknown or self.complete.unknown:
             return "fast whenever possible (a table's size is not in its metadata)"
-        return f"estimated {self.fast.seconds:.1f} s fast vs {self.complete.seconds:.1f} s complete"
+        compaction = " (its compaction with it)" if self.fast.compaction_statements else ""
+        return f"estimated {self.fast.seconds:.1f} s fast{compaction} vs {self.complete.seconds:.1f} s complete"
 
     @property
     def why(self) -> str:
@@ -465,6 +481,73 @@ def with_capture(
         statements=fast.statements + len(captures),
         bytes_captured=sum(size for size, _ in captures),
         unknown=tuple(dict.fromkeys(fast.unknown + unknown)),
+    )
+
+
+def _view_deletes(statement: RefreshStatement, view_relation: str, sizes: Sizes) -> tuple[int, int]:
+    """(the DELETEs of the view in ``statement``, the bytes of the view's data files they plan)."""
+    deletes = [w for w in statement.writes if w.name == "delete"]
+    planned = 0
+    for write in deletes:
+        for table_read in table_reads(write.sql, view_relation):
+            sized = _read_bytes(table_read, sizes) if table_read.relation == view_relation else None
+            planned += sized[0] if sized is not None else 0
+    return len(deletes), planned
+
+
+def files_after(
+    files: ViewFiles, statement: RefreshStatement, view_relation: str, written: int, sizes: Sizes
+) -> ViewFiles | None:
+    """The view's files once the fast refresh of ``statement`` has committed, ``files`` those it has
+    now: each INSERT adds a data file (``written`` bytes in all, estimate_fast); each DELETE a delete
+    file for each data file it plans (one from each scan task that deletes; a later DELETE in the
+    same file merges them: about one per data file at most), at least one. None: a write replaces the view's rows (an INSERT
+    OVERWRITE leaves no delete file and no small file)."""
+    names = [w.name for w in statement.writes]
+    if "overwrite" in names:
+        return None
+    deletes, planned = _view_deletes(statement, view_relation, sizes)
+    per_file = files.bytes / files.data_files if files.data_files else 0
+    deleted_in = max(deletes, -(-planned // int(per_file)) if per_file >= 1 else deletes)
+    data_files = files.data_files + names.count("insert")
+    return replace(
+        files,
+        data_files=data_files,
+        delete_files=min(data_files, files.delete_files + deleted_in) if deletes else files.delete_files,
+        bytes=files.bytes + written,
+    )
+
+
+def with_compaction(
+    fast: Estimate,
+    statement: RefreshStatement,
+    view_relation: str,
+    files: ViewFiles,
+    statements: int,
+    sizes: Sizes,
+    prices: Calibration,
+) -> Estimate:
+    """The fast refresh ``fast`` of ``statement`` followed by the compaction its commit makes due
+    (refresh/phases/compact.py): ``files``, the view's files that commit leaves (files_after),
+    ``statements`` the compaction's. It rewrites the view's data files that have deletes and the
+    small ones (layout.COMPACTION_OPTIONS): every file when they average under the small-file size;
+    else those with a delete file (each about the view's average file) and the files the refresh
+    adds; at most the whole view."""
+    small = not files.partitioned and files.bytes < files.data_files * COMPACT_SMALL_FILE_BYTES
+    if small or not files.data_files:
+        rewritten = files.bytes
+    else:
+        with_deletes = files.delete_files * files.bytes // files.data_files
+        rewritten = min(files.bytes, with_deletes + fast.bytes_written)
+    per_gb = (
+        prices.seconds_per_gb_rebuilt if prices.seconds_per_gb_compacted is None else prices.seconds_per_gb_compacted
+    )
+    per_gb = prices.seconds_per_gb_written if per_gb is None else per_gb
+    return replace(
+        fast,
+        seconds=fast.seconds + prices.seconds_per_statement * statements + per_gb * rewritten / GB,
+        compaction_statements=statements,
+        bytes_compacted=rewritten,
     )
 
 

@@ -101,9 +101,20 @@ class TestCompaction(StalenessProject):
         return {**MODELS, "v_manual.sql": manual}
 
     def test_a_refresh_compacts_its_view_when_due_and_mv_compact_the_views_that_do_not(self, project, monkeypatch):
+        import re
+
+        from dbt_incremental_mv import layout
+
         schema = self.setup_masters(project)
+        # due at 6 files beyond the 1 a rewrite of this small view leaves (20 unpatched: as many rounds)
+        monkeypatch.setattr(layout, "COMPACT_EXTRA_FILES", 2)
+
+        def extra_files(view):
+            found = dict(rows(project, f"select content, count(*) from {schema}.{view}.files group by content"))
+            return found.get(0, 0) - 1 + sum(n for content, n in found.items() if content != 0)
+
         compacted = []
-        for round_number in range(4):  # each refresh deletes by position: a delete file each
+        for round_number in range(8):  # each refresh deletes by position and inserts: a delete and a data file
             project.run_sql(f"update {schema}.orders set amount = amount + 1 where order_id = 1")
             project.run_sql(f"insert into {schema}.orders values ({10 + round_number}, 1.00)")
             _, log = run_dbt_and_capture(["run", "--select", "v_fast", "v_manual"])
@@ -111,8 +122,14 @@ class TestCompaction(StalenessProject):
             assert not [line for line in log.splitlines() if "v_manual: fast refresh:" in line and "compacted" in line]
             compacted += [line for line in log.splitlines() if "v_fast: fast refresh:" in line and "; compacted " in line]
             self.check(project, "v_fast")
-        # the refresh that left 4 delete files compacted them (auto_compact, the default)
+            if compacted:
+                break
+            assert extra_files("v_fast") < 6, round_number  # not due: not compacted
+        # the refresh that left 6 extra files compacted them (auto_compact, the default)
         assert len(compacted) == 1 and "delete files to 1 and 0 in" in compacted[0], compacted
+        data, deletes = map(int, re.search(r"compacted (\d+) data and (\d+) delete files", compacted[0]).groups())
+        assert data - 1 + deletes >= 6, compacted
+        assert extra_files("v_manual") >= 6  # the same refreshes, not compacted
         files = rows(project, f"select content, count(*) from {schema}.v_fast.files group by content")
         assert files == [(0, 1)], files  # one data file, no delete file
         history = rows(project, f"select seconds['compact'] from {schema}.mv_refresh_history where model = 'v_fast' "
@@ -122,7 +139,9 @@ class TestCompaction(StalenessProject):
         # explain says the files and when they are compacted
         _, log = run_dbt_and_capture(["run-operation", "explain_fast_refresh", "--args", "{model: v_fast}"])
         assert "files: 1 data files and 0 delete files, " in log, log
-        assert "a fast refresh that leaves 4 or more delete files, or 32 or more data files" in log, log
+        assert (
+            "a fast refresh that leaves 6 files beyond the 1 data files a rewrite leaves (now 0) compacts the view"
+        ) in log, log
         _, log = run_dbt_and_capture(["run-operation", "explain_fast_refresh", "--args", "{model: v_manual}"])
         assert "auto_compact=false: compaction due, `dbt run-operation mv_compact` runs it" in log, log
 
@@ -154,14 +173,14 @@ class TestCompaction(StalenessProject):
             ctx.execute(planned.statements[0])
             raise RuntimeError("killed during the compaction")
 
-        monkeypatch.setattr(layout, "COMPACT_DELETE_FILES", 1)  # every refresh that deletes is due
+        monkeypatch.setattr(layout, "COMPACT_EXTRA_FILES", -4)  # every refresh is due (1 file: due at 0)
         monkeypatch.setattr(compact_phase, "compact", killed)
         project.run_sql(f"update {schema}.orders set amount = amount + 1 where order_id = 1")
         _, log = run_dbt_and_capture(["run", "--select", "v_fast"], expect_pass=False)
         assert "killed during the compaction" in log, log
         self.check(project, "v_fast")
         monkeypatch.undo()
-        monkeypatch.setattr(layout, "COMPACT_DELETE_FILES", 1)
+        monkeypatch.setattr(layout, "COMPACT_EXTRA_FILES", -4)
         project.run_sql(f"update {schema}.orders set amount = amount + 1 where order_id = 1")
         project.run_sql(f"insert into {schema}.orders values (99, 9.00)")
         _, log = run_dbt_and_capture(["run", "--select", "v_fast"])

@@ -26,17 +26,38 @@ def test_aggregate_view_sorted_by_group_keys():
     assert layout_advice(view, "s.totals")[0] == "alter table `s`.`totals` write ordered by `customer_id`"
 
 
-def test_a_view_is_due_for_compaction_by_its_delete_files_or_its_many_small_files():
-    from dbt_incremental_mv.layout import COMPACT_DATA_FILES, COMPACT_DELETE_FILES, ViewFiles
+def test_a_view_is_due_for_compaction_by_the_files_a_scan_opens_beyond_a_rewrites_or_its_deleted_rows():
+    from dbt_incremental_mv.layout import COMPACT_EXTRA_FILES, COMPACT_EXTRA_PER_FILE, ViewFiles
 
-    assert not ViewFiles(12, 0, 3 * 1024**2).compaction_due  # as a build leaves it
-    assert ViewFiles(42, COMPACT_DELETE_FILES, 3 * 1024**2).compaction_due
-    assert ViewFiles(COMPACT_DATA_FILES, 0, 3 * 1024**2).compaction_due  # many small files
-    assert not ViewFiles(COMPACT_DATA_FILES, 0, COMPACT_DATA_FILES * 128 * 1024**2).compaction_due  # many big ones
+    MB = 1024**2
+    # a 3 MB view: a rewrite leaves 1 file; 20 extra files (delete files, and data files over 1) make it due
+    small = ViewFiles(12, 0, 3 * MB)
+    assert (small.rewritten_files, small.extra_files, small.extra_files_due) == (1, 11, 20)
+    assert not small.compaction_due  # as a few refreshes leave it
+    assert ViewFiles(12, 9, 3 * MB).compaction_due
+    assert ViewFiles(21, 0, 3 * MB).compaction_due  # many small files
+    # a 900 MB view in 27 files of a build: a refresh deleting in 12 of them is not due (one was,
+    # when 4 delete files were: its compaction cost more than a rebuild); many more refreshes are
+    big = ViewFiles(30, 12, 900 * MB)
+    assert (big.rewritten_files, big.extra_files, big.extra_files_due) == (15, 27, 76)
+    assert big.extra_files_due == COMPACT_EXTRA_FILES + COMPACT_EXTRA_PER_FILE * 15
+    assert not big.compaction_due
+    assert ViewFiles(55, 36, 900 * MB).compaction_due
+    # a tenth of its rows deleted: due whatever its files
+    assert ViewFiles(30, 12, 900 * MB, records=10_000_000, deleted=999_999).compaction_due is False
+    assert ViewFiles(30, 12, 900 * MB, records=10_000_000, deleted=1_000_000).compaction_due
     # partitioned: a file per partition however small (a compaction leaves them): its delete files only
-    assert not ViewFiles(365, 0, 3 * 1024**2, partitioned=True).compaction_due
-    assert ViewFiles(365, COMPACT_DELETE_FILES, 3 * 1024**2, partitioned=True).compaction_due
+    assert not ViewFiles(365, 0, 3 * MB, partitioned=True).compaction_due
+    assert ViewFiles(365, 20, 3 * MB, partitioned=True).compaction_due
     assert ViewFiles(202, 49, 3_355_443).describe() == "202 data files and 49 delete files, 3.2 MB"
+    assert small.due_at == "20 files beyond the 1 data files a rewrite leaves (now 11)"
+    assert big.due_at == "76 files beyond the 15 data files a rewrite leaves (now 27), or 10% of its rows deleted"
+    assert ViewFiles(365, 3, 300 * MB, partitioned=True).due_at == "36 delete files (now 3), or 10% of its rows deleted"
+    # a view of one file: its deleted rows cost less than its scan's job
+    assert not ViewFiles(2, 1, 3 * MB, records=2, deleted=1).compaction_due
+    summary = {"total-data-files": "30", "total-delete-files": "2", "total-files-size": "9", "total-records": "100",
+               "total-position-deletes": "10"}
+    assert ViewFiles.of_summary(summary) == ViewFiles(30, 2, 9, records=100, deleted=10)
 
 
 def test_the_view_is_compacted_by_icebergs_procedures_its_deletes_applied():
@@ -44,7 +65,7 @@ def test_the_view_is_compacted_by_icebergs_procedures_its_deletes_applied():
 
     rewrite = (
         "call system.rewrite_data_files(table => '`s`.`order-totals`', options => "
-        "map('delete-file-threshold', '1', 'min-file-size-bytes', '8388608', 'remove-dangling-deletes', 'true'))"
+        "map('delete-file-threshold', '1', 'min-file-size-bytes', '8388608', 'remove-dangling-deletes', 'true', 'target-file-size-bytes', '67108864'))"
     )
     dangling = "call system.rewrite_position_delete_files(table => '`s`.`order-totals`', options => map('rewrite-all', 'true'))"
     assert compaction_statements("s.order-totals", 2) == [rewrite, dangling]
@@ -58,7 +79,7 @@ def test_a_view_with_array_or_map_columns_has_every_file_rewritten_instead_of_it
 
     every = (
         "call system.rewrite_data_files(table => '`s`.`v`', options => "
-        "map('delete-file-threshold', '1', 'min-file-size-bytes', '8388608', 'remove-dangling-deletes', 'true', 'rewrite-all', 'true'))"
+        "map('delete-file-threshold', '1', 'min-file-size-bytes', '8388608', 'remove-dangling-deletes', 'true', 'rewrite-all', 'true', 'target-file-size-bytes', '67108864'))"
     )
     types = ["bigint", "array<struct<v:decimal(10,2),n:bigint>>"]
     assert compaction_statements("s.v", 2, types) == [every]

@@ -27,9 +27,6 @@ from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 from dbt_incremental_mv.analysis.model import OutputKind, Ranking
 from dbt_incremental_mv.config import ConfigError, RefreshMethod
 from dbt_incremental_mv.layout import (
-    COMPACT_DATA_FILES,
-    COMPACT_DELETE_FILES,
-    COMPACT_SMALL_FILE_BYTES,
     ViewFiles,
     layout_advice,
 )
@@ -195,16 +192,13 @@ def _files(ctx: RefreshContext, plan: RefreshPlan) -> str | None:
     files = ViewFiles.of(ctx.metadata.table(plan.view_relation), partitioned=bool(plan.partition_spec))
     if files is None:
         return None
-    rule = f"{COMPACT_DELETE_FILES} or more delete files" + (
-        ""
-        if files.partitioned
-        else f", or {COMPACT_DATA_FILES} or more data files averaging under {COMPACT_SMALL_FILE_BYTES // 1024**2} MB,"
-    )
     if not plan.config.auto_compact:
         return f"{files.describe()}; auto_compact=false: " + (
-            "compaction due, `dbt run-operation mv_compact` runs it" if files.compaction_due else f"due at {rule}"
+            "compaction due, `dbt run-operation mv_compact` runs it"
+            if files.compaction_due
+            else f"due at {files.due_at}"
         )
-    return f"{files.describe()}; a fast refresh that leaves {rule} compacts the view"
+    return f"{files.describe()}; a fast refresh that leaves {files.due_at} compacts the view"
 
 
 # ---------------------------------------------------------------------- reasons

@@ -11,7 +11,9 @@ Decided twice, from metadata only, before anything is written to the view:
    the masters' current snapshots past their logs (LogPosition.uncaptured), and the next capture
    of such a log stops at that snapshot so the view can go on from there;
 2. after the mark step, when the changes are counted and the statements rendered: the whole
-   estimate (cost.estimate_fast, cost.estimate_recompute).
+   estimate (cost.estimate_fast, cost.estimate_recompute); the fast refresh's includes the
+   compaction its commit would make due (compaction_after, cost.with_compaction): a refresh that
+   would compact a large view may cost more than recomputing it, which leaves no delete file.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from dbt_incremental_mv.config import RefreshMethod
+from dbt_incremental_mv.layout import ViewFiles
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.refresh import cost
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
+from dbt_incremental_mv.refresh.phases import compact
 from dbt_incremental_mv.refresh.phases.capture import capture_plan
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
 from dbt_incremental_mv.refresh.phases.mark import netting_columns
@@ -38,10 +42,29 @@ def after_mark(
     """The fast refresh of ``statement`` or a complete refresh of what was marked."""
     prices = cost.calibration()
     fast = cost.estimate_fast(statement, plan.view_relation, marked, ctx.metadata, prices)
+    compaction = compaction_after(ctx, plan, statement, fast.bytes_written)
+    if compaction is not None:
+        fast = cost.with_compaction(
+            fast, statement, plan.view_relation, compaction.files, len(compaction.statements), ctx.metadata, prices
+        )
     assert plan.definition is not None
     snapshots = {m: log.master_snapshot for m, log in marked.items()}
     complete = cost.estimate_recompute(plan.definition, snapshots, plan.view_relation, ctx.metadata, prices)
     return cost.choose(fast, complete)
+
+
+def compaction_after(
+    ctx: RefreshContext, plan: RefreshPlan, statement: RefreshStatement, written: int
+) -> compact.Compaction | None:
+    """The compaction the fast refresh of ``statement`` would run after its publish: the same
+    decision (compact.due) on the files its commit would leave (cost.files_after: the view's now,
+    and what its writes add, ``written`` bytes of them), None when not due."""
+    table = ctx.metadata.table(plan.view_relation)
+    now = ViewFiles.of(table, partitioned=bool(plan.partition_spec))
+    after = cost.files_after(now, statement, plan.view_relation, written, ctx.metadata) if now is not None else None
+    if table is None or after is None or not compact.due(after, RefreshAction.FAST, plan.config.auto_compact):
+        return None
+    return compact.compaction(plan.view_relation, after, table)
 
 
 def captures_to_skip(

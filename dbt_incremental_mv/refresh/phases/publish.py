@@ -16,7 +16,7 @@ from enum import Enum
 
 from dbt_incremental_mv.analysis.clock import Clock
 from dbt_incremental_mv.conflicts import lost_race
-from dbt_incremental_mv.layout import TOTALS
+from dbt_incremental_mv.layout import ROW_TOTALS, TOTALS
 from dbt_incremental_mv.metadata import WAP_ID, Setting, drop_temp_view_statement, setting_statements
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
@@ -268,7 +268,7 @@ def _publish(meta, view, view_relation: str, wap_id: str, staged_snapshot, branc
         for key in SUMMARY_KEYS:
             totals[key] = totals.get(key, 0) + snapshot.count(key)
     # the view's files as published (the newest write's totals: compact.py decides from them)
-    files = {key: staged_snapshot.summary[key] for key in TOTALS if key in staged_snapshot.summary}
+    files = {key: staged_snapshot.summary[key] for key in TOTALS + ROW_TOTALS if key in staged_snapshot.summary}
     return {
         **{k: str(v) for k, v in totals.items() if v},
         **files,

@@ -119,8 +119,8 @@ def test_a_branch_refresh_publishes_every_write_in_one_move_and_drops_its_branch
     published = table.snapshots[table.refs["main"]]
     assert "wap.id" in published.summary and table.snapshots[published.parent_id].parent_id == base
     assert set(table.refs) == {"main"}
-    # the staged write's counts and the branch's, added up, and the snapshot published
-    assert summary == {"added-records": "1", "snapshot-id": str(table.refs["main"])}
+    # the staged write's counts and the branch's, added up, its totals (the fake's: records only), and the snapshot published
+    assert summary == {"added-records": "1", "total-records": "0", "snapshot-id": str(table.refs["main"])}
 
 
 def test_a_branch_refresh_that_loses_the_race_changes_nothing_and_drops_its_branch():

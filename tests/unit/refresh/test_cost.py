@@ -288,3 +288,74 @@ def test_a_ranked_view_reads_its_master_whole_to_recompute_the_partitions_touche
     # the partitions' rows are found by a semi join: a scan of orders (and of the view to delete)
     assert SIZES["shop.orders"][0] <= fast.bytes_read
     assert fast.bytes_written < complete.bytes_written  # it rewrites the partitions touched, not the view
+
+
+# ---------------------------------------------------------------- the compaction a fast refresh makes due
+
+
+def _join_statement():
+    view = analyze_view(JOIN, MASTERS)
+    logs = {"shop.orders": marked(ORDERS, 50, 50, key_ranges=((10, 20),)), "shop.customers": marked(CUSTOMERS)}
+    return join_view.refresh_statement(view, "shop.v", logs, {}), logs
+
+
+def test_a_fast_refresh_adds_a_delete_file_per_data_file_its_deletes_plan_and_a_data_file_per_insert():
+    from dbt_incremental_mv.layout import ViewFiles
+
+    statement, _ = _join_statement()
+    assert [w.name for w in statement.writes] == ["delete", "insert"]
+    # the DELETE's key range prunes the 800 MB view (40 files of 20 MB) to 50 MB: 3 files
+    sizes = Sizes(SIZES, pruned={"shop.v": 50 * MB})
+    now = ViewFiles(40, 2, 800 * MB)
+    assert cost.files_after(now, statement, "shop.v", 2 * MB, sizes) == ViewFiles(41, 5, 802 * MB)
+    # at most one per data file (Iceberg's file-granular deletes); at least one per DELETE
+    assert cost.files_after(ViewFiles(40, 39, 800 * MB), statement, "shop.v", 0, Sizes(SIZES)).delete_files == 41
+    assert cost.files_after(now, statement, "shop.v", 0, Sizes({})).delete_files == 3
+    assert cost.files_after(dataclasses.replace(now, partitioned=True), statement, "shop.v", 0, sizes).partitioned
+    # a write that replaces the view's rows leaves no delete file to compact
+    overwrite = dataclasses.replace(statement, writes=(dataclasses.replace(statement.writes[0], name="overwrite"),))
+    assert cost.files_after(now, overwrite, "shop.v", 0, sizes) is None
+
+
+def test_the_compaction_rewrites_the_data_files_with_deletes_and_the_small_ones():
+    from dbt_incremental_mv.layout import ViewFiles
+
+    statement, logs = _join_statement()
+    sizes = Sizes(SIZES, pruned={"shop.v": 8 * MB, "shop.orders": 10 * MB})
+    fast = cost.estimate_fast(statement, "shop.v", logs, sizes, PRICES)
+    prices = dataclasses.replace(PRICES, seconds_per_gb_compacted=100.0)
+    after = ViewFiles(40, 4, 800 * MB)  # 20 MB per file: not small; 4 of them with deletes
+    compacted = cost.with_compaction(fast, statement, "shop.v", after, 2, sizes, prices)
+    assert compacted.bytes_compacted == 4 * 20 * MB + fast.bytes_written
+    assert compacted.seconds == pytest.approx(
+        fast.seconds + 2 * 0.5 + 100.0 * compacted.bytes_compacted / cost.GB
+    )
+    assert compacted.compaction_statements == 2
+    assert compacted.describe().endswith("then compacts the view (0.08 GB rewritten)")
+    # files averaging under the small-file size are all rewritten
+    small = cost.with_compaction(fast, statement, "shop.v", ViewFiles(400, 4, 800 * MB), 2, sizes, prices)
+    assert small.bytes_compacted == 800 * MB
+    # every file with deletes: the whole view, at most
+    every = cost.with_compaction(fast, statement, "shop.v", ViewFiles(40, 40, 800 * MB), 2, sizes, prices)
+    assert every.bytes_compacted == 800 * MB
+    # without its own price, a compaction is priced as a rebuild's write
+    rebuilt = dataclasses.replace(PRICES, seconds_per_gb_rebuilt=50.0)
+    assert cost.with_compaction(fast, statement, "shop.v", after, 2, sizes, rebuilt).seconds == pytest.approx(
+        fast.seconds + 1.0 + 50.0 * compacted.bytes_compacted / cost.GB
+    )
+
+
+def test_a_compaction_of_most_of_a_big_view_makes_force_recompute_it():
+    from dbt_incremental_mv.layout import ViewFiles
+
+    statement, logs = _join_statement()
+    # the orders pruned to the changed keys, the view not: its DELETE plans it whole, as would the compaction
+    sizes = Sizes(SIZES, pruned={"shop.orders": 10 * MB})
+    prices = dataclasses.replace(PRICES, seconds_per_gb_compacted=40.0)
+    fast = cost.estimate_fast(statement, "shop.v", logs, sizes, prices)
+    complete = cost.estimate_complete([("shop.orders", 123), ("shop.customers", 123)], "shop.v", sizes, prices)
+    assert cost.choose(fast, complete).method == "fast"
+    compacted = cost.with_compaction(fast, statement, "shop.v", ViewFiles(40, 40, 800 * MB), 2, sizes, prices)
+    choice = cost.choose(compacted, complete)
+    assert choice.method == "complete"
+    assert "then compacts the view (0.78 GB rewritten)" in choice.why

@@ -3,13 +3,13 @@
 import pytest
 
 from dbt_incremental_mv.config import ConfigError, FastRefreshConfig
-from dbt_incremental_mv.layout import COMPACT_DELETE_FILES, ViewFiles, ViewLayout, written_sort
+from dbt_incremental_mv.layout import ViewFiles, ViewLayout, written_sort
 from dbt_incremental_mv.metadata import TableMetadata
 from dbt_incremental_mv.refresh.phases.compact import Compaction, compact, compaction, due
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
 
-DUE = ViewFiles(12, COMPACT_DELETE_FILES, 3 * 1024**2)
-NOT_DUE = ViewFiles(12, COMPACT_DELETE_FILES - 1, 3 * 1024**2)
+DUE = ViewFiles(12, 9, 3 * 1024**2)  # 11 data files over the 1 a rewrite leaves, and 9 delete files: 20
+NOT_DUE = ViewFiles(12, 8, 3 * 1024**2)
 
 
 def test_only_a_fast_refresh_with_auto_compact_compacts_and_only_when_its_files_are_due():
@@ -56,7 +56,7 @@ def test_a_view_built_sorted_is_compacted_sorted_by_the_same_columns():
     assert planned.statements[0] == (
         "call system.rewrite_data_files(table => '`s`.`v`', strategy => 'sort', sort_order => "
         "'`_mv_o_id` ASC NULLS FIRST, `odd``name` ASC NULLS FIRST', "
-        "options => map('delete-file-threshold', '1', 'min-file-size-bytes', '8388608', 'remove-dangling-deletes', 'true'))"
+        "options => map('delete-file-threshold', '1', 'min-file-size-bytes', '8388608', 'remove-dangling-deletes', 'true', 'target-file-size-bytes', '67108864'))"
     )
     assert planned.statements[1].startswith("call system.rewrite_position_delete_files(")
     # built before the sort was recorded (or the property edited by hand): compacted unsorted
@@ -92,7 +92,7 @@ def test_a_compaction_says_what_it_did_one_that_loses_a_race_is_skipped_and_a_fa
     ctx = _Context()
     done = compact(ctx, planned)
     assert ctx.statements == ["call a", "call b"]
-    assert done.line.startswith("compacted 12 data and 4 delete files to 1 and 0 in ") and done.failure is None
+    assert done.line.startswith("compacted 12 data and 9 delete files to 1 and 0 in ") and done.failure is None
     raced = RuntimeError("CommitFailedException: Cannot commit: another commit to the same table was made meanwhile")
     raced.lost_race = True
     skipped = compact(_Context(raced), planned)

@@ -156,3 +156,41 @@ def test_mv_status_recommends_compacting_a_view_its_refreshes_left_many_delete_f
         "v: fresh; compaction recommended (42 data files and 5 delete files, 2.9 MB: a full scan opens and applies "
         "them all): dbt run-operation mv_compact --args '{models: [v]}'"
     )
+
+
+def _view_with_delete_files(data_files: int, delete_files: int, auto_compact: bool = True) -> Warehouse:
+    """A join view of 400 MB (a rewrite leaves 7 files: due at 44 extra files) whose refreshes left
+    ``data_files`` and ``delete_files``, then a small change of the orders."""
+    warehouse = Warehouse("join")
+    warehouse.model["config"]["auto_compact"] = auto_compact
+    sized(warehouse, "shop.orders", 100 * MB, operation="append")
+    sized(warehouse, "shop.customers", 10 * MB, operation="append")
+    assert warehouse.refresh().startswith("build (")
+    warehouse.fake.commit("shop.v", "replace", summary={
+        "total-data-files": str(data_files), "total-delete-files": str(delete_files), "total-files-size": str(400 * MB),
+        "total-records": "4000000",
+    })
+    sized(warehouse, "shop.orders", 100 * MB, added=MB // 10, removed=MB // 10)
+    return warehouse
+
+
+def test_force_prices_the_compaction_a_fast_refresh_would_make_due():
+    # the fake plans no pruning: the refresh's DELETE meets every file, which then has a delete
+    # file; with its INSERT, 41 data files, 34 over 7, and 41 delete files: due
+    warehouse = _view_with_delete_files(40, 9)
+    line = warehouse.refresh()
+    choice = warehouse.last[1].facts.cost_choice
+    assert choice.fast.compaction_statements == 2, line  # rewrite_data_files, rewrite_position_delete_files
+    # and the compaction rewrites the view
+    assert choice.fast.bytes_compacted == 400 * MB + choice.fast.bytes_written
+    assert "then compacts the view (0.39 GB rewritten)" in choice.why
+    # rewriting the view's 400 MB costs more than recomputing it from 110 MB of masters
+    assert line.startswith("complete (estimated "), line
+    assert choice.short.endswith("s fast (its compaction with it) vs %.1f s complete" % choice.complete.seconds)
+    # 10 files of 40 MB: 11 data files, 4 over 7, and 10 delete files: 14, not due
+    for left in (_view_with_delete_files(10, 0), _view_with_delete_files(40, 9, auto_compact=False)):
+        left.refresh()
+        choice = left.last[1].facts.cost_choice
+        assert (choice.fast.compaction_statements, choice.fast.bytes_compacted) == (0, 0)
+        assert "compacts" not in choice.why
+        assert left.last[3].startswith("fast refresh: "), left.last[3]
