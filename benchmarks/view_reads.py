@@ -26,7 +26,7 @@ import random
 import statistics
 import time
 
-from dbt_incremental_mv.layout import COMPACT_DELETE_FILES, ViewFiles, ViewLayout, compaction_statements
+from dbt_incremental_mv.layout import ViewFiles, ViewLayout, compaction_statements
 from dbt_incremental_mv.metadata import TableMetadata
 from dbt_incremental_mv.refresh.phases.compact import compaction, due
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
@@ -147,7 +147,9 @@ def compare(name: str, times: dict[str, list[float]]) -> None:
 
 def report(times: dict[str, list[float]]) -> None:
     rebuilt = statistics.median(times["rebuilt"])
-    print(f"format {args.format}, {args.rows:,} rows, full scan, medians of {args.repeat} (rebuilt: of {len(times['rebuilt'])}):")
+    print(
+        f"format {args.format}, {args.rows:,} rows, full scan, medians of {args.repeat} (rebuilt: of {len(times['rebuilt'])}):"
+    )
     for name, measured in times.items():
         median = statistics.median(measured)
         print(f"  {name}: {median:.2f} s ({median / rebuilt:.2f}x the rebuilt view) {[round(x, 2) for x in measured]}")
@@ -161,7 +163,8 @@ if args.auto_compact:
     extra = 0
     while extra < 50:
         now = published_files()
-        if now is not None and now.delete_files >= COMPACT_DELETE_FILES - 1:
+        # a round adds a data file and a delete file: the next one makes the view due
+        if now is not None and now.extra_files >= now.extra_files_due - 2:
             break
         refresh()
         extra += 1

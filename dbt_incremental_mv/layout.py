@@ -163,18 +163,19 @@ def layout_advice(view: ViewDefinition, view_relation: str) -> list[str]:
 # each), a full scan against the same rows rebuilt: after 20 refreshes (5 delete files, 42 data
 # files) 1.37x, after 100 (49 delete files, 202 data files) 1.64-1.92x; compacted, 0.75-1.05x.
 # What a scan pays is the files it opens beyond those a rewrite of the view leaves (one per
-# COMPACT_FILE_BYTES): the refreshes' small data files and their delete files (a DELETE writes one
-# from each of its scan tasks that deletes: at scale factor 10, 14 over a view's 8 data files), and
-# the deleted rows it still reads. Compaction is due when those extra files reach COMPACT_EXTRA_FILES
-# plus COMPACT_EXTRA_PER_FILE for each file a rewrite leaves (a small view's scan is a job's fixed
-# cost, which about 20 extra files raise by a third; a larger view's scan is its bytes, which a
-# small file's opening adds little to), or, for a view of more than one such file, when
-# COMPACT_DELETED_SHARE of the rows in its data files are deleted. (A count of delete files alone, 4, had the first refresh of the TPC-H 3-way join at
-# scale factor 10, its DELETEs over 18 data files writing 12 delete files, compact the view: 35 s,
-# more than its 29 s rebuild.)
+# COMPACT_FILE_BYTES): the refreshes' small data files and their delete files (an INSERT or a
+# DELETE writes one from each of its tasks: at TPC-H scale factor 10 one refresh of the 3-way join
+# left its 190 MB view 11 data files and 12 delete files more), and the deleted rows it still
+# reads. Compaction is due when those extra files reach COMPACT_EXTRA_FILES plus
+# COMPACT_EXTRA_PER_FILE for each file a rewrite leaves (32 for a small view, whose scan is a job's
+# fixed cost that 20 extra files raised by a third; a larger view's scan is its bytes, which a small
+# file's opening adds little to), or, for a view of more than one such file, when
+# COMPACT_DELETED_SHARE of the rows in its data files are deleted. A compaction of that 190 MB view
+# (29-36 s) costs as much as its rebuild (29 s): it is due after a few refreshes, not at every
+# one, as it was when 4 delete files made it due.
 COMPACT_FILE_BYTES = 64 * 1024 * 1024  # the data files a compaction writes (about a sorted build's)
 COMPACT_EXTRA_FILES = 16
-COMPACT_EXTRA_PER_FILE = 4
+COMPACT_EXTRA_PER_FILE = 16
 COMPACT_DELETED_SHARE = 0.1
 COMPACT_SMALL_FILE_BYTES = 8 * 1024 * 1024  # a compaction rewrites these, and the files with deletes
 

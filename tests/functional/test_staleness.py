@@ -106,8 +106,9 @@ class TestCompaction(StalenessProject):
         from dbt_incremental_mv import layout
 
         schema = self.setup_masters(project)
-        # due at 6 files beyond the 1 a rewrite of this small view leaves (20 unpatched: as many rounds)
+        # due at 6 files beyond the 1 a rewrite of this small view leaves (32 unpatched: as many rounds)
         monkeypatch.setattr(layout, "COMPACT_EXTRA_FILES", 2)
+        monkeypatch.setattr(layout, "COMPACT_EXTRA_PER_FILE", 4)
 
         def extra_files(view):
             found = dict(rows(project, f"select content, count(*) from {schema}.{view}.files group by content"))
@@ -173,14 +174,16 @@ class TestCompaction(StalenessProject):
             ctx.execute(planned.statements[0])
             raise RuntimeError("killed during the compaction")
 
-        monkeypatch.setattr(layout, "COMPACT_EXTRA_FILES", -4)  # every refresh is due (1 file: due at 0)
+        monkeypatch.setattr(layout, "COMPACT_EXTRA_FILES", 0)  # every refresh is due (at 0 extra files)
+        monkeypatch.setattr(layout, "COMPACT_EXTRA_PER_FILE", 0)
         monkeypatch.setattr(compact_phase, "compact", killed)
         project.run_sql(f"update {schema}.orders set amount = amount + 1 where order_id = 1")
         _, log = run_dbt_and_capture(["run", "--select", "v_fast"], expect_pass=False)
         assert "killed during the compaction" in log, log
         self.check(project, "v_fast")
         monkeypatch.undo()
-        monkeypatch.setattr(layout, "COMPACT_EXTRA_FILES", -4)
+        monkeypatch.setattr(layout, "COMPACT_EXTRA_FILES", 0)
+        monkeypatch.setattr(layout, "COMPACT_EXTRA_PER_FILE", 0)
         project.run_sql(f"update {schema}.orders set amount = amount + 1 where order_id = 1")
         project.run_sql(f"insert into {schema}.orders values (99, 9.00)")
         _, log = run_dbt_and_capture(["run", "--select", "v_fast"])

@@ -159,7 +159,7 @@ def test_mv_status_recommends_compacting_a_view_its_refreshes_left_many_delete_f
 
 
 def _view_with_delete_files(data_files: int, delete_files: int, auto_compact: bool = True) -> Warehouse:
-    """A join view of 400 MB (a rewrite leaves 7 files: due at 44 extra files) whose refreshes left
+    """A join view of 400 MB (a rewrite leaves 7 files: due at 128 extra files) whose refreshes left
     ``data_files`` and ``delete_files``, then a small change of the orders."""
     warehouse = Warehouse("join")
     warehouse.model["config"]["auto_compact"] = auto_compact
@@ -175,9 +175,9 @@ def _view_with_delete_files(data_files: int, delete_files: int, auto_compact: bo
 
 
 def test_force_prices_the_compaction_a_fast_refresh_would_make_due():
-    # the fake plans no pruning: the refresh's DELETE meets every file, which then has a delete
-    # file; with its INSERT, 41 data files, 34 over 7, and 41 delete files: due
-    warehouse = _view_with_delete_files(40, 9)
+    # 100 files of 4 MB; the fake plans no pruning: the refresh's DELETE meets every file, which then
+    # has a delete file; with its INSERT, 101 data files, 94 over 7, and 101 delete files: due
+    warehouse = _view_with_delete_files(100, 9)
     line = warehouse.refresh()
     choice = warehouse.last[1].facts.cost_choice
     assert choice.fast.compaction_statements == 2, line  # rewrite_data_files, rewrite_position_delete_files
@@ -188,7 +188,7 @@ def test_force_prices_the_compaction_a_fast_refresh_would_make_due():
     assert line.startswith("complete (estimated "), line
     assert choice.short.endswith("s fast (its compaction with it) vs %.1f s complete" % choice.complete.seconds)
     # 10 files of 40 MB: 11 data files, 4 over 7, and 10 delete files: 14, not due
-    for left in (_view_with_delete_files(10, 0), _view_with_delete_files(40, 9, auto_compact=False)):
+    for left in (_view_with_delete_files(10, 0), _view_with_delete_files(100, 9, auto_compact=False)):
         left.refresh()
         choice = left.last[1].facts.cost_choice
         assert (choice.fast.compaction_statements, choice.fast.bytes_compacted) == (0, 0)
