@@ -163,7 +163,7 @@ if args.auto_compact:
     extra = 0
     while extra < 50:
         now = published_files()
-        # a round adds a data file and a delete file: the next one makes the view due
+        # a round adds a data file and at most a delete file: within 2 of due, the next may make it due
         if now is not None and now.extra_files >= now.extra_files_due - 2:
             break
         refresh()

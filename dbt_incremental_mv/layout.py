@@ -231,12 +231,17 @@ class ViewFiles:
         return COMPACT_EXTRA_FILES + COMPACT_EXTRA_PER_FILE * self.rewritten_files
 
     @property
+    def judged_by_deleted_rows(self) -> bool:
+        """Whether its deleted rows can make it due: a view of more than one file (in one, the rows
+        a scan reads and drops cost less than the job the scan is)."""
+        return self.rewritten_files > 1
+
+    @property
     def compaction_due(self) -> bool:
         """Too many extra files for the view's size, or too many deleted rows (the thresholds above)."""
         many = self.extra_files >= self.extra_files_due
-        # (a view of one file: the rows it reads and drops cost less than the job its scan is)
-        deleted = self.rewritten_files > 1 and self.deleted > 0 and self.deleted >= COMPACT_DELETED_SHARE * self.records
-        return many or deleted
+        deleted = self.deleted > 0 and self.deleted >= COMPACT_DELETED_SHARE * self.records
+        return many or (deleted and self.judged_by_deleted_rows)
 
     @property
     def due_at(self) -> str:
@@ -246,7 +251,7 @@ class ViewFiles:
             if self.partitioned
             else f"{self.extra_files_due:,} files beyond the {self.rewritten_files:,} data files a rewrite leaves"
         )
-        deleted = f", or {COMPACT_DELETED_SHARE:.0%} of its rows deleted" if self.rewritten_files > 1 else ""
+        deleted = f", or {COMPACT_DELETED_SHARE:.0%} of its rows deleted" if self.judged_by_deleted_rows else ""
         return f"{files} (now {self.extra_files:,}){deleted}"
 
     def describe(self) -> str:

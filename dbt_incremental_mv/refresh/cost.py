@@ -103,6 +103,16 @@ class Calibration:
             measured=str(document.get("measured", "")),
         )
 
+    @property
+    def rebuilt_per_gb(self) -> float:
+        """A complete refresh's price per GB of the view it writes again."""
+        return self.seconds_per_gb_written if self.seconds_per_gb_rebuilt is None else self.seconds_per_gb_rebuilt
+
+    @property
+    def compacted_per_gb(self) -> float:
+        """A compaction's price per GB of the data files it rewrites."""
+        return self.rebuilt_per_gb if self.seconds_per_gb_compacted is None else self.seconds_per_gb_compacted
+
 
 CALIBRATION_ENV = environment.CALIBRATION.name
 
@@ -320,7 +330,6 @@ def complete_seconds(prices: Calibration, read: int, stages: int, windows: int, 
     """A complete refresh's price: one statement reading ``read`` bytes of masters through
     ``stages`` joins and aggregations and ``windows`` rankings (query_stages), writing ``written``
     (the view again, sorted)."""
-    rebuilt = prices.seconds_per_gb_written if prices.seconds_per_gb_rebuilt is None else prices.seconds_per_gb_rebuilt
     return (
         prices.complete_fixed_seconds
         + prices.seconds_per_statement
@@ -331,7 +340,7 @@ def complete_seconds(prices: Calibration, read: int, stages: int, windows: int, 
         )
         * read
         / GB
-        + rebuilt * written / GB
+        + prices.rebuilt_per_gb * written / GB
     )
 
 
@@ -501,8 +510,8 @@ def files_after(
     """The view's files once the fast refresh of ``statement`` has committed, ``files`` those it has
     now: each INSERT adds a data file (``written`` bytes in all, estimate_fast); each DELETE a delete
     file for each data file it plans (one from each scan task that deletes; a later DELETE in the
-    same file merges them: about one per data file at most), at least one. None: a write replaces the view's rows (an INSERT
-    OVERWRITE leaves no delete file and no small file)."""
+    same file merges them: about one per data file at most), at least one. None: a write replaces
+    the view's rows (an INSERT OVERWRITE leaves no delete file and no small file)."""
     names = [w.name for w in statement.writes]
     if "overwrite" in names:
         return None
@@ -539,13 +548,9 @@ def with_compaction(
     else:
         with_deletes = files.delete_files * files.bytes // files.data_files
         rewritten = min(files.bytes, with_deletes + fast.bytes_written)
-    per_gb = (
-        prices.seconds_per_gb_rebuilt if prices.seconds_per_gb_compacted is None else prices.seconds_per_gb_compacted
-    )
-    per_gb = prices.seconds_per_gb_written if per_gb is None else per_gb
     return replace(
         fast,
-        seconds=fast.seconds + prices.seconds_per_statement * statements + per_gb * rewritten / GB,
+        seconds=fast.seconds + prices.seconds_per_statement * statements + prices.compacted_per_gb * rewritten / GB,
         compaction_statements=statements,
         bytes_compacted=rewritten,
     )

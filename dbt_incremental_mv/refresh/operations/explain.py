@@ -26,10 +26,7 @@ from dbt_incremental_mv.analysis.analyze import (
 from dbt_incremental_mv.analysis.errors import UnsupportedViewError, describe
 from dbt_incremental_mv.analysis.model import OutputKind, Ranking
 from dbt_incremental_mv.config import ConfigError, RefreshMethod
-from dbt_incremental_mv.layout import (
-    ViewFiles,
-    layout_advice,
-)
+from dbt_incremental_mv.layout import ViewFiles, layout_advice
 from dbt_incremental_mv.logs import sql as log_sql
 from dbt_incremental_mv.logs.capture_plan import CaptureMethod, CapturePlan
 from dbt_incremental_mv.logs.contract import LogContractError, LogSpec
