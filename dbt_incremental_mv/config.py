@@ -22,6 +22,15 @@ class RefreshMethod(StrEnum):
 
 REFRESH_METHODS = tuple(RefreshMethod)
 
+
+class IndexedState(StrEnum):
+    """The model config ``indexed_state``: whether a join view keeps an indexed join state."""
+
+    AUTO = "auto"  # kept while the view's recent refreshes say it pays (refresh/indexed_choice.py)
+    ON = "true"  # always kept (when the view has a dimension to index)
+    OFF = "false"  # never kept
+
+
 FILE_FORMAT = "iceberg"
 
 ON_CONFIGURATION_CHANGE = ("apply", "fail")
@@ -84,12 +93,15 @@ MODEL_CONFIGS = (
     ),
     ConfigKey(
         "indexed_state",
-        "`true`, `false`",
-        "`false`",
+        "`auto`, `true`, `false`",
+        "`auto`",
         "Join views: keep the join of the view's other tables sorted by a dimension's key (an internal "
         "state), so that a change of that dimension finds its rows by file pruning instead of reading the "
-        "facts whole; every fact change then also refreshes that state (its write and its log). For a "
-        "dimension that changes often beside large, rarely changed facts. See *How a refresh works*.",
+        "facts whole; every fact change then also refreshes that state (its write and its log). `auto`: "
+        "kept once the view's last refreshes show that the dimension's changes cost more than the state "
+        "would (a price of each, from the facts' size and which tables changed), and dropped when they "
+        "no longer do; each switch rebuilds the view once. `explain_fast_refresh` says why. See *How a "
+        "refresh works*.",
     ),
     ConfigKey(
         "auto_compact",
@@ -187,12 +199,13 @@ class FastRefreshConfig:
     # a fast refresh of an aggregate view of at most this many rows rewrites it whole, in one statement
     rewrite_rows: int = 100_000
     # a join view keeps its facts' join sorted by a dimension's key, as a state (analysis/indexed.py)
-    indexed_state: bool = False
+    indexed_state: IndexedState = IndexedState.AUTO
     # a fast refresh compacts the view when its files are due (refresh/phases/compact.py)
     auto_compact: bool = True
 
     def __post_init__(self) -> None:  # (written as the user writes it: the enum member)
         object.__setattr__(self, "refresh_method", RefreshMethod(self.refresh_method))
+        object.__setattr__(self, "indexed_state", IndexedState(self.indexed_state))
 
     @classmethod
     def from_model_config(cls, model_name: str, config: Mapping[str, Any]) -> FastRefreshConfig:
@@ -248,13 +261,7 @@ class FastRefreshConfig:
                 "(an aggregate view of at most that many rows is rewritten whole by one statement when fast "
                 "refreshed; 0: never)."
             )
-        indexed_state = config.get("indexed_state", False)
-        if not isinstance(indexed_state, bool):
-            raise ConfigError(
-                f"Model '{model_name}': indexed_state={indexed_state!r} must be true or false (true: a join view "
-                "keeps its facts' join sorted by a dimension's key, so that the dimension's changes do not read "
-                "the facts whole)."
-            )
+        indexed_state = _indexed_state(model_name, config.get("indexed_state"))
         auto_compact = config.get("auto_compact", True)
         if not isinstance(auto_compact, bool):
             raise ConfigError(
@@ -272,6 +279,20 @@ class FastRefreshConfig:
             refresh_history=refresh_history,
             history_schema=history_schema.strip().lower() if history_schema else None,
         )
+
+
+def _indexed_state(model_name: str, value: Any) -> IndexedState:
+    if value is None:
+        return IndexedState.AUTO
+    if isinstance(value, bool):
+        return IndexedState.ON if value else IndexedState.OFF
+    if isinstance(value, str) and value.strip().lower() in tuple(IndexedState):
+        return IndexedState(value.strip().lower())
+    raise ConfigError(
+        f"Model '{model_name}': indexed_state={value!r} must be 'auto', true or false (true: a join view keeps "
+        "its facts' join sorted by a dimension's key, so that the dimension's changes do not read the facts "
+        "whole; 'auto', the default: kept while the view's recent refreshes show it pays)."
+    )
 
 
 # How a Spark without table access control answers SHOW GRANTS (open-source Spark 3.5 cannot parse

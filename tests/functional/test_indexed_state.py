@@ -124,3 +124,75 @@ class TestRefreshersOfAnIndexedState(Refreshers):
         step has already read from the state's snapshots)."""
         state = "order_countries__mv_state_by_customer_id"
         return [("delete from", state), ("mv_indexed", "order_countries"), (f"{state}', 'main'", None)]
+
+
+class TestIndexedStateChosenByItsRecord:
+    """indexed_state='auto' (the default; refresh/indexed_choice.py): a join view keeps the state
+    once its record says the dimension's changes cost more than the state would, and drops it when
+    the facts' changes outweigh them, each switch a rebuild, the view equal to its query throughout.
+    The prices are patched so that this small view's facts cost what large ones do (a GB read at
+    1e9 s), and two recorded refreshes suffice."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        auto = "{{ config(materialized='fast_refresh', refresh_method='fast') }}\n"
+        return {"retail_orders.sql": auto + RETAIL_ORDERS, "sources.yml": Workload.sources_yml(MASTERS)}
+
+    def test_the_state_is_built_and_dropped_as_the_record_prices_it(self, project, monkeypatch):
+        from dbt_incremental_mv.refresh import indexed_choice
+        from dbt_incremental_mv.refresh.cost import calibration
+        from dbt_incremental_mv.refresh.phases import plan as plan_phase
+
+        prices = replace(calibration(), seconds_per_gb_read=1e9, fast_fixed_seconds=0.0)
+        monkeypatch.setattr(plan_phase, "calibration", lambda: prices)
+        monkeypatch.setattr(indexed_choice, "MIN_RECORDED", 2)
+        workload = Workload(project, [replace(m, rows={}) for m in MASTERS], 47)
+        workload.create(initial_rows=10)
+        schema, state = project.test_schema, STATES["retail_orders"]
+        query = TestIndexedJoinState().query(workload, RETAIL_ORDERS)
+
+        def run(masters, expected):
+            if masters:
+                workload.round(6, masters=masters)
+            results, log = run_dbt_and_capture(["run"], expect_pass=None)
+            assert all(r.status == "success" for r in results), log
+            for line in expected:
+                assert line in log, (line, log)
+            workload.check("retail_orders", query, visible_columns(project, "retail_orders"))
+            tables = {row[1] for row in project.run_sql(f"show tables in {schema}", fetch="all")}
+            return state in tables
+
+        assert not run([], ["retail_orders: build (first run"])
+        # the customers changing alone: recorded, then the state pays (the switch rebuilds once)
+        assert not run(["customers"], ["retail_orders: fast refresh: "])
+        _, explained = run_dbt_and_capture(
+            ["run-operation", "explain_fast_refresh", "--args", "{model: retail_orders}"]
+        )
+        assert "indexed state: indexed_state=auto: the state is not kept: of the last 1 fast refreshes" not in explained
+        assert (
+            "indexed state: indexed_state=auto: the state is not kept until 2 fast refreshes are recorded (1 so far)"
+            in explained
+        ), explained
+        assert not run(["customers"], ["retail_orders: fast refresh: "])
+        _, explained = run_dbt_and_capture(
+            ["run-operation", "explain_fast_refresh", "--args", "{model: retail_orders}"]
+        )
+        assert (
+            "indexed state: indexed_state=auto: the state is built now: of the last 2 fast refreshes 2 changed"
+            in explained
+        ), explained
+        assert run(
+            ["customers"],
+            [f"{state}: build (first run", "retail_orders: build (the view is now read from its internal state"],
+        )
+        # the orders changing alone, refreshed through the state: recorded until they outweigh the customers
+        for _ in range(3):
+            assert run(["orders"], [f"{state}: fast refresh: ", "retail_orders: fast refresh: "])
+        _, explained = run_dbt_and_capture(
+            ["run-operation", "explain_fast_refresh", "--args", "{model: retail_orders}"]
+        )
+        assert "the state is dropped now: of the last 5 fast refreshes 2 changed shop.customers" in explained, explained
+        assert not run(
+            ["orders"], ["retail_orders: build (the view is now maintained as one view", f"{state} it no longer reads"]
+        )
+        assert not run(["orders", "customers"], ["retail_orders: fast refresh: "])

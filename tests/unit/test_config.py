@@ -49,8 +49,16 @@ def test_grants_on_a_spark_without_grant_are_refused_naming_the_model():
     assert grants_unsupported_error("v", "[TABLE_OR_VIEW_NOT_FOUND] The table `s`.`v` cannot be found") is None
 
 
-def test_indexed_state_is_off_by_default_and_a_boolean():
-    assert FastRefreshConfig.from_model_config("m", {}).indexed_state is False
-    assert FastRefreshConfig.from_model_config("m", {"indexed_state": True}).indexed_state is True
-    with pytest.raises(ConfigError, match="Model 'm': indexed_state='yes' must be true or false"):
-        FastRefreshConfig.from_model_config("m", {"indexed_state": "yes"})
+def test_indexed_state_is_auto_by_default_and_a_boolean_forces_it():
+    from dbt_incremental_mv.config import IndexedState
+
+    def parsed(value):
+        return FastRefreshConfig.from_model_config("m", {"indexed_state": value}).indexed_state
+
+    assert FastRefreshConfig.from_model_config("m", {}).indexed_state is IndexedState.AUTO
+    assert parsed(True) is IndexedState.ON and parsed(False) is IndexedState.OFF
+    assert parsed(" Auto ") is IndexedState.AUTO and parsed("false") is IndexedState.OFF
+    assert parsed(None) is IndexedState.AUTO
+    for wrong in ("yes", 1):
+        with pytest.raises(ConfigError, match="Model 'm': indexed_state=.* must be 'auto', true or false"):
+            parsed(wrong)

@@ -61,6 +61,7 @@ class Explanation:
     next_run: str = ""  # what the next dbt run does, and why
     cost: str | None = None  # the estimates force decides by, and its choice
     files: str | None = None  # a built view's files, and when a refresh compacts them (compact.py)
+    indexed: str | None = None  # a join view that could keep an indexed join state: whether it does, why
     phases: list[tuple[str, list[str]]] = field(default_factory=list)  # (phase, statements or -- notes)
     layout: list[str] = field(default_factory=list)
     # a view maintained in steps: the explanation of each of its units (its states, then itself)
@@ -83,6 +84,8 @@ class Explanation:
             out.append(f"cost: {self.cost}")
         if self.files:
             out.append(f"files: {self.files}")
+        if self.indexed:
+            out.append(f"indexed state: {self.indexed}")
         out += [f"master {line}" for line in self.masters]
         for phase, statements in self.phases:
             out += ["", f"-- {phase}"]
@@ -122,6 +125,7 @@ def explain(
         f"key ({', '.join(spec.key)}) from {spec.key_origin or 'its declaration'}"
         for _, spec in sorted(plan.logs.items())
     ]
+    found.indexed = plan.indexed.reason if plan.indexed is not None else None
     if plan.action == RefreshAction.IN_STEPS:
         return _in_steps(ctx, found, plan)
     found.refusals = refusals(ctx, plan, model, sql, graph)

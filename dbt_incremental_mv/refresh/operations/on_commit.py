@@ -150,7 +150,14 @@ def _refresh_view(
         tuple(sorted({*position.commits, *commits})),
         position.log_snapshot,
     )
-    new_state = ViewState(logs=logs, method="on-commit", base=read_at, run=secrets.token_hex(6), states=state.states)
+    new_state = ViewState(
+        logs=logs,
+        method="on-commit",
+        base=read_at,
+        run=secrets.token_hex(6),
+        states=state.states,
+        changes=state.changes,
+    )
     if statement.branch is not None:
         open_write_branch(ctx, view, statement.branch, read_at)
     try:  # the steps the materialization runs, by the same loop

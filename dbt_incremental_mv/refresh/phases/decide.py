@@ -82,6 +82,8 @@ class PlanFacts:
     clock_moved: str | None = None  # the view reads the clock where a move of it changes more than filters
     crossings_applied: bool = False  # its view class applies rows the time moved across as changes (join)
     in_steps: str | None = None  # refused as one view, it splits into states (analysis/states.py): which
+    # the model's query is the same, but the view was written by another shape of refresh (plan.reshaping)
+    reshaped: str | None = None
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,8 @@ def decide_refresh(
                 "automatically."
             )
         return RefreshDecision(RefreshAction.BUILD, f"{facts.definition_change}: rebuilding the view in full")
+    if facts.reshaped is not None:
+        return RefreshDecision(RefreshAction.BUILD, facts.reshaped)
     if config.refresh_method is RefreshMethod.COMPLETE:
         return RefreshDecision(RefreshAction.COMPLETE, "refresh_method='complete'")
     run = run or RunFacts()

@@ -13,13 +13,15 @@ from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewD
 from dbt_incremental_mv.analysis.clock import Clock, ClockError, MovingFilter, sql_reads_clock
 from dbt_incremental_mv.analysis.indexed import indexed_split
 from dbt_incremental_mv.analysis.states import StateSplit, split_into_states
-from dbt_incremental_mv.config import ConfigError, FastRefreshConfig, RefreshMethod
+from dbt_incremental_mv.config import ConfigError, FastRefreshConfig, IndexedState, RefreshMethod
 from dbt_incremental_mv.definition import (
     COLUMNS_PROPERTY,
     DEFINITION_PROPERTY,
     MODEL_QUERY_PROPERTY,
+    defining_query,
     definition_change,
     encode_columns,
+    normalized_sql,
 )
 from dbt_incremental_mv.layout import ViewLayout, indexed_layout, view_layout
 from dbt_incremental_mv.logs import properties as log_properties
@@ -33,7 +35,9 @@ from dbt_incremental_mv.logs.contract import (
     validate_log_columns,
 )
 from dbt_incremental_mv.metadata import Metadata, commits_since
+from dbt_incremental_mv.refresh import indexed_choice
 from dbt_incremental_mv.refresh.context import RefreshContext
+from dbt_incremental_mv.refresh.cost import calibration
 from dbt_incremental_mv.refresh.graph import dependency_names, dependency_relations, view_consumers
 from dbt_incremental_mv.refresh.phases import clock as clock_phase
 from dbt_incremental_mv.refresh.phases.decide import (
@@ -49,6 +53,7 @@ from dbt_incremental_mv.refresh.state.view_state import view_state_at
 from dbt_incremental_mv.refresh.units import (
     Unit,
     internal_states,
+    is_state_relation,
     model_query,
     retired_states,
     sorted_by,
@@ -127,6 +132,12 @@ class RefreshPlan(CarriesDecision):
     internal_states: tuple[str, ...] = ()
     # states the view's last commit lists and this one does not: dropped once it is published
     retired_states: tuple[str, ...] = ()
+    # a join view that could keep an indexed join state: whether it does, and why (indexed_choice.py)
+    indexed: indexed_choice.IndexedChoice | None = None
+    # ... the logs of its dimension, when its fast refreshes add to its record (ViewState.changes)
+    dimension_logs: tuple[str, ...] = ()
+    # ... and the record its last commit holds (carried by every commit, added to by fast ones)
+    changes: str = ""
 
 
 def read_column_types(
@@ -181,6 +192,8 @@ def plan_refresh(
             f"meta: {{mv_log: {{master: {name}, key: [<key columns>]}}}}."
         )
     meta = ctx.metadata
+    # what the view's last commit recorded (None: no view, or not made by the plugin)
+    previous = view_state_at(meta, view_relation)[0] if existing_type == "table" else None
     blocker = None
     split_advice = None
     steps: StateSplit | None = None  # the query is maintained in steps: these states, then the query over them
@@ -190,6 +203,10 @@ def plan_refresh(
     logged_columns: dict[str, list[str]] = {}
     evolutions: dict[str, LogEvolution] = {}  # capture-managed logs their master's schema changes outgrew
     existing_logs: set[str] = set()
+    indexed: indexed_choice.IndexedChoice | None = None
+    dimension_logs: tuple[str, ...] = ()
+    if sorted_by_occurrence(model):  # the view over an indexed join state: its dimension is its other master
+        dimension_logs = tuple(spec.log_relation for m, spec in logs.items() if not is_state_relation(m))
     missing = [m for m in masters if m not in logs]
     names = dependency_names(model, graph)  # as the user writes them: source_name.table_name, model name
     master_columns = {m: meta.columns(m) for m in masters}
@@ -239,28 +256,35 @@ def plan_refresh(
             blocker = view_classes.blocker(definition, logged)
             if (
                 blocker is None
-                and config.indexed_state
+                and config.indexed_state is not IndexedState.OFF
                 and in_steps_allowed(config, clock)
                 and not internal_states(model)
             ):
-                steps = indexed_split(compiled_sql, definition, tables, master_rows(meta, masters))
-                if steps is not None:  # maintained as the steps of a view refused as one are
-                    definition = None
+                split = indexed_split(compiled_sql, definition, tables, master_rows(meta, masters))
+                if split is not None:
+                    indexed = choose_indexed(meta, config, split, definition, names, previous, view_relation)
+                    if indexed.keep:  # maintained as the steps of a view refused as one are
+                        steps, definition = split, None
+                    else:
+                        dimension_logs = (logs[dimension_master(split, definition)].log_relation,)
     existing_columns = None
     stored_definition = None
     view_types: dict[str, str] = {}
-    previous_states: tuple[str, ...] = ()
+    previous_states = previous.states if previous is not None else ()
     read_columns = read_column_types(definition, master_columns) if definition is not None else None
-    change = None
+    change = reshaped = None
     if existing_type == "table":
         view = meta.table(view_relation)
         view_types = dict(view.columns) if view is not None else {}
         existing_columns = tuple(view_types)
         properties = view.properties if view is not None else {}
         stored_definition = properties.get(DEFINITION_PROPERTY)
-        change = definition_change(stored_definition, compiled_sql, properties.get(COLUMNS_PROPERTY), read_columns)
-        previous = view_state_at(meta, view_relation)[0]
-        previous_states = previous.states if previous is not None else ()
+        reshaped = reshaping(stored_definition, defining_query(properties), compiled_sql, model)
+        change = (
+            None
+            if reshaped
+            else definition_change(stored_definition, compiled_sql, properties.get(COLUMNS_PROPERTY), read_columns)
+        )
     recreated = sorted(log for log, evolution in evolutions.items() if evolution.recreate)
     lacking = [
         c
@@ -286,6 +310,7 @@ def plan_refresh(
         else None,
         crossings_applied=definition is not None and view_classes.applies_crossed_rows(definition) and own_log is None,
         in_steps=steps.described() if steps is not None else None,
+        reshaped=reshaped,
     )
     decision = decide_refresh(name, config, facts)
     view_state, view_read_at = None, None
@@ -358,6 +383,57 @@ def plan_refresh(
         retired_states=tuple(retired_states(previous_states, states))
         if decision.action != RefreshAction.IN_STEPS
         else (),
+        indexed=indexed,
+        dimension_logs=dimension_logs,
+        changes=previous.changes if previous is not None else "",
+    )
+
+
+def reshaping(
+    stored_definition: str | None, stored_query: str | None, compiled_sql: str, model: Mapping[str, Any]
+) -> str | None:
+    """Why the view is rebuilt though the model's query is the same (None: it is not): it was
+    written by another shape of refresh (as one view, or from internal states: indexed_state)."""
+    own_query = model_query(model) or compiled_sql
+    if stored_definition is None or stored_query is None:
+        return None
+    if normalized_sql(stored_definition) == normalized_sql(compiled_sql):
+        return None
+    if normalized_sql(stored_query) != normalized_sql(own_query):
+        return None  # the model's SQL changed: a definition change
+    if internal_states(model):
+        return "the view is now read from its internal state: rebuilt once over it"
+    return "the view is now maintained as one view, not from internal states: rebuilt once"
+
+
+def dimension_master(split: StateSplit, definition: ViewDefinition) -> str:
+    """The master of the dimension an indexed join state is sorted by."""
+    return next(o.master.name for o in definition.occurrences if o.alias == split.indexed_alias)
+
+
+def choose_indexed(
+    meta: Metadata,
+    config: FastRefreshConfig,
+    split: StateSplit,
+    definition: ViewDefinition,
+    names: Mapping[str, str],
+    previous: ViewState | None,
+    view_relation: str,
+) -> indexed_choice.IndexedChoice:
+    """Whether the join view keeps the indexed join state ``split`` (indexed_choice.py), from its
+    last commit's record and the sizes of its facts and of itself."""
+    dimension = dimension_master(split, definition)
+    facts = sorted({o.master.name for o in definition.occurrences} - {dimension})
+    sizes = [meta.table_size(m) for m in facts]
+    view_size = meta.table_size(view_relation) if previous is not None else None
+    return indexed_choice.choose(
+        config.indexed_state,
+        kept=bool(previous is not None and previous.states),
+        record=previous.changes if previous is not None else "",
+        dimension=names.get(dimension, dimension),
+        fact_bytes=None if any(s is None for s in sizes) else sum(s[0] for s in sizes if s is not None),
+        view_bytes=view_size[0] if view_size is not None else None,
+        prices=calibration(),
     )
 
 

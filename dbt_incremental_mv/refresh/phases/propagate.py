@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from dbt_incremental_mv import view_table
 from dbt_incremental_mv.analysis.render import render_select
+from dbt_incremental_mv.refresh import indexed_choice
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.phases import own_log
@@ -108,7 +109,14 @@ def fast(
         return Propagation([], None, marked, f"fast refresh: nothing marked ({kinds}); no write")
     choice = run.facts.after_mark if run.facts is not None else None
     chosen = f"; force: {choice.short}" if choice is not None else ""
-    state = commit_state(marked, "fast", base=read_at, clock=plan.now, states=plan.internal_states)
+    changes = (
+        indexed_choice.recorded(
+            plan.changes, (m.spec.log_relation for m in marked.values() if m.has_changes), plan.dimension_logs
+        )
+        if plan.dimension_logs
+        else plan.changes
+    )
+    state = commit_state(marked, "fast", base=read_at, clock=plan.now, states=plan.internal_states, changes=changes)
     summary = (
         f"fast refresh: {kinds}; steps run: {', '.join(statement.steps_run)}"
         + (f"; skipped: {', '.join(statement.steps_skipped)}" if statement.steps_skipped else "")
@@ -163,7 +171,9 @@ def complete(ctx: RefreshContext, run: RefreshRun, marked: Mapping[str, MarkedLo
         query = plan.layout.sorted_query(render_select(definition, sources))
         columns = definition.stored_columns
         base = ctx.metadata.main(plan.view_relation) if plan.existing_columns else None
-        state = commit_state(marked, run.action, base=base, clock=plan.now, states=plan.internal_states)
+        state = commit_state(
+            marked, run.action, base=base, clock=plan.now, states=plan.internal_states, changes=plan.changes
+        )
     else:
         query, columns, state = plan.compiled_sql, None, None
     same_table = plan.existing_columns == tuple(columns or ()) and plan.stored_definition == plan.compiled_sql.strip()

@@ -177,11 +177,17 @@ def stale_write_branches(branches: Sequence[str], now_ms: int | None = None) -> 
 
 
 def commit_state(
-    marked, method: str, base: int | None, clock: Clock | None = None, states: tuple[str, ...] = ()
+    marked,
+    method: str,
+    base: int | None,
+    clock: Clock | None = None,
+    states: tuple[str, ...] = (),
+    changes: str = "",
 ) -> ViewState:
     """The state a refresh's commit records; ``base``: the view snapshot it is made on; ``clock``:
     the time the view's clock functions read as (None: it reads no clock); ``states``: the
-    internal states of a view maintained in steps (refresh/units.py)."""
+    internal states of a view maintained in steps (refresh/units.py); ``changes``: the record of
+    what its last fast refreshes changed (refresh/indexed_choice.py)."""
     return ViewState(
         logs={
             m.spec.log_relation: LogPosition(
@@ -194,6 +200,7 @@ def commit_state(
         run=secrets.token_hex(6),
         clock=clock.timestamp if clock is not None else None,
         states=states,
+        changes=changes,
     )
 
 

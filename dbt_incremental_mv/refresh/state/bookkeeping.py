@@ -45,6 +45,9 @@ class ViewState:
     # a view maintained in steps (refresh/units.py): the relations of its internal states, which
     # consume its masters' logs for it (what every reader of a log consumed counts their positions)
     states: tuple[str, ...] = ()
+    # a join view that could keep an indexed join state (refresh/indexed_choice.py): what its last
+    # fast refreshes changed, oldest first, a letter each (indexed_choice.Changed)
+    changes: str = ""
 
     def encode(self) -> str:
         payload = {
@@ -53,6 +56,7 @@ class ViewState:
             **({"run": self.run} if self.run is not None else {}),
             **({"clock": self.clock} if self.clock is not None else {}),
             **({"states": list(self.states)} if self.states else {}),
+            **({"changes": self.changes} if self.changes else {}),
             "logs": {
                 name: [pos.sequence, pos.master_snapshot, sorted(pos.commits)]
                 + ([pos.log_snapshot] if pos.log_snapshot is not None or pos.uncaptured else [])
@@ -85,6 +89,7 @@ class ViewState:
             run = payload.get("run")
             clock = payload.get("clock")
             states = tuple(str(s) for s in payload.get("states") or ())
+            changes = str(payload.get("changes") or "")
             return cls(
                 logs=logs,
                 method=str(payload["method"]),
@@ -92,6 +97,7 @@ class ViewState:
                 run=None if run is None else str(run),
                 clock=None if clock is None else str(clock),
                 states=states,
+                changes=changes,
             )
         except (ValueError, KeyError, TypeError):
             return None

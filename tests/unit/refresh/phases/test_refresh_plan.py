@@ -171,3 +171,29 @@ def test_a_query_that_splits_but_is_always_recomputed_says_how_in_the_refusal():
         "a fast_refresh model of its own with mv_log=true, declare its change log as a source (meta.mv_log with that key) and "
         "read it here with ref(): the query over it is then an aggregate view"
     ), run.plan.facts.blocker
+
+
+def test_a_view_written_by_another_shape_of_refresh_is_rebuilt_once_whatever_on_configuration_change():
+    """indexed_state switching (refresh/indexed_choice.py): the model's query is the same, the view
+    was written as one join and is now read from its state, or the other way; a rebuild, not a
+    definition change (on_configuration_change='fail' is about the user's SQL)."""
+    from dbt_incremental_mv.refresh.phases.plan import reshaping
+    from dbt_incremental_mv.refresh.units import INTERNAL_STATES, MODEL_QUERY
+
+    query, over_state = "select * from a join b on a.k = b.k", "select * from a join s on a.k = s.k"
+    plain_model = {"name": "v"}
+    view_unit = {"name": "v", INTERNAL_STATES: ["s.v__mv_state_by_k"], MODEL_QUERY: query}
+    # written as one join, now read from the state; and back
+    assert (
+        reshaping(query, query, over_state, view_unit)
+        == "the view is now read from its internal state: rebuilt once over it"
+    )
+    assert reshaping(over_state, query, query, plain_model).startswith("the view is now maintained as one view")
+    # the same shape, or the model's SQL itself changed (a definition change), or nothing stored: none
+    assert reshaping(query, query, query, plain_model) is None
+    assert reshaping(over_state, query, over_state, view_unit) is None
+    assert reshaping(over_state, "select 1", query, plain_model) is None
+    assert reshaping(None, None, query, plain_model) is None
+    fail = FastRefreshConfig(on_configuration_change="fail")
+    decision = decide_refresh("v", fail, PlanFacts("table", reshaped="the view is now read from its internal state"))
+    assert decision.action == RefreshAction.BUILD and decision.reason == "the view is now read from its internal state"
