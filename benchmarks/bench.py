@@ -201,13 +201,18 @@ def _models_line(run: dict) -> str:
             + ", ".join(f"{name} {m['execution_time_s']:.1f}" for name, m in models.items()))
 
 
+# a join view that indexed_state='auto' switches to or from its indexed state is rebuilt once (plan.reshaping)
+SWITCHED = ("build (the view is now read from its internal state", "build (the view is now maintained as one view")
+
+
 def check_fast_refreshed(run: dict, views: list[shop.View]) -> None:
     """Every view must log ``<view>: fast refresh`` (the rows the time moved across included, when
-    it reads the clock); the reason of any other outcome is reported."""
+    it reads the clock), or the rebuild of a switch of its indexed state; the reason of any other
+    outcome is reported."""
     problems = []
     for view in views:
         lines = run["models"].get(view.name, {}).get("log_lines", [])
-        if not any(line.startswith(f"{view.name}: fast refresh") for line in lines):
+        if not any(line.startswith((f"{view.name}: fast refresh", *(f"{view.name}: {s}" for s in SWITCHED))) for line in lines):
             problems.append(f"{view.name}: " + (" | ".join(lines) or "no log line"))
     if problems:
         raise BenchmarkFailure("not fast refreshed:\n  " + "\n  ".join(problems))

@@ -4,7 +4,7 @@ maintained in two steps. Under randomized changes (NULL join keys, key changes, 
 and single statements) each step is fast refreshed and the view equals its query recomputed on the
 masters; the state's table is written sorted by the dimension's key with bloom filters on its
 keys; a run interrupted after any statement (in the state's refresh, between the state's commit
-and the view's, in the view's) is completed by the next one; turning the config off drops the
+and the view's, in the view's) is completed by the next one; indexed_state=false drops the
 state and rebuilds the view as one."""
 
 from dataclasses import replace
@@ -90,7 +90,7 @@ class TestIndexedJoinState:
 
         # the config off: the view is rebuilt as one join view and its state dropped with its log
         write_file(
-            "{{ config(materialized='fast_refresh', refresh_method='fast') }}\n" + RETAIL_ORDERS,
+            "{{ config(materialized='fast_refresh', refresh_method='fast', indexed_state=false) }}\n" + RETAIL_ORDERS,
             project.project_root,
             "models",
             "retail_orders.sql",
