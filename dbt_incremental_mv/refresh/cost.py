@@ -44,7 +44,7 @@ from dbt_incremental_mv.analysis.model import ViewDefinition
 from dbt_incremental_mv.layout import COMPACT_SMALL_FILE_BYTES, ViewFiles
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
-from dbt_incremental_mv.refresh.views.statement import RefreshStatement
+from dbt_incremental_mv.refresh.views.statement import RefreshStatement, WriteKind
 
 GB = 1024**3
 Bound = int | str | datetime.date
@@ -495,7 +495,7 @@ def with_capture(
 
 def _view_deletes(statement: RefreshStatement, view_relation: str, sizes: Sizes) -> tuple[int, int]:
     """(the DELETEs of the view in ``statement``, the bytes of the view's data files they plan)."""
-    deletes = [w for w in statement.writes if w.name == "delete"]
+    deletes = [w for w in statement.writes if w.kind is WriteKind.DELETE]
     planned = 0
     for write in deletes:
         for table_read in table_reads(write.sql, view_relation):
@@ -512,13 +512,13 @@ def files_after(
     file for each data file it plans (one from each scan task that deletes; a later DELETE in the
     same file merges them: about one per data file at most), at least one. None: a write replaces
     the view's rows (an INSERT OVERWRITE leaves no delete file and no small file)."""
-    names = [w.name for w in statement.writes]
-    if "overwrite" in names:
+    kinds = [w.kind for w in statement.writes]
+    if WriteKind.OVERWRITE in kinds:
         return None
     deletes, planned = _view_deletes(statement, view_relation, sizes)
     per_file = files.bytes / files.data_files if files.data_files else 0
     deleted_in = max(deletes, -(-planned // int(per_file)) if per_file >= 1 else deletes)
-    data_files = files.data_files + names.count("insert")
+    data_files = files.data_files + kinds.count(WriteKind.INSERT)
     return replace(
         files,
         data_files=data_files,

@@ -28,7 +28,7 @@ from dbt_incremental_mv.refresh.phases.publish import (
 from dbt_incremental_mv.refresh.phases.run import RefreshRun
 from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 from dbt_incremental_mv.refresh.views import view_classes
-from dbt_incremental_mv.refresh.views.statement import CrossedRows, RefreshStatement, Write
+from dbt_incremental_mv.refresh.views.statement import CrossedRows, RefreshStatement, Write, WriteKind
 from dbt_incremental_mv.sql_text import idents, relation
 
 IDLE = "fast refresh: nothing marked (no master commit or log change since the last refresh); no write"
@@ -178,11 +178,13 @@ def complete(ctx: RefreshContext, run: RefreshRun, marked: Mapping[str, MarkedLo
         query, columns, state = plan.compiled_sql, None, None
     same_table = plan.existing_columns == tuple(columns or ()) and plan.stored_definition == plan.compiled_sql.strip()
     if state is not None and columns is not None and run.action == RefreshAction.COMPLETE and same_table:
-        steps = staged(state, "main", Write("overwrite", f"insert overwrite {target} ({idents(columns)})\n{query}"))
+        steps = staged(
+            state, "main", Write(WriteKind.OVERWRITE, f"insert overwrite {target} ({idents(columns)})\n{query}")
+        )
         return Propagation(steps, state, dict(marked), "recomputed in one commit")
     # the table made anew, then (when the query is pinned) the record of what it reflects
     record = (
-        staged(state, "record", Write("record", f"insert into {target} select * from {target} where false"))
+        staged(state, "record", Write(WriteKind.RECORD, f"insert into {target} select * from {target} where false"))
         if state is not None
         else []
     )

@@ -129,7 +129,7 @@ def staged(state: ViewState, name: str, write: Write, before: Sequence[Write] = 
     """``write``, staged with the state it records, then published; ``before``: the writes
     that precede it on the refresh's write branch (see statement.py)."""
     wap_id = state.encode()
-    return [write_step(w.name, w) for w in before] + [
+    return [write_step(w.kind, w) for w in before] + [
         Step("stage", kind=StepKind.SETTINGS, settings=((WAP_ID, wap_id),)),
         write_step(name, write),
         Step("unstage", kind=StepKind.SETTINGS, settings=((WAP_ID, None),)),

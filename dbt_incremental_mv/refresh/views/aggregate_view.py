@@ -88,6 +88,7 @@ from dbt_incremental_mv.refresh.views.statement import (
     LeanForm,
     RefreshStatement,
     Write,
+    WriteKind,
     branch_target,
     broadcast_exists,
     cached_view,
@@ -545,7 +546,7 @@ def _rewrite(
     where = "\nwhere not `_mv_changed` or `_mv_new_count` > 0" if keys else ""
     rows = f"select {idents(stored)} from (\n{joined}\n){where}"
     target = relation(view_relation)
-    write = Write("overwrite", f"insert overwrite {target} ({idents(stored)})\n{rows}")
+    write = Write(WriteKind.OVERWRITE, f"insert overwrite {target} ({idents(stored)})\n{rows}")
     run = tuple(f"{'ROWS' if a in view.null_supplying else 'DELTA'} {a}" for a in changed) + ("rewrite of the view",)
     skipped = tuple(f"DELTA {o.alias}" for o in view.occurrences if o.alias not in changed)
     touched = broadcast_exists(delta, "`_mv_k`", group_match("`_mv_k`", "`_mv_v`", keys))
@@ -690,7 +691,7 @@ def refresh_statement(
     stored = view.stored_columns
     of_delta_groups = broadcast_exists(groups, "`_mv_k`", group_match("`_mv_k`", "`_mv_v`", keys))
     delete = delete_write(target, of_delta_groups, "`_mv_v`")
-    insert = Write("insert", f"insert into {target} ({idents(stored)})\n{inserted}")
+    insert = Write(WriteKind.INSERT, f"insert into {target} ({idents(stored)})\n{inserted}")
     if flag is not None:  # when no group is flagged, without the recompute (statement.LeanForm)
         lean = LeanForm(
             f"insert into {target} ({idents(stored)})\n{inserted_rows(False)[2]}",

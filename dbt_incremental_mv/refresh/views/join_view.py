@@ -61,6 +61,7 @@ from dbt_incremental_mv.refresh.views.statement import (
     KeyRestriction,
     RefreshStatement,
     Write,
+    WriteKind,
     any_of,
     branch_target,
     delete_write,
@@ -310,7 +311,7 @@ def refresh_statement(
         sources = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
         folded = _folded_ins_query(view, marked, sources, ins_aliases)
         ins_query = "\nunion all\n".join(_ins_queries(view, marked, sources, ins_aliases)) if folded is None else folded
-        writes.append(Write("insert", f"insert into {target} ({idents(view.stored_columns)})\n{ins_query}"))
+        writes.append(Write(WriteKind.INSERT, f"insert into {target} ({idents(view.stored_columns)})\n{ins_query}"))
     deleted = any_of(restrictions) if restrictions else None
     # every row deleted or inserted has the key of a changed occurrence among its changed keys
     return refresh_writes(
@@ -363,7 +364,7 @@ def with_crossed_rows(
     deletes = [
         w if statement is not None and statement.branch is not None else _on_branch(w, view_relation, target)
         for w in changes
-        if w.name == "delete"
+        if w.kind is WriteKind.DELETE
     ]
     deleted = f"{statement.deleted}\n   or {condition}" if statement is not None and statement.deleted else condition
     inserted = (
@@ -372,7 +373,7 @@ def with_crossed_rows(
     writes = [
         *deletes,
         delete_write(target, condition),
-        Write("insert", f"insert into {target} ({idents(view.stored_columns)})\n{inserted}"),
+        Write(WriteKind.INSERT, f"insert into {target} ({idents(view.stored_columns)})\n{inserted}"),
     ]
     timed = tuple(f"TIME {alias}" for alias in sorted(crossed))
     return refresh_writes(
@@ -393,7 +394,7 @@ def with_crossed_rows(
 
 def _on_branch(write: Write, view_relation: str, target: str) -> Write:
     """A write made for the view itself (a refresh of one write) aimed at its write branch."""
-    verb = "delete from" if write.name == "delete" else "insert into"
+    verb = "delete from" if write.kind is WriteKind.DELETE else "insert into"
     written = f"{verb} {relation(view_relation)}"
     assert write.sql.startswith(written), write.sql[:80]
-    return Write(write.name, f"{verb} {target}{write.sql[len(written) :]}")
+    return Write(write.kind, f"{verb} {target}{write.sql[len(written) :]}")

@@ -64,6 +64,7 @@ from dbt_incremental_mv.refresh.views.statement import (
     CrossedRows,
     RefreshStatement,
     Write,
+    WriteKind,
     branch_target,
     broadcast_exists,
     cached_view,
@@ -256,7 +257,7 @@ def _whole_slices(
     slices = _slices(s, keys)
     writes = [
         delete_write(on_branch, in_slices),
-        Write("insert", f"insert into {on_branch} ({idents(s.view.stored_columns)})\n{slices}"),
+        Write(WriteKind.INSERT, f"insert into {on_branch} ({idents(s.view.stored_columns)})\n{slices}"),
     ]
     return refresh_writes(
         branch,
@@ -337,7 +338,7 @@ def refresh_statement(
     skipped = tuple(f"SLICES {o.alias}" for o in view.occurrences if o.alias not in changed)
     if changed == [root] and not root_log.deletes:  # new anchor rows: their slices are new
         rows = _slices(slicing, images="inserts")
-        writes = [Write("insert", f"insert into {target} ({idents(stored)})\n{rows}")]
+        writes = [Write(WriteKind.INSERT, f"insert into {target} ({idents(stored)})\n{rows}")]
         touched = root_log.key_in(root_hidden)
         return refresh_writes(branch, writes, (f"INS {root}",), skipped, touched=touched, inserted=rows)
     if changed == [root] and not root_log.inserts:  # anchor rows gone: so are their slices
@@ -382,7 +383,7 @@ def refresh_statement(
     nulls_or_marked = f"(({_null_extended(x_hidden, '`_mv_v`')}) or {prefilter})\nand " if prefilter else ""
     writes = [
         delete_write(on_branch, f"{nulls_or_marked}{rows_of}", "`_mv_v`"),
-        Write("insert", f"insert into {on_branch} ({idents(stored)})\n{new_rows}"),
+        Write(WriteKind.INSERT, f"insert into {on_branch} ({idents(stored)})\n{new_rows}"),
     ]
     run = (f"ROWS {by_row}",) + tuple(f"SLICES {a}" for a in changed if a != by_row) + ("DEL+INS rows",)
     return refresh_writes(

@@ -47,6 +47,7 @@ from dbt_incremental_mv.refresh.views.statement import (
     CrossedRows,
     RefreshStatement,
     Write,
+    WriteKind,
     branch_target,
     broadcast_exists,
     cached_view,
@@ -304,7 +305,7 @@ def _statement(
     on_branch = branch_target(view_relation, branch)
     writes = [
         delete_write(on_branch, in_view, ident(VIEW)),
-        Write("insert", f"insert into {on_branch} ({idents(view.stored_columns)})\n{recomputed}"),
+        Write(WriteKind.INSERT, f"insert into {on_branch} ({idents(view.stored_columns)})\n{recomputed}"),
     ]
     return refresh_writes(
         branch,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.analysis.clock import MovingFilter
@@ -61,13 +62,25 @@ class LeanForm:
     omits: str  # what the lean form leaves out, in words (explain says it)
 
 
+class WriteKind(StrEnum):
+    """What a write does to the view (its step is named by it)."""
+
+    DELETE = "delete"  # a row-level DELETE: position deletes (merge-on-read)
+    INSERT = "insert"  # an INSERT of new rows: new data files
+    OVERWRITE = "overwrite"  # an INSERT OVERWRITE of the whole view (a small aggregate rewritten)
+    RECORD = "record"  # an INSERT of no row, staged to record the refresh's state (nothing marked)
+
+
 @dataclass(frozen=True)
 class Write:
     """One write, and its lean form if it has one (LeanForm)."""
 
-    name: str  # what it does: "delete" or "insert"
+    kind: WriteKind
     sql: str
     lean: LeanForm | None = None
+
+    def __post_init__(self) -> None:  # (given as the value too)
+        object.__setattr__(self, "kind", WriteKind(self.kind))
 
 
 @dataclass(frozen=True)
@@ -101,7 +114,7 @@ class RefreshStatement:
     def inserts_last(self) -> bool:
         """Whether the last write (the staged one) is an INSERT: its commit's new files hold
         exactly the rows the refresh inserted."""
-        return self.writes[-1].name == "insert"
+        return self.writes[-1].kind is WriteKind.INSERT
 
     @property
     def sql(self) -> str:
@@ -123,7 +136,7 @@ def delete_write(target: str, condition: str, alias: str | None = None) -> Write
     """The DELETE of the rows of ``target`` (as ``alias``) meeting ``condition``, row-level and
     staged (see ROW_LEVEL)."""
     named = f" as {alias}" if alias else ""
-    return Write("delete", f"delete from {target}{named}\nwhere ({condition})\nand {ROW_LEVEL}")
+    return Write(WriteKind.DELETE, f"delete from {target}{named}\nwhere ({condition})\nand {ROW_LEVEL}")
 
 
 def branch_target(view_relation: str, branch: str) -> str:

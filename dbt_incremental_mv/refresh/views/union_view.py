@@ -29,6 +29,7 @@ from dbt_incremental_mv.refresh.views.statement import (
     CrossedRows,
     RefreshStatement,
     Write,
+    WriteKind,
     branch_target,
     delete_write,
     refresh_writes,
@@ -121,7 +122,7 @@ def _statement(
         writes.append(delete_write(target, deleted, "`_mv_v`"))
     inserted = "\nunion all\n".join(inserts) if inserts else None
     if inserted is not None:
-        writes.append(Write("insert", f"insert into {target} ({idents(view.stored_columns)})\n{inserted}"))
+        writes.append(Write(WriteKind.INSERT, f"insert into {target} ({idents(view.stored_columns)})\n{inserted}"))
     touched = [s.touched for _, _, s in parts]
     stats = [(number, s) for number, _, s in parts if s.stats_sql is not None]
     return refresh_writes(
@@ -142,11 +143,13 @@ def _check_combinable(number: int, statement: RefreshStatement) -> None:
     """A branch's writes are DELETEs (their condition known as one: a join branch splits it in
     several statements when some keys are literals and others read from a log) then at most one
     INSERT (its query known); the view's one DELETE and one INSERT combine those of its branches."""
-    names = [w.name for w in statement.writes]
-    deletes = names.count("delete")
-    known = (statement.deleted is not None) == (deletes > 0) and (statement.inserted is not None) == ("insert" in names)
-    if not names or names[deletes:] not in ([], ["insert"]) or not known:
-        raise ValueError(f"UNION ALL branch {number}: its writes ({', '.join(names)}) cannot be combined")
+    kinds = [w.kind for w in statement.writes]
+    deletes = kinds.count(WriteKind.DELETE)
+    known = (statement.deleted is not None) == (deletes > 0) and (statement.inserted is not None) == (
+        WriteKind.INSERT in kinds
+    )
+    if not kinds or kinds[deletes:] not in ([], [WriteKind.INSERT]) or not known:
+        raise ValueError(f"UNION ALL branch {number}: its writes ({', '.join(kinds)}) cannot be combined")
 
 
 def _stats_sql(stats: list[tuple[int, RefreshStatement]]) -> str | None:

@@ -12,6 +12,7 @@ import pytest
 from dbt_incremental_mv.analysis import MasterTable, analyze_view
 from dbt_incremental_mv.logs.contract import LogSpec
 from dbt_incremental_mv.refresh.views import aggregate_view, join_view
+from dbt_incremental_mv.refresh.views.statement import WriteKind
 from dbt_incremental_mv.refresh import cost
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 
@@ -303,7 +304,7 @@ def test_a_fast_refresh_adds_a_delete_file_per_data_file_its_deletes_plan_and_a_
     from dbt_incremental_mv.layout import ViewFiles
 
     statement, _ = _join_statement()
-    assert [w.name for w in statement.writes] == ["delete", "insert"]
+    assert [w.kind for w in statement.writes] == ["delete", "insert"]
     # the DELETE's key range prunes the 800 MB view (40 files of 20 MB) to 50 MB: 3 files
     sizes = Sizes(SIZES, pruned={"shop.v": 50 * MB})
     now = ViewFiles(40, 2, 800 * MB)
@@ -313,7 +314,7 @@ def test_a_fast_refresh_adds_a_delete_file_per_data_file_its_deletes_plan_and_a_
     assert cost.files_after(now, statement, "shop.v", 0, Sizes({})).delete_files == 3
     assert cost.files_after(dataclasses.replace(now, partitioned=True), statement, "shop.v", 0, sizes).partitioned
     # a write that replaces the view's rows leaves no delete file to compact
-    overwrite = dataclasses.replace(statement, writes=(dataclasses.replace(statement.writes[0], name="overwrite"),))
+    overwrite = dataclasses.replace(statement, writes=(dataclasses.replace(statement.writes[0], kind=WriteKind.OVERWRITE),))
     assert cost.files_after(now, overwrite, "shop.v", 0, sizes) is None
 
 

@@ -206,7 +206,7 @@ def test_a_join_view_recomputes_the_rows_of_the_keys_the_time_moved_across_after
     assert changes is not None and changes.branch is None and changes.writes[0].sql.startswith("insert into `s`.`v` (")
     timed = with_crossed_rows(view, "s.v", logs, changes, crossed, {}, branch="mv_write_1")
     # the crossed keys' DELETE, then one INSERT of the changes' rows and the crossed keys' rows, on the write branch
-    assert timed.branch == "mv_write_1" and [w.name for w in timed.writes] == ["delete", "insert"]
+    assert timed.branch == "mv_write_1" and [w.kind for w in timed.writes] == ["delete", "insert"]
     assert all(w.sql.split("\n")[0].startswith(("insert into `s`.`v`.`branch_mv_write_1`", "delete from `s`.`v`.`branch_mv_write_1`")) for w in timed.writes)
     held = "(`_mv_o_order_id`) in (select `order_id` from (\nselect * from `s`.`orders` version as of 77 as `o`\nwhere `o`.`due` = DATE '2026-12-01'\n))"
     assert held in timed.writes[0].sql and timed.deleted == held
@@ -221,7 +221,7 @@ def test_a_join_view_recomputes_the_rows_of_the_keys_the_time_moved_across_after
     assert timed.inserted is not None and timed.inserted in insert
     # nothing marked: the time step alone
     alone = with_crossed_rows(view, "s.v", logs, None, crossed, {}, branch="mv_write_1")
-    assert [w.name for w in alone.writes] == ["delete", "insert"] and alone.steps_run == ("TIME o",)
+    assert [w.kind for w in alone.writes] == ["delete", "insert"] and alone.steps_run == ("TIME o",)
 
 
 def test_an_outer_join_view_recomputes_the_slices_holding_the_rows_the_time_moved_across():
@@ -251,7 +251,7 @@ def test_an_outer_join_view_recomputes_the_slices_holding_the_rows_the_time_move
     }
     timed = view_classes.with_crossed_rows(view, "s.v", logs, None, CrossedRows(rows, move.filters), {}, "mv_write_1")
     assert timed.steps_run == ("SLICES o", "TIME c", "TIME o", "DEL+INS slices")
-    assert [w.name for w in timed.writes] == ["delete", "insert"] and timed.branch == "mv_write_1"
+    assert [w.kind for w in timed.writes] == ["delete", "insert"] and timed.branch == "mv_write_1"
     [keys] = timed.cached
     # the affected customers: the changed orders' (the view rows holding them and their new rows), the crossed
     # customers themselves, and the customers the crossed orders name (joined on the customers' whole key)
@@ -378,7 +378,7 @@ def test_a_union_all_applies_each_branch_s_crossed_rows_in_its_one_delete_and_in
         "c": "select * from `s`.`customers` version as of 77 as `c`\nwhere `c`.`since` = DATE '2026-12-01'",
     }
     timed = view_classes.with_crossed_rows(view, "s.v", logs, None, CrossedRows(rows, move.filters), {}, "mv_write_1")
-    assert [w.name for w in timed.writes] == ["delete", "insert"]
+    assert [w.kind for w in timed.writes] == ["delete", "insert"]
     assert timed.steps_run == ("branch 1: TIME o", "branch 2: TIME c")
     # the join branch's crossed keys and the aggregate branch's groups, deleted by one DELETE
     assert "`_mv_o_order_id`" in timed.writes[0].sql and "`_mv_branch`" in timed.writes[0].sql

@@ -13,7 +13,7 @@ from dbt_incremental_mv.refresh.phases import own_log
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.operations.logged_merge import LoggedMergeError, MergeConfig, keys_merged, merge_sql
 from dbt_incremental_mv.refresh.phases.publish import CACHE_PLANNING, cache_planning, staged_statement
-from dbt_incremental_mv.refresh.views.statement import Cached, RefreshStatement, Write
+from dbt_incremental_mv.refresh.views.statement import Cached, RefreshStatement, Write, WriteKind
 from tests.unit.fake_iceberg import LOG_COLUMNS, FakeIceberg
 
 VIEW = [("region_id", "bigint"), ("n", "bigint"), ("_mv_count", "bigint")]
@@ -114,7 +114,7 @@ def test_an_unpublished_view_write_abandons_its_log_rows():
 
 def test_the_log_step_runs_after_the_writes_while_their_cached_views_exist_and_before_the_publish():
     statement = RefreshStatement(
-        (Write("delete", "delete from b"), Write("insert", "insert into b select 1")), ("DELTA o",), (),
+        (Write(WriteKind.DELETE, "delete from b"), Write(WriteKind.INSERT, "insert into b select 1")), ("DELTA o",), (),
         branch="b", cached=(Cached("b_delta", "select 1"),), touched=TOUCHED,
     )
     steps = staged_statement(ViewState(logs={}, method="fast", base=1, run="r"), statement, log=True)

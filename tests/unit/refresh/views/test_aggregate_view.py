@@ -9,6 +9,7 @@ from dbt_incremental_mv.analysis import MasterTable, analyze_view
 from dbt_incremental_mv.analysis.render import render_select
 from dbt_incremental_mv.logs.contract import LogSpec
 from dbt_incremental_mv.refresh.views import aggregate_view, outer_aggregate, view_classes
+from dbt_incremental_mv.refresh.views.statement import WriteKind
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 
 LINES = MasterTable(
@@ -423,7 +424,7 @@ def test_a_small_view_is_rewritten_whole_by_one_statement_reading_the_delta_once
     view = analyze_view(BY_STATUS.replace(", max(o.day) as last_day", ""), MASTERS)
     logs = {"shop.lines": marked(LINES, 2, 1), "shop.orders": marked(ORDERS)}
     rewrite = aggregate_view.refresh_statement(view, "shop.v", logs, {"n": "bigint"}, view_rows=25)
-    assert [w.name for w in rewrite.writes] == ["overwrite"] and rewrite.cached == () and rewrite.branch is None
+    assert [w.kind for w in rewrite.writes] == ["overwrite"] and rewrite.cached == () and rewrite.branch is None
     sql = rewrite.writes[0].sql
     assert sql.startswith("insert overwrite `shop`.`v` (") and isinstance(sqlglot.parse_one(sql, read="spark"), sqlglot.exp.Insert)
     parsed = sqlglot.parse_one(sql, read="spark")
@@ -435,12 +436,12 @@ def test_a_small_view_is_rewritten_whole_by_one_statement_reading_the_delta_once
     assert rewrite.steps_run == ("DELTA l", "rewrite of the view")
     # bigger views (the plan passes no rows: config rewrite_rows), and deletes under a MIN/MAX
     # (its groups are recomputed): DELETE and INSERT
-    assert [w.name for w in aggregate_view.refresh_statement(view, "shop.v", logs, {}, view_rows=None).writes] == ["delete", "insert"]
+    assert [w.kind for w in aggregate_view.refresh_statement(view, "shop.v", logs, {}, view_rows=None).writes] == ["delete", "insert"]
     extremes = analyze_view(BY_PRODUCT, MASTERS)
     deleted = aggregate_view.refresh_statement(extremes, "shop.v", {"shop.lines": marked(LINES, 0, 1)}, {}, view_rows=5)
-    assert [w.name for w in deleted.writes] == ["delete", "insert"]
+    assert [w.kind for w in deleted.writes] == ["delete", "insert"]
     inserted = aggregate_view.refresh_statement(extremes, "shop.v", {"shop.lines": marked(LINES, 3, 0)}, {}, view_rows=5)
-    assert [w.name for w in inserted.writes] == ["overwrite"]
+    assert [w.kind for w in inserted.writes] == ["overwrite"]
 
 
 def test_a_min_and_a_max_of_one_column_share_the_netting_of_its_values():
@@ -545,7 +546,7 @@ def test_a_decimal_38_sum_adds_in_types_that_drop_no_digit_or_is_recomputed():
     assert "(try_cast(`_mv_d`.`_mv_t`.`revenue` as decimal(37,8)) is null and `_mv_d`.`_mv_t`.`revenue` is not null)" in insert
     assert "count(`_mv_x0`) as `_mv_dv_revenue`" in wide.cached[-1].sql
     rewritten = aggregate_view.refresh_statement(view, "shop.v", logs, {"revenue": "decimal(38,8)"}, view_rows=1)
-    assert rewritten.writes[0].name == "delete"  # not rewritten whole: it may recompute groups
+    assert rewritten.writes[0].kind is WriteKind.DELETE  # not rewritten whole: it may recompute groups
 
 
 def test_an_expression_over_aggregates_is_recomputed_from_their_new_values_in_their_stored_types():
@@ -590,4 +591,4 @@ def test_an_aggregate_no_delta_maintains_recomputes_every_group_the_changes_touc
         assert refresh.steps_run == ("DELTA lines", "recompute of every changed group (an aggregate no delta maintains)")
     # never the one-statement rewrite of a small view: it reads no master
     small = aggregate_view.refresh_statement(view, "shop.v", {"shop.lines": marked(LINES, 3, 0)}, {}, view_rows=5)
-    assert [w.name for w in small.writes] == ["delete", "insert"]
+    assert [w.kind for w in small.writes] == ["delete", "insert"]

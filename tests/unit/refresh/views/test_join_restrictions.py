@@ -14,6 +14,7 @@ from dbt_incremental_mv.analysis.links import KeyLink, key_links
 from dbt_incremental_mv.logs.contract import LogSpec
 from dbt_incremental_mv.refresh.views import aggregate_view, join_view, outer_join_view
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
+from dbt_incremental_mv.refresh.views.statement import WriteKind
 
 ORDERS = MasterTable(
     "shop.orders",
@@ -344,7 +345,7 @@ def test_a_delete_by_keys_read_from_a_log_is_a_statement_of_its_own_that_spark_p
         "shop.lines": marked(LINES, key_values=((100, 1),), insert_key_values=()),
     }
     statement = join_view.refresh_statement(view, "shop.v", logs)
-    assert [w.name for w in statement.writes] == ["delete", "delete", "insert"] and statement.branch == "mv_write"
+    assert [w.kind for w in statement.writes] == ["delete", "delete", "insert"] and statement.branch == "mv_write"
     literal, ranged = (w.sql for w in statement.writes[:2])
     assert literal.startswith("delete from `shop`.`v`.`branch_mv_write`\nwhere (`_mv_c_customer_id` in (7, 9)\n   or (`_mv_l_order_id` in (100)")
     assert "select" not in literal.split("\nand exists")[0].lower()  # no subquery: all of it pushed
@@ -518,7 +519,7 @@ def test_the_del_steps_are_one_delete_behind_the_or_of_their_ranges_when_some_ke
         "shop.lines": marked(LINES, key_ranges=((150, 300),)),
     }
     statement = join_view.refresh_statement(view, "shop.v", logs)
-    deletes = [w.sql for w in statement.writes if w.name == "delete"]
+    deletes = [w.sql for w in statement.writes if w.kind is WriteKind.DELETE]
     assert len(deletes) == 1 and len(statement.writes) == 2
     assert deletes[0].startswith(
         "delete from `shop`.`v`.`branch_mv_write`\nwhere ((`_mv_c_customer_id` in (7, 9)\n"

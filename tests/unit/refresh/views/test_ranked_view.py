@@ -27,7 +27,7 @@ def test_partitions_from_the_images_when_the_log_carries_their_columns():
     found = statement(LATEST, inserts=1, deletes=1, key_values=((4,),), insert_key_values=((4,),))
     (cached,) = found.cached
     assert "`logs`.`mlog_orders`" in cached.sql and "`shop`.`v`" not in cached.sql
-    assert [w.name for w in found.writes] == ["delete", "insert"] and found.branch == "mv_write_t"
+    assert [w.kind for w in found.writes] == ["delete", "insert"] and found.branch == "mv_write_t"
 
 
 def test_partitions_from_the_view_and_the_master_when_it_does_not():

@@ -193,7 +193,7 @@ def test_the_branches_writes_are_one_delete_and_one_insert_on_the_write_branch()
 def test_an_insert_only_change_of_join_branches_is_one_insert_on_main():
     joins = "select o.order_id from shop.orders o union all select c.customer_id from shop.customers c"
     inserted = statement(joins, **{"shop.orders": (3, 0), "shop.customers": (1, 0)})
-    assert [w.name for w in inserted.writes] == ["insert"] and inserted.branch is None
+    assert [w.kind for w in inserted.writes] == ["insert"] and inserted.branch is None
     assert inserted.writes[0].sql.startswith("insert into `shop`.`v` (`order_id`, `_mv_branch`, ")
 
 
@@ -232,9 +232,9 @@ def test_a_join_branch_deleting_by_two_statements_is_combined_into_the_views_one
         "shop.customers": marked(CUSTOMERS, 3, 3),
     }
     alone = view_classes.refresh_statement(view.branches[1], "shop.v", logs, {}, "b")
-    assert [w.name for w in alone.writes] == ["delete", "delete", "insert"]
+    assert [w.kind for w in alone.writes] == ["delete", "delete", "insert"]
     combined = union_view.refresh_statement(view, "shop.v", logs, {"value": "decimal(20,2)"})
-    assert [w.name for w in combined.writes] == ["delete", "insert"]
+    assert [w.kind for w in combined.writes] == ["delete", "insert"]
     delete = combined.writes[0].sql
     sqlglot.parse_one(delete, read="spark")
     assert "(7), (9)" in delete or "in (7, 9)" in delete.lower()  # the literal keys and the log's both
