@@ -20,7 +20,7 @@ from pathlib import Path
 from dbt_runs import PHASES
 
 CSV_COLUMNS = (
-    ["scale", "changed_fraction", "changed_orders", "spread", "master_mode", "master_format", "logs", "view", "class",
+    ["scale", "point", "changed_fraction", "changed_orders", "spread", "master_mode", "master_format", "logs", "view", "class",
      "fast_s", "complete_s", "speedup", "force_s", "force_method", "force_vs_best", "noop_s", "build_s", "statements_fast", "statements_noop",
      "statements_complete"]
     + [f"fast_{p}_s" for p in PHASES]
@@ -39,9 +39,9 @@ def point_rows(results: dict) -> list[dict]:
     p = results["params"]
     rows = []
     for scale in results["scales"]:
-        for point in scale["points"]:
+        for number, point in enumerate(scale["points"], 1):
             for view in scale["views"]:
-                rows.append(_row(p, scale, point, view["name"], view["class"]))
+                rows.append({"point": number, **_row(p, scale, point, view["name"], view["class"])})
     return rows
 
 
@@ -192,9 +192,10 @@ def markdown(results: dict) -> str:
     for scale in results["scales"]:
         lines += ["", f"## {scale['scale']:,} orders ({rows_text(scale)})", ""]
         lines.append(f"dbt wall s: build {_wall(scale.get('build'))}, no-op {_wall(scale.get('noop'))}")
-        for point in scale["points"]:
+        for number, point in enumerate(scale["points"], 1):
             lines += ["", _point_title(point), ""]
-            mine = [r for r in rows if r["scale"] == scale["scale"] and r["changed_fraction"] == point.get("fraction")]
+            # (by the point's number: a sweep may repeat a fraction, e.g. one change after another)
+            mine = [r for r in rows if r["scale"] == scale["scale"] and r["point"] == number]
             lines += point_table(mine)
             summed = totals(mine)
             lines += ["", f"dbt wall s: fast {_wall(point.get('fast'))}, complete {_wall(point.get('complete'))}"
