@@ -27,12 +27,12 @@ reads the facts (the sizes, the record) and calls ``choose`` once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
 from dbt_incremental_mv.config import IndexedState
-from dbt_incremental_mv.refresh.cost import Calibration
+from dbt_incremental_mv.refresh.cost import GB, Calibration
 
 # the refreshes a view's record keeps (the newest), and those it needs before ``auto`` switches
 WINDOW = 16
@@ -42,7 +42,6 @@ MIN_RECORDED = 6
 HORIZON = 100
 # the statements of the state's own refresh a fact change adds (mark, delete, insert, publish)
 STATE_STATEMENTS = 4
-GB = 1024**3
 
 
 class Changed(StrEnum):
@@ -53,11 +52,12 @@ class Changed(StrEnum):
     BOTH = "b"
 
 
-def recorded(previous: str, changed_logs: Iterable[str], dimension_logs: Iterable[str]) -> str:
+def recorded(previous: str, changed_logs: Iterable[str], dimension_logs: Collection[str]) -> str:
     """The record after a fast refresh that marked changes in ``changed_logs`` (unchanged when it
-    marked none): ``previous`` with this refresh's letter, the newest WINDOW kept."""
+    marked none, or when the view has no dimension to record: ``dimension_logs`` empty): ``previous``
+    with this refresh's letter, the newest WINDOW kept."""
     changed = set(changed_logs)
-    if not changed:
+    if not changed or not dimension_logs:
         return previous[-WINDOW:]
     dimension = bool(changed & set(dimension_logs))
     facts = bool(changed - set(dimension_logs))
@@ -67,7 +67,7 @@ def recorded(previous: str, changed_logs: Iterable[str], dimension_logs: Iterabl
 
 @dataclass(frozen=True)
 class IndexedChoice:
-    """The choice, and why, in words (explain_fast_refresh, the log line of a switch)."""
+    """The choice, and why, in words (explain_fast_refresh prints it)."""
 
     keep: bool
     reason: str

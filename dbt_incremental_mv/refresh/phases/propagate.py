@@ -109,13 +109,8 @@ def fast(
         return Propagation([], None, marked, f"fast refresh: nothing marked ({kinds}); no write")
     choice = run.facts.after_mark if run.facts is not None else None
     chosen = f"; force: {choice.short}" if choice is not None else ""
-    changes = (
-        indexed_choice.recorded(
-            plan.changes, (m.spec.log_relation for m in marked.values() if m.has_changes), plan.dimension_logs
-        )
-        if plan.dimension_logs
-        else plan.changes
-    )
+    changed = (m.spec.log_relation for m in marked.values() if m.has_changes)
+    changes = indexed_choice.recorded(plan.changes, changed, plan.dimension_logs)
     state = commit_state(marked, "fast", base=read_at, clock=plan.now, states=plan.internal_states, changes=changes)
     summary = (
         f"fast refresh: {kinds}; steps run: {', '.join(statement.steps_run)}"

@@ -19,6 +19,7 @@ def test_each_fast_refresh_adds_a_letter_for_what_it_changed_and_the_record_keep
     assert recorded("d", ["s.mlog_orders", "s.mlog_lineitem"], DIMENSION_LOGS) == "df"
     assert recorded("df", ["s.mlog_orders", "s.mlog_customer"], DIMENSION_LOGS) == "dfb"
     assert recorded("dfb", [], DIMENSION_LOGS) == "dfb"  # nothing marked: nothing recorded
+    assert recorded("dfb", ["s.mlog_orders"], ()) == "dfb"  # no dimension to record (not a candidate)
     full = "f" * WINDOW
     assert recorded(full, ["s.mlog_customer"], DIMENSION_LOGS) == "f" * (WINDOW - 1) + "d"
 
