@@ -13,8 +13,7 @@ and AVG(x) output ``_mv_cnt_{output}`` = COUNT(x) (a sum over only NULLs is NULL
 each AVG(x) output ``_mv_sum_{output}`` = SUM(x), of an integral x SUM(CAST(x AS DOUBLE)), as AVG
 adds x up (analysis/summands.py; the average is recomputed as AVG computes it, sum / count); for each MIN(x) and MAX(x) output ``_mv_cnt_{output}`` = COUNT(x) and ``_mv_top_{output}``,
 its reserve: the RESERVE most extreme distinct values of x with their counts (a refresh that
-deletes the extreme takes the next one from it), stored as JSON text (RESERVE_TYPE: see
-encoded_reserve). Two outputs needing the same helper share one
+deletes the extreme takes the next one from it). Two outputs needing the same helper share one
 column, named after the first of them. Output names cannot start with ``_mv_`` and are unique,
 so none of these names can collide. (A UNION ALL's aggregate branch n names its own columns
 ``_mv_b{n}_{column}``, and their helpers ``_mv_cnt_b{n}_{column}``, ...: analysis/union.py.)
@@ -31,32 +30,6 @@ from dbt_incremental_mv.analysis.resolved import column_node, unparenthesized
 
 ROW_COUNT_COLUMN = "_mv_count"
 RESERVE = 4  # values a MIN/MAX reserve keeps per group
-# A reserve is an array of (value, count) structs, stored as its JSON text: Iceberg reads a table
-# any of whose columns is nested (an array of structs) row by row, and one of primitive columns in
-# vectorized batches; a refresh reads the view's rows of the changed groups, every column, from
-# files the changed keys are scattered through (a MIN/MAX view of 2M groups, 114k changed rows:
-# its scan 2.0 s with arrays, 0.6 s with their text). Timestamps are written in UTC to the
-# microsecond, so that the text reads back to the same values in any session time zone.
-RESERVE_TYPE = "string"
-_RESERVE_JSON = (
-    "map('timeZone', 'UTC', 'timestampFormat', 'yyyy-MM-dd HH:mm:ss.SSSSSSXXX', "
-    "'timestampNTZFormat', 'yyyy-MM-dd HH:mm:ss.SSSSSS')"
-)
-
-
-def reserve_array_type(value_type: str) -> str:
-    """A reserve's type as an array (its value's type ``value_type``)."""
-    return f"array<struct<v:{value_type},n:bigint>>"
-
-
-def encoded_reserve(array: str) -> str:
-    """The stored text of reserve ``array`` (SQL of an array of (v, n) structs)."""
-    return f"to_json({array}, {_RESERVE_JSON})"
-
-
-def decoded_reserve(text: str, value_type: str) -> str:
-    """The array of a stored reserve's ``text`` (SQL), its values of type ``value_type``."""
-    return f"from_json({text}, '{reserve_array_type(value_type)}', {_RESERVE_JSON})"
 
 
 def key_column_name(alias: str, column: str, *, length_prefixed: bool = False) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel, ParseError
 
-from dbt_incremental_mv.analysis.hidden import RESERVE, encoded_reserve
+from dbt_incremental_mv.analysis.hidden import RESERVE
 from dbt_incremental_mv.analysis.model import HiddenPurpose, JoinStep, MasterOccurrence, OutputKind, ViewDefinition
 from dbt_incremental_mv.analysis.parse import DIALECT
 from dbt_incremental_mv.analysis.union import visible_sources
@@ -342,9 +342,7 @@ def _with_reserves(
             f"'n', count_if(`{ROWS}`.`{rank}` = {i}))"
             for i in range(1, RESERVE + 1)
         )
-        reserve = exp.maybe_parse(
-            encoded_reserve(f"filter(array({entries}), `_mv_e` -> `_mv_e`.`v` is not null)"), dialect=DIALECT
-        )
+        reserve = exp.maybe_parse(f"filter(array({entries}), `_mv_e` -> `_mv_e`.`v` is not null)", dialect=DIALECT)
         projections.append(_aliased(reserve, hidden.name))
     select = exp.Select(expressions=projections)
     select.set("from_", exp.From(this=exp.Subquery(this=rows, alias=_table_alias(ROWS))))

@@ -245,46 +245,6 @@ class TestMinMaxRecomputesOnlyWhatItMust:
         assert "groups deleted: 1" in log and "groups recomputed: 0" in log, log
 
 
-class TestReservesStoredByAnEarlierVersion:
-    """A MIN/MAX view an earlier version built keeps its reserves as arrays (now JSON text,
-    analysis/hidden.py): its next run rebuilds it once, whatever on_configuration_change, then
-    refreshes it fast."""
-
-    @pytest.fixture(scope="class")
-    def models(self):
-        return {"max_by_customer.sql": MAX_VIEW, "sources.yml": Workload.sources_yml(MASTERS[1:2])}
-
-    def test_the_view_is_rebuilt_once_then_refreshed_fast(self, project, monkeypatch):
-        from dbt_incremental_mv.analysis import render
-
-        schema, view = project.test_schema, f"{project.test_schema}.max_by_customer"
-        project.run_sql(MASTERS[1].ddl(schema))
-        project.run_sql(
-            f"insert into {schema}.orders values (1, 10, 5.00, 0.1, 1, 'open'), (2, 10, 7.00, 0.1, 1, 'open'), "
-            "(3, 20, 1.00, 0.1, 1, 'open'), (4, 30, null, 0.1, 1, 'open')"
-        )
-        query = f"select o.customer_id, count(*), max(o.amount), min(o.amount) from {schema}.orders o group by o.customer_id"
-
-        def reserve_type() -> str:
-            described = rows(project, f"describe table {view}")
-            return next(t for name, t, *_ in described if name == "_mv_top_max_amount")
-
-        with monkeypatch.context() as earlier:  # the build as the earlier version wrote it
-            earlier.setattr(render, "encoded_reserve", lambda array: array)
-            run_dbt(["run"])
-        assert reserve_type().startswith("array<struct<v:decimal")
-        project.run_sql(f"delete from {schema}.orders where order_id = 2")
-        _, log = run_dbt_and_capture(["run"])
-        assert "max_by_customer: build (the view keeps its MIN/MAX reserves (_mv_top_max_amount, _mv_top_min_amount) as an " \
-            "earlier version of the plugin stored them (arrays, now JSON text): rebuilt once)" in log, log
-        assert reserve_type() == "string"
-        assert sorted(rows(project, f"select customer_id, n, max_amount, min_amount from {view}")) == sorted(rows(project, query))
-        project.run_sql(f"delete from {schema}.orders where order_id = 1")  # group 10's max and min: from the reserve
-        _, log = run_dbt_and_capture(["run"])
-        assert "max_by_customer: fast refresh" in log and "groups recomputed: 0" in log, log
-        assert sorted(rows(project, f"select customer_id, n, max_amount, min_amount from {view}")) == sorted(rows(project, query))
-
-
 RECOMPUTED_VIEWS = {
     # aggregates no delta maintains, beside one that is: each touched group recomputed
     "customer_spread": (

@@ -11,7 +11,6 @@ from typing import Any
 from dbt_incremental_mv import environment, view_table
 from dbt_incremental_mv.analysis import MasterTable, UnsupportedViewError, ViewDefinition, analyze_view
 from dbt_incremental_mv.analysis.clock import Clock, ClockError, MovingFilter, sql_reads_clock
-from dbt_incremental_mv.analysis.hidden import RESERVE_TYPE
 from dbt_incremental_mv.analysis.indexed import indexed_split
 from dbt_incremental_mv.analysis.states import StateSplit, split_into_states
 from dbt_incremental_mv.config import ConfigError, FastRefreshConfig, IndexedState, RefreshMethod
@@ -280,9 +279,7 @@ def plan_refresh(
         existing_columns = tuple(view_types)
         properties = view.properties if view is not None else {}
         stored_definition = properties.get(DEFINITION_PROPERTY)
-        reshaped = reshaping(stored_definition, defining_query(properties), compiled_sql, model) or (
-            earlier_reserves(definition, view_types) if definition is not None else None
-        )
+        reshaped = reshaping(stored_definition, defining_query(properties), compiled_sql, model)
         change = (
             None
             if reshaped
@@ -407,21 +404,6 @@ def reshaping(
     if internal_states(model):
         return "the view is now read from its internal state: rebuilt once over it"
     return "the view is now maintained as one view, not from internal states: rebuilt once"
-
-
-def earlier_reserves(definition: ViewDefinition, view_types: Mapping[str, str]) -> str | None:
-    """Why a view whose MIN/MAX reserves an earlier version stored as arrays is rebuilt (None:
-    it is not): they are now JSON text (analysis/hidden.py, RESERVE_TYPE)."""
-    types = {c.casefold(): t for c, t in view_types.items()}
-    earlier = [
-        r.name for r in definition.reserves if types.get(r.name.casefold(), RESERVE_TYPE).lower() != RESERVE_TYPE
-    ]
-    if not earlier:
-        return None
-    return (
-        f"the view keeps its MIN/MAX reserve{'s' if len(earlier) > 1 else ''} ({', '.join(earlier)}) as an earlier "
-        "version of the plugin stored them (arrays, now JSON text): rebuilt once"
-    )
 
 
 def dimension_master(split: StateSplit, definition: ViewDefinition) -> str:

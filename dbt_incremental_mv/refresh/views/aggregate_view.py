@@ -50,7 +50,7 @@ from sqlglot import exp
 
 from dbt_incremental_mv.analysis import OutputKind, ViewDefinition
 from dbt_incremental_mv.analysis.clock import at_times
-from dbt_incremental_mv.analysis.hidden import ROW_COUNT_COLUMN, encoded_reserve
+from dbt_incremental_mv.analysis.hidden import ROW_COUNT_COLUMN
 from dbt_incremental_mv.analysis.model import HiddenPurpose
 from dbt_incremental_mv.analysis.render import render_expression, select_expression
 from dbt_incremental_mv.logs.contract import DELETE
@@ -460,7 +460,7 @@ def _new_values(
                 else new_reserve(view, output.name, view_types, stored, source)
             )
             values[output.name] = f"try_element_at({reserve}, 1).`v`"
-            values[reserve_column.name] = encoded_reserve(reserve)
+            values[reserve_column.name] = reserve
         elif output.kind in (OutputKind.MIN, OutputKind.MAX):
             function = "greatest" if output.kind is OutputKind.MAX else "least"
             values[output.name] = f"{function}({old(output.name)}, {delta(output.name, 'p')})"

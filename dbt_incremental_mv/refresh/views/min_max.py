@@ -8,10 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import sqlglot
-from sqlglot import exp
 
 from dbt_incremental_mv.analysis import OutputKind, ViewDefinition
-from dbt_incremental_mv.analysis.hidden import RESERVE, ROW_COUNT_COLUMN, decoded_reserve, reserve_array_type
+from dbt_incremental_mv.analysis.hidden import RESERVE, ROW_COUNT_COLUMN
 from dbt_incremental_mv.analysis.model import HiddenColumn
 from dbt_incremental_mv.analysis.render import render_expression, select_expression
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
@@ -197,8 +196,7 @@ def reserve_deltas(view: ViewDefinition, terms: str, arguments: Arguments) -> li
 
 
 def new_reserve(view: ViewDefinition, output: str, view_types: Mapping[str, str], stored: str, delta: str) -> str:
-    """The new reserve of MIN/MAX ``output`` (stored row ``stored``, delta row ``delta``), as an
-    array (its stored text decoded: hidden.decoded_reserve; written encoded: aggregate_view).
+    """The new reserve of MIN/MAX ``output`` (stored row ``stored``, delta row ``delta``).
 
     A reserve holds the group's most extreme distinct values with their counts: exactly every
     value from the extreme down to its last one (its floor). So a change at or beyond the floor
@@ -209,11 +207,11 @@ def new_reserve(view: ViewDefinition, output: str, view_types: Mapping[str, str]
     while it still has values is recomputed."""
     hidden = reserve_of(view, output)
     assert hidden is not None
-    value_type = reserve_value_type(view, output, view_types)
-    typed = f"cast({{}} as {reserve_array_type(value_type)})"
+    stored_type = next((t for c, t in view_types.items() if c.casefold() == hidden.name.casefold()), None)
+    typed = f"cast({{}} as {stored_type})" if stored_type else "{}"
     maximum = view.output(output).kind is OutputKind.MAX
     empty = typed.format("array()")
-    old = f"coalesce({decoded_reserve(f'{stored}.{ident(hidden.name)}', value_type)}, {empty})"
+    old = f"coalesce({stored}.{ident(hidden.name)}, {empty})"
     change = f"coalesce({typed.format(f'{delta}.{ident(reserve_delta_name(output))}')}, {empty})"
     count = nonnull_count_of(view, output)
     complete = f"(aggregate({old}, cast(0 as bigint), (`_mv_a`, `_mv_e`) -> `_mv_a` + `_mv_e`.`n`) = coalesce({stored}.{ident(count)}, 0))"
@@ -224,30 +222,14 @@ def new_reserve(view: ViewDefinition, output: str, view_types: Mapping[str, str]
         f"map_from_entries(transform({kept}, `_mv_e` -> struct(`_mv_e`.`v`, `_mv_e`.`n`))), "
         f"(`_mv_k`, `_mv_p`, `_mv_q`) -> coalesce(`_mv_p`, 0) + coalesce(`_mv_q`, 0))"
     )
-    # sorted by value, extreme first (the values are distinct: the order of the structs is theirs;
-    # sort_array's ordering is compiled, a comparator lambda's is interpreted per comparison)
+    before, after = (">", "<") if maximum else ("<", ">")
     ordered = (
-        f"sort_array(transform(filter(map_entries({merged}), `_mv_e` -> `_mv_e`.`value` > 0), "
-        f"`_mv_e` -> named_struct('v', `_mv_e`.`key`, 'n', `_mv_e`.`value`)), {'false' if maximum else 'true'})"
+        f"array_sort(transform(filter(map_entries({merged}), `_mv_e` -> `_mv_e`.`value` > 0), "
+        f"`_mv_e` -> named_struct('v', `_mv_e`.`key`, 'n', `_mv_e`.`value`)), "
+        f"(`_mv_l`, `_mv_r`) -> case when `_mv_l`.`v` {before} `_mv_r`.`v` then -1 "
+        f"when `_mv_l`.`v` {after} `_mv_r`.`v` then 1 else 0 end)"
     )
     return f"slice({ordered}, 1, {RESERVE})"
-
-
-def reserve_value_type(view: ViewDefinition, output: str, view_types: Mapping[str, str]) -> str:
-    """The type of the values of MIN/MAX ``output``'s reserve: the output's stored type (a MIN or
-    MAX has its argument's type); before the view exists, its argument's when that is a master's
-    column."""
-    stored = next((t for c, t in view_types.items() if c.casefold() == output.casefold()), None)
-    if stored is not None:
-        return stored
-    argument = view.output(output).argument
-    if isinstance(argument, exp.Column):
-        occurrence = next((o for o in view.occurrences if o.alias == argument.table), None)
-        if occurrence is not None:
-            found = next((t for c, t in occurrence.master.columns if c.casefold() == argument.name.casefold()), None)
-            if found is not None:
-                return found
-    raise ValueError(f"the type of the view's column {output} is not known")
 
 
 def count_after(view: ViewDefinition, output: str, stored: str, delta: str) -> str:

@@ -76,7 +76,7 @@ def test_delete_of_the_changed_groups_then_insert_of_their_new_rows_deterministi
     # the log read by the delta (its sums, one read per MIN/MAX reserve) and once for the keys
     assert cached.sql.count("FROM `logs`.`mlog_lines`") == 1 + len(analyze_view(BY_PRODUCT, MASTERS).reserves) + 1
     # each MIN/MAX reserve is merged once per group, where the delta is cached: the writes read it
-    assert "select `_mv_c`.*, slice(sort_array(" in cached.sql and cached.sql.count("map_zip_with(") == 2  # min_qty, max_price
+    assert "select `_mv_c`.*, slice(array_sort(" in cached.sql and cached.sql.count("map_zip_with(") == 2  # min_qty, max_price
     assert "map_zip_with(" not in insert.sql and "try_element_at(`_mv_s`.`_mv_nr_max_price`, 1).`v`" in insert.sql
     assert "`shop`.`v`" not in insert.sql.split("insert into", 1)[1].split("\n", 1)[1]  # the INSERT reads the cache only
     # a group whose rows all went is not inserted again
@@ -147,7 +147,7 @@ def test_an_insert_that_may_recompute_has_a_lean_form_run_when_no_group_is_flagg
 
 def test_a_reserve_takes_in_what_reaches_its_floor_and_the_delta_its_most_extreme_values():
     view = analyze_view(BY_PRODUCT, MASTERS)
-    types = {"max_price": "decimal(10,2)", "_mv_top_max_price": "string"}
+    types = {"_mv_top_max_price": "array<struct<v:decimal(10,2),n:bigint>>"}
     mixed = aggregate_view.refresh_statement(view, "shop.v", {"shop.lines": marked(LINES, 3, 2)}, types)
     delta = mixed.cached[0].sql
     # per group, the argument's values netted, the RESERVE most extreme of each sign
@@ -155,17 +155,10 @@ def test_a_reserve_takes_in_what_reaches_its_floor_and_the_delta_its_most_extrem
             and "where `_mv_rk0` <= 4 group by `product_id`" in delta)
     # what reaches the stored floor (or everything, when the reserve holds all the group's values),
     # merged where the delta is cached
-    # (the stored reserve is JSON text, decoded to an array of the output's type)
-    assert ("(aggregate(coalesce(from_json(`_mv_c`.`_mv_t`.`_mv_top_max_price`, 'array<struct<v:decimal(10,2),n:bigint>>', "
-            "map('timeZone', 'UTC', 'timestampFormat', 'yyyy-MM-dd HH:mm:ss.SSSSSSXXX', 'timestampNTZFormat', "
-            "'yyyy-MM-dd HH:mm:ss.SSSSSS')), cast(array() as array<struct<v:decimal(10,2),n:bigint>>)), "
+    assert ("(aggregate(coalesce(`_mv_c`.`_mv_t`.`_mv_top_max_price`, cast(array() as array<struct<v:decimal(10,2),n:bigint>>)), "
             "cast(0 as bigint), (`_mv_a`, `_mv_e`) -> `_mv_a` + `_mv_e`.`n`) = coalesce(`_mv_c`.`_mv_t`.`_mv_cnt_avg_price`, 0)) or "
             "`_mv_e`.`v` >= try_element_at(") in delta
-    # merged, sorted from the greatest value (a MAX), the RESERVE first kept
-    assert "map_zip_with(" in delta and "`_mv_e` -> named_struct('v', `_mv_e`.`key`, 'n', `_mv_e`.`value`)), false), 1, 4)" in delta
-    # and written back as JSON text
-    insert = next(w.sql for w in mixed.writes if w.sql.startswith("insert"))
-    assert "else to_json(`_mv_s`.`_mv_nr_max_price`, map('timeZone', 'UTC'" in insert, insert
+    assert "map_zip_with(" in delta and "(`_mv_l`, `_mv_r`) -> case when `_mv_l`.`v` > `_mv_r`.`v` then -1" in delta
     for sql in (delta, *(w.sql for w in mixed.writes)):
         sqlglot.parse_one(sql, read="spark")
 
@@ -599,27 +592,3 @@ def test_an_aggregate_no_delta_maintains_recomputes_every_group_the_changes_touc
     # never the one-statement rewrite of a small view: it reads no master
     small = aggregate_view.refresh_statement(view, "shop.v", {"shop.lines": marked(LINES, 3, 0)}, {}, view_rows=5)
     assert [w.kind for w in small.writes] == ["delete", "insert"]
-
-
-def test_reserves_an_earlier_version_stored_as_arrays_rebuild_the_view_once():
-    from dbt_incremental_mv.refresh.phases.plan import earlier_reserves
-
-    view = analyze_view(BY_PRODUCT, MASTERS)
-    now = {"product_id": "bigint", "min_qty": "int", "_mv_top_min_qty": "string", "_mv_top_max_price": "string"}
-    assert earlier_reserves(view, now) is None
-    before = {**now, "_mv_top_max_price": "array<struct<v:decimal(10,2),n:bigint>>"}
-    assert earlier_reserves(view, before) == (
-        "the view keeps its MIN/MAX reserve (_mv_top_max_price) as an earlier version of the plugin stored them "
-        "(arrays, now JSON text): rebuilt once"
-    )
-
-
-def test_a_reserve_is_decoded_as_its_output_s_stored_type_else_its_master_column_s():
-    from dbt_incremental_mv.refresh.views.min_max import reserve_value_type
-
-    view = analyze_view(BY_PRODUCT, MASTERS)
-    assert reserve_value_type(view, "max_price", {"MAX_PRICE": "decimal(12,2)"}) == "decimal(12,2)"
-    assert reserve_value_type(view, "max_price", {}) == "decimal(10,2)"
-    computed = analyze_view("select product_id, max(qty * price) as top from shop.lines group by product_id", MASTERS)
-    with pytest.raises(ValueError, match="the type of the view's column top is not known"):
-        reserve_value_type(computed, "top", {})
