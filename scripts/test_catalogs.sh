@@ -7,8 +7,9 @@
 #   hive  a Hive Metastore service (the standalone metastore in PySpark's jars, on Derby)
 # What differs between catalogs is their commit, which refreshers in separate JVMs (one compare-
 # and-swap winner, the other failing cleanly), the crash points and the held refreshes exercise.
-#   DBT_MV_TEST_DEPTH=ci (default, the per-change CI): the catalogs at once, each in one test process
-#     (one catalog service): the tables found in that catalog, and a join view and a filter view
+#   DBT_MV_TEST_DEPTH=ci (default, the per-change CI): one catalog, drawn by the run seed (each
+#     commit's CI another, in turn: tests/depth.py), in one test process (one catalog service; with
+#     DBT_MV_CATALOGS naming several, those at once): the tables found in that catalog, and a join view and a filter view
 #     over one shared log built and refreshed by two refreshers in separate JVMs, a dbt process
 #     held at the view's write while the test process publishes (the compare-and-swap check).
 #     What differs between the view classes is their SQL, not their commit: every class runs in
@@ -18,14 +19,23 @@
 #     refreshers in separate JVMs held and unheld, cost-based force, builds and rebuilds; two test
 #     processes per catalog, each with its own service. DBT_MV_CRASH_STRIDE=1
 #     DBT_MV_PAUSE_POINTS="insert into,delete from" DBT_MV_CATALOG_DEFINITIONS=8 run more of them.
-# DBT_MV_CATALOGS picks the catalogs (default "jdbc rest hive"). Extra arguments go to pytest;
+# DBT_MV_CATALOGS picks the catalogs (default: at full depth "jdbc rest hive", at the CI's one drawn). Extra arguments go to pytest;
 # DBT_MV_JUNIT_DIR=<dir>: JUnit reports there (catalog-<name>.xml).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-catalogs="${DBT_MV_CATALOGS:-jdbc rest hive}"
-case " $catalogs " in *" jdbc "*) bash "$repo/scripts/install_postgresql.sh" ;; esac
 venv="$(bash "$repo/scripts/setup.sh")"
 cd "$repo"
+if [ -n "${DBT_MV_CATALOGS:-}" ]; then
+  catalogs="$DBT_MV_CATALOGS"
+elif [ "${DBT_MV_TEST_DEPTH:-ci}" = full ]; then
+  catalogs="jdbc rest hive"
+else
+  # the CI's depth: one catalog per run, drawn by the run seed (tests/depth.py, from the commit id),
+  # so that successive commits take turns; the matrix runs every one
+  catalogs="$("$venv/bin/python" -c 'from tests.depth import run_seed; print(("jdbc", "rest", "hive")[run_seed() % 3])')"
+  echo "catalog smoke: $catalogs, drawn by the run seed (DBT_MV_CATALOGS=\"jdbc rest hive\" runs every one)"
+fi
+case " $catalogs " in *" jdbc "*) bash "$repo/scripts/install_postgresql.sh" ;; esac
 junit() { [ -z "${DBT_MV_JUNIT_DIR:-}" ] || echo "--junitxml=$DBT_MV_JUNIT_DIR/catalog-$1.xml"; }
 if [ "${DBT_MV_TEST_DEPTH:-ci}" != full ]; then
   # the catalogs at once, each one test process (much of each is JVMs starting and waiting: the
