@@ -8,7 +8,7 @@
 # What differs between catalogs is their commit, which refreshers in separate JVMs (one compare-
 # and-swap winner, the other failing cleanly), the crash points and the held refreshes exercise.
 #   DBT_MV_TEST_DEPTH=ci (default, the per-change CI): one catalog, drawn by the run seed (each
-#     commit's CI another, in turn: tests/depth.py), in one test process (one catalog service; with
+#     commit's CI its own: tests/depth.py), in one test process (one catalog service; with
 #     DBT_MV_CATALOGS naming several, those at once): the tables found in that catalog, and a join view and a filter view
 #     over one shared log built and refreshed by two refreshers in separate JVMs, a dbt process
 #     held at the view's write while the test process publishes (the compare-and-swap check).
@@ -27,13 +27,11 @@ venv="$(bash "$repo/scripts/setup.sh")"
 cd "$repo"
 if [ -n "${DBT_MV_CATALOGS:-}" ]; then
   catalogs="$DBT_MV_CATALOGS"
-elif [ "${DBT_MV_TEST_DEPTH:-ci}" = full ]; then
-  catalogs="jdbc rest hive"
 else
-  # the CI's depth: one catalog per run, drawn by the run seed (tests/depth.py, from the commit id),
-  # so that successive commits take turns; the matrix runs every one
-  catalogs="$("$venv/bin/python" -c 'from tests.depth import run_seed; print(("jdbc", "rest", "hive")[run_seed() % 3])')"
-  echo "catalog smoke: $catalogs, drawn by the run seed (DBT_MV_CATALOGS=\"jdbc rest hive\" runs every one)"
+  # at the CI's depth one catalog, drawn by the run seed as the tests draw their samples
+  # (tests/depth.py: from the commit id, so that each commit draws its own); at full depth all
+  catalogs="$("$venv/bin/python" -c 'from tests.depth import sample; print(" ".join(sample(("jdbc", "rest", "hive"), 1, "catalog smoke")))')"
+  echo "catalogs: $catalogs (DBT_MV_CATALOGS=\"jdbc rest hive\" runs every one)"
 fi
 case " $catalogs " in *" jdbc "*) bash "$repo/scripts/install_postgresql.sh" ;; esac
 junit() { [ -z "${DBT_MV_JUNIT_DIR:-}" ] || echo "--junitxml=$DBT_MV_JUNIT_DIR/catalog-$1.xml"; }
