@@ -57,6 +57,10 @@ class MarkedLog:
     insert_key_values: KeyValues | None = None  # ... those with an after image
     # disjoint ranges of the first key column holding every marked key (empty: not known)
     key_ranges: tuple[tuple[Bound, Bound], ...] = ()
+    # the master snapshot the view reflected before this refresh, when it reflects exactly that one
+    # (a log the plugin captures, consumed through that snapshot; phases/mark.py): the view's rows
+    # then are its query over the masters at these snapshots. None: not known
+    previous_master_snapshot: int | None = None
 
     @property
     def has_changes(self) -> bool:
@@ -75,6 +79,11 @@ class MarkedLog:
     def master_as_of(self) -> str:
         """The master, read at the snapshot this refresh reflects."""
         return f"{relation(self.spec.master_relation)} version as of {integer(self.master_snapshot)}"
+
+    def previous_master_as_of(self) -> str:
+        """The master, read at the snapshot the view reflected before this refresh (which must be known)."""
+        assert self.previous_master_snapshot is not None
+        return f"{relation(self.spec.master_relation)} version as of {integer(self.previous_master_snapshot)}"
 
     def master_as_of_current_types(self, columns: Mapping[str, str]) -> str:
         """The master at the snapshot this refresh reflects, its ``columns`` (name -> the master's

@@ -32,7 +32,7 @@ from dbt_incremental_mv.refresh.marked_log import KeyValues, MarkedLog
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
 from dbt_incremental_mv.refresh.phases.plan import RefreshPlan
 from dbt_incremental_mv.refresh.state import staleness
-from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
+from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
 
 INTEGER_TYPES = frozenset({"tinyint", "smallint", "int", "integer", "bigint", "byte", "short", "long"})
 LITERAL_TYPES = INTEGER_TYPES | {"string", "date"}
@@ -153,6 +153,7 @@ def mark_logs(
                 deletes=0,
                 master_snapshot=master_snapshot if master_snapshot is not None else -1,
                 uncaptured=skipped or (position is not None and position.uncaptured),
+                previous_master_snapshot=None if skipped else previous_snapshot(ctx, spec, position, master_snapshot),
             )
             continue
         stats = counted[spec.master_relation]
@@ -178,10 +179,40 @@ def mark_logs(
                 "master_snapshot": master_snapshot if master_snapshot is not None else -1,
                 "excluded": tuple(position.commits if position else ()),
                 "logged": tuple(plan.logged_columns.get(spec.log_relation, ())),
+                "previous_master_snapshot": None
+                if spec.master_relation in resumed
+                else previous_snapshot(ctx, spec, position, master_snapshot),
                 **probed(stats, probe, key_types(plan, spec)),  # the view's net counts replace the log's
             }
         )
     return Marked(marked, reset)
+
+
+def previous_snapshot(
+    ctx: RefreshContext, spec: LogSpec, position: LogPosition | None, master_snapshot: int | None
+) -> int | None:
+    """The master snapshot the view reflected before this refresh (MarkedLog.previous_master_snapshot),
+    when it reflects exactly that one and a query can read it as the view read it: a log the plugin
+    captures (its position is the master snapshot it was captured through; a log written by
+    ingestion may lag behind its master), consumed whole (no commit applied on commit, not
+    uncaptured), the snapshot still in the master's history and written with the schema of the one
+    this refresh reads (the view's query reads the same columns there). None otherwise."""
+    if (
+        not spec.capture
+        or position is None
+        or position.commits
+        or position.uncaptured
+        or position.master_snapshot is None
+        or master_snapshot is None
+    ):
+        return None
+    table = ctx.metadata.table(spec.master_relation)
+    if table is None:
+        return None
+    previous, current = table.snapshots.get(position.master_snapshot), table.snapshots.get(master_snapshot)
+    if previous is None or current is None or previous.schema_id is None or previous.schema_id != current.schema_id:
+        return None
+    return position.master_snapshot
 
 
 def key_types(plan: RefreshPlan, spec: LogSpec) -> tuple[str | None, ...]:

@@ -61,6 +61,10 @@ class ChangedRows:
     inserted: bool = (
         False  # the last write is an INSERT: the new data files of its commit hold exactly the rows inserted
     )
+    # exactly the rows deleted, as a query of the table's columns over other tables (the masters as
+    # the table reflected them: RefreshStatement.deleted_rows), read instead of the table at its
+    # previous snapshot (None: read back by ``deleted``)
+    deleted_rows: str | None = None
 
 
 def logged_columns(ctx: RefreshContext, spec: LogSpec, table_relation: str) -> list[str] | str:
@@ -90,7 +94,7 @@ def write(
     written (the log is not in step with the table).
 
     What is read: when the writes are known (``rows.known``), the rows the DELETE deleted (its
-    condition, at ``before``) and, in session mode, the data files the INSERT's commit added
+    condition, at ``before``, or ``rows.deleted_rows``: the masters' rows that made them) and, in session mode, the data files the INSERT's commit added
     (nothing else of the table); otherwise the rows meeting ``rows.touched`` at both snapshots."""
     meta = ctx.metadata
     meta.forget(spec.log_relation)
@@ -108,12 +112,15 @@ def write(
     try:
         with meta.appended_files(table_relation, after) if rows.known and rows.inserted else nullcontext() as appended:
             if rows.known and (not rows.inserted or appended is not None):
-                deleted = (
-                    f"select {idents(columns)} from {relation(table_relation)} version as of {integer(before)} as `_mv_v`\n"
-                    f"where {rows.deleted}"
-                    if rows.deleted is not None
-                    else None
-                )
+                if rows.deleted is None:
+                    deleted = None
+                elif rows.deleted_rows is not None:
+                    deleted = f"select {idents(columns)} from (\n{rows.deleted_rows}\n) as `_mv_d`"
+                else:
+                    deleted = (
+                        f"select {idents(columns)} from {relation(table_relation)} version as of {integer(before)} as `_mv_v`\n"
+                        f"where {rows.deleted}"
+                    )
                 inserted = (
                     f"select {idents(columns)} from {ident(appended.added_view)}"
                     if appended is not None and appended.added_view

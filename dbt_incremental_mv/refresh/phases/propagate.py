@@ -127,6 +127,9 @@ def fast(
             known=True,
             deleted=statement.deleted,
             inserted=statement.inserts_last,
+            # (a view reading the clock: its rows are the query at the time they were written, which
+            # the masters' previous snapshots do not say)
+            deleted_rows=statement.deleted_rows if plan.now is None else None,
         )
         if log and statement.touched is not None
         else None

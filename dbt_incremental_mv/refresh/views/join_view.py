@@ -74,14 +74,20 @@ from dbt_incremental_mv.sql_text import broadcast, idents, relation
 
 
 def _ins_restrictions(
-    view: ViewDefinition, marked: Mapping[str, MarkedLog], alias: str, own: bool, links: list[KeyLink]
+    view: ViewDefinition,
+    marked: Mapping[str, MarkedLog],
+    alias: str,
+    own: bool,
+    links: list[KeyLink],
+    images: str = "inserts",
 ) -> list[KeyRestriction]:
     """The rows of ``alias`` the INS steps of itself (when ``own``) and of the dimensions
-    ``links`` tie to it read, each a restriction of its own columns."""
+    ``links`` tie to it read, each a restriction of its own columns (to the keys with an after
+    image; ``images='all'``: every marked key, as the DEL steps delete them)."""
     log = marked[view.occurrence(alias).master.name]
-    found = [KeyRestriction(log, log.spec.key, "inserts")] if own else []
+    found = [KeyRestriction(log, log.spec.key, images)] if own else []
     for link in links:
-        found.append(KeyRestriction(marked[view.occurrence(link.source).master.name], link.columns, "inserts"))
+        found.append(KeyRestriction(marked[view.occurrence(link.source).master.name], link.columns, images))
     return found
 
 
@@ -98,7 +104,9 @@ def _ins_sources(
     the other masters reduced to the rows that join it (semijoin.py). Its rows lie in the range of
     its marked keys, and its keys among them, when it is restricted to them alone (``own``)."""
     alone = own is not None and restrictions == [own]
-    from_log = inserted_rows_from_log(view, own.log, alias) if own is not None and alone else None
+    from_log = (
+        inserted_rows_from_log(view, own.log, alias) if own is not None and alone and own.images != "all" else None
+    )
     restricted = dict(sources)
     if from_log is not None:
         restricted[alias] = from_log
@@ -257,13 +265,15 @@ def _ins_queries(
     marked: Mapping[str, MarkedLog],
     sources: Mapping[str, str],
     ins_aliases: list[str],
+    images: str = "inserts",
 ) -> list[str]:
     """The INS steps as disjoint queries, one per group of ``_ins_groups`` (two when its own keys
-    are read from the log and it runs dimensions' steps too)."""
+    are read from the log and it runs dimensions' steps too); ``images='all'``: restricted to every
+    marked key (``_deleted_rows``)."""
     queries: list[str] = []
     earlier: dict[str, list[KeyRestriction]] = {}
     for alias, own, links in _ins_groups(view, ins_aliases):
-        restrictions = _ins_restrictions(view, marked, alias, own, links)
+        restrictions = _ins_restrictions(view, marked, alias, own, links, images)
         mine = restrictions[0] if own else None
         # its own keys' ranges prune its files: a query of their own when they are not
         # literals (see KeyRestriction); its dimensions' keys (scattered in it) prune nothing
@@ -272,6 +282,22 @@ def _ins_queries(
             queries.append(render_select(view, _ins_sources(view, sources, alias, group, earlier, mine)))
             earlier.setdefault(alias, []).extend(group)
     return queries
+
+
+def _deleted_rows(view: ViewDefinition, marked: Mapping[str, MarkedLog], del_aliases: list[str]) -> str | None:
+    """The rows the DEL steps delete, computed from the masters as the view reflected them before
+    this refresh (MarkedLog.previous_master_snapshot), not read back from the view: the INS steps'
+    disjoint queries over those snapshots, each occurrence restricted to all its marked keys (a
+    view row whose key of an occurrence is among them is a row of the query over that occurrence
+    restricted to them, or over the fact an inner key link ties the dimension to, restricted to
+    its columns holding them). The reads follow the changed keys (their ranges prune the masters,
+    sorted by their own keys) where a read-back scans the view for them: an indexed join state is
+    sorted by its dimension's key, not by the facts' keys a fact change deletes by. None when a
+    master's previous snapshot is not known."""
+    if not del_aliases or any(marked[o.master.name].previous_master_snapshot is None for o in view.occurrences):
+        return None
+    sources = {o.alias: marked[o.master.name].previous_master_as_of() for o in view.occurrences}
+    return "\nunion all\n".join(_ins_queries(view, marked, sources, del_aliases, "all"))
 
 
 def refresh_statement(
@@ -322,6 +348,7 @@ def refresh_statement(
         touched=any_of(_hidden_restrictions(view, marked, changed)),
         deleted=deleted,
         inserted=ins_query,
+        deleted_rows=_deleted_rows(view, marked, del_aliases),
     )
 
 

@@ -109,6 +109,10 @@ class RefreshStatement:
     # the INSERT's query (the view's stored columns, in order; it reads the view as it was, never
     # the write branch), None without an INSERT: what a UNION ALL view combines (union_view.py)
     inserted: str | None = None
+    # the rows the DELETEs delete (the view's stored columns, named as stored), computed from the
+    # masters as the view reflected them, when the view class can (join_view.py): what a view
+    # keeping its own log logs as before images instead of reading them back (None: read back)
+    deleted_rows: str | None = None
 
     @property
     def inserts_last(self) -> bool:
@@ -160,6 +164,7 @@ def refresh_writes(
     touched: str | None = None,
     deleted: str | None = None,
     inserted: str | None = None,
+    deleted_rows: str | None = None,
 ) -> RefreshStatement:
     """A RefreshStatement of ``writes`` (their SQL already aimed at the branch when there are several)."""
     return RefreshStatement(
@@ -173,6 +178,7 @@ def refresh_writes(
         touched,
         deleted,
         inserted,
+        deleted_rows,
     )
 
 

@@ -77,6 +77,14 @@ def test_a_refresh_whose_writes_are_known_logs_the_deleted_rows_and_the_files_it
     own_log.write(ctx, SPEC, "shop.v", before, gone, own_log.ChangedRows(TOUCHED, known=True, deleted=DELETED))
     assert "mv_files_appended" not in fake.statements[0] and f"version as of {gone}" not in fake.statements[0]
 
+    # the deleted rows computed from the masters the view reflected: the view is not read at all
+    fake.statements.clear()
+    old = "select 1 as `region_id`, 2 as `n`, 3 as `_mv_count` from `shop`.`m` version as of 7"
+    rows = own_log.ChangedRows(TOUCHED, known=True, deleted=DELETED, inserted=True, deleted_rows=old)
+    own_log.write(ctx, SPEC, "shop.v", before, after, rows)
+    assert f"select `region_id`, `n`, `_mv_count` from (\n{old}\n) as `_mv_d`" in fake.statements[0]
+    assert "`shop`.`v` version as of" not in fake.statements[0]
+
 
 def test_a_log_behind_its_view_is_left_to_its_readers_capture():
     fake, ctx = warehouse(captured_through_view_main=False)

@@ -539,3 +539,44 @@ def test_the_del_steps_are_one_delete_behind_the_or_of_their_ranges_when_some_ke
     logs["shop.lines"] = marked(LINES, 0, 0)
     delete = join_view.refresh_statement(view, "shop.v", logs).writes[0].sql
     assert delete == "delete from `shop`.`v`\nwhere (`_mv_c_customer_id` in (7)\n   or `_mv_o_order_id` in (7))\nand exists (select 1 from values (1))"
+
+
+def test_the_rows_a_join_view_deletes_are_its_query_over_the_masters_previous_snapshots():
+    """A view keeping its own log logs the rows its DELETEs delete: computed from the masters as
+    the view reflected them (their previous snapshots), restricted to the marked keys, each master
+    by its own keys or through the fact a dimension is linked to, in disjoint queries; not read
+    back from the view (whose files hold every key of a fact, sorted by another)."""
+    view = analyze_view(STAR, MASTERS)
+    previous = {"shop.orders": 101, "shop.customers": 102, "shop.products": 103}
+    logs = {
+        m.name: marked(m, key_values=((7,), (8,)), insert_key_values=((8,),), previous_master_snapshot=previous[m.name])
+        for m in (ORDERS, CUSTOMERS, PRODUCTS)
+    }
+    logs["shop.products"] = dataclasses.replace(logs["shop.products"], inserts=0, deletes=0, key_values=())
+    statement = join_view.refresh_statement(view, "v.star", logs)
+    rows = statement.deleted_rows
+    assert rows is not None
+    # every master read at the snapshot the view reflected, none at the marked one
+    read = {
+        f"{t.db}.{t.name}": t.args["version"].expression.name
+        for t in sqlglot.parse_one(rows, read="spark").find_all(sqlglot.exp.Table)
+    }
+    assert read == {master: str(snapshot) for master, snapshot in previous.items()}, rows
+    # the view's stored columns, by name
+    assert [e.alias_or_name for e in sqlglot.parse_one(rows, read="spark").expressions] == list(view.stored_columns)
+    # the orders of all their marked keys (a deleted key has no after image) and of the customers'
+    assert "WHERE `order_id` IN (7, 8) OR `customer_id` IN (7, 8)" in rows, rows
+    # the INSERT still takes the after images only
+    assert "IN (8)" in statement.inserted.upper() and "IN (7, 8)" not in statement.inserted.upper()
+    # keys read from the logs (not literals): disjoint queries, each later one without the earlier one's rows
+    ranged = {
+        name: dataclasses.replace(log, key_values=None, insert_key_values=None, key_ranges=((1, 9),))
+        for name, log in logs.items()
+    }
+    rows = join_view.refresh_statement(view, "v.star", ranged).deleted_rows
+    tree = sqlglot.parse_one(rows, read="spark")
+    assert isinstance(tree, sqlglot.exp.Union), rows
+    assert "LEFT ANTI JOIN" in rows.upper() and "version as of 123" not in rows.lower(), rows
+    # a master whose previous snapshot is not known: read back from the view
+    logs["shop.products"] = dataclasses.replace(logs["shop.products"], previous_master_snapshot=None)
+    assert join_view.refresh_statement(view, "v.star", logs).deleted_rows is None
