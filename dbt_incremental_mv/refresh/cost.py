@@ -41,7 +41,7 @@ from sqlglot import exp
 
 from dbt_incremental_mv import environment
 from dbt_incremental_mv.analysis.model import ViewDefinition
-from dbt_incremental_mv.layout import COMPACT_SMALL_FILE_BYTES, ViewFiles
+from dbt_incremental_mv.layout import COMPACT_SMALL_FILE_BYTES, CompactionKind, ViewFiles
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
 from dbt_incremental_mv.refresh.views.statement import RefreshStatement, WriteKind
@@ -370,10 +370,11 @@ class Estimate:
     unknown: tuple[str, ...] = ()  # tables whose size the metadata does not give
     bytes_captured: int = 0  # the data files a capture it needs reads (decided before the capture)
     stages: int = 0  # joins, aggregations, windows... of its statements (statement_stages, query_stages)
-    # the compaction its commit makes due (with_compaction): its statements (0: none) and the
-    # bytes of the view's data files it rewrites
+    # the compaction its commit makes due (with_compaction): its statements (0: none), what it
+    # rewrites and the bytes of the view's data files it rewrites
     compaction_statements: int = 0
     bytes_compacted: int = 0
+    compaction_kind: CompactionKind = CompactionKind.DATA_FILES
 
     def describe(self) -> str:
         read = f"reads {self.bytes_read / GB:.2f} GB"
@@ -388,7 +389,9 @@ class Estimate:
             parts.append(f"after a capture of {self.bytes_captured / GB:.2f} GB of changed master files")
         else:
             parts.append(f"{self.changes:,} changes")
-        if self.compaction_statements:
+        if self.compaction_statements and self.compaction_kind is CompactionKind.DELETE_FILES:
+            parts.append("then merges the view's delete files")
+        elif self.compaction_statements:
             parts.append(f"then compacts the view ({self.bytes_compacted / GB:.2f} GB rewritten)")
         return ", ".join(parts)
 
@@ -535,15 +538,19 @@ def with_compaction(
     statements: int,
     sizes: Sizes,
     prices: Calibration,
+    kind: CompactionKind = CompactionKind.DATA_FILES,
 ) -> Estimate:
     """The fast refresh ``fast`` of ``statement`` followed by the compaction its commit makes due
     (refresh/phases/compact.py): ``files``, the view's files that commit leaves (files_after),
-    ``statements`` the compaction's. It rewrites the view's data files that have deletes and the
+    ``statements`` the compaction's, ``kind`` what it rewrites. Its delete files merged: its
+    statements (the delete files are small). Its data files: those that have deletes and the
     small ones (layout.COMPACTION_OPTIONS): every file when they average under the small-file size;
     else those with a delete file (each about the view's average file) and the files the refresh
     adds; at most the whole view."""
     small = not files.partitioned and files.bytes < files.data_files * COMPACT_SMALL_FILE_BYTES
-    if small or not files.data_files:
+    if kind is CompactionKind.DELETE_FILES:
+        rewritten = 0
+    elif small or not files.data_files:
         rewritten = files.bytes
     else:
         with_deletes = files.delete_files * files.bytes // files.data_files
@@ -553,6 +560,7 @@ def with_compaction(
         seconds=fast.seconds + prices.seconds_per_statement * statements + prices.compacted_per_gb * rewritten / GB,
         compaction_statements=statements,
         bytes_compacted=rewritten,
+        compaction_kind=kind,
     )
 
 

@@ -176,3 +176,42 @@ class TestMergeOnReadMasters:
                 workload.check(name, defining_query(project, sql), columns)
         deletes = rows(project, f"select count(*) from {project.test_schema}.orders.delete_files")
         assert deletes[0][0] > 0  # the masters really were written merge-on-read
+
+
+class TestCompactionMergesDeleteFiles:
+    """A refresh whose commit leaves the view due for compaction with many delete files over few data
+    files merges them (layout.compaction_kind, unit-tested: here it is made to choose so, a view of
+    a few rows never has many): Iceberg's rewrite of the position delete files run by the refresh
+    after its publish leaves the view's rows as they were, and the next refreshes read through its
+    commit."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        sql, _ = VIEWS["open_orders"]
+        return {
+            "open_orders.sql": "{{ config(materialized='fast_refresh', refresh_method='fast') }}\n" + sql,
+            "sources.yml": Workload.sources_yml(MASTERS),
+        }
+
+    def test_delete_files_are_merged(self, project, monkeypatch):
+        from dbt_incremental_mv import layout
+        from dbt_incremental_mv.refresh.phases import compact
+
+        monkeypatch.setattr(layout, "COMPACT_EXTRA_FILES", 1)  # due at one delete file or one data file more
+        monkeypatch.setattr(layout, "COMPACT_EXTRA_PER_FILE", 0)
+        monkeypatch.setattr(compact, "compaction_kind", lambda *args: layout.CompactionKind.DELETE_FILES)
+        workload = Workload(project, [replace(m, rows={}) for m in MASTERS], 5)
+        workload.create(initial_rows=20)
+        sql, columns = VIEWS["open_orders"]
+        results = run_dbt(["run"])
+        assert all(r.status == "success" for r in results)
+        merges = []
+        for round_number in range(3):
+            workload.round(4, masters=["orders"], kinds=("delete", "update", "insert"))
+            results, log = run_dbt_and_capture(["run"])
+            assert all(r.status == "success" for r in results), log
+            workload.check("open_orders", defining_query(project, sql), columns)
+            merges += [line for line in log.splitlines() if " delete files into " in line]
+        assert len(merges) >= 2 and all("compacted" not in line for line in merges), merges
+        snapshots = project.run_sql(f"select operation from {project.test_schema}.open_orders.snapshots", fetch="all")
+        assert ("replace",) in [tuple(s) for s in snapshots], snapshots

@@ -5,9 +5,11 @@ small data files. A user's full scan of the view opens and applies them all, so 
 compaction the view reads slower after every refresh (measured: 1.64-1.92x its rebuilt self
 after 100 small refreshes; layout.py). When the commit the refresh published leaves the view at a
 threshold (layout.ViewFiles.compaction_due: its delete files, or many small data files), the
-refresh runs Iceberg's compaction of the files with deletes and the small ones
-(layout.compaction_statements), sorted as the view was built. Its cost follows those files, not
-the view: a refresh that touched few files rewrites few.
+refresh runs Iceberg's compaction (layout.compaction_statements): where merging its delete files
+brings it below the threshold and few of its rows are deleted, only those (one per data file at
+most: a scattered DELETE writes one per scan task and data file); otherwise the data files with
+deletes and the small ones rewritten, sorted as the view was built (layout.compaction_kind). Its
+cost follows those files, not the view: a refresh that touched few files rewrites few.
 
 Decided once, from the published commit's totals (no metadata read when not due). Runs after the
 publish: the compaction's ``replace`` commit changes no row, the next refresh reads the view's state
@@ -25,7 +27,7 @@ import time
 from dataclasses import dataclass
 
 from dbt_incremental_mv.conflicts import lost_race
-from dbt_incremental_mv.layout import ViewFiles, compaction_statements, written_sort
+from dbt_incremental_mv.layout import CompactionKind, ViewFiles, compaction_kind, compaction_statements, written_sort
 from dbt_incremental_mv.metadata import TableMetadata
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
@@ -33,11 +35,13 @@ from dbt_incremental_mv.refresh.phases.decide import RefreshAction
 
 @dataclass(frozen=True)
 class Compaction:
-    """A compaction a refresh runs: of ``relation``, whose files are ``files``, by ``statements``."""
+    """A compaction a refresh runs: of ``relation``, whose files are ``files``, by ``statements``,
+    rewriting its ``kind`` of files."""
 
     relation: str
     files: ViewFiles
     statements: tuple[str, ...]
+    kind: CompactionKind = CompactionKind.DATA_FILES
 
 
 def due(files: ViewFiles | None, action: RefreshAction, auto_compact: bool) -> bool:
@@ -48,14 +52,14 @@ def due(files: ViewFiles | None, action: RefreshAction, auto_compact: bool) -> b
 
 
 def compaction(relation: str, files: ViewFiles, table: TableMetadata) -> Compaction:
-    """The compaction of ``relation`` (its ``table`` as the refresh left it): sorted as it was built."""
+    """The compaction of ``relation`` (its ``table`` as the refresh left it): its delete files merged,
+    or its data files rewritten sorted as it was built (layout.compaction_kind)."""
+    column_types = [t for _, t in table.columns]
+    kind = compaction_kind(files, table.format_version, column_types)
     statements = compaction_statements(
-        relation,
-        table.format_version,
-        [t for _, t in table.columns],
-        written_sort(table.properties),
+        relation, table.format_version, column_types, written_sort(table.properties), kind
     )
-    return Compaction(relation, files, tuple(statements))
+    return Compaction(relation, files, tuple(statements), kind)
 
 
 @dataclass(frozen=True)
@@ -87,10 +91,13 @@ def compact(ctx: RefreshContext, planned: Compaction) -> Compacted:
         )
     ctx.metadata.forget(planned.relation)
     after = ViewFiles.of(ctx.metadata.table(planned.relation))
-    done = (
-        f"compacted {planned.files.data_files:,} data and {planned.files.delete_files:,} delete files to "
-        f"{after.data_files:,} and {after.delete_files:,}"
-        if after is not None
-        else "compacted"
-    )
+    if after is None:
+        done = "compacted"
+    elif planned.kind is CompactionKind.DELETE_FILES:
+        done = f"merged {planned.files.delete_files:,} delete files into {after.delete_files:,}"
+    else:
+        done = (
+            f"compacted {planned.files.data_files:,} data and {planned.files.delete_files:,} delete files to "
+            f"{after.data_files:,} and {after.delete_files:,}"
+        )
     return Compacted(f"{done} in {time.monotonic() - began:.1f} s")

@@ -45,7 +45,14 @@ def after_mark(
     compaction = compaction_after(ctx, plan, statement, fast.bytes_written)
     if compaction is not None:
         fast = cost.with_compaction(
-            fast, statement, plan.view_relation, compaction.files, len(compaction.statements), ctx.metadata, prices
+            fast,
+            statement,
+            plan.view_relation,
+            compaction.files,
+            len(compaction.statements),
+            ctx.metadata,
+            prices,
+            compaction.kind,
         )
     assert plan.definition is not None
     snapshots = {m: log.master_snapshot for m, log in marked.items()}

@@ -339,6 +339,14 @@ def test_the_compaction_rewrites_the_data_files_with_deletes_and_the_small_ones(
     # every file with deletes: the whole view, at most
     every = cost.with_compaction(fast, statement, "shop.v", ViewFiles(40, 40, 800 * MB), 2, sizes, prices)
     assert every.bytes_compacted == 800 * MB
+    # its delete files merged (layout.compaction_kind): its statement, no data file rewritten
+    from dbt_incremental_mv.layout import CompactionKind
+
+    merged = cost.with_compaction(
+        fast, statement, "shop.v", ViewFiles(4, 300, 800 * MB), 1, sizes, prices, CompactionKind.DELETE_FILES
+    )
+    assert merged.bytes_compacted == 0 and merged.seconds == pytest.approx(fast.seconds + 0.5)
+    assert merged.describe().endswith("then merges the view's delete files")
     # without its own price, a compaction is priced as a rebuild's write
     rebuilt = dataclasses.replace(PRICES, seconds_per_gb_rebuilt=50.0)
     assert cost.with_compaction(fast, statement, "shop.v", after, 2, sizes, rebuilt).seconds == pytest.approx(

@@ -65,6 +65,32 @@ def test_a_view_built_sorted_is_compacted_sorted_by_the_same_columns():
     assert ViewLayout().record() == {}
 
 
+def test_many_delete_files_over_few_data_files_are_merged_and_many_small_data_files_rewritten():
+    from dbt_incremental_mv.layout import CompactionKind, compaction_kind
+
+    # an indexed join state after a scattered DELETE: 6 data files (two a rewrite would leave), 325 delete files
+    state = ViewFiles(6, 325, 124 * 1024**2, records=6_000_000, deleted=9_000)
+    planned = compaction("s.v", state, _table({}))
+    assert planned.kind is CompactionKind.DELETE_FILES
+    assert planned.statements == (
+        "call system.rewrite_position_delete_files(table => '`s`.`v`', options => map('rewrite-all', 'true'))",
+    )
+    # many small data files (a merge would leave 11 + 12 of the 32 extra files that make it due)
+    assert compaction("s.v", DUE, _table({})).kind is CompactionKind.DATA_FILES
+    # a tenth of its rows deleted: rewritten (a scan still reads them and drops them)
+    assert compaction_kind(ViewFiles(6, 325, 124 * 1024**2, records=6_000_000, deleted=600_000), 2) is (
+        CompactionKind.DATA_FILES
+    )
+    # format 3 (a deletion vector per data file), ARRAY or MAP columns (Iceberg cannot rewrite their
+    # delete files), or not due (compacted by hand): rewritten
+    assert compaction_kind(state, 3) is CompactionKind.DATA_FILES
+    assert compaction_kind(state, 2, ["bigint", "array<struct<v:double>>"]) is CompactionKind.DATA_FILES
+    assert compaction_kind(ViewFiles(6, 5, 124 * 1024**2), 2) is CompactionKind.DATA_FILES
+    # what the log line says of a merge
+    ctx = _Context()
+    assert compact(ctx, planned).line.startswith("merged 325 delete files into 0 in ")
+
+
 class _Context:
     def __init__(self, fail_with=None):
         self.statements, self.fail_with = [], fail_with
