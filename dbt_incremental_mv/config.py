@@ -109,7 +109,8 @@ MODEL_CONFIGS = (
         "`true`",
         "After a fast refresh that leaves the view (or an internal state) with many more files than a rewrite "
         "would (delete files, and small data files: 16 plus 16 for each 64 MB of the view), or (over 64 MB) a tenth of "
-        "its rows deleted, the refresh compacts it: Iceberg's `rewrite_data_files` of the files with deletes and the small "
+        "its rows deleted, the refresh compacts it: its delete files merged (`rewrite_position_delete_files`) where they "
+        "are what makes it due, else Iceberg's `rewrite_data_files` of the files with deletes and the small "
         "ones, sorted as the view was built. `false`: never (compact with `mv_compact`, which `mv_status` "
         "recommends). `refresh_method='force'` prices the compaction with the fast refresh.",
     ),

@@ -58,8 +58,9 @@ OPERATIONS = {
     ),
     "mv_compact": (
         "Compact the views `mv_status` recommends it for (or the named ones; `every: true`: due or not), what a "
-        "fast refresh does by itself unless `auto_compact=false`: Iceberg's `rewrite_data_files` of the files "
-        "with deletes and the small ones, sorted as the view was built, and on format 2 the delete files left "
+        "fast refresh does by itself unless `auto_compact=false`: its delete files merged where they are what "
+        "makes it due, else Iceberg's `rewrite_data_files` of the files "
+        "with deletes and the small ones (every view, with `every: true`), sorted as the view was built, and on format 2 the delete files left "
         "pointing at rewritten files dropped (a view with ARRAY or MAP columns has every data file rewritten "
         "instead: Iceberg 1.10 cannot rewrite its position deletes). Run it between refreshes.",
         "dbt run-operation mv_compact --args '{models: [customer_orders]}'",

@@ -18,6 +18,9 @@ to that one and appends the changes in between, plus a new watermark, in one com
 - history with delete files (merge-on-read), which the changelog scan refuses, over SQL: the
   difference between the two snapshots (a scan of both; every change attributed to the
   end snapshot);
+- commits that only rewrote files (Iceberg's ``replace``: a compaction of the data files or of the
+  delete files, which changes no row): a watermark past them, nothing read (the changed-files
+  path would compare the rewritten files' rows, all of them);
 - broken history (the watermark snapshot is no longer an ancestor: the master was replaced,
   rolled back, or its snapshots expired before capture): a reset watermark (R). Views that
   consumed less than it cannot be fast refreshed and get a complete refresh.
@@ -39,11 +42,17 @@ class CaptureMethod(StrEnum):
     DIFF = "diff"  # the difference of two snapshots (merge-on-read history, over SQL)
     RESET = "reset"  # the history is broken: a reset watermark
     SKIP = "skip"  # no view needs the changes: a watermark stands for them
+    REWRITTEN = "rewritten"  # only commits that rewrote files (compactions): no row changed, a watermark
 
     @property
     def captures(self) -> bool:
         """Whether the master has commits to capture: read (or, skipped, stood for by a watermark)."""
         return self not in (CaptureMethod.NONE, CaptureMethod.RESET)
+
+    @property
+    def reads_master(self) -> bool:
+        """Whether the capture reads the master's rows (the others write a watermark at most)."""
+        return self in (CaptureMethod.CHANGELOG, CaptureMethod.FILES, CaptureMethod.DIFF)
 
 
 # A capture by row lineage finds the old rows gone (deleted or updated) by their ids first and
@@ -57,6 +66,11 @@ def broadcast_gone_ids(rows_gone_at_most: int | None) -> bool:
     return rows_gone_at_most is not None and rows_gone_at_most <= GONE_IDS_BROADCAST_ROWS
 
 
+# Iceberg's operation of a commit that rewrites files without changing a row (rewrite_data_files,
+# rewrite_position_delete_files)
+REPLACE = "replace"
+
+
 @dataclass(frozen=True)
 class SnapshotInfo:
     snapshot_id: int
@@ -64,6 +78,7 @@ class SnapshotInfo:
     added_delete_files: int
     total_delete_files: int
     schema_id: int | None = None  # None: not known (read over SQL)
+    operation: str | None = None  # Iceberg's: append, overwrite, delete, replace (None: not known)
 
 
 @dataclass(frozen=True)
@@ -141,6 +156,13 @@ def plan_capture(
     passed = [s for s in in_range_ids[1:] if s in reflected.stops]
     if passed:  # the last one passed is the oldest
         return plan_capture(captured_through, has_watermark, passed[-1], lineage, by_files, row_lineage)
+    if has_watermark and all(s.operation == REPLACE for s in in_range):
+        return CapturePlan(
+            CaptureMethod.REWRITTEN,
+            start,
+            current,
+            f"{len(in_range)} commit(s) that rewrote files, no row changed (compactions): a watermark, nothing read",
+        )
     merge_on_read = any(s.added_delete_files for s in in_range) or bool(by_id[current].total_delete_files)
     files_readable = (
         start is not None

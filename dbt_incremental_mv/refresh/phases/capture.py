@@ -218,7 +218,12 @@ def capture_plan(
     master = ctx.metadata.table(spec.master_relation)
     lineage = [
         SnapshotInfo(
-            s.snapshot_id, s.parent_id, s.count("added-delete-files"), s.count("total-delete-files"), s.schema_id
+            s.snapshot_id,
+            s.parent_id,
+            s.count("added-delete-files"),
+            s.count("total-delete-files"),
+            s.schema_id,
+            s.operation,
         )
         for s in (master.snapshots.values() if master is not None else ())
     ]
@@ -285,7 +290,7 @@ def _commit_capture(
         elif plan.method is CaptureMethod.DIFF:
             assert plan.end is not None  # a plan that reads changes ends at a master snapshot
             ctx.execute(log_sql.capture_by_diff(spec, logged, plan.start, plan.end, branch))
-        elif plan.method is CaptureMethod.SKIP:  # no view needs these changes: a watermark stands for them
+        elif plan.method in (CaptureMethod.SKIP, CaptureMethod.REWRITTEN):  # a watermark stands for the commits
             ctx.execute(log_sql.watermark_row(spec, logged, plan.end, branch=branch))
         else:  # reset
             ctx.execute(log_sql.watermark_row(spec, logged, plan.end, reset=True, branch=branch))

@@ -105,7 +105,7 @@ def choice_before_capture(
         snapshots = meta.mains([spec.log_relation, spec.master_relation])
         position = state.logs.get(spec.log_relation)
         capture = capture_plan(ctx, spec, snapshots, position)
-        if not capture.method.captures:
+        if not capture.method.reads_master:
             continue
         master = meta.table(spec.master_relation)
         commits = master.commits_since(capture.start) if master is not None and capture.start is not None else None

@@ -103,3 +103,19 @@ def test_changes_no_view_needs_are_not_read():
     # a view that reflects a snapshot the log is captured through already needs what follows it
     assert plan_capture(1, True, 6, chain(1, 2, 3, 4, 5, 6), reflected=Reflected(frozenset({1, 5}), True)).method == "changelog"
     assert plan_capture(1, True, 6, chain(1, 2, 3, 4, 5, 6), reflected=Reflected(frozenset({6}), True)).end == 6
+
+
+def test_commits_that_only_rewrote_files_need_a_watermark_and_no_read():
+    from dataclasses import replace
+
+    # a merge of the delete files (adds delete files, changes no row) after the captured snapshot 2
+    merged = [*chain(1, 2, deletes=(2,)), SnapshotInfo(3, 2, 1, 1, 0, "replace")]
+    for by_files in (False, True):
+        plan = plan_capture(2, True, 3, merged, by_files=by_files)
+        assert (plan.method, plan.start, plan.end) == ("rewritten", 2, 3)
+        assert not plan.method.reads_master and plan.method.captures
+    # a compaction after a change: the change is read, the compaction's files with it
+    changed = [*chain(1, 2), SnapshotInfo(3, 2, 0, 0, 0, "overwrite"), SnapshotInfo(4, 3, 1, 1, 0, "replace")]
+    assert plan_capture(2, True, 4, changed, by_files=True).method == "files"
+    # a log without a watermark captures from the start
+    assert plan_capture(None, False, 3, [replace(s, operation="replace") for s in chain(1, 2, 3)]).method == "changelog"

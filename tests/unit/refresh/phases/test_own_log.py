@@ -282,3 +282,18 @@ def test_an_engine_whose_version_cannot_be_read_gets_the_statements_of_spark_3_5
     fake = FakeIceberg()
     fake.spark = "4.1.1 c0690c7"
     assert fake.metadata().spark() == (4, 1)
+
+
+def test_a_compaction_since_the_logs_watermark_does_not_keep_the_log_from_being_written():
+    fake, ctx = warehouse()
+    fake.commit("shop.v", "replace")  # the refresh's compaction after its publish: no row changed
+    before = fake.tables["shop.v"].refs["main"]
+    after = fake.commit("shop.v", "overwrite", branch=None)
+    pending = own_log.write(ctx, SPEC, "shop.v", before, after, own_log.ChangedRows(TOUCHED))
+    assert isinstance(pending, own_log.PendingLog), pending
+    # any other commit since (a write that escaped the log) is left to the readers' capture
+    fake, ctx = warehouse()
+    fake.commit("shop.v", "overwrite")
+    before = fake.tables["shop.v"].refs["main"]
+    after = fake.commit("shop.v", "overwrite", branch=None)
+    assert isinstance(own_log.write(ctx, SPEC, "shop.v", before, after, own_log.ChangedRows(TOUCHED)), str)
