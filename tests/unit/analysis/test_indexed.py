@@ -80,6 +80,11 @@ def test_the_layout_sorts_by_the_looked_up_column_and_blooms_every_key():
     assert layout.sorted_query("select 1").endswith("order by `o__customer_id`")
     # row groups small enough for an IN of scattered keys to skip most of them (the view's are larger)
     assert layout.properties()["write.parquet.row-group-size-bytes"] == str(1024 * 1024)
+    # read in Iceberg's fixed splits, not one task per row group (a DELETE writes a delete file per task)
+    assert layout.properties()["read.split.adaptive-size.enabled"] == "false"
+    from dbt_incremental_mv.layout import ViewLayout
+
+    assert "read.split.adaptive-size.enabled" not in ViewLayout(("k",)).properties()  # a view users read keeps them
 
 
 @pytest.mark.parametrize(
