@@ -6,8 +6,8 @@ compaction the view reads slower after every refresh (measured: 1.64-1.92x its r
 after 100 small refreshes; layout.py). When the commit the refresh published leaves the view at a
 threshold (layout.ViewFiles.compaction_due: its delete files, or many small data files), the
 refresh runs Iceberg's compaction (layout.compaction_statements): where merging its delete files
-brings it below the threshold and few of its rows are deleted, only those (one per data file at
-most: a scattered DELETE writes one per scan task and data file); otherwise the data files with
+leaves it at most half the files that make it due and few of its rows are deleted, only those (one
+per data file at most: a scattered DELETE writes one per scan task and data file); otherwise the data files with
 deletes and the small ones rewritten, sorted as the view was built (layout.compaction_kind). Its
 cost follows those files, not the view: a refresh that touched few files rewrites few.
 
