@@ -59,7 +59,8 @@ class MarkedLog:
     key_ranges: tuple[tuple[Bound, Bound], ...] = ()
     # the master snapshot the view reflected before this refresh, when it reflects exactly that one
     # (a log the plugin captures, consumed through that snapshot; phases/mark.py): the view's rows
-    # then are its query over the masters at these snapshots. None: not known
+    # then are its query over the masters at these snapshots. None: not known (or not read: the view
+    # keeps no log of its own, the only reader)
     previous_master_snapshot: int | None = None
 
     @property

@@ -134,6 +134,8 @@ def mark_logs(
     counted = dict(zip(requests, ctx.stats(*requests.values())))
     resumed, reset = _resume(ctx, requests, counted, action)
     marked = {}
+    # read for a view that logs what it deletes only (own_log.py, join_view._deleted_rows)
+    logs_deletes = plan.own_log is not None
     for spec in specs:
         position = state.logs.get(spec.log_relation) if state else None
         consumed = position.sequence if position else 0
@@ -153,7 +155,9 @@ def mark_logs(
                 deletes=0,
                 master_snapshot=master_snapshot if master_snapshot is not None else -1,
                 uncaptured=skipped or (position is not None and position.uncaptured),
-                previous_master_snapshot=None if skipped else previous_snapshot(ctx, spec, position, master_snapshot),
+                previous_master_snapshot=previous_snapshot(ctx, spec, position, master_snapshot)
+                if logs_deletes and not skipped
+                else None,
             )
             continue
         stats = counted[spec.master_relation]
@@ -179,9 +183,9 @@ def mark_logs(
                 "master_snapshot": master_snapshot if master_snapshot is not None else -1,
                 "excluded": tuple(position.commits if position else ()),
                 "logged": tuple(plan.logged_columns.get(spec.log_relation, ())),
-                "previous_master_snapshot": None
-                if spec.master_relation in resumed
-                else previous_snapshot(ctx, spec, position, master_snapshot),
+                "previous_master_snapshot": previous_snapshot(ctx, spec, position, master_snapshot)
+                if logs_deletes and spec.master_relation not in resumed
+                else None,
                 **probed(stats, probe, key_types(plan, spec)),  # the view's net counts replace the log's
             }
         )
@@ -196,9 +200,11 @@ def previous_snapshot(
     captures (its position is the master snapshot it was captured through; a log written by
     ingestion may lag behind its master), consumed whole (no commit applied on commit, not
     uncaptured), the snapshot still in the master's history and written with the schema of the one
-    this refresh reads (the view's query reads the same columns there). None otherwise."""
+    this refresh reads (the view's query reads the same columns there; schema ids are read through
+    the Java API only, so over SQL the master's metadata is not loaded for it). None otherwise."""
     if (
-        not spec.capture
+        not ctx.metadata.in_jvm
+        or not spec.capture
         or position is None
         or position.commits
         or position.uncaptured

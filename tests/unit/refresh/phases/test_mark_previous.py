@@ -30,6 +30,14 @@ def test_the_previous_master_snapshot_is_known_only_for_a_captured_log_consumed_
     assert previous_snapshot(ctx, CAPTURED, LogPosition(4, None), now) is None
     # a snapshot expired since, or written with another schema (a column added or widened)
     assert previous_snapshot(ctx, CAPTURED, LogPosition(4, 999_999), now) is None
+    # over SQL (schema ids unknown there): not read at all
+    from dbt_incremental_mv.metadata import Metadata
+
+    loads = []
+    over_sql = Metadata(fake)
+    over_sql.table = lambda name: loads.append(name)  # type: ignore[method-assign]
+    assert previous_snapshot(RefreshContext(fake.query, fake.execute, over_sql), CAPTURED, position, now) is None
+    assert loads == []
     table = fake.tables["shop.orders"]
     table.snapshots[now] = replace(table.snapshots[now], schema_id=1)
     ctx.metadata.forget("shop.orders")
