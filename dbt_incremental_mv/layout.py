@@ -288,6 +288,11 @@ class ViewFiles:
         return f"{self.data_files:,} data files and {self.delete_files:,} delete files, {self.bytes / 1024**2:,.1f} MB"
 
 
+def _nested(column_types: Sequence[str]) -> bool:
+    """Whether a table of these Spark column types has an ARRAY or MAP column (compaction_statements)."""
+    return any(t.lower().startswith(("array", "map")) for t in column_types)
+
+
 class CompactionKind(StrEnum):
     """What a compaction rewrites (compaction_kind decides)."""
 
@@ -312,8 +317,7 @@ def compaction_kind(files: ViewFiles, format_version: int | None, column_types: 
     (a compaction asked for by hand), on format 3 (a deletion vector per data file already) and
     for a table with ARRAY or MAP columns (whose delete files Iceberg 1.10 cannot rewrite, see
     compaction_statements)."""
-    nested = any(t.lower().startswith(("array", "map")) for t in column_types)
-    if (format_version is not None and format_version >= 3) or nested or not files.compaction_due:
+    if (format_version is not None and format_version >= 3) or _nested(column_types) or not files.compaction_due:
         return CompactionKind.DATA_FILES
     if files.deleted_rows_due:
         return CompactionKind.DATA_FILES
@@ -354,7 +358,7 @@ def compaction_statements(
     table = string(relation(view_relation))
     if kind is CompactionKind.DELETE_FILES:
         return [f"call system.rewrite_position_delete_files(table => {table}, options => map('rewrite-all', 'true'))"]
-    nested = any(t.lower().startswith(("array", "map")) for t in column_types)
+    nested = _nested(column_types)
     options = {**COMPACTION_OPTIONS, **({"rewrite-all": "true"} if nested else {})}
     listed = ", ".join(f"{string(k)}, {string(v)}" for k, v in sorted(options.items()))
     order = ", ".join(f"{ident(c)} ASC NULLS FIRST" for c in sort_by)

@@ -7,9 +7,10 @@ after 100 small refreshes; layout.py). When the commit the refresh published lea
 threshold (layout.ViewFiles.compaction_due: its delete files, or many small data files), the
 refresh runs Iceberg's compaction (layout.compaction_statements): where merging its delete files
 leaves it at most half the files that make it due and few of its rows are deleted, only those (one
-per data file at most: a scattered DELETE writes one per scan task and data file); otherwise the data files with
-deletes and the small ones rewritten, sorted as the view was built (layout.compaction_kind). Its
-cost follows those files, not the view: a refresh that touched few files rewrites few.
+per data file at most: a scattered DELETE writes one per scan task and data file); otherwise the
+data files with deletes and the small ones rewritten, sorted as the view was built
+(layout.compaction_kind). Its cost follows those files, not the view: a refresh that touched few
+files rewrites few.
 
 Decided once, from the published commit's totals (no metadata read when not due). Runs after the
 publish: the compaction's ``replace`` commit changes no row, the next refresh reads the view's state

@@ -94,8 +94,9 @@ def write(
     written (the log is not in step with the table).
 
     What is read: when the writes are known (``rows.known``), the rows the DELETE deleted (its
-    condition, at ``before``, or ``rows.deleted_rows``: the masters' rows that made them) and, in session mode, the data files the INSERT's commit added
-    (nothing else of the table); otherwise the rows meeting ``rows.touched`` at both snapshots."""
+    condition, at ``before``, or ``rows.deleted_rows``: the masters' rows that made them) and, in
+    session mode, the data files the INSERT's commit added (nothing else of the table); otherwise
+    the rows meeting ``rows.touched`` at both snapshots."""
     meta = ctx.metadata
     meta.forget(spec.log_relation)
     columns = logged_columns(ctx, spec, table_relation)
