@@ -57,6 +57,9 @@ class MarkedLog:
     insert_key_values: KeyValues | None = None  # ... those with an after image
     # disjoint ranges of the first key column holding every marked key (empty: not known)
     key_ranges: tuple[tuple[Bound, Bound], ...] = ()
+    # how many distinct values of the first key column those ranges hold, at least (the occupied
+    # buckets the log's count found, or the listed keys' values; 0: not known)
+    key_range_values: int = 0
     # the master snapshot the view reflected before this refresh, when it reflects exactly that one
     # (a log the plugin captures, consumed through that snapshot; phases/mark.py): the view's rows
     # then are its query over the masters at these snapshots. None: not known (or not read: the view

@@ -325,6 +325,7 @@ def probed(stats: Mapping[str, Any], probe: KeyProbe | None, types: tuple[str | 
         "key_values": keys,
         "insert_key_values": insert_keys,
         "key_ranges": key_ranges(stats.get("key_buckets"), probe.buckets),
+        "key_range_values": occupied_buckets(stats.get("key_buckets"), probe.buckets),
     }
 
 
@@ -375,6 +376,7 @@ def listed(text: str, probe: KeyProbe, types: tuple[str | None, ...], raw: int) 
         "key_values": tuple(ordered) if literal else None,
         "insert_key_values": tuple(k for k in ordered if changed[k]) if literal else None,
         "key_ranges": exact_ranges([k[0] for k in ordered if k[0] is not None]) if bounded else (),
+        "key_range_values": len({k[0] for k in ordered if k[0] is not None}) if bounded else 0,
     }
 
 
@@ -432,6 +434,14 @@ def marked_keys(text: str | None, types: tuple[str | None, ...]) -> tuple[KeyVal
         key=lambda pair: _order(pair[0]),
     )
     return tuple(k for k, _ in keyed), tuple(k for k, inserted in keyed if inserted)
+
+
+def occupied_buckets(text: str | None, buckets: tuple[str, float, float] | None) -> int:
+    """How many buckets of the first key column hold a marked key (each at least one distinct
+    value; 0: not counted)."""
+    if text is None or buckets is None:
+        return 0
+    return len({int(b) for b in json.loads(text) if b is not None})
 
 
 def key_ranges(text: str | None, buckets: tuple[str, float, float] | None) -> tuple[tuple[Bound, Bound], ...]:

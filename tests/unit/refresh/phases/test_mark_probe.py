@@ -63,6 +63,9 @@ def test_occupied_buckets_become_disjoint_ranges_split_at_the_widest_gaps():
         (datetime.date(2024, 1, 1), datetime.date(2024, 1, 2)), (datetime.date(2024, 1, 4), datetime.date(2024, 1, 5)),
     )
     assert mark.key_ranges(None, buckets) == () and mark.key_ranges("[]", buckets) == ()
+    # each occupied bucket holds a distinct value at least
+    assert mark.occupied_buckets(json.dumps([0, 1, 2, 1020, 1021, 2]), buckets) == 5
+    assert mark.occupied_buckets(None, buckets) == 0 and mark.occupied_buckets("[1]", None) == 0
 
 
 def test_the_view_counts_replace_the_logs_and_the_skipped_updates_are_counted():
@@ -96,6 +99,7 @@ def test_few_images_are_listed_by_the_counting_statement_and_netted_here():
     assert (fields["inserts"], fields["deletes"], fields["skipped"]) == (2, 2, 1)
     assert fields["key_values"] == ((2,), (4,), (9,)) and fields["insert_key_values"] == ((2,), (9,))
     assert fields["key_ranges"] == ((2, 2), (4, 4), (9, 9)) and fields["consolidated"] is None
+    assert fields["key_range_values"] == 3  # the distinct values of the first key column
     # a log without the view's columns: every image counts, nothing is skipped
     plain = mark.listed(json.dumps([{k: v for k, v in i.items() if k != "v"} for i in images]),
                         log_sql.KeyProbe(("order_id",), listed=True), ("bigint",), raw=6)

@@ -508,6 +508,32 @@ def test_a_union_branch_nets_the_images_by_every_column_the_union_reads_of_the_m
     assert insert.count("GROUP BY `line_no`, `order_id`, `qty` HAVING") == 2
 
 
+def test_keys_are_scattered_when_their_ranges_fill_their_span_sparsely():
+    """Ranges covering most of their span prune little unless they are dense (about a changed
+    value per value of their width: the newest keys, most of them changed), which is a stretch
+    of the master's keys however it fills its own span."""
+    sparse = marked(ORDERS, key_ranges=((100, 200), (210, 300)), key_range_values=5)
+    assert join_view._scattered(sparse)
+    assert join_view._scattered(marked(ORDERS, key_ranges=((100, 200), (210, 300))))  # not counted
+    dense = dataclasses.replace(sparse, key_range_values=120)  # 120 values in 192: a stretch
+    assert not join_view._scattered(dense)
+    apart = dataclasses.replace(sparse, key_ranges=((1, 10), (1000, 1010)))  # a small share of the span
+    assert not join_view._scattered(apart)
+    assert not join_view._scattered(dataclasses.replace(sparse, key_ranges=((100, 300),)))  # one range
+    days = ((datetime.date(2024, 1, 1), datetime.date(2024, 6, 30)), (datetime.date(2024, 7, 2), datetime.date(2024, 12, 31)))
+    assert join_view._scattered(dataclasses.replace(sparse, key_ranges=days, key_range_values=20))
+    assert not join_view._scattered(dataclasses.replace(sparse, key_ranges=days, key_range_values=300))
+    # dense keys: a DELETE per master, each pruned to its ranges
+    view = analyze_view(CHAIN, MASTERS)
+    logs = {
+        "shop.customers": marked(CUSTOMERS, key_values=((7,), (9,)), insert_key_values=((9,),)),
+        "shop.orders": dense,
+        "shop.lines": marked(LINES, key_ranges=((150, 300),)),
+    }
+    deletes = [w for w in join_view.refresh_statement(view, "shop.v", logs).writes if w.kind is WriteKind.DELETE]
+    assert len(deletes) == 3
+
+
 def test_the_del_steps_are_one_delete_behind_the_or_of_their_ranges_when_some_keys_are_scattered():
     """A master's scattered keys make its DELETE read the view whole: then every DEL step is one
     DELETE. Spark 3.5 pushes nothing of an OR holding a log's key set, so the OR of their ranges
