@@ -29,7 +29,7 @@ from dbt_common.exceptions import DbtDatabaseError, DbtRuntimeError
 from dbt_incremental_mv.config import ConfigKey
 from dbt_incremental_mv.conflicts import concurrent_commit_error
 from dbt_incremental_mv.process_state import PROCESS
-from dbt_incremental_mv.runtime.embedded import CODEGEN_LIMIT, ICEBERG_JARS_MODES, JIT_MODES, start_session
+from dbt_incremental_mv.runtime.embedded import ICEBERG_JARS_MODES, JIT_MODES, start_session
 from dbt_incremental_mv.runtime.iceberg_runtime import IcebergRuntimeError
 
 logger = AdapterLogger("spark_mv")
@@ -130,9 +130,6 @@ class SparkMVCredentials(SparkCredentials):
         if ansi is not None:  # the profile's own setting wins: Spark 4's default is ANSI on
             self.server_side_parameters[ANSI_MODE] = ansi
         if self.method in (SparkConnectionMethod.THRIFT, SparkConnectionMethod.HTTP):
-            for key, value in CODEGEN_LIMIT.items():  # as in the embedded session (the profile's wins)
-                if key not in self.server_side_parameters and f"set:hiveconf:{key}" not in self.server_side_parameters:
-                    self.server_side_parameters[key] = value
             # The Spark Thrift Server applies a session configuration entry only when its key is
             # prefixed ``set:hiveconf:``; unprefixed keys (dbt-spark's own ``spark.sql.ansi.enabled``
             # included) would be silently ignored.

@@ -45,24 +45,12 @@ def test_ansi_mode_is_off_unless_the_profile_names_it():
     assert off.server_side_parameters["spark.sql.ansi.enabled"] == "false"
 
 
-LIMIT = "set:hiveconf:spark.sql.codegen.hugeMethodLimit"
-
-
 def test_ansi_mode_reaches_the_thrift_server_prefixed():
     creds = credentials(method="thrift", host="h", port=1, server_side_parameters={"spark.sql.ansi.enabled": "true"})
-    assert creds.server_side_parameters == {"set:hiveconf:spark.sql.ansi.enabled": "true", LIMIT: "8000"}
+    assert creds.server_side_parameters == {"set:hiveconf:spark.sql.ansi.enabled": "true"}
     prefixed = credentials(method="thrift", host="h", port=1,
                            server_side_parameters={"set:hiveconf:spark.sql.ansi.enabled": "true"})
-    assert prefixed.server_side_parameters == {"set:hiveconf:spark.sql.ansi.enabled": "true", LIMIT: "8000"}
-
-
-@pytest.mark.parametrize("key", ["spark.sql.codegen.hugeMethodLimit", LIMIT])
-def test_a_thrift_session_drops_code_generation_the_jit_would_not_compile_unless_the_profile_says(key):
-    """As the embedded session (runtime/embedded.py: CODEGEN_LIMIT), set per session on the
-    user's server; the profile's own value wins, prefixed or not."""
-    assert credentials(method="thrift", host="h", port=1).server_side_parameters[LIMIT] == "8000"
-    own = credentials(method="http", host="h", port=1, server_side_parameters={key: "65535"})
-    assert own.server_side_parameters[LIMIT] == "65535"
+    assert prefixed.server_side_parameters == {"set:hiveconf:spark.sql.ansi.enabled": "true"}
 
 
 def test_a_bad_ansi_mode_is_refused():
