@@ -72,17 +72,6 @@ STATUS_RETENTION = {
 }
 
 
-# HotSpot never compiles a method of more than 8,000 bytes of bytecode (-XX:HugeMethodLimit, with
-# DontCompileHugeMethods on by default, C1 and C2 alike): it runs interpreted. Spark's whole-stage
-# code generation makes a method per stage, and a refresh's conditions (up to 16 key ranges per
-# changed master, OR-ed behind their prefilter and again beside each log's keys) push a stage's
-# past that limit: TPC-H scale factor 1, the indexed join state's DELETE of two facts' changed
-# keys ran 10.1-10.5 s warm, 2.3-2.7 s with whole-stage code generation dropped for the stages
-# over 8,000 bytes (Spark's documented choice on HotSpot; the default, 65,535, is the JVM's
-# method size limit, not the JIT's). A user's setting wins.
-CODEGEN_LIMIT = {"spark.sql.codegen.hugeMethodLimit": "8000"}
-
-
 def resolve_warehouse(warehouse: str | None) -> Path:
     """The warehouse directory; relative paths are relative to where dbt runs."""
     return Path(os.path.expanduser(warehouse or DEFAULT_WAREHOUSE)).resolve()
@@ -160,7 +149,6 @@ def session_settings(
         # Read the latest committed metadata on every query: other processes write too.
         "spark.sql.catalog.spark_catalog.cache-enabled": "false",
         **STATUS_RETENTION,
-        **CODEGEN_LIMIT,
     }
     settings.update(user_params)
     if iceberg_jars == "packages" or (

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dbt_incremental_mv.runtime import local_fs
-from dbt_incremental_mv.runtime.embedded import CODEGEN_LIMIT, LOG4J_CONFIG, STATUS_RETENTION
+from dbt_incremental_mv.runtime.embedded import LOG4J_CONFIG, STATUS_RETENTION
 from dbt_incremental_mv.runtime.iceberg_runtime import runtime_jars, uses_http_client
 
 THRIFT_SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
@@ -108,7 +108,6 @@ def server_settings(*, warehouse: Path, workdir: Path, extra: Mapping[str, str] 
         "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={workdir / 'metastore_db'};create=true",
         "spark.local.dir": str(workdir / "tmp"),
         **STATUS_RETENTION,  # a server lives long: Spark's defaults keep 1,000 executions' plans
-        **CODEGEN_LIMIT,
     }
     settings.update(extra or {})
     return settings

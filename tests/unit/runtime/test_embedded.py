@@ -172,17 +172,6 @@ def test_a_long_lived_jvm_keeps_few_statements_and_short_plan_texts():
         assert s["spark.sql.ui.retainedExecutions"] == "100"
 
 
-def test_stages_too_large_for_the_jit_are_not_generated_whole_unless_the_user_says():
-    """HotSpot interprets a method of more than 8,000 bytes of bytecode: Spark drops whole-stage
-    code generation for such a stage (a refresh's conditions of many key ranges make them), in
-    the embedded session and the Thrift Server; a user's own limit wins."""
-    from dbt_incremental_mv.runtime.thrift_server import server_settings
-
-    for s in (settings(), server_settings(warehouse=WAREHOUSE, workdir=Path("/tmp/w"))):
-        assert s["spark.sql.codegen.hugeMethodLimit"] == "8000"
-    assert settings({"spark.sql.codegen.hugeMethodLimit": "65535"})["spark.sql.codegen.hugeMethodLimit"] == "65535"
-
-
 @pytest.mark.parametrize(
     "params, rest",
     [
