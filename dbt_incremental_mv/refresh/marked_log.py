@@ -111,16 +111,17 @@ class MarkedLog:
         """The marked keys as values (``all``, or those with an after image), when known."""
         return self.key_values if images == "all" else self.insert_key_values
 
-    def key_condition(self, columns: Sequence[str], images: str = "all") -> str:
+    def key_condition(self, columns: Sequence[str], images: str = "all", *, ranged: bool = True) -> str:
         """``columns`` (holding this log's key, in key order: rendered column references) among
         the marked keys (``all``, or those with an after image): an ``IN`` list of literals when
-        the keys are known, else an ``IN`` of the log's keys (broadcast) within their ranges."""
+        the keys are known, else an ``IN`` of the log's keys (broadcast) within their ranges
+        (``ranged=False``: not repeated where the ranges are already a conjunct)."""
         known = self.known_keys(images)
         if known is not None:
             return literal_in(columns, known)
         exact = f"({', '.join(columns)}) in ({broadcast(self.changed_keys(images))})"
-        ranged = self.key_prefilter(columns)
-        return f"({ranged} and {exact})" if ranged else exact
+        prefilter = self.key_prefilter(columns) if ranged else None
+        return f"({prefilter} and {exact})" if prefilter else exact
 
     def key_in(self, names: Sequence[str], images: str = "all") -> str:
         """The columns ``names`` (quoted here; holding this log's key, in key order) among the

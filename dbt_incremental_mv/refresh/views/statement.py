@@ -201,9 +201,10 @@ class KeyRestriction:
     def literal(self) -> bool:
         return self.log.known_keys(self.images) is not None
 
-    def condition(self, qualifier: str = "") -> str:
-        """The condition over the columns (``qualifier``: a table alias they are qualified by)."""
-        return self.log.key_condition([f"{qualifier}{ident(c)}" for c in self.columns], self.images)
+    def condition(self, qualifier: str = "", *, ranged: bool = True) -> str:
+        """The condition over the columns (``qualifier``: a table alias they are qualified by;
+        ``ranged=False``: without the ranges, where they are a conjunct already)."""
+        return self.log.key_condition([f"{qualifier}{ident(c)}" for c in self.columns], self.images, ranged=ranged)
 
     def prefilter(self) -> str | None:
         """What Spark can push of the condition to a scan: the literals or the ranges of the
@@ -237,14 +238,18 @@ def pruned_any_of(restrictions: Sequence[KeyRestriction]) -> str:
     OR of their prefilters (literals, ranges) when each has one, a conjunct of its own without a
     subquery (Spark 3.5 pushes nothing of an OR holding one, see KeyRestriction). One scan then
     prunes to the union of their ranges, where a scan per restriction reads each range once and
-    costs a statement each."""
+    costs a statement each. Behind them each restriction's ranges are not repeated: they would
+    only be evaluated again, and make a stage's generated code larger than the JVM compiles
+    (TPC-H scale factor 1, an indexed state's DELETE of two facts' keys: 10.1 s as generated,
+    interpreted; see runtime/embedded.py, CODEGEN_LIMIT)."""
     condition = any_of(restrictions)
     if len(restrictions) < 2 or all(r.literal for r in restrictions):
         return condition  # one restriction's ranges, or literals alone: pushed as they are
     prefilters = [r.prefilter() for r in restrictions]
     if any(p is None for p in prefilters):
         return condition
-    return "(" + "\n   or ".join(p for p in prefilters if p is not None) + f")\nand ({condition})"
+    exact = "\n   or ".join(r.condition(ranged=False) for r in restrictions)
+    return "(" + "\n   or ".join(p for p in prefilters if p is not None) + f")\nand ({exact})"
 
 
 def broadcast_exists(query: str, alias: str, condition: str) -> str:
