@@ -196,9 +196,10 @@ def _scattered(log: MarkedLog) -> bool:
     and hold fewer than DENSE distinct values per value of their width: an INS step restricted
     to them reads its master, and the fact joined to it, nearly whole. One range says nothing of
     the master's span (a few new keys at its end, or every key); nor do dense ranges (the keys
-    of the newest orders, most of them changed: 1,050 order keys in 16 ranges covering 1,202
-    values), which are a stretch of the master's keys however they fill their own span. TPC-H
-    scale factor 1, such a change: the view's DELETEs 1.3 s apart, 1.6-1.7 s as one statement."""
+    of the newest orders, most of them changed: about as many keys as values in 16 ranges),
+    which are a stretch of the master's keys however they fill their own span. TPC-H scale
+    factor 1, such a change, warm: the view's DELETEs 1.2-1.7 s apart, 3.3 s as one statement
+    (its key sets' ranges then repeated beside them: see statement.pruned_any_of)."""
     if log.known_keys("inserts") is not None or len(log.key_ranges) < 2:
         return False
     try:
