@@ -364,6 +364,7 @@ def listed(text: str, probe: KeyProbe, types: tuple[str | None, ...], raw: int) 
     ordered = sorted(changed, key=_order)
     first = types[0] if types else None
     bounded = first in INTEGER_TYPES or first == "date"
+    firsts = [k[0] for k in ordered if k[0] is not None] if bounded else []  # the first key column's values
     return {
         "inserts": inserts,
         "deletes": deletes,
@@ -375,8 +376,8 @@ def listed(text: str, probe: KeyProbe, types: tuple[str | None, ...], raw: int) 
         "netted_by": probe.consolidate_by,
         "key_values": tuple(ordered) if literal else None,
         "insert_key_values": tuple(k for k in ordered if changed[k]) if literal else None,
-        "key_ranges": exact_ranges([k[0] for k in ordered if k[0] is not None]) if bounded else (),
-        "key_range_values": len({k[0] for k in ordered if k[0] is not None}) if bounded else 0,
+        "key_ranges": exact_ranges(firsts),
+        "key_range_values": len(set(firsts)),
     }
 
 
