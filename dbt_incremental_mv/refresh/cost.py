@@ -462,11 +462,18 @@ def estimate_fast(
     view = sizes.table_size(view_relation)
     view_bytes, view_rows = view if view is not None else (0, 0)
     written = int(min(changes, view_rows) * (view_bytes / view_rows)) if view_rows else 0
-    stages = [statement_stages(sql) for sql in statements]
+    # a view cached lazily is computed by the next statement: its stages are that statement's
+    stages: list[int] = []
+    pending = 0
+    for sql, lazy in [(c.sql, c.lazy) for c in statement.cached] + [(w.sql, False) for w in statement.writes]:
+        pending += statement_stages(sql)
+        if not lazy:
+            stages.append(pending)
+            pending = 0
     return Estimate(
         RefreshAction.FAST,
         fast_seconds(prices, stages, read, written, changes),
-        len(statements),
+        len(stages),
         read,
         written,
         changes,

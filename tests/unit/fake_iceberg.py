@@ -275,6 +275,7 @@ KINDS = (
     ("set spark.sql.", "cache: set"),  # the CACHE TABLEs planned in the session (publish.CACHE_PLANNING)
     ("reset spark.sql.", "cache: reset"),
     ("cache table `mv_write_", "cache: {what}"),
+    ("cache lazy table `mv_write_", "cache lazily: {what}"),
     ("drop view if exists `mv_write_", "uncache: {what}"),
     ("merge into `shop`.`mlog_", "purge {log}"),
     ("delete from `shop`.`mlog_", "purge {log}"),

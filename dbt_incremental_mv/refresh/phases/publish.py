@@ -21,7 +21,6 @@ from dbt_incremental_mv.metadata import WAP_ID, Setting, drop_temp_view_statemen
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
 from dbt_incremental_mv.refresh.views.statement import WRITE_BRANCH_PREFIX, LeanForm, RefreshStatement, Write
-from dbt_incremental_mv.sql_text import ident
 
 # Refreshes that apply changes to the view as it was (a complete refresh recomputes it instead).
 INCREMENTAL_METHODS = ("fast", "on-commit")
@@ -142,7 +141,7 @@ def staged_statement(state: ViewState, statement: RefreshStatement, log: bool = 
     cached views they read made first and dropped after the last write. ``log``: the view keeps
     its own change log: its rows are written after the writes, while the cached views the
     writes' filter reads still exist (``log`` step, run by own_log.py)."""
-    made = caching([f"cache table {ident(c.name)} as\n{c.sql}" for c in statement.cached])
+    made = caching([c.statement for c in statement.cached])
     *before, last = statement.writes
     steps = staged(state, "main", last, before)
     dropped = [Step("uncache", kind=StepKind.UNCACHE, temp_view=c.name) for c in statement.cached]

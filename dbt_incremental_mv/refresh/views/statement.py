@@ -85,10 +85,18 @@ class Write:
 
 @dataclass(frozen=True)
 class Cached:
-    """A query the writes read more than once, computed once into a cached temporary view."""
+    """A query the writes read more than once, computed once into a cached temporary view.
+    ``lazy``: cached by the first statement that reads it (``CACHE LAZY TABLE``, no job of its
+    own): rows that only the next cached view reads, twice or more."""
 
     name: str  # the temporary view (unique per run: it carries the write branch's name)
     sql: str
+    lazy: bool = False
+
+    @property
+    def statement(self) -> str:
+        """The statement that caches it."""
+        return f"cache {'lazy ' if self.lazy else ''}table {ident(self.name)} as\n{self.sql}"
 
 
 @dataclass(frozen=True)

@@ -335,11 +335,16 @@ def test_outer_aggregate_by_slices_when_a_later_join_reads_the_changed_side():
     # customers: the regions' join reads them, so their change recomputes the affected sales'
     # slices (new minus old); regions: a leaf, row by row
     assert statement.steps_run[:3] == ("DELTA s", "SLICES c", "ROWS r")
-    slices, delta = statement.cached
+    slices, rows, delta = statement.cached
     assert slices.name == "mv_write_slices_c"
     # the anchor keys of the join's rows holding a changed customer, new state and old
     assert slices.sql.count("WHERE NOT `c`.`customer_id` IS NULL") == 2
-    terms = delta_of(delta.sql).split("\nunion all\n")
+    # the delta's rows (joins reading the masters) cached by the delta's statement, which reads
+    # them twice (its groups, and their keys finding the stored rows): computed once
+    assert rows.lazy and not slices.lazy and not delta.lazy
+    assert rows.statement.startswith("cache lazy table `mv_write_terms` as\n")
+    assert delta.sql.count("`mv_write_terms`") == 2
+    terms = rows.sql.split("\nunion all\n")
     assert sum("FROM `mv_write_slices_c`" in t for t in terms) == 2
     assert "mv_write_slices_c" not in statement.stats_sql  # the statistics compute them inline
 
@@ -413,7 +418,7 @@ def test_outer_aggregate_row_by_row_applies_the_joins_own_filter_to_images_and_c
     sql = ("select c.segment, count(s.sale_id) as sales from shop.customers c left join shop.sales s "
            "on s.customer_id = c.customer_id and s.amount > 0 group by c.segment")
     statement = outer_statement(sql, **{"shop.sales": (1, 1)})[1]
-    changed, extended = delta_of(statement.cached[0].sql).split("\nunion all\n")
+    changed, extended = statement.cached[0].sql.split("\nunion all\n")
     # an image failing the filter joins no customer (the ON keeps it), and neither the images'
     # net count nor the new rows' count of a customer includes rows failing it
     assert "ON `c`.`customer_id` = `s`.`customer_id` AND `s`.`amount` > 0" in changed

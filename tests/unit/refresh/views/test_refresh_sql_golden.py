@@ -104,7 +104,7 @@ def rendered(name: str, shape: str, view_rows: int | None = None) -> str:
     if statement is None:
         return f"{title}\n-- nothing to write\n"
     parts = [title, f"-- steps run: {', '.join(statement.steps_run)}", f"-- skipped: {', '.join(statement.steps_skipped)}"]
-    parts += [f"-- cached {c.name}\n{c.sql}" for c in statement.cached]
+    parts += [f"-- cached {c.name}{' (lazily)' if c.lazy else ''}\n{c.sql}" for c in statement.cached]
     parts += [f"-- write {w.kind}\n{w.sql}" for w in statement.writes]
     for label, text in (("stats", statement.stats_sql), ("touched", statement.touched), ("deleted", statement.deleted)):
         if text is not None:
