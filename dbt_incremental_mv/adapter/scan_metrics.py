@@ -87,12 +87,20 @@ def table_name(node_name: str) -> str:
 def scans_of(plan_nodes: list[dict[str, Any]], metric_values: dict[str, str]) -> list[TableScan]:
     """The Iceberg scans of one execution: its plan's nodes (``SparkPlanGraph.allNodes``: a
     whole-stage-codegen cluster's nodes are listed beside it too) with their metrics, and the
-    metrics' values by accumulator id, as ``runtime.jvm_calls`` renders them."""
+    metrics' values by accumulator id, as ``runtime.jvm_calls`` renders them. A scan under a
+    cached relation read twice (``CACHE LAZY TABLE``, computed by the statement reading it) is
+    listed under each reading node, with the same metrics: counted once."""
     scans = []
+    seen: set[str] = set()  # the accumulators of the scans' data-file counts
     for node in plan_nodes:
         name = str(node.get("name", ""))
         if not name.startswith(SCAN_NODE):
             continue
+        counted = next((str(m.get("accumulatorId")) for m in node.get("metrics", ()) if m.get("name") == FILES), None)
+        if counted in seen:
+            continue
+        if counted is not None:
+            seen.add(counted)
         metrics = {
             str(metric["name"]): _number(metric_values[str(metric["accumulatorId"])])
             for metric in node.get("metrics", ())

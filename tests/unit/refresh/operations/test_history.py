@@ -138,6 +138,11 @@ def test_the_scans_of_an_execution_are_its_iceberg_batch_scans_with_their_metric
     assert scans_of([iceberg], {"74": "2"}) == [TableScan(table="db.t", files=2, skipped_files=0, bytes=0, rows=0, delete_files=0)]
     # no node of an Iceberg scan (no data-file count): nothing
     assert scans_of([parquet, {"id": 9, "name": "Project"}], values) == []
+    # a cached relation read twice lists its scan under each reader (other node ids, the same
+    # accumulators): one scan; another scan of the same table (its own accumulators) counts
+    again = {**iceberg, "id": 12}
+    other = {**iceberg, "id": 13, "metrics": [metric("number of result data files", 95)]}
+    assert [s.files for s in scans_of([iceberg, again, other], {**values, "95": "2"})] == [3, 2]
 
 
 def test_only_the_executions_newer_than_the_statements_are_fetched():
