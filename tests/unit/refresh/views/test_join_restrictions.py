@@ -334,11 +334,10 @@ def test_literal_keys_move_to_the_neighbours_of_a_changed_master_as_literals():
     assert "mlog_lines" not in insert
 
 
-def test_the_del_steps_are_one_delete_behind_what_spark_pushes_of_every_masters_keys():
+def test_a_delete_by_keys_read_from_a_log_is_a_statement_of_its_own_that_spark_prunes():
     """Spark 3.5 pushes nothing of a condition with an IN of a subquery inside an OR, not even
-    the conjuncts beside it: the literal keys and each log's ranges go in front, ORed (no
-    subquery: pushed), the exact conditions behind them. One scan of the files any of them can
-    hold, where a DELETE each read the dimension's files (all of them) and each fact's ranges."""
+    the conjuncts beside it: literal keys are deleted together, each log read for its keys alone,
+    where those keys are clustered (scattered: one DELETE, see the next test)."""
     view = analyze_view(CHAIN, MASTERS)
     logs = {
         "shop.customers": marked(CUSTOMERS, key_values=((7,), (9,)), insert_key_values=((9,),)),
@@ -346,24 +345,13 @@ def test_the_del_steps_are_one_delete_behind_what_spark_pushes_of_every_masters_
         "shop.lines": marked(LINES, key_values=((100, 1),), insert_key_values=()),
     }
     statement = join_view.refresh_statement(view, "shop.v", logs)
-    assert [w.kind for w in statement.writes] == ["delete", "insert"] and statement.branch == "mv_write"
-    delete = statement.writes[0].sql
-    pushed, exact = delete.split("\nand (", 1)
-    assert pushed == (
-        "delete from `shop`.`v`.`branch_mv_write`\nwhere ((`_mv_c_customer_id` in (7, 9)\n"
-        "   or `_mv_o_order_id` between 100 and 200\n   or (`_mv_l_order_id` in (100) and "
-        "named_struct('col1', `_mv_l_order_id`, 'col2', `_mv_l_line_no`) in ((100, 1))))"
-    )  # no subquery: all of it pushed
-    assert exact.startswith("`_mv_c_customer_id` in (7, 9)\n   or (`_mv_o_order_id`) in (select /*+ BROADCAST */")
-    assert "between" not in exact  # the ranges once, in front
+    assert [w.kind for w in statement.writes] == ["delete", "delete", "insert"] and statement.branch == "mv_write"
+    literal, ranged = (w.sql for w in statement.writes[:2])
+    assert literal.startswith("delete from `shop`.`v`.`branch_mv_write`\nwhere (`_mv_c_customer_id` in (7, 9)\n   or (`_mv_l_order_id` in (100)")
+    assert "select" not in literal.split("\nand exists")[0].lower()  # no subquery: all of it pushed
+    assert ranged.startswith("delete from `shop`.`v`.`branch_mv_write`\nwhere ((`_mv_o_order_id` between 100 and 200 and (`_mv_o_order_id`) in (")
     # every deleted row is one of them (a view keeping its own log reads these rows)
     assert statement.deleted.count("`_mv_c_customer_id` in (7, 9)") == 1 and "`_mv_o_order_id` between 100 and 200" in statement.deleted
-    # a log whose keys' ranges are not known: its DELETE alone (an OR with its key set would push nothing)
-    logs["shop.orders"] = marked(ORDERS, key_ranges=())
-    unknown = join_view.refresh_statement(view, "shop.v", logs)
-    assert [w.kind for w in unknown.writes] == ["delete", "delete", "insert"]
-    literal, keys = (w.sql for w in unknown.writes[:2])
-    assert "select" not in literal.split("\nand exists")[0].lower() and "(`_mv_o_order_id`) in (select" in keys
 
 
 def test_an_outer_joins_row_by_row_delete_reads_only_the_views_null_rows_and_the_marked_keys_ranges():
@@ -535,7 +523,7 @@ def test_keys_are_scattered_when_their_ranges_fill_their_span_sparsely():
     days = ((datetime.date(2024, 1, 1), datetime.date(2024, 6, 30)), (datetime.date(2024, 7, 2), datetime.date(2024, 12, 31)))
     assert join_view._scattered(dataclasses.replace(sparse, key_ranges=days, key_range_values=20))
     assert not join_view._scattered(dataclasses.replace(sparse, key_ranges=days, key_range_values=300))
-    # dense or sparse, the DEL steps are one DELETE (their ranges known); the INS steps are not folded
+    # dense keys: a DELETE per master, each pruned to its ranges
     view = analyze_view(CHAIN, MASTERS)
     logs = {
         "shop.customers": marked(CUSTOMERS, key_values=((7,), (9,)), insert_key_values=((9,),)),
@@ -543,7 +531,7 @@ def test_keys_are_scattered_when_their_ranges_fill_their_span_sparsely():
         "shop.lines": marked(LINES, key_ranges=((150, 300),)),
     }
     deletes = [w for w in join_view.refresh_statement(view, "shop.v", logs).writes if w.kind is WriteKind.DELETE]
-    assert len(deletes) == 1
+    assert len(deletes) == 3
 
 
 def test_the_del_steps_are_one_delete_behind_the_or_of_their_ranges_when_some_keys_are_scattered():
