@@ -444,7 +444,9 @@ def estimate_fast(
     """A fast refresh running ``statement`` (its cached deltas and its writes); ``whole_reads_only``:
     count only the tables it reads whole, not those a range filter prunes (a lower bound, before
     the changes and their range are known)."""
-    statements = [c.sql for c in statement.cached] + [w.sql for w in statement.writes]
+    # (each statement, and whether it is a view cached lazily: computed by the next statement)
+    parts = [(c.sql, c.lazy) for c in statement.cached] + [(w.sql, False) for w in statement.writes]
+    statements = [sql for sql, _ in parts]
     read, largest, unknown = 0, None, []
     for sql in statements:
         for table_read in table_reads(sql, view_relation):
@@ -465,7 +467,7 @@ def estimate_fast(
     # a view cached lazily is computed by the next statement: its stages are that statement's
     stages: list[int] = []
     pending = 0
-    for sql, lazy in [(c.sql, c.lazy) for c in statement.cached] + [(w.sql, False) for w in statement.writes]:
+    for sql, lazy in parts:
         pending += statement_stages(sql)
         if not lazy:
             stages.append(pending)

@@ -250,12 +250,11 @@ def pruned_any_of(restrictions: Sequence[KeyRestriction]) -> str:
     only be evaluated again, and make a stage's generated method larger than HotSpot compiles
     (8,000 bytes of bytecode: it then runs interpreted; TPC-H scale factor 1, an indexed state's
     DELETE of two facts' keys: 10.1 s with them, 1.3-1.9 s without)."""
-    condition = any_of(restrictions)
     if len(restrictions) < 2 or all(r.literal for r in restrictions):
-        return condition  # one restriction's ranges, or literals alone: pushed as they are
+        return any_of(restrictions)  # one restriction's ranges, or literals alone: pushed as they are
     prefilters = [r.prefilter() for r in restrictions]
     if any(p is None for p in prefilters):
-        return condition
+        return any_of(restrictions)
     exact = "\n   or ".join(r.condition(ranged=False) for r in restrictions)
     return "(" + "\n   or ".join(p for p in prefilters if p is not None) + f")\nand ({exact})"
 
