@@ -24,7 +24,7 @@ from dbt_incremental_mv.logs.contract import LogSpec
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.phases import own_log
 from dbt_incremental_mv.refresh.phases.publish import cache_planning, write_branch
-from dbt_incremental_mv.refresh.views.statement import branch_target
+from dbt_incremental_mv.refresh.views.statement import Cached, branch_target
 from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation
 
 SOURCE, DEST = "DBT_INTERNAL_SOURCE", "DBT_INTERNAL_DEST"  # dbt's aliases (incremental_predicates name them)
@@ -120,7 +120,7 @@ def run(ctx: RefreshContext, config: MergeConfig, spec: LogSpec, table: str, new
     before, after = cache_planning(analysed_plans=meta.spark() < ANALYSED_MERGE_SOURCE_FAILS)
     try:
         meta.apply_settings(before)
-        ctx.execute(f"cache table {ident(cached)} as\nselect * from {source}")
+        ctx.execute(Cached(cached, f"select * from {source}").statement)
     finally:
         meta.apply_settings(after)
     pending = None
