@@ -9,36 +9,41 @@ from tests.depth import commit, depth, full, run_seed
 pytest_plugins = ["dbt.tests.fixtures.project"]
 
 
-# Seconds a group of tests took in the CI's Spark 3.5 suite (two processes; 2026-12-02 at the CI's
-# depth; the groups only the matrix runs from its full-depth runs before), for the groups over ~40 s;
+# Seconds a group of tests took in the CI's Spark 3.5 suite (two processes; 2026-12-06 at the CI's
+# depth; the groups only the matrix runs from its full-depth runs before), for the groups over ~30 s;
 # a functional group not listed counts FUNCTIONAL_SECONDS, a unit test nothing. Only their order
 # matters (see pytest_collection_modifyitems): update it when a group's rank changes.
 EXPECTED_SECONDS = {
-    "thrift": 1050,  # the matrix's; the CI's Thrift smoke alone about 220
-    "tests/functional/test_generated_views.py::TestGeneratedViews": 405,
-    "tests/functional/test_aggregate_refresh.py::TestAggregateRefresh": 330,
-    "tests/functional/test_robustness.py::TestInterruptedAggregateRefresh": 340,  # about 170 in CI (every sixth point)
+    "thrift": 1050,  # the matrix's; the CI's Thrift smoke alone about 170
+    "tests/functional/test_generated_views.py::TestGeneratedViews": 315,
     "tests/functional/test_having_refresh.py::TestHavingRefresh": 290,  # matrix only
-    "tests/functional/test_outer_aggregate_refresh.py::TestOuterJoinAggregateRefresh": 285,
-    "tests/functional/test_example_project.py": 240,
     "tests/functional/test_change_logs.py::TestRefreshersInSeparateProcesses": 200,  # matrix only
-    "tests/functional/test_indexed_state.py::TestRefreshersOfAnIndexedState": 150,
-    "tests/functional/test_outer_join_refresh.py::TestOuterJoinRefresh": 135,
-    "tests/functional/test_union_all_refresh.py::TestUnionAllRefresh": 115,
+    "tests/functional/test_in_steps_refresh.py::TestViewsMaintainedInSteps": 190,
+    "tests/functional/test_outer_aggregate_refresh.py::TestOuterJoinAggregateRefresh": 165,
+    "tests/functional/test_clock_refresh.py::TestClockRefresh": 155,
+    "tests/functional/test_example_project.py": 155,
+    "tests/functional/test_partitionwise_refresh.py::TestPartitionwiseRefresh": 150,  # 270 with all its views
+    "tests/functional/test_indexed_state.py::TestRefreshersOfAnIndexedState": 115,
+    "tests/functional/test_recomputed_types.py::TestRecomputedTypes": 110,
+    "tests/functional/test_outer_join_refresh.py::TestOuterJoinRefresh": 105,
     "tests/functional/test_stacked_refresh.py::TestThreeStackedViewsOverALoggedIncrementalModel": 105,  # matrix only
-    "tests/functional/test_recomputed_types.py::TestRecomputedTypes": 95,
-    "tests/functional/test_robustness.py::TestKilledRefresh": 90,  # 2 of 4 kill points in CI
-    "tests/functional/test_ansi_mode.py::TestAnsiOn": 85,
+    "tests/functional/test_aggregate_refresh.py::TestAggregateRefresh": 95,
+    "tests/functional/test_union_all_refresh.py::TestUnionAllRefresh": 90,
+    "tests/functional/test_robustness.py::TestInterruptedAggregateRefresh": 75,  # every sixth point in CI
     "tests/functional/test_location_root.py": 70,  # matrix only
+    "tests/functional/test_indexed_state.py::TestIndexedJoinState": 65,
+    "tests/functional/test_robustness.py::TestKilledRefresh": 65,  # 2 of 4 kill points in CI
     "tests/functional/test_explain_and_history.py::TestForceRandomized": 60,  # matrix only
-    "tests/functional/test_join_refresh.py::TestJoinRefresh": 60,
+    "tests/functional/test_aggregate_refresh.py::TestRecomputedAggregates": 60,
+    "tests/functional/test_ranked_refresh.py::TestRankedRefresh": 55,
     "tests/functional/test_ansi_mode.py::TestAnsiOff": 55,  # matrix only
-    "tests/functional/test_stacked_refresh.py::TestThreeStackedViews": 50,
-    "tests/functional/test_recomputed_types.py::TestOverflowAnsiOff": 47,
-    "tests/functional/test_aggregate_refresh.py::TestMinMaxRecomputesOnlyWhatItMust": 45,
-    "tests/functional/test_change_logs.py::TestTwoViewsOnOneLog": 41,
-    "tests/functional/test_join_refresh.py::TestMergeOnReadMasters": 39,
-    "tests/functional/test_change_logs.py::TestInterruptedRefresh": 38,
+    "tests/functional/test_recomputed_types.py::TestOverflowAnsiOff": 52,
+    "tests/functional/test_ansi_mode.py::TestAnsiOn": 52,
+    "tests/functional/test_join_refresh.py::TestJoinRefresh": 41,
+    "tests/functional/test_aggregate_refresh.py::TestMinMaxRecomputesOnlyWhatItMust": 38,
+    "tests/functional/test_stacked_refresh.py::TestThreeStackedViews": 36,
+    "tests/functional/test_indexed_state.py::TestIndexedStateChosenByItsRecord": 34,
+    "tests/functional/test_join_refresh.py::TestMergeOnReadMasters": 33,
 }
 FUNCTIONAL_SECONDS = 15
 

@@ -14,7 +14,7 @@ import functools
 import os
 import random
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,6 +59,13 @@ def sample(items: Sequence, count: int, salt: str) -> list:
         return list(items)
     chosen = set(random.Random(f"{run_seed()}:{salt}").sample(range(len(items)), count))
     return [item for index, item in enumerate(items) if index in chosen]
+
+
+def views(defined: Mapping[str, str], count: int, salt: str, always: Sequence[str] = ()) -> dict[str, str]:
+    """Of a test's views (name -> SQL), those ``always`` names (its assertions read them) and
+    ``count`` of the others drawn by the run's seed, in their order; all of them at full depth."""
+    others = sample([name for name in defined if name not in always], count, salt)
+    return {name: sql for name, sql in defined.items() if name in always or name in others}
 
 
 def fault_points(limit: int, stride: int, salt: str) -> range:
