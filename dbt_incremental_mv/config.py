@@ -143,8 +143,11 @@ MODEL_CONFIGS = (
     ConfigKey(
         "tblproperties",
         "a map",
-        "merge-on-read deletes and updates",
-        "Set on the view's table; the plugin's own `write.wap.enabled` and `dbt_incremental_mv.*` properties win.",
+        "merge-on-read deletes and updates, `write.metadata.delete-after-commit.enabled`",
+        "Set on the view's table; the plugin's own `write.wap.enabled` and `dbt_incremental_mv.*` properties win. "
+        "`history.expire.max-snapshot-age-ms` (default a day) and `history.expire.min-snapshots-to-keep` set which "
+        'old snapshots a refresh expires, `gc.enabled=false` none ([Operations](operations.md), "Snapshots and '
+        'storage").',
     ),
     ConfigKey(
         "location_root",

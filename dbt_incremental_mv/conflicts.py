@@ -42,3 +42,9 @@ def lost_race(exc: BaseException) -> bool:
         return True
     text = str(exc)
     return LOST_RACE in text or "ancestor" in text.lower() or concurrent_commit_error(text) is not None
+
+
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """The first line of ``exc``'s message (its class name when it has none), at most ``limit``
+    characters: for a warning about a maintenance step that failed after the refresh published."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:limit]

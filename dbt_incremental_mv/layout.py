@@ -46,6 +46,11 @@ from dbt_incremental_mv.analysis.links import key_links
 from dbt_incremental_mv.metadata import TableMetadata
 from dbt_incremental_mv.sql_text import ident, idents, relation, string
 
+# set on every table the plugin creates (views, internal states, logs, the refresh history), each
+# committed to by every refresh: a commit deletes the metadata files past Iceberg's
+# write.metadata.previous-versions-max (100) instead of keeping every one (refresh/phases/expire.py)
+METADATA_CLEANUP = "write.metadata.delete-after-commit.enabled"
+
 ROW_GROUP_BYTES = 16 * 1024 * 1024  # Iceberg's default is 128 MB: a row group is what a filter skips
 # an indexed join state's: its lookups are an IN of the changed dimension keys, scattered over it. In a
 # 93 MB state sorted by the key (three files), twenty scattered keys made the tasks read 63 MB in 16 MB

@@ -206,6 +206,8 @@ class SparkMVAdapter(SparkAdapter):
             )
         if run.compaction_failure is not None:
             self._warn(f"Model '{run.plan.model_name}': {run.compaction_failure}")
+        if run.expiry_failure is not None:
+            self._warn(f"Model '{run.plan.model_name}': {run.expiry_failure}")
         return line
 
     @staticmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dbt_incremental_mv.layout import METADATA_CLEANUP
 from dbt_incremental_mv.logs.contract import (
     COMMIT_COLUMN,
     DELETE,
@@ -28,7 +29,7 @@ def create_log(spec: LogSpec, master_columns: Sequence[tuple[str, str]]) -> str:
     body = ",\n  ".join(columns)
     return (
         f"create table if not exists {relation(spec.log_relation)} (\n  {body}\n)\nusing iceberg\n"
-        "tblproperties ('format-version'='3', 'write.delete.mode'='copy-on-write')"
+        f"tblproperties ('format-version'='3', 'write.delete.mode'='copy-on-write', {string(METADATA_CLEANUP)}='true')"
     )
 
 

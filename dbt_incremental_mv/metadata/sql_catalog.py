@@ -42,14 +42,21 @@ class SqlCatalog:
         keys = ", ".join(f"s.summary[{string(k)}]" for k in SUMMARY_KEYS)
         table = relation(name)
         rows = self.query(
-            f"select s.snapshot_id, s.parent_id, s.operation, {keys}, r.snapshot_id as main_snapshot_id\n"
+            f"select s.snapshot_id, s.parent_id, s.operation, unix_millis(s.committed_at), {keys}, "
+            "r.snapshot_id as main_snapshot_id\n"
             f"from {table}.`snapshots` s cross join (select snapshot_id from {table}.`refs` where name = 'main') r"
         )
         snapshots = {}
         for row in rows:
-            summary = {k: str(v) for k, v in zip(SUMMARY_KEYS, row[3:-1]) if v is not None}
+            summary = {k: str(v) for k, v in zip(SUMMARY_KEYS, row[4:-1]) if v is not None}
             parent = None if row[1] is None else int(row[1])
-            snapshots[int(row[0])] = Snapshot(int(row[0]), parent, str(row[2]), {"operation": str(row[2]), **summary})
+            snapshots[int(row[0])] = Snapshot(
+                int(row[0]),
+                parent,
+                str(row[2]),
+                {"operation": str(row[2]), **summary},
+                timestamp_ms=None if row[3] is None else int(row[3]),
+            )
         main = int(rows[0][-1]) if rows else None
         return TableMetadata(name, tuple(columns), properties, snapshots, main)
 

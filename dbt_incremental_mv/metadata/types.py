@@ -106,6 +106,7 @@ class Snapshot:
     summary: Mapping[str, str] = field(default_factory=dict)
     sequence_number: int | None = None  # None when read through SQL (not in the snapshots table)
     schema_id: int | None = None  # the schema the snapshot was written with (None through SQL)
+    timestamp_ms: int | None = None  # when it was committed (epoch milliseconds)
 
     def count(self, key: str) -> int:
         value = self.summary.get(key)
@@ -234,6 +235,7 @@ def from_metadata_json(name: str, document: Mapping[str, Any]) -> TableMetadata:
             summary=summary,
             sequence_number=entry.get("sequence-number"),
             schema_id=entry.get("schema-id"),
+            timestamp_ms=entry.get("timestamp-ms"),
         )
     refs = document.get("refs") or {}
     main = refs.get("main", {}).get("snapshot-id")

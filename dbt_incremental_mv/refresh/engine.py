@@ -1,5 +1,5 @@
 """The refresh of one fast_refresh model, phase by phase: plan, capture, mark, propagate,
-publish, purge, compact. Each phase is a module of its own; this one only orchestrates.
+publish, purge, compact, expire. Each phase is a module of its own; this one only orchestrates.
 
 The adapter runs it with two callables (``query`` returns rows, ``execute`` runs a statement)
 and the metadata seam (``metadata.py``), so that every decision here is testable without
@@ -9,6 +9,7 @@ times them.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,7 @@ from dbt_incremental_mv.refresh.operations import status as status_phase
 from dbt_incremental_mv.refresh.phases import capture as capture_phase
 from dbt_incremental_mv.refresh.phases import clock as clock_phase
 from dbt_incremental_mv.refresh.phases import compact as compact_phase
+from dbt_incremental_mv.refresh.phases import expire as expire_phase
 from dbt_incremental_mv.refresh.phases import force, own_log, propagate
 from dbt_incremental_mv.refresh.phases import publish as publish_phase
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction, RunFacts
@@ -137,6 +139,16 @@ class FastRefreshEngine:
                     )
                     line += f"; {compacted.line}"
                     run.compaction_failure = compacted.failure
+        published = int((run.published_summary or {}).get(publish_phase.PUBLISHED_SNAPSHOT) or 0)
+        if files is not None and expire_phase.checked(self.ctx.metadata.in_jvm, published):
+            table = self.ctx.metadata.table(run.plan.view_relation)
+            now_ms = int(time.time() * 1000)
+            planned = expire_phase.expiry(run.plan.view_relation, table, now_ms, run.action) if table else None
+            if planned is not None:
+                with run.clock.phase("expire"):
+                    expired = expire_phase.expire(self.ctx, planned)
+                line += f"; {expired.line}"
+                run.expiry_failure = expired.failure
         return line
 
     def _finish(

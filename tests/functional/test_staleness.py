@@ -21,7 +21,10 @@ def status(project, *args):
 
 
 def snapshots(project, *tables):
-    return {t: rows(project, f"select snapshot_id from {project.test_schema}.{t}.`refs` where name = 'main'") for t in tables}
+    return {
+        t: rows(project, f"select snapshot_id from {project.test_schema}.{t}.`refs` where name = 'main'")
+        for t in tables
+    }
 
 
 @pytest.mark.usefixtures("force_as_a_rule")  # v: force's fallback, not its cost-based choice
@@ -39,8 +42,9 @@ class StalenessProject:
 
     def check(self, project, view):
         schema = project.test_schema
-        assert_view_matches_query(project, f"{schema}.{view}", f"select order_id, amount from {schema}.orders",
-                                  columns="order_id, amount")
+        assert_view_matches_query(
+            project, f"{schema}.{view}", f"select order_id, amount from {schema}.orders", columns="order_id, amount"
+        )
 
 
 class TestLogDeletedByHand(StalenessProject):
@@ -121,7 +125,9 @@ class TestCompaction(StalenessProject):
             _, log = run_dbt_and_capture(["run", "--select", "v_fast", "v_manual"])
             assert "v_fast: fast refresh:" in log and "v_manual: fast refresh:" in log, log
             assert not [line for line in log.splitlines() if "v_manual: fast refresh:" in line and "compacted" in line]
-            compacted += [line for line in log.splitlines() if "v_fast: fast refresh:" in line and "; compacted " in line]
+            compacted += [
+                line for line in log.splitlines() if "v_fast: fast refresh:" in line and "; compacted " in line
+            ]
             self.check(project, "v_fast")
             if compacted:
                 break
@@ -133,8 +139,11 @@ class TestCompaction(StalenessProject):
         assert extra_files("v_manual") >= 6  # the same refreshes, not compacted
         files = rows(project, f"select content, count(*) from {schema}.v_fast.files group by content")
         assert files == [(0, 1)], files  # one data file, no delete file
-        history = rows(project, f"select seconds['compact'] from {schema}.mv_refresh_history where model = 'v_fast' "
-                                "and seconds['compact'] is not null")
+        history = rows(
+            project,
+            f"select seconds['compact'] from {schema}.mv_refresh_history where model = 'v_fast' "
+            "and seconds['compact'] is not null",
+        )
         assert len(history) == 1 and history[0][0] > 0, history
 
         # explain says the files and when they are compacted
@@ -228,10 +237,14 @@ class TestMasterHistoryRewritten(StalenessProject):
         project.run_sql(f"call spark_catalog.system.rollback_to_snapshot('{schema}.orders', {first})")
         assert f"needs rebuild (the history of shop.orders ({schema}.orders) was rewritten" in status(project)
         _, log = run_dbt_and_capture(["run", "--select", "v_fast"], expect_pass=False)
-        assert f"the history of shop.orders ({schema}.orders) was rewritten or expired before it was captured" in log, log
+        assert f"the history of shop.orders ({schema}.orders) was rewritten or expired before it was captured" in log, (
+            log
+        )
         assert sorted(rows(project, f"select order_id from {schema}.v_fast")) == [(1,), (2,), (3,)]  # unchanged
         _, log = run_dbt_and_capture(["run", "--select", "v"])
-        assert "v: complete (fast refresh impossible: " in log and "was rewritten or expired before it was captured" in log, log
+        assert (
+            "v: complete (fast refresh impossible: " in log and "was rewritten or expired before it was captured" in log
+        ), log
         self.check(project, "v")
 
         # snapshots expired before they were captured
@@ -246,3 +259,53 @@ class TestMasterHistoryRewritten(StalenessProject):
         self.check(project, "v")
         _, log = run_dbt_and_capture(["run", "--select", "v"])
         assert "v: fast refresh:" in log, log
+
+
+class TestSnapshotExpiry(StalenessProject):
+    """A refresh expires the view's old snapshots once enough are due (refresh/phases/expire.py):
+    never the one that holds its state (compactions come after it), so it stays fast refreshed."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        aged = (
+            "{{ config(materialized='fast_refresh', refresh_method='fast', "
+            "tblproperties={'history.expire.max-snapshot-age-ms': '0'}) }}\n" + SELECT
+        )
+        return {**MODELS, "v_aged.sql": aged}
+
+    def test_old_snapshots_expire_and_the_view_stays_fast_refreshed(self, project, monkeypatch):
+        from dbt_incremental_mv import layout
+        from dbt_incremental_mv.refresh.phases import expire
+
+        schema = self.setup_masters(project)
+        monkeypatch.setattr(expire, "EXPIRE_BATCH", 4)
+        monkeypatch.setattr(layout, "COMPACT_EXTRA_FILES", 1)  # compacted every few refreshes too
+        monkeypatch.setattr(layout, "COMPACT_EXTRA_PER_FILE", 2)
+        properties = dict(rows(project, f"show tblproperties {schema}.v_aged"))
+        assert properties.get(layout.METADATA_CLEANUP) == "true", properties
+
+        def count(view):
+            return rows(project, f"select count(*) from {schema}.{view}.snapshots")[0][0]
+
+        expired, compacted = [], []
+        for round_number in range(8):
+            project.run_sql(f"update {schema}.orders set amount = amount + 1 where order_id = 1")
+            project.run_sql(f"insert into {schema}.orders values ({10 + round_number}, 1.00)")
+            _, log = run_dbt_and_capture(["run", "--select", "v_aged", "v_fast"])
+            line = next(line for line in log.splitlines() if "v_aged: fast refresh:" in line)  # the state kept
+            expired += [line] if "; expired " in line else []
+            compacted += [line] if "; compacted " in line else []
+            assert "expired" not in next(line for line in log.splitlines() if "v_fast: " in line)  # a day's age
+            self.check(project, "v_aged")
+        assert expired and compacted, (expired, compacted)
+        assert count("v_aged") < count("v_fast") - 8, (count("v_aged"), count("v_fast"))
+        history = rows(
+            project,
+            f"select seconds['expire'] from {schema}.mv_refresh_history "
+            "where model = 'v_aged' and seconds['expire'] is not null",
+        )
+        assert len(history) >= len(expired) and all(seconds > 0 for (seconds,) in history), history
+        project.run_sql(f"delete from {schema}.orders where order_id = 2")
+        _, log = run_dbt_and_capture(["run", "--select", "v_aged"])
+        assert "v_aged: fast refresh:" in log, log
+        self.check(project, "v_aged")

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from dbt_incremental_mv.layout import METADATA_CLEANUP
 from dbt_incremental_mv.reads import Reads
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
 from dbt_incremental_mv.refresh.phases.publish import PUBLISHED_SNAPSHOT, StepKind, rows_written
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from dbt_incremental_mv.refresh.phases.run import RefreshRun
 
 HISTORY_TABLE = "mv_refresh_history"
-PHASES = ("plan", "capture", "mark", "write", "publish", "purge", "compact")
+PHASES = ("plan", "capture", "mark", "write", "publish", "purge", "compact", "expire")
 
 COLUMNS = (
     ("refreshed_at", "timestamp", "when the model finished (UTC)"),
@@ -52,7 +53,11 @@ COLUMNS = (
         "rows updated in place (NULL: a refresh rewrites a changed row as a delete and an insert)",
     ),
     ("statements", "int", "SQL statements the refresh ran"),
-    ("seconds", "map<string,double>", "seconds per phase: plan, capture, mark, write, publish, purge, compact, total"),
+    (
+        "seconds",
+        "map<string,double>",
+        "seconds per phase: plan, capture, mark, write, publish, purge, compact, expire, total",
+    ),
     ("view_snapshot", "bigint", "the view's snapshot after the refresh"),
     ("summary", "string", "the model's log line"),
     ("files_read", "bigint", "data files its statements scanned (Iceberg scan planning; NULL: not measured, over SQL)"),
@@ -152,7 +157,9 @@ def create_sql(table: str) -> str:
     return (
         f"create table if not exists {relation(table)} (\n{columns}\n) using iceberg\n"
         "partitioned by (days(refreshed_at))\n"
-        f"comment {string('dbt-incremental-mv: one row per refresh of a fast_refresh model')}"
+        f"comment {string('dbt-incremental-mv: one row per refresh of a fast_refresh model')}\n"
+        # a commit per refresh: its old metadata files deleted as Iceberg writes new ones
+        f"tblproperties ({string(METADATA_CLEANUP)} = 'true')"
     )
 
 

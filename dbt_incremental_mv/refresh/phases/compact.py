@@ -27,11 +27,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from dbt_incremental_mv.conflicts import lost_race
 from dbt_incremental_mv.layout import CompactionKind, ViewFiles, compaction_kind, compaction_statements, written_sort
 from dbt_incremental_mv.metadata import TableMetadata
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
+from dbt_incremental_mv.refresh.phases.maintenance import Maintained, run_after_publish
 
 
 @dataclass(frozen=True)
@@ -63,33 +63,24 @@ def compaction(relation: str, files: ViewFiles, table: TableMetadata) -> Compact
     return Compaction(relation, files, tuple(statements), kind)
 
 
-@dataclass(frozen=True)
-class Compacted:
-    """What a compaction did, for the log line (``line``), and why it failed (``failure``: the
-    refresh warns; None when it ran, or lost to a concurrent commit)."""
-
-    line: str
-    failure: str | None = None
-
-
-def compact(ctx: RefreshContext, planned: Compaction) -> Compacted:
+def compact(ctx: RefreshContext, planned: Compaction) -> Maintained:
     """Run ``planned``. The refresh is published before: a compaction that loses to a concurrent
     commit is skipped (the next refresh compacts), and one that fails otherwise is a warning, the
     view as the refresh published it, not a failed model."""
     began = time.monotonic()
-    try:
-        for statement in planned.statements:
-            ctx.execute(statement)
-    except Exception as exc:
-        if lost_race(exc):
-            return Compacted("compaction skipped (another commit on the view meanwhile: the next refresh compacts it)")
-        detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        return Compacted(
-            "compaction failed (the view is as the refresh published it)",
+    unfinished = run_after_publish(
+        ctx,
+        planned.statements,
+        "compaction skipped (another commit on the view meanwhile: the next refresh compacts it)",
+        "compaction failed (the view is as the refresh published it)",
+        lambda detail: (
             f"{planned.relation} was refreshed, but compacting it then failed: {detail}. The next refresh "
             "tries again; `dbt run-operation mv_compact` compacts it by hand, and auto_compact=false stops the "
-            "refreshes compacting it.",
-        )
+            "refreshes compacting it."
+        ),
+    )
+    if unfinished is not None:
+        return unfinished
     ctx.metadata.forget(planned.relation)
     after = ViewFiles.of(ctx.metadata.table(planned.relation))
     if after is None:
@@ -101,4 +92,4 @@ def compact(ctx: RefreshContext, planned: Compaction) -> Compacted:
             f"compacted {planned.files.data_files:,} data and {planned.files.delete_files:,} delete files to "
             f"{after.data_files:,} and {after.delete_files:,}"
         )
-    return Compacted(f"{done} in {time.monotonic() - began:.1f} s")
+    return Maintained(f"{done} in {time.monotonic() - began:.1f} s")

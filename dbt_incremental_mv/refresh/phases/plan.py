@@ -23,7 +23,7 @@ from dbt_incremental_mv.definition import (
     encode_columns,
     normalized_sql,
 )
-from dbt_incremental_mv.layout import ViewLayout, indexed_layout, view_layout
+from dbt_incremental_mv.layout import METADATA_CLEANUP, ViewLayout, indexed_layout, view_layout
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.logs.contract import (
     LogContractError,
@@ -78,6 +78,8 @@ DEFAULT_VIEW_PROPERTIES = {
     # exchange in its plan. Format 2 only: a deletion vector (format 3) must be written by the one
     # task that holds every delete of its data file.
     DELETE_DISTRIBUTION: "none",
+    # every refresh commits: old metadata files deleted as new ones are written (refresh/phases/expire.py)
+    METADATA_CLEANUP: "true",
 }
 
 

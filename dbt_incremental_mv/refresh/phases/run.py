@@ -30,6 +30,7 @@ class RefreshRun(CarriesDecision):
     recomputed_groups: int | None = None
     published_summary: dict[str, str] | None = None  # row counts of the commit publish() put on main
     compaction_failure: str | None = None  # why the compaction after the publish failed (compact.py: a warning)
+    expiry_failure: str | None = None  # why expiring old snapshots after the publish failed (expire.py: a warning)
     clock: PhaseClock = field(default_factory=PhaseClock)  # seconds per phase so far (history.py)
     reads: Any = None  # reads.Reads: what the refresh's statements read (session mode), once it finished
 
