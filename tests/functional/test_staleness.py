@@ -309,3 +309,7 @@ class TestSnapshotExpiry(StalenessProject):
         _, log = run_dbt_and_capture(["run", "--select", "v_aged"])
         assert "v_aged: fast refresh:" in log, log
         self.check(project, "v_aged")
+        _, log = run_dbt_and_capture(["run-operation", "explain_fast_refresh", "--args", "{model: v_aged}"])
+        assert "history: " in log and "a refresh expires those older than 0 h" in log, log
+        _, log = run_dbt_and_capture(["run-operation", "explain_fast_refresh", "--args", "{model: v_fast}"])
+        assert "a refresh expires those older than 24 h (history.expire.max-snapshot-age-ms) once 4 are due" in log, log

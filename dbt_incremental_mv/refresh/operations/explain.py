@@ -12,6 +12,7 @@ decides by; the statements of each phase (capture, mark, write, publish, purge);
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,7 @@ from dbt_incremental_mv.refresh import cost
 from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 from dbt_incremental_mv.refresh.graph import dependency_names
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
+from dbt_incremental_mv.refresh.phases import expire as expire_phase
 from dbt_incremental_mv.refresh.phases import force
 from dbt_incremental_mv.refresh.phases.capture import capture_plan, consumers_stops
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
@@ -61,6 +63,7 @@ class Explanation:
     next_run: str = ""  # what the next dbt run does, and why
     cost: str | None = None  # the estimates force decides by, and its choice
     files: str | None = None  # a built view's files, and when a refresh compacts them (compact.py)
+    history: str | None = None  # a built view's snapshots, and when a refresh expires them (expire.py)
     indexed: str | None = None  # a join view that could keep an indexed join state: whether it does, why
     phases: list[tuple[str, list[str]]] = field(default_factory=list)  # (phase, statements or -- notes)
     layout: list[str] = field(default_factory=list)
@@ -84,6 +87,8 @@ class Explanation:
             out.append(f"cost: {self.cost}")
         if self.files:
             out.append(f"files: {self.files}")
+        if self.history:
+            out.append(f"history: {self.history}")
         if self.indexed:
             out.append(f"indexed state: {self.indexed}")
         out += [f"master {line}" for line in self.masters]
@@ -149,6 +154,7 @@ def explain(
     if definition is not None:
         found.layout = layout_advice(definition, view_relation)
     found.files = _files(ctx, plan) if built else None
+    found.history = _history(ctx, plan) if built else None
     if plan.action != RefreshAction.FAST:
         found.phases.append((plan.action, [_recompute(plan)]))
         if definition is not None and not found.refusals:
@@ -200,6 +206,12 @@ def _files(ctx: RefreshContext, plan: RefreshPlan) -> str | None:
             else f"due at {files.due_at}"
         )
     return f"{files.describe()}; a fast refresh that leaves {files.due_at} compacts the view"
+
+
+def _history(ctx: RefreshContext, plan: RefreshPlan) -> str | None:
+    """The view's snapshots, and when its refreshes expire them (refresh/phases/expire.py)."""
+    table = ctx.metadata.table(plan.view_relation)
+    return expire_phase.describe(table, int(time.time() * 1000)) if table is not None else None
 
 
 # ---------------------------------------------------------------------- reasons

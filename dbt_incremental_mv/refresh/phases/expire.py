@@ -126,6 +126,20 @@ def expiry(
     return Expiry(relation, older_than, retain_last, due)
 
 
+def describe(table: TableMetadata, now_ms: int) -> str:
+    """The view's history for explain_fast_refresh: its snapshots, what its refreshes keep, and how
+    many an expiry would remove now."""
+    if table.properties.get(GC_PROPERTY, "true").strip().lower() == "false":
+        return f"{len(table.snapshots):,} snapshots; {GC_PROPERTY}=false: never expired"
+    age_hours = max(_property(table, AGE_PROPERTY, EXPIRE_AGE_MS), 0) / 3_600_000
+    planned = expiry(table.name, table, now_ms, RefreshAction.COMPLETE)  # (any due one counted)
+    due = planned.due if planned is not None else 0
+    return (
+        f"{len(table.snapshots):,} snapshots; a refresh expires those older than {age_hours:g} h "
+        f"({AGE_PROPERTY}) once {EXPIRE_BATCH} are due ({due:,} now), never the one holding the view's state"
+    )
+
+
 def expire(ctx: RefreshContext, planned: Expiry) -> Maintained:
     """Run ``planned`` after the publish: one that loses to a concurrent commit is skipped (the next
     refresh expires), one that fails otherwise is a warning, the view as the refresh published it."""

@@ -87,3 +87,13 @@ def test_after_a_complete_refresh_or_a_build_any_due_snapshot_goes():
 def test_over_sql_one_refresh_in_ten_reads_the_metadata():
     assert all(expire.checked(True, snapshot) for snapshot in range(1, 50))
     assert [snapshot for snapshot in range(1, 50) if expire.checked(False, snapshot)] == [10, 20, 30, 40]
+
+
+def test_explain_describes_the_history():
+    assert expire.describe(table(["overwrite"] * 300), NOW) == (
+        "300 snapshots; a refresh expires those older than 24 h (history.expire.max-snapshot-age-ms) once 100 are "
+        "due (155 now), never the one holding the view's state"
+    )
+    assert expire.describe(table(["overwrite"] * 3, {expire.GC_PROPERTY: "false"}), NOW) == (
+        "3 snapshots; gc.enabled=false: never expired"
+    )
