@@ -42,6 +42,7 @@ from dbt_incremental_mv.metadata import TableMetadata
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
 from dbt_incremental_mv.refresh.phases.maintenance import Maintained, run_after_publish
+from dbt_incremental_mv.refresh.state.view_state import state_depth
 from dbt_incremental_mv.sql_text import relation, string
 
 AGE_PROPERTY = "history.expire.max-snapshot-age-ms"
@@ -83,6 +84,11 @@ def checked(in_jvm: bool, published_snapshot: int) -> bool:
     return in_jvm or published_snapshot % SQL_CHECK_EVERY == 0
 
 
+def _gc_disabled(table: TableMetadata) -> bool:
+    """``gc.enabled=false``: Iceberg refuses to delete the table's files, so nothing is expired."""
+    return table.properties.get(GC_PROPERTY, "true").strip().lower() == "false"
+
+
 def _property(table: TableMetadata, key: str, default: int) -> int:
     try:
         return int(table.properties.get(key, default))
@@ -99,13 +105,12 @@ def expiry(
     before them holds a whole copy of the view). Mirrors what Iceberg's
     ``expire_snapshots`` removes: each branch's ancestors past its ``retain_last`` newest from the first
     one older than ``older_than_ms``, and snapshots on no branch older than it."""
-    if table.properties.get(GC_PROPERTY, "true").strip().lower() == "false" or table.main is None:
+    if _gc_disabled(table) or table.main is None:
         return None
     older_than = now_ms - max(_property(table, AGE_PROPERTY, EXPIRE_AGE_MS), 0)
-    ancestry = table.ancestry()
-    # the newest snapshot holding the view's state (not a compaction's replace) and all after it
-    state_at = next((i for i, s in enumerate(ancestry) if s.operation != "replace"), len(ancestry) - 1)
-    retain_last = max(_property(table, KEEP_PROPERTY, 1), state_at + 1, 1)
+    # the newest snapshot holding the view's state and all after it (every one when none holds it)
+    state_at = state_depth(table)
+    retain_last = max(_property(table, KEEP_PROPERTY, 1), (len(table.ancestry()) if state_at is None else state_at + 1))
     heads = [table.main, *table.branches.values()]
     kept = set()
     for head in heads:  # each branch keeps its newest retain_last, and on from them its young ones
@@ -129,7 +134,7 @@ def expiry(
 def describe(table: TableMetadata, now_ms: int) -> str:
     """The view's history for explain_fast_refresh: its snapshots, what its refreshes keep, and how
     many an expiry would remove now."""
-    if table.properties.get(GC_PROPERTY, "true").strip().lower() == "false":
+    if _gc_disabled(table):
         return f"{len(table.snapshots):,} snapshots; {GC_PROPERTY}=false: never expired"
     age_hours = max(_property(table, AGE_PROPERTY, EXPIRE_AGE_MS), 0) / 3_600_000
     planned = expiry(table.name, table, now_ms, RefreshAction.COMPLETE)  # (any due one counted)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dbt_incremental_mv.metadata import Metadata
+from dbt_incremental_mv.metadata import Metadata, TableMetadata
 from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
 
 
@@ -14,10 +14,16 @@ def view_state_at(metadata: Metadata, name: str) -> tuple[ViewState | None, int 
     table = metadata.table(name)
     if table is None or table.main is None:
         return None, None
-    for snapshot in table.ancestry():
-        if snapshot.operation != "replace":
-            return ViewState.decode(snapshot.summary.get("wap.id")), table.main
-    return None, table.main
+    depth = state_depth(table)
+    if depth is None:
+        return None, table.main
+    return ViewState.decode(table.ancestry()[depth].summary.get("wap.id")), table.main
+
+
+def state_depth(table: TableMetadata) -> int | None:
+    """Where in main's ancestry (0: main) the snapshot holding the view's state is: the newest that
+    changed the view's data (compactions' ``replace`` snapshots come after it); None: none does."""
+    return next((depth for depth, s in enumerate(table.ancestry()) if s.operation != "replace"), None)
 
 
 def view_state(metadata: Metadata, name: str) -> ViewState | None:
