@@ -315,6 +315,7 @@ class Bench:
                                spread=self.args.spread, salt=101 + index, cdc_logs=self.cdc_logs,
                                dimensions=not self.args.no_dimension_changes,
                                facts=not self.args.only_dimension_changes,
+                               dimension_rows=self.args.dimension_rows,
                                append_only=self.args.append_only)
         change = point["change"] = spark_step("change", payload)
         point["clock"] = self.set_clock(self.args.clock_step_hours)
@@ -425,6 +426,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "the dimension changes cost a refresh is the difference")
     parser.add_argument("--only-dimension-changes", action="store_true",
                         help="change the dimensions only (the facts unchanged): what a dimension's change costs a join")
+    parser.add_argument("--dimension-rows", type=int, default=None,
+                        help="customers updated per change (the columns the dataset's change moves; none deleted "
+                             "or inserted); default the dataset's mix (20 updated, 5 deleted, 5 inserted)")
     parser.add_argument("--no-lines", action="store_true", help="no order_lines master (and no views on it)")
     parser.add_argument("--clock", default=None,
                         help="the time the views' current_date()/current_timestamp() read as at the build "

@@ -78,7 +78,11 @@ def step_change(spark, p: dict) -> dict:
     ds, s = dataset(p), sizes(p)
     cur = ds.current_state(lambda sql: spark.sql(sql).first(), s)
     changed = p.get("changed_rows") or max(1, round(p["fraction"] * cur.orders))
+    if p.get("dimension_rows") is not None:  # that many customers updated, none deleted or inserted
+        ds.CUSTOMER_UPDATES = p["dimension_rows"]
     changes = ds.change_plan(s, cur, changed, p["spread"], p["salt"])
+    if p.get("dimension_rows") is not None:
+        changes = [c for c in changes if c.master != "customers" and c.master != "customer" or c.kind == "updates"]
     if not p.get("dimensions", True):
         changes = [c for c in changes if c.master not in ds.DIMENSIONS]
     if not p.get("facts", True):

@@ -327,9 +327,18 @@ def log_stats(
             if resume_at is not None
             else "  cast(null as bigint) as resume_sequence,\n"
         )
-        + f"  {_listed_images(listed, after)} as images\n"
+        + f"  {_listed_images(listed, after)} as images,\n"
+        + f"  {_relevant_images(listed, after)} as relevant_images\n"
         + f"from {relation(spec.log_relation)} version as of {integer(log_snapshot)}"
     )
+
+
+def _relevant_images(probe: KeyProbe | None, after: str) -> str:
+    """How many of the images a view consumes meet its ``relevant`` predicate, or NULL."""
+    if probe is None or probe.relevant is None:
+        return "cast(null as bigint)"
+    op = ident(OP_COLUMN)
+    return f"count_if({op} in ({string(INSERT)}, {string(DELETE)}) and {after} and ({probe.relevant}))"
 
 
 def _listed_images(probe: KeyProbe | None, after: str) -> str:
@@ -342,7 +351,10 @@ def _listed_images(probe: KeyProbe | None, after: str) -> str:
     image = f"struct({op} as {ident('o')}, struct({key}) as {ident('k')}" + (
         f", struct({values}) as {ident('v')})" if values else ")"
     )
-    return f"to_json(collect_list({image}) filter (where {op} in ({string(INSERT)}, {string(DELETE)}) and {after}))"
+    kept = f" and ({probe.relevant})" if probe.relevant is not None else ""
+    return (
+        f"to_json(collect_list({image}) filter (where {op} in ({string(INSERT)}, {string(DELETE)}) and {after}{kept}))"
+    )
 
 
 @dataclass(frozen=True)
@@ -359,13 +371,19 @@ class KeyProbe:
     Otherwise ``key_probe`` nets them in SQL, reading the distinct keys when ``literal_key`` (their
     types can be literals) and, for ``buckets`` (kind, lowest value, width of ``KEY_BUCKETS``
     buckets spanning the first key column's marked values, from the files' statistics), the
-    occupied buckets."""
+    occupied buckets.
+
+    ``relevant``: a predicate over the master's columns that the rows able to take part in the
+    view meet (analysis/relevance.py); the images failing it are dropped before they are netted,
+    listed or counted as the view's (None: none dropped). It reads only ``consolidate_by``'s
+    columns."""
 
     key: tuple[str, ...]
     consolidate_by: tuple[str, ...] | None = None
     listed: bool = False
     literal_key: bool = False
     buckets: tuple[str, float, float] | None = None
+    relevant: str | None = None
 
 
 LITERAL_KEYS = 200  # Iceberg prunes by an IN list of at most this many values (IN_PREDICATE_LIMIT)
@@ -403,7 +421,9 @@ def key_probe(
     image>}``, or NULL) and the occupied buckets of the first key column (``key_buckets``, JSON
     list of bucket numbers, or NULL). See KeyProbe."""
     columns = list(dict.fromkeys([*probe.key, *(probe.consolidate_by or ())]))
-    rows = marked_changes(spec, log_snapshot, consumed, 0, columns, excluded, only, upto_any=True)
+    rows = marked_changes(
+        spec, log_snapshot, consumed, 0, columns, excluded, only, upto_any=True, relevant=probe.relevant
+    )
     n = ident(NET)
     per_key = (
         f"select {idents(probe.key)}, sum(greatest({n}, 0)) as {ident('_mv_ins')}, "
@@ -436,15 +456,18 @@ def marked_changes(
     excluded: Sequence[int] = (),
     only: Sequence[int] | None = None,
     upto_any: bool = False,
+    relevant: str | None = None,
 ) -> str:
     """The log rows a refresh consumes: images not consumed yet, up to sequence ``upto``
-    (``upto_any``: every one in the log snapshot, as the mark step counts them)."""
+    (``upto_any``: every one in the log snapshot, as the mark step counts them), meeting the
+    view's ``relevant`` predicate when given (KeyProbe)."""
     seq = ident(SEQUENCE_COLUMN)
     through = "" if upto_any else f" and {seq} <= {integer(upto)}"
+    kept = f" and ({relevant})" if relevant is not None else ""
     return (
         f"select {idents([*columns, OP_COLUMN])} from {relation(spec.log_relation)} version as of {integer(log_snapshot)}\n"
         f"where {ident(OP_COLUMN)} in ({string(INSERT)}, {string(DELETE)}){through}"
-        f" and {unconsumed(consumed, excluded, only)}"
+        f" and {unconsumed(consumed, excluded, only)}{kept}"
     )
 
 
@@ -457,12 +480,14 @@ def net_marked_changes(
     consolidate_by: Sequence[str],
     excluded: Sequence[int] = (),
     only: Sequence[int] | None = None,
+    relevant: str | None = None,
 ) -> str:
-    """The marked images netted by ``consolidate_by`` (a superset of ``columns``): each row of
-    those values whose after images (+1) and before images (-1) do not cancel out, as that many
-    images of its sign, its ``columns`` and ``_mv_op``. An update that changed none of the
-    columns is gone; whatever the view reads of the others is exactly as the raw images say."""
-    rows = marked_changes(spec, log_snapshot, consumed, upto, consolidate_by, excluded, only)
+    """The marked images netted by ``consolidate_by`` (a superset of ``columns`` and of what
+    ``relevant`` reads): each row of those values whose after images (+1) and before images (-1)
+    do not cancel out, as that many images of its sign, its ``columns`` and ``_mv_op``. An update
+    that changed none of the columns is gone; whatever the view reads of the others is exactly as
+    the raw images say."""
+    rows = marked_changes(spec, log_snapshot, consumed, upto, consolidate_by, excluded, only, relevant=relevant)
     net = _net_images(rows, KeyProbe(key=spec.key, consolidate_by=tuple(consolidate_by)))
     n = ident(NET)
     return (

@@ -25,6 +25,7 @@ STATS_COLUMNS = (
     "oldest_change",
     "resume_sequence",
     "images",
+    "relevant_images",
 )
 PROBE_COLUMNS = ("net_inserts", "net_deletes", "marked_keys", "key_buckets")  # log_sql.key_probe's
 NO_PROBE = (
@@ -42,6 +43,7 @@ NO_ROWS = {
     "oldest_change": None,
     "resume_sequence": None,
     "images": None,
+    "relevant_images": None,
     "net_inserts": None,
     "net_deletes": None,
     "marked_keys": None,

@@ -50,6 +50,11 @@ class MarkedLog:
     # the images netted by these columns (those the view reads): some cancelled out (see above)
     consolidated: tuple[str, ...] | None = None
     skipped: int = 0  # updates dropped: their images agree on every column the view reads
+    # images dropped before they were netted: they fail the view's filters of the master's rows
+    # alone, which ``relevant`` states over the log's columns (analysis/relevance.py); every read
+    # of the marked images applies it
+    outside: int = 0
+    relevant: str | None = None
     # what the marked images are netted by (phases/mark.py: netted_columns), when the log carries it all: then
     # an INS step may read its master's rows from the after images (inserted_rows)
     netted_by: tuple[str, ...] | None = None
@@ -170,6 +175,7 @@ class MarkedLog:
             names,
             self.excluded,
             self.only,
+            self.relevant,
         )
         listed = as_current_types({c: types.get(c.casefold(), "") for c in names}) or idents(names)
         keyed = " and ".join(f"{ident(k)} is not null" for k in self.spec.key)
@@ -195,17 +201,32 @@ class MarkedLog:
                 self.consolidated,
                 self.excluded,
                 self.only,
+                self.relevant,
             )
         elif self.skipped and self.key_values is not None:  # the listed keys left: the others cancelled out
             read = list(dict.fromkeys([*columns, *self.spec.key]))
             rows = log_sql.marked_changes(
-                self.spec, self.log_snapshot, self.consumed, self.upto, read, self.excluded, self.only
+                self.spec,
+                self.log_snapshot,
+                self.consumed,
+                self.upto,
+                read,
+                self.excluded,
+                self.only,
+                relevant=self.relevant,
             )
             kept = literal_in([ident(k) for k in self.spec.key], self.key_values)
             rows = f"select {idents([*columns, '_mv_op'])} from (\n{rows}\n) where {kept}"
         else:
             rows = log_sql.marked_changes(
-                self.spec, self.log_snapshot, self.consumed, self.upto, columns, self.excluded, self.only
+                self.spec,
+                self.log_snapshot,
+                self.consumed,
+                self.upto,
+                columns,
+                self.excluded,
+                self.only,
+                relevant=self.relevant,
             )
         if op is not None:
             rows = f"select * from (\n{rows}\n) where `_mv_op` = {string(op)}"

@@ -40,7 +40,13 @@ from dbt_incremental_mv.refresh.phases import force
 from dbt_incremental_mv.refresh.phases.capture import capture_plan, consumers_stops
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
 from dbt_incremental_mv.refresh.phases.execute import Listing, execute_steps
-from dbt_incremental_mv.refresh.phases.mark import key_probe, mark_logs, netting_columns, nothing_to_refresh
+from dbt_incremental_mv.refresh.phases.mark import (
+    key_probe,
+    mark_logs,
+    netting_columns,
+    nothing_to_refresh,
+    relevant_images,
+)
 from dbt_incremental_mv.refresh.phases.plan import RefreshPlan, plan_refresh
 from dbt_incremental_mv.refresh.phases.publish import commit_state, staged_statement
 from dbt_incremental_mv.refresh.state.bookkeeping import ViewState
@@ -438,6 +444,7 @@ def _provisional(ctx: RefreshContext, plan: RefreshPlan, state: ViewState | None
         position = state.logs.get(spec.log_relation) if state is not None else None
         consumed = position.sequence if position is not None else 0
         reflected = position.master_snapshot if position is not None and position.master_snapshot is not None else 0
+        netted = netting_columns(plan, spec)
         marked[master] = MarkedLog(
             spec,
             snapshots.get(spec.log_relation, 0),
@@ -447,7 +454,8 @@ def _provisional(ctx: RefreshContext, plan: RefreshPlan, state: ViewState | None
             1,
             reflected,
             logged=tuple(plan.logged_columns.get(spec.log_relation, ())),
-            netted_by=netting_columns(plan, spec),
+            netted_by=netted,
+            relevant=relevant_images(plan, spec) if netted is not None else None,
         )
     return marked
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from dbt_incremental_mv import environment
 from dbt_incremental_mv.analysis.model import ViewDefinition
+from dbt_incremental_mv.analysis.relevance import relevant_rows
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.logs.contract import INSERT, LogSpec, normalize_type
 from dbt_incremental_mv.logs.sql import KEY_BUCKETS, LITERAL_KEYS, KeyProbe
@@ -274,18 +275,31 @@ def key_probe(
     if not any(o.master.name == spec.master_relation for o in plan.definition.occurrences):
         return None
     netted = netting_columns(plan, spec)
+    relevant = relevant_images(plan, spec) if netted is not None else None
     types = key_types(plan, spec)
     literal_key = all(t in LITERAL_TYPES for t in types)
     written = ctx.metadata.written_since(spec.log_relation, log_snapshot, spec.key[:1], consumed)
     if written is not None and written.records * (len(spec.key) + len(netted or ())) <= listed_values():
-        return KeyProbe(tuple(spec.key), netted, listed=True)
+        return KeyProbe(tuple(spec.key), netted, listed=True, relevant=relevant)
     bounds = written.bounds.get(spec.key[0]) if written is not None else None
     return KeyProbe(
         tuple(spec.key),
         netted,
         literal_key=literal_key and written is not None,
         buckets=_buckets(types[0] if types else None, bounds),
+        relevant=relevant,
     )
+
+
+def relevant_images(plan: RefreshPlan, spec: LogSpec) -> str | None:
+    """The predicate the images of ``spec``'s log that can change the view meet: its filters of
+    the master's rows alone (analysis/relevance.py), read from the log's columns (those the view
+    reads, which the log must carry: the images are netted by them). None for a view that reads
+    the clock: its filters give another answer as the time moves, and the rows they no longer
+    keep are found by the time (refresh/phases/clock.py), not by their images."""
+    if plan.definition is None or plan.now is not None:
+        return None
+    return relevant_rows(plan.definition, spec.master_relation)
 
 
 def _buckets(spark_type: str | None, bounds: tuple[Bound, Bound] | None) -> tuple[str, float, float] | None:
@@ -308,15 +322,18 @@ def probed(stats: Mapping[str, Any], probe: KeyProbe | None, types: tuple[str | 
     the columns they were netted by, the keys as literals, their ranges."""
     if probe is None:
         return {}
+    raw = int(stats["inserts"] or 0) + int(stats["deletes"] or 0)
+    # the images the view's filters keep (analysis/relevance.py); the others are dropped
+    kept = raw if stats.get("relevant_images") is None else int(stats["relevant_images"])
+    dropped = {"outside": raw - kept, "relevant": probe.relevant}
     if stats.get("images") is not None:
-        return listed(stats["images"], probe, types, int(stats["inserts"] or 0) + int(stats["deletes"] or 0))
+        return listed(stats["images"], probe, types, kept) | dropped
     if stats.get("net_inserts") is None:
         return {}
     inserts, deletes = int(stats["net_inserts"] or 0), int(stats["net_deletes"] or 0)
-    raw = int(stats["inserts"] or 0) + int(stats["deletes"] or 0)
-    skipped = max(0, raw - inserts - deletes) // 2
+    skipped = max(0, kept - inserts - deletes) // 2
     keys, insert_keys = marked_keys(stats.get("marked_keys"), types)
-    return {
+    return dropped | {
         "inserts": inserts,
         "deletes": deletes,
         "skipped": skipped,

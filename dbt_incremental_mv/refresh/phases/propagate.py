@@ -105,13 +105,25 @@ def fast(
         statement = view_classes.with_crossed_rows(
             plan.definition, plan.view_relation, marked, statement, crossed, plan.view_types, branch
         )
-    if statement is None:
-        return Propagation([], None, marked, f"fast refresh: nothing marked ({kinds}); no write")
-    choice = run.facts.after_mark if run.facts is not None else None
-    chosen = f"; force: {choice.short}" if choice is not None else ""
     changed = (m.spec.log_relation for m in marked.values() if m.has_changes)
     changes = indexed_choice.recorded(plan.changes, changed, plan.dimension_logs)
     state = commit_state(marked, "fast", base=read_at, clock=plan.now, states=plan.internal_states, changes=changes)
+    if statement is None:
+        if not any(m.upto > (m.consumed or 0) for m in marked.values()):
+            return Propagation([], None, marked, f"fast refresh: nothing marked ({kinds}); no write")
+        # log rows consumed that change nothing in the view (outside its filters, or updates of
+        # columns it does not read): its position is recorded past them, by a commit of no rows,
+        # so that they are neither read again nor kept from the purge
+        target = relation(plan.view_relation)
+        record = Write(WriteKind.RECORD, f"insert into {target} select * from {target} where false")
+        return Propagation(
+            staged(state, "record", record),
+            state,
+            marked,
+            f"fast refresh: nothing to apply ({kinds}); the view's position recorded",
+        )
+    choice = run.facts.after_mark if run.facts is not None else None
+    chosen = f"; force: {choice.short}" if choice is not None else ""
     summary = (
         f"fast refresh: {kinds}; steps run: {', '.join(statement.steps_run)}"
         + (f"; skipped: {', '.join(statement.steps_skipped)}" if statement.steps_skipped else "")
@@ -146,10 +158,14 @@ def fast(
 
 
 def _skipped(log: MarkedLog) -> str:
-    """How many updates of the log the view skips: they changed no column it reads."""
-    if not log.skipped:
-        return ""
-    return f"; {log.skipped} update{'s' if log.skipped != 1 else ''} skipped: no column the view reads changed"
+    """What of the log the view skips: images its filters of the master's rows drop, updates
+    that changed no column it reads."""
+    said = ""
+    if log.outside:
+        said += f"; {log.outside} image{'s' if log.outside != 1 else ''} outside the view's filters"
+    if log.skipped:
+        said += f"; {log.skipped} update{'s' if log.skipped != 1 else ''} skipped: no column the view reads changed"
+    return said
 
 
 def complete(ctx: RefreshContext, run: RefreshRun, marked: Mapping[str, MarkedLog]) -> Propagation:

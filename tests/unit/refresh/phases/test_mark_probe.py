@@ -145,3 +145,41 @@ def test_the_images_of_the_keys_left_are_read_whatever_columns_a_statement_wants
     assert images.startswith("select `amount`, `_mv_op` from (\nselect `amount`, `order_id`, `_mv_op` from `logs`.`mlog_orders`")
     assert images.endswith(") where `order_id` in (2, 9)")
     sqlglot.parse_one(images, read="spark")
+
+
+def test_images_failing_the_views_filters_are_dropped_before_they_are_netted_listed_or_counted():
+    relevant = "`status` = 'open'"
+    netted = log_sql.KeyProbe(("order_id",), ("amount", "order_id", "status"), literal_key=True, relevant=relevant)
+    sql = log_sql.key_probe(SPEC, 7, 3, netted)
+    assert "and `_last_updated_sequence_number` > 3 and (`status` = 'open')\n)\ngroup by" in sql
+    sqlglot.parse_one(sql, read="spark")
+    listed = log_sql.KeyProbe(("order_id",), ("amount", "order_id", "status"), listed=True, relevant=relevant)
+    stats = log_sql.log_stats(SPEC, 7, 3, listed=listed)
+    assert "and `_last_updated_sequence_number` > 3 and (`status` = 'open'))) as images" in stats
+    assert "count_if(`_mv_op` in ('I', 'D') and `_last_updated_sequence_number` > 3 and (`status` = 'open')) as relevant_images" in stats
+    assert sum(1 for t in sqlglot.parse_one(stats, read="spark").find_all(sqlglot.exp.Table)) == 1  # the same scan
+    assert "cast(null as bigint) as relevant_images" in log_sql.log_stats(SPEC, 7, 3)
+    # 20 images, 12 of them kept: the 8 others are outside the view's filters, not skipped updates
+    counts = {"inserts": 10, "deletes": 10, "relevant_images": 12, "net_inserts": 4, "net_deletes": 6,
+              "marked_keys": None, "key_buckets": None}
+    fields = mark.probed(counts, netted, ("bigint",))
+    assert (fields["inserts"], fields["deletes"], fields["skipped"], fields["outside"]) == (4, 6, 1, 8)
+    assert fields["relevant"] == relevant
+    images = [{"o": "I", "k": {"k0": 9}, "v": {"v0": 1.5, "v1": 9, "v2": "open"}}]
+    fields = mark.probed({"inserts": 2, "deletes": 1, "relevant_images": 1, "images": json.dumps(images)}, listed,
+                         ("bigint",))
+    assert (fields["inserts"], fields["deletes"], fields["skipped"], fields["outside"]) == (1, 0, 0, 2)
+    assert fields["key_values"] == ((9,),) and fields["relevant"] == relevant
+
+
+def test_every_read_of_the_marked_images_applies_the_views_filters():
+    from dbt_incremental_mv.refresh.marked_log import MarkedLog
+
+    kept = "and (`status` = 'open')"
+    plain = MarkedLog(SPEC, 7, 3, 9, 2, 2, 123, relevant="`status` = 'open'", netted_by=("order_id", "status"))
+    netted = MarkedLog(SPEC, 7, 3, 9, 2, 2, 123, relevant="`status` = 'open'", consolidated=("order_id", "status"))
+    listed = MarkedLog(SPEC, 7, 3, 9, 2, 2, 123, relevant="`status` = 'open'", skipped=1, key_values=((2,),))
+    for sql in (plain.images(["order_id"]), netted.images(["order_id"]), listed.images(["order_id"]),
+                plain.inserted_rows({}), plain.changed_keys("inserts")):
+        assert kept in sql, sql
+        sqlglot.parse_one(sql, read="spark")
