@@ -17,8 +17,10 @@ an occurrence without one makes it TRUE (None: nothing dropped). An occurrence's
   rows (a null-extended row may pass them where the row itself fails).
 
 Only deterministic conjuncts without subqueries, aggregates or windows, and not reading the
-clock, of JOIN, OUTER_JOIN, AGGREGATE and UNION ALL views of those (the other classes recompute
-partitions whose rows a filter reaches in other ways). A column is read as the log holds it: a
+clock, of JOIN, OUTER_JOIN, AGGREGATE, RANKED and WINDOWED views and UNION ALL views of those (a
+ranked or windowed view's WHERE filters the rows before its window: a row failing it is in no
+partition; its filters of the ranked rows are not among them). PER_PARTITION views, stacks of
+queries over one master read in several places, drop nothing. A column is read as the log holds it: a
 type the master's was widened from (an int now a bigint, a narrower decimal) holds the same value,
 so a filter gives the same answer on it."""
 
@@ -33,7 +35,9 @@ from dbt_incremental_mv.analysis.functions import is_nondeterministic
 from dbt_incremental_mv.analysis.model import JoinKind, MasterOccurrence, ViewClass, ViewDefinition
 from dbt_incremental_mv.analysis.render import render_expression
 
-FILTERED_CLASSES = frozenset({ViewClass.JOIN, ViewClass.OUTER_JOIN, ViewClass.AGGREGATE})
+FILTERED_CLASSES = frozenset(
+    {ViewClass.JOIN, ViewClass.OUTER_JOIN, ViewClass.AGGREGATE, ViewClass.RANKED, ViewClass.WINDOWED}
+)
 
 
 def relevant_rows(view: ViewDefinition, master: str) -> str | None:

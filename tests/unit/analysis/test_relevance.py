@@ -61,11 +61,18 @@ def test_aggregates_keep_their_where_and_nothing_else_drops_rows():
     assert relevant("select status, count(*) as n from shop.orders where amount > 0 group by status having count(*) > 1", O) == "`amount` > 0"
     assert relevant("select status, count(*) as n from shop.orders group by status", O) is None
     assert relevant("select o.order_id, c.name from shop.orders o join shop.customers c on c.customer_id = o.customer_id", C) is None
-    # a class recomputed by partition (a window's rank) is left alone
+    # a ranked view: its WHERE filters the rows before the window, not its filters of the ranked rows
     ranked = (
-        "select order_id, customer_id from (select order_id, customer_id, row_number() over "
-        "(partition by customer_id order by order_date desc) as rn from shop.orders where status = 'open') where rn = 1"
+        "select order_id, customer_id from (select order_id, customer_id, amount, row_number() over "
+        "(partition by customer_id order by order_date desc) as rn from shop.orders where status = 'open') "
+        "where rn = 1 and amount > 5"
     )
-    assert relevant(ranked, O) is None
+    assert relevant(ranked, O) == "`status` = 'open'"
+    # a stack of queries recomputed by partition drops nothing
+    stacked = (
+        "select o.order_id from shop.orders o join shop.customers c on c.customer_id = o.customer_id "
+        "where o.status in (select status from shop.orders where amount > 1) and c.segment = 'x'"
+    )
+    assert relevant(stacked, O) is None and relevant(stacked, C) is None
     # a master the view does not read
     assert relevant("select order_id from shop.orders where status = 'a'", C) is None
