@@ -140,6 +140,8 @@ class TestJoinRefresh:
         # so that the purge below removes them
         assert all("nothing to apply (" in line and "the view's position recorded" in line for line in outside), log
         self.check_all(workload)
+        _, explained = run_dbt_and_capture(["run-operation", "explain_fast_refresh", "--args", "{model: open_orders}"])
+        assert "changes of rows failing `status` <> 'cancelled' before and after are dropped" in explained, explained
 
         # every consumed change is purged: only the newest capture watermark stays in each log
         for master in ("orders", "customers", "regions"):

@@ -133,7 +133,7 @@ def explain(
         return found
     found.masters = [
         f"{spec.master_name}: log {spec.log_relation} ({'captured by the plugin' if spec.capture else 'written by its ingestion'}), "
-        f"key ({', '.join(spec.key)}) from {spec.key_origin or 'its declaration'}"
+        f"key ({', '.join(spec.key)}) from {spec.key_origin or 'its declaration'}{_dropped(plan, spec)}"
         for _, spec in sorted(plan.logs.items())
     ]
     found.indexed = plan.indexed.reason if plan.indexed is not None else None
@@ -198,6 +198,13 @@ def explain(
             found.next_run = f"complete ({choice.why})"
     found.phases += _fast_phases(ctx, plan, state, marked, "fast refresh", captures)
     return found
+
+
+def _dropped(plan: RefreshPlan, spec: LogSpec) -> str:
+    """Which of the master's changes a fast refresh drops: those outside the view's filters of its
+    rows (mark.relevant_images), when the log carries the columns they read."""
+    relevant = relevant_images(plan, spec) if plan.definition is not None and netting_columns(plan, spec) else None
+    return f"; changes of rows failing {relevant} before and after are dropped" if relevant is not None else ""
 
 
 def _files(ctx: RefreshContext, plan: RefreshPlan) -> str | None:
