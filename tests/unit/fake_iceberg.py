@@ -242,7 +242,7 @@ class FakeIceberg:
             request, table.name, max((r[1] for r in table.rows), default=None), inserts, deletes,
             newest_mark[2] if newest_mark else None,
             len(marks), newest_mark[1] if newest_mark else None, None, min((r[1] for r in changes), default=None),
-            resume, None, None, None, None,  # no key probe: the fake keeps no column values
+            resume, None, None, None, None, None, None,  # no images nor key probe: the fake keeps no column values
         )
 
 

@@ -202,8 +202,8 @@ def explain(
 
 def _dropped(plan: RefreshPlan, spec: LogSpec) -> str:
     """Which of the master's changes a fast refresh drops: those outside the view's filters of its
-    rows (mark.relevant_images), when the log carries the columns they read."""
-    relevant = relevant_images(plan, spec) if plan.definition is not None and netting_columns(plan, spec) else None
+    rows (mark.relevant_images)."""
+    relevant = relevant_images(plan, spec)
     return f"; changes of rows failing {relevant} before and after are dropped" if relevant is not None else ""
 
 
@@ -451,7 +451,6 @@ def _provisional(ctx: RefreshContext, plan: RefreshPlan, state: ViewState | None
         position = state.logs.get(spec.log_relation) if state is not None else None
         consumed = position.sequence if position is not None else 0
         reflected = position.master_snapshot if position is not None and position.master_snapshot is not None else 0
-        netted = netting_columns(plan, spec)
         marked[master] = MarkedLog(
             spec,
             snapshots.get(spec.log_relation, 0),
@@ -461,8 +460,8 @@ def _provisional(ctx: RefreshContext, plan: RefreshPlan, state: ViewState | None
             1,
             reflected,
             logged=tuple(plan.logged_columns.get(spec.log_relation, ())),
-            netted_by=netted,
-            relevant=relevant_images(plan, spec) if netted is not None else None,
+            netted_by=netting_columns(plan, spec),
+            relevant=relevant_images(plan, spec),
         )
     return marked
 

@@ -275,7 +275,7 @@ def key_probe(
     if not any(o.master.name == spec.master_relation for o in plan.definition.occurrences):
         return None
     netted = netting_columns(plan, spec)
-    relevant = relevant_images(plan, spec) if netted is not None else None
+    relevant = relevant_images(plan, spec)
     types = key_types(plan, spec)
     literal_key = all(t in LITERAL_TYPES for t in types)
     written = ctx.metadata.written_since(spec.log_relation, log_snapshot, spec.key[:1], consumed)
@@ -294,10 +294,10 @@ def key_probe(
 def relevant_images(plan: RefreshPlan, spec: LogSpec) -> str | None:
     """The predicate the images of ``spec``'s log that can change the view meet: its filters of
     the master's rows alone (analysis/relevance.py), read from the log's columns (those the view
-    reads, which the log must carry: the images are netted by them). None for a view that reads
-    the clock: its filters give another answer as the time moves, and the rows they no longer
-    keep are found by the time (refresh/phases/clock.py), not by their images."""
-    if plan.definition is None or plan.now is not None:
+    reads: None when the log lacks one, as its images are then not netted either). None for a
+    view that reads the clock: its filters give another answer as the time moves, and the rows
+    they no longer keep are found by the time (refresh/phases/clock.py), not by their images."""
+    if plan.definition is None or plan.now is not None or netting_columns(plan, spec) is None:
         return None
     return relevant_rows(plan.definition, spec.master_relation)
 

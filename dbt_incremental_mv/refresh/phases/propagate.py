@@ -109,9 +109,9 @@ def fast(
     changes = indexed_choice.recorded(plan.changes, changed, plan.dimension_logs)
     state = commit_state(marked, "fast", base=read_at, clock=plan.now, states=plan.internal_states, changes=changes)
     if statement is None:
-        if not any(m.upto > (m.consumed or 0) for m in marked.values()):
+        if not any(m.outside or m.skipped for m in marked.values()):  # (watermarks alone: nothing read)
             return Propagation([], None, marked, f"fast refresh: nothing marked ({kinds}); no write")
-        # log rows consumed that change nothing in the view (outside its filters, or updates of
+        # changes consumed that change nothing in the view (outside its filters, or updates of
         # columns it does not read): its position is recorded past them, by a commit of no rows,
         # so that they are neither read again nor kept from the purge
         target = relation(plan.view_relation)

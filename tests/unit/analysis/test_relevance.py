@@ -3,6 +3,8 @@ master's rows alone, as a predicate over the change log's columns; no Spark."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import sqlglot
 
 from dbt_incremental_mv.analysis import analyze_view
@@ -68,11 +70,64 @@ def test_aggregates_keep_their_where_and_nothing_else_drops_rows():
         "where rn = 1 and amount > 5"
     )
     assert relevant(ranked, O) == "`status` = 'open'"
-    # a stack of queries recomputed by partition drops nothing
-    stacked = (
+
+def test_a_stack_of_queries_keeps_the_rows_the_select_reading_each_table_item_keeps():
+    # the latest row per key of the orders not cancelled, then aggregated: the CTE's WHERE, before its window
+    latest = (
+        "with latest as (select customer_id, order_id, amount, row_number() over (partition by customer_id "
+        "order by order_date desc) as rn from shop.orders where status <> 'cancelled') "
+        "select customer_id, sum(amount) as total from latest where rn = 1 group by customer_id"
+    )
+    assert relevant(latest, O) == "`status` <> 'cancelled'"
+    # a table read in an EXISTS: its own conjuncts there (not the correlation)
+    exists = (
+        "select o.customer_id, o.order_id from shop.orders o where exists (select 1 from shop.customers c "
+        "where c.customer_id = o.customer_id and c.segment = 'retail') and o.status = 'open'"
+    )
+    assert relevant(exists, O) == "`status` = 'open'" and relevant(exists, C) == "`segment` = 'retail'"
+    # the orders read twice, once unfiltered (a subquery's IN filters no row of theirs alone): every row counts
+    twice = (
         "select o.order_id from shop.orders o join shop.customers c on c.customer_id = o.customer_id "
         "where o.status in (select status from shop.orders where amount > 1) and c.segment = 'x'"
     )
-    assert relevant(stacked, O) is None and relevant(stacked, C) is None
+    assert relevant(twice, O) is None and relevant(twice, C) == "`segment` = 'x'"
+    # a null-extended table's WHERE conjunct filters none of its rows
+    outer = (
+        "with s as (select c.customer_id, o.order_id, row_number() over (partition by c.customer_id "
+        "order by o.order_id desc) as rn from shop.customers c left join shop.orders o "
+        "on o.customer_id = c.customer_id where o.status is null or o.status = 'open') "
+        "select customer_id, order_id from s where rn = 1"
+    )
+    assert relevant(outer, O) is None
     # a master the view does not read
     assert relevant("select order_id from shop.orders where status = 'a'", C) is None
+
+
+def test_only_conjuncts_no_value_can_make_fail_are_filters():
+    # an image may hold a row's passing state the query never sees: under ANSI a cast, an
+    # overflow or a string compared as a number could fail the refresh, so such conjuncts drop nothing
+    for unsafe in (
+        "cast(o.status as int) <> 0",  # a cast of a column
+        "o.amount * 100 > 5",  # arithmetic
+        "o.status = 1",  # a string compared as a number
+        "upper(o.status) = 'OPEN'",  # a function
+        "o.order_date > o.status",  # a date against a string
+    ):
+        sql = f"select o.order_id from shop.orders o where {unsafe}"
+        assert relevant(sql, O) is None, unsafe
+    safe = (
+        "select o.order_id from shop.orders o where o.status in ('open', 'shipped') and o.amount between -1 and 2.5 "
+        "and o.order_date >= date '2024-01-01' and not (o.status like 'x%') and o.customer_id is not null"
+    )
+    assert relevant(safe, O) == (
+        "`status` IN ('open', 'shipped') AND `amount` BETWEEN -1 AND 2.5 AND `order_date` >= CAST('2024-01-01' AS DATE) "
+        "AND NOT (`status` LIKE 'x%') AND NOT `customer_id` IS NULL"
+    )
+    flags = dict(MASTERS)
+    flags[O] = replace(MASTERS[O], columns=(*MASTERS[O].columns, ("is_deleted", "boolean")))
+    flagged = analyze_view("select o.order_id from shop.orders o where not o.is_deleted and o.is_deleted = false", flags)
+    assert relevant_rows(flagged, O) == "NOT `is_deleted` AND `is_deleted` = FALSE"
+    # the safe conjuncts are kept beside an unsafe one
+    assert relevant("select o.order_id from shop.orders o where o.amount * 2 > 1 and o.status = 'open'", O) == (
+        "`status` = 'open'"
+    )
