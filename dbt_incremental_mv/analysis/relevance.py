@@ -20,9 +20,9 @@ Only conjuncts that no value can make fail: a filter is evaluated on every image
 passing state (inserted and updated again before the refresh) that the defining query never sees,
 so under ANSI a cast, an arithmetic overflow or a string compared as a number could fail a refresh
 the query would not. Hence comparisons (``=``, ``<>``, ``<``, ``IN``, ``BETWEEN``, ``LIKE``, ``IS
-NULL``, a boolean column), ``NOT``, ``AND``, ``OR`` of the occurrence's columns and literals (a literal cast to a
-type among them) whose operands are of one kind (strings, numbers, booleans, dates and times),
-in JOIN, JOIN, OUTER_JOIN, AGGREGATE, RANKED and WINDOWED views and UNION ALL views of those (a
+NULL``, a boolean column), ``NOT``, ``AND``, ``OR`` of the occurrence's columns and literals (a
+literal cast to a type among them) whose operands are of one kind (strings, numbers, booleans,
+dates and times), in JOIN, OUTER_JOIN, AGGREGATE, RANKED and WINDOWED views and UNION ALL views of those (a
 ranked or windowed view's WHERE filters the rows before its window: a row failing it is in no
 partition; its filters of the ranked rows are not among them). A PER_PARTITION view (a stack of
 queries) reads each table item as an occurrence of its own: its filters are the conjuncts of the
@@ -73,7 +73,7 @@ def _occurrence_filters(view: ViewDefinition) -> Iterator[tuple[MasterOccurrence
     if view.partition_query is not None:
         conjuncts = _row_filters(view.partition_query)
         for occurrence in view.occurrences:
-            yield occurrence, [c for c in conjuncts.get(occurrence.alias, []) if _safe(c, occurrence)]
+            yield occurrence, [c for c in conjuncts.get(occurrence.alias, []) if _safe(c, _types(occurrence))]
         return
     if view.view_class not in FILTERED_CLASSES:
         for occurrence in view.occurrences:
@@ -113,24 +113,28 @@ def _filters(conjunct: exp.Expr, occurrence: MasterOccurrence) -> bool:
     """Whether ``conjunct`` is a filter of ``occurrence``'s rows alone that a change log's image
     can be tested by: it reads that occurrence's columns only (``_safe``)."""
     columns = list(conjunct.find_all(exp.Column))
-    return bool(columns) and all(c.table == occurrence.alias for c in columns) and _safe(conjunct, occurrence)
+    return bool(columns) and all(c.table == occurrence.alias for c in columns) and _safe(conjunct, _types(occurrence))
 
 
 COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ)
-STRING, NUMBER, BOOLEAN, TIME = "string", "number", "boolean", "time"
+STRING, NUMBER, BOOLEAN, TIME, NULL = "string", "number", "boolean", "time", "null"
 NUMBER_TYPES = ("tinyint", "smallint", "int", "integer", "bigint", "long", "short", "byte", "float", "double", "real")
 
 
-def _safe(conjunct: exp.Expr, occurrence: MasterOccurrence) -> bool:
+def _types(occurrence: MasterOccurrence) -> dict[str, str]:
+    """The master's column types, by case-folded name."""
+    return {name.casefold(): spark_type for name, spark_type in occurrence.master.columns}
+
+
+def _safe(conjunct: exp.Expr, types: dict[str, str]) -> bool:
     """Whether ``conjunct`` gives an answer, the same every time, on any row of the master's column
-    types: boolean connectives of comparisons between its columns and literals of one kind (see
+    ``types``: boolean connectives of comparisons between its columns and literals of one kind (see
     the module's doc), no function, cast of a column, arithmetic, subquery or clock."""
-    types = {name.casefold(): spark_type for name, spark_type in occurrence.master.columns}
     node = conjunct.unnest()
     if isinstance(node, (exp.And, exp.Or)):
-        return _safe(node.this, occurrence) and _safe(node.expression, occurrence)
+        return _safe(node.this, types) and _safe(node.expression, types)
     if isinstance(node, exp.Not):
-        return _safe(node.this, occurrence)
+        return _safe(node.this, types)
     if isinstance(node, exp.Column):  # a boolean column
         return _kind(node, types) == BOOLEAN
     if isinstance(node, exp.Is):  # IS [NOT] NULL
@@ -148,7 +152,7 @@ def _safe(conjunct: exp.Expr, occurrence: MasterOccurrence) -> bool:
     kinds = [_kind(o, types) for o in operands]
     if any(k is None for k in kinds) or not any(isinstance(o.unnest(), exp.Column) for o in operands if o is not None):
         return False
-    known = {k for k in kinds if k != "null"}
+    known = {k for k in kinds if k != NULL}
     if isinstance(node, (exp.Like, exp.ILike)):
         return known == {STRING}
     return len(known) <= 1
@@ -163,7 +167,7 @@ def _kind(operand: exp.Expr | None, types: dict[str, str]) -> str | None:
     if isinstance(node, exp.Column):
         return _type_kind(types.get(node.name.casefold()))
     if isinstance(node, exp.Null):
-        return "null"
+        return NULL
     if isinstance(node, exp.Boolean):
         return BOOLEAN
     if isinstance(node, exp.Literal):

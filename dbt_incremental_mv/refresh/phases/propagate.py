@@ -105,19 +105,17 @@ def fast(
         statement = view_classes.with_crossed_rows(
             plan.definition, plan.view_relation, marked, statement, crossed, plan.view_types, branch
         )
+    if statement is None and not any(m.outside or m.skipped for m in marked.values()):
+        return Propagation([], None, marked, f"fast refresh: nothing marked ({kinds}); no write")  # (watermarks alone)
     changed = (m.spec.log_relation for m in marked.values() if m.has_changes)
     changes = indexed_choice.recorded(plan.changes, changed, plan.dimension_logs)
     state = commit_state(marked, "fast", base=read_at, clock=plan.now, states=plan.internal_states, changes=changes)
     if statement is None:
-        if not any(m.outside or m.skipped for m in marked.values()):  # (watermarks alone: nothing read)
-            return Propagation([], None, marked, f"fast refresh: nothing marked ({kinds}); no write")
         # changes consumed that change nothing in the view (outside its filters, or updates of
         # columns it does not read): its position is recorded past them, by a commit of no rows,
         # so that they are neither read again nor kept from the purge
-        target = relation(plan.view_relation)
-        record = Write(WriteKind.RECORD, f"insert into {target} select * from {target} where false")
         return Propagation(
-            staged(state, "record", record),
+            staged(state, "record", _record(plan.view_relation)),
             state,
             marked,
             f"fast refresh: nothing to apply ({kinds}); the view's position recorded",
@@ -197,10 +195,12 @@ def complete(ctx: RefreshContext, run: RefreshRun, marked: Mapping[str, MarkedLo
         )
         return Propagation(steps, state, dict(marked), "recomputed in one commit")
     # the table made anew, then (when the query is pinned) the record of what it reflects
-    record = (
-        staged(state, "record", Write(WriteKind.RECORD, f"insert into {target} select * from {target} where false"))
-        if state is not None
-        else []
-    )
+    record = staged(state, "record", _record(plan.view_relation)) if state is not None else []
     create = Step("main", view_table.enforce_contract(query, columns, plan.contract), kind=StepKind.CREATE)
     return Propagation([create, *record], state, dict(marked), "table replaced")
+
+
+def _record(view_relation: str) -> Write:
+    """A write of no rows: its commit records the view's state alone (what it reflects)."""
+    target = relation(view_relation)
+    return Write(WriteKind.RECORD, f"insert into {target} select * from {target} where false")
