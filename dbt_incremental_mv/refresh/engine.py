@@ -33,7 +33,7 @@ from dbt_incremental_mv.refresh.phases import expire as expire_phase
 from dbt_incremental_mv.refresh.phases import force, own_log, propagate
 from dbt_incremental_mv.refresh.phases import publish as publish_phase
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction, RunFacts
-from dbt_incremental_mv.refresh.phases.execute import PhaseClock, StepRunner, chosen_sql, execute_steps
+from dbt_incremental_mv.refresh.phases.execute import PhaseClock, StepRunner, execute_steps, run_sql_step
 from dbt_incremental_mv.refresh.phases.mark import mark_logs, nothing_to_refresh
 from dbt_incremental_mv.refresh.phases.plan import RefreshPlan, plan_refresh
 from dbt_incremental_mv.refresh.phases.propagate import IDLE, Propagation
@@ -181,6 +181,8 @@ class FastRefreshEngine:
             line += f"; {touched}"
         if run.recomputed_groups is not None and not plan.config.refresh_stats:  # (the stats count them)
             line += f"; groups recomputed from the masters: {run.recomputed_groups}"
+        if run.fallback is not None:
+            line += f"; a changed group needed its masters: {run.fallback}"
         if run.own_log_note:
             line += f"; {run.own_log_note}"
         if purged:
@@ -361,10 +363,11 @@ class _RefreshRunner:
         self.engine, self.run, self.statement, self.create_sql = engine, run, statement, create
 
     def sql(self, step: Step) -> None:
-        sql, counted = chosen_sql(step, self.engine.ctx.query)
-        if counted is not None:
-            self.run.recomputed_groups = counted
-        self.statement(sql)
+        ran = run_sql_step(step, self.engine.ctx.query, self.statement)
+        if ran.counted is not None:
+            self.run.recomputed_groups = ran.counted
+        if ran.fell_back and step.fallback is not None:
+            self.run.fallback = step.fallback.adds
 
     def create(self, step: Step) -> None:
         self.statement(self.create_sql(step.sql))

@@ -16,7 +16,7 @@ from dbt_incremental_mv.refresh.context import RefreshContext, StatsRequest
 from dbt_incremental_mv.refresh.graph import dependency_relations, model_node, view_consumers
 from dbt_incremental_mv.refresh.marked_log import MarkedLog
 from dbt_incremental_mv.refresh.phases import capture as capture_phase
-from dbt_incremental_mv.refresh.phases.execute import chosen_sql, execute_steps
+from dbt_incremental_mv.refresh.phases.execute import execute_steps, run_sql_step
 from dbt_incremental_mv.refresh.phases.publish import (
     Step,
     open_write_branch,
@@ -183,7 +183,7 @@ class _OnCommitRunner:
         self.ctx, self.view, self.branch = ctx, view, branch
 
     def sql(self, step: Step) -> None:
-        self.ctx.execute(chosen_sql(step, self.ctx.query)[0])
+        run_sql_step(step, self.ctx.query, self.ctx.execute)
 
     def settings(self, step: Step) -> None:
         self.ctx.metadata.apply_settings(step.settings)

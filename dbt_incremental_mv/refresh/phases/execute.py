@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dbt_incremental_mv.refresh.phases.publish import Step, StepKind
+from dbt_incremental_mv.refresh.views.statement import stopped
 
 
 class StepRunner(Protocol):
@@ -71,6 +72,29 @@ def chosen_sql(step: Step, count: Callable[[str], Sequence[Sequence[Any]]]) -> t
     return (step.sql if counted else step.lean.sql), counted
 
 
+@dataclass(frozen=True)
+class Ran:
+    """How a SQL step ran: the count its statement was chosen by (None: no count), and whether
+    its fallback ran instead of it (statement.Fallback)."""
+
+    counted: int | None = None
+    fell_back: bool = False
+
+
+def run_sql_step(step: Step, count: Callable[[str], Sequence[Sequence[Any]]], execute: Callable[[str], object]) -> Ran:
+    """Run a SQL step's statement (chosen_sql) with ``execute``; when it stops (statement.stop_when)
+    and the step has a fallback, the fallback instead. Any other failure is raised as it is."""
+    sql, counted = chosen_sql(step, count)
+    try:
+        execute(sql)
+    except Exception as error:
+        if step.fallback is None or not stopped(error):
+            raise
+        execute(step.fallback.sql)
+        return Ran(counted, fell_back=True)
+    return Ran(counted)
+
+
 def execute_steps(steps: Sequence[Step], runner: StepRunner, clock: PhaseClock | None = None) -> None:
     """Run ``steps`` in order with ``runner``, each timed into ``clock`` under its phase."""
     clock = clock or PhaseClock()
@@ -101,6 +125,12 @@ class Listing:
                 + step.lean.omits,
             ]
         self.statements.append(step.sql)
+        if step.fallback is not None:
+            self.statements += [
+                "-- the statement below runs instead of the one above when that one stops at a row that needs it: "
+                + step.fallback.adds,
+                step.fallback.sql,
+            ]
 
     def create(self, step: Step) -> None:
         self.statements.append(step.sql)

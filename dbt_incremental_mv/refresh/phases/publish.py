@@ -20,7 +20,13 @@ from dbt_incremental_mv.layout import ROW_TOTALS, TOTALS
 from dbt_incremental_mv.metadata import WAP_ID, Setting, drop_temp_view_statement, setting_statements
 from dbt_incremental_mv.refresh.context import RefreshContext
 from dbt_incremental_mv.refresh.state.bookkeeping import LogPosition, ViewState
-from dbt_incremental_mv.refresh.views.statement import WRITE_BRANCH_PREFIX, LeanForm, RefreshStatement, Write
+from dbt_incremental_mv.refresh.views.statement import (
+    WRITE_BRANCH_PREFIX,
+    Fallback,
+    LeanForm,
+    RefreshStatement,
+    Write,
+)
 
 # Refreshes that apply changes to the view as it was (a complete refresh recomputes it instead).
 INCREMENTAL_METHODS = ("fast", "on-commit")
@@ -94,6 +100,7 @@ class Step:
     settings: tuple[Setting, ...] = ()
     temp_view: str = ""
     lean: LeanForm | None = None  # the statement's lean form (statement.LeanForm)
+    fallback: Fallback | None = None  # what runs if the statement stops (statement.Fallback)
 
     @property
     def statements(self) -> list[str]:
@@ -120,8 +127,9 @@ def caching(statements: Sequence[str]) -> list[Step]:
 
 
 def write_step(name: str, write: Write) -> Step:
-    """The step running ``write`` (in its lean form when the count it needs is 0)."""
-    return Step(name, write.sql, lean=write.lean)
+    """The step running ``write`` (in its lean form when the count it needs is 0; its fallback
+    when it stops)."""
+    return Step(name, write.sql, lean=write.lean, fallback=write.fallback)
 
 
 def staged(state: ViewState, name: str, write: Write, before: Sequence[Write] = ()) -> list[Step]:

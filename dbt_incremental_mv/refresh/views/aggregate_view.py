@@ -85,6 +85,7 @@ from dbt_incremental_mv.refresh.views.statement import (
     WRITE_BRANCH,
     Cached,
     CrossedRows,
+    Fallback,
     LeanForm,
     RefreshStatement,
     Write,
@@ -94,6 +95,7 @@ from dbt_incremental_mv.refresh.views.statement import (
     cached_view,
     delete_write,
     refresh_writes,
+    stop_when,
 )
 from dbt_incremental_mv.sql_text import broadcast, ident, idents, relation
 
@@ -330,22 +332,29 @@ def recomputed_outputs(view: ViewDefinition) -> list[str]:
     return [o.name for o in view.outputs if o.kind is OutputKind.RECOMPUTED]
 
 
-def exactness_guards(view: ViewDefinition, view_types: Mapping[str, str]) -> list[str]:
-    """Conditions on a row of the cached delta (``_mv_d``, its stored row ``_mv_d``.``_mv_t``) under
-    which its group is recomputed from the masters, because the refresh's arithmetic cannot give
-    Spark's value (exact_decimals.py): a wide decimal sum that overflowed or does not fit the
-    narrow types, a decimal average that no rung computes exactly. Empty for most views."""
-    stored = f"`_mv_d`.{STORED}"
+def exactness_guards(
+    view: ViewDefinition,
+    view_types: Mapping[str, str],
+    stored: str = f"`_mv_d`.{STORED}",
+    source: str = "`_mv_d`",
+    totals: str | None = "`_mv_d`",
+) -> list[str]:
+    """Conditions on a row of the delta (``source``: its group's delta; ``stored``: its stored row;
+    ``totals``: the row holding its new totals as columns, None: computed here) under which its
+    group is recomputed from the masters, because the refresh's arithmetic cannot give Spark's
+    value (exact_decimals.py): a wide decimal sum that overflowed or does not fit the narrow
+    types, a decimal average that no rung computes exactly. Empty for most views. By default, of
+    a row of the cached delta (``_mv_d``, its stored row ``_mv_d``.``_mv_t``, with_totals')."""
     guards = []
     for column in summed_columns(view):
         guards += sum_guards(
             f"{stored}.{ident(column)}",
             f"{stored}.{ident(nonnull_count_of(view, column))}",
-            f"`_mv_d`.{ident(delta_name(column, ''))}",
-            f"`_mv_d`.{ident(delta_name(column, 'v'))}",
+            f"{source}.{ident(delta_name(column, ''))}",
+            f"{source}.{ident(delta_name(column, 'v'))}",
             stored_type(view_types, column),
         )
-    values = _new_values(view, view_types, False, stored, "`_mv_d`", reserves_in_source=True, totals="`_mv_d`")
+    values = _new_values(view, view_types, False, stored, source, reserves_in_source=totals is not None, totals=totals)
     for output in view.outputs:
         if output.kind is OutputKind.AVG:
             support = view.support_columns(output.name)
@@ -508,23 +517,23 @@ def _rewrite(
     """A small view rewritten whole, in ONE statement: its stored rows full-outer-joined with the
     delta (computed inline, read once), the delta's groups with their new values, the others as
     they are. A copy-on-write overwrite of a few rows costs less than caching the delta, deleting
-    its groups and inserting them (three Spark statements). Not for views that recompute groups
-    from the masters (MIN/MAX after deletes, HAVING): they read the delta several times, None."""
+    its groups and inserting them (three Spark statements). A changed group whose sum or average
+    the delta cannot give exactly (exactness_guards: a decimal sum at the edge of its type) stops
+    the statement, and its fallback runs instead: the same rewrite with the recompute of those
+    groups from the masters (_rewrite_recomputing; statement.Fallback). Not for views that
+    recompute groups as a rule (MIN/MAX after deletes, HAVING, aggregates no delta maintains):
+    None."""
     min_max = [o.name for o in view.outputs if o.kind in (OutputKind.MIN, OutputKind.MAX)]
     any_deletes = any(marked[o.master.name].deletes for o in view.occurrences)
-    if (
-        view.having is not None
-        or (min_max and (any_deletes or view.null_supplying))
-        or recomputed_outputs(view)
-        or exactness_guards(view, view_types)
-    ):
+    if view.having is not None or (min_max and (any_deletes or view.null_supplying)) or recomputed_outputs(view):
         return None
     arguments = Arguments(view)
 
     def anchor_keys(alias: str, query: str) -> str:  # the slices' anchor keys: inline, read once
         return query
 
-    delta = _delta_query(view, _delta_terms(view, marked, arguments, anchor_keys), arguments, min_max)
+    rows_of_delta = _delta_rows(_delta_terms(view, marked, arguments, anchor_keys))
+    delta = _delta_of_rows(view, rows_of_delta, arguments, min_max, wide_sums(view, view_types))
     keys = view.group_key_columns
     values = _new_values(view, view_types, False, "`_mv_t`", "`_mv_s`")
     # an unchanged group keeps its stored values exactly; a new group's keys come from the delta
@@ -537,20 +546,62 @@ def _rewrite(
         for c in stored
     ]
     new_count = values[ROW_COUNT_COLUMN]
+    guards = exactness_guards(view, view_types, stored="`_mv_t`", source="`_mv_s`", totals=None)
+    guarded = f", coalesce({in_delta} and ({' or '.join(guards)}), false) as `_mv_guarded`" if guards else ""
     joined = (
-        f"select {', '.join(kept)}, {in_delta} as `_mv_changed`, {new_count} as `_mv_new_count`\n"
+        f"select {', '.join(kept)}, {in_delta} as `_mv_changed`, {new_count} as `_mv_new_count`{guarded}\n"
         f"from (select *, true as `_mv_in_delta` from (\n{delta}\n)) as `_mv_s`\n"
         f"full outer join {relation(view_relation)} as `_mv_t` on {group_match('`_mv_s`', '`_mv_t`', keys)}"
     )
     # a group whose rows all went is not written again; a global aggregate keeps its one row
     where = "\nwhere not `_mv_changed` or `_mv_new_count` > 0" if keys else ""
-    rows = f"select {idents(stored)} from (\n{joined}\n){where}"
+    # (a guarded group stops the statement where it is written: the first column's value)
+    written = [
+        stop_when("`_mv_guarded`", ident(c)) + f" as {ident(c)}" if guards and i == 0 else ident(c)
+        for i, c in enumerate(stored)
+    ]
+    rows = f"select {', '.join(written)} from (\n{joined}\n){where}"
     target = relation(view_relation)
-    write = Write(WriteKind.OVERWRITE, f"insert overwrite {target} ({idents(stored)})\n{rows}")
+    fallback = (
+        Fallback(
+            _rewrite_recomputing(view, view_relation, marked, view_types, rows_of_delta, delta),
+            "the view rewritten with the recompute of the groups whose sums or averages need them",
+        )
+        if guards
+        else None
+    )
+    write = Write(WriteKind.OVERWRITE, f"insert overwrite {target} ({idents(stored)})\n{rows}", fallback=fallback)
     run = tuple(f"{'ROWS' if a in view.null_supplying else 'DELTA'} {a}" for a in changed) + ("rewrite of the view",)
     skipped = tuple(f"DELTA {o.alias}" for o in view.occurrences if o.alias not in changed)
     touched = broadcast_exists(delta, "`_mv_k`", group_match("`_mv_k`", "`_mv_v`", keys))
     return refresh_writes(branch, [write], run, skipped, touched=touched)
+
+
+def _rewrite_recomputing(
+    view: ViewDefinition,
+    view_relation: str,
+    marked: Mapping[str, MarkedLog],
+    view_types: Mapping[str, str],
+    rows_of_delta: str,
+    delta: str,
+) -> str:
+    """The fallback of a rewrite (_rewrite) that stopped: the view rewritten whole, its delta's
+    groups as the INSERT of a refresh in several statements writes them (the groups the guards
+    flag recomputed from the masters: _new_rows), the other groups as they are. The delta is
+    inline here (Spark computes it at each reference): this runs only when a guard held."""
+    keys = view.group_key_columns
+    flag = flag_condition(view, [], exactness_guards(view, view_types))
+    cached = _cached_delta(view, view_types, delta, rows_of_delta, view_relation, flag)
+    ctes, _, new_rows = _new_rows(view, view_types, marked, cached, recompute=True, every_group=False)
+    stored = view.stored_columns
+    target = relation(view_relation)
+    unchanged = (  # (a global aggregate's delta always holds its one row: none)
+        f"\nunion all\nselect {', '.join(f'`_mv_v`.{ident(c)}' for c in stored)} from {target} as `_mv_v`\n"
+        f"left anti join (select {idents(keys)} from `_mv_delta`) as `_mv_k` on {group_match('`_mv_k`', '`_mv_v`', keys)}"
+        if keys
+        else ""
+    )
+    return f"insert overwrite {target} ({idents(stored)})\nwith {', '.join(ctes)}\n{new_rows}{unchanged}"
 
 
 def _with_stored_rows(view: ViewDefinition, delta: str, rows: str, view_relation: str) -> str:
@@ -590,6 +641,41 @@ def _cached_delta(
         view, view_types, with_new_reserves(view, view_types, _with_stored_rows(view, delta, rows, view_relation))
     )
     return totals if flag is None else f"select `_mv_d`.*, {flag} as {FLAG} from (\n{totals}\n) as `_mv_d`"
+
+
+def _new_rows(
+    view: ViewDefinition,
+    view_types: Mapping[str, str],
+    marked: Mapping[str, MarkedLog],
+    delta: str,
+    recompute: bool,
+    every_group: bool,
+) -> tuple[list[str], dict[str, str], str]:
+    """The new rows of the groups of ``delta`` (a query of the cached delta's rows: _cached_delta),
+    with the recompute of the groups it flags from the masters or without it (``every_group``:
+    every group of the delta recomputed): the CTEs they read (``_mv_delta`` first), each stored
+    column's new value, and the SELECT over them. A group whose rows all went is not written
+    again; a global aggregate keeps its one row; with HAVING, a group that does not pass is not."""
+    keys = view.group_key_columns
+    ctes = [f"`_mv_delta` as (\n{delta}\n)"]
+    rows = "select `_mv_d`.*"
+    joins = ""
+    if recompute:
+        ctes += [flagged_cte(view, every_group=every_group), recompute_cte(view, marked)]
+        recomputed = [f"`_mv_r`.{ident(RECOMPUTED_PREFIX + c)}" for c in view.stored_columns if c not in keys]
+        rows += f", {', '.join(recomputed)}, coalesce(`_mv_r`.{ident(RECOMPUTED)}, false) as {ident(RECOMPUTED)}"
+        joins = f"\nleft join `_mv_recompute` as `_mv_r` on {group_match('`_mv_d`', '`_mv_r`', keys)}"
+    ctes.append(f"`_mv_source` as (\n{rows}\nfrom `_mv_delta` as `_mv_d`{joins}\n)")
+    values = _new_values(
+        view, view_types, recompute, f"`_mv_s`.{STORED}", "`_mv_s`", reserves_in_source=True, totals="`_mv_s`"
+    )
+    new_rows = (
+        f"select {', '.join(f'{values[c]} as {ident(c)}' for c in view.stored_columns)}\nfrom `_mv_source` as `_mv_s`"
+        + (f"\nwhere {values[ROW_COUNT_COLUMN]} > 0" if keys else "")
+    )
+    if view.having is not None:
+        new_rows = f"select * from (\n{new_rows}\n) as `_mv_h`\nwhere {render_expression(view.having)}"
+    return ctes, values, new_rows
 
 
 def refresh_statement(
@@ -662,43 +748,18 @@ def refresh_statement(
         cached_view(branch, "delta"), _cached_delta(view, view_types, delta, delta_rows, view_relation, flag)
     )
     groups = f"select * from {ident(cached.name)}"
-    delta_cte = f"`_mv_delta` as (\n{groups}\n)"
     from_source = "from `_mv_source` as `_mv_s`"
-    flagged = flagged_cte(view, every_group=touched)
-
-    def inserted_rows(recompute: bool) -> tuple[list[str], dict[str, str], str]:
-        """The INSERT's CTEs, each stored column's new value, and its query (of the groups'
-        new rows), with the recompute of flagged groups or without it."""
-        ctes = [delta_cte]
-        rows = "select `_mv_d`.*"
-        joins = ""
-        if recompute:
-            ctes += [flagged, recompute_cte(view, marked)]
-            recomputed = [f"`_mv_r`.{ident(RECOMPUTED_PREFIX + c)}" for c in view.stored_columns if c not in keys]
-            rows += f", {', '.join(recomputed)}, coalesce(`_mv_r`.{ident(RECOMPUTED)}, false) as {ident(RECOMPUTED)}"
-            joins = f"\nleft join `_mv_recompute` as `_mv_r` on {group_match('`_mv_d`', '`_mv_r`', keys)}"
-        ctes.append(f"`_mv_source` as (\n{rows}\nfrom `_mv_delta` as `_mv_d`{joins}\n)")
-        values = _new_values(
-            view, view_types, recompute, f"`_mv_s`.{STORED}", "`_mv_s`", reserves_in_source=True, totals="`_mv_s`"
-        )
-        new_rows = (
-            f"select {', '.join(f'{values[c]} as {ident(c)}' for c in view.stored_columns)}\n{from_source}"
-            # a group whose rows all went is not inserted again; a global aggregate keeps its one row
-            + (f"\nwhere {values[ROW_COUNT_COLUMN]} > 0" if keys else "")
-        )
-        if view.having is not None:  # and a group that does not pass is not stored
-            new_rows = f"select * from (\n{new_rows}\n) as `_mv_h`\nwhere {render_expression(view.having)}"
-        return ctes, values, f"with {', '.join(ctes)}\n{new_rows}"
-
-    ctes, values, inserted = inserted_rows(recompute)
+    ctes, values, new_rows = _new_rows(view, view_types, marked, groups, recompute, every_group=touched)
+    inserted = f"with {', '.join(ctes)}\n{new_rows}"
     new_count = values[ROW_COUNT_COLUMN]
     stored = view.stored_columns
     of_delta_groups = broadcast_exists(groups, "`_mv_k`", group_match("`_mv_k`", "`_mv_v`", keys))
     delete = delete_write(target, of_delta_groups, "`_mv_v`")
     insert = Write(WriteKind.INSERT, f"insert into {target} ({idents(stored)})\n{inserted}")
     if flag is not None:  # when no group is flagged, without the recompute (statement.LeanForm)
+        lean_ctes, _, lean_rows = _new_rows(view, view_types, marked, groups, False, touched)
         lean = LeanForm(
-            f"insert into {target} ({idents(stored)})\n{inserted_rows(False)[2]}",
+            f"insert into {target} ({idents(stored)})\nwith {', '.join(lean_ctes)}\n{lean_rows}",
             needed=f"select count_if({FLAG}) from {ident(cached.name)}",
             omits="its recompute of flagged groups",
         )

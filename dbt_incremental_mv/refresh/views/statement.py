@@ -62,6 +62,38 @@ class LeanForm:
     omits: str  # what the lean form leaves out, in words (explain says it)
 
 
+# The message a write raises (Spark's raise_error) when a row it is about to write needs what its
+# statement does not compute: its Fallback runs instead (execute.run_write). A distinct text, so
+# that no other failure is taken for it.
+WRITE_STOPPED = "dbt-incremental-mv: a group needs its masters; the refresh runs its fallback"
+
+
+def stop_when(condition: str, value: str) -> str:
+    """``value``, or the statement stopped with WRITE_STOPPED where ``condition`` holds (a CASE:
+    Spark evaluates the error only for the rows meeting it)."""
+    return f"case when {condition} then raise_error('{WRITE_STOPPED}') else {value} end"
+
+
+def stopped(error: BaseException) -> bool:
+    """Whether ``error`` is a write's stop (stop_when), as Spark reports it through any connection."""
+    return WRITE_STOPPED in str(error)
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """What runs instead of a write that stopped (stop_when): a statement that also computes what
+    the write left out. A small aggregate view is rewritten whole in one statement from its
+    delta (aggregate_view._rewrite), unless a changed group's sum or average needs its masters
+    (exactness guards: a sum at the edge of its decimal type); checking the guards first would
+    take a statement of its own on every refresh for what almost never happens, so the rewrite
+    stops on such a group and the fallback (the rewrite with the recompute of the guarded groups
+    from the masters) runs. Nothing of the stopped statement was written: the fallback is staged
+    in its place."""
+
+    sql: str
+    adds: str  # what the fallback computes that the write does not, in words (explain, the log line)
+
+
 class WriteKind(StrEnum):
     """What a write does to the view (its step is named by it)."""
 
@@ -73,11 +105,12 @@ class WriteKind(StrEnum):
 
 @dataclass(frozen=True)
 class Write:
-    """One write, and its lean form if it has one (LeanForm)."""
+    """One write, its lean form if it has one (LeanForm), and what runs if it stops (Fallback)."""
 
     kind: WriteKind
     sql: str
     lean: LeanForm | None = None
+    fallback: Fallback | None = None
 
     def __post_init__(self) -> None:  # (given as the value too)
         object.__setattr__(self, "kind", WriteKind(self.kind))

@@ -1,8 +1,10 @@
 """The one loop that runs a refresh's steps (refresh/phases/execute.py)."""
 
-from dbt_incremental_mv.refresh.phases.execute import Listing, PhaseClock, chosen_sql, execute_steps
+import pytest
+
+from dbt_incremental_mv.refresh.phases.execute import Listing, PhaseClock, Ran, chosen_sql, execute_steps, run_sql_step
 from dbt_incremental_mv.refresh.phases.publish import Step, StepKind
-from dbt_incremental_mv.refresh.views.statement import LeanForm
+from dbt_incremental_mv.refresh.views.statement import WRITE_STOPPED, Fallback, LeanForm, stop_when
 
 STEPS = [
     Step("main", "select 1", kind=StepKind.CREATE),
@@ -88,3 +90,38 @@ def test_a_step_with_a_lean_form_runs_it_only_when_its_count_is_zero():
     execute_steps([step], listing)
     assert listing.statements[0] == "select count(*) from flagged" and listing.statements[-1] == "insert full"
     assert listing.statements[1].startswith("-- ") and listing.statements[1].endswith("without its extra part")
+
+
+def test_a_write_that_stops_runs_its_fallback_and_any_other_failure_is_raised():
+    fallback = Fallback("insert overwrite t select recomputed", "the recompute")
+    step = Step("main", "insert overwrite t select " + stop_when("guarded", "x"), fallback=fallback)
+    ran = []
+
+    def stopping(sql):  # as Spark reports raise_error, through any connection
+        ran.append(sql)
+        if "raise_error" in sql:
+            raise RuntimeError(f"[USER_RAISED_EXCEPTION] {WRITE_STOPPED} SQLSTATE: P0001")
+
+    assert run_sql_step(step, lambda sql: [[0]], stopping) == Ran(None, fell_back=True)
+    assert ran == [step.sql, fallback.sql]
+    ran.clear()
+    assert run_sql_step(Step("main", "insert overwrite t select 1", fallback=fallback), None, ran.append) == Ran()
+    assert ran == ["insert overwrite t select 1"]
+
+    def failing(sql):
+        raise RuntimeError("lost the race")
+
+    with pytest.raises(RuntimeError, match="lost the race"):  # not a stop: the fallback does not run
+        run_sql_step(step, None, failing)
+    with pytest.raises(RuntimeError, match="USER_RAISED"):  # a stop without a fallback is a failure
+        run_sql_step(Step("main", step.sql), None, stopping)
+
+
+def test_explain_lists_a_fallback_after_its_write():
+    listing = Listing()
+    listing.sql(Step("main", "insert overwrite t select 1", fallback=Fallback("insert overwrite t select 2", "the recompute")))
+    assert listing.statements == [
+        "insert overwrite t select 1",
+        "-- the statement below runs instead of the one above when that one stops at a row that needs it: the recompute",
+        "insert overwrite t select 2",
+    ]

@@ -551,7 +551,21 @@ def test_a_decimal_38_sum_adds_in_types_that_drop_no_digit_or_is_recomputed():
     assert "(try_cast(`_mv_d`.`_mv_t`.`revenue` as decimal(37,8)) is null and `_mv_d`.`_mv_t`.`revenue` is not null)" in insert
     assert "count(`_mv_x0`) as `_mv_dv_revenue`" in wide.cached[-1].sql
     rewritten = aggregate_view.refresh_statement(view, "shop.v", logs, {"revenue": "decimal(38,8)"}, view_rows=1)
-    assert rewritten.writes[0].kind is WriteKind.DELETE  # not rewritten whole: it may recompute groups
+    # a small view is rewritten whole all the same: a guarded group stops the statement (raise_error),
+    # and its fallback rewrites the view with the recompute of the guarded groups from the masters
+    (rewrite,) = rewritten.writes
+    assert rewrite.kind is WriteKind.OVERWRITE
+    assert "case when `_mv_guarded` then raise_error('dbt-incremental-mv: a group needs its masters" in rewrite.sql
+    assert "(`_mv_s`.`_mv_d_revenue` is null and coalesce(`_mv_s`.`_mv_dv_revenue`, 0) > 0)" in rewrite.sql
+    assert rewrite.fallback is not None and rewrite.fallback.sql.startswith("insert overwrite `shop`.`v`")
+    assert "`_mv_recompute` as (" in rewrite.fallback.sql and "where `_mv_d`.`_mv_flag`" in rewrite.fallback.sql
+    # the groups the delta does not change, as they are
+    assert ("left anti join (select `product_id` from `_mv_delta`) as `_mv_k` on `_mv_k`.`product_id` <=> "
+            "`_mv_v`.`product_id`") in rewrite.fallback.sql
+    # a sum that cannot overflow: no guard, no fallback
+    assert aggregate_view.refresh_statement(view, "shop.v", logs, {"revenue": "decimal(20,2)"}, view_rows=1).writes[
+        0
+    ].fallback is None
 
 
 def test_an_expression_over_aggregates_is_recomputed_from_their_new_values_in_their_stored_types():
