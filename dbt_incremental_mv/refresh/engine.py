@@ -182,7 +182,7 @@ class FastRefreshEngine:
         if run.recomputed_groups is not None and not plan.config.refresh_stats:  # (the stats count them)
             line += f"; groups recomputed from the masters: {run.recomputed_groups}"
         if run.fallback is not None:
-            line += f"; a changed group needed its masters: {run.fallback}"
+            line += f"; a changed group needed its masters: {run.fallback} ran instead"
         if run.own_log_note:
             line += f"; {run.own_log_note}"
         if purged:

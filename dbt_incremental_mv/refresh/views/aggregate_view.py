@@ -565,7 +565,7 @@ def _rewrite(
     fallback = (
         Fallback(
             _rewrite_recomputing(view, view_relation, marked, view_types, rows_of_delta, delta),
-            "the view rewritten with the recompute of the groups whose sums or averages need them",
+            "the rewrite with the recompute of those groups",
         )
         if guards
         else None
@@ -650,10 +650,12 @@ def _new_rows(
     delta: str,
     recompute: bool,
     every_group: bool,
+    stop: bool = False,
 ) -> tuple[list[str], dict[str, str], str]:
     """The new rows of the groups of ``delta`` (a query of the cached delta's rows: _cached_delta),
     with the recompute of the groups it flags from the masters or without it (``every_group``:
-    every group of the delta recomputed): the CTEs they read (``_mv_delta`` first), each stored
+    every group of the delta recomputed; ``stop``: without it, a flagged group written stops the
+    statement, statement.stop_when): the CTEs they read (``_mv_delta`` first), each stored
     column's new value, and the SELECT over them. A group whose rows all went is not written
     again; a global aggregate keeps its one row; with HAVING, a group that does not pass is not."""
     keys = view.group_key_columns
@@ -669,8 +671,12 @@ def _new_rows(
     values = _new_values(
         view, view_types, recompute, f"`_mv_s`.{STORED}", "`_mv_s`", reserves_in_source=True, totals="`_mv_s`"
     )
+    written = {
+        c: stop_when(f"`_mv_s`.{FLAG}", values[c]) if stop and i == 0 else values[c]
+        for i, c in enumerate(view.stored_columns)
+    }
     new_rows = (
-        f"select {', '.join(f'{values[c]} as {ident(c)}' for c in view.stored_columns)}\nfrom `_mv_source` as `_mv_s`"
+        f"select {', '.join(f'{written[c]} as {ident(c)}' for c in view.stored_columns)}\nfrom `_mv_source` as `_mv_s`"
         + (f"\nwhere {values[ROW_COUNT_COLUMN]} > 0" if keys else "")
     )
     if view.having is not None:
@@ -756,14 +762,29 @@ def refresh_statement(
     of_delta_groups = broadcast_exists(groups, "`_mv_k`", group_match("`_mv_k`", "`_mv_v`", keys))
     delete = delete_write(target, of_delta_groups, "`_mv_v`")
     insert = Write(WriteKind.INSERT, f"insert into {target} ({idents(stored)})\n{inserted}")
-    if flag is not None:  # when no group is flagged, without the recompute (statement.LeanForm)
-        lean_ctes, _, lean_rows = _new_rows(view, view_types, marked, groups, False, touched)
-        lean = LeanForm(
-            f"insert into {target} ({idents(stored)})\nwith {', '.join(lean_ctes)}\n{lean_rows}",
-            needed=f"select count_if({FLAG}) from {ident(cached.name)}",
-            omits="its recompute of flagged groups",
-        )
-        insert = replace(insert, lean=lean)
+    if flag is not None:  # without the recompute when no group is flagged
+        # flagged rarely (a reserve that ran out, a sum at the edge of its type): the INSERT without
+        # the recompute, stopped by a flagged group, and with it as its fallback (statement.Fallback);
+        # often (HAVING's groups the view does not hold, a global MIN/MAX's removed extreme): the
+        # flagged groups counted first (statement.LeanForm)
+        rarely = view.having is None and all(reserve_of(view, c) is not None for c in (min_max if extremes else []))
+        lean_ctes, _, lean_rows = _new_rows(view, view_types, marked, groups, False, touched, stop=rarely)
+        lean_sql = f"insert into {target} ({idents(stored)})\nwith {', '.join(lean_ctes)}\n{lean_rows}"
+        if rarely:
+            insert = Write(
+                WriteKind.INSERT,
+                lean_sql,
+                fallback=Fallback(insert.sql, "the INSERT with the recompute of those groups"),
+            )
+        else:
+            insert = replace(
+                insert,
+                lean=LeanForm(
+                    lean_sql,
+                    needed=f"select count_if({FLAG}) from {ident(cached.name)}",
+                    omits="its recompute of flagged groups",
+                ),
+            )
     sliced = {c.name.rsplit("_slices_", 1)[1] for c in slices}
     run = tuple(f"{'SLICES' if a in sliced else 'ROWS' if a in view.null_supplying else 'DELTA'} {a}" for a in changed)
     run += tuple(f"TIME {alias}" for alias in sorted(crossed.rows)) if crossed is not None else ()

@@ -51,7 +51,8 @@ class CrossedRows:
 class LeanForm:
     """A write without a part that ``needed`` (a query of one count, over the refresh's cached
     views only) finds nothing for, run instead of it when that count is 0. An aggregate's INSERT
-    recomputes the groups its MIN/MAX, HAVING or exactness guards flag from the masters: a join
+    recomputes the groups its HAVING or a global MIN/MAX flags (often; where flags are rare, the
+    INSERT without the recompute runs first, with a Fallback) from the masters: a join
     of them Spark plans and scans even when no group is flagged (AQE drops a join with an empty
     side only once the stages below it ran), the masters read whole for nothing (TPC-H scale
     factor 1, an aggregate over a 4-way join: 41 MB, 3.2 s of a 3.5 s INSERT). Spark cannot skip
@@ -91,7 +92,7 @@ class Fallback:
     in its place."""
 
     sql: str
-    adds: str  # what the fallback computes that the write does not, in words (explain, the log line)
+    adds: str  # what the fallback is, in words (explain, the log line: "... ran instead")
 
 
 class WriteKind(StrEnum):

@@ -80,7 +80,13 @@ def test_delete_of_the_changed_groups_then_insert_of_their_new_rows_deterministi
     assert "map_zip_with(" not in insert.sql and "try_element_at(`_mv_s`.`_mv_nr_max_price`, 1).`v`" in insert.sql
     assert "`shop`.`v`" not in insert.sql.split("insert into", 1)[1].split("\n", 1)[1]  # the INSERT reads the cache only
     # a group whose rows all went is not inserted again
-    assert insert.sql.endswith("else `_mv_s`.`_mv_n__mv_count` end > 0")
+    assert insert.sql.endswith("\nwhere `_mv_s`.`_mv_n__mv_count` > 0")
+    # a group whose reserve ran out is rare: the INSERT runs without the recompute, a flagged group
+    # stops it, and its fallback (the INSERT with the recompute) runs instead
+    assert "select case when `_mv_s`.`_mv_flag` then raise_error('dbt-incremental-mv: " in insert.sql
+    assert "`_mv_recompute`" not in insert.sql and insert.lean is None
+    assert insert.fallback is not None and "`_mv_recompute` as (" in insert.fallback.sql
+    assert insert.fallback.sql.endswith("else `_mv_s`.`_mv_n__mv_count` end > 0")
     # the new counts and sums computed once per group where the delta is cached, read by name (an
     # average reads them many times), and whether the group is recomputed: the INSERT reads columns
     assert (
@@ -106,10 +112,11 @@ def test_insert_only_never_recomputes_min_max():
     assert "try_element_at(`_mv_s`.`_mv_nr_min_qty`, 1).`v`" in insert_only.sql
     assert "as `_mv_nr_min_qty`" in insert_only.cached[0].sql
     mixed = statement(BY_PRODUCT, **{"shop.lines": (3, 2)})
-    assert "`_mv_recompute` as (" in mixed.sql
+    recomputing = mixed.writes[1].fallback.sql  # (the INSERT's fallback: a reserve rarely runs out)
+    assert "`_mv_recompute` as (" in recomputing and "`_mv_recompute` as (" not in mixed.sql
     assert "MIN/MAX from the reserves, recompute of groups whose reserve ran out" in mixed.steps_run
     # only groups whose reserve ran out while they still have values are recomputed
-    flagged = mixed.writes[1].sql.split("`_mv_flagged` as (", 1)[1].split("`_mv_recompute` as (", 1)[0]
+    flagged = recomputing.split("`_mv_flagged` as (", 1)[1].split("`_mv_recompute` as (", 1)[0]
     assert flagged == "\nselect `_mv_d`.`product_id` as `_mv_g0` from `_mv_delta` as `_mv_d`\nwhere `_mv_d`.`_mv_flag`\n), "
     flag = mixed.cached[-1].sql.split(" as `_mv_flag` from (", 1)[0]
     assert flag == (
@@ -118,31 +125,42 @@ def test_insert_only_never_recomputes_min_max():
         "(coalesce(`_mv_d`.`_mv_t`.`_mv_cnt_avg_price`, 0) + coalesce(`_mv_d`.`_mv_d__mv_cnt_avg_price`, 0)) > 0), false)"
     )
     # recomputed from the flagged groups' rows only (a semi join below the ranking and the aggregation)
-    recompute = mixed.sql.split("`_mv_recompute` as (", 1)[1]
+    recompute = recomputing.split("`_mv_recompute` as (", 1)[1]
     assert (
         "WHERE EXISTS(SELECT 1 FROM `_mv_flagged` AS `_mv_f` WHERE `_mv_f`.`_mv_g0` IS NOT DISTINCT FROM "
         "(`lines`.`product_id`))) AS `_mv_w` GROUP BY `_mv_w`.`_mv_c"
     ) in recompute
 
 
-def test_an_insert_that_may_recompute_has_a_lean_form_run_when_no_group_is_flagged():
-    mixed = statement(BY_PRODUCT, **{"shop.lines": (3, 2)})
-    insert = mixed.writes[-1]
-    assert "`_mv_recompute` as (" in insert.sql
+def test_an_insert_that_may_recompute_runs_without_the_recompute_when_no_group_is_flagged():
+    # groups flagged often (HAVING: every changed group the view does not hold): counted first
+    having = statement(BY_PRODUCT_HAVING, **{"shop.lines": (3, 2)})
+    insert = having.writes[-1]
+    assert "`_mv_recompute` as (" in insert.sql and insert.fallback is None
     # the count of flagged groups reads a column of the cached delta only: no master, no log, no view
     lean = insert.lean
     assert lean.needed == "select count_if(`_mv_flag`) from `mv_write_delta`"
     assert lean.omits == "its recompute of flagged groups"
-    assert mixed.cached[-1].name == "mv_write_delta" and "as `_mv_flag` from (" in mixed.cached[-1].sql
+    assert having.cached[-1].name == "mv_write_delta" and "as `_mv_flag` from (" in having.cached[-1].sql
     # the lean form: the same INSERT without the recompute (no master read, nothing recomputed)
     assert "`_mv_recompute`" not in lean.sql and "`_mv_flagged`" not in lean.sql and "VERSION AS OF" not in lean.sql
     assert lean.sql.split("\n", 1)[0] == insert.sql.split("\n", 1)[0]  # into the same columns
-    assert "try_element_at(`_mv_s`.`_mv_nr_min_qty`, 1).`v`" in lean.sql
-    for sql in (lean.needed, lean.sql):
+    assert "raise_error" not in lean.sql
+    # flagged rarely (a MIN/MAX reserve that ran out): the INSERT without the recompute, no count;
+    # a flagged group stops it and the INSERT with the recompute runs instead
+    mixed = statement(BY_PRODUCT, **{"shop.lines": (3, 2)})
+    insert = mixed.writes[-1]
+    assert insert.lean is None and insert.fallback is not None
+    assert "`_mv_recompute`" not in insert.sql and "VERSION AS OF" not in insert.sql
+    assert "case when `_mv_s`.`_mv_flag` then raise_error(" in insert.sql
+    assert "`_mv_recompute` as (" in insert.fallback.sql and "raise_error" not in insert.fallback.sql
+    assert insert.sql.split("\n", 1)[0] == insert.fallback.sql.split("\n", 1)[0]  # into the same columns
+    assert "try_element_at(`_mv_s`.`_mv_nr_min_qty`, 1).`v`" in insert.sql
+    for sql in (lean.needed, lean.sql, insert.sql, insert.fallback.sql):
         sqlglot.parse_one(sql, read="spark")
     # nothing to recompute: one form
     insert_only = statement(BY_PRODUCT, **{"shop.lines": (3, 0)}).writes[-1]
-    assert insert_only.lean is None
+    assert insert_only.lean is None and insert_only.fallback is None and "raise_error" not in insert_only.sql
 
 
 def test_a_reserve_takes_in_what_reaches_its_floor_and_the_delta_its_most_extreme_values():
@@ -528,7 +546,8 @@ def test_a_decimal_avg_divides_in_types_that_drop_no_digit_and_rounds_once_to_th
     )
     assert f"case when {count} = 0 then null {first} when {count} < 1000000 and " in insert
     # a group that no rung computes is recomputed from the masters
-    assert "`_mv_flagged`" in insert and "`_mv_recompute`" in insert
+    recomputing = statement.writes[1].fallback.sql
+    assert "`_mv_flagged`" in recomputing and "`_mv_recompute`" in recomputing
     assert f"(coalesce({count.replace('`_mv_s`', '`_mv_d`')}, 0) > 0 and not coalesce(" in statement.cached[-1].sql
 
 
