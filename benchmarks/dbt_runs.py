@@ -262,7 +262,7 @@ def classify(sqls: list[str], *, plan_count: int, view: str | None, logs: set[st
       are capture too;
       the reads after the last capture statement are mark (log refs, log stats);
     - **write**: the statements on the view (``create or replace table``, ``merge into``,
-      ``insert into``, ``delete from``); ``record`` is the empty staged insert of a build that
+      ``insert into``, ``insert overwrite``, ``delete from``); ``record`` is the empty staged insert of a build that
       carries the bookkeeping;
     - **publish**: ``set spark.wap.id`` (stage), ``reset spark.wap.id`` after it (unstage), the
       read of the staged snapshot, the ``mv_publish_*`` branch and the ``fast_forward`` of the view;
@@ -327,7 +327,7 @@ def _kind(sql: str, view: str | None, logs: set[str]) -> str:
             return "purge"
         if re.match(rf"(insert into|create table if not exists|alter table) {re.escape(log)}\b", sql):
             return "capture"
-    if view and re.match(rf"(create or replace table|create table|merge into|insert into|delete from|update) "
+    if view and re.match(rf"(create or replace table|create table|merge into|insert into|insert overwrite|delete from|update) "
                          rf"{re.escape(view)}\b", sql):
         return "record" if " where false" in sql else "write"
     if any(re.search(rf"\b{re.escape(log)}\b", sql) for log in logs):
