@@ -64,7 +64,7 @@ class LeanForm:
 
 
 # The message a write raises (Spark's raise_error) when a row it is about to write needs what its
-# statement does not compute: its Fallback runs instead (execute.run_write). A distinct text, so
+# statement does not compute: its Fallback runs instead (execute.run_sql_step). A distinct text, so
 # that no other failure is taken for it.
 WRITE_STOPPED = "dbt-incremental-mv: a group needs its masters; the refresh runs its fallback"
 
