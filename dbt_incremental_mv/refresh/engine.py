@@ -367,7 +367,7 @@ class _RefreshRunner:
         if ran.counted is not None:
             self.run.recomputed_groups = ran.counted
         if ran.fell_back and step.fallback is not None:
-            self.run.fallback = step.fallback.adds
+            self.run.fallback = step.fallback.in_words
 
     def create(self, step: Step) -> None:
         self.statement(self.create_sql(step.sql))

@@ -128,7 +128,7 @@ class Listing:
         if step.fallback is not None:
             self.statements += [
                 "-- the statement below runs instead of the one above when that one stops at a row that needs it: "
-                + step.fallback.adds,
+                + step.fallback.in_words,
                 step.fallback.sql,
             ]
 

@@ -28,7 +28,7 @@ class RefreshRun(CarriesDecision):
     # the groups an aggregate's INSERT found flagged for a recompute (0: it ran without one);
     # None: it has no recompute, or did not run
     recomputed_groups: int | None = None
-    fallback: str | None = None  # what the fallback of a write that stopped added (statement.Fallback), if one ran
+    fallback: str | None = None  # the fallback that ran in place of a write that stopped, in words (statement.Fallback)
     published_summary: dict[str, str] | None = None  # row counts of the commit publish() put on main
     compaction_failure: str | None = None  # why the compaction after the publish failed (compact.py: a warning)
     expiry_failure: str | None = None  # why expiring old snapshots after the publish failed (expire.py: a warning)

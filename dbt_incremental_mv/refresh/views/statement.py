@@ -92,7 +92,7 @@ class Fallback:
     in its place."""
 
     sql: str
-    adds: str  # what the fallback is, in words (explain, the log line: "... ran instead")
+    in_words: str  # the fallback statement in words (explain, and the log line: "<in_words> ran instead")
 
 
 class WriteKind(StrEnum):
