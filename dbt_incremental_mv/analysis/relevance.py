@@ -51,7 +51,7 @@ def relevant_rows(view: ViewDefinition, master: str) -> str | None:
     """Spark SQL over ``master``'s columns (unqualified, as a change log holds them) that its rows
     meet when they can take part in ``view``; None when any row can."""
     found: list[exp.Expr] = []
-    for occurrence, filters in _occurrence_filters(view):
+    for occurrence, filters in occurrence_filters(view):
         if occurrence.master.name != master:
             continue
         if filters is None or not filters:
@@ -63,12 +63,12 @@ def relevant_rows(view: ViewDefinition, master: str) -> str | None:
     return render_expression(predicate)
 
 
-def _occurrence_filters(view: ViewDefinition) -> Iterator[tuple[MasterOccurrence, list[exp.Expr] | None]]:
+def occurrence_filters(view: ViewDefinition) -> Iterator[tuple[MasterOccurrence, list[exp.Expr] | None]]:
     """Each occurrence of the view (its branches' for UNION ALL) with its filters (None: the view's
     class drops none)."""
     if view.view_class is ViewClass.UNION_ALL:
         for branch in view.branches:
-            yield from _occurrence_filters(branch)
+            yield from occurrence_filters(branch)
         return
     if view.partition_query is not None:
         conjuncts = _row_filters(view.partition_query)

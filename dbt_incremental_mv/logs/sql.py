@@ -376,7 +376,11 @@ class KeyProbe:
     ``relevant``: a predicate over the master's columns that the rows able to take part in the
     view meet (analysis/relevance.py); the images failing it are dropped before they are netted,
     listed or counted as the view's (None: none dropped). It reads only ``consolidate_by``'s
-    columns."""
+    columns.
+
+    ``patch_by``: the view patches this master's updates in place (analysis/patching.py): each
+    listed key also says whether it is such an update (``"p"``: one net after image and one net
+    before image, agreeing on these columns, among ``consolidate_by``); None: it does not."""
 
     key: tuple[str, ...]
     consolidate_by: tuple[str, ...] | None = None
@@ -384,6 +388,7 @@ class KeyProbe:
     literal_key: bool = False
     buckets: tuple[str, float, float] | None = None
     relevant: str | None = None
+    patch_by: tuple[str, ...] | None = None
 
 
 LITERAL_KEYS = 200  # Iceberg prunes by an IN list of at most this many values (IN_PREDICATE_LIMIT)
@@ -418,21 +423,27 @@ def key_probe(
     """One row, from one read of the marked images: the view's net counts of after and before
     images (``net_inserts``, ``net_deletes``), the distinct keys of its net images
     (``marked_keys``, JSON: up to LITERAL_KEYS + 1 of ``{"k0": .., "k1": .., "i": <has an after
-    image>}``, or NULL) and the occupied buckets of the first key column (``key_buckets``, JSON
+    image>, "p": <an update patched in place>}``, or NULL) and the occupied buckets of the first key column (``key_buckets``, JSON
     list of bucket numbers, or NULL). See KeyProbe."""
     columns = list(dict.fromkeys([*probe.key, *(probe.consolidate_by or ())]))
     rows = marked_changes(
         spec, log_snapshot, consumed, 0, columns, excluded, only, upto_any=True, relevant=probe.relevant
     )
     n = ident(NET)
+    patched = ""
+    if probe.patch_by is not None:
+        # an update patched in place: one net after and one net before image, agreeing on patch_by
+        agree = f" and size(collect_set(struct({idents(probe.patch_by)}))) = 1" if probe.patch_by else ""
+        patched = f", (sum(greatest({n}, 0)) = 1 and sum(greatest(-{n}, 0)) = 1{agree}) as {ident('p')}"
     per_key = (
         f"select {idents(probe.key)}, sum(greatest({n}, 0)) as {ident('_mv_ins')}, "
-        f"sum(greatest(-{n}, 0)) as {ident('_mv_del')}, max({n} > 0) as {ident('i')}\n"
+        f"sum(greatest(-{n}, 0)) as {ident('_mv_del')}, max({n} > 0) as {ident('i')}{patched}\n"
         f"from (\n{_net_images(rows, probe)}\n) group by {idents(probe.key)}"
     )
     parts = [f"sum({ident('_mv_ins')}) as net_inserts", f"sum({ident('_mv_del')}) as net_deletes"]
     if probe.literal_key:
-        listed = ", ".join([*(f"{ident(k)} as {ident(f'k{i}')}" for i, k in enumerate(probe.key)), ident("i")])
+        flags = [ident("i"), *([ident("p")] if probe.patch_by is not None else [])]
+        listed = ", ".join([*(f"{ident(k)} as {ident(f'k{i}')}" for i, k in enumerate(probe.key)), *flags])
         parts.append(f"to_json(slice(collect_list(struct({listed})), 1, {LITERAL_KEYS + 1})) as marked_keys")
     else:
         parts.append("cast(null as string) as marked_keys")

@@ -60,6 +60,8 @@ class MarkedLog:
     netted_by: tuple[str, ...] | None = None
     key_values: KeyValues | None = None  # every marked key, when few (see above); None: not known
     insert_key_values: KeyValues | None = None  # ... those with an after image
+    # ... those of an update the view patches in place (analysis/patching.py); None: not known
+    patch_key_values: KeyValues | None = None
     # disjoint ranges of the first key column holding every marked key (empty: not known)
     key_ranges: tuple[tuple[Bound, Bound], ...] = ()
     # how many distinct values of the first key column those ranges hold, at least (the occupied

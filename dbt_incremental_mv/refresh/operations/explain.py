@@ -190,6 +190,7 @@ def explain(
             marked,
             plan.view_types,
             view_rows=plan.view_rows,
+            view_snapshot=plan.view_read_at,
         )
         choice = force.after_mark(ctx, plan, marked, statement) if statement is not None else None
     if choice is not None:
@@ -505,6 +506,7 @@ def _fast_phases(
         marked,
         plan.view_types,
         view_rows=plan.view_rows,
+        view_snapshot=plan.view_read_at,
     )
     if statement is None:
         phases.append((f"{title}: write", ["-- nothing to write for these changes"]))

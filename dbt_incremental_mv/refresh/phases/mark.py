@@ -17,13 +17,14 @@ import datetime
 import json
 import math
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from dbt_incremental_mv import environment
 from dbt_incremental_mv.analysis.model import ViewDefinition
-from dbt_incremental_mv.analysis.relevance import relevant_rows
+from dbt_incremental_mv.analysis.patching import patch_columns, patched_alias
+from dbt_incremental_mv.analysis.relevance import occurrence_filters, relevant_rows
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.logs.contract import INSERT, LogSpec, normalize_type
 from dbt_incremental_mv.logs.sql import KEY_BUCKETS, LITERAL_KEYS, KeyProbe
@@ -279,8 +280,9 @@ def key_probe(
     types = key_types(plan, spec)
     literal_key = all(t in LITERAL_TYPES for t in types)
     written = ctx.metadata.written_since(spec.log_relation, log_snapshot, spec.key[:1], consumed)
+    patch_by = patched_by(plan.definition, spec, netted, relevant)
     if written is not None and written.records * (len(spec.key) + len(netted or ())) <= listed_values():
-        return KeyProbe(tuple(spec.key), netted, listed=True, relevant=relevant)
+        return KeyProbe(tuple(spec.key), netted, listed=True, relevant=relevant, patch_by=patch_by)
     bounds = written.bounds.get(spec.key[0]) if written is not None else None
     return KeyProbe(
         tuple(spec.key),
@@ -288,7 +290,26 @@ def key_probe(
         literal_key=literal_key and written is not None,
         buckets=_buckets(types[0] if types else None, bounds),
         relevant=relevant,
+        patch_by=patch_by,
     )
+
+
+def patched_by(
+    view: ViewDefinition, spec: LogSpec, netted: tuple[str, ...] | None, relevant: str | None
+) -> tuple[str, ...] | None:
+    """What the mark step compares an update's images by to tell whether the view patches it in
+    place (analysis/patching.py; KeyProbe.patch_by), or None: it patches none of this master's.
+    The images must have been tested by the master's filters (``relevant``: the before image
+    passing them says the view holds the row's slice) and, to compare join columns outside the
+    key, netted by the columns the view reads."""
+    alias = patched_alias(view, spec.master_relation)
+    if alias is None:
+        return None
+    columns = patch_columns(view, alias)
+    filtered = any(filters for occurrence, filters in occurrence_filters(view) if occurrence.alias == alias)
+    if columns is None or (filtered and relevant is None) or (columns and netted is None):
+        return None
+    return columns
 
 
 def relevant_images(plan: RefreshPlan, spec: LogSpec) -> str | None:
@@ -332,7 +353,7 @@ def probed(stats: Mapping[str, Any], probe: KeyProbe | None, types: tuple[str | 
         return {}
     inserts, deletes = int(stats["net_inserts"] or 0), int(stats["net_deletes"] or 0)
     skipped = max(0, kept - inserts - deletes) // 2
-    keys, insert_keys = marked_keys(stats.get("marked_keys"), types)
+    keys, insert_keys, patch_keys = marked_keys(stats.get("marked_keys"), types)
     return dropped | {
         "inserts": inserts,
         "deletes": deletes,
@@ -341,6 +362,7 @@ def probed(stats: Mapping[str, Any], probe: KeyProbe | None, types: tuple[str | 
         "netted_by": probe.consolidate_by,
         "key_values": keys,
         "insert_key_values": insert_keys,
+        "patch_key_values": patch_keys if probe.patch_by is not None else None,
         "key_ranges": key_ranges(stats.get("key_buckets"), probe.buckets),
         "key_range_values": occupied_buckets(stats.get("key_buckets"), probe.buckets),
     }
@@ -368,6 +390,8 @@ def listed(text: str, probe: KeyProbe, types: tuple[str | None, ...], raw: int) 
         raw_images[key] += 1
     inserts = deletes = 0
     changed: dict[tuple, bool] = {}  # key -> whether it has an after image
+    patched: set[tuple] = set()  # keys of the updates the view patches in place (KeyProbe.patch_by)
+    agreeing = _positions(probe.consolidate_by or (), probe.patch_by or ())
     transient = False  # a changed key also has images that cancelled out (a row's passing state)
     for key, counts in by_key.items():
         after = sum(n for n in counts.values() if n > 0)
@@ -375,6 +399,10 @@ def listed(text: str, probe: KeyProbe, types: tuple[str | None, ...], raw: int) 
         if after or before:
             changed[key] = after > 0
             transient = transient or raw_images[key] > after + before
+        if probe.patch_by is not None and after == 1 and before == 1 and agreeing is not None:
+            images = [values for values, n in counts.items() if n]
+            if len({tuple(values[i] for i in agreeing) for values in images}) == 1:
+                patched.add(key)
         inserts, deletes = inserts + after, deletes + before
     skipped = max(0, raw - inserts - deletes) // 2
     literal = all(t in LITERAL_TYPES for t in types) and len(changed) <= literal_keys()
@@ -393,6 +421,9 @@ def listed(text: str, probe: KeyProbe, types: tuple[str | None, ...], raw: int) 
         "netted_by": probe.consolidate_by,
         "key_values": tuple(ordered) if literal else None,
         "insert_key_values": tuple(k for k in ordered if changed[k]) if literal else None,
+        "patch_key_values": tuple(k for k in ordered if k in patched)
+        if literal and probe.patch_by is not None
+        else None,
         "key_ranges": exact_ranges(firsts),
         "key_range_values": len(set(firsts)),
     }
@@ -439,19 +470,35 @@ def _order(key: tuple) -> tuple:
     return tuple((value is None, value if value is not None else 0) for value in key)
 
 
-def marked_keys(text: str | None, types: tuple[str | None, ...]) -> tuple[KeyValues | None, KeyValues | None]:
-    """Every marked key and those with an after image, sorted (None: more than LITERAL_KEYS, or
-    not read)."""
+def _positions(columns: Sequence[str], wanted: Sequence[str]) -> tuple[int, ...] | None:
+    """The positions of ``wanted`` among ``columns`` (case-insensitive), or None when one is missing."""
+    folded = [c.casefold() for c in columns]
+    found = tuple(folded.index(w.casefold()) for w in wanted if w.casefold() in folded)
+    return found if len(found) == len(wanted) else None
+
+
+def marked_keys(
+    text: str | None, types: tuple[str | None, ...]
+) -> tuple[KeyValues | None, KeyValues | None, KeyValues | None]:
+    """Every marked key, those with an after image and those of an update patched in place
+    (``"p"``, KeyProbe.patch_by), sorted (None: more than LITERAL_KEYS, or not read)."""
     if text is None:
-        return None, None
+        return None, None, None
     rows = json.loads(text)
     if len(rows) > literal_keys():
-        return None, None
+        return None, None, None
     keyed = sorted(
-        ((tuple(_value(row.get(f"k{i}"), t) for i, t in enumerate(types)), bool(row.get("i"))) for row in rows),
-        key=lambda pair: _order(pair[0]),
+        (
+            (tuple(_value(row.get(f"k{i}"), t) for i, t in enumerate(types)), bool(row.get("i")), bool(row.get("p")))
+            for row in rows
+        ),
+        key=lambda row: _order(row[0]),
     )
-    return tuple(k for k, _ in keyed), tuple(k for k, inserted in keyed if inserted)
+    return (
+        tuple(k for k, _, _ in keyed),
+        tuple(k for k, inserted, _ in keyed if inserted),
+        tuple(k for k, _, patched in keyed if patched),
+    )
 
 
 def occupied_buckets(text: str | None, buckets: tuple[str, float, float] | None) -> int:

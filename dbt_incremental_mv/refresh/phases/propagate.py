@@ -59,7 +59,13 @@ def propose(run: RefreshRun, marked: Marked) -> RefreshStatement | None:
     assert plan.definition is not None
     with run.clock.phase("mark"):
         return view_classes.refresh_statement(
-            plan.definition, plan.view_relation, marked.logs, plan.view_types, write_branch(), plan.view_rows
+            plan.definition,
+            plan.view_relation,
+            marked.logs,
+            plan.view_types,
+            write_branch(),
+            plan.view_rows,
+            plan.view_read_at,
         )
 
 

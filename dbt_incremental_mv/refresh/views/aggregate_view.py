@@ -692,6 +692,8 @@ def refresh_statement(
     branch: str = WRITE_BRANCH,
     view_rows: int | None = None,
     crossed: CrossedRows | None = None,
+    *,
+    view_snapshot: int | None = None,  # (not used: the groups' rows are read as the refresh's writes see them)
 ) -> RefreshStatement | None:
     """The writes that apply the marked changes (and the rows that ``crossed`` the view's time
     boundary: with_crossed_rows), or None when there are none: a DELETE of the delta's groups on

@@ -3,7 +3,7 @@ of one SELECT is, and what each branch of a UNION ALL view is (union_view.py dis
 branches here; view_classes.py adds UNION ALL itself).
 
 Every view-class module exposes the same two functions, typed below: ``refresh_statement(view,
-view_relation, marked, view_types, branch, view_rows)`` returning a :class:`RefreshStatement` (its
+view_relation, marked, view_types, branch, view_rows, *, view_snapshot)`` returning a :class:`RefreshStatement` (its
 writes: one atomic commit on the view) or None when nothing is marked, and optionally
 ``blocker(view, logged)``: why the view cannot be fast refreshed with these logs, or None, and
 ``with_crossed_rows(view, view_relation, marked, statement, crossed, view_types, branch)``: the
@@ -12,7 +12,9 @@ a class without it, or whose ``applies_crossed_rows(view)`` is False, is recompu
 crossed).
 ``view_types`` maps the stored table's columns to their Spark types; ``branch`` names the write
 branch a refresh of several writes stages them on; ``view_rows``: the view's rows when it may be
-rewritten whole (None: it may not, e.g. a branch of a UNION ALL, whose writes are combined).
+rewritten whole (None: it may not, e.g. a branch of a UNION ALL, whose writes are combined);
+``view_snapshot``: the view snapshot the refresh read, from which a class may read the view's own
+rows (None: it may not, e.g. a branch of a UNION ALL).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ class Refresher(Protocol):
         view_types: Mapping[str, str],
         branch: str,
         view_rows: int | None,
+        *,
+        view_snapshot: int | None = None,
     ) -> RefreshStatement | None: ...
 
 
@@ -110,9 +114,12 @@ def statement_of(
     view_types: Mapping[str, str],
     branch: str,
     view_rows: int | None = None,
+    view_snapshot: int | None = None,
 ) -> RefreshStatement | None:
     """The statement of ``view``'s class module in ``classes``."""
     module = classes.get(view.view_class)
     if module is None:
         raise ValueError(f"fast refresh of {view.view_class.value} views is not available")
-    return module.refresh_statement(view, view_relation, marked, view_types, branch, view_rows)
+    return module.refresh_statement(
+        view, view_relation, marked, view_types, branch, view_rows, view_snapshot=view_snapshot
+    )

@@ -46,14 +46,18 @@ faster (TPC-H scale factor 10: benchmarks/README.md, "One query for all the INS 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Mapping
 
+from sqlglot import exp
+
 from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.analysis.links import KeyLink, key_links
-from dbt_incremental_mv.analysis.render import render_select
+from dbt_incremental_mv.analysis.patching import patched_alias
+from dbt_incremental_mv.analysis.render import render_expression, render_select
 from dbt_incremental_mv.logs.contract import INSERT
-from dbt_incremental_mv.refresh.marked_log import MarkedLog
+from dbt_incremental_mv.refresh.marked_log import KeyValues, MarkedLog, literal_in
 from dbt_incremental_mv.refresh.views.semijoin import marked_ranges, reduce_sources
 from dbt_incremental_mv.refresh.views.statement import (
     WRITE_BRANCH,
@@ -70,7 +74,7 @@ from dbt_incremental_mv.refresh.views.statement import (
     refresh_writes,
     split_by_literal,
 )
-from dbt_incremental_mv.sql_text import broadcast, idents, relation
+from dbt_incremental_mv.sql_text import broadcast, ident, idents, integer, relation
 
 
 def _ins_restrictions(
@@ -306,6 +310,76 @@ def _deleted_rows(view: ViewDefinition, marked: Mapping[str, MarkedLog], del_ali
     return "\nunion all\n".join(_ins_queries(view, marked, sources, del_aliases, "all"))
 
 
+def _patches(view: ViewDefinition, marked: Mapping[str, MarkedLog]) -> dict[str, KeyValues]:
+    """The updates patched in place (analysis/patching.py), by the alias of their occurrence:
+    the keys the mark step found to be such updates."""
+    found = {}
+    for occurrence in view.occurrences:
+        keys = marked[occurrence.master.name].patch_key_values
+        if keys and patched_alias(view, occurrence.master.name) == occurrence.alias:
+            found[occurrence.alias] = keys
+    return found
+
+
+def _unpatched(
+    marked: Mapping[str, MarkedLog], view: ViewDefinition, patches: Mapping[str, KeyValues]
+) -> dict[str, MarkedLog]:
+    """``marked`` with the patched keys taken out of each patched master's keys with an after
+    image: its INS step makes the rows of the others (read from the master, not from the log's
+    after images, which hold the patched keys' too)."""
+    left = dict(marked)
+    for alias, keys in patches.items():
+        log = marked[view.occurrence(alias).master.name]
+        assert log.insert_key_values is not None  # (listed with the patched ones)
+        remaining = tuple(k for k in log.insert_key_values if k not in set(keys))
+        left[log.spec.master_relation] = dataclasses.replace(log, insert_key_values=remaining, netted_by=None)
+    return left
+
+
+def _patched_rows(
+    view: ViewDefinition,
+    view_relation: str,
+    view_snapshot: int,
+    marked: Mapping[str, MarkedLog],
+    sources: Mapping[str, str],
+    alias: str,
+    keys: KeyValues,
+) -> str:
+    """The view's new rows of the updates of ``alias``'s master patched in place: its rows of
+    those keys as of ``view_snapshot`` (the snapshot the refresh read: the DELETE has removed them
+    from the write branch) with the columns reading that master computed from its new rows, but
+    the rows whose key of another changed master is marked (deleted, and made again by that
+    master's INS step from the masters)."""
+    key = view.occurrence(alias).master.key
+    hidden = view.key_columns_by_source(alias)
+    rows = f"{relation(view_relation)} version as of {integer(view_snapshot)}"
+    rows = f"(select * from {rows}\nwhere {literal_in([ident(hidden[k.lower()]) for k in key], keys)})"
+    others = [o.alias for o in view.occurrences if o.alias != alias and marked[o.master.name].has_changes]
+    for restriction in _hidden_restrictions(view, marked, others):
+        rows = restriction.excluded_from(rows)
+    columns = []
+    for output in view.outputs:
+        reads = any(c.table == alias for c in output.expression.find_all(exp.Column))
+        columns.append(
+            f"{render_expression(output.expression)} as {ident(output.name)}"
+            if reads
+            else f"`_mv_v`.{ident(output.name)}"
+        )
+    for column in view.hidden_columns:
+        mine = column.occurrence == alias
+        columns.append(
+            f"{render_expression(column.expression)} as {ident(column.name)}"
+            if mine
+            else f"`_mv_v`.{ident(column.name)}"
+        )
+    new_rows = f"(select * from {sources[alias]}\nwhere {literal_in([ident(k) for k in key], keys)})"
+    on = [f"`_mv_v`.{ident(hidden[k.lower()])} = {ident(alias)}.{ident(k)}" for k in key]
+    # its filters (its after images passed them when they were marked)
+    on += [render_expression(c) for c in view.where_conjuncts if {n.table for n in c.find_all(exp.Column)} == {alias}]
+    joined = "\nand ".join(on)
+    return f"select {', '.join(columns)}\nfrom {rows} as `_mv_v`\njoin {new_rows} as {ident(alias)}\non {joined}"
+
+
 def refresh_statement(
     view: ViewDefinition,
     view_relation: str,
@@ -313,15 +387,26 @@ def refresh_statement(
     view_types: Mapping[str, str] | None = None,
     branch: str = WRITE_BRANCH,
     view_rows: int | None = None,  # (not used: the view is never rewritten whole)
+    *,
+    view_snapshot: int | None = None,
 ) -> RefreshStatement | None:
     """The writes that apply the marked changes, or None when nothing is marked.
 
     ``marked`` maps every master relation of the view to its marked log; ``view_types`` is
     unused (join views store what the defining query selects); ``branch`` names the write
-    branch a refresh of two writes uses.
+    branch a refresh of two writes uses; ``view_snapshot``: the view snapshot the refresh read
+    (its write branch begins there), from which the updates patched in place are read (None:
+    none is patched).
     """
     del_aliases = [o.alias for o in view.occurrences if marked[o.master.name].deletes]
-    ins_aliases = [o.alias for o in view.occurrences if marked[o.master.name].inserts]
+    patches = _patches(view, marked) if view_snapshot is not None else {}
+    original = marked
+    marked = _unpatched(marked, view, patches)
+    ins_aliases = [
+        o.alias
+        for o in view.occurrences
+        if marked[o.master.name].inserts and (o.alias not in patches or marked[o.master.name].insert_key_values)
+    ]
     changed = [o.alias for o in view.occurrences if marked[o.master.name].has_changes]
     run = tuple(f"DEL {a}" for a in del_aliases) + tuple(f"INS {a}" for a in ins_aliases)
     skipped = tuple(
@@ -334,27 +419,33 @@ def refresh_statement(
         return None
     restrictions = _hidden_restrictions(view, marked, del_aliases)
     deletes = _delete_groups(restrictions)
-    several = len(deletes) + bool(ins_aliases) > 1
+    several = len(deletes) + bool(ins_aliases or patches) > 1
     target = branch_target(view_relation, branch) if several else relation(view_relation)
     # An update marks both images: its key is deleted and re-inserted, so DEL covers every image.
     writes = [delete_write(target, pruned_any_of(group)) for group in deletes]
     ins_query = None
+    sources = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
+    queries = []
     if ins_aliases:
-        sources = {o.alias: marked[o.master.name].master_as_of() for o in view.occurrences}
         folded = _folded_ins_query(view, marked, sources, ins_aliases)
-        ins_query = "\nunion all\n".join(_ins_queries(view, marked, sources, ins_aliases)) if folded is None else folded
+        queries = _ins_queries(view, marked, sources, ins_aliases) if folded is None else [folded]
+    for alias, keys in patches.items():
+        assert view_snapshot is not None  # (only then are updates patched)
+        queries.append(_patched_rows(view, view_relation, view_snapshot, original, sources, alias, keys))
+    if queries:
+        ins_query = "\nunion all\n".join(queries)
         writes.append(Write(WriteKind.INSERT, f"insert into {target} ({idents(view.stored_columns)})\n{ins_query}"))
     deleted = any_of(restrictions) if restrictions else None
     # every row deleted or inserted has the key of a changed occurrence among its changed keys
     return refresh_writes(
         branch,
         writes,
-        run,
+        run + tuple(f"PATCH {alias}" for alias in patches),
         skipped,
-        touched=any_of(_hidden_restrictions(view, marked, changed)),
+        touched=any_of(_hidden_restrictions(view, original, changed)),
         deleted=deleted,
         inserted=ins_query,
-        deleted_rows=_deleted_rows(view, marked, del_aliases),
+        deleted_rows=_deleted_rows(view, original, del_aliases),
     )
 
 

@@ -230,6 +230,8 @@ def refresh_statement(
     view_types: Mapping[str, str] | None = None,
     branch: str = WRITE_BRANCH,
     view_rows: int | None = None,  # (not used: the view is never rewritten whole)
+    *,
+    view_snapshot: int | None = None,  # (not used: nothing is read from the view's own rows)
 ) -> RefreshStatement | None:
     """The writes that apply the marked changes, or None when nothing is marked."""
     return _statement(view, view_relation, marked, branch, {})

@@ -53,6 +53,8 @@ def refresh_statement(
     view_types: Mapping[str, str] | None = None,
     branch: str = WRITE_BRANCH,
     view_rows: int | None = None,  # (not used: the view is never rewritten whole)
+    *,
+    view_snapshot: int | None = None,  # (not used: nothing is read from the view's own rows)
 ) -> RefreshStatement | None:
     """The writes that apply the marked changes to every branch they touch, or None."""
     return _statement(view, view_relation, marked, view_types or {}, branch, None)

@@ -75,5 +75,6 @@ def refresh_statement(
     view_types: Mapping[str, str],
     branch: str = WRITE_BRANCH,
     view_rows: int | None = None,
+    view_snapshot: int | None = None,
 ) -> RefreshStatement | None:
-    return statement_of(CLASSES, view, view_relation, marked, view_types, branch, view_rows)
+    return statement_of(CLASSES, view, view_relation, marked, view_types, branch, view_rows, view_snapshot)

@@ -37,14 +37,14 @@ def test_the_net_images_keep_the_raw_images_of_the_columns_that_changed():
 
 def test_few_keys_come_back_as_sorted_literals_with_whether_they_have_an_after_image():
     text = json.dumps([{"k0": 9, "k1": "b", "i": True}, {"k0": 2, "k1": None, "i": False}, {"k0": 2, "k1": "a", "i": True}])
-    keys, inserted = mark.marked_keys(text, ("bigint", "string"))
+    keys, inserted, patched = mark.marked_keys(text, ("bigint", "string"))
     assert keys == ((2, "a"), (2, None), (9, "b")) and inserted == ((2, "a"), (9, "b"))
-    dates, _ = mark.marked_keys(json.dumps([{"k0": "2024-02-29", "i": False}]), ("date",))
+    dates, _, _ = mark.marked_keys(json.dumps([{"k0": "2024-02-29", "i": False}]), ("date",))
     assert dates == ((datetime.date(2024, 2, 29),),)
     # more than Iceberg prunes by: not literals
     many = json.dumps([{"k0": i, "i": True} for i in range(log_sql.LITERAL_KEYS + 1)])
-    assert mark.marked_keys(many, ("bigint",)) == (None, None)
-    assert mark.marked_keys(None, ("bigint",)) == (None, None)
+    assert mark.marked_keys(many, ("bigint",)) == (None, None, None)
+    assert mark.marked_keys(None, ("bigint",)) == (None, None, None)
 
 
 def test_occupied_buckets_become_disjoint_ranges_split_at_the_widest_gaps():

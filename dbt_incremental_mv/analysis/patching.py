@@ -1,0 +1,122 @@
+"""Dimension updates patched in place: when a join view's rows of an updated master row can be
+rewritten from the view itself instead of from the other masters.
+
+Oracle deletes and re-inserts a changed row's whole "slice" of a join view, and the INS step of a
+changed dimension row (a customer) finds its slice in the facts (every order and line item of
+that customer): with the facts ordered by their own keys, that is a scan of them whole for any
+number of changed customers. Most dimension changes are updates that keep the row in the view
+and change an attribute (a name, an address): its partners in the other masters are the same
+rows before and after, so its new slice is its old slice, read from the view, with the master's
+columns taken from the new row. SQL Server maintains an indexed view through the view's own
+index in the same way; here the view's rows of the updated keys are read from the view's
+snapshot before the refresh.
+
+A master is patched in a view when it is a dimension whose partners are scattered in another
+master (a customer's orders among the orders; not an order's line items, which lie together in
+the line items' key order and are found by their keys' ranges) and:
+
+- the view is an inner join of two masters or more (ViewClass.JOIN), the master read once;
+- every visible column reads the master's columns alone or none of them (a column mixing them,
+  ``c.discount * o.amount``, would need the other masters' values, which the view may not keep);
+- every condition reading the master's columns is a filter of its rows alone that its change
+  log's images are tested by (analysis/relevance.py: an update whose before or after image fails
+  one is then no update of the view's rows, and is not patched), or an equality of one of its
+  columns with another master's expression (its *join columns*).
+
+An update is then patched when its key has exactly one net before image and one net after image
+in the view's marked changes (both pass the filters: the others were dropped) that agree on the
+join columns: the same partners joined it before and after. The mark step finds those keys
+(logs/sql.py ``KeyProbe.patch_by``); the refresh reads the view's rows of them
+(refresh/views/join_view.py).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dbt_incremental_mv.analysis.functions import is_nondeterministic
+from dbt_incremental_mv.analysis.links import key_links
+from dbt_incremental_mv.analysis.model import HiddenPurpose, ViewClass, ViewDefinition
+from dbt_incremental_mv.analysis.relevance import occurrence_filters
+from dbt_incremental_mv.analysis.resolved import split_conjuncts, unparenthesized
+
+
+def patched_alias(view: ViewDefinition, master: str) -> str | None:
+    """The occurrence of ``master`` whose updates the view patches in place, or None: a master
+    read once whose updates can be patched (``patch_columns``) and that is a dimension whose rows'
+    partners are scattered in another master (``_scatters``), where its INS step would read that
+    master whole."""
+    if view.view_class is not ViewClass.JOIN or len(view.occurrences) < 2 or view.null_supplying:
+        return None
+    found = [o for o in view.occurrences if o.master.name == master]
+    if len(found) != 1 or not found[0].master.key or not _scatters(view, found[0].alias):
+        return None
+    return found[0].alias if patch_columns(view, found[0].alias) is not None else None
+
+
+def _scatters(view: ViewDefinition, alias: str) -> bool:
+    """Whether another master holds ``alias``'s key (an inner key link, analysis/links.py) in
+    columns that do not begin its own key: a customer's orders are scattered among the orders
+    (kept in order of their keys), where an order's line items (``l_orderkey`` begins their key)
+    lie together, found by the ranges of their keys."""
+    for link in key_links(view):
+        if link.source != alias or not link.inner:
+            continue
+        target_key = tuple(k.casefold() for k in view.occurrence(link.target).master.key)
+        if tuple(c.casefold() for c in link.columns) != target_key[: len(link.columns)]:
+            return True
+    return False
+
+
+def patch_columns(view: ViewDefinition, alias: str) -> tuple[str, ...] | None:
+    """The join columns of occurrence ``alias`` outside its key, in name order (an update is
+    patched when its images agree on them), or None when its updates cannot be patched (see the
+    module's docstring)."""
+    occurrence = view.occurrence(alias)
+    key = {k.casefold() for k in occurrence.master.key}
+    if {k.casefold() for k in view.key_columns_by_source(alias)} != key:
+        return None
+    if any(h.purpose is not HiddenPurpose.ROW_KEY for h in view.hidden_columns):
+        return None
+    for output in view.outputs:
+        tables = {c.table for c in output.expression.find_all(exp.Column)}
+        if alias in tables and (len(tables) > 1 or _nondeterministic(output.expression)):
+            return None
+    filters = [f for o, f in occurrence_filters(view) if o.alias == alias]
+    own = filters[0] if filters else None
+    joined: set[str] = set()
+    conjuncts = list(view.where_conjuncts)
+    for step in view.joins:
+        conjuncts.extend(split_conjuncts(step.condition))
+    for conjunct in conjuncts:
+        tables = {c.table for c in conjunct.find_all(exp.Column)}
+        if alias not in tables:
+            continue
+        if tables == {alias}:
+            if own is None or not any(conjunct is f or conjunct == f for f in own):
+                return None  # a filter the images are not tested by
+            continue
+        column = _joined_column(conjunct, alias)
+        if column is None:
+            return None
+        joined.add(column)
+    return tuple(sorted((c for c in joined if c.casefold() not in key), key=str.casefold))
+
+
+def _joined_column(conjunct: exp.Expr, alias: str) -> str | None:
+    """The column of ``alias`` that ``conjunct`` equates with an expression over the others."""
+    node = unparenthesized(conjunct)
+    if not isinstance(node, (exp.EQ, exp.NullSafeEQ)):
+        return None
+    for mine, other in ((node.this, node.expression), (node.expression, node.this)):
+        if (
+            isinstance(mine, exp.Column)
+            and mine.table == alias
+            and all(c.table != alias for c in other.find_all(exp.Column))
+        ):
+            return mine.name
+    return None
+
+
+def _nondeterministic(expression: exp.Expr) -> bool:
+    return any(is_nondeterministic(node) for node in expression.walk())
