@@ -316,6 +316,7 @@ class Bench:
                                dimensions=not self.args.no_dimension_changes,
                                facts=not self.args.only_dimension_changes,
                                dimension_rows=self.args.dimension_rows,
+                               dimension_updates=self.args.dimension_updates,
                                append_only=self.args.append_only)
         change = point["change"] = spark_step("change", payload)
         point["clock"] = self.set_clock(self.args.clock_step_hours)
@@ -429,6 +430,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--dimension-rows", type=int, default=None,
                         help="customers updated per change (the columns the dataset's change moves; none deleted "
                              "or inserted); default the dataset's mix (20 updated, 5 deleted, 5 inserted)")
+    parser.add_argument("--dimension-updates", choices=("moves", "attributes"), default=None,
+                        help="tpch: what a customer's update changes: 'moves' (the default: its nation and market "
+                             "segment reassigned) or 'attributes' (its name and balance)")
     parser.add_argument("--no-lines", action="store_true", help="no order_lines master (and no views on it)")
     parser.add_argument("--clock", default=None,
                         help="the time the views' current_date()/current_timestamp() read as at the build "

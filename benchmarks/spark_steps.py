@@ -80,6 +80,8 @@ def step_change(spark, p: dict) -> dict:
     changed = p.get("changed_rows") or max(1, round(p["fraction"] * cur.orders))
     if p.get("dimension_rows") is not None:  # that many customers updated, none deleted or inserted
         ds.CUSTOMER_UPDATES = p["dimension_rows"]
+    if p.get("dimension_updates") is not None:
+        ds.CUSTOMER_UPDATE = p["dimension_updates"]
     changes = ds.change_plan(s, cur, changed, p["spread"], p["salt"])
     if p.get("dimension_rows") is not None:
         changes = [c for c in changes if c.master != "customers" and c.master != "customer" or c.kind == "updates"]

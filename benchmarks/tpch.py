@@ -53,6 +53,9 @@ CURRENT_DATE = "1995-06-17"  # TPC-H's: lines shipped after it are open ('O'), a
 SHARES = {"updates": 0.4, "key_updates": 0.2, "deletes": 0.2, "inserts": 0.2}
 LINE_UPDATES_PER_ORDER = 3  # line items updated per changed order (a third of them change part)
 CUSTOMER_UPDATES, CUSTOMER_DELETES, CUSTOMER_INSERTS = 20, 5, 5
+# what a customer's update changes: "moves" (its nation and market segment reassigned: it leaves or
+# joins a segment's views) or "attributes" (its name and balance: it stays where it is)
+CUSTOMER_UPDATE = "moves"
 
 # The masters a change touches a few rows of, each row joining many of the facts' (--no-dimension-changes).
 DIMENSIONS = ("customer",)
@@ -285,8 +288,7 @@ def change_plan(s: Sizes, cur: Current, changed_orders: int, spread: str, salt: 
         {"updates": CUSTOMER_UPDATES, "deletes": CUSTOMER_DELETES})
     first_customer = cur.max_customer_id + 1
     changes += [
-        Change("updates", "customer", f"update {c} set c_nationkey = pmod(c_nationkey + {salt}, 25), "
-               f"c_mktsegment = {_pick(SEGMENTS, f'hash(c_custkey, {salt})')}\nwhere {customers['updates']}",
+        Change("updates", "customer", f"update {c} set {_customer_update(salt)}\nwhere {customers['updates']}",
                customers["updates"]),
         Change("deletes", "customer", f"delete from {c}\nwhere {customers['deletes']}", customers["deletes"], "D"),
         Change("inserts", "customer",
@@ -294,6 +296,15 @@ def change_plan(s: Sizes, cur: Current, changed_orders: int, spread: str, salt: 
                f"c_custkey >= {first_customer} and c_custkey < {first_customer + CUSTOMER_INSERTS}", "I"),
     ]
     return changes
+
+
+def _customer_update(salt: int) -> str:
+    """The SET list of a customer's update (CUSTOMER_UPDATE)."""
+    if CUSTOMER_UPDATE == "attributes":
+        return (f"c_name = concat('Customer#', lpad(cast(c_custkey as string), 9, '0'), '-{salt}'), "
+                "c_acctbal = c_acctbal + 1")
+    return (f"c_nationkey = pmod(c_nationkey + {salt}, 25), "
+            f"c_mktsegment = {_pick(SEGMENTS, f'hash(c_custkey, {salt})')}")
 
 
 def cdc_log_statements(master: str) -> list[str]:

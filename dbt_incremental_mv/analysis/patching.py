@@ -34,7 +34,6 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from dbt_incremental_mv.analysis.functions import is_nondeterministic
 from dbt_incremental_mv.analysis.links import key_links
 from dbt_incremental_mv.analysis.model import HiddenPurpose, ViewClass, ViewDefinition
 from dbt_incremental_mv.analysis.relevance import occurrence_filters
@@ -80,7 +79,7 @@ def patch_columns(view: ViewDefinition, alias: str) -> tuple[str, ...] | None:
         return None
     for output in view.outputs:
         tables = {c.table for c in output.expression.find_all(exp.Column)}
-        if alias in tables and (len(tables) > 1 or _nondeterministic(output.expression)):
+        if alias in tables and len(tables) > 1:
             return None
     filters = [f for o, f in occurrence_filters(view) if o.alias == alias]
     own = filters[0] if filters else None
@@ -116,7 +115,3 @@ def _joined_column(conjunct: exp.Expr, alias: str) -> str | None:
         ):
             return mine.name
     return None
-
-
-def _nondeterministic(expression: exp.Expr) -> bool:
-    return any(is_nondeterministic(node) for node in expression.walk())

@@ -88,6 +88,10 @@ class TestJoinRefresh:
             return found
 
         monkeypatch.setattr(join_view, "inserted_rows_from_log", inserted_rows)
+        # the customers' and regions' updates patched in place (their rows read from the view)
+        patched = []
+        patch = join_view._patched_rows
+        monkeypatch.setattr(join_view, "_patched_rows", lambda *args: patched.append(dict(args[5])) or patch(*args))
         # orders is an Iceberg v3 table (row lineage: its changed files' rows are told apart by
         # _row_id), customers and regions v2 (compared by value)
         masters = [replace(m, rows={}, properties=V3 if m.name == "orders" else ()) for m in MASTERS]
@@ -113,6 +117,7 @@ class TestJoinRefresh:
         assert compared == {"told apart by row lineage", "compared by value"}, compared
         assert "c" in folded, folded
         assert {"orders", "customers"} <= set(from_images), from_images
+        assert {"c", "r"} <= {alias for patches in patched for alias in patches}, patched
 
         workload.round(4, kinds=("insert",))
         results, log = run_dbt_and_capture(["run"])
@@ -122,6 +127,17 @@ class TestJoinRefresh:
         workload.round(3, masters=["orders"], kinds=("delete",))
         results, log = run_dbt_and_capture(["run"])
         assert "delete-only" in log
+        self.check_all(workload)
+
+        # customers renamed with their regions in one refresh: order_regions' rows holding both are
+        # patched once, with the new customer and the new region
+        schema = project.test_schema
+        project.run_sql(f"update {schema}.customers set name = concat(coalesce(name, ''), '+') where region_id is not null")
+        project.run_sql(f"update {schema}.regions set region = concat(coalesce(region, ''), '+')")
+        patched.clear()
+        results, log = run_dbt_and_capture(["run"])
+        assert all(r.status == "success" for r in results), log
+        assert len(patched) == 2 and any({"c", "r"} <= set(patches) for patches in patched), patched
         self.check_all(workload)
 
         # changes of rows outside a view's filters of their master (open_orders: status <>

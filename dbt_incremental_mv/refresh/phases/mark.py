@@ -280,7 +280,8 @@ def key_probe(
     types = key_types(plan, spec)
     literal_key = all(t in LITERAL_TYPES for t in types)
     written = ctx.metadata.written_since(spec.log_relation, log_snapshot, spec.key[:1], consumed)
-    patch_by = patched_by(plan.definition, spec, netted, relevant)
+    # (a view that reads the clock: its rows before the refresh may hold rows the time moved out)
+    patch_by = patched_by(plan.definition, spec, netted, relevant) if plan.now is None else None
     if written is not None and written.records * (len(spec.key) + len(netted or ())) <= listed_values():
         return KeyProbe(tuple(spec.key), netted, listed=True, relevant=relevant, patch_by=patch_by)
     bounds = written.bounds.get(spec.key[0]) if written is not None else None

@@ -342,42 +342,63 @@ def _patched_rows(
     view_snapshot: int,
     marked: Mapping[str, MarkedLog],
     sources: Mapping[str, str],
-    alias: str,
-    keys: KeyValues,
+    patches: Mapping[str, KeyValues],
 ) -> str:
-    """The view's new rows of the updates of ``alias``'s master patched in place: its rows of
-    those keys as of ``view_snapshot`` (the snapshot the refresh read: the DELETE has removed them
-    from the write branch) with the columns reading that master computed from its new rows, but
-    the rows whose key of another changed master is marked (deleted, and made again by that
-    master's INS step from the masters)."""
-    key = view.occurrence(alias).master.key
-    hidden = view.key_columns_by_source(alias)
+    """The view's new rows of the updates patched in place (``patches``: their keys, by alias):
+    its rows holding one of those keys as of ``view_snapshot`` (the snapshot the refresh read: the
+    DELETE has removed them from the write branch), each column reading a patched master computed
+    from that master's new row where the row holds a patched key of it; but the rows holding any
+    other marked key (deleted, and made again by that master's INS step from the masters, the
+    patched masters read as they are now). A row holding patched keys of two masters (a customer
+    and its nation, both renamed) is made once, with both new rows."""
+    hidden = {alias: view.key_columns_by_source(alias) for alias in patches}
+
+    def held(alias: str, qualifier: str = "`_mv_v`.") -> str:
+        key = view.occurrence(alias).master.key
+        return literal_in([f"{qualifier}{ident(hidden[alias][k.lower()])}" for k in key], patches[alias])
+
     rows = f"{relation(view_relation)} version as of {integer(view_snapshot)}"
-    rows = f"(select * from {rows}\nwhere {literal_in([ident(hidden[k.lower()]) for k in key], keys)})"
-    others = [o.alias for o in view.occurrences if o.alias != alias and marked[o.master.name].has_changes]
-    for restriction in _hidden_restrictions(view, marked, others):
+    rows = f"(select * from {rows}\nwhere {' or '.join(held(alias, '') for alias in patches)})"
+    unpatched = dict(marked)
+    for alias, keys in patches.items():  # (their keys are listed: see _patches)
+        log = marked[view.occurrence(alias).master.name]
+        assert log.key_values is not None
+        unpatched[log.spec.master_relation] = dataclasses.replace(
+            log, key_values=tuple(k for k in log.key_values if k not in set(keys))
+        )
+    changed = [o.alias for o in view.occurrences if marked[o.master.name].has_changes]
+    restrictions = [r for r in _hidden_restrictions(view, unpatched, changed) if r.log.known_keys() != ()]
+    for restriction in restrictions:
         rows = restriction.excluded_from(rows)
     columns = []
     for output in view.outputs:
-        reads = any(c.table == alias for c in output.expression.find_all(exp.Column))
-        columns.append(
-            f"{render_expression(output.expression)} as {ident(output.name)}"
-            if reads
-            else f"`_mv_v`.{ident(output.name)}"
-        )
-    for column in view.hidden_columns:
-        mine = column.occurrence == alias
-        columns.append(
-            f"{render_expression(column.expression)} as {ident(column.name)}"
-            if mine
-            else f"`_mv_v`.{ident(column.name)}"
-        )
-    new_rows = f"(select * from {sources[alias]}\nwhere {literal_in([ident(k) for k in key], keys)})"
-    on = [f"`_mv_v`.{ident(hidden[k.lower()])} = {ident(alias)}.{ident(k)}" for k in key]
-    # its filters (its after images passed them when they were marked)
-    on += [render_expression(c) for c in view.where_conjuncts if {n.table for n in c.find_all(exp.Column)} == {alias}]
-    joined = "\nand ".join(on)
-    return f"select {', '.join(columns)}\nfrom {rows} as `_mv_v`\njoin {new_rows} as {ident(alias)}\non {joined}"
+        reads = {c.table for c in output.expression.find_all(exp.Column)} & set(patches)
+        if reads:
+            [alias] = reads  # (a column reads a patched master's columns alone: analysis/patching.py)
+            first = view.occurrence(alias).master.key[0]
+            new = render_expression(output.expression)
+            column = (
+                f"case when {ident(alias)}.{ident(first)} is not null then {new} else `_mv_v`.{ident(output.name)} end"
+            )
+            columns.append(f"{column} as {ident(output.name)}")
+        else:
+            columns.append(f"`_mv_v`.{ident(output.name)}")
+    columns += [f"`_mv_v`.{ident(column.name)}" for column in view.hidden_columns]  # (keys unchanged)
+    joins, found = [], []
+    for alias, keys in patches.items():
+        key = view.occurrence(alias).master.key
+        # its new rows, which pass its filters (their after images did when they were marked)
+        conditions = [literal_in([f"{ident(alias)}.{ident(k)}" for k in key], keys)]
+        conditions += [
+            render_expression(c) for c in view.where_conjuncts if {n.table for n in c.find_all(exp.Column)} == {alias}
+        ]
+        new_rows = f"(select * from {sources[alias]} as {ident(alias)}\nwhere {' and '.join(conditions)})"
+        on = " and ".join(f"`_mv_v`.{ident(hidden[alias][k.lower()])} = {ident(alias)}.{ident(k)}" for k in key)
+        joins.append(f"left join {new_rows} as {ident(alias)}\non {on}")
+        found.append(f"(not coalesce({held(alias)}, false) or {ident(alias)}.{ident(key[0])} is not null)")
+    return (
+        f"select {', '.join(columns)}\nfrom {rows} as `_mv_v`\n" + "\n".join(joins) + "\nwhere " + "\nand ".join(found)
+    )
 
 
 def refresh_statement(
@@ -429,9 +450,9 @@ def refresh_statement(
     if ins_aliases:
         folded = _folded_ins_query(view, marked, sources, ins_aliases)
         queries = _ins_queries(view, marked, sources, ins_aliases) if folded is None else [folded]
-    for alias, keys in patches.items():
+    if patches:
         assert view_snapshot is not None  # (only then are updates patched)
-        queries.append(_patched_rows(view, view_relation, view_snapshot, original, sources, alias, keys))
+        queries.append(_patched_rows(view, view_relation, view_snapshot, original, sources, patches))
     if queries:
         ins_query = "\nunion all\n".join(queries)
         writes.append(Write(WriteKind.INSERT, f"insert into {target} ({idents(view.stored_columns)})\n{ins_query}"))

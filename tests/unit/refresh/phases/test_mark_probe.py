@@ -183,3 +183,56 @@ def test_every_read_of_the_marked_images_applies_the_views_filters():
                 plain.inserted_rows({}), plain.changed_keys("inserts")):
         assert kept in sql, sql
         sqlglot.parse_one(sql, read="spark")
+
+
+def test_the_updates_a_view_patches_in_place_are_told_by_their_images():
+    # patch_by: the view patches the master's updates (analysis/patching.py); `region` is a join
+    # column outside the key: an update's two images must agree on it
+    probe = log_sql.KeyProbe(("order_id",), ("amount", "order_id", "region"), listed=True, patch_by=("region",))
+    images = [
+        {"o": "D", "k": {"k0": 1}, "v": {"v0": 5.0, "v1": 1, "v2": "n"}},
+        {"o": "I", "k": {"k0": 1}, "v": {"v0": 6.0, "v1": 1, "v2": "n"}},  # patched: amount changed
+        {"o": "D", "k": {"k0": 2}, "v": {"v0": 5.0, "v1": 2, "v2": "n"}},
+        {"o": "I", "k": {"k0": 2}, "v": {"v0": 5.0, "v1": 2, "v2": "s"}},  # joins another row now
+        {"o": "I", "k": {"k0": 3}, "v": {"v0": 1.0, "v1": 3, "v2": "n"}},  # new: its partners are not in the view
+        {"o": "D", "k": {"k0": 4}, "v": {"v0": 1.0, "v1": 4, "v2": "n"}},  # gone
+        # updated twice: netted to its first before and last after image
+        {"o": "D", "k": {"k0": 5}, "v": {"v0": 1.0, "v1": 5, "v2": "n"}},
+        {"o": "I", "k": {"k0": 5}, "v": {"v0": 2.0, "v1": 5, "v2": "n"}},
+        {"o": "D", "k": {"k0": 5}, "v": {"v0": 2.0, "v1": 5, "v2": "n"}},
+        {"o": "I", "k": {"k0": 5}, "v": {"v0": 3.0, "v1": 5, "v2": "n"}},
+    ]
+    fields = mark.listed(json.dumps(images), probe, ("bigint",), raw=len(images))
+    assert fields["insert_key_values"] == ((1,), (2,), (3,), (5,))
+    assert fields["patch_key_values"] == ((1,), (5,))
+    # a view that patches none of them: not known, not empty
+    assert mark.listed(json.dumps(images), log_sql.KeyProbe(("order_id",), ("amount", "order_id", "region"), listed=True),
+                       ("bigint",), raw=len(images))["patch_key_values"] is None
+    # read in SQL: each listed key says whether it is one
+    sql = log_sql.key_probe(SPEC, 7, 3, log_sql.KeyProbe(("order_id",), ("amount", "order_id", "region"), literal_key=True,
+                                                         patch_by=("region",)))
+    assert ("(sum(greatest(`_mv_net`, 0)) = 1 and sum(greatest(-`_mv_net`, 0)) = 1 and "
+            "size(collect_set(struct(`region`))) = 1) as `p`") in sql
+    assert "struct(`order_id` as `k0`, `i`, `p`)" in sql
+    sqlglot.parse_one(sql, read="spark")
+    keys, inserted, patched = mark.marked_keys(json.dumps([{"k0": 1, "i": True, "p": True}, {"k0": 3, "i": True, "p": False}]),
+                                               ("bigint",))
+    assert inserted == ((1,), (3,)) and patched == ((1,),)
+
+
+def test_a_master_is_patched_only_where_its_images_were_tested_by_its_filters():
+    from dbt_incremental_mv.analysis import analyze_view
+    from tests.unit.analysis.conftest import MASTERS
+
+    sql = ("select o.order_id, c.name from shop.orders o join shop.customers c on o.customer_id = c.customer_id "
+           "join shop.countries k on k.country = c.country")
+    view = analyze_view(sql, MASTERS)
+    customers = LogSpec("logs", "logs.mlog_customers", "customers", "shop.customers", ("customer_id",), True)
+    read = ("country", "customer_id", "name")
+    assert mark.patched_by(view, customers, read, None) == ("country",)
+    # the join column is compared between the images: only when they are netted by the view's columns
+    assert mark.patched_by(view, customers, None, None) is None
+    # a filter of the customers: their images must have been tested by it (the log's `relevant`)
+    filtered = analyze_view(sql + " where c.segment = 'B'", MASTERS)
+    assert mark.patched_by(filtered, customers, (*read, "segment"), None) is None
+    assert mark.patched_by(filtered, customers, (*read, "segment"), "`segment` = 'B'") == ("country",)

@@ -609,3 +609,59 @@ def test_the_rows_a_join_view_deletes_are_its_query_over_the_masters_previous_sn
     # a master whose previous snapshot is not known: read back from the view
     logs["shop.products"] = dataclasses.replace(logs["shop.products"], previous_master_snapshot=None)
     assert join_view.refresh_statement(view, "v.star", logs).deleted_rows is None
+
+
+def test_a_dimensions_updates_are_patched_from_the_views_rows_before_the_refresh():
+    view = analyze_view(STAR + " where c.name like 'a%'", MASTERS)
+    quiet = {m: marked(MASTERS[m], inserts=0, deletes=0) for m in ("shop.orders", "shop.products")}
+    # customer 7 updated (patched), 8 new (its orders are read from the masters)
+    customers = marked(CUSTOMERS, inserts=2, deletes=1, key_values=((7,), (8,)), insert_key_values=((7,), (8,)),
+                       patch_key_values=((7,),), netted_by=("customer_id", "name"))
+    logs = {**quiet, "shop.customers": customers, "shop.orders": marked(ORDERS, key_values=((1,),), insert_key_values=((1,),))}
+    statement = join_view.refresh_statement(view, "shop.v", logs, view_snapshot=99)
+    assert statement.steps_run == ("DEL o", "DEL c", "INS o", "INS c", "PATCH c")
+    delete, insert = statement.writes
+    assert "`_mv_c_customer_id` in (7, 8)" in delete.sql  # the patched keys' rows are deleted and inserted again
+    ins, patch = insert.sql.split("\nunion all\n")
+    assert "WHERE `order_id` IN (1) OR `customer_id` IN (8)" in ins  # the new customer's orders from the masters
+    # the customer's rows as the refresh read the view, but those of changed orders (made by INS o)
+    # and of the new customer, with the customer's columns from its new row (which passes the
+    # view's filters, as its after image did)
+    assert patch == (
+        "select `_mv_v`.`order_id`, `_mv_v`.`amount`, case when `c`.`customer_id` is not null then `c`.`name` else "
+        "`_mv_v`.`name` end as `name`, `_mv_v`.`category`, `_mv_v`.`_mv_o_order_id`, `_mv_v`.`_mv_c_customer_id`, "
+        "`_mv_v`.`_mv_p_product_id`\n"
+        "from (select * from (select * from (select * from `shop`.`v` version as of 99\nwhere `_mv_c_customer_id` in (7)) "
+        "where not coalesce(`_mv_o_order_id` in (1), false)) where not coalesce(`_mv_c_customer_id` in (8), false)) as `_mv_v`\n"
+        "left join (select * from `shop`.`customers` version as of 123 as `c`\n"
+        "where `c`.`customer_id` in (7) and `c`.`name` LIKE 'a%') as `c`\n"
+        "on `_mv_v`.`_mv_c_customer_id` = `c`.`customer_id`\n"
+        "where (not coalesce(`_mv_v`.`_mv_c_customer_id` in (7), false) or `c`.`customer_id` is not null)"
+    )
+    sqlglot.parse_one(insert.sql, read="spark")
+    # every update patched: no INS step of the customers, no read of the orders for them
+    logs["shop.customers"] = dataclasses.replace(customers, inserts=1, key_values=((7,),), insert_key_values=((7,),))
+    logs["shop.orders"] = marked(ORDERS, inserts=0, deletes=0)
+    statement = join_view.refresh_statement(view, "shop.v", logs, view_snapshot=99)
+    assert statement.steps_run == ("DEL c", "PATCH c") and scans_of(statement.writes[-1].sql, "shop.orders") == 0
+    # not knowing the snapshot the refresh read (on commit): not patched
+    assert join_view.refresh_statement(view, "shop.v", logs).steps_run == ("DEL c", "INS c")
+
+
+def test_rows_holding_the_patched_keys_of_two_dimensions_are_made_once_with_both_new_rows():
+    view = analyze_view(STAR, MASTERS)
+    logs = {
+        "shop.orders": marked(ORDERS, inserts=0, deletes=0),
+        "shop.customers": marked(CUSTOMERS, key_values=((7,),), insert_key_values=((7,),), patch_key_values=((7,),)),
+        # product 3 updated, 4 deleted
+        "shop.products": marked(PRODUCTS, inserts=1, deletes=2, key_values=((3,), (4,)), insert_key_values=((3,),),
+                                patch_key_values=((3,),)),
+    }
+    statement = join_view.refresh_statement(view, "shop.v", logs, view_snapshot=99)
+    assert statement.steps_run == ("DEL c", "DEL p", "PATCH c", "PATCH p")
+    [patch] = statement.writes[-1].sql.split("\nunion all\n")
+    assert "where `_mv_c_customer_id` in (7) or `_mv_p_product_id` in (3))" in patch  # one read of the view
+    assert "case when `p`.`product_id` is not null then `p`.`category` else `_mv_v`.`category` end" in patch
+    assert "where not coalesce(`_mv_p_product_id` in (4), false)" in patch  # the deleted product's rows are gone
+    assert scans_of(patch, "shop.orders") == 0
+    sqlglot.parse_one(patch, read="spark")
