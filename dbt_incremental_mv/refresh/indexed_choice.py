@@ -6,7 +6,9 @@ change: the state's own refresh runs first (its statements, its DELETE reading t
 every state file, its log), and switching either way rebuilds (the state's sorted write; the view).
 Which of the two a view sees is in its own record: each fast refresh's commit keeps what the last
 refreshes changed (``ViewState.changes``, a letter per refresh: the dimension, the facts, or
-both), and the choice prices that record with the cost model's prices (cost.Calibration):
+both; a dimension whose updates were all patched in place from the view, analysis/patching.py, or
+deleted, read no fact and counts as unchanged), and the choice prices that record with the cost
+model's prices (cost.Calibration):
 
 - a refresh that changed the dimension saves, with the state, the facts' read
   (``seconds_per_gb_read`` per GB of the facts' data files: read and joined);

@@ -78,6 +78,14 @@ class MarkedLog:
         return bool(self.inserts or self.deletes)
 
     @property
+    def inserts_patched(self) -> bool:
+        """Whether every marked key with an after image is an update the view patches in place
+        (analysis/patching.py): the change reads none of the other masters (False: not known)."""
+        if self.patch_key_values is None or self.insert_key_values is None:
+            return False
+        return set(self.insert_key_values) <= set(self.patch_key_values)
+
+    @property
     def kind(self) -> str:
         if not self.has_changes:
             return "none"

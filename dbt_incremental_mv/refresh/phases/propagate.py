@@ -113,7 +113,8 @@ def fast(
         )
     if statement is None and not any(m.outside or m.skipped for m in marked.values()):
         return Propagation([], None, marked, f"fast refresh: nothing marked ({kinds}); no write")  # (watermarks alone)
-    changed = (m.spec.log_relation for m in marked.values() if m.has_changes)
+    # (a dimension whose updates were all patched in place, or deleted, read no fact for them)
+    changed = (m.spec.log_relation for m in marked.values() if m.has_changes and not m.inserts_patched)
     changes = indexed_choice.recorded(plan.changes, changed, plan.dimension_logs)
     state = commit_state(marked, "fast", base=read_at, clock=plan.now, states=plan.internal_states, changes=changes)
     if statement is None:

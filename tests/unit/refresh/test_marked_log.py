@@ -33,3 +33,13 @@ def test_the_cast_source_renders_into_the_defining_query():
         "FROM (SELECT CAST(`amount` AS DECIMAL(12, 2)) AS `amount`, CAST(`order_id` AS BIGINT) AS `order_id` "
         "FROM `shop`.`orders` VERSION AS OF 123) AS `o` WHERE `o`.`amount` > 6"
     )
+
+
+def test_a_log_whose_after_images_are_all_patched_updates_reads_no_other_master():
+    from dataclasses import replace
+
+    patched = replace(MARKED, insert_key_values=((7,),), patch_key_values=((7,), (8,)))
+    assert patched.inserts_patched
+    assert replace(patched, insert_key_values=(), patch_key_values=()).inserts_patched  # deletes alone
+    assert not replace(patched, insert_key_values=((7,), (9,))).inserts_patched  # 9 is new
+    assert not MARKED.inserts_patched  # not known: the view patches nothing of it
