@@ -26,8 +26,9 @@ the line items' key order and are found by their keys' ranges) and:
 An update is then patched when its key has exactly one net before image and one net after image
 in the view's marked changes (both pass the filters: the others were dropped) that agree on the
 join columns: the same partners joined it before and after. The mark step finds those keys
-(logs/sql.py ``KeyProbe.patch_by``); the refresh reads the view's rows of them
-(refresh/views/join_view.py).
+(logs/sql.py ``KeyProbe.patch_by``); the refresh reads the view's rows of them when every key of
+the master with an after image is one (refresh/views/join_view.py: otherwise its INS step reads the
+facts anyway).
 """
 
 from __future__ import annotations

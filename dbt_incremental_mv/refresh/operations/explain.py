@@ -45,6 +45,7 @@ from dbt_incremental_mv.refresh.phases.mark import (
     mark_logs,
     netting_columns,
     nothing_to_refresh,
+    plan_patched_by,
     relevant_images,
 )
 from dbt_incremental_mv.refresh.phases.plan import RefreshPlan, plan_refresh
@@ -134,6 +135,7 @@ def explain(
     found.masters = [
         f"{spec.master_name}: log {spec.log_relation} ({'captured by the plugin' if spec.capture else 'written by its ingestion'}), "
         f"key ({', '.join(spec.key)}) from {spec.key_origin or 'its declaration'}{_dropped(plan, spec)}"
+        f"{_patched(plan, spec)}"
         for _, spec in sorted(plan.logs.items())
     ]
     found.indexed = plan.indexed.reason if plan.indexed is not None else None
@@ -206,6 +208,13 @@ def _dropped(plan: RefreshPlan, spec: LogSpec) -> str:
     rows (mark.relevant_images)."""
     relevant = relevant_images(plan, spec)
     return f"; changes of rows failing {relevant} before and after are dropped" if relevant is not None else ""
+
+
+def _patched(plan: RefreshPlan, spec: LogSpec) -> str:
+    """Whether a fast refresh patches the master's updates from the view's own rows (mark.plan_patched_by)."""
+    if plan_patched_by(plan, spec) is None:
+        return ""
+    return "; its updates that keep a row in the view are written from the view's own rows (PATCH), not joined again"
 
 
 def _files(ctx: RefreshContext, plan: RefreshPlan) -> str | None:

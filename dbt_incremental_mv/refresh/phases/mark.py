@@ -280,8 +280,7 @@ def key_probe(
     types = key_types(plan, spec)
     literal_key = all(t in LITERAL_TYPES for t in types)
     written = ctx.metadata.written_since(spec.log_relation, log_snapshot, spec.key[:1], consumed)
-    # (a view that reads the clock: its rows before the refresh may hold rows the time moved out)
-    patch_by = patched_by(plan.definition, spec, netted, relevant) if plan.now is None else None
+    patch_by = plan_patched_by(plan, spec)
     if written is not None and written.records * (len(spec.key) + len(netted or ())) <= listed_values():
         return KeyProbe(tuple(spec.key), netted, listed=True, relevant=relevant, patch_by=patch_by)
     bounds = written.bounds.get(spec.key[0]) if written is not None else None
@@ -293,6 +292,15 @@ def key_probe(
         relevant=relevant,
         patch_by=patch_by,
     )
+
+
+def plan_patched_by(plan: RefreshPlan, spec: LogSpec) -> tuple[str, ...] | None:
+    """What the view's fast refresh compares an update's images of ``spec``'s master by to patch
+    it in place (patched_by), or None: none of its updates are patched, nor any of a view that
+    reads the clock (its rows before the refresh may hold rows the time has moved out)."""
+    if plan.definition is None or plan.now is not None:
+        return None
+    return patched_by(plan.definition, spec, netting_columns(plan, spec), relevant_images(plan, spec))
 
 
 def patched_by(

@@ -311,29 +311,18 @@ def _deleted_rows(view: ViewDefinition, marked: Mapping[str, MarkedLog], del_ali
 
 
 def _patches(view: ViewDefinition, marked: Mapping[str, MarkedLog]) -> dict[str, KeyValues]:
-    """The updates patched in place (analysis/patching.py), by the alias of their occurrence:
-    the keys the mark step found to be such updates."""
+    """The updates patched in place (analysis/patching.py), by the alias of their occurrence: the
+    keys the mark step found to be such updates, of a master whose every key with an after image
+    is one (MarkedLog.inserts_patched). A master with another (a new customer, one that moved into
+    the view) has an INS step that reads the facts anyway, where the patched keys cost nothing
+    more, while their patch would read the view."""
     found = {}
     for occurrence in view.occurrences:
-        keys = marked[occurrence.master.name].patch_key_values
-        if keys and patched_alias(view, occurrence.master.name) == occurrence.alias:
-            found[occurrence.alias] = keys
+        log = marked[occurrence.master.name]
+        patched = log.patch_key_values
+        if patched and log.inserts_patched and patched_alias(view, occurrence.master.name) == occurrence.alias:
+            found[occurrence.alias] = patched
     return found
-
-
-def _unpatched(
-    marked: Mapping[str, MarkedLog], view: ViewDefinition, patches: Mapping[str, KeyValues]
-) -> dict[str, MarkedLog]:
-    """``marked`` with the patched keys taken out of each patched master's keys with an after
-    image: its INS step makes the rows of the others (read from the master, not from the log's
-    after images, which hold the patched keys' too)."""
-    left = dict(marked)
-    for alias, keys in patches.items():
-        log = marked[view.occurrence(alias).master.name]
-        assert log.insert_key_values is not None  # (listed with the patched ones)
-        remaining = tuple(k for k in log.insert_key_values if k not in set(keys))
-        left[log.spec.master_relation] = dataclasses.replace(log, insert_key_values=remaining, netted_by=None)
-    return left
 
 
 def _patched_rows(
@@ -421,13 +410,7 @@ def refresh_statement(
     """
     del_aliases = [o.alias for o in view.occurrences if marked[o.master.name].deletes]
     patches = _patches(view, marked) if view_snapshot is not None else {}
-    original = marked
-    marked = _unpatched(marked, view, patches)
-    ins_aliases = [
-        o.alias
-        for o in view.occurrences
-        if marked[o.master.name].inserts and (o.alias not in patches or marked[o.master.name].insert_key_values)
-    ]
+    ins_aliases = [o.alias for o in view.occurrences if marked[o.master.name].inserts and o.alias not in patches]
     changed = [o.alias for o in view.occurrences if marked[o.master.name].has_changes]
     run = tuple(f"DEL {a}" for a in del_aliases) + tuple(f"INS {a}" for a in ins_aliases)
     skipped = tuple(
@@ -452,7 +435,7 @@ def refresh_statement(
         queries = _ins_queries(view, marked, sources, ins_aliases) if folded is None else [folded]
     if patches:
         assert view_snapshot is not None  # (only then are updates patched)
-        queries.append(_patched_rows(view, view_relation, view_snapshot, original, sources, patches))
+        queries.append(_patched_rows(view, view_relation, view_snapshot, marked, sources, patches))
     if queries:
         ins_query = "\nunion all\n".join(queries)
         writes.append(Write(WriteKind.INSERT, f"insert into {target} ({idents(view.stored_columns)})\n{ins_query}"))
@@ -463,10 +446,10 @@ def refresh_statement(
         writes,
         run + tuple(f"PATCH {alias}" for alias in patches),
         skipped,
-        touched=any_of(_hidden_restrictions(view, original, changed)),
+        touched=any_of(_hidden_restrictions(view, marked, changed)),
         deleted=deleted,
         inserted=ins_query,
-        deleted_rows=_deleted_rows(view, original, del_aliases),
+        deleted_rows=_deleted_rows(view, marked, del_aliases),
     )
 
 

@@ -614,33 +614,39 @@ def test_the_rows_a_join_view_deletes_are_its_query_over_the_masters_previous_sn
 def test_a_dimensions_updates_are_patched_from_the_views_rows_before_the_refresh():
     view = analyze_view(STAR + " where c.name like 'a%'", MASTERS)
     quiet = {m: marked(MASTERS[m], inserts=0, deletes=0) for m in ("shop.orders", "shop.products")}
-    # customer 7 updated (patched), 8 new (its orders are read from the masters)
-    customers = marked(CUSTOMERS, inserts=2, deletes=1, key_values=((7,), (8,)), insert_key_values=((7,), (8,)),
+    # customer 7 updated (patched), 9 deleted
+    customers = marked(CUSTOMERS, inserts=1, deletes=2, key_values=((7,), (9,)), insert_key_values=((7,),),
                        patch_key_values=((7,),), netted_by=("customer_id", "name"))
     logs = {**quiet, "shop.customers": customers, "shop.orders": marked(ORDERS, key_values=((1,),), insert_key_values=((1,),))}
     statement = join_view.refresh_statement(view, "shop.v", logs, view_snapshot=99)
-    assert statement.steps_run == ("DEL o", "DEL c", "INS o", "INS c", "PATCH c")
+    assert statement.steps_run == ("DEL o", "DEL c", "INS o", "PATCH c")
     delete, insert = statement.writes
-    assert "`_mv_c_customer_id` in (7, 8)" in delete.sql  # the patched keys' rows are deleted and inserted again
+    assert "`_mv_c_customer_id` in (7, 9)" in delete.sql  # the patched keys' rows are deleted and inserted again
     ins, patch = insert.sql.split("\nunion all\n")
-    assert "WHERE `order_id` IN (1) OR `customer_id` IN (8)" in ins  # the new customer's orders from the masters
+    assert "`customer_id` IN" not in ins  # no customer's orders read from the masters
     # the customer's rows as the refresh read the view, but those of changed orders (made by INS o)
-    # and of the new customer, with the customer's columns from its new row (which passes the
+    # and of the deleted customer, with the customer's columns from its new row (which passes the
     # view's filters, as its after image did)
     assert patch == (
         "select `_mv_v`.`order_id`, `_mv_v`.`amount`, case when `c`.`customer_id` is not null then `c`.`name` else "
         "`_mv_v`.`name` end as `name`, `_mv_v`.`category`, `_mv_v`.`_mv_o_order_id`, `_mv_v`.`_mv_c_customer_id`, "
         "`_mv_v`.`_mv_p_product_id`\n"
         "from (select * from (select * from (select * from `shop`.`v` version as of 99\nwhere `_mv_c_customer_id` in (7)) "
-        "where not coalesce(`_mv_o_order_id` in (1), false)) where not coalesce(`_mv_c_customer_id` in (8), false)) as `_mv_v`\n"
+        "where not coalesce(`_mv_o_order_id` in (1), false)) where not coalesce(`_mv_c_customer_id` in (9), false)) as `_mv_v`\n"
         "left join (select * from `shop`.`customers` version as of 123 as `c`\n"
         "where `c`.`customer_id` in (7) and `c`.`name` LIKE 'a%') as `c`\n"
         "on `_mv_v`.`_mv_c_customer_id` = `c`.`customer_id`\n"
         "where (not coalesce(`_mv_v`.`_mv_c_customer_id` in (7), false) or `c`.`customer_id` is not null)"
     )
     sqlglot.parse_one(insert.sql, read="spark")
-    # every update patched: no INS step of the customers, no read of the orders for them
-    logs["shop.customers"] = dataclasses.replace(customers, inserts=1, key_values=((7,),), insert_key_values=((7,),))
+    # a new customer too (8): its orders are read from the masters, and the update's with them (no patch)
+    logs["shop.customers"] = dataclasses.replace(customers, inserts=2, key_values=((7,), (8,), (9,)),
+                                                 insert_key_values=((7,), (8,)))
+    statement = join_view.refresh_statement(view, "shop.v", logs, view_snapshot=99)
+    assert statement.steps_run == ("DEL o", "DEL c", "INS o", "INS c")
+    assert "`customer_id` IN (7, 8)" in statement.writes[-1].sql
+    # every update patched, nothing else changed: no read of the orders
+    logs["shop.customers"] = dataclasses.replace(customers, deletes=1, key_values=((7,),))
     logs["shop.orders"] = marked(ORDERS, inserts=0, deletes=0)
     statement = join_view.refresh_statement(view, "shop.v", logs, view_snapshot=99)
     assert statement.steps_run == ("DEL c", "PATCH c") and scans_of(statement.writes[-1].sql, "shop.orders") == 0
