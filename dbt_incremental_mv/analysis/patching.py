@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from dbt_incremental_mv.analysis.links import key_links
+from dbt_incremental_mv.analysis.links import KeyLink, key_links
 from dbt_incremental_mv.analysis.model import HiddenPurpose, ViewClass, ViewDefinition
 from dbt_incremental_mv.analysis.relevance import occurrence_filters
 from dbt_incremental_mv.analysis.resolved import split_conjuncts, unparenthesized
@@ -55,17 +55,24 @@ def patched_alias(view: ViewDefinition, master: str) -> str | None:
 
 
 def _scatters(view: ViewDefinition, alias: str) -> bool:
-    """Whether another master holds ``alias``'s key (an inner key link, analysis/links.py) in
-    columns that do not begin its own key: a customer's orders are scattered among the orders
-    (kept in order of their keys), where an order's line items (``l_orderkey`` begins their key)
-    lie together, found by the ranges of their keys."""
+    """Whether another master holds ``alias``'s key in columns that do not begin its own key:
+    a customer's orders are scattered among the orders (kept in order of their keys), where an
+    order's line items (``l_orderkey`` begins their key) lie together, found by the ranges of
+    their keys."""
+    return scattering_link(view, alias) is not None
+
+
+def scattering_link(view: ViewDefinition, alias: str) -> KeyLink | None:
+    """The first inner key link (analysis/links.py) by which another master holds ``alias``'s key
+    in columns that do not begin its own key (see _scatters), or None. A key of ``alias`` that no
+    row of that master holds is in no view row."""
     for link in key_links(view):
         if link.source != alias or not link.inner:
             continue
         target_key = tuple(k.casefold() for k in view.occurrence(link.target).master.key)
         if tuple(c.casefold() for c in link.columns) != target_key[: len(link.columns)]:
-            return True
-    return False
+            return link
+    return None
 
 
 def patch_columns(view: ViewDefinition, alias: str) -> tuple[str, ...] | None:

@@ -62,6 +62,9 @@ class MarkedLog:
     insert_key_values: KeyValues | None = None  # ... those with an after image
     # ... those of an update the view patches in place (analysis/patching.py); None: not known
     patch_key_values: KeyValues | None = None
+    # ... those with an after image that no row of the master the view finds their rows in can
+    # hold, by its files' statistics (a new customer, no order of it): in no view row
+    unreferenced_key_values: KeyValues = ()
     # disjoint ranges of the first key column holding every marked key (empty: not known)
     key_ranges: tuple[tuple[Bound, Bound], ...] = ()
     # how many distinct values of the first key column those ranges hold, at least (the occupied
@@ -80,10 +83,11 @@ class MarkedLog:
     @property
     def inserts_patched(self) -> bool:
         """Whether every marked key with an after image is an update the view patches in place
-        (analysis/patching.py): the change reads none of the other masters (False: not known)."""
+        (analysis/patching.py) or in no view row (``unreferenced_key_values``): the change reads
+        none of the other masters (False: not known)."""
         if self.patch_key_values is None or self.insert_key_values is None:
             return False
-        return set(self.insert_key_values) <= set(self.patch_key_values)
+        return set(self.insert_key_values) <= set(self.patch_key_values) | set(self.unreferenced_key_values)
 
     @property
     def kind(self) -> str:

@@ -13,6 +13,7 @@ skipped) and their keys, as literals when few, else as ranges of the first key c
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import math
@@ -23,7 +24,7 @@ from typing import Any
 
 from dbt_incremental_mv import environment
 from dbt_incremental_mv.analysis.model import ViewDefinition
-from dbt_incremental_mv.analysis.patching import patch_columns, patched_alias
+from dbt_incremental_mv.analysis.patching import patch_columns, patched_alias, scattering_link
 from dbt_incremental_mv.analysis.relevance import occurrence_filters, relevant_rows
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.logs.contract import INSERT, LogSpec, normalize_type
@@ -191,7 +192,39 @@ def mark_logs(
                 **probed(stats, probe, key_types(plan, spec)),  # the view's net counts replace the log's
             }
         )
-    return Marked(marked, reset)
+    return Marked(with_unreferenced_keys(ctx, plan, marked), reset)
+
+
+def with_unreferenced_keys(
+    ctx: RefreshContext, plan: RefreshPlan, marked: dict[str, MarkedLog]
+) -> dict[str, MarkedLog]:
+    """``marked`` with the keys of a patched master (analysis/patching.py) that have an after
+    image, are no patched update and that no row of the master holding its key can hold, by that
+    master's file statistics at the marked snapshot (a scan plan filtered by the keys: manifests
+    only, session mode): a new customer whose key no data file of the orders spans has no order,
+    so no view row, and its INS step, which would read the orders whole, is not needed."""
+    view = plan.definition
+    found = dict(marked)
+    for master, log in marked.items():
+        if view is None or log.patch_key_values is None or log.insert_key_values is None:
+            continue
+        left = [k for k in log.insert_key_values if k not in set(log.patch_key_values)]
+        alias = patched_alias(view, master)
+        link = scattering_link(view, alias) if alias is not None else None
+        if not left or link is None or len(link.columns) != 1:
+            continue
+        holder = marked[view.occurrence(link.target).master.name]
+        points = tuple(("range", link.columns[0].lower(), k[0], k[0]) for k in left if k[0] is not None)
+        held = (
+            ctx.metadata.scan_size(
+                holder.spec.master_relation, holder.master_snapshot, points[0] if len(points) == 1 else ("or", points)
+            )
+            if points
+            else 0
+        )
+        if held == 0:
+            found[master] = dataclasses.replace(log, unreferenced_key_values=tuple(left))
+    return found
 
 
 def previous_snapshot(

@@ -111,16 +111,16 @@ def fast(
         statement = view_classes.with_crossed_rows(
             plan.definition, plan.view_relation, marked, statement, crossed, plan.view_types, branch
         )
-    if statement is None and not any(m.outside or m.skipped for m in marked.values()):
+    if statement is None and not any(m.outside or m.skipped or m.has_changes for m in marked.values()):
         return Propagation([], None, marked, f"fast refresh: nothing marked ({kinds}); no write")  # (watermarks alone)
     # (a dimension whose updates were all patched in place, or deleted, read no fact for them)
     changed = (m.spec.log_relation for m in marked.values() if m.has_changes and not m.inserts_patched)
     changes = indexed_choice.recorded(plan.changes, changed, plan.dimension_logs)
     state = commit_state(marked, "fast", base=read_at, clock=plan.now, states=plan.internal_states, changes=changes)
     if statement is None:
-        # changes consumed that change nothing in the view (outside its filters, or updates of
-        # columns it does not read): its position is recorded past them, by a commit of no rows,
-        # so that they are neither read again nor kept from the purge
+        # changes consumed that change nothing in the view (outside its filters, updates of
+        # columns it does not read, new rows in no view row): its position is recorded past them,
+        # by a commit of no rows, so that they are neither read again nor kept from the purge
         return Propagation(
             staged(state, "record", _record(plan.view_relation)),
             state,

@@ -313,14 +313,20 @@ def _deleted_rows(view: ViewDefinition, marked: Mapping[str, MarkedLog], del_ali
 def _patches(view: ViewDefinition, marked: Mapping[str, MarkedLog]) -> dict[str, KeyValues]:
     """The updates patched in place (analysis/patching.py), by the alias of their occurrence: the
     keys the mark step found to be such updates, of a master whose every key with an after image
-    is one (MarkedLog.inserts_patched). A master with another (a new customer, one that moved into
-    the view) has an INS step that reads the facts anyway, where the patched keys cost nothing
-    more, while their patch would read the view."""
+    is one or is in no view row (MarkedLog.inserts_patched: a new customer without orders), which
+    then has no INS step (its keys may be none: only new rows). A master with another key (a new
+    customer with orders, one that moved into the view) has an INS step that reads the facts
+    anyway, where the patched keys cost nothing more, while their patch would read the view."""
     found = {}
     for occurrence in view.occurrences:
         log = marked[occurrence.master.name]
         patched = log.patch_key_values
-        if patched and log.inserts_patched and patched_alias(view, occurrence.master.name) == occurrence.alias:
+        if (
+            patched is not None
+            and log.inserts
+            and log.inserts_patched
+            and patched_alias(view, occurrence.master.name) == occurrence.alias
+        ):
             found[occurrence.alias] = patched
     return found
 
@@ -423,7 +429,7 @@ def refresh_statement(
         return None
     restrictions = _hidden_restrictions(view, marked, del_aliases)
     deletes = _delete_groups(restrictions)
-    several = len(deletes) + bool(ins_aliases or patches) > 1
+    several = len(deletes) + bool(ins_aliases or any(patches.values())) > 1
     target = branch_target(view_relation, branch) if several else relation(view_relation)
     # An update marks both images: its key is deleted and re-inserted, so DEL covers every image.
     writes = [delete_write(target, pruned_any_of(group)) for group in deletes]
@@ -433,18 +439,21 @@ def refresh_statement(
     if ins_aliases:
         folded = _folded_ins_query(view, marked, sources, ins_aliases)
         queries = _ins_queries(view, marked, sources, ins_aliases) if folded is None else [folded]
-    if patches:
+    patched = {alias: keys for alias, keys in patches.items() if keys}
+    if patched:
         assert view_snapshot is not None  # (only then are updates patched)
-        queries.append(_patched_rows(view, view_relation, view_snapshot, marked, sources, patches))
+        queries.append(_patched_rows(view, view_relation, view_snapshot, marked, sources, patched))
     if queries:
         ins_query = "\nunion all\n".join(queries)
         writes.append(Write(WriteKind.INSERT, f"insert into {target} ({idents(view.stored_columns)})\n{ins_query}"))
+    if not writes:
+        return None  # only new rows in no view row (a new customer without orders): nothing to write
     deleted = any_of(restrictions) if restrictions else None
     # every row deleted or inserted has the key of a changed occurrence among its changed keys
     return refresh_writes(
         branch,
         writes,
-        run + tuple(f"PATCH {alias}" for alias in patches),
+        run + tuple(f"PATCH {alias}" for alias in patched),
         skipped,
         touched=any_of(_hidden_restrictions(view, marked, changed)),
         deleted=deleted,

@@ -236,3 +236,38 @@ def test_a_master_is_patched_only_where_its_images_were_tested_by_its_filters():
     filtered = analyze_view(sql + " where c.segment = 'B'", MASTERS)
     assert mark.patched_by(filtered, customers, (*read, "segment"), None) is None
     assert mark.patched_by(filtered, customers, (*read, "segment"), "`segment` = 'B'") == ("country",)
+
+
+def test_new_keys_no_file_of_the_fact_can_hold_are_in_no_view_row():
+    from types import SimpleNamespace
+
+    from dbt_incremental_mv.analysis import analyze_view
+    from dbt_incremental_mv.refresh.marked_log import MarkedLog
+    from tests.unit.analysis.conftest import MASTERS
+
+    view = analyze_view("select o.order_id, c.name from shop.orders o join shop.customers c on o.customer_id = c.customer_id",
+                        MASTERS)
+    customers = LogSpec("logs", "logs.mlog_customers", "customers", "shop.customers", ("customer_id",), True)
+    orders = LogSpec("logs", "logs.mlog_orders", "orders", "shop.orders", ("order_id",), True)
+    logs = {
+        "shop.customers": MarkedLog(customers, 1, 0, 5, 3, 1, 40, insert_key_values=((7,), (8,), (9,)),
+                                    patch_key_values=((7,),)),
+        "shop.orders": MarkedLog(orders, 1, 0, 5, 0, 0, 41),
+    }
+    asked = []
+
+    def scan_size(name, snapshot, range_filter):
+        asked.append((name, snapshot, range_filter))
+        return held
+
+    ctx = SimpleNamespace(metadata=SimpleNamespace(scan_size=scan_size))
+    plan = SimpleNamespace(definition=view)
+    held = 0  # no data file of the orders spans customers 8 and 9
+    found = mark.with_unreferenced_keys(ctx, plan, logs)
+    assert asked == [("shop.orders", 41, ("or", (("range", "customer_id", 8, 8), ("range", "customer_id", 9, 9))))]
+    assert found["shop.customers"].unreferenced_key_values == ((8,), (9,)) and found["shop.customers"].inserts_patched
+    held = 1024  # some file may hold one: their rows are found in the orders
+    assert mark.with_unreferenced_keys(ctx, plan, logs)["shop.customers"].unreferenced_key_values == ()
+    # over SQL (no scan plan): not known
+    held = None
+    assert not mark.with_unreferenced_keys(ctx, plan, logs)["shop.customers"].inserts_patched

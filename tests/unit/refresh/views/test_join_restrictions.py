@@ -671,3 +671,18 @@ def test_rows_holding_the_patched_keys_of_two_dimensions_are_made_once_with_both
     assert "where not coalesce(`_mv_p_product_id` in (4), false)" in patch  # the deleted product's rows are gone
     assert scans_of(patch, "shop.orders") == 0
     sqlglot.parse_one(patch, read="spark")
+
+
+def test_new_dimension_rows_in_no_view_row_need_no_ins_step():
+    view = analyze_view(STAR, MASTERS)
+    quiet = {m: marked(MASTERS[m], inserts=0, deletes=0) for m in ("shop.orders", "shop.products")}
+    # customer 7 updated (patched), 8 new and held by no order (the mark step's unreferenced keys)
+    customers = marked(CUSTOMERS, inserts=2, deletes=1, key_values=((7,), (8,)), insert_key_values=((7,), (8,)),
+                       patch_key_values=((7,),), unreferenced_key_values=((8,),))
+    statement = join_view.refresh_statement(view, "shop.v", {**quiet, "shop.customers": customers}, view_snapshot=99)
+    assert statement.steps_run == ("DEL c", "PATCH c")
+    assert scans_of(statement.writes[-1].sql, "shop.orders") == 0
+    # only new customers without orders: nothing to write (the refresh records its position)
+    new = marked(CUSTOMERS, inserts=1, deletes=0, key_values=((8,),), insert_key_values=((8,),), patch_key_values=(),
+                 unreferenced_key_values=((8,),))
+    assert join_view.refresh_statement(view, "shop.v", {**quiet, "shop.customers": new}, view_snapshot=99) is None
