@@ -214,6 +214,8 @@ def with_unreferenced_keys(
         if not left or link is None or len(link.columns) != 1:
             continue
         holder = marked[view.occurrence(link.target).master.name]
+        if holder.master_snapshot < 0:  # (no snapshot: not known)
+            continue
         points = tuple(("range", link.columns[0].lower(), k[0], k[0]) for k in left if k[0] is not None)
         held = (
             ctx.metadata.scan_size(

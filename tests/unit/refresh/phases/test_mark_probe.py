@@ -271,3 +271,7 @@ def test_new_keys_no_file_of_the_fact_can_hold_are_in_no_view_row():
     # over SQL (no scan plan): not known
     held = None
     assert not mark.with_unreferenced_keys(ctx, plan, logs)["shop.customers"].inserts_patched
+    # the orders have no snapshot: not asked
+    asked.clear()
+    logs["shop.orders"] = MarkedLog(orders, 1, 0, 5, 0, 0, -1)
+    assert not mark.with_unreferenced_keys(ctx, plan, logs)["shop.customers"].inserts_patched and not asked
