@@ -34,6 +34,15 @@ rest read in full. Separately, each INS step read the fact in full for its dimen
 three changed masters: three scans of the fact, each with a shuffle of the joined dimension);
 together they read it once.
 
+**A dimension's updates patched from the view (PATCH).** A changed dimension row's INS step reads
+the fact whole (its rows are scattered there). An update that keeps the row in the view and its
+join columns joins the same fact rows before and after, so its rows are read from the view as the
+refresh found it (``VERSION AS OF`` the snapshot the write branch begins at) and written again with
+the dimension's columns from its new row (``_patched_rows``; which masters and updates:
+analysis/patching.py, the mark step). New rows no fact file can hold (the mark step's unreferenced
+keys) are in no view row. A dimension is patched only when every one of its keys with an after
+image is one of those: otherwise its INS step reads the fact anyway.
+
 **One scan of each master when a dimension changed with the fact's children, keys scattered.**
 A changed dimension's rows are scattered in the fact, so its INS step reads the fact and the
 fact's children (the line items of a customer's orders) whole; with scattered keys the INS
