@@ -33,6 +33,8 @@ facts anyway).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sqlglot import exp
 
 from dbt_incremental_mv.analysis.links import KeyLink, key_links
@@ -41,31 +43,40 @@ from dbt_incremental_mv.analysis.relevance import occurrence_filters
 from dbt_incremental_mv.analysis.resolved import split_conjuncts, unparenthesized
 
 
-def patched_alias(view: ViewDefinition, master: str) -> str | None:
-    """The occurrence of ``master`` whose updates the view patches in place, or None: a master
-    read once whose updates can be patched (``patch_columns``) and that is a dimension whose rows'
-    partners are scattered in another master (``_scatters``), where its INS step would read that
-    master whole."""
+@dataclass(frozen=True)
+class Patching:
+    """How a view patches one master's updates in place."""
+
+    alias: str  # the master's occurrence
+    join_columns: tuple[str, ...]  # its join columns outside its key, in name order: an update's images agree on them
+    link: KeyLink  # the first by which another master holds its key, scattered there (``_scattering_link``)
+    filters: tuple[exp.Expr, ...]  # its filters, which its log's images are tested by (analysis/relevance.py)
+
+
+def patching(view: ViewDefinition, master: str) -> Patching | None:
+    """How ``view`` patches ``master``'s updates in place, or None when it does not: a master read
+    once, a dimension whose rows' partners are scattered in another master (where its INS step
+    would read that master whole), whose updates can be patched (see the module's docstring)."""
     if view.view_class is not ViewClass.JOIN or len(view.occurrences) < 2 or view.null_supplying:
         return None
     found = [o for o in view.occurrences if o.master.name == master]
-    if len(found) != 1 or not found[0].master.key or not _scatters(view, found[0].alias):
+    if len(found) != 1 or not found[0].master.key:
         return None
-    return found[0].alias if patch_columns(view, found[0].alias) is not None else None
+    alias = found[0].alias
+    link = _scattering_link(view, alias)
+    if link is None:
+        return None
+    filters = next((f for o, f in occurrence_filters(view) if o.alias == alias), None)
+    columns = _join_columns(view, alias, filters or [])
+    return Patching(alias, columns, link, tuple(filters or ())) if columns is not None else None
 
 
-def _scatters(view: ViewDefinition, alias: str) -> bool:
-    """Whether another master holds ``alias``'s key in columns that do not begin its own key:
-    a customer's orders are scattered among the orders (kept in order of their keys), where an
-    order's line items (``l_orderkey`` begins their key) lie together, found by the ranges of
-    their keys."""
-    return scattering_link(view, alias) is not None
-
-
-def scattering_link(view: ViewDefinition, alias: str) -> KeyLink | None:
+def _scattering_link(view: ViewDefinition, alias: str) -> KeyLink | None:
     """The first inner key link (analysis/links.py) by which another master holds ``alias``'s key
-    in columns that do not begin its own key (see _scatters), or None. A key of ``alias`` that no
-    row of that master holds is in no view row."""
+    in columns that do not begin its own key, or None: a customer's orders are scattered among the
+    orders (kept in order of their keys), where an order's line items (``l_orderkey`` begins their
+    key) lie together, found by the ranges of their keys. A key of ``alias`` that no row of that
+    master holds is in no view row."""
     for link in key_links(view):
         if link.source != alias or not link.inner:
             continue
@@ -75,10 +86,10 @@ def scattering_link(view: ViewDefinition, alias: str) -> KeyLink | None:
     return None
 
 
-def patch_columns(view: ViewDefinition, alias: str) -> tuple[str, ...] | None:
-    """The join columns of occurrence ``alias`` outside its key, in name order (an update is
-    patched when its images agree on them), or None when its updates cannot be patched (see the
-    module's docstring)."""
+def _join_columns(view: ViewDefinition, alias: str, filters: list[exp.Expr]) -> tuple[str, ...] | None:
+    """The join columns of occurrence ``alias`` outside its key, in name order, or None when its
+    updates cannot be patched (see the module's docstring; ``filters``: its filters, which its
+    log's images are tested by)."""
     occurrence = view.occurrence(alias)
     key = {k.casefold() for k in occurrence.master.key}
     if {k.casefold() for k in view.key_columns_by_source(alias)} != key:
@@ -89,8 +100,6 @@ def patch_columns(view: ViewDefinition, alias: str) -> tuple[str, ...] | None:
         tables = {c.table for c in output.expression.find_all(exp.Column)}
         if alias in tables and len(tables) > 1:
             return None
-    filters = [f for o, f in occurrence_filters(view) if o.alias == alias]
-    own = filters[0] if filters else None
     joined: set[str] = set()
     conjuncts = list(view.where_conjuncts)
     for step in view.joins:
@@ -100,7 +109,7 @@ def patch_columns(view: ViewDefinition, alias: str) -> tuple[str, ...] | None:
         if alias not in tables:
             continue
         if tables == {alias}:
-            if own is None or not any(conjunct is f or conjunct == f for f in own):
+            if not any(conjunct is f or conjunct == f for f in filters):
                 return None  # a filter the images are not tested by
             continue
         column = _joined_column(conjunct, alias)

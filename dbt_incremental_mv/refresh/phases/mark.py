@@ -24,8 +24,8 @@ from typing import Any
 
 from dbt_incremental_mv import environment
 from dbt_incremental_mv.analysis.model import ViewDefinition
-from dbt_incremental_mv.analysis.patching import patch_columns, patched_alias, scattering_link
-from dbt_incremental_mv.analysis.relevance import occurrence_filters, relevant_rows
+from dbt_incremental_mv.analysis.patching import patching
+from dbt_incremental_mv.analysis.relevance import relevant_rows
 from dbt_incremental_mv.logs import properties as log_properties
 from dbt_incremental_mv.logs.contract import INSERT, LogSpec, normalize_type
 from dbt_incremental_mv.logs.sql import KEY_BUCKETS, LITERAL_KEYS, KeyProbe
@@ -209,8 +209,8 @@ def with_unreferenced_keys(
         if view is None or log.patch_key_values is None or log.insert_key_values is None:
             continue
         left = [k for k in log.insert_key_values if k not in set(log.patch_key_values)]
-        alias = patched_alias(view, master)
-        link = scattering_link(view, alias) if alias is not None else None
+        patched = patching(view, master)
+        link = patched.link if patched is not None else None
         if not left or link is None or len(link.columns) != 1:
             continue
         holder = marked[view.occurrence(link.target).master.name]
@@ -346,14 +346,10 @@ def patched_by(
     The images must have been tested by the master's filters (``relevant``: the before image
     passing them says the view holds the row's slice) and, to compare join columns outside the
     key, netted by the columns the view reads."""
-    alias = patched_alias(view, spec.master_relation)
-    if alias is None:
+    patched = patching(view, spec.master_relation)
+    if patched is None or (patched.filters and relevant is None) or (patched.join_columns and netted is None):
         return None
-    columns = patch_columns(view, alias)
-    filtered = any(filters for occurrence, filters in occurrence_filters(view) if occurrence.alias == alias)
-    if columns is None or (filtered and relevant is None) or (columns and netted is None):
-        return None
-    return columns
+    return patched.join_columns
 
 
 def relevant_images(plan: RefreshPlan, spec: LogSpec) -> str | None:

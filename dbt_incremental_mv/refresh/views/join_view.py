@@ -63,7 +63,7 @@ from sqlglot import exp
 
 from dbt_incremental_mv.analysis import ViewDefinition
 from dbt_incremental_mv.analysis.links import KeyLink, key_links
-from dbt_incremental_mv.analysis.patching import patched_alias
+from dbt_incremental_mv.analysis.patching import Patching, patching
 from dbt_incremental_mv.analysis.render import render_expression, render_select
 from dbt_incremental_mv.logs.contract import INSERT
 from dbt_incremental_mv.refresh.marked_log import KeyValues, MarkedLog, literal_in
@@ -319,7 +319,7 @@ def _deleted_rows(view: ViewDefinition, marked: Mapping[str, MarkedLog], del_ali
     return "\nunion all\n".join(_ins_queries(view, marked, sources, del_aliases, "all"))
 
 
-def _patches(view: ViewDefinition, marked: Mapping[str, MarkedLog]) -> dict[str, KeyValues]:
+def _patches(view: ViewDefinition, marked: Mapping[str, MarkedLog]) -> dict[str, tuple[Patching, KeyValues]]:
     """The updates patched in place (analysis/patching.py), by the alias of their occurrence: the
     keys the mark step found to be such updates, of a master whose every key with an after image
     is one or is in no view row (MarkedLog.inserts_patched: a new customer without orders), which
@@ -329,14 +329,12 @@ def _patches(view: ViewDefinition, marked: Mapping[str, MarkedLog]) -> dict[str,
     found = {}
     for occurrence in view.occurrences:
         log = marked[occurrence.master.name]
-        patched = log.patch_key_values
-        if (
-            patched is not None
-            and log.inserts
-            and log.inserts_patched
-            and patched_alias(view, occurrence.master.name) == occurrence.alias
-        ):
-            found[occurrence.alias] = patched
+        keys = log.patch_key_values
+        if keys is None or not log.inserts or not log.inserts_patched:
+            continue
+        patched = patching(view, occurrence.master.name)
+        if patched is not None and patched.alias == occurrence.alias:
+            found[occurrence.alias] = (patched, keys)
     return found
 
 
@@ -346,9 +344,9 @@ def _patched_rows(
     view_snapshot: int,
     marked: Mapping[str, MarkedLog],
     sources: Mapping[str, str],
-    patches: Mapping[str, KeyValues],
+    patches: Mapping[str, tuple[Patching, KeyValues]],
 ) -> str:
-    """The view's new rows of the updates patched in place (``patches``: their keys, by alias):
+    """The view's new rows of the updates patched in place (``patches``: how, and their keys, by alias):
     its rows holding one of those keys as of ``view_snapshot`` (the snapshot the refresh read: the
     DELETE has removed them from the write branch), each column reading a patched master computed
     from that master's new row where the row holds a patched key of it; but the rows holding any
@@ -359,12 +357,12 @@ def _patched_rows(
 
     def held(alias: str, qualifier: str = "`_mv_v`.") -> str:
         key = view.occurrence(alias).master.key
-        return literal_in([f"{qualifier}{ident(hidden[alias][k.lower()])}" for k in key], patches[alias])
+        return literal_in([f"{qualifier}{ident(hidden[alias][k.lower()])}" for k in key], patches[alias][1])
 
     rows = f"{relation(view_relation)} version as of {integer(view_snapshot)}"
     rows = f"(select * from {rows}\nwhere {' or '.join(held(alias, '') for alias in patches)})"
     unpatched = dict(marked)
-    for alias, keys in patches.items():  # (their keys are listed: see _patches)
+    for alias, (_, keys) in patches.items():  # (their keys are listed: see _patches)
         log = marked[view.occurrence(alias).master.name]
         assert log.key_values is not None
         unpatched[log.spec.master_relation] = dataclasses.replace(
@@ -389,13 +387,11 @@ def _patched_rows(
             columns.append(f"`_mv_v`.{ident(output.name)}")
     columns += [f"`_mv_v`.{ident(column.name)}" for column in view.hidden_columns]  # (keys unchanged)
     joins, found = [], []
-    for alias, keys in patches.items():
+    for alias, (patched, keys) in patches.items():
         key = view.occurrence(alias).master.key
         # its new rows, which pass its filters (their after images did when they were marked)
         conditions = [literal_in([f"{ident(alias)}.{ident(k)}" for k in key], keys)]
-        conditions += [
-            render_expression(c) for c in view.where_conjuncts if {n.table for n in c.find_all(exp.Column)} == {alias}
-        ]
+        conditions += [render_expression(f) for f in patched.filters]
         new_rows = f"(select * from {sources[alias]} as {ident(alias)}\nwhere {' and '.join(conditions)})"
         on = " and ".join(f"`_mv_v`.{ident(hidden[alias][k.lower()])} = {ident(alias)}.{ident(k)}" for k in key)
         joins.append(f"left join {new_rows} as {ident(alias)}\non {on}")
@@ -438,7 +434,7 @@ def refresh_statement(
         return None
     restrictions = _hidden_restrictions(view, marked, del_aliases)
     deletes = _delete_groups(restrictions)
-    several = len(deletes) + bool(ins_aliases or any(patches.values())) > 1
+    several = len(deletes) + bool(ins_aliases or any(keys for _, keys in patches.values())) > 1
     target = branch_target(view_relation, branch) if several else relation(view_relation)
     # An update marks both images: its key is deleted and re-inserted, so DEL covers every image.
     writes = [delete_write(target, pruned_any_of(group)) for group in deletes]
@@ -448,7 +444,7 @@ def refresh_statement(
     if ins_aliases:
         folded = _folded_ins_query(view, marked, sources, ins_aliases)
         queries = _ins_queries(view, marked, sources, ins_aliases) if folded is None else [folded]
-    patched = {alias: keys for alias, keys in patches.items() if keys}
+    patched = {alias: patch for alias, patch in patches.items() if patch[1]}
     if patched:
         assert view_snapshot is not None  # (only then are updates patched)
         queries.append(_patched_rows(view, view_relation, view_snapshot, marked, sources, patched))

@@ -5,7 +5,7 @@ by conditions its change log's images are tested by; no Spark."""
 from __future__ import annotations
 
 from dbt_incremental_mv.analysis import analyze_view
-from dbt_incremental_mv.analysis.patching import patch_columns, patched_alias
+from dbt_incremental_mv.analysis.patching import patching
 from tests.unit.analysis.conftest import MASTERS
 
 C, O, L, P, K = "shop.customers", "shop.orders", "shop.order_lines", "shop.products", "shop.countries"
@@ -18,7 +18,13 @@ CHAIN = (
 
 
 def patched(sql: str, master: str) -> str | None:
-    return patched_alias(analyze_view(sql, MASTERS), master)
+    found = patching(analyze_view(sql, MASTERS), master)
+    return found.alias if found is not None else None
+
+
+def join_columns(view, master: str) -> tuple[str, ...] | None:
+    found = patching(view, master)
+    return found.join_columns if found is not None else None
 
 
 def test_a_dimension_scattered_in_its_fact_is_patched_and_the_fact_is_not():
@@ -26,7 +32,7 @@ def test_a_dimension_scattered_in_its_fact_is_patched_and_the_fact_is_not():
     # an order's lines begin with its key: found by their ranges, its INS step reads no master whole
     assert patched(CHAIN, O) is None
     assert patched(CHAIN, L) is None  # no master holds a line's key
-    assert patch_columns(analyze_view(CHAIN, MASTERS), "c") == ()  # joined by its key alone
+    assert join_columns(analyze_view(CHAIN, MASTERS), C) == ()  # joined by its key alone
 
 
 def test_columns_of_a_dimension_joined_further_must_agree_between_its_images():
@@ -35,8 +41,8 @@ def test_columns_of_a_dimension_joined_further_must_agree_between_its_images():
         "join shop.countries k on k.country = c.country"
     )
     view = analyze_view(sql, MASTERS)
-    assert patched_alias(view, C) == "c" and patch_columns(view, "c") == ("country",)
-    assert patched_alias(view, K) == "k" and patch_columns(view, "k") == ()
+    assert patching(view, C).alias == "c" and join_columns(view, C) == ("country",)
+    assert patching(view, K).alias == "k" and join_columns(view, K) == ()
 
 
 def test_an_own_filter_its_images_are_tested_by_is_allowed():
