@@ -78,6 +78,7 @@ from dbt_incremental_mv.refresh.views.min_max import (
     recompute_cte,
     reserve_deltas,
     reserve_of,
+    reserve_ran_out,
     with_new_reserves,
 )
 from dbt_incremental_mv.refresh.views.semijoin import marked_ranges, reduce_sources
@@ -517,41 +518,59 @@ def _rewrite(
     """A small view rewritten whole, in ONE statement: its stored rows full-outer-joined with the
     delta (computed inline, read once), the delta's groups with their new values, the others as
     they are. A copy-on-write overwrite of a few rows costs less than caching the delta, deleting
-    its groups and inserting them (three Spark statements). A changed group whose sum or average
-    the delta cannot give exactly (exactness_guards: a decimal sum at the edge of its type) stops
-    the statement, and its fallback runs instead: the same rewrite with the recompute of those
-    groups from the masters (_rewrite_recomputing; statement.Fallback). Not for views that
-    recompute groups as a rule (MIN/MAX after deletes, HAVING, aggregates no delta maintains):
-    None."""
+    its groups and inserting them (three Spark statements). A changed group the delta cannot give
+    stops the statement, and its fallback runs instead: the same rewrite with the recompute of
+    those groups from the masters (_rewrite_recomputing; statement.Fallback). Such a group is one
+    whose sum or average is at the edge of its type (exactness_guards), or whose MIN/MAX reserve
+    ran out while it still has values (min_max.reserve_ran_out: only after deletes, and rare).
+    Not for views that recompute groups as a rule (HAVING, a MIN/MAX without a reserve that lost
+    values, aggregates no delta maintains): None."""
     min_max = [o.name for o in view.outputs if o.kind in (OutputKind.MIN, OutputKind.MAX)]
     any_deletes = any(marked[o.master.name].deletes for o in view.occurrences)
-    if view.having is not None or (min_max and (any_deletes or view.null_supplying)) or recomputed_outputs(view):
+    extremes = [c for c in min_max if any_deletes or view.null_supplying]  # may have lost their extreme
+    if view.having is not None or any(reserve_of(view, c) is None for c in extremes) or recomputed_outputs(view):
         return None
     arguments = Arguments(view)
 
+    sliced: set[str] = set()  # the changes applied by recomputing their slices (outer_aggregate.py)
+
     def anchor_keys(alias: str, query: str) -> str:  # the slices' anchor keys: inline, read once
+        sliced.add(alias)
         return query
 
     rows_of_delta = _delta_rows(_delta_terms(view, marked, arguments, anchor_keys))
     delta = _delta_of_rows(view, rows_of_delta, arguments, min_max, wide_sums(view, view_types))
     keys = view.group_key_columns
-    values = _new_values(view, view_types, False, "`_mv_t`", "`_mv_s`")
+    # every stored row beside its group's delta (NULL fields for a group the view does not hold,
+    # a NULL delta for an unchanged group), with its new reserves merged where the group changed
+    changed_group = "_mv_changed"
+    joined = with_new_reserves(
+        view,
+        view_types,
+        f"select `_mv_d`.*, struct(`_mv_v`.*) as {STORED}, coalesce(`_mv_d`.`_mv_in_delta`, false) as "
+        f"{ident(changed_group)}\n"
+        f"from (select *, true as `_mv_in_delta` from (\n{delta}\n)) as `_mv_d`\n"
+        f"full outer join {relation(view_relation)} as `_mv_v` on {group_match('`_mv_d`', '`_mv_v`', keys)}",
+        changed=changed_group,
+    )
+    stored_row = f"`_mv_s`.{STORED}"
+    values = _new_values(view, view_types, False, stored_row, "`_mv_s`", reserves_in_source=True)
     # an unchanged group keeps its stored values exactly; a new group's keys come from the delta
     stored = view.stored_columns
-    in_delta = "coalesce(`_mv_s`.`_mv_in_delta`, false)"
+    in_delta = f"`_mv_s`.{ident(changed_group)}"
     kept = [
-        f"case when {in_delta} then {values[c]} else `_mv_t`.{ident(c)} end as {ident(c)}"
+        f"case when {in_delta} then {values[c]} else {stored_row}.{ident(c)} end as {ident(c)}"
         if c not in keys
-        else f"coalesce(`_mv_s`.{ident(c)}, `_mv_t`.{ident(c)}) as {ident(c)}"
+        else f"coalesce(`_mv_s`.{ident(c)}, {stored_row}.{ident(c)}) as {ident(c)}"
         for c in stored
     ]
     new_count = values[ROW_COUNT_COLUMN]
-    guards = exactness_guards(view, view_types, stored="`_mv_t`", source="`_mv_s`", totals=None)
+    guards = exactness_guards(view, view_types, stored=stored_row, source="`_mv_s`", totals=None)
+    guards += [reserve_ran_out(view, c, stored_row, "`_mv_s`") for c in extremes]
     guarded = f", coalesce({in_delta} and ({' or '.join(guards)}), false) as `_mv_guarded`" if guards else ""
-    joined = (
+    rewritten = (
         f"select {', '.join(kept)}, {in_delta} as `_mv_changed`, {new_count} as `_mv_new_count`{guarded}\n"
-        f"from (select *, true as `_mv_in_delta` from (\n{delta}\n)) as `_mv_s`\n"
-        f"full outer join {relation(view_relation)} as `_mv_t` on {group_match('`_mv_s`', '`_mv_t`', keys)}"
+        f"from (\n{joined}\n) as `_mv_s`"
     )
     # a group whose rows all went is not written again; a global aggregate keeps its one row
     where = "\nwhere not `_mv_changed` or `_mv_new_count` > 0" if keys else ""
@@ -560,19 +579,24 @@ def _rewrite(
         stop_when("`_mv_guarded`", ident(c)) + f" as {ident(c)}" if guards and i == 0 else ident(c)
         for i, c in enumerate(stored)
     ]
-    rows = f"select {', '.join(written)} from (\n{joined}\n){where}"
+    rows = f"select {', '.join(written)} from (\n{rewritten}\n){where}"
     target = relation(view_relation)
     fallback = (
         Fallback(
-            _rewrite_recomputing(view, view_relation, marked, view_types, rows_of_delta, delta),
+            _rewrite_recomputing(view, view_relation, marked, view_types, rows_of_delta, delta, extremes),
             "the rewrite with the recompute of those groups",
         )
         if guards
         else None
     )
     write = Write(WriteKind.OVERWRITE, f"insert overwrite {target} ({idents(stored)})\n{rows}", fallback=fallback)
-    run = tuple(f"{'ROWS' if a in view.null_supplying else 'DELTA'} {a}" for a in changed) + ("rewrite of the view",)
+    run = tuple(f"{'SLICES' if a in sliced else 'ROWS' if a in view.null_supplying else 'DELTA'} {a}" for a in changed)
+    if extremes:
+        run += ("MIN/MAX from the reserves, recompute of groups whose reserve ran out",)
+    run += ("rewrite of the view",)
     skipped = tuple(f"DELTA {o.alias}" for o in view.occurrences if o.alias not in changed)
+    if min_max and not extremes:
+        skipped += ("MIN/MAX recompute (insert-only)",)
     touched = broadcast_exists(delta, "`_mv_k`", group_match("`_mv_k`", "`_mv_v`", keys))
     return refresh_writes(branch, [write], run, skipped, touched=touched)
 
@@ -584,13 +608,14 @@ def _rewrite_recomputing(
     view_types: Mapping[str, str],
     rows_of_delta: str,
     delta: str,
+    extremes: Sequence[str] = (),
 ) -> str:
     """The fallback of a rewrite (_rewrite) that stopped: the view rewritten whole, its delta's
     groups as the INSERT of a refresh in several statements writes them (the groups the guards
     flag recomputed from the masters: _new_rows), the other groups as they are. The delta is
     inline here (Spark computes it at each reference): this runs only when a guard held."""
     keys = view.group_key_columns
-    flag = flag_condition(view, [], exactness_guards(view, view_types))
+    flag = flag_condition(view, list(extremes), exactness_guards(view, view_types))
     cached = _cached_delta(view, view_types, delta, rows_of_delta, view_relation, flag)
     ctes, _, new_rows = _new_rows(view, view_types, marked, cached, recompute=True, every_group=False)
     stored = view.stored_columns

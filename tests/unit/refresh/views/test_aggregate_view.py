@@ -452,19 +452,39 @@ def test_a_small_view_is_rewritten_whole_by_one_statement_reading_the_delta_once
     assert sql.startswith("insert overwrite `shop`.`v` (") and isinstance(sqlglot.parse_one(sql, read="spark"), sqlglot.exp.Insert)
     parsed = sqlglot.parse_one(sql, read="spark")
     assert sum(1 for t in parsed.find_all(sqlglot.exp.Table) if t.name == "mlog_lines") == 1  # the delta, once
-    assert "full outer join `shop`.`v` as `_mv_t` on `_mv_s`.`status` <=> `_mv_t`.`status`" in sql
+    assert "full outer join `shop`.`v` as `_mv_v` on `_mv_d`.`status` <=> `_mv_v`.`status`" in sql
+    assert "struct(`_mv_v`.*) as `_mv_t`, coalesce(`_mv_d`.`_mv_in_delta`, false) as `_mv_changed`" in sql
     # an unchanged group keeps its stored values; a group whose rows all went is not written
-    assert "case when coalesce(`_mv_s`.`_mv_in_delta`, false) then " in sql and "else `_mv_t`.`qty` end as `qty`" in sql
+    assert "case when `_mv_s`.`_mv_changed` then " in sql and "else `_mv_s`.`_mv_t`.`qty` end as `qty`" in sql
     assert sql.endswith("where not `_mv_changed` or `_mv_new_count` > 0")
-    assert rewrite.steps_run == ("DELTA l", "rewrite of the view")
-    # bigger views (the plan passes no rows: config rewrite_rows), and deletes under a MIN/MAX
-    # (its groups are recomputed): DELETE and INSERT
+    assert rewrite.steps_run == ("DELTA l", "rewrite of the view") and rewrite.writes[0].fallback is None
+    # bigger views (the plan passes no rows: config rewrite_rows): DELETE and INSERT
     assert [w.kind for w in aggregate_view.refresh_statement(view, "shop.v", logs, {}, view_rows=None).writes] == ["delete", "insert"]
+    # a MIN/MAX with a reserve: inserts merged into it; after deletes too, a group whose reserve ran out
+    # while it has values stops the rewrite and the rewrite recomputing it runs instead
     extremes = analyze_view(BY_PRODUCT, MASTERS)
-    deleted = aggregate_view.refresh_statement(extremes, "shop.v", {"shop.lines": marked(LINES, 0, 1)}, {}, view_rows=5)
-    assert [w.kind for w in deleted.writes] == ["delete", "insert"]
     inserted = aggregate_view.refresh_statement(extremes, "shop.v", {"shop.lines": marked(LINES, 3, 0)}, {}, view_rows=5)
-    assert [w.kind for w in inserted.writes] == ["overwrite"]
+    assert [w.kind for w in inserted.writes] == ["overwrite"] and "size(`_mv_s`.`_mv_nr_max_price`)" not in inserted.writes[0].sql
+    deleted = aggregate_view.refresh_statement(extremes, "shop.v", {"shop.lines": marked(LINES, 0, 1)}, {}, view_rows=5)
+    (write,) = deleted.writes
+    assert write.kind == "overwrite" and sqlglot.parse_one(write.sql, read="spark")
+    assert "case when `_mv_c`.`_mv_changed` then slice(array_sort(" in write.sql  # merged for changed groups only
+    assert (
+        "coalesce(`_mv_s`.`_mv_changed` and ((size(`_mv_s`.`_mv_nr_min_qty`) = 0 and "
+        "(coalesce(`_mv_s`.`_mv_t`.`_mv_cnt_min_qty`, 0) + coalesce(`_mv_s`.`_mv_d__mv_cnt_min_qty`, 0)) > 0) or "
+        "(size(`_mv_s`.`_mv_nr_max_price`) = 0 and "
+    ) in write.sql
+    assert "raise_error(" in write.sql
+    recomputing = write.fallback.sql
+    assert recomputing.startswith("insert overwrite `shop`.`v` (") and sqlglot.parse_one(recomputing, read="spark")
+    assert "`_mv_recompute` as (" in recomputing and "(size(`_mv_d`.`_mv_nr_max_price`) = 0 and" in recomputing
+    assert deleted.steps_run == (
+        "DELTA lines", "MIN/MAX from the reserves, recompute of groups whose reserve ran out", "rewrite of the view"
+    )
+    # a global MIN/MAX has no reserve: its groups are recomputed as a rule, DELETE and INSERT
+    overall = analyze_view("select count(*) as n, max(price) as top from shop.lines", MASTERS)
+    everything = aggregate_view.refresh_statement(overall, "shop.v", {"shop.lines": marked(LINES, 0, 1)}, {}, view_rows=1)
+    assert [w.kind for w in everything.writes] == ["delete", "insert"]
 
 
 def test_a_min_and_a_max_of_one_column_share_the_netting_of_its_values():
