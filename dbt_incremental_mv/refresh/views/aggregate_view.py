@@ -541,36 +541,26 @@ def _rewrite(
     rows_of_delta = _delta_rows(_delta_terms(view, marked, arguments, anchor_keys))
     delta = _delta_of_rows(view, rows_of_delta, arguments, min_max, wide_sums(view, view_types))
     keys = view.group_key_columns
-    # every stored row beside its group's delta (NULL fields for a group the view does not hold,
-    # a NULL delta for an unchanged group), with its new reserves merged where the group changed
-    changed_group = "_mv_changed"
-    joined = with_new_reserves(
-        view,
-        view_types,
-        f"select `_mv_d`.*, struct(`_mv_v`.*) as {STORED}, coalesce(`_mv_d`.`_mv_in_delta`, false) as "
-        f"{ident(changed_group)}\n"
-        f"from (select *, true as `_mv_in_delta` from (\n{delta}\n)) as `_mv_d`\n"
-        f"full outer join {relation(view_relation)} as `_mv_v` on {group_match('`_mv_d`', '`_mv_v`', keys)}",
-        changed=changed_group,
-    )
-    stored_row = f"`_mv_s`.{STORED}"
-    values = _new_values(view, view_types, False, stored_row, "`_mv_s`", reserves_in_source=True)
+    values = _new_values(view, view_types, False, "`_mv_t`", "`_mv_s`")
     # an unchanged group keeps its stored values exactly; a new group's keys come from the delta
+    # (CASE evaluates the new values, the reserves' merges among them, for changed groups only)
     stored = view.stored_columns
-    in_delta = f"`_mv_s`.{ident(changed_group)}"
+    in_delta = "coalesce(`_mv_s`.`_mv_in_delta`, false)"
     kept = [
-        f"case when {in_delta} then {values[c]} else {stored_row}.{ident(c)} end as {ident(c)}"
+        f"case when {in_delta} then {values[c]} else `_mv_t`.{ident(c)} end as {ident(c)}"
         if c not in keys
-        else f"coalesce(`_mv_s`.{ident(c)}, {stored_row}.{ident(c)}) as {ident(c)}"
+        else f"coalesce(`_mv_s`.{ident(c)}, `_mv_t`.{ident(c)}) as {ident(c)}"
         for c in stored
     ]
     new_count = values[ROW_COUNT_COLUMN]
-    guards = exactness_guards(view, view_types, stored=stored_row, source="`_mv_s`", totals=None)
-    guards += [reserve_ran_out(view, c, stored_row, "`_mv_s`") for c in extremes]
+    guards = exactness_guards(view, view_types, stored="`_mv_t`", source="`_mv_s`", totals=None)
+    reserves = {output: h.name for h in view.reserves for output in h.outputs}
+    guards += [reserve_ran_out(view, c, "`_mv_t`", "`_mv_s`", values[reserves[c]]) for c in extremes]
     guarded = f", coalesce({in_delta} and ({' or '.join(guards)}), false) as `_mv_guarded`" if guards else ""
-    rewritten = (
+    joined = (
         f"select {', '.join(kept)}, {in_delta} as `_mv_changed`, {new_count} as `_mv_new_count`{guarded}\n"
-        f"from (\n{joined}\n) as `_mv_s`"
+        f"from (select *, true as `_mv_in_delta` from (\n{delta}\n)) as `_mv_s`\n"
+        f"full outer join {relation(view_relation)} as `_mv_t` on {group_match('`_mv_s`', '`_mv_t`', keys)}"
     )
     # a group whose rows all went is not written again; a global aggregate keeps its one row
     where = "\nwhere not `_mv_changed` or `_mv_new_count` > 0" if keys else ""
@@ -579,7 +569,7 @@ def _rewrite(
         stop_when("`_mv_guarded`", ident(c)) + f" as {ident(c)}" if guards and i == 0 else ident(c)
         for i, c in enumerate(stored)
     ]
-    rows = f"select {', '.join(written)} from (\n{rewritten}\n){where}"
+    rows = f"select {', '.join(written)} from (\n{joined}\n){where}"
     target = relation(view_relation)
     fallback = (
         Fallback(

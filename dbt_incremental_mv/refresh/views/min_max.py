@@ -45,23 +45,17 @@ def new_reserve_name(output: str) -> str:
     return f"_mv_nr_{output}"
 
 
-def with_new_reserves(
-    view: ViewDefinition, view_types: Mapping[str, str], rows: str, changed: str | None = None
-) -> str:
+def with_new_reserves(view: ViewDefinition, view_types: Mapping[str, str], rows: str) -> str:
     """The delta's groups with their stored rows (``rows``: _with_stored_rows) and each MIN/MAX
     reserve's new value (``_mv_nr_<output>``): merged once per group where the delta is cached,
     not in each of the several places the writes read it (Spark evaluates the higher-order
-    functions of a merge row by row, interpreted). ``changed``: a column of ``rows`` telling the
-    rows of a changed group (the others' reserves are not merged: NULL)."""
+    functions of a merge row by row, interpreted)."""
     if not view.reserves:
         return rows
-
-    def merge(output: str) -> str:
-        reserve = new_reserve(view, output, view_types, f"`_mv_c`.{STORED}", "`_mv_c`")
-        return reserve if changed is None else f"case when `_mv_c`.{ident(changed)} then {reserve} end"
-
     merged = ", ".join(
-        f"{merge(reserve.outputs[0])} as {ident(new_reserve_name(reserve.outputs[0]))}" for reserve in view.reserves
+        f"{new_reserve(view, reserve.outputs[0], view_types, f'`_mv_c`.{STORED}', '`_mv_c`')} "
+        f"as {ident(new_reserve_name(reserve.outputs[0]))}"
+        for reserve in view.reserves
     )
     return f"select `_mv_c`.*, {merged} from (\n{rows}\n) as `_mv_c`"
 
@@ -147,10 +141,12 @@ def flag_condition(view: ViewDefinition, min_max: list[str], guards: Sequence[st
     return f"coalesce({' or '.join(conditions)}, false)" if conditions else "false"
 
 
-def reserve_ran_out(view: ViewDefinition, output: str, stored: str, row: str) -> str:
-    """Whether the new reserve of MIN/MAX ``output`` (a column of ``row``: with_new_reserves) ran
-    out while its group still has values (its stored row ``stored``): the group is recomputed."""
-    return f"(size({row}.{ident(new_reserve_name(output))}) = 0 and {count_after(view, output, stored, row)} > 0)"
+def reserve_ran_out(view: ViewDefinition, output: str, stored: str, row: str, reserve: str | None = None) -> str:
+    """Whether the new reserve of MIN/MAX ``output`` (``reserve``, else a column of ``row``:
+    with_new_reserves) ran out while its group still has values (its stored row ``stored``, its
+    delta ``row``): the group is recomputed."""
+    new = reserve or f"{row}.{ident(new_reserve_name(output))}"
+    return f"(size({new}) = 0 and {count_after(view, output, stored, row)} > 0)"
 
 
 def reserve_of(view: ViewDefinition, output: str) -> HiddenColumn | None:

@@ -452,10 +452,9 @@ def test_a_small_view_is_rewritten_whole_by_one_statement_reading_the_delta_once
     assert sql.startswith("insert overwrite `shop`.`v` (") and isinstance(sqlglot.parse_one(sql, read="spark"), sqlglot.exp.Insert)
     parsed = sqlglot.parse_one(sql, read="spark")
     assert sum(1 for t in parsed.find_all(sqlglot.exp.Table) if t.name == "mlog_lines") == 1  # the delta, once
-    assert "full outer join `shop`.`v` as `_mv_v` on `_mv_d`.`status` <=> `_mv_v`.`status`" in sql
-    assert "struct(`_mv_v`.*) as `_mv_t`, coalesce(`_mv_d`.`_mv_in_delta`, false) as `_mv_changed`" in sql
+    assert "full outer join `shop`.`v` as `_mv_t` on `_mv_s`.`status` <=> `_mv_t`.`status`" in sql
     # an unchanged group keeps its stored values; a group whose rows all went is not written
-    assert "case when `_mv_s`.`_mv_changed` then " in sql and "else `_mv_s`.`_mv_t`.`qty` end as `qty`" in sql
+    assert "case when coalesce(`_mv_s`.`_mv_in_delta`, false) then " in sql and "else `_mv_t`.`qty` end as `qty`" in sql
     assert sql.endswith("where not `_mv_changed` or `_mv_new_count` > 0")
     assert rewrite.steps_run == ("DELTA l", "rewrite of the view") and rewrite.writes[0].fallback is None
     # bigger views (the plan passes no rows: config rewrite_rows): DELETE and INSERT
@@ -464,16 +463,15 @@ def test_a_small_view_is_rewritten_whole_by_one_statement_reading_the_delta_once
     # while it has values stops the rewrite and the rewrite recomputing it runs instead
     extremes = analyze_view(BY_PRODUCT, MASTERS)
     inserted = aggregate_view.refresh_statement(extremes, "shop.v", {"shop.lines": marked(LINES, 3, 0)}, {}, view_rows=5)
-    assert [w.kind for w in inserted.writes] == ["overwrite"] and "size(`_mv_s`.`_mv_nr_max_price`)" not in inserted.writes[0].sql
+    assert [w.kind for w in inserted.writes] == ["overwrite"] and "_mv_guarded" not in inserted.writes[0].sql
     deleted = aggregate_view.refresh_statement(extremes, "shop.v", {"shop.lines": marked(LINES, 0, 1)}, {}, view_rows=5)
     (write,) = deleted.writes
     assert write.kind == "overwrite" and sqlglot.parse_one(write.sql, read="spark")
-    assert "case when `_mv_c`.`_mv_changed` then slice(array_sort(" in write.sql  # merged for changed groups only
-    assert (
-        "coalesce(`_mv_s`.`_mv_changed` and ((size(`_mv_s`.`_mv_nr_min_qty`) = 0 and "
-        "(coalesce(`_mv_s`.`_mv_t`.`_mv_cnt_min_qty`, 0) + coalesce(`_mv_s`.`_mv_d__mv_cnt_min_qty`, 0)) > 0) or "
-        "(size(`_mv_s`.`_mv_nr_max_price`) = 0 and "
-    ) in write.sql
+    # (merged for changed groups only: a CASE on the group being in the delta)
+    assert "case when coalesce(`_mv_s`.`_mv_in_delta`, false) then try_element_at(slice(array_sort(" in write.sql
+    guard = write.sql.split(" as `_mv_guarded`", 1)[0].rsplit(", coalesce(coalesce(`_mv_s`.`_mv_in_delta`, false) and (", 1)[1]
+    assert guard.startswith("(size(slice(array_sort(") and guard.count("(size(") == 2, guard
+    assert "(coalesce(`_mv_t`.`_mv_cnt_min_qty`, 0) + coalesce(`_mv_s`.`_mv_d__mv_cnt_min_qty`, 0)) > 0)" in guard
     assert "raise_error(" in write.sql
     recomputing = write.fallback.sql
     assert recomputing.startswith("insert overwrite `shop`.`v` (") and sqlglot.parse_one(recomputing, read="spark")
