@@ -151,12 +151,13 @@ def write_projects(
     refresh_method 'fast', 'complete' and 'force'. The force project captures into logs of its
     own (in its schema), so that neither project's capture or purge moves the other's logs."""
     masters = masters_of(ds, views)
+    extra = f", {args.view_config}" if args.view_config else ""  # --view-config: every fast_refresh model's
     common = {"warehouse": warehouse, "driver_memory": args.driver_memory, "threads": args.threads,
               "on_run_start": ds.WARM_UP}
     fast = write_project(root, "fast", schema="mv_fast",
                          sources_yml=_sources(ds, masters, args.logs, views=views, view_logs=args.view_logs),
-                         models={v.name: _model(ds, v, "materialized='fast_refresh', refresh_method='fast'", views,
-                                                args.view_logs)
+                         models={v.name: _model(ds, v, "materialized='fast_refresh', refresh_method='fast'" + extra,
+                                                views, args.view_logs)
                                  for v in views}, **common)
     complete = write_project(
         root, "complete", schema="mv_complete", sources_yml=_sources(ds, masters, None),
@@ -167,7 +168,8 @@ def write_projects(
         force = write_project(
             root, "force", schema="mv_force",
             sources_yml=_sources(ds, masters, args.logs, log_schema="mv_force", views=views, view_logs=args.view_logs),
-            models={v.name: _model(ds, v, "materialized='fast_refresh', refresh_method='force'", views, args.view_logs)
+            models={v.name: _model(ds, v, "materialized='fast_refresh', refresh_method='force'" + extra, views,
+                                  args.view_logs)
                     for v in views},
             **common)
     return fast, complete, force
@@ -446,6 +448,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                             v.name for name in DATASETS for v in dataset(name).VIEWS))
     parser.add_argument("--threads", type=int, default=1, help="dbt threads (1: every view timed alone)")
     parser.add_argument("--driver-memory", default="2g")
+    parser.add_argument("--view-config", default="",
+                        help="more config of every fast and force model, e.g. \"rewrite_rows=200000\"")
     parser.add_argument("--no-explain", action="store_true", help="do not EXPLAIN the refresh statements")
     parser.add_argument("--no-force", action="store_true",
                         help="no force project (refresh_method='force': the cost model's choice, timed against both)")
