@@ -507,6 +507,16 @@ def _over_values(expression: exp.Expr, values: Mapping[str, str], view_types: Ma
     return text
 
 
+RESERVES_STEP = "MIN/MAX from the reserves, recompute of groups whose reserve ran out"
+INSERT_ONLY_STEP = "MIN/MAX recompute (insert-only)"  # skipped: no value can have gone
+
+
+def _change_steps(view: ViewDefinition, changed: list[str], sliced: set[str]) -> tuple[str, ...]:
+    """Each changed occurrence's step, as the log line names it: ``SLICES`` when its slices are
+    recomputed (``sliced``: outer_aggregate.py), ``ROWS`` when it is null-supplying, else ``DELTA``."""
+    return tuple(f"{'SLICES' if a in sliced else 'ROWS' if a in view.null_supplying else 'DELTA'} {a}" for a in changed)
+
+
 def _rewrite(
     view: ViewDefinition,
     view_relation: str,
@@ -527,7 +537,7 @@ def _rewrite(
     values, aggregates no delta maintains): None."""
     min_max = [o.name for o in view.outputs if o.kind in (OutputKind.MIN, OutputKind.MAX)]
     any_deletes = any(marked[o.master.name].deletes for o in view.occurrences)
-    extremes = [c for c in min_max if any_deletes or view.null_supplying]  # may have lost their extreme
+    extremes = min_max if any_deletes or view.null_supplying else []  # may have lost their extreme
     if view.having is not None or any(reserve_of(view, c) is None for c in extremes) or recomputed_outputs(view):
         return None
     arguments = Arguments(view)
@@ -554,8 +564,10 @@ def _rewrite(
     ]
     new_count = values[ROW_COUNT_COLUMN]
     guards = exactness_guards(view, view_types, stored="`_mv_t`", source="`_mv_s`", totals=None)
-    reserves = {output: h.name for h in view.reserves for output in h.outputs}
-    guards += [reserve_ran_out(view, c, "`_mv_t`", "`_mv_s`", values[reserves[c]]) for c in extremes]
+    for c in extremes:
+        reserve = reserve_of(view, c)
+        assert reserve is not None  # (checked above)
+        guards.append(reserve_ran_out(view, c, "`_mv_t`", "`_mv_s`", values[reserve.name]))
     guarded = f", coalesce({in_delta} and ({' or '.join(guards)}), false) as `_mv_guarded`" if guards else ""
     joined = (
         f"select {', '.join(kept)}, {in_delta} as `_mv_changed`, {new_count} as `_mv_new_count`{guarded}\n"
@@ -580,13 +592,10 @@ def _rewrite(
         else None
     )
     write = Write(WriteKind.OVERWRITE, f"insert overwrite {target} ({idents(stored)})\n{rows}", fallback=fallback)
-    run = tuple(f"{'SLICES' if a in sliced else 'ROWS' if a in view.null_supplying else 'DELTA'} {a}" for a in changed)
-    if extremes:
-        run += ("MIN/MAX from the reserves, recompute of groups whose reserve ran out",)
-    run += ("rewrite of the view",)
+    run = _change_steps(view, changed, sliced) + ((RESERVES_STEP,) if extremes else ()) + ("rewrite of the view",)
     skipped = tuple(f"DELTA {o.alias}" for o in view.occurrences if o.alias not in changed)
     if min_max and not extremes:
-        skipped += ("MIN/MAX recompute (insert-only)",)
+        skipped += (INSERT_ONLY_STEP,)
     touched = broadcast_exists(delta, "`_mv_k`", group_match("`_mv_k`", "`_mv_v`", keys))
     return refresh_writes(branch, [write], run, skipped, touched=touched)
 
@@ -737,9 +746,11 @@ def refresh_statement(
     target = branch_target(view_relation, branch)
     keys = view.group_key_columns
     slices: list[Cached] = []  # the affected anchor keys of a change sliced by them (outer_aggregate.py)
+    sliced: set[str] = set()  # ... and those changes
     inline: list[bool] = []
 
     def anchor_keys(alias: str, query: str) -> str:
+        sliced.add(alias)
         if inline:
             return query
         slices.append(Cached(cached_view(branch, f"slices_{alias}"), query))
@@ -802,20 +813,19 @@ def refresh_statement(
                     omits="its recompute of flagged groups",
                 ),
             )
-    sliced = {c.name.rsplit("_slices_", 1)[1] for c in slices}
-    run = tuple(f"{'SLICES' if a in sliced else 'ROWS' if a in view.null_supplying else 'DELTA'} {a}" for a in changed)
+    run = _change_steps(view, changed, sliced)
     run += tuple(f"TIME {alias}" for alias in sorted(crossed.rows)) if crossed is not None else ()
     if touched:
         run += ("recompute of every changed group (an aggregate no delta maintains)",)
     elif extremes and view.reserves:
-        run += ("MIN/MAX from the reserves, recompute of groups whose reserve ran out",)
+        run += (RESERVES_STEP,)
     elif extremes:
         run += ("MIN/MAX recompute of groups whose extreme was removed",)
     if view.having is not None and not touched:
         run += ("HAVING: recompute of groups the view does not hold",)
     skipped = tuple(f"DELTA {o.alias}" for o in view.occurrences if o.alias not in changed)
     if min_max and not extremes:
-        skipped += ("MIN/MAX recompute (insert-only)",)
+        skipped += (INSERT_ONLY_STEP,)
     # (the statistics are read before the writes, and the cached delta: the delta in full)
     stats_ctes = [
         f"`_mv_delta` as (\n{_cached_delta(view, view_types, delta_in_full, rows_in_full, view_relation, flag)}\n)",

@@ -319,7 +319,15 @@ def _deleted_rows(view: ViewDefinition, marked: Mapping[str, MarkedLog], del_ali
     return "\nunion all\n".join(_ins_queries(view, marked, sources, del_aliases, "all"))
 
 
-def _patches(view: ViewDefinition, marked: Mapping[str, MarkedLog]) -> dict[str, tuple[Patching, KeyValues]]:
+@dataclasses.dataclass(frozen=True)
+class _Patch:
+    """A master's updates patched in place: how (analysis/patching.py), and their keys."""
+
+    how: Patching
+    keys: KeyValues
+
+
+def _patches(view: ViewDefinition, marked: Mapping[str, MarkedLog]) -> dict[str, _Patch]:
     """The updates patched in place (analysis/patching.py), by the alias of their occurrence: the
     keys the mark step found to be such updates, of a master whose every key with an after image
     is one or is in no view row (MarkedLog.inserts_patched: a new customer without orders), which
@@ -334,7 +342,7 @@ def _patches(view: ViewDefinition, marked: Mapping[str, MarkedLog]) -> dict[str,
             continue
         patched = patching(view, occurrence.master.name)
         if patched is not None and patched.alias == occurrence.alias:
-            found[occurrence.alias] = (patched, keys)
+            found[occurrence.alias] = _Patch(patched, keys)
     return found
 
 
@@ -344,7 +352,7 @@ def _patched_rows(
     view_snapshot: int,
     marked: Mapping[str, MarkedLog],
     sources: Mapping[str, str],
-    patches: Mapping[str, tuple[Patching, KeyValues]],
+    patches: Mapping[str, _Patch],
 ) -> str:
     """The view's new rows of the updates patched in place (``patches``: how, and their keys, by alias):
     its rows holding one of those keys as of ``view_snapshot`` (the snapshot the refresh read: the
@@ -357,16 +365,17 @@ def _patched_rows(
 
     def held(alias: str, qualifier: str = "`_mv_v`.") -> str:
         key = view.occurrence(alias).master.key
-        return literal_in([f"{qualifier}{ident(hidden[alias][k.lower()])}" for k in key], patches[alias][1])
+        return literal_in([f"{qualifier}{ident(hidden[alias][k.lower()])}" for k in key], patches[alias].keys)
 
     rows = f"{relation(view_relation)} version as of {integer(view_snapshot)}"
     rows = f"(select * from {rows}\nwhere {' or '.join(held(alias, '') for alias in patches)})"
     unpatched = dict(marked)
-    for alias, (_, keys) in patches.items():  # (their keys are listed: see _patches)
+    for alias, patch in patches.items():  # (their keys are listed: see _patches)
         log = marked[view.occurrence(alias).master.name]
         assert log.key_values is not None
+        patched_keys = set(patch.keys)
         unpatched[log.spec.master_relation] = dataclasses.replace(
-            log, key_values=tuple(k for k in log.key_values if k not in set(keys))
+            log, key_values=tuple(k for k in log.key_values if k not in patched_keys)
         )
     changed = [o.alias for o in view.occurrences if marked[o.master.name].has_changes]
     restrictions = [r for r in _hidden_restrictions(view, unpatched, changed) if r.log.known_keys() != ()]
@@ -387,11 +396,11 @@ def _patched_rows(
             columns.append(f"`_mv_v`.{ident(output.name)}")
     columns += [f"`_mv_v`.{ident(column.name)}" for column in view.hidden_columns]  # (keys unchanged)
     joins, found = [], []
-    for alias, (patched, keys) in patches.items():
+    for alias, patch in patches.items():
         key = view.occurrence(alias).master.key
         # its new rows, which pass its filters (their after images did when they were marked)
-        conditions = [literal_in([f"{ident(alias)}.{ident(k)}" for k in key], keys)]
-        conditions += [render_expression(f) for f in patched.filters]
+        conditions = [literal_in([f"{ident(alias)}.{ident(k)}" for k in key], patch.keys)]
+        conditions += [render_expression(f) for f in patch.how.filters]
         new_rows = f"(select * from {sources[alias]} as {ident(alias)}\nwhere {' and '.join(conditions)})"
         on = " and ".join(f"`_mv_v`.{ident(hidden[alias][k.lower()])} = {ident(alias)}.{ident(k)}" for k in key)
         joins.append(f"left join {new_rows} as {ident(alias)}\non {on}")
@@ -434,7 +443,7 @@ def refresh_statement(
         return None
     restrictions = _hidden_restrictions(view, marked, del_aliases)
     deletes = _delete_groups(restrictions)
-    several = len(deletes) + bool(ins_aliases or any(keys for _, keys in patches.values())) > 1
+    several = len(deletes) + bool(ins_aliases or any(patch.keys for patch in patches.values())) > 1
     target = branch_target(view_relation, branch) if several else relation(view_relation)
     # An update marks both images: its key is deleted and re-inserted, so DEL covers every image.
     writes = [delete_write(target, pruned_any_of(group)) for group in deletes]
@@ -444,7 +453,7 @@ def refresh_statement(
     if ins_aliases:
         folded = _folded_ins_query(view, marked, sources, ins_aliases)
         queries = _ins_queries(view, marked, sources, ins_aliases) if folded is None else [folded]
-    patched = {alias: patch for alias, patch in patches.items() if patch[1]}
+    patched = {alias: patch for alias, patch in patches.items() if patch.keys}
     if patched:
         assert view_snapshot is not None  # (only then are updates patched)
         queries.append(_patched_rows(view, view_relation, view_snapshot, marked, sources, patched))
