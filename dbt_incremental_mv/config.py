@@ -108,10 +108,12 @@ MODEL_CONFIGS = (
         "`true`, `false`",
         "`true`",
         "After a fast refresh that leaves the view (or an internal state) with many more files than a rewrite "
-        "would (delete files, and small data files: 16 plus 16 for each 64 MB of the view), or (over 64 MB) a tenth of "
-        "its rows deleted, the refresh compacts it: its delete files merged (`rewrite_position_delete_files`) where they "
-        "are what makes it due, else Iceberg's `rewrite_data_files` of the files with deletes and the small "
-        "ones, sorted as the view was built. `false`: never (compact with `mv_compact`, which `mv_status` "
+        "would (delete files, and small data files: 8 for a view of at most 16 MB, else 16 plus 16 for each 64 MB of "
+        "the view), or (over 64 MB) a tenth of its rows deleted, the refresh compacts it: its small data files "
+        "rewritten (Iceberg's `rewrite_data_files` of the files under a sixteenth of the view, at most 8 MB) where "
+        "they are what makes it due, its delete files merged (`rewrite_position_delete_files`) where those are, else "
+        "`rewrite_data_files` of the files with deletes and the small ones; sorted as the view was built. "
+        "`false`: never (compact with `mv_compact`, which `mv_status` "
         "recommends). `refresh_method='force'` prices the compaction with the fast refresh.",
     ),
     ConfigKey(

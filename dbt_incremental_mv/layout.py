@@ -195,17 +195,24 @@ def layout_advice(view: ViewDefinition, view_relation: str) -> list[str]:
 # DELETE writes one from each of its tasks: at TPC-H scale factor 10 one refresh of the 3-way join
 # left its 190 MB view 11 data files and 12 delete files more), and the deleted rows it still
 # reads. Compaction is due when those extra files reach COMPACT_EXTRA_FILES plus
-# COMPACT_EXTRA_PER_FILE for each file a rewrite leaves (32 for a small view, whose scan is a job's
-# fixed cost that 20 extra files raised by a third; a larger view's scan is its bytes, which a small
-# file's opening adds little to), or, for a view of more than one such file, when
+# COMPACT_EXTRA_PER_FILE for each file a rewrite leaves (a larger view's scan is its bytes, which a
+# small file's opening adds little to), or, for a view of more than one such file, when
 # COMPACT_DELETED_SHARE of the rows in its data files are deleted. A compaction of that 190 MB view
 # (29-36 s) costs as much as its rebuild (29 s): it is due after a few refreshes, not at every
-# one, as it was when 4 delete files made it due.
+# one, as it was when 4 delete files made it due. A view of at most COMPACT_SMALL_VIEW_BYTES is due
+# at COMPACT_SMALL_VIEW_EXTRA_FILES: its scan is a job's fixed cost (0.4 s for a 3 MB view) that
+# each file beyond a rebuild's raises by 2-3%. Measured after 100 refreshes of 100 rows
+# (benchmarks/view_reads.py): due at 32 files, a 3 MB view read 1.29-1.42x its rebuilt self; at 8,
+# its compactions rewriting the refreshes' small files (compaction_kind), 1.19-1.20x at 0.25 s
+# of compaction per refresh (a 12 MB one 1.14-1.16x at 0.31 s).
 COMPACT_FILE_BYTES = 64 * 1024 * 1024  # the data files a compaction writes (about a sorted build's)
 COMPACT_EXTRA_FILES = 16
 COMPACT_EXTRA_PER_FILE = 16
+COMPACT_SMALL_VIEW_BYTES = 16 * 1024 * 1024
+COMPACT_SMALL_VIEW_EXTRA_FILES = 8
 COMPACT_DELETED_SHARE = 0.1
 COMPACT_SMALL_FILE_BYTES = 8 * 1024 * 1024  # a compaction rewrites these, and the files with deletes
+COMPACT_TINY_FILE_BYTES = 256 * 1024  # always small (a view of a few KB: every file of it)
 
 
 # the totals of an Iceberg snapshot's summary a ViewFiles is read from, and those it reads when
@@ -258,8 +265,22 @@ class ViewFiles:
 
     @property
     def extra_files_due(self) -> int:
-        """The extra files at which it is due."""
-        return COMPACT_EXTRA_FILES + COMPACT_EXTRA_PER_FILE * self.rewritten_files
+        """The extra files at which it is due (fewer for a small view: the comment above)."""
+        due = COMPACT_EXTRA_FILES + COMPACT_EXTRA_PER_FILE * self.rewritten_files
+        return min(due, COMPACT_SMALL_VIEW_EXTRA_FILES) if self.bytes <= COMPACT_SMALL_VIEW_BYTES else due
+
+    @property
+    def small_file_bytes(self) -> int:
+        """Data files under this many bytes are small: what a refresh's INSERT adds, not what a
+        build writes (a sixteenth of the view, at least COMPACT_TINY_FILE_BYTES, at most
+        COMPACT_SMALL_FILE_BYTES; a build writes a few files of a view under 64 MB: 2-3 of a 3 MB
+        one, 8 of a 54 MB one)."""
+        return min(COMPACT_SMALL_FILE_BYTES, max(COMPACT_TINY_FILE_BYTES, self.bytes // 16))
+
+    @property
+    def deleted_share(self) -> float:
+        """The share of the rows in its data files deleted (0: not known)."""
+        return self.deleted / self.records if self.records else 0.0
 
     @property
     def judged_by_deleted_rows(self) -> bool:
@@ -270,8 +291,7 @@ class ViewFiles:
     @property
     def deleted_rows_due(self) -> bool:
         """Too many of its rows deleted (COMPACT_DELETED_SHARE, where judged_by_deleted_rows)."""
-        deleted = self.deleted > 0 and self.deleted >= COMPACT_DELETED_SHARE * self.records
-        return deleted and self.judged_by_deleted_rows
+        return self.judged_by_deleted_rows and self.deleted > 0 and self.deleted_share >= COMPACT_DELETED_SHARE
 
     @property
     def compaction_due(self) -> bool:
@@ -305,6 +325,9 @@ class CompactionKind(StrEnum):
     """The position delete files merged, at most one per data file; the data files stay as they are."""
     DATA_FILES = "data files"
     """The data files with deletes and the small ones rewritten with their deletes applied, sorted."""
+    SMALL_FILES = "small data files"
+    """The small data files (ViewFiles.small_file_bytes: those the refreshes added) rewritten into
+    one, sorted, with their deletes applied; the others stay as they are, their delete files too."""
 
 
 def compaction_kind(files: ViewFiles, format_version: int | None, column_types: Sequence[str] = ()) -> CompactionKind:
@@ -321,11 +344,23 @@ def compaction_kind(files: ViewFiles, format_version: int | None, column_types: 
     due again after a few refreshes, and a scan opening them all), when it is not due
     (a compaction asked for by hand), on format 3 (a deletion vector per data file already) and
     for a table with ARRAY or MAP columns (whose delete files Iceberg 1.10 cannot rewrite, see
-    compaction_statements)."""
+    compaction_statements).
+
+    Where small data files are most of the extra files (as a refresh's INSERT leaves one or two
+    each time), only they are rewritten: a data file with deletes is rewritten with every row it
+    holds, and a small refresh deletes a few rows from every file of a small view, so rewriting
+    those rewrote the whole view at each compaction (a 54 MB view: 22 s, sorted, every 15 refreshes
+    of 100 rows; 0.4 s to rewrite its small files alone, ``benchmarks/view_reads.py``). Its
+    deleted rows stay deleted by position until COMPACT_DELETED_SHARE of them are (then the data
+    files are rewritten, whatever the view's size). A compaction of the small files that leaves
+    the view due (files under small_file_bytes that a build wrote, say) rewrites the data files
+    after it (Compaction.if_still_due)."""
     if (format_version is not None and format_version >= 3) or _nested(column_types) or not files.compaction_due:
         return CompactionKind.DATA_FILES
-    if files.deleted_rows_due:
+    if files.deleted_rows_due or files.deleted_share >= COMPACT_DELETED_SHARE:
         return CompactionKind.DATA_FILES
+    if files.data_files_over > files.delete_files:
+        return CompactionKind.SMALL_FILES
     merged = files.data_files_over + min(files.delete_files, files.data_files)
     return CompactionKind.DELETE_FILES if 2 * merged <= files.extra_files_due else CompactionKind.DATA_FILES
 
@@ -339,6 +374,13 @@ COMPACTION_OPTIONS = {
     # files of about a build's size, not Iceberg's 512 MB: a DELETE by key keeps planning few bytes
     "target-file-size-bytes": str(COMPACT_FILE_BYTES),
 }
+# the small files only (CompactionKind.SMALL_FILES): no file for its deletes, two small files make a
+# group worth rewriting (Iceberg's default wants five)
+SMALL_FILES_OPTIONS = {
+    "delete-file-threshold": str(2**31 - 1),
+    "delete-ratio-threshold": "1.0",
+    "min-input-files": "2",
+}
 
 
 def compaction_statements(
@@ -347,9 +389,12 @@ def compaction_statements(
     column_types: Sequence[str] = (),
     sort_by: Sequence[str] = (),
     kind: CompactionKind = CompactionKind.DATA_FILES,
+    small_file_bytes: int = COMPACT_SMALL_FILE_BYTES,
 ) -> list[str]:
     """Iceberg's compaction of a view. ``CompactionKind.DELETE_FILES``: its position delete files
-    merged (rewrite_position_delete_files, every one, dangling ones dropped). ``DATA_FILES``: its
+    merged (rewrite_position_delete_files, every one, dangling ones dropped). ``SMALL_FILES``: its
+    data files under ``small_file_bytes`` rewritten (sorted by ``sort_by``), none for its deletes
+    (Iceberg's thresholds of delete files and deleted rows per file set past any). ``DATA_FILES``: its
     data files rewritten with their deletes applied (every
     file with a delete file, and those under COMPACT_SMALL_FILE_BYTES, binpacked; sorted by
     ``sort_by``, the columns its build sorted it by (written_sort), so that the rewritten files keep
@@ -365,11 +410,13 @@ def compaction_statements(
         return [f"call system.rewrite_position_delete_files(table => {table}, options => map('rewrite-all', 'true'))"]
     nested = _nested(column_types)
     options = {**COMPACTION_OPTIONS, **({"rewrite-all": "true"} if nested else {})}
+    if kind is CompactionKind.SMALL_FILES:
+        options.update({**SMALL_FILES_OPTIONS, "min-file-size-bytes": str(small_file_bytes)})
     listed = ", ".join(f"{string(k)}, {string(v)}" for k, v in sorted(options.items()))
     order = ", ".join(f"{ident(c)} ASC NULLS FIRST" for c in sort_by)
     sort = f"strategy => 'sort', sort_order => {string(order)}, " if sort_by else ""
     statements = [f"call system.rewrite_data_files(table => {table}, {sort}options => map({listed}))"]
-    if (format_version is None or format_version < 3) and not nested:
+    if kind is CompactionKind.DATA_FILES and (format_version is None or format_version < 3) and not nested:
         statements.append(
             f"call system.rewrite_position_delete_files(table => {table}, options => map('rewrite-all', 'true'))"
         )

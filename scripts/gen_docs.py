@@ -58,8 +58,8 @@ OPERATIONS = {
     ),
     "mv_compact": (
         "Compact the views `mv_status` recommends it for (or the named ones; `every: true`: due or not), what a "
-        "fast refresh does by itself unless `auto_compact=false`: its delete files merged where they are what "
-        "makes it due, else Iceberg's `rewrite_data_files` of the files "
+        "fast refresh does by itself unless `auto_compact=false`: its small data files rewritten where they are "
+        "what makes it due, its delete files merged where those are, else Iceberg's `rewrite_data_files` of the files "
         "with deletes and the small ones (every view, with `every: true`), sorted as the view was built, and on format 2 the delete files left "
         "pointing at rewritten files dropped (a view with ARRAY or MAP columns has every data file rewritten "
         "instead: Iceberg 1.10 cannot rewrite its position deletes). Run it between refreshes.",
@@ -520,8 +520,8 @@ def analysed(sql: str) -> tuple[str, str]:
     from dbt_incremental_mv.analysis.analyze import analyze_view
     from dbt_incremental_mv.analysis.clock import Clock, sql_reads_clock
     from dbt_incremental_mv.analysis.errors import UnsupportedViewError
-    from dbt_incremental_mv.analysis.states import split_into_states
     from dbt_incremental_mv.analysis.model import MasterTable
+    from dbt_incremental_mv.analysis.states import split_into_states
 
     masters = {
         f"shop.{name}": MasterTable(f"shop.{name}", columns, key) for name, (columns, key) in EXAMPLE_MASTERS.items()

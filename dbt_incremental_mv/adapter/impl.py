@@ -379,9 +379,16 @@ class SparkMVAdapter(SparkAdapter):
                     lines.append(f"{label}: not due ({before.describe()})")
                 else:
                     began = time.time()
-                    for statement in compaction(relation, before, table).statements:
+                    planned = compaction(relation, before, table)
+                    for statement in planned.statements:
                         self._run(statement)
+                    self._metadata().forget(relation)
                     after = ViewFiles.of(self._metadata().table(relation))
+                    if planned.if_still_due and after is not None and after.compaction_due:
+                        for statement in planned.if_still_due:  # (its small files rewritten were not enough)
+                            self._run(statement)
+                        self._metadata().forget(relation)
+                        after = ViewFiles.of(self._metadata().table(relation))
                     lines.append(
                         f"{label}: compacted in {time.time() - began:.1f} s: {before.describe()} -> "
                         + (after.describe() if after is not None else "?")

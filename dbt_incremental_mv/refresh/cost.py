@@ -391,6 +391,8 @@ class Estimate:
             parts.append(f"{self.changes:,} changes")
         if self.compaction_statements and self.compaction_kind is CompactionKind.DELETE_FILES:
             parts.append("then merges the view's delete files")
+        elif self.compaction_statements and self.compaction_kind is CompactionKind.SMALL_FILES:
+            parts.append(f"then rewrites the view's small data files ({self.bytes_compacted / GB:.2f} GB)")
         elif self.compaction_statements:
             parts.append(f"then compacts the view ({self.bytes_compacted / GB:.2f} GB rewritten)")
         return ", ".join(parts)
@@ -552,13 +554,16 @@ def with_compaction(
     """The fast refresh ``fast`` of ``statement`` followed by the compaction its commit makes due
     (refresh/phases/compact.py): ``files``, the view's files that commit leaves (files_after),
     ``statements`` the compaction's, ``kind`` what it rewrites. Its delete files merged: its
-    statements (the delete files are small). Its data files: those that have deletes and the
+    statements (the delete files are small). Its small data files: at most each extra data file
+    (small_file_bytes). Its data files: those that have deletes and the
     small ones (layout.COMPACTION_OPTIONS): every file when they average under the small-file size;
     else those with a delete file (each about the view's average file) and the files the refresh
     adds; at most the whole view."""
     small = not files.partitioned and files.bytes < files.data_files * COMPACT_SMALL_FILE_BYTES
     if kind is CompactionKind.DELETE_FILES:
         rewritten = 0
+    elif kind is CompactionKind.SMALL_FILES:  # the files the refreshes added, each under small_file_bytes
+        rewritten = min(files.bytes, files.data_files_over * files.small_file_bytes)
     elif small or not files.data_files:
         rewritten = files.bytes
     else:

@@ -53,3 +53,15 @@ def dbt_profile_target(embedded_warehouse, catalog_server_parameters):
             **ansi_parameters(), **execution_parameters(),
         },
     }
+
+
+@pytest.fixture(autouse=True)
+def small_views_compacted_as_before(monkeypatch):
+    """The tests' views are a few KB, compacted by default at 8 extra files (layout.py: a small view's
+    scan is a job's fixed cost), and their refreshes write a file per task (4 shuffle partitions):
+    the randomized tests' views would be compacted every few refreshes, minutes of the suite spent
+    on what a user's view reads. They are compacted at the threshold of a view over 16 MB (32 extra
+    files) instead; the tests of compaction set their own thresholds (below both)."""
+    from dbt_incremental_mv import layout
+
+    monkeypatch.setattr(layout, "COMPACT_SMALL_VIEW_EXTRA_FILES", 32)

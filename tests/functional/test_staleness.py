@@ -173,6 +173,26 @@ class TestCompaction(StalenessProject):
         self.check(project, "v_fast")
         self.check(project, "v_manual")
 
+        # refreshes that insert only leave small data files: only they are rewritten (once the row
+        # deleted above, a tenth of this view's rows, is gone with a whole rewrite), and the
+        # refreshes read their state through that commit too
+        monkeypatch.setattr(layout, "COMPACT_SMALL_VIEW_EXTRA_FILES", 4)
+        packed = []
+        for round_number in range(10):
+            project.run_sql(f"insert into {schema}.orders values ({100 + round_number}, 1.00)")
+            _, log = run_dbt_and_capture(["run", "--select", "v_fast"])
+            packed += [line for line in log.splitlines() if "v_fast: fast refresh:" in line and "; rewrote its small" in line]
+            self.check(project, "v_fast")
+            if packed:
+                break
+        assert len(packed) == 1 and "rewrote its small data files: " in packed[0], packed
+        files = rows(project, f"select content, count(*) from {schema}.v_fast.files group by content")
+        assert dict(files).get(0, 0) <= 2, files  # the build's file and the small ones in one
+        project.run_sql(f"update {schema}.orders set amount = amount + 1 where order_id = 100")
+        _, log = run_dbt_and_capture(["run", "--select", "v_fast"])
+        assert "v_fast: fast refresh:" in log, log
+        self.check(project, "v_fast")
+
         # killed in the middle of a compaction (its data files rewritten, the deletes left pointing
         # at them not yet dropped): the view is as its refresh published it, and the next refresh
         # reads its state through the compaction's commit and compacts

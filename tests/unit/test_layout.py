@@ -30,12 +30,17 @@ def test_a_view_is_due_for_compaction_by_the_files_a_scan_opens_beyond_a_rewrite
     from dbt_incremental_mv.layout import COMPACT_EXTRA_FILES, COMPACT_EXTRA_PER_FILE, ViewFiles
 
     MB = 1024**2
-    # a 3 MB view: a rewrite leaves 1 file; 32 extra files (delete files, and data files over 1) make it due
-    small = ViewFiles(12, 0, 3 * MB)
-    assert (small.rewritten_files, small.extra_files, small.extra_files_due) == (1, 11, 32)
-    assert not small.compaction_due  # as a few refreshes leave it
-    assert ViewFiles(12, 21, 3 * MB).compaction_due and not ViewFiles(12, 20, 3 * MB).compaction_due
-    assert ViewFiles(33, 0, 3 * MB).compaction_due  # many small files
+    # a 30 MB view: a rewrite leaves 1 file; 32 extra files (delete files, and data files over 1) make it due
+    mid = ViewFiles(12, 0, 30 * MB)
+    assert (mid.rewritten_files, mid.extra_files, mid.extra_files_due) == (1, 11, 32)
+    assert not mid.compaction_due  # as a few refreshes leave it
+    assert ViewFiles(12, 21, 30 * MB).compaction_due and not ViewFiles(12, 20, 30 * MB).compaction_due
+    assert ViewFiles(33, 0, 30 * MB).compaction_due  # many small files
+    # a view of one row group (16 MB): its scan is a job's fixed cost, each extra file 2-3% of it: 8 make it due
+    small = ViewFiles(8, 0, 3 * MB)
+    assert (small.rewritten_files, small.extra_files, small.extra_files_due) == (1, 7, 8)
+    assert not small.compaction_due and ViewFiles(9, 0, 3 * MB).compaction_due
+    assert ViewFiles(5, 4, 16 * MB).compaction_due and not ViewFiles(5, 4, 16 * MB + 1).compaction_due
     # a 900 MB view in 27 files of a build: a refresh deleting in 12 of them is not due (one was,
     # when 4 delete files were: its compaction cost as much as a rebuild); many more refreshes are
     big = ViewFiles(30, 12, 900 * MB)
@@ -47,10 +52,12 @@ def test_a_view_is_due_for_compaction_by_the_files_a_scan_opens_beyond_a_rewrite
     assert ViewFiles(30, 12, 900 * MB, records=10_000_000, deleted=999_999).compaction_due is False
     assert ViewFiles(30, 12, 900 * MB, records=10_000_000, deleted=1_000_000).compaction_due
     # partitioned: a file per partition however small (a compaction leaves them): its delete files only
-    assert not ViewFiles(365, 0, 3 * MB, partitioned=True).compaction_due
-    assert ViewFiles(365, 32, 3 * MB, partitioned=True).compaction_due
+    assert not ViewFiles(365, 0, 30 * MB, partitioned=True).compaction_due
+    assert ViewFiles(365, 32, 30 * MB, partitioned=True).compaction_due
+    assert ViewFiles(365, 8, 3 * MB, partitioned=True).compaction_due
     assert ViewFiles(202, 49, 3_355_443).describe() == "202 data files and 49 delete files, 3.2 MB"
-    assert small.due_at == "32 files beyond the 1 data files a rewrite leaves (now 11)"
+    assert mid.due_at == "32 files beyond the 1 data files a rewrite leaves (now 11)"
+    assert small.due_at == "8 files beyond the 1 data files a rewrite leaves (now 7)"
     assert big.due_at == "256 files beyond the 15 data files a rewrite leaves (now 27), or 10% of its rows deleted"
     assert ViewFiles(365, 3, 300 * MB, partitioned=True).due_at == "96 delete files (now 3), or 10% of its rows deleted"
     # a view of one file: its deleted rows cost less than its scan's job

@@ -5,12 +5,13 @@ small data files. A user's full scan of the view opens and applies them all, so 
 compaction the view reads slower after every refresh (measured: 1.64-1.92x its rebuilt self
 after 100 small refreshes; layout.py). When the commit the refresh published leaves the view at a
 threshold (layout.ViewFiles.compaction_due: its delete files, or many small data files), the
-refresh runs Iceberg's compaction (layout.compaction_statements): where merging its delete files
-leaves it at most half the files that make it due and few of its rows are deleted, only those (one
-per data file at most: a scattered DELETE writes one per scan task and data file); otherwise the
-data files with deletes and the small ones rewritten, sorted as the view was built
-(layout.compaction_kind). Its cost follows those files, not the view: a refresh that touched few
-files rewrites few.
+refresh runs Iceberg's compaction (layout.compaction_statements): where the refreshes' small data
+files are most of the extra files and few of its rows are deleted, only those (and, if that leaves
+it due, then its data files as below); where merging its delete files leaves it at most half the
+files that make it due and few of its rows are deleted, only those (one per data file at most: a
+scattered DELETE writes one per scan task and data file); otherwise the data files with deletes
+and the small ones rewritten; sorted as the view was built (layout.compaction_kind). Its cost
+follows those files, not the view: a refresh that touched few files rewrites few.
 
 Decided once, from the published commit's totals (no metadata read when not due). Runs after the
 publish: the compaction's ``replace`` commit changes no row, the next refresh reads the view's state
@@ -43,6 +44,9 @@ class Compaction:
     files: ViewFiles
     statements: tuple[str, ...]
     kind: CompactionKind = CompactionKind.DATA_FILES
+    # run after ``statements`` when they leave the view still due (the data files rewritten after its
+    # small files: layout.compaction_kind)
+    if_still_due: tuple[str, ...] = ()
 
 
 def due(files: ViewFiles | None, action: RefreshAction, auto_compact: bool) -> bool:
@@ -53,14 +57,21 @@ def due(files: ViewFiles | None, action: RefreshAction, auto_compact: bool) -> b
 
 
 def compaction(relation: str, files: ViewFiles, table: TableMetadata) -> Compaction:
-    """The compaction of ``relation`` (its ``table`` as the refresh left it): its delete files merged,
-    or its data files rewritten sorted as it was built (layout.compaction_kind)."""
+    """The compaction of ``relation`` (its ``table`` as the refresh left it): its small data files
+    rewritten (then, if that leaves it due, its data files), its delete files merged, or its data
+    files rewritten; sorted as it was built (layout.compaction_kind)."""
     column_types = [t for _, t in table.columns]
     kind = compaction_kind(files, table.format_version, column_types)
+    sort_by = written_sort(table.properties)
     statements = compaction_statements(
-        relation, table.format_version, column_types, written_sort(table.properties), kind
+        relation, table.format_version, column_types, sort_by, kind, files.small_file_bytes
     )
-    return Compaction(relation, files, tuple(statements), kind)
+    if_still_due = (
+        compaction_statements(relation, table.format_version, column_types, sort_by)
+        if kind is CompactionKind.SMALL_FILES
+        else []
+    )
+    return Compaction(relation, files, tuple(statements), kind, tuple(if_still_due))
 
 
 def compact(ctx: RefreshContext, planned: Compaction) -> Maintained:
@@ -68,28 +79,46 @@ def compact(ctx: RefreshContext, planned: Compaction) -> Maintained:
     commit is skipped (the next refresh compacts), and one that fails otherwise is a warning, the
     view as the refresh published it, not a failed model."""
     began = time.monotonic()
-    unfinished = run_after_publish(
-        ctx,
-        planned.statements,
-        "compaction skipped (another commit on the view meanwhile: the next refresh compacts it)",
-        "compaction failed (the view is as the refresh published it)",
-        lambda detail: (
-            f"{planned.relation} was refreshed, but compacting it then failed: {detail}. The next refresh "
-            "tries again; `dbt run-operation mv_compact` compacts it by hand, and auto_compact=false stops the "
-            "refreshes compacting it."
-        ),
-    )
+    unfinished = _run(ctx, planned.relation, planned.statements)
     if unfinished is not None:
         return unfinished
-    ctx.metadata.forget(planned.relation)
-    after = ViewFiles.of(ctx.metadata.table(planned.relation))
+    after = _files(ctx, planned.relation)
+    packed = planned.kind is CompactionKind.SMALL_FILES
+    if packed and planned.if_still_due and after is not None and after.compaction_due:
+        unfinished = _run(ctx, planned.relation, planned.if_still_due)
+        if unfinished is not None:
+            return unfinished
+        after, packed = _files(ctx, planned.relation), False
     if after is None:
         done = "compacted"
     elif planned.kind is CompactionKind.DELETE_FILES:
         done = f"merged {planned.files.delete_files:,} delete files into {after.delete_files:,}"
+    elif packed:
+        done = f"rewrote its small data files: {planned.files.data_files:,} data files to {after.data_files:,}"
     else:
         done = (
             f"compacted {planned.files.data_files:,} data and {planned.files.delete_files:,} delete files to "
             f"{after.data_files:,} and {after.delete_files:,}"
         )
     return Maintained(f"{done} in {time.monotonic() - began:.1f} s")
+
+
+def _run(ctx: RefreshContext, relation: str, statements: tuple[str, ...]) -> Maintained | None:
+    """Run a compaction's ``statements`` after the publish (None: done)."""
+    return run_after_publish(
+        ctx,
+        statements,
+        "compaction skipped (another commit on the view meanwhile: the next refresh compacts it)",
+        "compaction failed (the view is as the refresh published it)",
+        lambda detail: (
+            f"{relation} was refreshed, but compacting it then failed: {detail}. The next refresh "
+            "tries again; `dbt run-operation mv_compact` compacts it by hand, and auto_compact=false stops the "
+            "refreshes compacting it."
+        ),
+    )
+
+
+def _files(ctx: RefreshContext, relation: str) -> ViewFiles | None:
+    """The view's files as the compaction's last commit left them."""
+    ctx.metadata.forget(relation)
+    return ViewFiles.of(ctx.metadata.table(relation))

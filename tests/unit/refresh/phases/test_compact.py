@@ -3,13 +3,14 @@
 import pytest
 
 from dbt_incremental_mv.config import ConfigError, FastRefreshConfig
-from dbt_incremental_mv.layout import ViewFiles, ViewLayout, written_sort
+from dbt_incremental_mv.layout import CompactionKind, ViewFiles, ViewLayout, written_sort
 from dbt_incremental_mv.metadata import TableMetadata
 from dbt_incremental_mv.refresh.phases.compact import Compaction, compact, compaction, due
 from dbt_incremental_mv.refresh.phases.decide import RefreshAction
 
-DUE = ViewFiles(12, 21, 3 * 1024**2)  # 11 data files over the 1 a rewrite leaves, and 21 delete files: 32
-NOT_DUE = ViewFiles(12, 20, 3 * 1024**2)
+MB = 1024**2
+DUE = ViewFiles(12, 21, 30 * MB)  # 11 data files over the 1 a rewrite leaves, and 21 delete files: 32
+NOT_DUE = ViewFiles(12, 20, 30 * MB)
 
 
 def test_only_a_fast_refresh_with_auto_compact_compacts_and_only_when_its_files_are_due():
@@ -69,7 +70,7 @@ def test_many_delete_files_over_few_data_files_are_merged_and_many_small_data_fi
     from dbt_incremental_mv.layout import CompactionKind, compaction_kind
 
     # an indexed join state after a scattered DELETE: 6 data files (two a rewrite would leave), 325 delete files
-    state = ViewFiles(6, 325, 124 * 1024**2, records=6_000_000, deleted=9_000)
+    state = ViewFiles(6, 325, 124 * MB, records=6_000_000, deleted=9_000)
     planned = compaction("s.v", state, _table({}))
     assert planned.kind is CompactionKind.DELETE_FILES
     assert planned.statements == (
@@ -78,14 +79,14 @@ def test_many_delete_files_over_few_data_files_are_merged_and_many_small_data_fi
     # many small data files (a merge would leave 11 + 12 of the 32 extra files that make it due)
     assert compaction("s.v", DUE, _table({})).kind is CompactionKind.DATA_FILES
     # a tenth of its rows deleted: rewritten (a scan still reads them and drops them)
-    assert compaction_kind(ViewFiles(6, 325, 124 * 1024**2, records=6_000_000, deleted=600_000), 2) is (
+    assert compaction_kind(ViewFiles(6, 325, 124 * MB, records=6_000_000, deleted=600_000), 2) is (
         CompactionKind.DATA_FILES
     )
     # format 3 (a deletion vector per data file), ARRAY or MAP columns (Iceberg cannot rewrite their
     # delete files), or not due (compacted by hand): rewritten
     assert compaction_kind(state, 3) is CompactionKind.DATA_FILES
     assert compaction_kind(state, 2, ["bigint", "array<struct<v:double>>"]) is CompactionKind.DATA_FILES
-    assert compaction_kind(ViewFiles(6, 5, 124 * 1024**2), 2) is CompactionKind.DATA_FILES
+    assert compaction_kind(ViewFiles(6, 5, 124 * MB), 2) is CompactionKind.DATA_FILES
     # what the log line says of a merge
     ctx = _Context()
     assert compact(ctx, planned).line.startswith("merged 325 delete files into 0 in ")
@@ -128,3 +129,52 @@ def test_a_compaction_says_what_it_did_one_that_loses_a_race_is_skipped_and_a_fa
     assert failed.failure is not None
     assert failed.failure.startswith("s.v was refreshed, but compacting it then failed: disk full. The next refresh")
     assert "auto_compact=false" in failed.failure and "at org.apache" not in failed.failure
+
+
+def test_where_small_data_files_make_a_view_due_only_they_are_rewritten():
+    from dbt_incremental_mv.layout import compaction_kind
+
+    layout = ViewLayout(sort_by=("_mv_o_id",))
+    properties = {**layout.properties(), **layout.record()}
+    # a 54 MB view: 8 files of its build, 25 small ones its refreshes' INSERTs added, 1 delete file per data file
+    packed = ViewFiles(33, 8, 54 * MB, records=18_000_000, deleted=3_000)
+    assert packed.compaction_due and packed.small_file_bytes == 54 * MB // 16
+    planned = compaction("s.v", packed, _table(properties))
+    assert planned.kind is CompactionKind.SMALL_FILES
+    assert planned.statements == (
+        "call system.rewrite_data_files(table => '`s`.`v`', strategy => 'sort', sort_order => "
+        "'`_mv_o_id` ASC NULLS FIRST', options => map('delete-file-threshold', '2147483647', "
+        "'delete-ratio-threshold', '1.0', 'min-file-size-bytes', '3538944', 'min-input-files', '2', "
+        "'remove-dangling-deletes', 'true', 'target-file-size-bytes', '67108864'))",
+    )
+    # what runs when they leave it due: its data files rewritten, as for a view they do not make due
+    assert len(planned.if_still_due) == 2
+    assert planned.if_still_due[0].startswith("call system.rewrite_data_files(table => '`s`.`v`', strategy => 'sort'")
+    assert "'delete-file-threshold', '1'" in planned.if_still_due[0]
+    assert planned.if_still_due[1].startswith("call system.rewrite_position_delete_files(")
+    # a small file is at most 8 MB, whatever the view's size, and every file of a view of a few KB
+    assert ViewFiles(300, 8, 9000 * MB).small_file_bytes == 8 * MB
+    assert ViewFiles(30, 8, 40_000).small_file_bytes == 256 * 1024
+    # a tenth of its rows deleted, even in a view of one file: its data files rewritten
+    assert compaction_kind(ViewFiles(33, 8, 54 * MB, records=1_000, deleted=100), 2) is CompactionKind.DATA_FILES
+    # the delete files outnumber the small data files: merged (or the data files rewritten), as before
+    assert compaction_kind(ViewFiles(6, 325, 124 * MB), 2) is CompactionKind.DELETE_FILES
+    # not on format 3 nor with ARRAY or MAP columns (not measured there)
+    assert compaction_kind(packed, 3) is CompactionKind.DATA_FILES
+    assert compaction_kind(packed, 2, ["map<string,int>"]) is CompactionKind.DATA_FILES
+    assert compaction("s.v", DUE, _table(properties)).if_still_due == ()
+
+
+def test_a_view_its_small_files_rewritten_leave_due_has_its_data_files_rewritten_after_them():
+    planned = Compaction(
+        "s.v", ViewFiles(33, 8, 54 * MB), ("call small",), CompactionKind.SMALL_FILES, ("call a", "call b")
+    )
+    ctx = _Context()  # they leave 1 data file: not due
+    done = compact(ctx, planned)
+    assert ctx.statements == ["call small"]
+    assert done.line.startswith("rewrote its small data files: 33 data files to 1 in ") and done.failure is None
+    ctx = _Context()
+    ctx._after = {"total-data-files": "30", "total-delete-files": "8", "total-files-size": str(54 * MB)}  # still due
+    done = compact(ctx, planned)
+    assert ctx.statements == ["call small", "call a", "call b"]
+    assert done.line.startswith("compacted 33 data and 8 delete files to 30 and 8 in ")
