@@ -87,13 +87,10 @@ def run_compaction(files: ViewFiles) -> None:
     planned = compaction("d.v", files, TableMetadata("d.v", COLUMNS, properties, {}, None))
     for statement in planned.statements:
         spark.sql(statement).collect()
-    after = published_files()
-    if planned.if_still_due and after is not None and after.compaction_due:
-        for statement in planned.if_still_due:
-            spark.sql(statement).collect()
-    kinds.append(
-        planned.kind.value if not planned.if_still_due or after is None or not after.compaction_due else "both"
-    )
+    still_due = planned.still_due(published_files())
+    for statement in planned.if_still_due if still_due else ():
+        spark.sql(statement).collect()
+    kinds.append("both" if still_due else planned.kind.value)
 
 
 def refresh() -> None:

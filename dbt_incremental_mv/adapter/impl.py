@@ -384,7 +384,7 @@ class SparkMVAdapter(SparkAdapter):
                         self._run(statement)
                     self._metadata().forget(relation)
                     after = ViewFiles.of(self._metadata().table(relation))
-                    if planned.if_still_due and after is not None and after.compaction_due:
+                    if planned.still_due(after):
                         for statement in planned.if_still_due:  # (its small files rewritten were not enough)
                             self._run(statement)
                         self._metadata().forget(relation)

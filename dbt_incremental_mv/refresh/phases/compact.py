@@ -48,6 +48,10 @@ class Compaction:
     # small files: layout.compaction_kind)
     if_still_due: tuple[str, ...] = ()
 
+    def still_due(self, after: ViewFiles | None) -> bool:
+        """Whether ``if_still_due`` runs, ``statements`` having left the view's files ``after``."""
+        return bool(self.if_still_due) and after is not None and after.compaction_due
+
 
 def due(files: ViewFiles | None, action: RefreshAction, auto_compact: bool) -> bool:
     """Whether a refresh that published ``files`` (None: it published nothing) compacts: a fast
@@ -84,7 +88,7 @@ def compact(ctx: RefreshContext, planned: Compaction) -> Maintained:
         return unfinished
     after = _files(ctx, planned.relation)
     packed = planned.kind is CompactionKind.SMALL_FILES
-    if packed and planned.if_still_due and after is not None and after.compaction_due:
+    if planned.still_due(after):
         unfinished = _run(ctx, planned.relation, planned.if_still_due)
         if unfinished is not None:
             return unfinished
