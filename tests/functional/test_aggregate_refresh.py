@@ -257,6 +257,21 @@ class TestMinMaxRecomputesOnlyWhatItMust:
         log = refreshed()
         assert "groups deleted: 1" in log and "groups recomputed: 0" in log, log
 
+        # twelve new groups: the INSERT reads them from the cached delta, whose partitions are the
+        # shuffle's that made it (4 here), and writes them rebalanced, as one data file
+        project.run_sql(
+            f"insert into {schema}.orders values "
+            + ", ".join(f"({100 + g}, {100 + g}, {g}.00, 0.1, 1, 'open')" for g in range(12))
+        )
+        log = refreshed()
+        assert "groups inserted: 12" in log, log
+        added = rows(
+            project,
+            f"select operation, summary['added-data-files'] from {view}.snapshots "
+            f"where snapshot_id = (select snapshot_id from {view}.refs where name = 'main')",
+        )
+        assert added == [("append", "1")], added
+
 
 RECOMPUTED_VIEWS = {
     # aggregates no delta maintains, beside one that is: each touched group recomputed

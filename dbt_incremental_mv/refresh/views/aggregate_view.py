@@ -95,6 +95,7 @@ from dbt_incremental_mv.refresh.views.statement import (
     broadcast_exists,
     cached_view,
     delete_write,
+    rebalanced,
     refresh_writes,
     stop_when,
 )
@@ -789,7 +790,8 @@ def refresh_statement(
     stored = view.stored_columns
     of_delta_groups = broadcast_exists(groups, "`_mv_k`", group_match("`_mv_k`", "`_mv_v`", keys))
     delete = delete_write(target, of_delta_groups, "`_mv_v`")
-    insert = Write(WriteKind.INSERT, f"insert into {target} ({idents(stored)})\n{inserted}")
+    # (from the cached delta: rebalanced, so that its files follow the bytes written)
+    insert = Write(WriteKind.INSERT, f"insert into {target} ({idents(stored)})\n{rebalanced(inserted)}")
     if flag is not None:  # without the recompute when no group is flagged
         # flagged rarely (a reserve that ran out, a sum at the edge of its type): the INSERT without
         # the recompute, stopped by a flagged group, and with it as its fallback (statement.Fallback);
@@ -797,7 +799,8 @@ def refresh_statement(
         # flagged groups counted first (statement.LeanForm)
         rarely = view.having is None and all(reserve_of(view, c) is not None for c in (min_max if extremes else []))
         lean_ctes, _, lean_rows = _new_rows(view, view_types, marked, groups, False, touched, stop=rarely)
-        lean_sql = f"insert into {target} ({idents(stored)})\nwith {', '.join(lean_ctes)}\n{lean_rows}"
+        lean_rows = rebalanced(f"with {', '.join(lean_ctes)}\n{lean_rows}")
+        lean_sql = f"insert into {target} ({idents(stored)})\n{lean_rows}"
         if rarely:
             insert = Write(
                 WriteKind.INSERT,

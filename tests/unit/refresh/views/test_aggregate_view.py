@@ -80,13 +80,18 @@ def test_delete_of_the_changed_groups_then_insert_of_their_new_rows_deterministi
     assert "map_zip_with(" not in insert.sql and "try_element_at(`_mv_s`.`_mv_nr_max_price`, 1).`v`" in insert.sql
     assert "`shop`.`v`" not in insert.sql.split("insert into", 1)[1].split("\n", 1)[1]  # the INSERT reads the cache only
     # a group whose rows all went is not inserted again
-    assert insert.sql.endswith("\nwhere `_mv_s`.`_mv_n__mv_count` > 0")
+    assert insert.sql.endswith("\nwhere `_mv_s`.`_mv_n__mv_count` > 0\n) as `_mv_rebalanced`")
+    # its rows come from the cached delta, which keeps the partitions of the shuffle that made it
+    # (spark.sql.shuffle.partitions, a file each): rebalanced, the files follow the bytes written,
+    # in each form of the INSERT
+    for sql in (insert.sql, insert.fallback.sql):
+        assert sql.split("\n", 2)[1] == "select /*+ REBALANCE */ * from (", sql
     # a group whose reserve ran out is rare: the INSERT runs without the recompute, a flagged group
     # stops it, and its fallback (the INSERT with the recompute) runs instead
     assert "select case when `_mv_s`.`_mv_flag` then raise_error('dbt-incremental-mv: " in insert.sql
     assert "`_mv_recompute`" not in insert.sql and insert.lean is None
     assert insert.fallback is not None and "`_mv_recompute` as (" in insert.fallback.sql
-    assert insert.fallback.sql.endswith("else `_mv_s`.`_mv_n__mv_count` end > 0")
+    assert insert.fallback.sql.endswith("else `_mv_s`.`_mv_n__mv_count` end > 0\n) as `_mv_rebalanced`")
     # the new counts and sums computed once per group where the delta is cached, read by name (an
     # average reads them many times), and whether the group is recomputed: the INSERT reads columns
     assert (
@@ -146,6 +151,7 @@ def test_an_insert_that_may_recompute_runs_without_the_recompute_when_no_group_i
     assert "`_mv_recompute`" not in lean.sql and "`_mv_flagged`" not in lean.sql and "VERSION AS OF" not in lean.sql
     assert lean.sql.split("\n", 1)[0] == insert.sql.split("\n", 1)[0]  # into the same columns
     assert "raise_error" not in lean.sql
+    assert "\nselect /*+ REBALANCE */ * from (\n" in lean.sql and "\nselect /*+ REBALANCE */ * from (\n" in insert.sql
     # flagged rarely (a MIN/MAX reserve that ran out): the INSERT without the recompute, no count;
     # a flagged group stops it and the INSERT with the recompute runs instead
     mixed = statement(BY_PRODUCT, **{"shop.lines": (3, 2)})
@@ -422,7 +428,9 @@ def test_having_recomputes_the_groups_the_view_does_not_hold_and_stores_only_tho
     assert "`_mv_negative`" not in insert.sql
     assert "`_mv_flagged` as (\nselect `_mv_d`.`product_id` as `_mv_g0` from `_mv_delta` as `_mv_d`\nwhere `_mv_d`.`_mv_flag`" in insert.sql
     assert "select `_mv_d`.*, coalesce((not `_mv_d`.`_mv_t`.`_mv_count` is not null), false) as `_mv_flag`" in statement.cached[-1].sql
-    assert insert.sql.endswith("as `_mv_h`\nwhere `n` > 2 AND `revenue` > 10 AND `revenue` < 1000 AND `product_id` <> 7")
+    assert insert.sql.endswith(
+        "as `_mv_h`\nwhere `n` > 2 AND `revenue` > 10 AND `revenue` < 1000 AND `product_id` <> 7\n) as `_mv_rebalanced`"
+    )
     assert statement.steps_run == ("DELTA lines", "HAVING: recompute of groups the view does not hold")
     # with deletes, both kinds of flagged groups, each group once
     mixed = aggregate_view.refresh_statement(
