@@ -799,8 +799,8 @@ def refresh_statement(
         # flagged groups counted first (statement.LeanForm)
         rarely = view.having is None and all(reserve_of(view, c) is not None for c in (min_max if extremes else []))
         lean_ctes, _, lean_rows = _new_rows(view, view_types, marked, groups, False, touched, stop=rarely)
-        lean_rows = rebalanced(f"with {', '.join(lean_ctes)}\n{lean_rows}")
-        lean_sql = f"insert into {target} ({idents(stored)})\n{lean_rows}"
+        lean_inserted = f"with {', '.join(lean_ctes)}\n{lean_rows}"
+        lean_sql = f"insert into {target} ({idents(stored)})\n{rebalanced(lean_inserted)}"
         if rarely:
             insert = Write(
                 WriteKind.INSERT,
