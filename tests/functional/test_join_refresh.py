@@ -50,6 +50,15 @@ VIEWS = {
 }
 
 
+def one_view(name):
+    """The models of a project of one of VIEWS, fast refreshed."""
+    sql, _ = VIEWS[name]
+    return {
+        f"{name}.sql": "{{ config(materialized='fast_refresh', refresh_method='fast') }}\n" + sql,
+        "sources.yml": Workload.sources_yml(MASTERS),
+    }
+
+
 def defining_query(project, sql):
     schema = project.test_schema
     for name in ("orders", "customers", "regions"):
@@ -244,11 +253,7 @@ class TestCompactionMergesDeleteFiles:
 
     @pytest.fixture(scope="class")
     def models(self):
-        sql, _ = VIEWS["open_orders"]
-        return {
-            "open_orders.sql": "{{ config(materialized='fast_refresh', refresh_method='fast') }}\n" + sql,
-            "sources.yml": Workload.sources_yml(MASTERS),
-        }
+        return one_view("open_orders")
 
     def test_delete_files_are_merged(self, project, monkeypatch):
         from dbt_incremental_mv import layout
@@ -272,3 +277,49 @@ class TestCompactionMergesDeleteFiles:
         assert len(merges) >= 2 and all("compacted" not in line for line in merges), merges
         snapshots = project.run_sql(f"select operation from {project.test_schema}.open_orders.snapshots", fetch="all")
         assert ("replace",) in [tuple(s) for s in snapshots], snapshots
+
+
+class TestAJoinsInsertIsOneDataFile:
+    """A join's INSERT reads the master it joins the changes to in a scan task per split (the
+    changes broadcast to them), and wrote a data file per task holding a row: rebalanced, the
+    rows of a small change are one data file (statement.rebalanced)."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return one_view("order_customers")
+
+    def test_new_customers_with_orders_in_many_files_are_one_file(self, project):
+        schema = project.test_schema
+        workload = Workload(project, [replace(m, rows={}) for m in MASTERS], 7)
+        workload.create(initial_rows=0)
+        # orders written by a statement each: a data file each, read in a scan task each (as a
+        # large master's are: here a split is at most one file), of customers not there yet; the
+        # larger side of the join (the changes are broadcast to it)
+        for customer in range(1001, 1009):
+            project.run_sql(
+                f"insert into {schema}.orders select id, {customer}, cast(id % 100 as decimal(10,2)), 'open' "
+                f"from range({customer * 1000}, {customer * 1000 + 500})"
+            )
+        project.run_sql(
+            f"alter table {schema}.orders set tblproperties "
+            "('read.split.target-size'='1', 'read.split.adaptive-size.enabled'='false')"
+        )
+        project.run_sql(f"insert into {schema}.customers values (1, 'first', 1, null)")
+        results = run_dbt(["run"])
+        assert all(r.status == "success" for r in results)
+        # the customers come: their orders are read from the facts (INS c), in eight tasks
+        project.run_sql(
+            f"insert into {schema}.customers values "
+            + ", ".join(f"({customer}, 'c{customer}', 1, null)" for customer in range(1001, 1009))
+        )
+        results, log = run_dbt_and_capture(["run"])
+        assert all(r.status == "success" for r in results), log
+        sql, columns = VIEWS["order_customers"]
+        workload.check("order_customers", defining_query(project, sql), columns)
+        assert rows(project, f"select count(*) from {schema}.order_customers") == [(4000,)]
+        added = rows(
+            project,
+            f"select operation, summary['added-data-files'] from {schema}.order_customers.snapshots "
+            f"where snapshot_id = (select snapshot_id from {schema}.order_customers.refs where name = 'main')",
+        )
+        assert added == [("append", "1")], added

@@ -188,11 +188,13 @@ def delete_write(target: str, condition: str, alias: str | None = None) -> Write
 def rebalanced(query: str) -> str:
     """``query``'s rows in as many partitions as their bytes need (Spark's REBALANCE, adaptive
     execution coalescing them to its advisory partition size): for an INSERT whose rows come
-    from a cached view. A cached view keeps the partitions its shuffle made when it was cached
-    (spark.sql.shuffle.partitions: adaptive execution is off while caching, publish.py), and an
-    INSERT writes a data file per partition holding a row: a MIN/MAX aggregate's refresh of 124
-    changed groups wrote 8 files of ~15 rows, and its view (~6 MB) was due for compaction at
-    every refresh (1.4-2.0 s each, the shop at 1M orders). One exchange of the rows written."""
+    from a cached view or from streamed scans. An INSERT writes a data file per partition holding
+    a row. A cached view keeps the partitions its shuffle made when it was cached
+    (spark.sql.shuffle.partitions: adaptive execution is off while caching, publish.py): a MIN/MAX
+    aggregate's refresh of 124 changed groups wrote 8 files of ~15 rows, and its view (~6 MB) was
+    due for compaction at every refresh (1.4-2.0 s each, the shop at 1M orders). A join's rows
+    come from a scan task of a master each (the changes broadcast to them): 3-6 files per
+    refresh of ~100 changed orders. One exchange of the rows written."""
     return f"select /*+ REBALANCE */ * from (\n{query}\n) as `_mv_rebalanced`"
 
 

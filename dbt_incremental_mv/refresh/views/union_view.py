@@ -32,6 +32,7 @@ from dbt_incremental_mv.refresh.views.statement import (
     WriteKind,
     branch_target,
     delete_write,
+    rebalanced,
     refresh_writes,
 )
 from dbt_incremental_mv.sql_text import idents, relation
@@ -124,7 +125,9 @@ def _statement(
         writes.append(delete_write(target, deleted, "`_mv_v`"))
     inserted = "\nunion all\n".join(inserts) if inserts else None
     if inserted is not None:
-        writes.append(Write(WriteKind.INSERT, f"insert into {target} ({idents(view.stored_columns)})\n{inserted}"))
+        # (rebalanced: each branch's rows come from its own scans and cached views, a file per task)
+        insert = f"insert into {target} ({idents(view.stored_columns)})\n{rebalanced(inserted)}"
+        writes.append(Write(WriteKind.INSERT, insert))
     touched = [s.touched for _, _, s in parts]
     stats = [(number, s) for number, _, s in parts if s.stats_sql is not None]
     return refresh_writes(

@@ -476,8 +476,11 @@ def test_in_a_join_only_the_changed_masters_own_ins_step_reads_its_after_images(
         "shop.orders": marked(ORDERS, key_ranges=((100, 200),)),
         "shop.lines": _netted(LINES, "line_no", "order_id", "qty", key_ranges=((150, 300),)),
     }
-    insert = join_view.refresh_statement(view, "shop.v", logs).writes[-1].sql
-    lines_step, orders_step = insert.split("\nunion all\n")
+    made = join_view.refresh_statement(view, "shop.v", logs)
+    insert = made.writes[-1].sql
+    # the steps' rows in one INSERT, rebalanced: each step's rows come from its own scan tasks
+    assert insert.endswith(f"\nselect /*+ REBALANCE */ * from (\n{made.inserted}\n) as `_mv_rebalanced`")
+    lines_step, orders_step = made.inserted.split("\nunion all\n")
     assert scans_of(lines_step, "shop.lines") == 0 and "GROUP BY `line_no`, `order_id`, `qty` HAVING" in lines_step
     # the orders the changed lines hold: within the lines' ranges, among their keys
     assert "AS `_mv_r` ON `_mv_y`.`order_id` = `_mv_r`.`order_id` WHERE `_mv_y`.`order_id` BETWEEN 150 AND 300) AS `o`" in lines_step
@@ -622,7 +625,7 @@ def test_a_dimensions_updates_are_patched_from_the_views_rows_before_the_refresh
     assert statement.steps_run == ("DEL o", "DEL c", "INS o", "PATCH c")
     delete, insert = statement.writes
     assert "`_mv_c_customer_id` in (7, 9)" in delete.sql  # the patched keys' rows are deleted and inserted again
-    ins, patch = insert.sql.split("\nunion all\n")
+    ins, patch = statement.inserted.split("\nunion all\n")
     assert "`customer_id` IN" not in ins  # no customer's orders read from the masters
     # the customer's rows as the refresh read the view, but those of changed orders (made by INS o)
     # and of the deleted customer, with the customer's columns from its new row (which passes the
