@@ -460,7 +460,7 @@ def refresh_statement(
         queries.append(_patched_rows(view, view_relation, view_snapshot, marked, sources, patched))
     if queries:
         ins_query = "\nunion all\n".join(queries)
-        rows = _rebalanced_if_joined(view, ins_query, len(queries))
+        rows = _rebalanced_if_joined(view, ins_query, several=len(queries) > 1)
         writes.append(Write(WriteKind.INSERT, f"insert into {target} ({idents(view.stored_columns)})\n{rows}"))
     if not writes:
         return None  # only new rows in no view row (a new customer without orders): nothing to write
@@ -529,7 +529,7 @@ def with_crossed_rows(
         Write(
             WriteKind.INSERT,
             f"insert into {target} ({idents(view.stored_columns)})\n"
-            f"{_rebalanced_if_joined(view, inserted, 2 if statement is not None and statement.inserted else 1)}",
+            f"{_rebalanced_if_joined(view, inserted, several=statement is not None and bool(statement.inserted))}",
         ),
     ]
     timed = tuple(f"TIME {alias}" for alias in sorted(crossed))
@@ -549,12 +549,12 @@ def with_crossed_rows(
     )
 
 
-def _rebalanced_if_joined(view: ViewDefinition, rows: str, queries: int) -> str:
+def _rebalanced_if_joined(view: ViewDefinition, rows: str, *, several: bool) -> str:
     """The rows an INSERT writes, rebalanced (statement.rebalanced) when they come from a join or
-    from several queries: each streams its masters' scan tasks, the changes broadcast to them, and
+    from ``several`` queries (a UNION ALL of steps): each streams its masters' scan tasks, the changes broadcast to them, and
     wrote a data file per task (3-6 per refresh of ~100 changed orders of a 3-way join at 1M
     orders). A single master's rows (a filter) are its marked keys' few files: written as read."""
-    return rebalanced(rows) if len(view.occurrences) > 1 or queries > 1 else rows
+    return rebalanced(rows) if len(view.occurrences) > 1 or several else rows
 
 
 def _on_branch(write: Write, view_relation: str, target: str) -> Write:
