@@ -7,7 +7,7 @@ import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
 from tests.functional.differential import Column, Master, Workload, keys_read_from_logs, randomized_rounds
-from tests.functional.util import rows
+from tests.functional.util import data_files_of_last_commit, rows
 
 MASTERS = [
     Master("customers", "customer_id", key_pool=tuple(range(1001, 1009)), columns=[
@@ -265,11 +265,7 @@ class TestMinMaxRecomputesOnlyWhatItMust:
         )
         log = refreshed()
         assert "groups inserted: 12" in log, log
-        added = rows(
-            project,
-            f"select operation, summary['added-data-files'] from {view}.snapshots "
-            f"where snapshot_id = (select snapshot_id from {view}.refs where name = 'main')",
-        )
+        added = data_files_of_last_commit(project, view)
         assert added == [("append", "1")], added
 
 

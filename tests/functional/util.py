@@ -26,6 +26,15 @@ def rows(project, sql):
     return [tuple(row) for row in project.run_sql(sql, fetch="all")]
 
 
+def data_files_of_last_commit(project, table):
+    """The operation of ``table``'s current snapshot (its main branch) and the data files it added."""
+    return rows(
+        project,
+        f"select operation, summary['added-data-files'] from {table}.snapshots "
+        f"where snapshot_id = (select snapshot_id from {table}.refs where name = 'main')",
+    )
+
+
 def assert_same_multiset(actual, expected, what="view"):
     actual_counts, expected_counts = Counter(actual), Counter(expected)
     missing = expected_counts - actual_counts
